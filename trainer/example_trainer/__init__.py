@@ -1,0 +1,1 @@
+"""Reference trainer for the launcher contract (see trainer/README.md)."""

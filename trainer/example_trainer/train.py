@@ -1,0 +1,306 @@
+"""Example DDP trainer that follows the launcher contract.
+
+Run it through the launcher (python -m launcher -- -m example_trainer.train).
+What it shows, in order: reading hyperparameters from TRAIN_HPARAMS_FILE,
+packing data into binary shards once, a prefetching multi-process DataLoader,
+resuming from TRAIN_RESUME_FROM with fallback to older complete checkpoints,
+a per-step progress report (heartbeat + JSON log), checkpoints on a schedule
+(Young's interval, or the TRAIN_CHECKPOINT_* overrides), and a final
+checkpoint on SIGTERM/SIGINT before exiting with 143.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import yaml
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from launcher import checkpoint, contract
+from launcher.progress import Progress
+from launcher.schedule import CheckpointSchedule
+
+from .data import ShardChunks, epoch_order, make_loader
+from .pack_data import DEFAULT_PARAMS, ensure_packed
+
+EXIT_CONFIG = 2
+EXIT_STOPPED = 143  # stopped by a signal after saving: the gang is restarted
+
+HPARAM_DEFAULTS = {
+    "seed": 0,
+    "steps": 2000,
+    "batch_size": 64,
+    "lr": 0.003,
+    "weight_decay": 0.0,
+    "hidden": 128,
+    "log_every": 1,
+    "num_workers": 2,
+    "prefetch_factor": 4,
+    "pg_timeout_s": 600,
+    "checkpoint_cost_estimate_s": 30.0,
+    "checkpoint_min_interval_s": 60.0,
+    "device": "auto",  # auto | cpu | cuda
+    "data": {},  # overrides of pack_data.DEFAULT_PARAMS
+    # Test hooks, off by default.
+    "step_delay_s": 0.0,  # sleep after every step (slows a tiny model down)
+    "stall_after_steps": 0,  # >0: stop making progress after that step
+}
+
+
+class ConfigError(Exception):
+    pass
+
+
+def load_hparams(path: str) -> dict:
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: invalid YAML ({e})".replace("\n", " ")) from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: top level must be a mapping")
+    unknown = sorted(set(raw) - set(HPARAM_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: unknown keys {unknown}")
+    hp = {**HPARAM_DEFAULTS, **raw}
+    bad_data = sorted(set(hp["data"]) - set(DEFAULT_PARAMS))
+    if bad_data:
+        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: unknown data keys {bad_data}")
+    for key in ("steps", "batch_size", "hidden", "log_every"):
+        if not isinstance(hp[key], int) or hp[key] < 1:
+            raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: {key} must be an integer >= 1")
+    return hp
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; the loop polls it once per step."""
+
+    def __init__(self):
+        self.signum = 0
+
+    def __call__(self, signum, _frame):
+        self.signum = signum
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int, classes: int):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(dim, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, classes),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def main() -> int:
+    stop = StopFlag()
+    stop.install()
+    try:
+        c = contract.from_env()
+        hp = load_hparams(c.hparams_file)
+    except (contract.ContractError, ConfigError) as e:
+        sys.stderr.write(f"example_trainer: error: {e}\n")
+        return EXIT_CONFIG
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and hp["device"] != "cpu"
+    if use_cuda:
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    backend = "nccl" if use_cuda else "gloo"
+    # An explicit timeout turns a hung collective into an error instead of a hang.
+    dist.init_process_group(
+        backend, timeout=datetime.timedelta(seconds=float(hp["pg_timeout_s"]))
+    )
+    prog = Progress(log_every=hp["log_every"], rank=rank, local_rank=local_rank)
+    started = time.monotonic()
+
+    if local_rank == 0:  # once per node: fine on a shared or a node-local TRAIN_DATA_DIR
+        ensure_packed(c.data_dir, hp["data"])
+    dist.barrier()
+    ds = ShardChunks(c.data_dir, hp["batch_size"])
+    per_rank = len(ds) // world
+    if per_rank < 1:
+        sys.stderr.write("example_trainer: error: data set too small for this world size\n")
+        return EXIT_CONFIG
+
+    torch.manual_seed(hp["seed"])
+    model = MLP(ds.dim, hp["hidden"], ds.classes).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
+
+    # ---- resume: rank 0 picks the newest checkpoint that really loads
+    step = 0
+    t0 = time.monotonic()
+    skipped = []
+    state = None
+    resume_from = os.environ.get(contract.RESUME_VAR, "") or None
+    chosen = None
+    if rank == 0:
+        def on_skip(path, err):
+            skipped.append({"path": path, "reason": str(err)})
+            prog.event("checkpoint_skipped", path=path, reason=str(err))
+
+        chosen, state = checkpoint.load_with_fallback(
+            c.checkpoint_dir,
+            resume_from,
+            lambda p: checkpoint.load(p, rank=0, map_location="cpu"),
+            on_skip,
+        )
+    # Everyone loads what rank 0 verified (broadcast as a step number: a tensor
+    # needs no pickling, and the directory name follows from the step).
+    chosen_step = torch.tensor(
+        [-1 if chosen is None else checkpoint.parse_step(os.path.basename(chosen))],
+        dtype=torch.int64, device=device,
+    )
+    dist.broadcast(chosen_step, src=0)
+    chosen_step = int(chosen_step.item())
+    if chosen_step >= 0:
+        if state is None:
+            name = checkpoint.step_dir_name(chosen_step)
+            if resume_from and os.path.basename(os.path.normpath(resume_from)) == name:
+                chosen = resume_from
+            else:
+                chosen = os.path.join(c.checkpoint_dir, name)
+            state = checkpoint.load(chosen, rank=0, map_location="cpu", verify=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        step = int(state["step"])
+        prog.event(
+            "checkpoint_resumed",
+            step=step,
+            path=chosen,
+            duration_s=round(time.monotonic() - t0, 4),
+            skipped=skipped,
+        )
+    else:
+        prog.event("checkpoint_resumed", step=0, path=None, duration_s=0.0, skipped=skipped)
+    del state
+    prog.beat(step)
+
+    ddp = DDP(model, device_ids=[local_rank] if use_cuda else None)
+    loss_fn = nn.CrossEntropyLoss()
+    sched = CheckpointSchedule(
+        mtbf_s=c.mtbf_s,
+        interval_override_s=c.checkpoint_interval_s,
+        every_steps=c.checkpoint_every_steps,
+        initial_cost_s=hp["checkpoint_cost_estimate_s"],
+        min_interval_s=hp["checkpoint_min_interval_s"],
+        start_step=step,
+    )
+    prog.event(
+        "trainer_start",
+        world_size=world,
+        backend=backend,
+        device=str(device),
+        start_step=step,
+        steps=hp["steps"],
+        checkpoint_every_steps=c.checkpoint_every_steps,
+        checkpoint_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
+    )
+    last_saved = step
+
+    def save(at_step: int, reason: str) -> None:
+        nonlocal last_saved
+        t = time.monotonic()
+        state = {
+            "step": at_step,
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "rng": torch.get_rng_state(),
+            "hparams": hp,
+            "world_size": world,
+        }
+        path = checkpoint.save(
+            c.checkpoint_dir, at_step, state,
+            rank=rank, world_size=world, barrier=dist.barrier,
+            keep=c.checkpoint_keep, meta={"job_id": c.job_id},
+        )
+        cost = time.monotonic() - t
+        sched.record(at_step, cost)
+        last_saved = at_step
+        prog.event(
+            "checkpoint_saved",
+            step=at_step,
+            path=path,
+            reason=reason,
+            duration_s=round(cost, 4),
+            next_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
+        )
+        prog.beat(at_step)
+
+    epoch, offset = divmod(step, per_rank)
+    while step < hp["steps"]:
+        order = epoch_order(len(ds), epoch, hp["seed"], rank, world)[offset:]
+        loader = make_loader(
+            ds, order,
+            num_workers=hp["num_workers"],
+            prefetch_factor=hp["prefetch_factor"],
+            pin_memory=use_cuda,
+        )
+        for x, y in loader:
+            x = x.to(device, non_blocking=True)
+            y = y.to(device, non_blocking=True)
+            loss = loss_fn(ddp(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            # One small all-reduce per step carries the mean loss, "someone
+            # got a stop signal" and rank 0's "checkpoint due" decision, so
+            # every rank takes the same branch at the same step.
+            ctrl = torch.zeros(3, device=device)
+            ctrl[0] = loss.detach()
+            ctrl[1] = 1.0 if stop.signum else 0.0
+            ctrl[2] = 1.0 if rank == 0 and sched.due(step) else 0.0
+            dist.all_reduce(ctrl)
+            mean_loss, stopping, due = ctrl.tolist()
+            mean_loss /= world
+
+            if hp["stall_after_steps"] and step >= hp["stall_after_steps"]:
+                prog.event("stalling", step=step)  # test hook: a hung loop
+                while True:
+                    time.sleep(0.2)
+
+            prog.step(step, loss=mean_loss, samples=hp["batch_size"] * world, epoch=epoch)
+            if stopping or due or step >= hp["steps"]:
+                reason = "signal" if stopping else ("final" if step >= hp["steps"] else "schedule")
+                if step != last_saved:
+                    save(step, reason)
+                if stopping:
+                    prog.event("stopped", step=step, signal=stop.signum)
+                    dist.destroy_process_group()
+                    return EXIT_STOPPED
+            if step >= hp["steps"]:
+                break
+            if hp["step_delay_s"]:
+                time.sleep(hp["step_delay_s"])
+        epoch, offset = epoch + 1, 0
+
+    prog.event("training_complete", step=step, duration_s=round(time.monotonic() - started, 3))
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

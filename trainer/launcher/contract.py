@@ -1,0 +1,212 @@
+"""The environment-variable contract between the Kubernetes workload and the image.
+
+Every variable, its default and who sets it is documented in trainer/README.md.
+`from_env` is a pure function of the mapping it is given: it never touches the
+file system, so it can be table-tested. `ContractError` carries one message per
+invalid variable, each naming the variable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULTS: dict[str, str] = {
+    "TRAIN_NNODES": "1",
+    "TRAIN_NPROC_PER_NODE": "1",
+    "TRAIN_RDZV_HOST": "localhost",
+    "TRAIN_RDZV_PORT": "29400",
+    "TRAIN_CHECKPOINT_DIR": "/workspace/checkpoints",
+    "TRAIN_DATA_DIR": "/workspace/data",
+    "TRAIN_HPARAMS_FILE": "/etc/trainer/hparams.yaml",
+    "TRAIN_MTBF_S": str(6 * 3600),
+    "TRAIN_CHECKPOINT_KEEP": "3",
+    "TRAIN_HEARTBEAT_FILE": "/tmp/trainer/heartbeat",
+}
+
+# Optional variables without a default (unset or empty means "not given").
+OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS")
+
+# Set by the launcher for the trainer, never read from the workload.
+RESUME_VAR = "TRAIN_RESUME_FROM"
+
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
+
+
+class ContractError(ValueError):
+    """One or more contract variables are invalid; `errors` has one line each."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Contract:
+    nnodes: int
+    nproc_per_node: int
+    rdzv_host: str
+    rdzv_port: int
+    job_id: str
+    checkpoint_dir: str
+    data_dir: str
+    hparams_file: str
+    checkpoint_interval_s: float | None
+    checkpoint_every_steps: int | None
+    mtbf_s: float
+    checkpoint_keep: int
+    heartbeat_file: str
+
+    @property
+    def rdzv_endpoint(self) -> str:
+        host = self.rdzv_host
+        try:
+            if ipaddress.ip_address(host).version == 6:
+                host = f"[{host}]"
+        except ValueError:
+            pass
+        return f"{host}:{self.rdzv_port}"
+
+    def to_env(self) -> dict[str, str]:
+        """The resolved contract as environment variables (defaults filled in)."""
+        env = {
+            "TRAIN_NNODES": str(self.nnodes),
+            "TRAIN_NPROC_PER_NODE": str(self.nproc_per_node),
+            "TRAIN_RDZV_HOST": self.rdzv_host,
+            "TRAIN_RDZV_PORT": str(self.rdzv_port),
+            "TRAIN_JOB_ID": self.job_id,
+            "TRAIN_CHECKPOINT_DIR": self.checkpoint_dir,
+            "TRAIN_DATA_DIR": self.data_dir,
+            "TRAIN_HPARAMS_FILE": self.hparams_file,
+            "TRAIN_MTBF_S": _fmt_num(self.mtbf_s),
+            "TRAIN_CHECKPOINT_KEEP": str(self.checkpoint_keep),
+            "TRAIN_HEARTBEAT_FILE": self.heartbeat_file,
+            "TRAIN_CHECKPOINT_INTERVAL_S": (
+                "" if self.checkpoint_interval_s is None else _fmt_num(self.checkpoint_interval_s)
+            ),
+            "TRAIN_CHECKPOINT_EVERY_STEPS": (
+                "" if self.checkpoint_every_steps is None else str(self.checkpoint_every_steps)
+            ),
+        }
+        return env
+
+
+def _fmt_num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _get(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "")
+    value = value.strip()
+    if value == "":
+        return DEFAULTS.get(name, "")
+    return value
+
+
+def _int(env, name, errors, lo=None, hi=None):
+    raw = _get(env, name)
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        errors.append(f"{name} must be an integer, got {raw!r}")
+        return None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        if hi is None:
+            errors.append(f"{name} must be >= {lo}, got {value}")
+        else:
+            errors.append(f"{name} must be between {lo} and {hi}, got {value}")
+        return None
+    return value
+
+
+def _pos_float(env, name, errors):
+    raw = _get(env, name)
+    try:
+        value = float(raw)
+    except ValueError:
+        errors.append(f"{name} must be a number of seconds, got {raw!r}")
+        return None
+    if not (value > 0) or value == float("inf"):
+        errors.append(f"{name} must be a positive finite number of seconds, got {raw!r}")
+        return None
+    return value
+
+
+def _path(env, name, errors):
+    raw = _get(env, name)
+    if "\x00" in raw:
+        errors.append(f"{name} must not contain NUL bytes")
+        return None
+    if not raw.startswith("/"):
+        errors.append(f"{name} must be an absolute path, got {raw!r}")
+        return None
+    return os.path.normpath(raw)
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Contract:
+    """Parse and validate the contract; raise ContractError listing every problem."""
+    if env is None:
+        env = os.environ
+    errors: list[str] = []
+    nnodes = _int(env, "TRAIN_NNODES", errors, lo=1)
+    nproc = _int(env, "TRAIN_NPROC_PER_NODE", errors, lo=1)
+
+    host = _get(env, "TRAIN_RDZV_HOST")
+    host_ok = bool(_HOSTNAME_RE.match(host))
+    if not host_ok:
+        try:
+            ipaddress.ip_address(host)
+            host_ok = True
+        except ValueError:
+            pass
+    if not host_ok:
+        errors.append(f"TRAIN_RDZV_HOST must be a host name or IP address, got {host!r}")
+    port = _int(env, "TRAIN_RDZV_PORT", errors, lo=1024, hi=65535)
+
+    job_id = env.get("TRAIN_JOB_ID", "").strip()
+    if not job_id:
+        errors.append("TRAIN_JOB_ID is required (the rendezvous id / run name) but is not set")
+    elif not _JOB_ID_RE.match(job_id):
+        errors.append(
+            "TRAIN_JOB_ID must be 1-128 characters of [A-Za-z0-9._-] starting with a "
+            f"letter or digit, got {job_id!r}"
+        )
+
+    checkpoint_dir = _path(env, "TRAIN_CHECKPOINT_DIR", errors)
+    data_dir = _path(env, "TRAIN_DATA_DIR", errors)
+    hparams_file = _path(env, "TRAIN_HPARAMS_FILE", errors)
+    heartbeat_file = _path(env, "TRAIN_HEARTBEAT_FILE", errors)
+
+    interval = None
+    if env.get("TRAIN_CHECKPOINT_INTERVAL_S", "").strip():
+        interval = _pos_float(env, "TRAIN_CHECKPOINT_INTERVAL_S", errors)
+    every_steps = None
+    if env.get("TRAIN_CHECKPOINT_EVERY_STEPS", "").strip():
+        every_steps = _int(env, "TRAIN_CHECKPOINT_EVERY_STEPS", errors, lo=1)
+    mtbf = _pos_float(env, "TRAIN_MTBF_S", errors)
+    keep = _int(env, "TRAIN_CHECKPOINT_KEEP", errors, lo=1)
+
+    if errors:
+        raise ContractError(errors)
+    return Contract(
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        rdzv_host=host,
+        rdzv_port=port,
+        job_id=job_id,
+        checkpoint_dir=checkpoint_dir,
+        data_dir=data_dir,
+        hparams_file=hparams_file,
+        checkpoint_interval_s=interval,
+        checkpoint_every_steps=every_steps,
+        mtbf_s=mtbf,
+        checkpoint_keep=keep,
+        heartbeat_file=heartbeat_file,
+    )

@@ -1,0 +1,273 @@
+"""python -m launcher [--dry-run] [--] <training command ...>
+
+Reads the TRAIN_* contract from the environment, validates it, picks the latest
+complete checkpoint, and runs the training command under torchrun with c10d
+rendezvous. See trainer/README.md for the contract.
+
+Exit codes: 0 training finished; 2 bad contract or usage (one line on stderr);
+128+N when the launcher was stopped by signal N (143 for SIGTERM) after the
+workers had the chance to save; otherwise torchrun's exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from . import checkpoint, contract, progress
+
+USAGE = """\
+usage: python -m launcher [--dry-run] [--] COMMAND...
+
+COMMAND is what torchrun starts on every local rank:
+  -m package.module [ARGS...]   a Python module
+  path/to/script.py [ARGS...]   a Python script
+  python[3] ...                 the same (the interpreter word is dropped)
+  /path/to/executable [ARGS...] anything else (torchrun --no-python)
+
+Configuration comes from TRAIN_* environment variables (trainer/README.md).
+--dry-run prints the torchrun command and the resolved environment as one
+JSON line and exits without starting anything.
+"""
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+PYTHON_WORDS = {"python", "python3", sys.executable, os.path.basename(sys.executable)}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
+    opts = {"dry_run": False, "help": False}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a in ("-h", "--help"):
+            opts["help"] = True
+        elif a == "--dry-run":
+            opts["dry_run"] = True
+        else:
+            break
+        i += 1
+    command = argv[i:]
+    return opts, command
+
+
+def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
+    """The torchrun invocation for a validated contract and training command."""
+    if not command:
+        raise UsageError("no training command given (e.g. python -m launcher -- -m my.train)")
+    command = list(command)
+    if command[0] in PYTHON_WORDS:
+        command = command[1:]
+        if not command:
+            raise UsageError("the training command is only a Python interpreter")
+    if command[0].startswith("-") and command[0] != "-m":
+        raise UsageError(f"unsupported interpreter option {command[0]!r}: use -m MODULE or a script")
+    if command[0] == "-m" and len(command) < 2:
+        raise UsageError("-m needs a module name")
+    python_mode = command[0] == "-m" or command[0].endswith(".py")
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", str(c.nnodes),
+        "--nproc-per-node", str(c.nproc_per_node),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", c.rdzv_endpoint,
+        "--rdzv-id", c.job_id,
+        "--max-restarts", "0",
+    ]
+    if not python_mode:
+        cmd.append("--no-python")
+    return cmd + command
+
+
+def error(msg: str) -> int:
+    sys.stderr.write(f"launcher: error: {msg}\n")
+    sys.stderr.flush()
+    return 2
+
+
+def prepare_dirs(c: contract.Contract) -> None:
+    """Create what the launcher owns; raise contract.ContractError naming the variable."""
+    errors = []
+    try:
+        os.makedirs(c.checkpoint_dir, exist_ok=True)
+        if not os.access(c.checkpoint_dir, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as e:
+        errors.append(f"TRAIN_CHECKPOINT_DIR {c.checkpoint_dir!r} is not usable: {e.strerror or e}")
+    try:
+        with open(c.hparams_file, "rb"):
+            pass
+        if not os.path.isfile(c.hparams_file):
+            raise IsADirectoryError(21, "not a regular file")
+    except OSError as e:
+        errors.append(f"TRAIN_HPARAMS_FILE {c.hparams_file!r} is not readable: {e.strerror or e}")
+    try:
+        os.makedirs(os.path.dirname(c.heartbeat_file), exist_ok=True)
+        try:  # a heartbeat from an earlier container must not satisfy the probes
+            os.unlink(c.heartbeat_file)
+        except FileNotFoundError:
+            pass
+    except OSError as e:
+        errors.append(f"TRAIN_HEARTBEAT_FILE {c.heartbeat_file!r} is not usable: {e.strerror or e}")
+    if errors:
+        raise contract.ContractError(errors)
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of pid, from /proc (Linux)."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            out.append(int(entry))
+    return out
+
+
+def _set_parent_death_signal() -> None:
+    """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Supervisor:
+    """Runs torchrun, forwards stop signals to the workers, reaps children."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]):
+        self.cmd = cmd
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.received: int | None = None
+
+    def _forward(self, signum, _frame) -> None:
+        if self.received is None:
+            self.received = signum
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        # Signal the workers directly, not torchrun: torchrun would SIGKILL
+        # them 30 s after passing the signal on, which may be too short to
+        # flush a checkpoint. torchrun exits by itself once they are gone.
+        targets = children_of(proc.pid) or [proc.pid]
+        for pid in targets:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
+
+    def run(self) -> int:
+        for s in FORWARDED_SIGNALS:
+            signal.signal(s, self._forward)
+        self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            self.cmd,
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509
+        )
+        if self.received is not None:  # signal arrived while starting
+            self._forward(self.received, None)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == self.proc.pid:  # other pids: orphans reaped as PID 1
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                break
+        rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
+        return 128 - rc if rc < 0 else rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    opts, command = parse_args(argv)
+    if opts["help"]:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        c = contract.from_env(os.environ)
+        cmd = torchrun_command(c, command)
+    except contract.ContractError as e:
+        return error(str(e))
+    except UsageError as e:
+        return error(str(e))
+
+    found = checkpoint.list_checkpoints(c.checkpoint_dir)
+    latest = next((x for x in found if x.complete), None)
+    skipped = [x for x in found if not x.complete and (latest is None or x.step > latest.step)]
+    resume = latest.path if latest else ""
+    env = dict(os.environ)
+    env.update(c.to_env())
+    env[contract.RESUME_VAR] = resume
+
+    if opts["dry_run"]:
+        progress.log(
+            "dry_run",
+            cmd=cmd,
+            env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")},
+        )
+        return 0
+
+    try:
+        prepare_dirs(c)
+    except contract.ContractError as e:
+        return error(str(e))
+
+    started = time.monotonic()
+    progress.log(
+        "launcher_start",
+        job_id=c.job_id,
+        host=socket.gethostname(),
+        nnodes=c.nnodes,
+        nproc_per_node=c.nproc_per_node,
+        rdzv_endpoint=c.rdzv_endpoint,
+        checkpoint_dir=c.checkpoint_dir,
+        command=command,
+    )
+    progress.log(
+        "resume_selected",
+        path=resume,
+        step=latest.step if latest else None,
+        skipped=checkpoint.describe(skipped),
+    )
+    sup = Supervisor(cmd, env)
+    try:
+        torchrun_rc = sup.run()
+    except OSError as e:
+        return error(f"cannot start torchrun: {e}")
+    # A finished run stays a success even if a stop signal raced with its end.
+    rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
+    progress.log(
+        "launcher_exit",
+        rc=rc,
+        torchrun_rc=torchrun_rc,
+        signal=signal.Signals(sup.received).name if sup.received else None,
+        duration_s=round(time.monotonic() - started, 3),
+    )
+    return rc
