@@ -1,0 +1,46 @@
+# Offline plan and tests. Both targets create the virtualenv from pinned requirements first.
+#   make plan STACK=dev     synthesise one stack offline into build/<stack>/
+#   make test               lint + every test (config tables, synthesised stacks, manifests, trainer)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CHECKOV_VENV := .venv-checkov
+STACK ?= dev
+STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
+
+.PHONY: plan plans test lint pytest clean
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# checkov pins an old `packaging` the Pulumi SDK cannot run with: it gets a venv of its own.
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+plan: $(VENV)/.runtime
+	$(PY) scripts/plan.py --stack $(STACK)
+
+plans: $(VENV)/.runtime
+	@for s in $(STACKS); do $(PY) scripts/plan.py --stack $$s || exit 1; done
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/new-team-stack scripts/build-image trainer/*.sh)
+	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
+
+pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
+
+test: lint pytest
+
+clean:
+	rm -rf build $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache

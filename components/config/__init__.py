@@ -1,0 +1,18 @@
+"""The config model: stack YAML -> frozen, validated objects. See stack.py for the entry point."""
+
+from components.config.fabric import FabricConfig, PortRange
+from components.config.network import MonitoringIngress, NetworkConfig
+from components.config.reader import ConfigError
+from components.config.stack import StackConfig, decode_raw_config, load_stack_config, read_raw_config
+
+__all__ = [
+    "ConfigError",
+    "FabricConfig",
+    "MonitoringIngress",
+    "NetworkConfig",
+    "PortRange",
+    "StackConfig",
+    "decode_raw_config",
+    "load_stack_config",
+    "read_raw_config",
+]

@@ -1,0 +1,137 @@
+"""The `network` section: VPC CIDR, AZs, NAT layout, flow logs, who may reach node ports."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from components.cidr_plan import AzSubnets, CidrPlanError, is_private, plan_subnets
+from components.config.reader import Section
+
+# CloudWatch Logs accepts only these retention periods.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+# Never opened, whatever the config says: nodes are reached through SSM, not SSH/RDP.
+ADMIN_PORTS = (22, 3389)
+NAT_LAYOUTS = ("single", "perAz")
+
+
+@dataclass(frozen=True)
+class MonitoringIngress:
+    """Who may reach node metrics / log-collection ports (the seed's only outside-facing ports)."""
+
+    cidrs: tuple[ipaddress.IPv4Network, ...]
+    ports: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    vpc_cidr: ipaddress.IPv4Network
+    availability_zones: tuple[str, ...]
+    subnets: tuple[AzSubnets, ...]
+    nat_gateways: str
+    flow_log_retention_days: int
+    kubernetes_service_cidr: ipaddress.IPv4Network
+    monitoring_ingress: MonitoringIngress
+
+    @property
+    def nat_per_az(self) -> bool:
+        return self.nat_gateways == "perAz"
+
+
+def parse_network(section: Section, *, region: str, environment: str) -> NetworkConfig:
+    vpc_key = section.key("vpcCidr")
+    vpc_cidr = section.network(vpc_key, section.string("vpcCidr"))
+    if vpc_cidr is not None and not is_private(vpc_cidr):
+        section.error(vpc_key, str(vpc_cidr), "is not a private (RFC 1918) range",
+                      "use a block inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
+
+    azs = tuple(_parse_zones(section, region=region, environment=environment))
+    subnets: tuple[AzSubnets, ...] = ()
+    if vpc_cidr is not None and azs and is_private(vpc_cidr):
+        try:
+            subnets = plan_subnets(vpc_cidr, azs)
+        except CidrPlanError as exc:
+            section.error(vpc_key, str(vpc_cidr), str(exc), "choose a /16 to /20 private block")
+
+    nat = section.string("natGateways", "perAz" if environment == "prod" else "single", choices=NAT_LAYOUTS)
+    if environment == "prod" and nat == "single":
+        section.error(section.key("natGateways"), nat, "prod must not depend on one NAT gateway in one AZ",
+                      "set natGateways: perAz")
+
+    retention = section.integer("flowLogRetentionDays", 90)
+    if retention not in LOG_RETENTION_DAYS:
+        section.error(section.key("flowLogRetentionDays"), retention, "is not a CloudWatch Logs retention period",
+                      f"use one of {', '.join(map(str, LOG_RETENTION_DAYS[:12]))}, ...")
+
+    service_key = section.key("kubernetesServiceCidr")
+    service_cidr = section.network(service_key, section.string("kubernetesServiceCidr", "172.20.0.0/16"))
+    if service_cidr is not None:
+        if not is_private(service_cidr) or not 12 <= service_cidr.prefixlen <= 24:
+            section.error(service_key, str(service_cidr), "EKS needs a private block between /12 and /24",
+                          "use e.g. 172.20.0.0/16")
+        if vpc_cidr is not None and service_cidr.overlaps(vpc_cidr):
+            section.error(service_key, str(service_cidr),
+                          f"overlaps the VPC CIDR {vpc_cidr}: service IPs would shadow nodes and pods",
+                          "choose a block outside the VPC, e.g. 172.20.0.0/16 for a 10.x VPC")
+
+    monitoring = _parse_monitoring(section.section("monitoringIngress", {}))
+    section.finish()
+    return NetworkConfig(
+        vpc_cidr=vpc_cidr or ipaddress.IPv4Network("10.0.0.0/16"),
+        availability_zones=azs,
+        subnets=subnets,
+        nat_gateways=nat,
+        flow_log_retention_days=retention,
+        kubernetes_service_cidr=service_cidr or ipaddress.IPv4Network("172.20.0.0/16"),
+        monitoring_ingress=monitoring,
+    )
+
+
+def _parse_zones(section: Section, *, region: str, environment: str) -> list[str]:
+    key = section.key("availabilityZones")
+    zones = section.items("availabilityZones")
+    minimum = 3 if environment == "prod" else 2
+    if len(zones) < minimum:
+        section.error(key, zones, f"{environment} needs at least {minimum} availability zones",
+                      f"list {minimum} or more zones of {region or 'the region'}")
+    if len(set(map(str, zones))) != len(zones):
+        section.error(key, zones, "lists a zone twice", "list each zone once")
+    pattern = re.compile(rf"^{re.escape(region)}[a-z]$") if region else None
+    for index, zone in enumerate(zones):
+        if not isinstance(zone, str) or (pattern and not pattern.match(zone)):
+            section.error(f"{key}[{index}]", zone, f"is not an availability zone of region {region}",
+                          f"use names like {region}a")
+    return [str(z) for z in zones]
+
+
+def _parse_monitoring(section: Section) -> MonitoringIngress:
+    raw_cidrs, raw_ports = section.items("cidrs", []), section.items("ports", [])
+    if bool(raw_cidrs) != bool(raw_ports):
+        section.error(section.path, dict(section.data), "needs both cidrs and ports (or neither)",
+                      "list the collector CIDRs and the ports they scrape")
+    cidrs = []
+    for index, raw in enumerate(raw_cidrs):
+        key = f"{section.key('cidrs')}[{index}]"
+        network = section.network(key, raw)
+        if network is None:
+            continue
+        if network.prefixlen == 0:
+            section.error(key, raw, "would open node ports to the whole internet",
+                          "list only the private ranges of your monitoring/log collectors")
+        elif not is_private(network):
+            section.error(key, raw, "is not a private range; nodes live in private subnets",
+                          "list the private CIDRs of your monitoring/log collectors (reach them over VPN/peering)")
+        else:
+            cidrs.append(network)
+    ports = []
+    for index, raw in enumerate(raw_ports):
+        key = f"{section.key('ports')}[{index}]"
+        port = section.check_integer(key, raw, minimum=1, maximum=65535)
+        if port in ADMIN_PORTS:
+            section.error(key, raw, "is an administration port and is never opened",
+                          "reach nodes with SSM Session Manager instead")
+        else:
+            ports.append(port)
+    section.finish()
+    return MonitoringIngress(cidrs=tuple(cidrs), ports=tuple(ports))

@@ -1,0 +1,29 @@
+"""Small pure helpers for IAM policy documents, so policies are plain data a test can parse."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def statement(actions: list[str], resources: list[Any], *, sid: str | None = None,
+              effect: str = "Allow", conditions: dict[str, Any] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"Effect": effect, "Action": sorted(actions), "Resource": resources}
+    if sid:
+        result["Sid"] = sid
+    if conditions:
+        result["Condition"] = conditions
+    return result
+
+
+def policy(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)}, sort_keys=True)
+
+
+def service_trust_policy(service: str, *, account_id: str | None = None, actions: tuple[str, ...] = ("sts:AssumeRole",)) -> str:
+    """Trust policy letting one AWS service assume a role (optionally only for our account)."""
+    trust: dict[str, Any] = {"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions)}
+    if account_id:
+        # Confused-deputy guard: the service may act for this account only.
+        trust["Condition"] = {"StringEquals": {"aws:SourceAccount": account_id}}
+    return json.dumps({"Version": "2012-10-17", "Statement": [trust]}, sort_keys=True)

@@ -1,0 +1,152 @@
+"""Security groups: control plane, nodes, the GPU fabric, EFS and VPC endpoints.
+
+No rule admits 0.0.0.0/0 or ::/0; the only rule that mentions 0.0.0.0/0 is node egress (image
+pulls and AWS APIs through NAT). GPU-to-GPU traffic lives on dedicated fabric groups attached to
+GPU nodes only, so CPU nodes can never reach training ports:
+
+- EFA fabric: EFA carries SRD, not TCP, so AWS requires all traffic from and to the group itself.
+- Socket fabric (GPU pools without EFA): only the rendezvous ports and the NCCL port range that
+  the pods pin with net.ipv4.ip_local_port_range, from the group itself.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.config import FabricConfig, MonitoringIngress
+
+# Control plane -> node ports (the set terraform-aws-eks calls "recommended"): kubelet for
+# logs/exec, and the ports admission webhooks listen on (Kueue, JobSet and the CloudWatch
+# operator use 9443, External Secrets 10250, metrics-server 4443).
+CONTROL_PLANE_TO_NODE_PORTS = (443, 4443, 6443, 8443, 9443, 10250)
+NFS_PORT = 2049
+HTTPS_PORT = 443
+DNS_PORT = 53
+
+
+@dataclass(frozen=True)
+class SecurityGroupsArgs:
+    vpc_id: pulumi.Input[str]
+    vpc_cidr: ipaddress.IPv4Network
+    name_prefix: str
+    fabric: FabricConfig
+    monitoring_ingress: MonitoringIngress
+    efa_fabric: bool
+    socket_fabric: bool
+
+
+class SecurityGroups(pulumi.ComponentResource):
+    control_plane: aws.ec2.SecurityGroup
+    nodes: aws.ec2.SecurityGroup
+    efa_fabric: aws.ec2.SecurityGroup | None
+    socket_fabric: aws.ec2.SecurityGroup | None
+    efs: aws.ec2.SecurityGroup
+    vpc_endpoints: aws.ec2.SecurityGroup
+
+    def __init__(self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:security:SecurityGroups", name, None, opts)
+        self._name, self._args = name, args
+
+        self.control_plane = self._group("control-plane", "EKS control plane ENIs")
+        self.nodes = self._group("nodes", "Every EKS node")
+        self.efs = self._group("efs", "EFS mount targets: NFS from nodes only")
+        self.vpc_endpoints = self._group("vpc-endpoints", "Interface VPC endpoints: HTTPS from the VPC")
+        self.efa_fabric = self._group("efa-fabric", "GPU fabric of EFA pools") if args.efa_fabric else None
+        self.socket_fabric = self._group("socket-fabric", "GPU fabric of socket (non-EFA) pools") if args.socket_fabric else None
+
+        self._create_cluster_rules()
+        self._create_fabric_rules()
+        self._create_service_rules()
+
+        self.register_outputs({
+            "controlPlaneSecurityGroupId": self.control_plane.id,
+            "nodeSecurityGroupId": self.nodes.id,
+        })
+
+    def _group(self, role: str, description: str) -> aws.ec2.SecurityGroup:
+        return aws.ec2.SecurityGroup(
+            f"{self._name}-{role}",
+            name=f"{self._args.name_prefix}-{role}",
+            description=description,
+            vpc_id=self._args.vpc_id,
+            tags={"Name": f"{self._args.name_prefix}-{role}"},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _ingress(self, rule: str, group: aws.ec2.SecurityGroup, *, protocol: str, description: str,
+                 ports: tuple[int, int] | None = None, source: aws.ec2.SecurityGroup | None = None,
+                 cidr: str | None = None) -> None:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{self._name}-{rule}",
+            security_group_id=group.id,
+            ip_protocol=protocol,
+            from_port=ports[0] if ports else None,
+            to_port=ports[1] if ports else None,
+            referenced_security_group_id=source.id if source else None,
+            cidr_ipv4=cidr,
+            description=description,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _egress(self, rule: str, group: aws.ec2.SecurityGroup, *, protocol: str, description: str,
+                ports: tuple[int, int] | None = None, destination: aws.ec2.SecurityGroup | None = None,
+                cidr: str | None = None) -> None:
+        aws.vpc.SecurityGroupEgressRule(
+            f"{self._name}-{rule}",
+            security_group_id=group.id,
+            ip_protocol=protocol,
+            from_port=ports[0] if ports else None,
+            to_port=ports[1] if ports else None,
+            referenced_security_group_id=destination.id if destination else None,
+            cidr_ipv4=cidr,
+            description=description,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _create_cluster_rules(self) -> None:
+        control_plane, nodes = self.control_plane, self.nodes
+        self._ingress("control-plane-from-nodes-https", control_plane, protocol="tcp", ports=(HTTPS_PORT, HTTPS_PORT),
+                      source=nodes, description="Kubernetes API from nodes")
+        for port in CONTROL_PLANE_TO_NODE_PORTS:
+            self._ingress(f"nodes-from-control-plane-{port}", nodes, protocol="tcp", ports=(port, port),
+                          source=control_plane, description=f"Control plane to kubelet/webhooks on {port}")
+            self._egress(f"control-plane-to-nodes-{port}", control_plane, protocol="tcp", ports=(port, port),
+                         destination=nodes, description=f"Control plane to kubelet/webhooks on {port}")
+        for protocol in ("tcp", "udp"):
+            self._ingress(f"nodes-from-nodes-dns-{protocol}", nodes, protocol=protocol, ports=(DNS_PORT, DNS_PORT),
+                          source=nodes, description="CoreDNS between nodes")
+        self._egress("nodes-to-anywhere", nodes, protocol="-1", cidr="0.0.0.0/0",
+                     description="Image pulls and AWS APIs through NAT and VPC endpoints")
+        monitoring = self._args.monitoring_ingress
+        for cidr in monitoring.cidrs:
+            for port in monitoring.ports:
+                self._ingress(f"nodes-from-monitoring-{cidr.network_address}-{cidr.prefixlen}-{port}", nodes,
+                              protocol="tcp", ports=(port, port), cidr=str(cidr),
+                              description=f"Metrics/log collection from {cidr}")
+
+    def _create_fabric_rules(self) -> None:
+        if self.efa_fabric is not None:
+            # EFA (SRD) is not TCP/UDP: AWS requires all protocols from and to the group itself.
+            self._ingress("efa-fabric-from-self", self.efa_fabric, protocol="-1", source=self.efa_fabric,
+                          description="EFA: all traffic between EFA nodes")
+            self._egress("efa-fabric-to-self", self.efa_fabric, protocol="-1", destination=self.efa_fabric,
+                         description="EFA: all traffic between EFA nodes")
+        if self.socket_fabric is not None:
+            fabric = self._args.fabric
+            for port in fabric.rendezvous_ports:
+                self._ingress(f"socket-fabric-rendezvous-{port}", self.socket_fabric, protocol="tcp", ports=(port, port),
+                              source=self.socket_fabric, description="torchrun c10d rendezvous between GPU nodes")
+            nccl = fabric.nccl_port_range
+            self._ingress("socket-fabric-nccl", self.socket_fabric, protocol="tcp", ports=(nccl.first, nccl.last),
+                          source=self.socket_fabric,
+                          description="NCCL/gloo ports pinned by the pods' net.ipv4.ip_local_port_range")
+
+    def _create_service_rules(self) -> None:
+        self._ingress("efs-from-nodes", self.efs, protocol="tcp", ports=(NFS_PORT, NFS_PORT), source=self.nodes,
+                      description="NFS from EKS nodes")
+        self._ingress("vpc-endpoints-from-vpc", self.vpc_endpoints, protocol="tcp", ports=(HTTPS_PORT, HTTPS_PORT),
+                      cidr=str(self._args.vpc_cidr), description="HTTPS to AWS APIs from inside the VPC")

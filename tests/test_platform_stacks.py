@@ -1,0 +1,130 @@
+"""Properties of every synthesised platform stack (dev, staging, prod)."""
+
+import ipaddress
+import json
+
+import pytest
+from conftest import PLATFORM_STACKS, raw_config
+
+from components.config import load_stack_config
+from components.vpc_endpoints import INTERFACE_ENDPOINTS
+
+pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
+
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+OPEN_TO_ALL = {"0.0.0.0/0", "::/0"}
+
+
+def config_of(stack):
+    return load_stack_config(raw_config(stack), project="gpu-training", stack=stack)
+
+
+def sg_id(name):
+    """The mock id of security group `security-groups-<role>`."""
+    return f"security-groups-{name}-id"
+
+
+def test_every_aws_resource_uses_the_explicit_provider(stack, plan_of):
+    plan = plan_of(stack)
+    providers = plan.of_type("pulumi:providers:aws")
+    assert [p["name"] for p in providers] == ["aws"]
+    aws_resources = [r for r in plan.resources if r["type"].startswith("aws:")]
+    assert aws_resources
+    assert {r["provider"] for r in aws_resources} == {"aws"}
+
+
+def test_provider_default_tags(stack, plan_of):
+    tags = json.loads(plan_of(stack).of_type("pulumi:providers:aws")[0]["inputs"]["defaultTags"])["tags"]
+    assert tags["environment"] == stack and tags["stack"] == stack
+    assert tags["managed-by"] == "pulumi" and tags["cost-center"]
+
+
+def test_no_ingress_from_the_internet(stack, plan_of):
+    plan = plan_of(stack)
+    for rule in plan.of_type(INGRESS):
+        assert rule["inputs"].get("cidrIpv4") not in OPEN_TO_ALL, rule["name"]
+        assert "cidrIpv6" not in rule["inputs"], rule["name"]
+        cidr = rule["inputs"].get("cidrIpv4")
+        assert cidr or rule["inputs"].get("referencedSecurityGroupId"), f"{rule['name']} has no source"
+        if cidr:
+            assert ipaddress.IPv4Network(cidr).is_private, rule["name"]
+    for group in plan.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        assert not group["inputs"].get("ingress"), "rules live in their own resources, none inline"
+    default_sg = plan.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert len(default_sg) == 1 and default_sg[0]["inputs"]["ingress"] == [] and default_sg[0]["inputs"]["egress"] == []
+
+
+def test_only_node_egress_reaches_outside(stack, plan_of):
+    open_egress = [r for r in plan_of(stack).of_type(EGRESS) if r["inputs"].get("cidrIpv4") in OPEN_TO_ALL]
+    assert [r["inputs"]["securityGroupId"] for r in open_egress] == [sg_id("nodes")]
+
+
+def test_fabric_rules_reference_the_fabric_group_itself(stack, plan_of):
+    plan, config = plan_of(stack), config_of(stack)
+    for fabric in ("efa-fabric", "socket-fabric"):
+        rules = [r for r in plan.of_type(INGRESS) + plan.of_type(EGRESS)
+                 if r["inputs"]["securityGroupId"] == sg_id(fabric)]
+        assert rules, fabric
+        assert all(r["inputs"]["referencedSecurityGroupId"] == sg_id(fabric) for r in rules), fabric
+    efa = [r["inputs"] for r in plan.of_type(INGRESS) + plan.of_type(EGRESS)
+           if r["inputs"]["securityGroupId"] == sg_id("efa-fabric")]
+    assert sorted(r["ipProtocol"] for r in efa) == ["-1", "-1"], "EFA needs all traffic in and out, from and to itself"
+    socket = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)
+              if r["inputs"]["securityGroupId"] == sg_id("socket-fabric")}
+    nccl = config.fabric.nccl_port_range
+    expected = {(p, p) for p in config.fabric.rendezvous_ports} | {(nccl.first, nccl.last)}
+    assert socket == expected, "socket fabric opens exactly the rendezvous ports and the pinned NCCL range"
+
+
+def test_efs_accepts_nfs_from_nodes_only(stack, plan_of):
+    rules = [r["inputs"] for r in plan_of(stack).of_type(INGRESS) if r["inputs"]["securityGroupId"] == sg_id("efs")]
+    assert rules == [{"description": "NFS from EKS nodes", "fromPort": 2049, "toPort": 2049, "ipProtocol": "tcp",
+                      "referencedSecurityGroupId": sg_id("nodes"), "securityGroupId": sg_id("efs")}]
+
+
+def test_subnets_per_az(stack, plan_of):
+    plan, config = plan_of(stack), config_of(stack)
+    subnets = plan.of_type("aws:ec2/subnet:Subnet")
+    zones = config.network.availability_zones
+    assert len(zones) == {"dev": 2, "staging": 3, "prod": 3}[stack]
+    for kind, role_tag in (("private", "kubernetes.io/role/internal-elb"), ("public", "kubernetes.io/role/elb")):
+        mine = [s["inputs"] for s in subnets if f"-{kind}-" in s["name"]]
+        assert sorted(s["availabilityZone"] for s in mine) == sorted(zones)
+        assert all(s["tags"][role_tag] == "1" and s["tags"][f"kubernetes.io/cluster/gpu-training-{stack}"] == "shared"
+                   for s in mine)
+        assert not any(s["mapPublicIpOnLaunch"] for s in mine)
+
+
+def test_nat_layout(stack, plan_of):
+    plan, config = plan_of(stack), config_of(stack)
+    expected = len(config.network.availability_zones) if config.network.nat_per_az else 1
+    assert len(plan.of_type("aws:ec2/natGateway:NatGateway")) == expected
+    private_tables = [t for t in plan.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in t["name"]]
+    assert len(private_tables) == len(config.network.availability_zones)
+    for table in private_tables:
+        (route,) = table["inputs"]["routes"]
+        zone = table["name"].removeprefix("network-private-rt-")
+        expected_nat = f"network-nat-{zone if config.network.nat_per_az else config.network.availability_zones[0]}-id"
+        assert route == {"cidrBlock": "0.0.0.0/0", "natGatewayId": expected_nat}
+
+
+def test_flow_logs_on(stack, plan_of):
+    plan = plan_of(stack)
+    (flow_log,) = plan.of_type("aws:ec2/flowLog:FlowLog")
+    assert flow_log["inputs"]["trafficType"] == "ALL"
+    assert flow_log["inputs"]["vpcId"] == "network-vpc-id"
+    (group,) = plan.of_type("aws:cloudwatch/logGroup:LogGroup")
+    assert group["inputs"]["retentionInDays"] == config_of(stack).network.flow_log_retention_days
+
+
+def test_endpoints_present(stack, plan_of):
+    endpoints = {e["inputs"]["serviceName"]: e["inputs"] for e in plan_of(stack).of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
+    assert endpoints["com.amazonaws.us-east-1.s3"]["vpcEndpointType"] == "Gateway"
+    for service in ("ecr.api", "ecr.dkr", "sts", "logs", "secretsmanager", "ec2"):
+        assert service in INTERFACE_ENDPOINTS
+    for service in INTERFACE_ENDPOINTS:
+        endpoint = endpoints[f"com.amazonaws.us-east-1.{service}"]
+        assert endpoint["privateDnsEnabled"] is True
+        assert endpoint["securityGroupIds"] == [sg_id("vpc-endpoints")]
+        assert all("-private-" in s for s in endpoint["subnetIds"])
