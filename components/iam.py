@@ -27,3 +27,9 @@ def service_trust_policy(service: str, *, account_id: str | None = None, actions
         # Confused-deputy guard: the service may act for this account only.
         trust["Condition"] = {"StringEquals": {"aws:SourceAccount": account_id}}
     return json.dumps({"Version": "2012-10-17", "Statement": [trust]}, sort_keys=True)
+
+
+def pod_identity_trust_policy(account_id: str) -> str:
+    """Trust policy for an EKS Pod Identity role (the agent also tags the session)."""
+    return service_trust_policy("pods.eks.amazonaws.com", account_id=account_id,
+                                actions=("sts:AssumeRole", "sts:TagSession"))
