@@ -37,6 +37,11 @@ def measurements() -> Measurements:
     return Measurements()
 
 
+def pytest_configure(config):
+    # torch warns once when numpy is absent; the trainer never needs numpy.
+    config.addinivalue_line("filterwarnings", "ignore:Failed to initialize NumPy:UserWarning")
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _MEASUREMENTS:
         return

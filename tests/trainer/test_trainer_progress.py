@@ -115,6 +115,15 @@ def test_shards_round_trip_and_loader_order(tmp_path):
     assert a == epoch_order(len(ds), 0, seed=0, rank=0, world_size=2)
     assert a != epoch_order(len(ds), 1, seed=0, rank=0, world_size=2)
 
+    # The endless sampler crosses epochs and resumes at any global step.
+    import itertools
+
+    from example_trainer.data import ChunkSampler
+
+    full_stream = list(itertools.islice(iter(ChunkSampler(len(ds), 0, 1, 2)), 30))
+    assert full_stream[:8] == b and full_stream[8:16] == epoch_order(len(ds), 1, seed=0, rank=1, world_size=2)
+    assert list(itertools.islice(iter(ChunkSampler(len(ds), 0, 1, 2, start_step=11)), 19)) == full_stream[11:]
+
     with open(tmp_path / "shard-00001.bin", "r+b") as f:
         f.truncate(100)
     with pytest.raises(ValueError):

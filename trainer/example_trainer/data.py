@@ -4,7 +4,8 @@ The unit of loading is a *chunk*: `batch_size` consecutive samples of one
 shard, read with two positioned reads (features, labels). Each epoch shuffles
 the chunk order with a seeded generator; rank r takes every world_size-th
 chunk. The position in the data is therefore a pure function of
-(epoch, index in epoch), which is all a checkpoint needs to resume exactly.
+the global step (epoch = step // chunks per rank), which is all a checkpoint
+needs to resume exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .pack_data import HEADER_BYTES, read_header, read_manifest, shard_size
 
@@ -80,6 +81,28 @@ def epoch_order(n_chunks: int, epoch: int, seed: int, rank: int, world_size: int
     return perm[rank::world_size][:per_rank]
 
 
+class ChunkSampler(Sampler):
+    """Endless stream of this rank's chunk indices, epoch after epoch, starting
+    at global step `start_step`: one DataLoader (and one set of worker
+    processes) serves the whole run, and resuming needs only the step."""
+
+    def __init__(self, n_chunks: int, seed: int, rank: int, world_size: int, start_step: int = 0):
+        self.n_chunks = n_chunks
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.start_step = start_step
+        self.per_rank = n_chunks // world_size
+        if self.per_rank < 1:
+            raise ValueError("fewer chunks than ranks")
+
+    def __iter__(self):
+        epoch, offset = divmod(self.start_step, self.per_rank)
+        while True:
+            yield from epoch_order(self.n_chunks, epoch, self.seed, self.rank, self.world_size)[offset:]
+            epoch, offset = epoch + 1, 0
+
+
 def _worker_init(_worker_id: int) -> None:
     # Stop signals are for the training process, which saves a checkpoint and
     # shuts the loader down itself. A worker killed by a stray SIGTERM/SIGINT
@@ -91,7 +114,7 @@ def _worker_init(_worker_id: int) -> None:
 
 def make_loader(
     dataset: ShardChunks,
-    order: list[int],
+    sampler: ChunkSampler,
     *,
     num_workers: int,
     prefetch_factor: int,
@@ -102,12 +125,11 @@ def make_loader(
         kwargs = {
             "prefetch_factor": prefetch_factor,
             "worker_init_fn": _worker_init,
-            "persistent_workers": False,
         }
     return DataLoader(
         dataset,
         batch_size=None,  # each item already is a batch (one chunk)
-        sampler=order,
+        sampler=sampler,
         num_workers=num_workers,
         pin_memory=pin_memory,
         **kwargs,

@@ -22,7 +22,6 @@ import struct
 import sys
 
 import torch
-
 from launcher.checkpoint import atomic_write_bytes, atomic_write_json, fsync_dir
 
 MAGIC = b"TRSHARD1"

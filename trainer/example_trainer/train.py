@@ -20,14 +20,13 @@ import time
 import torch
 import torch.distributed as dist
 import yaml
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-
 from launcher import checkpoint, contract
 from launcher.progress import Progress
 from launcher.schedule import CheckpointSchedule
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
-from .data import ShardChunks, epoch_order, make_loader
+from .data import ChunkSampler, ShardChunks, make_loader
 from .pack_data import DEFAULT_PARAMS, ensure_packed
 
 EXIT_CONFIG = 2
@@ -198,7 +197,7 @@ def main() -> int:
     del state
     prog.beat(step)
 
-    ddp = DDP(model, device_ids=[local_rank] if use_cuda else None)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
     loss_fn = nn.CrossEntropyLoss()
     sched = CheckpointSchedule(
         mtbf_s=c.mtbf_s,
@@ -249,54 +248,53 @@ def main() -> int:
         )
         prog.beat(at_step)
 
-    epoch, offset = divmod(step, per_rank)
+    loader = make_loader(
+        ds,
+        ChunkSampler(len(ds), hp["seed"], rank, world, start_step=step),
+        num_workers=hp["num_workers"],
+        prefetch_factor=hp["prefetch_factor"],
+        pin_memory=use_cuda,
+    )
+    batches = iter(loader)
     while step < hp["steps"]:
-        order = epoch_order(len(ds), epoch, hp["seed"], rank, world)[offset:]
-        loader = make_loader(
-            ds, order,
-            num_workers=hp["num_workers"],
-            prefetch_factor=hp["prefetch_factor"],
-            pin_memory=use_cuda,
-        )
-        for x, y in loader:
-            x = x.to(device, non_blocking=True)
-            y = y.to(device, non_blocking=True)
-            loss = loss_fn(ddp(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-            # One small all-reduce per step carries the mean loss, "someone
-            # got a stop signal" and rank 0's "checkpoint due" decision, so
-            # every rank takes the same branch at the same step.
-            ctrl = torch.zeros(3, device=device)
-            ctrl[0] = loss.detach()
-            ctrl[1] = 1.0 if stop.signum else 0.0
-            ctrl[2] = 1.0 if rank == 0 and sched.due(step) else 0.0
-            dist.all_reduce(ctrl)
-            mean_loss, stopping, due = ctrl.tolist()
-            mean_loss /= world
+        x, y = next(batches)
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        loss = loss_fn(ddp(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        # One small all-reduce per step carries the mean loss, "someone got a
+        # stop signal" and rank 0's "checkpoint due" decision, so every rank
+        # takes the same branch at the same step.
+        ctrl = torch.zeros(3, device=device)
+        ctrl[0] = loss.detach()
+        ctrl[1] = 1.0 if stop.signum else 0.0
+        ctrl[2] = 1.0 if rank == 0 and sched.due(step) else 0.0
+        dist.all_reduce(ctrl)
+        mean_loss, stopping, due = ctrl.tolist()
+        mean_loss /= world
 
-            if hp["stall_after_steps"] and step >= hp["stall_after_steps"]:
-                prog.event("stalling", step=step)  # test hook: a hung loop
-                while True:
-                    time.sleep(0.2)
+        if hp["stall_after_steps"] and step >= hp["stall_after_steps"]:
+            prog.event("stalling", step=step)  # test hook: a hung loop
+            while True:
+                time.sleep(0.2)
 
-            prog.step(step, loss=mean_loss, samples=hp["batch_size"] * world, epoch=epoch)
-            if stopping or due or step >= hp["steps"]:
-                reason = "signal" if stopping else ("final" if step >= hp["steps"] else "schedule")
-                if step != last_saved:
-                    save(step, reason)
-                if stopping:
-                    prog.event("stopped", step=step, signal=stop.signum)
-                    dist.destroy_process_group()
-                    return EXIT_STOPPED
-            if step >= hp["steps"]:
-                break
-            if hp["step_delay_s"]:
-                time.sleep(hp["step_delay_s"])
-        epoch, offset = epoch + 1, 0
+        prog.step(step, loss=mean_loss, samples=hp["batch_size"] * world, epoch=(step - 1) // per_rank)
+        if stopping or due or step >= hp["steps"]:
+            reason = "signal" if stopping else ("final" if step >= hp["steps"] else "schedule")
+            if step != last_saved:
+                save(step, reason)
+            if stopping:
+                prog.event("stopped", step=step, signal=stop.signum)
+                del batches
+                dist.destroy_process_group()
+                return EXIT_STOPPED
+        if hp["step_delay_s"]:
+            time.sleep(hp["step_delay_s"])
 
+    del batches
     prog.event("training_complete", step=step, duration_s=round(time.monotonic() - started, 3))
     dist.destroy_process_group()
     return 0
