@@ -27,6 +27,7 @@ lazily so the launcher starts fast.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,7 +44,7 @@ FORMAT_VERSION = 1
 _STEP_RE = re.compile(r"^step-(\d{1,12})$")
 
 
-class CheckpointCorrupt(Exception):
+class CheckpointCorruptError(Exception):
     """A checkpoint file does not match its marker or cannot be loaded."""
 
 
@@ -121,10 +122,8 @@ def atomic_write(path: str, write: Callable[[object], None], hashing: bool = Tru
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(os.path.dirname(path) or ".")
     return {"bytes": w.nbytes, "sha256": w.hexdigest()}
@@ -306,9 +305,9 @@ def verify_file(path: str, meta: dict) -> None:
     try:
         size = os.stat(path).st_size
     except OSError as e:
-        raise CheckpointCorrupt(f"{path}: {e}") from e
+        raise CheckpointCorruptError(f"{path}: {e}") from e
     if size != meta.get("bytes"):
-        raise CheckpointCorrupt(f"{path}: {size} bytes, marker says {meta.get('bytes')}")
+        raise CheckpointCorruptError(f"{path}: {size} bytes, marker says {meta.get('bytes')}")
     want = meta.get("sha256")
     if want:
         h = hashlib.sha256()
@@ -316,18 +315,18 @@ def verify_file(path: str, meta: dict) -> None:
             for block in iter(lambda: f.read(1 << 22), b""):
                 h.update(block)
         if h.hexdigest() != want:
-            raise CheckpointCorrupt(f"{path}: sha256 mismatch")
+            raise CheckpointCorruptError(f"{path}: sha256 mismatch")
 
 
 def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True):
-    """Load one rank's file of a complete checkpoint; CheckpointCorrupt on failure."""
+    """Load one rank's file of a complete checkpoint; CheckpointCorruptError on failure."""
     info = inspect(path)
     if not info.complete:
-        raise CheckpointCorrupt(f"{path}: incomplete ({info.reason})")
+        raise CheckpointCorruptError(f"{path}: incomplete ({info.reason})")
     name = shard_name(rank)
     files = info.marker["files"]
     if name not in files:
-        raise CheckpointCorrupt(f"{path}: no file for rank {rank}")
+        raise CheckpointCorruptError(f"{path}: no file for rank {rank}")
     fpath = os.path.join(path, name)
     if verify:
         verify_file(fpath, files[name])
@@ -336,7 +335,7 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True):
     try:
         return torch.load(fpath, map_location=map_location, weights_only=False)
     except Exception as e:  # torch raises a variety of types on bad archives
-        raise CheckpointCorrupt(f"{fpath}: torch.load failed: {e}") from e
+        raise CheckpointCorruptError(f"{fpath}: torch.load failed: {e}") from e
 
 
 def candidates(root: str, preferred: str | None) -> list[str]:
@@ -365,7 +364,7 @@ def load_with_fallback(
     for path in candidates(root, preferred):
         try:
             return path, loader(path)
-        except CheckpointCorrupt as e:
+        except CheckpointCorruptError as e:
             if on_skip is not None:
                 on_skip(path, e)
     return None, None

@@ -11,6 +11,7 @@ workers had the chance to save; otherwise torchrun's exit code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -113,10 +114,9 @@ def prepare_dirs(c: contract.Contract) -> None:
         errors.append(f"TRAIN_HPARAMS_FILE {c.hparams_file!r} is not readable: {e.strerror or e}")
     try:
         os.makedirs(os.path.dirname(c.heartbeat_file), exist_ok=True)
-        try:  # a heartbeat from an earlier container must not satisfy the probes
+        # A heartbeat from an earlier container must not satisfy the probes.
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(c.heartbeat_file)
-        except FileNotFoundError:
-            pass
     except OSError as e:
         errors.append(f"TRAIN_HEARTBEAT_FILE {c.heartbeat_file!r} is not usable: {e.strerror or e}")
     if errors:
@@ -175,20 +175,18 @@ class Supervisor:
         # flush a checkpoint. torchrun exits by itself once they are gone.
         targets = children_of(proc.pid) or [proc.pid]
         for pid in targets:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
         progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
 
     def run(self) -> int:
         for s in FORWARDED_SIGNALS:
             signal.signal(s, self._forward)
-        self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
             start_new_session=True,
-            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509
+            preexec_fn=_set_parent_death_signal,
         )
         if self.received is not None:  # signal arrived while starting
             self._forward(self.received, None)
