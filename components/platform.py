@@ -1,6 +1,7 @@
 """Composition root of a platform stack (dev, staging, prod): wires components in one direction.
 
-config -> explicit providers -> network -> security groups -> endpoints -> ... -> outputs.
+config -> explicit providers -> network -> security groups -> endpoints -> cluster -> node pools
+-> cluster add-ons -> ... -> outputs.
 """
 
 from __future__ import annotations
@@ -8,8 +9,13 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from components.cluster import Cluster, ClusterArgs
+from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
+from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.config import StackConfig
+from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.network import Network, NetworkArgs
+from components.node_pools import NodePools, NodePoolsArgs
 from components.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.tags import default_tags
 from components.vpc_endpoints import VpcEndpoints, VpcEndpointsArgs
@@ -28,7 +34,9 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
+    pools = config.node_pools
 
+    # --- network and fabric security ---------------------------------------------------------
     network = Network("network", NetworkArgs(
         config=config.network,
         name_prefix=config.name_prefix,
@@ -41,8 +49,8 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         name_prefix=config.name_prefix,
         fabric=config.fabric,
         monitoring_ingress=config.network.monitoring_ingress,
-        efa_fabric=True,
-        socket_fabric=True,
+        efa_fabric=any(p.efa for p in pools),
+        socket_fabric=any(p.gpu and not p.efa for p in pools),
     ), on_aws)
     VpcEndpoints("vpc-endpoints", VpcEndpointsArgs(
         region=config.region,
@@ -52,11 +60,56 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         security_group_id=security_groups.vpc_endpoints.id,
     ), on_aws)
 
+    # --- cluster and node pools --------------------------------------------------------------
+    cluster = Cluster("cluster", ClusterArgs(
+        config=config.cluster,
+        cluster_name=config.cluster_name,
+        region=config.region,
+        environment=config.environment,
+        kubernetes_service_cidr=str(config.network.kubernetes_service_cidr),
+        private_subnet_ids=[s.id for s in network.private_subnets],
+        control_plane_security_group_id=security_groups.control_plane.id,
+        account_id=account_id,
+    ), on_aws)
+    in_cluster = pulumi.ResourceOptions(providers=[provider, cluster.k8s_provider])
+    node_pools = NodePools("node-pools", NodePoolsArgs(
+        pools=pools,
+        cluster_name=config.cluster_name,
+        cluster=cluster.eks,
+        boot_addons=cluster.boot_addons,
+        private_subnet_ids_by_az={plan.availability_zone: subnet.id
+                                  for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)},
+        node_security_group_id=security_groups.nodes.id,
+        efa_fabric_security_group_id=security_groups.efa_fabric.id if security_groups.efa_fabric else None,
+        socket_fabric_security_group_id=security_groups.socket_fabric.id if security_groups.socket_fabric else None,
+    ), on_aws)
+    node_groups = list(node_pools.node_groups.values())
+    ClusterAddons("cluster-addons", ClusterAddonsArgs(cluster=cluster, node_groups=node_groups), on_aws)
+    ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
+        cluster_name=config.cluster_name,
+        cluster=cluster.eks,
+        kubernetes_version=config.cluster.kubernetes_version,
+        region=config.region,
+        account_id=account_id,
+        pools=pools,
+        system_pool=config.system_pool.name,
+        depends_on=node_groups,
+    ), in_cluster)
+    DevicePlugins("device-plugins", DevicePluginsArgs(
+        nvidia=any(p.gpu for p in pools),
+        efa=any(p.efa for p in pools),
+        depends_on=node_groups,
+    ), in_cluster)
+
     return {
         "environment": config.environment,
         "region": config.region,
         "vpcId": network.vpc.id,
         "privateSubnetIds": [s.id for s in network.private_subnets],
+        "clusterName": cluster.eks.name,
+        "kubeconfig": cluster.k8s_provider.kubeconfig,
+        "nodePools": {p.name: {"gpusPerNode": p.gpus_per_node, "maxNodes": p.max_size, "capacity": p.capacity}
+                      for p in pools},
         "ncclPortRange": {"first": config.fabric.nccl_port_range.first, "last": config.fabric.nccl_port_range.last},
         "rendezvousPorts": list(config.fabric.rendezvous_ports),
     }

@@ -146,6 +146,18 @@ def _urn_name(urn: str) -> str:
     return urn.split("::")[-1]
 
 
+def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs only AWS computes that the program reads; stable stand-ins."""
+    if type_token == "aws:eks/cluster:Cluster":
+        return {"endpoint": f"https://{name}.offline.eks.amazonaws.com", "certificateAuthority": {"data": "b2ZmbGluZS1jYQ=="}}
+    if type_token == "aws:eks/nodeGroup:NodeGroup":
+        asg = f"eks-{inputs.get('nodeGroupName', name)}-00000000-0000-0000-0000-000000000000"
+        return {"resources": [{"autoscalingGroups": [{"name": asg}]}]}
+    if type_token == "aws:ec2/launchTemplate:LaunchTemplate":
+        return {"latestVersion": 1}
+    return {}
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Answers as AWS would, with stable fake identifiers; unknown invokes fail loudly."""
 
@@ -156,6 +168,7 @@ class _Mocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
         state.setdefault("name", args.name)
+        state.update(_computed_state(args.typ, args.name, args.inputs))
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:

@@ -62,19 +62,25 @@ def test_only_node_egress_reaches_outside(stack, plan_of):
 
 def test_fabric_rules_reference_the_fabric_group_itself(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    for fabric in ("efa-fabric", "socket-fabric"):
+    groups = {g["name"] for g in plan.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    # A fabric group exists exactly when a pool needs it.
+    wanted = {"efa-fabric": any(p.efa for p in config.node_pools),
+              "socket-fabric": any(p.gpu and not p.efa for p in config.node_pools)}
+    for fabric, needed in wanted.items():
+        assert (f"security-groups-{fabric}" in groups) == needed, fabric
         rules = [r for r in plan.of_type(INGRESS) + plan.of_type(EGRESS)
                  if r["inputs"]["securityGroupId"] == sg_id(fabric)]
-        assert rules, fabric
+        assert bool(rules) == needed, fabric
         assert all(r["inputs"]["referencedSecurityGroupId"] == sg_id(fabric) for r in rules), fabric
     efa = [r["inputs"] for r in plan.of_type(INGRESS) + plan.of_type(EGRESS)
            if r["inputs"]["securityGroupId"] == sg_id("efa-fabric")]
-    assert sorted(r["ipProtocol"] for r in efa) == ["-1", "-1"], "EFA needs all traffic in and out, from and to itself"
+    if wanted["efa-fabric"]:
+        assert sorted(r["ipProtocol"] for r in efa) == ["-1", "-1"], "EFA needs all traffic in and out, from and to itself"
     socket = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)
               if r["inputs"]["securityGroupId"] == sg_id("socket-fabric")}
     nccl = config.fabric.nccl_port_range
     expected = {(p, p) for p in config.fabric.rendezvous_ports} | {(nccl.first, nccl.last)}
-    assert socket == expected, "socket fabric opens exactly the rendezvous ports and the pinned NCCL range"
+    assert socket == (expected if wanted["socket-fabric"] else set()), "exactly the rendezvous ports and the NCCL range"
 
 
 def test_efs_accepts_nfs_from_nodes_only(stack, plan_of):
@@ -114,7 +120,8 @@ def test_flow_logs_on(stack, plan_of):
     (flow_log,) = plan.of_type("aws:ec2/flowLog:FlowLog")
     assert flow_log["inputs"]["trafficType"] == "ALL"
     assert flow_log["inputs"]["vpcId"] == "network-vpc-id"
-    (group,) = plan.of_type("aws:cloudwatch/logGroup:LogGroup")
+    group = next(g for g in plan.of_type("aws:cloudwatch/logGroup:LogGroup") if g["name"] == "network-flow-logs")
+    assert flow_log["inputs"]["logDestination"].endswith("/network-flow-logs")
     assert group["inputs"]["retentionInDays"] == config_of(stack).network.flow_log_retention_days
 
 

@@ -1,17 +1,22 @@
 """The config model: stack YAML -> frozen, validated objects. See stack.py for the entry point."""
 
+from components.config.cluster import ClusterConfig
 from components.config.fabric import FabricConfig, PortRange
 from components.config.network import MonitoringIngress, NetworkConfig
+from components.config.node_pools import NodePoolConfig, Taint
 from components.config.reader import ConfigError
 from components.config.stack import StackConfig, decode_raw_config, load_stack_config, read_raw_config
 
 __all__ = [
+    "ClusterConfig",
     "ConfigError",
     "FabricConfig",
     "MonitoringIngress",
     "NetworkConfig",
+    "NodePoolConfig",
     "PortRange",
     "StackConfig",
+    "Taint",
     "decode_raw_config",
     "load_stack_config",
     "read_raw_config",

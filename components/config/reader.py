@@ -71,6 +71,8 @@ class Section:
         value = self._get(name, default)
         if value is _MISSING:
             return ""
+        if value is None:  # an optional key left out
+            return value
         if not isinstance(value, str):
             self.error(self.key(name), value, "must be a string", fix or "quote the value")
             return ""

@@ -14,8 +14,10 @@ from typing import Any
 
 from pulumi.runtime import config as runtime_config
 
+from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
+from components.config.node_pools import NodePoolConfig, parse_node_pools
 from components.config.reader import ConfigError, Section, did_you_mean
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -36,6 +38,8 @@ class StackConfig:
     cost_center: str
     network: NetworkConfig
     fabric: FabricConfig
+    cluster: ClusterConfig
+    node_pools: tuple[NodePoolConfig, ...]
 
     @property
     def name_prefix(self) -> str:
@@ -45,6 +49,11 @@ class StackConfig:
     @property
     def cluster_name(self) -> str:
         return self.name_prefix
+
+    @property
+    def system_pool(self) -> NodePoolConfig:
+        """The pool for CoreDNS and controllers: the first CPU pool that never scales to zero."""
+        return next(p for p in self.node_pools if not p.gpu and p.min_size >= 1)
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -108,6 +117,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str) -> St
     env = implied_env or environment or "dev"
     network = parse_network(root.section("network"), region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
+    cluster = parse_cluster(root.section("cluster"), environment=env)
+    node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones)
     root.finish()
 
     if errors:
@@ -121,6 +132,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str) -> St
         cost_center=cost_center,
         network=network,
         fabric=fabric,
+        cluster=cluster,
+        node_pools=node_pools,
     )
 
 

@@ -1,0 +1,208 @@
+"""The `nodePools` list: EKS managed node groups, validated against EC2 instance facts.
+
+A pool needs five lines in a stack file:
+
+    - name: gpu-spot
+      instanceTypes: [g6.12xlarge, g5.12xlarge]
+      capacity: spot
+      gpu: true
+      size: {min: 0, desired: 0, max: 4}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from components.config.reader import Section
+from components.instance_types import INSTANCE_TYPES, InstanceType
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAPACITY_BLOCK"}
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+# Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
+MAX_POOL_NAME = 30
+MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 20, 16384
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # Kubernetes spelling: NoSchedule, NoExecute, PreferNoSchedule
+
+
+@dataclass(frozen=True)
+class NodePoolConfig:
+    name: str
+    instance_types: tuple[str, ...]
+    capacity: str  # onDemand | spot | capacityBlock
+    gpu: bool
+    efa: bool
+    min_size: int
+    desired_size: int
+    max_size: int
+    availability_zones: tuple[str, ...]
+    root_volume_gib: int
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity_reservation_id: str | None = None
+
+    @property
+    def instance_facts(self) -> InstanceType:
+        """Facts of the first type; validation guarantees all types agree on GPU count/memory."""
+        return INSTANCE_TYPES[self.instance_types[0]]
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance_facts.gpus
+
+    @property
+    def efa_interfaces(self) -> int:
+        return min(INSTANCE_TYPES[t].efa_interfaces for t in self.instance_types) if self.efa else 0
+
+    @property
+    def eks_capacity_type(self) -> str:
+        return CAPACITY_TYPES[self.capacity]
+
+
+def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...]) -> tuple[NodePoolConfig, ...]:
+    """`section` is the stack root; `raw_pools` the value of its `nodePools` key."""
+    key = section.key("nodePools")
+    pools = []
+    for index, raw in enumerate(raw_pools):
+        pool_section = Section(section.errors, f"{key}[{index}]", raw)
+        pools.append(_parse_pool(pool_section, network_zones))
+    names = [p.name for p in pools]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        section.error(key, name, "names two pools the same", "give every pool a unique name")
+    if pools and not any(not p.gpu and p.min_size >= 1 for p in pools):
+        section.error(key, names, "needs a CPU pool with min >= 1: CoreDNS, controllers and the autoscaler "
+                      "cannot run on tainted GPU pools that scale to zero",
+                      "add e.g. {name: system, instanceTypes: [m7i.xlarge], capacity: onDemand, gpu: false, "
+                      "size: {min: 2, desired: 2, max: 4}}")
+    if not raw_pools:
+        section.error(key, raw_pools, "needs at least one node pool", "add a system pool and a GPU pool")
+    return tuple(pools)
+
+
+def _parse_pool(s: Section, network_zones: tuple[str, ...]) -> NodePoolConfig:
+    name = s.string("name", check=_pool_name_problem,
+                    fix=f"use lowercase letters, digits and '-', at most {MAX_POOL_NAME} characters")
+    capacity = s.string("capacity", choices=tuple(CAPACITY_TYPES))
+    gpu = s.boolean("gpu")
+    efa = s.boolean("efa", False)
+    types = _parse_types(s, capacity=capacity, gpu=gpu, efa=efa)
+
+    size = s.section("size")
+    minimum = size.integer("min", minimum=0)
+    desired = size.integer("desired", minimum=0)
+    maximum = size.integer("max", minimum=1)
+    size.finish()
+    if not minimum <= desired <= maximum:
+        s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
+                "order the sizes, e.g. {min: 0, desired: 0, max: 4}")
+
+    zones_key = s.key("availabilityZones")
+    zones = tuple(str(z) for z in s.items("availabilityZones", list(network_zones)))
+    for zone in zones:
+        if zone not in network_zones:
+            s.error(zones_key, zone, "is not one of the network's availability zones",
+                    f"use zones from network.availabilityZones: {', '.join(network_zones)}")
+    if efa and s.has("availabilityZones") and len(zones) != 1:
+        s.error(zones_key, list(zones), "an EFA pool must stay in one AZ (its cluster placement group spans one)",
+                "list exactly one zone")
+    if efa and not s.has("availabilityZones"):
+        zones = zones[:1]  # cluster placement group: one AZ, the network's first unless set
+
+    reservation = s.string("capacityReservationId", None)
+    if capacity == "capacityBlock":
+        if not reservation:
+            s.error(s.key("capacityReservationId"), reservation, "a capacity-block pool needs its reservation id",
+                    "set capacityReservationId: cr-... (from the purchased capacity block)")
+        if len(types) != 1:
+            s.error(s.key("instanceTypes"), list(types), "a capacity block reserves exactly one instance type",
+                    "list the one type of the capacity block")
+        if len(zones) != 1:
+            s.error(zones_key, list(zones), "a capacity block lives in one AZ", "list the capacity block's zone")
+    elif reservation:
+        s.error(s.key("capacityReservationId"), reservation, "is only used with capacity: capacityBlock",
+                "remove it or set capacity: capacityBlock")
+
+    root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
+    labels = _parse_labels(s)
+    taints = _parse_taints(s)
+    s.finish()
+    return NodePoolConfig(
+        name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
+        min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
+        root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
+    )
+
+
+def _pool_name_problem(name: str) -> str | None:
+    if not DNS_LABEL.match(name) or len(name) > MAX_POOL_NAME:
+        return "is not a valid pool name"
+    return None
+
+
+def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[str, ...]:
+    key = s.key("instanceTypes")
+    raw = s.items("instanceTypes")
+    if not raw:
+        s.error(key, raw, "needs at least one instance type", "list e.g. [g6.12xlarge]")
+        return ()
+    known = []
+    for index, name in enumerate(raw):
+        facts = INSTANCE_TYPES.get(name) if isinstance(name, str) else None
+        if facts is None:
+            s.error(f"{key}[{index}]", name, "is not an instance type this platform knows",
+                    f"use one of {', '.join(sorted(INSTANCE_TYPES))}, or add its facts to components/instance_types.py")
+            continue
+        known.append(facts)
+        if gpu and not facts.has_gpu:
+            s.error(f"{key}[{index}]", name, "has no GPU but the pool says gpu: true", "use a GPU type or set gpu: false")
+        if not gpu and facts.has_gpu:
+            s.error(f"{key}[{index}]", name, "has GPUs but the pool says gpu: false (it would get no GPU taint)",
+                    "set gpu: true or use a CPU type")
+        if efa and not facts.has_efa:
+            s.error(f"{key}[{index}]", name, "does not support EFA",
+                    "use an EFA-capable type (p4d, p5, g6e.12xlarge+) or set efa: false")
+        if capacity == "spot" and not facts.spot:
+            s.error(f"{key}[{index}]", name, "is not offered as spot", "use capacity: onDemand or capacityBlock")
+        if capacity == "capacityBlock" and not facts.capacity_block:
+            s.error(f"{key}[{index}]", name, "is not offered as a capacity block", "use capacity: onDemand")
+    if len(set(raw)) != len(raw):
+        s.error(key, raw, "lists a type twice", "list each type once")
+    if capacity == "spot" and len(raw) < 2:
+        s.error(key, raw, "a spot pool needs at least 2 instance types: one type is one spot pool, and "
+                "its interruptions would stop all training at once", "add a type with the same GPU count and memory")
+    if len({(t.gpus, t.gpu_memory_mib) for t in known}) > 1:
+        shapes = ", ".join(f"{t.name}={t.gpus}x{t.gpu_memory_mib // 1024}GiB" for t in known)
+        s.error(key, raw, f"mixes GPU count or GPU memory ({shapes}); a job sized for one would not fit the other",
+                "use types with the same GPUs per node and GPU memory")
+    return tuple(str(t) for t in raw)
+
+
+def _parse_labels(s: Section) -> dict[str, str]:
+    labels = {}
+    for label, value in s.mapping("labels", {}).items():
+        value = str(value)
+        if not LABEL_KEY.match(str(label)) or not LABEL_VALUE.match(value) or len(value) > 63:
+            s.error(f"{s.key('labels')}.{label}", value, "is not a valid Kubernetes label",
+                    "use keys like team or example.com/tier and values of letters, digits, '-', '_' or '.'")
+        else:
+            labels[str(label)] = value
+    return labels
+
+
+def _parse_taints(s: Section) -> tuple[Taint, ...]:
+    taints = []
+    for index, raw in enumerate(s.items("taints", [])):
+        t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
+        taint = Taint(t.string("key"), t.string("value", ""), t.string("effect", choices=tuple(TAINT_EFFECTS)))
+        t.finish()
+        taints.append(taint)
+    return tuple(taints)

@@ -1,0 +1,53 @@
+"""Device plugins: without them a node never advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa`
+(the seed's "GPU not detected"). Each runs only on nodes that have the hardware: the EFA plugin
+crashes on nodes without EFA, and neither should occupy CPU nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.helm import helm_release
+from components.pool_scheduling import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT
+
+NVIDIA_CHART_VERSION = "0.18.0"
+NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
+EFA_CHART_VERSION = "0.5.7"
+EFA_CHART_REPO = "https://aws.github.io/eks-charts"
+NAMESPACE = "kube-system"
+
+
+def only_on_nodes_labelled(label: str) -> dict:
+    """Scheduling values (nodeSelector, affinity, tolerations) pinning a DaemonSet to labelled nodes."""
+    return {
+        "nodeSelector": {label: "true"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": label, "operator": "In", "values": ["true"]}]},
+        ]}}},
+        "tolerations": [{"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}],
+        "priorityClassName": "system-node-critical",
+    }
+
+
+@dataclass(frozen=True)
+class DevicePluginsArgs:
+    nvidia: bool
+    efa: bool
+    depends_on: list[pulumi.Resource]
+
+
+class DevicePlugins(pulumi.ComponentResource):
+    def __init__(self, name: str, args: DevicePluginsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:cluster:DevicePlugins", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
+        if args.nvidia:
+            helm_release(f"{name}-nvidia", chart="nvidia-device-plugin", version=NVIDIA_CHART_VERSION,
+                         repo=NVIDIA_CHART_REPO, namespace=NAMESPACE,
+                         values={**only_on_nodes_labelled(GPU_PRESENT_LABEL), "gfd": {"enabled": False}}, opts=child)
+        if args.efa:
+            helm_release(f"{name}-efa", chart="aws-efa-k8s-device-plugin", version=EFA_CHART_VERSION,
+                         repo=EFA_CHART_REPO, namespace=NAMESPACE,
+                         values=only_on_nodes_labelled(EFA_PRESENT_LABEL), opts=child)
+        self.register_outputs({})

@@ -1,0 +1,26 @@
+"""Helm charts installed into the cluster: one place that says how a pinned chart is released."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+
+def helm_release(resource_name: str, *, chart: str, version: str, repo: str, namespace: str,
+                 values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """A Helm v3 release of a pinned chart version; the release name is the chart's."""
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=chart,
+        chart=chart,
+        version=version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+        namespace=namespace,
+        values=values,
+        # Roll back a failed upgrade instead of leaving a half-applied release.
+        atomic=True,
+        timeout=600,
+        opts=opts,
+    )
