@@ -8,15 +8,18 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 
-def helm_release(resource_name: str, *, chart: str, version: str, repo: str, namespace: str,
-                 values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-    """A Helm v3 release of a pinned chart version; the release name is the chart's."""
+def helm_release(resource_name: str, *, chart: str, version: str, namespace: str, values: dict[str, Any],
+                 opts: pulumi.ResourceOptions, repo: str | None = None) -> k8s.helm.v3.Release:
+    """A Helm v3 release of a pinned chart version; the release name is the chart's.
+
+    `chart` is a chart name in `repo`, or an `oci://` reference (then `repo` stays None).
+    """
     return k8s.helm.v3.Release(
         resource_name,
-        name=chart,
+        name=chart.rsplit("/", 1)[-1],
         chart=chart,
         version=version,
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
         namespace=namespace,
         values=values,
         # Roll back a failed upgrade instead of leaving a half-applied release.

@@ -1,0 +1,203 @@
+"""The `training` section: the queue's GPU quota per pool and the jobs the stack runs.
+
+    gpu-training:training:
+      gpuQuota: {gpu-spot: 4}          # GPUs this namespace's queue owns; idle ones are lent
+      jobs:
+        - name: example-ddp
+          pool: gpu-spot
+          nodes: 2
+          gpusPerNode: 1
+
+Every job is checked against its pool and the quota before anything is created: a gang that
+cannot fit one node, the pool, or the queue's quota would wait forever instead of failing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from components.config.node_pools import DNS_LABEL, NodePoolConfig
+from components.config.reader import Section
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
+MAX_JOB_NAME = 40
+DEFAULT_ARGS = ("-m", "example_trainer.train")
+DEFAULT_HYPERPARAMETERS = "trainer/example_trainer/hparams.yaml"
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str
+    pool: str
+    nodes: int
+    gpus_per_node: int
+    image: str
+    args: tuple[str, ...]
+    hyperparameters_file: str
+    hyperparameters: str = field(repr=False)
+    secrets: tuple[str, ...]
+    env: dict[str, str]
+    cpu: int | None
+    memory_gib: int | None
+    shared_memory_gib: int
+    max_restarts: int
+    termination_grace_period_seconds: int
+    heartbeat_timeout_seconds: int
+    checkpoint_interval_seconds: int | None
+    ttl_seconds_after_finished: int
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def hyperparameters_sha256(self) -> str:
+        return hashlib.sha256(self.hyperparameters.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    gpu_quota: dict[str, int]
+    jobs: tuple[JobConfig, ...]
+
+
+def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
+                   trainer_image: str | None) -> TrainingConfig:
+    by_name = {p.name: p for p in pools}
+    quota_section = section.section("gpuQuota", {})
+    quota: dict[str, int] = {}
+    for pool_name in list(quota_section.data):
+        key = quota_section.key(pool_name)
+        gpus = quota_section.integer(pool_name, minimum=0)
+        pool = by_name.get(pool_name)
+        if pool is None or not pool.gpu:
+            section.error(key, pool_name, "is not a GPU pool of this stack",
+                          f"use one of {', '.join(p.name for p in pools if p.gpu) or '(no GPU pools)'}")
+        elif gpus > pool.max_size * pool.gpus_per_node:
+            section.error(key, gpus, f"exceeds the pool's capacity of {pool.max_size * pool.gpus_per_node} GPUs "
+                          f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")
+        quota[pool_name] = gpus
+
+    jobs = []
+    for index, raw in enumerate(section.items("jobs", [])):
+        job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
+        jobs.append(_parse_job(job_section, by_name, quota, secret_names, trainer_image))
+    names = [j.name for j in jobs]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        section.error(section.key("jobs"), name, "names two jobs the same", "give every job a unique name")
+    section.finish()
+    return TrainingConfig(gpu_quota=quota, jobs=tuple(jobs))
+
+
+def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
+               secret_names: tuple[str, ...], trainer_image: str | None) -> JobConfig:
+    name = s.string("name", check=lambda v: None if DNS_LABEL.match(v) and len(v) <= MAX_JOB_NAME else "is not a valid job name",
+                    fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
+    pool_name = s.string("pool")
+    nodes = s.integer("nodes", minimum=1)
+    gpus = s.integer("gpusPerNode", minimum=1)
+    pool = pools.get(pool_name)
+    if pool is None or not pool.gpu:
+        s.error(s.key("pool"), pool_name, "is not a GPU pool of this stack",
+                f"use one of {', '.join(n for n, p in pools.items() if p.gpu) or '(no GPU pools)'}")
+    else:
+        _check_fit(s, pool, nodes, gpus, quota)
+
+    image = s.string("image", trainer_image or "")
+    if not IMAGE_BY_DIGEST.match(image):
+        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
+                "run scripts/build-image <stack> and set the printed trainerImage (or the job's image)")
+
+    hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
+    hyperparameters = _read_hyperparameters(s, hyperparameters_file)
+
+    secrets = tuple(str(x) for x in s.items("secrets", []))
+    for secret in secrets:
+        if secret not in secret_names:
+            s.error(s.key("secrets"), secret, "is not declared in the stack's secrets",
+                    f"declare it: pulumi config set --path --secret 'secrets.{secret}' <value>")
+    env = {str(k): str(v) for k, v in s.mapping("env", {}).items()}
+    for env_name in env:
+        if not ENV_NAME.match(env_name) or env_name.startswith("TRAIN_"):
+            s.error(f"{s.key('env')}.{env_name}", env_name,
+                    "is not a valid env var name, or overrides the platform's TRAIN_* contract",
+                    "use UPPER_CASE names outside TRAIN_*")
+
+    cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
+    memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
+    shared_memory = s.integer("sharedMemoryGiB", 8, minimum=1)
+    if memory is not None and shared_memory >= memory:
+        s.error(s.key("sharedMemoryGiB"), shared_memory, f"must be below memoryGiB ({memory}): /dev/shm counts against it",
+                "lower sharedMemoryGiB or raise memoryGiB")
+    grace = s.integer("terminationGracePeriodSeconds", 120, minimum=30, maximum=3600)
+    heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
+    interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
+    job = JobConfig(
+        name=name, pool=pool_name, nodes=nodes, gpus_per_node=gpus, image=image,
+        args=tuple(str(a) for a in s.items("args", list(DEFAULT_ARGS))),
+        hyperparameters_file=hyperparameters_file, hyperparameters=hyperparameters,
+        secrets=secrets, env=env, cpu=cpu, memory_gib=memory, shared_memory_gib=shared_memory,
+        max_restarts=s.integer("maxRestarts", 3, minimum=0, maximum=100),
+        termination_grace_period_seconds=grace,
+        heartbeat_timeout_seconds=heartbeat,
+        checkpoint_interval_seconds=interval,
+        ttl_seconds_after_finished=s.integer("ttlSecondsAfterFinished", 7 * 86400, minimum=0),
+    )
+    if pool is not None and pool.gpu:
+        _check_pod_fits_node(s, pool, job)
+    s.finish()
+    return job
+
+
+def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int]) -> None:
+    if gpus > pool.gpus_per_node:
+        s.error(s.key("gpusPerNode"), gpus, f"exceeds the {pool.gpus_per_node} GPUs of one {pool.instance_types[0]} node",
+                f"use at most {pool.gpus_per_node} GPUs per node and more nodes")
+    if pool.efa and gpus != pool.gpus_per_node:
+        s.error(s.key("gpusPerNode"), gpus, "an EFA pool is used by whole nodes (the EFA interfaces are per node)",
+                f"set gpusPerNode: {pool.gpus_per_node}")
+    if nodes > pool.max_size:
+        s.error(s.key("nodes"), nodes, f"exceeds pool {pool.name}'s size.max of {pool.max_size} nodes",
+                "use fewer nodes or raise the pool's size.max")
+    gang = nodes * gpus
+    if gang > quota.get(pool.name, 0):
+        s.error(s.key("nodes"), f"{nodes} x {gpus} GPUs",
+                f"the gang needs {gang} GPUs but the queue's quota on {pool.name} is {quota.get(pool.name, 0)}: "
+                "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
+
+
+def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
+    from components.job_sizing import allocatable
+
+    cpu, memory = allocatable(pool)
+    share = job.gpus_per_node / pool.gpus_per_node
+    if job.cpu is not None and job.cpu > cpu * share:
+        s.error(s.key("cpu"), job.cpu, f"exceeds this job's share of a {pool.instance_types[0]} node ({cpu * share:g} vCPU)",
+                "lower cpu or leave it unset for the default share")
+    if job.memory_gib is not None and job.memory_gib > memory * share:
+        s.error(s.key("memoryGiB"), job.memory_gib,
+                f"exceeds this job's share of a {pool.instance_types[0]} node ({memory * share:g} GiB)",
+                "lower memoryGiB or leave it unset for the default share")
+
+
+def _read_hyperparameters(s: Section, relative_path: str) -> str:
+    path = (REPO_ROOT / relative_path).resolve()
+    if REPO_ROOT not in path.parents or not path.is_file():
+        s.error(s.key("hyperparameters"), relative_path, "is not a file in this repository",
+                "give a path relative to the repository root, e.g. trainer/example_trainer/hparams.yaml")
+        return ""
+    text = path.read_text()
+    try:
+        if not isinstance(yaml.safe_load(text), dict):
+            raise yaml.YAMLError("not a mapping")
+    except yaml.YAMLError as exc:
+        s.error(s.key("hyperparameters"), relative_path, f"is not a YAML mapping ({exc})", "fix the YAML file")
+    return text

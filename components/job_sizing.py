@@ -1,0 +1,71 @@
+"""Sizing arithmetic for training jobs and queues (pure, table-tested).
+
+A job asks for N nodes x G GPUs on one pool. From the pool's instance facts this computes what
+each pod requests besides GPUs, the Kueue quota a queue needs to admit it, the ResourceQuota
+that caps a namespace, and the job's expected time between interruptions (for Young's
+checkpoint interval in the trainer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from components.config import NodePoolConfig
+from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
+
+# Left on each node for the kubelet, the OS and the per-node daemons (CNI, kube-proxy, Pod
+# Identity agent, device plugins, monitoring and CSI agents).
+NODE_RESERVED_CPU = 1.0
+NODE_RESERVED_MEMORY_FRACTION = 0.10
+NODE_RESERVED_MEMORY_GIB = 2
+# Assumed mean time between interruptions of one node (planning figures, not measurements):
+# spot GPU capacity is reclaimed often; on-demand nodes fail on hardware a few times a year.
+NODE_MTBF_HOURS = {"spot": 24, "onDemand": 24 * 60, "capacityBlock": 24 * 60}
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What one pod of a job requests (and is limited to: requests equal limits)."""
+
+    gpus: int
+    efa: int
+    cpu: int
+    memory_gib: int
+
+
+def allocatable(pool: NodePoolConfig) -> tuple[float, float]:
+    """(cpu, memory GiB) a pod can have on one node of `pool`."""
+    facts = pool.instance_facts
+    memory = facts.memory_gib * (1 - NODE_RESERVED_MEMORY_FRACTION) - NODE_RESERVED_MEMORY_GIB
+    return facts.vcpus - NODE_RESERVED_CPU, memory
+
+
+def default_pod_shape(pool: NodePoolConfig, gpus: int) -> PodShape:
+    """A pod using `gpus` of a node's GPUs gets the same share of its CPU and memory."""
+    cpu, memory = allocatable(pool)
+    share = gpus / pool.gpus_per_node
+    efa = pool.efa_interfaces if pool.efa else 0
+    return PodShape(gpus=gpus, efa=efa, cpu=max(1, math.floor(cpu * share)), memory_gib=max(1, math.floor(memory * share)))
+
+
+def job_mtbf_seconds(pool: NodePoolConfig, nodes: int) -> int:
+    """Mean time between interruptions of a job spanning `nodes` nodes: node MTBF / nodes."""
+    return int(NODE_MTBF_HOURS[pool.capacity] * 3600 / nodes)
+
+
+def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
+    """Kueue nominal quota for `gpus` GPUs of `pool`, with the CPU, memory and EFA of those nodes."""
+    nodes = math.ceil(gpus / pool.gpus_per_node)
+    cpu, memory = allocatable(pool)
+    return {
+        "cpu": math.floor(cpu) * nodes,
+        "memory": f"{math.floor(memory) * nodes}Gi",
+        GPU_RESOURCE: gpus,
+        EFA_RESOURCE: pool.efa_interfaces * nodes if pool.efa else 0,
+    }
+
+
+def namespace_gpu_cap(pools: list[NodePoolConfig]) -> int:
+    """ResourceQuota cap: every GPU the namespace's pools can ever hold, borrowing included."""
+    return sum(pool.max_size * pool.gpus_per_node for pool in pools)

@@ -1,0 +1,75 @@
+"""Kueue objects: a ResourceFlavor per GPU pool, a ClusterQueue per environment or team (all in
+the environment's cohort, so idle quota is lent), and the LocalQueue jobs submit to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import NodePoolConfig
+from components.job_sizing import flavor_quota
+from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE]
+LOCAL_QUEUE = "training"
+
+
+def flavor_name(pool: NodePoolConfig) -> str:
+    return f"pool-{pool.name}"
+
+
+def resource_flavor_manifest(pool: NodePoolConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor_name(pool)},
+        # Admitted pods are steered onto this pool's nodes.
+        "spec": {"nodeLabels": {POOL_LABEL: pool.name}},
+    }
+
+
+def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: list[NodePoolConfig],
+                           gpu_quota: dict[str, int]) -> dict[str, Any]:
+    flavors = []
+    for pool in pools:
+        quota = flavor_quota(pool, gpu_quota.get(pool.name, 0))
+        flavors.append({"name": flavor_name(pool),
+                        "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]})
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            # Queues of one environment share a cohort: a team's idle GPUs can be borrowed.
+            "cohortName": cohort,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": flavors}],
+            # Lent GPUs come back: a queue below its quota may reclaim them from borrowers.
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        },
+    }
+
+
+def local_queue_manifest(*, namespace: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def custom_resource(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )

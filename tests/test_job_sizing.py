@@ -1,0 +1,52 @@
+"""Pod shapes, queue quotas and job MTBF from pool facts (pure)."""
+
+import pytest
+
+from components.config import NodePoolConfig
+from components.job_sizing import PodShape, default_pod_shape, flavor_quota, job_mtbf_seconds, namespace_gpu_cap
+
+
+def pool(types, capacity="onDemand", efa=False, max_size=4):
+    return NodePoolConfig(name="p", instance_types=types, capacity=capacity, gpu=True, efa=efa, min_size=0,
+                          desired_size=0, max_size=max_size, availability_zones=("us-east-1a",), root_volume_gib=100)
+
+
+@pytest.mark.parametrize(
+    ("types", "efa", "gpus", "expected"),
+    [
+        # g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs -> allocatable 47 vCPU, 170.8 GiB
+        (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=170)),
+        (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=42)),
+        # g6.2xlarge: 8 vCPU, 32 GiB, 1 GPU
+        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=7, memory_gib=26)),
+        # p5.48xlarge: 192 vCPU, 2048 GiB, 8 GPUs, 32 EFA interfaces
+        (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=191, memory_gib=1841)),
+    ],
+)
+def test_default_pod_shape(types, efa, gpus, expected):
+    assert default_pod_shape(pool(types, efa=efa), gpus) == expected
+
+
+@pytest.mark.parametrize(
+    ("types", "efa", "gpus", "expected"),
+    [
+        (("g6.12xlarge",), False, 8, {"cpu": 94, "memory": "340Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0}),
+        (("g6.12xlarge",), False, 5, {"cpu": 94, "memory": "340Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0}),
+        (("p5.48xlarge",), True, 16, {"cpu": 382, "memory": "3682Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64}),
+        (("g6.2xlarge",), False, 0, {"cpu": 0, "memory": "0Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0}),
+    ],
+)
+def test_flavor_quota_covers_the_nodes_the_gpus_need(types, efa, gpus, expected):
+    assert flavor_quota(pool(types, efa=efa), gpus) == expected
+
+
+@pytest.mark.parametrize(
+    ("capacity", "nodes", "seconds"),
+    [("spot", 1, 86400), ("spot", 4, 21600), ("onDemand", 1, 5184000), ("onDemand", 16, 324000)],
+)
+def test_job_mtbf_shrinks_with_the_gang(capacity, nodes, seconds):
+    assert job_mtbf_seconds(pool(("g6.12xlarge",), capacity=capacity), nodes) == seconds
+
+
+def test_namespace_gpu_cap():
+    assert namespace_gpu_cap([pool(("g6.12xlarge",), max_size=4), pool(("p5.48xlarge",), efa=True, max_size=2)]) == 32
