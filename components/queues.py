@@ -64,7 +64,8 @@ def local_queue_manifest(*, namespace: str, cluster_queue: str) -> dict[str, Any
     }
 
 
-def custom_resource(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+def custom_resource(resource_name: str, manifest: dict[str, Any],
+                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
         resource_name,
         api_version=manifest["apiVersion"],
