@@ -2,9 +2,11 @@
 
 import pulumi
 
-from components.config import load_stack_config, read_raw_config
+from components.config import load_stack_config, read_raw_config, read_secret_keys
 from components.platform import build_platform
 
-config = load_stack_config(read_raw_config(), project=pulumi.get_project(), stack=pulumi.get_stack())
+raw_config = read_raw_config()
+config = load_stack_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
+                           secret_keys=read_secret_keys(raw_config))
 for output_name, value in build_platform(config).items():
     pulumi.export(output_name, value)

@@ -5,7 +5,16 @@ from components.config.fabric import FabricConfig, PortRange
 from components.config.network import MonitoringIngress, NetworkConfig
 from components.config.node_pools import NodePoolConfig, Taint
 from components.config.reader import ConfigError
-from components.config.stack import StackConfig, decode_raw_config, load_stack_config, read_raw_config
+from components.config.registry import RegistryConfig
+from components.config.secrets import SecretEntry, SecretsConfig
+from components.config.stack import (
+    StackConfig,
+    decode_raw_config,
+    load_stack_config,
+    read_raw_config,
+    read_secret_keys,
+)
+from components.config.storage import StorageConfig
 
 __all__ = [
     "ClusterConfig",
@@ -15,9 +24,14 @@ __all__ = [
     "NetworkConfig",
     "NodePoolConfig",
     "PortRange",
+    "RegistryConfig",
+    "SecretEntry",
+    "SecretsConfig",
     "StackConfig",
+    "StorageConfig",
     "Taint",
     "decode_raw_config",
     "load_stack_config",
     "read_raw_config",
+    "read_secret_keys",
 ]

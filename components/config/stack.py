@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,9 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, parse_node_pools
 from components.config.reader import ConfigError, Section, did_you_mean
+from components.config.registry import RegistryConfig, parse_registry
+from components.config.secrets import SecretsConfig, parse_secrets
+from components.config.storage import StorageConfig, parse_storage
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
@@ -40,6 +43,9 @@ class StackConfig:
     fabric: FabricConfig
     cluster: ClusterConfig
     node_pools: tuple[NodePoolConfig, ...]
+    storage: StorageConfig
+    registry: RegistryConfig
+    secrets: SecretsConfig
 
     @property
     def name_prefix(self) -> str:
@@ -85,14 +91,24 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str) -> StackConfig:
+def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
+    """The keys of `raw` the engine marks secret (set with `pulumi config set --secret`)."""
+    return {key for key in raw if runtime_config.is_config_secret(key)}
+
+
+def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
+                      secret_keys: Collection[str] | None = None) -> StackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
 
+    `secret_keys` (None: unknown) lets the model reject secrets stored in plain text.
     Raises ConfigError listing every problem found.
     """
     errors: list[str] = []
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    # Secret values must never reach Section's generic messages (they print the value): the
+    # secrets parser reads its key itself.
+    raw_secrets = own.pop("secrets", None)
     _check_foreign_keys(raw, prefix, errors)
 
     root = Section(errors, project, own, separator=":")
@@ -119,6 +135,10 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str) -> St
     fabric = parse_fabric(root.section("fabric", {}))
     cluster = parse_cluster(root.section("cluster"), environment=env)
     node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones)
+    storage = parse_storage(root.section("storage", {}), environment=env)
+    registry = parse_registry(root.section("registry", {}))
+    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
+                            stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     root.finish()
 
     if errors:
@@ -134,6 +154,9 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str) -> St
         fabric=fabric,
         cluster=cluster,
         node_pools=node_pools,
+        storage=storage,
+        registry=registry,
+        secrets=secrets,
     )
 
 

@@ -1,0 +1,88 @@
+"""The `storage` section: S3 buckets, lifecycle, EFS backups, and which data a stack may read.
+
+Each environment gets its own datasets and artifacts buckets (named from project, environment
+and account id) and its own EFS file system. `datasetsBucket` optionally points a stack at an
+existing datasets bucket instead; a non-prod stack may never point at production data (the seed:
+"a test environment must never point at the production data source"). The same rule is enforced
+again in IAM (components/data_policies.py), so a hand-edited role cannot bypass it either.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from components.config.reader import Section
+
+# Words that mark a bucket as production data, as dash- or dot-separated parts of its name
+# (`gpu-training-prod-datasets-123456789012`, `acme-production.raw`). Whole parts only, so
+# `prodigy-data` is not mistaken for production.
+PROD_NAME_WORDS = ("prod", "production")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+MAX_RETENTION_DAYS = 3650
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    # Objects under checkpoints/ in the artifacts bucket expire after this many days.
+    checkpoint_retention_days: int
+    # Overwritten or deleted object versions (both buckets) are removed after this many days.
+    noncurrent_version_retention_days: int
+    # AWS Backup's daily EFS backups (the file system's automatic backup policy).
+    efs_backups: bool
+    # An existing bucket to read datasets from instead of creating one; None creates one.
+    datasets_bucket: str | None
+
+
+def names_prod_data(bucket: str) -> bool:
+    """True when a bucket name marks production data (a whole `prod`/`production` part)."""
+    return any(part in PROD_NAME_WORDS for part in re.split(r"[-.]", bucket.lower()))
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid S3 general purpose bucket name, or None."""
+    if not BUCKET_NAME.match(name):
+        return "is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens; starting and ending alphanumeric)"
+    if ".." in name or ".-" in name or "-." in name:
+        return "is not a valid S3 bucket name (no adjacent dots, no dot next to a hyphen)"
+    try:
+        ipaddress.IPv4Address(name)
+        return "is not a valid S3 bucket name (it looks like an IP address)"
+    except ValueError:
+        return None
+
+
+def bucket_name(project: str, environment: str, purpose: str, account_id: str) -> str:
+    """Physical bucket name. S3 names are global: project + environment + account id make it ours and
+    unique per environment, so two environments can never share (or take over) a bucket."""
+    name = f"{project}-{environment}-{purpose}-{account_id}"
+    problem = bucket_name_problem(name)
+    if problem:
+        raise ValueError(f"bucket name {name!r} {problem}")
+    return name
+
+
+def parse_storage(section: Section, *, environment: str) -> StorageConfig:
+    checkpoints = section.integer("checkpointRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
+    noncurrent = section.integer("noncurrentVersionRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
+    backups = section.boolean("efsBackups", environment == "prod")
+    if environment == "prod" and not backups:
+        section.error(section.key("efsBackups"), backups, "prod checkpoints must be backed up (FSBP EFS.2)",
+                      "set efsBackups: true")
+
+    datasets_bucket = None
+    if section.has("datasetsBucket"):
+        key = section.key("datasetsBucket")
+        datasets_bucket = section.string("datasetsBucket", check=bucket_name_problem,
+                                         fix="give the name of an existing bucket, e.g. acme-ml-datasets") or None
+        if datasets_bucket and environment != "prod" and names_prod_data(datasets_bucket):
+            section.error(key, datasets_bucket, f"a {environment} stack must never read production data",
+                          f"point it at a {environment} copy of the data, or remove it to use this stack's own bucket")
+    section.finish()
+    return StorageConfig(
+        checkpoint_retention_days=checkpoints,
+        noncurrent_version_retention_days=noncurrent,
+        efs_backups=backups,
+        datasets_bucket=datasets_bucket,
+    )
