@@ -15,6 +15,9 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "coredns": "v1.12.2-eksbuild.4",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
+        # Storage CSI drivers (storage_mounts.py); verify the builds as above before the first real up.
+        "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
+        "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
     },
     "1.34": {
         "vpc-cni": "v1.21.1-eksbuild.3",
@@ -22,6 +25,8 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "coredns": "v1.13.2-eksbuild.1",
         "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
         "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
+        "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
+        "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
     },
 }
 

@@ -9,16 +9,26 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from components.buckets import DataBuckets, DataBucketsArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.config import StackConfig
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.network import Network, NetworkArgs
 from components.node_pools import NodePools, NodePoolsArgs
+from components.registry import TrainerRegistry, TrainerRegistryArgs
+from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.secrets_sync import SecretsSync, SecretsSyncArgs
 from components.security_groups import SecurityGroups, SecurityGroupsArgs
+from components.storage_mounts import StorageMounts, StorageMountsArgs
 from components.tags import default_tags
 from components.vpc_endpoints import VpcEndpoints, VpcEndpointsArgs
+from components.workload_identity import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
+
+# The EFS access point (root directory) of the environment's training workload.
+TRAINING_WORKLOAD = "training"
 
 
 def aws_provider(config: StackConfig) -> aws.Provider:
@@ -58,6 +68,49 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         private_subnet_ids=[s.id for s in network.private_subnets],
         private_route_table_ids=[t.id for t in network.private_route_tables],
         security_group_id=security_groups.vpc_endpoints.id,
+    ), on_aws)
+
+    # --- storage, registry, secrets, workload roles (AWS side; no cluster needed) -------------
+    training_namespace = f"training-{config.environment}"
+    buckets = DataBuckets("storage-buckets", DataBucketsArgs(
+        config=config.storage,
+        project=config.project,
+        environment=config.environment,
+        name_prefix=config.name_prefix,
+        account_id=account_id,
+    ), on_aws)
+    checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
+        name_prefix=config.name_prefix,
+        account_id=account_id,
+        private_subnet_ids={plan.availability_zone: subnet.id
+                            for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)},
+        security_group_id=security_groups.efs.id,
+        workloads=(TRAINING_WORKLOAD,),
+        backups=config.storage.efs_backups,
+    ), on_aws)
+    registry = TrainerRegistry("registry", TrainerRegistryArgs(
+        config=config.registry, name_prefix=config.name_prefix, account_id=account_id), on_aws)
+    secrets = TrainingSecrets("secrets", TrainingSecretsArgs(
+        config=config.secrets,
+        project=config.project,
+        environment=config.environment,
+        name_prefix=config.name_prefix,
+        account_id=account_id,
+    ), on_aws)
+    roles = WorkloadRoles("workload-roles", WorkloadRolesArgs(
+        environment=config.environment,
+        region=config.region,
+        cluster_name=config.cluster_name,
+        training_namespace=training_namespace,
+        account_id=account_id,
+        datasets_bucket=buckets.datasets_bucket,
+        datasets_external=config.storage.datasets_bucket is not None,
+        artifacts_bucket=buckets.artifacts_bucket,
+        data_key_arn=buckets.data_key.arn,
+        secret_arns=[secret.arn for secret in secrets.secrets.values()],
+        secrets_key_arn=secrets.key.arn,
+        file_system_arn=checkpoints.file_system.arn,
+        access_point_arns=[ap.arn for ap in checkpoints.access_points.values()],
     ), on_aws)
 
     # --- cluster and node pools --------------------------------------------------------------
@@ -101,6 +154,29 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         depends_on=node_groups,
     ), in_cluster)
 
+    # --- storage mounts, secrets sync, trainer identity (in the cluster) -----------------------
+    StorageMounts("storage-mounts", StorageMountsArgs(
+        cluster_name=cluster.eks.name,
+        namespace=training_namespace,
+        region=config.region,
+        kubernetes_version=config.cluster.kubernetes_version,
+        efs_csi_role_arn=roles.efs_csi.arn,
+        file_system_id=checkpoints.file_system.id,
+        checkpoint_access_point_id=checkpoints.access_points[TRAINING_WORKLOAD].id,
+        datasets_bucket=buckets.datasets_bucket,
+        addons_depend_on=node_groups,
+    ), in_cluster)
+    SecretsSync("secrets-sync", SecretsSyncArgs(
+        cluster_name=cluster.eks.name,
+        region=config.region,
+        namespace=training_namespace,
+        role_arn=roles.secrets_sync.arn,
+        remote_keys={name: secret_name(config.project, config.environment, name) for name in config.secrets.names},
+        depends_on=node_groups,
+    ), in_cluster)
+    TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
+        cluster_name=cluster.eks.name, namespace=training_namespace, role_arn=roles.trainer.arn), in_cluster)
+
     return {
         "environment": config.environment,
         "region": config.region,
@@ -112,4 +188,8 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
                       for p in pools},
         "ncclPortRange": {"first": config.fabric.nccl_port_range.first, "last": config.fabric.nccl_port_range.last},
         "rendezvousPorts": list(config.fabric.rendezvous_ports),
+        "trainerRepositoryUrl": registry.repository_url,
+        "datasetsBucket": buckets.datasets_bucket,
+        "artifactsBucket": buckets.artifacts_bucket,
+        "checkpointFileSystemId": checkpoints.file_system.id,
     }

@@ -169,6 +169,8 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
+        if args.typ == "aws:ecr/repository:Repository":  # scripts/build-image reads this as trainerRepositoryUrl
+            state["repositoryUrl"] = f"{MOCK_ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{args.inputs['name']}"
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
@@ -260,8 +262,11 @@ def summary(plan: Plan, out_dir: Path) -> str:
     by_name = {r["name"]: r for r in plan.resources}
 
     def component(record: dict[str, Any]) -> str:
-        while record["parent"] and record["parent"] in by_name:
+        # Names are unique per type only: a child may share its parent's name. Stop at a repeat.
+        seen = {record["name"]}
+        while record["parent"] and record["parent"] in by_name and record["parent"] not in seen:
             record = by_name[record["parent"]]
+            seen.add(record["name"])
         return record["name"]
 
     lines = [f"stack {plan.stack}: {len(plan.resources)} resources, {len(plan.manifests())} Kubernetes manifests -> {out_dir}"]

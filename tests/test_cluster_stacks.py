@@ -145,7 +145,8 @@ def test_cluster_autoscaler(stack, plan_of):
     assert autoscaler["inputs"]["version"] and values["autoDiscovery"]["clusterName"] == f"gpu-training-{stack}"
     assert values["extraArgs"]["expander"] == "priority"
     assert max(values["expanderPriorities"], key=int) == "50" and all("spot" in p for p in values["expanderPriorities"]["50"])
-    association = one(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    (association,) = [a["inputs"] for a in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if a["inputs"]["serviceAccount"] == "cluster-autoscaler"]
     assert (association["namespace"], association["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
     policy = json.loads(next(p["inputs"]["policy"] for p in plan.of_type("aws:iam/rolePolicy:RolePolicy")
                              if p["name"] == "cluster-autoscaler-policy"))

@@ -1,0 +1,121 @@
+"""External Secrets Operator: Secrets Manager -> the Kubernetes Secret `training-secrets`.
+
+Flow: `pulumi config set --secret` -> Secrets Manager (secrets_store.py) -> this operator ->
+Secret `training-secrets` in the training namespace (one key per secret name) -> env vars of
+the trainer (`secretKeyRef`, training_data.secret_env).
+
+Authentication: EKS Pod Identity on the operator's own service account, to the `secrets-sync`
+role, which can read exactly this environment's secrets (workload_identity.py). Why not a
+per-namespace service account in the SecretStore (`auth.jwt.serviceAccountRef`): that path is
+IRSA-only (AssumeRoleWithWebIdentity on an OIDC token); Pod Identity hands credentials only to
+the pod's own service account. One cluster serves one environment, so the operator's role is
+already scoped to the environment. What keeps other namespaces from using it:
+- the store is a namespaced SecretStore; ClusterSecretStore, ClusterExternalSecret and
+  PushSecret processing are switched off, so no cluster-wide object can fan secrets out or
+  write back to AWS;
+- the chart's aggregation to the `edit` ClusterRole is off, so namespace editors cannot create
+  SecretStores or ExternalSecrets: only the cluster admins (this program) do.
+Team namespaces (team stacks) will need their own role assumed through the store's `role`
+field; see the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import training_data
+from components.helm import helm_release
+from components.training_namespace import namespace as pod_security_namespace
+from components.workload_identity import SECRETS_SYNC_NAMESPACE, SECRETS_SYNC_SERVICE_ACCOUNT
+
+# Must match the CRD schemas in /work/shared/schemas/crds (external-secrets v2.9.0).
+ESO_CHART_VERSION = "2.9.0"
+ESO_CHART_REPOSITORY = "https://charts.external-secrets.io"
+ESO_API_VERSION = "external-secrets.io/v1"
+SECRET_STORE_NAME = "aws-secrets-manager"
+# How often the operator re-reads Secrets Manager: a rotated token reaches new pods within this.
+REFRESH_INTERVAL = "1h"
+_COMPONENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
+
+
+def chart_values() -> dict:
+    return {
+        "installCRDs": True,
+        "serviceAccount": {"create": True, "name": SECRETS_SYNC_SERVICE_ACCOUNT},
+        "processClusterStore": False,
+        "processClusterExternalSecret": False,
+        "processPushSecret": False,
+        "rbac": {"aggregateToEdit": False},
+        "resources": _COMPONENT_RESOURCES,
+        "webhook": {"resources": _COMPONENT_RESOURCES},
+        "certController": {"resources": _COMPONENT_RESOURCES},
+    }
+
+
+@dataclass(frozen=True)
+class SecretsSyncArgs:
+    cluster_name: pulumi.Input[str]
+    region: str
+    namespace: pulumi.Input[str]
+    """The training namespace that receives `training-secrets`."""
+    role_arn: pulumi.Input[str]
+    remote_keys: dict[str, str]
+    """Secret name (the Kubernetes Secret key) -> its Secrets Manager name."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """E.g. the Pod Identity agent and the node groups the operator runs on."""
+
+
+class SecretsSync(pulumi.ComponentResource):
+    release: k8s.helm.v3.Release
+    secret_store: k8s.apiextensions.CustomResource
+    external_secret: k8s.apiextensions.CustomResource | None
+
+    def __init__(self, name: str, args: SecretsSyncArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:secrets:SecretsSync", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = pod_security_namespace(f"{name}-namespace", SECRETS_SYNC_NAMESPACE, enforce="restricted", opts=child)
+        # Pod Identity injects credentials when a pod is admitted: the association must exist
+        # before the operator's pods start, or they run without credentials until restarted.
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-operator",
+            cluster_name=args.cluster_name,
+            namespace=SECRETS_SYNC_NAMESPACE,
+            service_account=SECRETS_SYNC_SERVICE_ACCOUNT,
+            role_arn=args.role_arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        self.release = helm_release(
+            f"{name}-operator", chart="external-secrets", version=ESO_CHART_VERSION, repo=ESO_CHART_REPOSITORY,
+            namespace=SECRETS_SYNC_NAMESPACE, values=chart_values(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, association, *args.depends_on]))
+        self.secret_store = k8s.apiextensions.CustomResource(
+            f"{name}-store",
+            api_version=ESO_API_VERSION,
+            kind="SecretStore",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SECRET_STORE_NAME, namespace=args.namespace),
+            # No `auth`: the operator's Pod Identity credentials (the secrets-sync role).
+            spec={"provider": {"aws": {"service": "SecretsManager", "region": args.region}}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),  # CRDs come with the chart
+        )
+        self.external_secret = None
+        if args.remote_keys:
+            self.external_secret = k8s.apiextensions.CustomResource(
+                f"{name}-training-secrets",
+                api_version=ESO_API_VERSION,
+                kind="ExternalSecret",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=training_data.SECRET_NAME, namespace=args.namespace),
+                spec={
+                    "refreshInterval": REFRESH_INTERVAL,
+                    "secretStoreRef": {"name": SECRET_STORE_NAME, "kind": "SecretStore"},
+                    "target": {"name": training_data.SECRET_NAME, "creationPolicy": "Owner"},
+                    "data": [{"secretKey": key, "remoteRef": {"key": remote}}
+                             for key, remote in sorted(args.remote_keys.items())],
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.secret_store]),
+            )
+        self.register_outputs({})
