@@ -1,0 +1,122 @@
+"""Every policy document of every stack: no Allow grants `*` where a narrower grant exists.
+
+Found generically: any input string of any resource that parses as JSON with a `Statement` is a
+policy (role trust and inline policies, key policies, bucket and file-system policies, ...).
+An Allow may not use `*` or `service:*` actions, a bare `*` resource, NotAction or NotResource,
+unless it is listed below with the reason. Deny statements may be as broad as they like.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import PLATFORM_STACKS
+
+# Actions AWS authorises only on Resource "*" (Service Authorization Reference: no resource
+# types): a statement of only these may use "*".
+RESOURCE_STAR_ONLY_ACTIONS = frozenset({
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+})
+
+# (resource name, statement Sid) -> why this broad Allow is the narrowest that works.
+JUSTIFIED = {
+    ("cluster-autoscaler-policy", "ScaleOnlyThisClustersGroups"):
+        "Auto Scaling group ARNs embed a generated id; the statement is narrowed instead by the "
+        "condition on the cluster's ownership tag, as the Cluster Autoscaler documents.",
+}
+
+
+def policies(value: Any, path: str = "") -> Iterator[tuple[str, dict]]:
+    if isinstance(value, str) and '"Statement"' in value:
+        try:
+            document = json.loads(value)
+        except json.JSONDecodeError:
+            return
+        if isinstance(document, dict) and "Statement" in document:
+            yield path, document
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from policies(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from policies(item, f"{path}[{index}]")
+
+
+def as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def is_key_policy_root_statement(resource: dict, statement: dict) -> bool:
+    """A key policy's `kms:*` on `*` (this key) for its own account root: KMS's documented way to
+    let IAM policies govern the key. Without it the key can become unmanageable."""
+    principal = statement.get("Principal", {})
+    principal = principal.get("AWS") if isinstance(principal, dict) else principal
+    return (resource["type"] == "aws:kms/key:Key" and as_list(statement.get("Action")) == ["kms:*"]
+            and as_list(statement.get("Resource")) == ["*"] and isinstance(principal, str)
+            and principal.startswith("arn:aws:iam::") and principal.endswith(":root") and "Condition" not in statement)
+
+
+def broad_grants(resource: dict, statement: dict) -> list[str]:
+    if statement.get("Effect") != "Allow":
+        return []
+    problems = [f"uses {key}" for key in ("NotAction", "NotResource") if key in statement]
+    actions = as_list(statement.get("Action", []))
+    problems += [f"action {a}" for a in actions if a == "*" or a.endswith(":*")]
+    if "Resource" in statement and "*" in as_list(statement["Resource"]) and not set(actions) <= RESOURCE_STAR_ONLY_ACTIONS:
+        problems.append("resource *")
+    return problems
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_no_allow_is_broader_than_needed(stack, plan_of):
+    found, offenders = 0, []
+    for resource in plan_of(stack).resources:
+        for path, document in policies(resource["inputs"]):
+            found += 1
+            for statement in as_list(document["Statement"]):
+                problems = broad_grants(resource, statement)
+                if not problems or is_key_policy_root_statement(resource, statement):
+                    continue
+                if (resource["name"], statement.get("Sid")) in JUSTIFIED:
+                    continue
+                offenders.append(f"{resource['type']} {resource['name']} {path} Sid={statement.get('Sid')}: "
+                                 f"{', '.join(problems)}")
+    assert found >= 10, "the policy finder found too few documents to be working"
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_justified_exceptions_are_still_needed(plan_of):
+    """An exception whose statement is gone (or got narrower) must leave the list."""
+    still_broad = set()
+    for stack in PLATFORM_STACKS:
+        for resource in plan_of(stack).resources:
+            for _, document in policies(resource["inputs"]):
+                for statement in as_list(document["Statement"]):
+                    if broad_grants(resource, statement):
+                        still_broad.add((resource["name"], statement.get("Sid")))
+    assert set(JUSTIFIED) <= still_broad
+
+
+def test_the_checker_catches_broad_grants():
+    role = {"type": "aws:iam/rolePolicy:RolePolicy", "name": "x"}
+    key = {"type": "aws:kms/key:Key", "name": "k"}
+    root = {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "kms:*", "Resource": "*"}
+    assert broad_grants(role, {"Effect": "Allow", "Action": "s3:*", "Resource": "arn:aws:s3:::b"}) == ["action s3:*"]
+    assert broad_grants(role, {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["*"]}) == ["resource *"]
+    assert broad_grants(role, {"Effect": "Allow", "NotAction": ["iam:*"], "Resource": "arn:aws:s3:::b"}) == ["uses NotAction"]
+    assert broad_grants(role, {"Effect": "Deny", "Action": "*", "Resource": "*"}) == []
+    assert broad_grants(role, {"Effect": "Allow", "Action": ["ec2:DescribeImages"], "Resource": "*"}) == []
+    assert is_key_policy_root_statement(key, root)
+    assert not is_key_policy_root_statement(role, root)
+    assert not is_key_policy_root_statement(key, {**root, "Principal": {"AWS": "*"}})
