@@ -368,3 +368,13 @@ def test_a_secret_error_through_the_cli_shows_no_value(tmp_path):
     assert result.returncode == 2
     assert "gpu-training:secrets.wandb-api-key" in result.stderr and "Traceback" not in result.stderr
     assert PLANTED["wandb-api-key"] not in result.stdout + result.stderr
+
+
+def test_plain_text_secrets_in_a_stack_file_stop_the_plan(tmp_path):
+    """The engine's secret marking reaches the config model: a value not set with --secret is refused."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "dev", "--out", str(tmp_path / "out"),
+         "--set", f"secrets={json.dumps(PLANTED)}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 2 and "gpu-training:secrets: values are stored in plain text" in result.stderr
+    assert not any(value in result.stdout + result.stderr for value in PLANTED.values())
