@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 
 from components import training_data
 from components.helm import helm_release
+from components.training_namespace import POD_IDENTITY_AGENT
 from components.training_namespace import namespace as pod_security_namespace
 from components.workload_identity import SECRETS_SYNC_NAMESPACE, SECRETS_SYNC_SERVICE_ACCOUNT
 
@@ -40,6 +41,8 @@ ESO_API_VERSION = "external-secrets.io/v1"
 SECRET_STORE_NAME = "aws-secrets-manager"
 # How often the operator re-reads Secrets Manager: a rotated token reaches new pods within this.
 REFRESH_INTERVAL = "1h"
+# The chart's admission webhook listens here (the API server calls it).
+WEBHOOK_PORT = 10250
 _COMPONENT_RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
 
 
@@ -79,6 +82,7 @@ class SecretsSync(pulumi.ComponentResource):
         super().__init__("gpu-training:secrets:SecretsSync", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         namespace = pod_security_namespace(f"{name}-namespace", SECRETS_SYNC_NAMESPACE, enforce="restricted", opts=child)
+        self._create_network_policies(name, namespace)
         # Pod Identity injects credentials when a pod is admitted: the association must exist
         # before the operator's pods start, or they run without credentials until restarted.
         association = aws.eks.PodIdentityAssociation(
@@ -119,3 +123,33 @@ class SecretsSync(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.secret_store]),
             )
         self.register_outputs({})
+
+    def _create_network_policies(self, name: str, namespace: k8s.core.v1.Namespace) -> None:
+        """Deny by default (CIS EKS 4.3); the operator needs DNS, HTTPS (Kubernetes API, Secrets
+        Manager endpoint), the Pod Identity agent, and the API server reaching its webhook."""
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        everything: dict = {}
+        policies = {
+            "default-deny": {"podSelector": everything, "policyTypes": ["Ingress", "Egress"]},
+            "allow-operator-egress": {
+                "podSelector": everything,
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+                    {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]},
+                ],
+            },
+            "allow-webhook-ingress": {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "external-secrets-webhook"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}]}],
+            },
+        }
+        for policy_name, spec in policies.items():
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-netpol-{policy_name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name, namespace=SECRETS_SYNC_NAMESPACE),
+                spec=spec, opts=opts)

@@ -378,3 +378,15 @@ def test_plain_text_secrets_in_a_stack_file_stop_the_plan(tmp_path):
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 2 and "gpu-training:secrets: values are stored in plain text" in result.stderr
     assert not any(value in result.stdout + result.stderr for value in PLANTED.values())
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_operator_namespace_is_restricted_and_denies_by_default(stack, plan_of):
+    plan = plan_of(stack)
+    labels = manifest(plan, "Namespace", "external-secrets")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    policies = {m["metadata"]["name"]: m["spec"] for m in plan.manifests()
+                if m["kind"] == "NetworkPolicy" and m["metadata"]["namespace"] == "external-secrets"}
+    assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    (webhook_ingress,) = policies["allow-webhook-ingress"]["ingress"]
+    assert webhook_ingress == {"ports": [{"protocol": "TCP", "port": 10250}]}
