@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import runpy
 import sys
@@ -40,6 +41,9 @@ REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
 SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"
 MOCK_ACCOUNT_ID = "123456789012"
+# A program that awaits an output nobody resolves hangs the mock engine forever (and pytest's
+# timeout cannot stop it: pulumi/pulumi#7888). Past this, dump every thread's stack and exit.
+SYNTH_TIMEOUT_SECONDS = 300
 # Resource types that are not Kubernetes objects of their own.
 NON_MANIFEST_K8S_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml")
 
@@ -235,7 +239,11 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
 
         return asyncio.ensure_future(resolve_outputs())
 
-    run_program()
+    faulthandler.dump_traceback_later(SYNTH_TIMEOUT_SECONDS, exit=True)
+    try:
+        run_program()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     return Plan(stack=stack, resources=monitor.records, outputs=outputs)
 
 
