@@ -66,6 +66,29 @@ def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
     }
 
 
-def namespace_gpu_cap(pools: list[NodePoolConfig]) -> int:
-    """ResourceQuota cap: every GPU the namespace's pools can ever hold, borrowing included."""
-    return sum(pool.max_size * pool.gpus_per_node for pool in pools)
+@dataclass(frozen=True)
+class NamespaceQuota:
+    gpus: int
+    cpu: int
+    memory_gib: int
+    pods: int
+
+
+# Room beyond the training pods, e.g. for a debugging pod next to a running job.
+SPARE_CPU, SPARE_MEMORY_GIB, SPARE_PODS = 4, 16, 10
+
+
+def namespace_quota(pools: list[NodePoolConfig]) -> NamespaceQuota:
+    """ResourceQuota cap: everything the namespace's pools can ever hold, borrowed quota included.
+
+    Kueue decides who gets what inside this cap; the cap only stops a namespace from ever
+    exceeding the capacity its queue can reach.
+    """
+    cpu = sum(math.floor(allocatable(p)[0]) * p.max_size for p in pools)
+    memory = sum(math.floor(allocatable(p)[1]) * p.max_size for p in pools)
+    return NamespaceQuota(
+        gpus=sum(p.max_size * p.gpus_per_node for p in pools),
+        cpu=cpu + SPARE_CPU,
+        memory_gib=memory + SPARE_MEMORY_GIB,
+        pods=sum(p.max_size for p in pools) + SPARE_PODS,
+    )

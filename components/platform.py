@@ -16,14 +16,18 @@ from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerAr
 from components.config import StackConfig
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
+from components.job_controllers import JobControllers, JobControllersArgs
 from components.network import Network, NetworkArgs
 from components.node_pools import NodePools, NodePoolsArgs
+from components.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
 from components.registry import TrainerRegistry, TrainerRegistryArgs
 from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.secrets_sync import SecretsSync, SecretsSyncArgs
 from components.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.storage_mounts import StorageMounts, StorageMountsArgs
 from components.tags import default_tags
+from components.training_job import TrainingJob, TrainingJobArgs
+from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs, namespace_quota
 from components.vpc_endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.workload_identity import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
 
@@ -71,7 +75,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     ), on_aws)
 
     # --- storage, registry, secrets, workload roles (AWS side; no cluster needed) -------------
-    training_namespace = f"training-{config.environment}"
+    training_namespace = config.training_namespace
     buckets = DataBuckets("storage-buckets", DataBucketsArgs(
         config=config.storage,
         project=config.project,
@@ -154,10 +158,18 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         depends_on=node_groups,
     ), in_cluster)
 
-    # --- storage mounts, secrets sync, trainer identity (in the cluster) -----------------------
+    # --- training namespace, storage mounts, secrets sync, trainer identity (in the cluster) ---
+    training_ns = TrainingNamespace("training-namespace", TrainingNamespaceArgs(
+        name=training_namespace,
+        environment=config.environment,
+        team=None,
+        quota=namespace_quota([p for p in pools if p.name in config.training.gpu_quota]),
+        depends_on=node_groups,
+    ), in_cluster)
+    namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
     StorageMounts("storage-mounts", StorageMountsArgs(
         cluster_name=cluster.eks.name,
-        namespace=training_namespace,
+        namespace=namespace_name,
         region=config.region,
         kubernetes_version=config.cluster.kubernetes_version,
         efs_csi_role_arn=roles.efs_csi.arn,
@@ -166,16 +178,40 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         datasets_bucket=buckets.datasets_bucket,
         addons_depend_on=node_groups,
     ), in_cluster)
-    SecretsSync("secrets-sync", SecretsSyncArgs(
+    secrets_sync = SecretsSync("secrets-sync", SecretsSyncArgs(
         cluster_name=cluster.eks.name,
         region=config.region,
-        namespace=training_namespace,
+        namespace=namespace_name,
         role_arn=roles.secrets_sync.arn,
         remote_keys={name: secret_name(config.project, config.environment, name) for name in config.secrets.names},
         depends_on=node_groups,
     ), in_cluster)
-    TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
-        cluster_name=cluster.eks.name, namespace=training_namespace, role_arn=roles.trainer.arn), in_cluster)
+    trainer_identity = TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
+        cluster_name=cluster.eks.name, namespace=namespace_name, role_arn=roles.trainer.arn), in_cluster)
+
+    # --- queues and training jobs --------------------------------------------------------------
+    controllers = JobControllers("job-controllers", JobControllersArgs(
+        system_pool=config.system_pool.name, depends_on=node_groups), in_cluster)
+    ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
+        pools=[p for p in pools if p.gpu], depends_on=[controllers.kueue]), in_cluster)
+    queue = TrainingQueue("training-queue", TrainingQueueArgs(
+        name=training_namespace,
+        cohort=config.environment,
+        namespace=namespace_name,
+        pools=[p for p in pools if p.gpu],
+        gpu_quota=config.training.gpu_quota,
+        depends_on=[controllers.kueue],
+    ), in_cluster)
+    pools_by_name = {p.name: p for p in pools}
+    for job in config.training.jobs:
+        TrainingJob(f"job-{job.name}", TrainingJobArgs(
+            job=job,
+            pool=pools_by_name[job.pool],
+            fabric=config.fabric,
+            namespace=training_namespace,
+            local_queue=LOCAL_QUEUE,
+            depends_on=[queue, secrets_sync, trainer_identity, training_ns],
+        ), in_cluster)
 
     return {
         "environment": config.environment,

@@ -4,6 +4,7 @@ the environment's cohort, so idle quota is lent), and the LocalQueue jobs submit
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -74,3 +75,48 @@ def custom_resource(resource_name: str, manifest: dict[str, Any],
         spec=manifest["spec"],
         opts=opts,
     )
+
+
+@dataclass(frozen=True)
+class ResourceFlavorsArgs:
+    pools: list[NodePoolConfig]
+    depends_on: list[pulumi.Resource]
+
+
+class ResourceFlavors(pulumi.ComponentResource):
+    """Cluster-wide: one flavor per GPU pool (made by the platform stack, used by every queue)."""
+
+    def __init__(self, name: str, args: ResourceFlavorsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:ResourceFlavors", name, None, opts)
+        for pool in args.pools:
+            custom_resource(f"{name}-{pool.name}", resource_flavor_manifest(pool),
+                            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class TrainingQueueArgs:
+    name: str
+    cohort: str
+    namespace: pulumi.Input[str]
+    pools: list[NodePoolConfig]
+    gpu_quota: dict[str, int]
+    depends_on: list[pulumi.Resource]
+
+
+class TrainingQueue(pulumi.ComponentResource):
+    """A namespace's ClusterQueue (its GPU quota, in the environment's cohort) and LocalQueue."""
+
+    def __init__(self, name: str, args: TrainingQueueArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:TrainingQueue", name, None, opts)
+        namespace = pulumi.Output.from_input(args.namespace)
+        cluster_queue = custom_resource(
+            f"{name}-cluster-queue",
+            cluster_queue_manifest(args.name, cohort=args.cohort, namespace=args.name, pools=args.pools,
+                                   gpu_quota=args.gpu_quota),
+            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        local = local_queue_manifest(namespace=args.name, cluster_queue=args.name)
+        local["metadata"]["namespace"] = namespace
+        custom_resource(f"{name}-local-queue", local, pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue]))
+        self.register_outputs({})

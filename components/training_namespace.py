@@ -18,6 +18,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.job_sizing import NamespaceQuota, namespace_quota
+
+__all__ = ["TrainingNamespace", "TrainingNamespaceArgs", "namespace", "namespace_quota", "pod_security_labels"]
+
 # The EKS Pod Identity agent's link-local address on every node (port 80).
 POD_IDENTITY_AGENT = "169.254.170.23/32"
 
@@ -41,19 +45,12 @@ def namespace(resource_name: str, name: str, *, enforce: str, labels: dict[str, 
 
 
 @dataclass(frozen=True)
-class NamespaceQuota:
-    gpus: int
-    cpu: int
-    memory_gib: int
-    pods: int
-
-
-@dataclass(frozen=True)
 class TrainingNamespaceArgs:
     name: str
     environment: str
     team: str | None
     quota: NamespaceQuota
+    depends_on: list[pulumi.Resource]
 
 
 class TrainingNamespace(pulumi.ComponentResource):
@@ -65,7 +62,7 @@ class TrainingNamespace(pulumi.ComponentResource):
         if args.team:
             labels["gpu-training/team"] = args.team
         self.namespace = namespace(f"{name}-namespace", args.name, enforce="baseline", labels=labels,
-                                   opts=pulumi.ResourceOptions(parent=self))
+                                   opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
         self._create_quota(name, args, inside)
         self._create_network_policies(name, args, inside)

@@ -20,6 +20,8 @@ from components.config import decode_raw_config  # noqa: E402
 
 PROJECT = "gpu-training"
 PLATFORM_STACKS = ("dev", "staging", "prod")
+# Stacks whose Kubernetes manifests are validated and scanned.
+MANIFEST_STACKS = PLATFORM_STACKS
 DELETE = object()
 
 

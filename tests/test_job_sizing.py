@@ -3,7 +3,7 @@
 import pytest
 
 from components.config import NodePoolConfig
-from components.job_sizing import PodShape, default_pod_shape, flavor_quota, job_mtbf_seconds, namespace_gpu_cap
+from components.job_sizing import NamespaceQuota, PodShape, default_pod_shape, flavor_quota, job_mtbf_seconds, namespace_quota
 
 
 def pool(types, capacity="onDemand", efa=False, max_size=4):
@@ -48,5 +48,6 @@ def test_job_mtbf_shrinks_with_the_gang(capacity, nodes, seconds):
     assert job_mtbf_seconds(pool(("g6.12xlarge",), capacity=capacity), nodes) == seconds
 
 
-def test_namespace_gpu_cap():
-    assert namespace_gpu_cap([pool(("g6.12xlarge",), max_size=4), pool(("p5.48xlarge",), efa=True, max_size=2)]) == 32
+def test_namespace_quota_is_the_capacity_of_its_pools_plus_spare():
+    pools = [pool(("g6.12xlarge",), max_size=4), pool(("p5.48xlarge",), efa=True, max_size=2)]
+    assert namespace_quota(pools) == NamespaceQuota(gpus=32, cpu=47 * 4 + 191 * 2 + 4, memory_gib=170 * 4 + 1841 * 2 + 16, pods=16)

@@ -22,6 +22,7 @@ from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.secrets import SecretsConfig, parse_secrets
 from components.config.storage import StorageConfig, parse_storage
+from components.config.training import TrainingConfig, parse_training
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
@@ -46,6 +47,7 @@ class StackConfig:
     storage: StorageConfig
     registry: RegistryConfig
     secrets: SecretsConfig
+    training: TrainingConfig
 
     @property
     def name_prefix(self) -> str:
@@ -55,6 +57,10 @@ class StackConfig:
     @property
     def cluster_name(self) -> str:
         return self.name_prefix
+
+    @property
+    def training_namespace(self) -> str:
+        return f"team-{self.team}" if self.team else f"training-{self.environment}"
 
     @property
     def system_pool(self) -> NodePoolConfig:
@@ -139,6 +145,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
+    training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
+                              trainer_image=root.string("trainerImage", None))
     root.finish()
 
     if errors:
@@ -157,6 +165,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         storage=storage,
         registry=registry,
         secrets=secrets,
+        training=training,
     )
 
 

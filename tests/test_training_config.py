@@ -1,0 +1,66 @@
+"""Validation of `training`: a job must fit one node, its pool and its queue's quota."""
+
+import pytest
+from conftest import PROJECT, mutate, raw_config
+
+from components.config import ConfigError, load_stack_config
+
+DIGEST = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-training-dev/trainer@sha256:" + "0" * 64
+
+
+def job(**changes):
+    return {"name": "ddp", "pool": "gpu-spot", "nodes": 2, "gpusPerNode": 1, **changes}
+
+
+def errors_for(training, stack="dev"):
+    raw = mutate(raw_config(stack), "training", training)
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack=stack)
+    return raised.value.errors
+
+
+CASES = [
+    ("too-many-gpus-per-pod", {"gpuQuota": {"gpu-spot": 8}, "jobs": [job(gpusPerNode=2)]}, "jobs[0].gpusPerNode", "exceeds the 1 GPUs of one"),
+    ("over-quota", {"gpuQuota": {"gpu-spot": 1}, "jobs": [job()]}, "jobs[0].nodes", "would never be admitted"),
+    ("no-quota-for-pool", {"jobs": [job()]}, "jobs[0].nodes", "quota on gpu-spot is 0"),
+    ("more-nodes-than-pool", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(nodes=5)]}, "jobs[0].nodes", "exceeds pool gpu-spot's size.max"),
+    ("quota-above-capacity", {"gpuQuota": {"gpu-spot": 99}}, "gpuQuota.gpu-spot", "exceeds the pool's capacity"),
+    ("quota-on-cpu-pool", {"gpuQuota": {"system": 1}}, "gpuQuota.system", "not a GPU pool"),
+    ("job-on-cpu-pool", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(pool="system")]}, "jobs[0].pool", "not a GPU pool"),
+    ("undeclared-secret", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(secrets=["db-password"])]}, "jobs[0].secrets", "not declared"),
+    ("bad-job-name", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(name="My_Job")]}, "jobs[0].name", "not a valid job name"),
+    ("image-by-tag", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(image="trainer:latest")]}, "jobs[0].image", "pinned by digest"),
+    ("missing-hyperparameters", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(hyperparameters="nope.yaml")]},
+     "jobs[0].hyperparameters", "not a file in this repository"),
+    ("hyperparameters-outside-repo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(hyperparameters="../../etc/passwd")]},
+     "jobs[0].hyperparameters", "not a file in this repository"),
+    ("cpu-above-node", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=64)]}, "jobs[0].cpu", "exceeds this job's share"),
+    ("shm-above-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(memoryGiB=8, sharedMemoryGiB=8)]}, "jobs[0].sharedMemoryGiB", "must be below memoryGiB"),
+    ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
+    ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
+    ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),
+]
+
+
+@pytest.mark.parametrize(("training", "key", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_invalid_job_is_rejected(training, key, expected):
+    errors = errors_for(training)
+    assert any(e.startswith(f"{PROJECT}:training.{key}") and expected in e for e in errors), errors
+
+
+def test_efa_pool_is_used_by_whole_nodes():
+    errors = errors_for({"gpuQuota": {"p5-efa": 16}, "jobs": [job(pool="p5-efa", gpusPerNode=4)]}, stack="prod")
+    assert any("training.jobs[0].gpusPerNode" in e and "whole nodes" in e for e in errors), errors
+
+
+def test_jobs_without_a_pinned_image_are_rejected():
+    raw = mutate(mutate(raw_config("dev"), "trainerImage", ""), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job()]})
+    with pytest.raises(ConfigError, match=r"training.jobs\[0\].image: must be an image pinned by digest"):
+        load_stack_config(raw, project=PROJECT, stack="dev")
+
+
+def test_a_valid_job_parses():
+    raw = mutate(raw_config("dev"), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(image=DIGEST, cpu=4)]})
+    config = load_stack_config(raw, project=PROJECT, stack="dev")
+    (parsed,) = config.training.jobs
+    assert (parsed.total_gpus, parsed.cpu, parsed.image) == (2, 4, DIGEST)

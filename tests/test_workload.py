@@ -1,0 +1,152 @@
+"""The training workload of every stack: namespace guard rails, queues, and the JobSets."""
+
+import hashlib
+
+import pytest
+from conftest import PLATFORM_STACKS, PROJECT, raw_config
+
+from components.config import load_stack_config
+
+pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def manifests(plan, kind):
+    return [m for m in plan.manifests() if m["kind"] == kind]
+
+
+def jobsets(plan):
+    return manifests(plan, "JobSet")
+
+
+def pod_spec(jobset):
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    return replicated["template"]["spec"]["template"]["spec"]
+
+
+def trainer(jobset):
+    (container,) = pod_spec(jobset)["containers"]
+    return container
+
+
+def env_of(jobset):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer(jobset)["env"]}
+
+
+def test_every_configured_job_is_a_queued_jobset(stack, plan_of):
+    plan = plan_of(stack)
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    assert {j["metadata"]["name"] for j in jobsets(plan)} == {j.name for j in config.training.jobs}
+    local_queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in manifests(plan, "LocalQueue")}
+    cluster_queues = {q["metadata"]["name"]: q for q in manifests(plan, "ClusterQueue")}
+    flavors = {f["metadata"]["name"] for f in manifests(plan, "ResourceFlavor")}
+    for jobset in jobsets(plan):
+        namespace = jobset["metadata"]["namespace"]
+        local = local_queues[(namespace, jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
+        queue = cluster_queues[local["spec"]["clusterQueue"]]
+        assert queue["spec"]["cohortName"] == stack
+        assert {f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]} <= flavors
+
+
+def test_sysctl_pins_the_range_the_fabric_group_opens(stack, plan_of):
+    plan = plan_of(stack)
+    socket_rules = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)
+                    if r["inputs"]["securityGroupId"] == "security-groups-socket-fabric-id"}
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    for jobset in jobsets(plan):
+        (sysctl,) = pod_spec(jobset)["securityContext"]["sysctls"]
+        assert sysctl["name"] == "net.ipv4.ip_local_port_range"
+        first, last = map(int, sysctl["value"].split())
+        assert (first, last) == (config.fabric.nccl_port_range.first, config.fabric.nccl_port_range.last)
+        if socket_rules:
+            assert (first, last) in socket_rules, "the security group opens exactly the pinned range"
+            assert (int(env_of(jobset)["TRAIN_RDZV_PORT"]),) * 2 in socket_rules
+
+
+def test_gpu_requests_equal_limits(stack, plan_of):
+    for jobset in jobsets(plan_of(stack)):
+        resources = trainer(jobset)["resources"]
+        assert resources["requests"] == resources["limits"]
+        assert int(resources["limits"]["nvidia.com/gpu"]) == int(env_of(jobset)["TRAIN_NPROC_PER_NODE"]) >= 1
+
+
+def test_quotas_cover_the_largest_gang(stack, plan_of):
+    plan = plan_of(stack)
+    (quota,) = manifests(plan, "ResourceQuota")
+    for jobset in jobsets(plan):
+        gang = int(env_of(jobset)["TRAIN_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
+        assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= gang
+        pool = pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]
+        (cluster_queue,) = manifests(plan, "ClusterQueue")
+        flavor = next(f for g in cluster_queue["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == f"pool-{pool}")
+        nominal = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+        assert nominal["nvidia.com/gpu"] >= gang, "a gang above its queue's quota would never be admitted"
+
+
+def test_training_pods_are_hardened(stack, plan_of):
+    for jobset in jobsets(plan_of(stack)):
+        spec = pod_spec(jobset)
+        assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] > 0
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["automountServiceAccountToken"] is False and spec["serviceAccountName"] == "trainer"
+        container = trainer(jobset)
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert "@sha256:" in container["image"]
+        for forbidden in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not spec.get(forbidden)
+        shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
+        assert shm["emptyDir"]["medium"] == "Memory"
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/workspace/checkpoints", "/workspace/data", "/dev/shm"} <= mounts
+        assert container["livenessProbe"]["exec"]["command"][0] == "heartbeat-check"
+        assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
+
+
+def test_disruptions_restart_the_gang_without_spending_restarts(stack, plan_of):
+    for jobset in jobsets(plan_of(stack)):
+        rules = {r["name"]: r for r in jobset["spec"]["failurePolicy"]["rules"]}
+        assert rules["disruption"]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
+        assert rules["contract-error"]["action"] == "FailJobSet"
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        job_spec = replicated["template"]["spec"]
+        assert job_spec["backoffLimit"] == 0 and job_spec["completionMode"] == "Indexed"
+        assert {"type": "DisruptionTarget"} in job_spec["podFailurePolicy"]["rules"][0]["onPodConditions"]
+        assert pod_spec(jobset)["restartPolicy"] == "Never"
+        assert jobset["spec"]["network"]["enableDNSHostnames"] is True
+        assert env_of(jobset)["TRAIN_RDZV_HOST"] == f"{jobset['metadata']['name']}-node-0-0.{jobset['metadata']['name']}"
+
+
+def test_hyperparameters_hash_rolls_the_job(stack, plan_of):
+    plan = plan_of(stack)
+    config_maps = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in manifests(plan, "ConfigMap")}
+    for jobset in jobsets(plan):
+        volume = next(v for v in pod_spec(jobset)["volumes"] if v["name"] == "hyperparameters")
+        data = config_maps[(jobset["metadata"]["namespace"], volume["configMap"]["name"])]["data"]["hparams.yaml"]
+        template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        assert template["metadata"]["annotations"]["gpu-training/hyperparameters-sha256"] == hashlib.sha256(data.encode()).hexdigest()
+
+
+def test_secret_env_comes_from_the_synced_secret(stack, plan_of):
+    plan = plan_of(stack)
+    (external_secret,) = manifests(plan, "ExternalSecret")
+    synced = {d["secretKey"] for d in external_secret["spec"]["data"]}
+    target = external_secret["spec"]["target"]["name"]
+    for jobset in jobsets(plan):
+        refs = [e["valueFrom"]["secretKeyRef"] for e in trainer(jobset)["env"] if "valueFrom" in e]
+        assert refs and all(r["name"] == target and r["key"] in synced for r in refs)
+
+
+def test_namespace_guard_rails(stack, plan_of):
+    plan = plan_of(stack)
+    namespace = f"training-{stack}"
+    (ns,) = [n for n in manifests(plan, "Namespace") if n["metadata"]["name"] == namespace]
+    labels = ns["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    assert all(m["metadata"].get("namespace") != "default" for m in plan.manifests())
+    policies = {p["metadata"]["name"]: p["spec"] for p in manifests(plan, "NetworkPolicy") if p["metadata"]["namespace"] == namespace}
+    assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    assert {"allow-same-namespace", "allow-dns", "allow-https-egress", "allow-pod-identity-agent"} <= set(policies)
+    (limit_range,) = [m for m in manifests(plan, "LimitRange") if m["metadata"]["namespace"] == namespace]
+    assert limit_range["spec"]["limits"][0]["default"]
