@@ -34,7 +34,7 @@ plans: $(VENV)/.runtime
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/new-team-stack scripts/build-image trainer/*.sh)
+	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image trainer/*.sh)
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed

@@ -2,11 +2,13 @@
 
 import pulumi
 
-from components.config import load_stack_config, read_raw_config, read_secret_keys
+from components.config import TeamStackConfig, load_stack_config, read_raw_config, read_secret_keys
 from components.platform import build_platform
+from components.team import build_team
 
 raw_config = read_raw_config()
 config = load_stack_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
                            secret_keys=read_secret_keys(raw_config))
-for output_name, value in build_platform(config).items():
+build = build_team if isinstance(config, TeamStackConfig) else build_platform
+for output_name, value in build(config).items():
     pulumi.export(output_name, value)

@@ -94,20 +94,25 @@ def _secret_statements(region: str, secret_arns: Sequence[str], secrets_key_arn:
 
 
 def trainer_policy(*, region: str, account_id: str, datasets_bucket: str, datasets_external: bool,
-                   artifacts_bucket: str, data_key_arn: str, secret_arns: Sequence[str], secrets_key_arn: str) -> str:
+                   artifacts_bucket: str, data_key_arn: str, secret_arns: Sequence[str], secrets_key_arn: str,
+                   artifacts_prefix: str = "") -> str:
     """The training workload: read its datasets, write its checkpoints and models, read its
-    secrets, use its own keys through S3 / Secrets Manager only. Nothing else."""
+    secrets, use its own keys through S3 / Secrets Manager only. Nothing else.
+
+    `artifacts_prefix` (e.g. `teams/vision/`) confines a team to its own part of the artifacts bucket.
+    """
     artifacts = bucket_arn(artifacts_bucket)
+    checkpoints, models = f"{artifacts_prefix}{CHECKPOINT_PREFIX}", f"{artifacts_prefix}{MODEL_PREFIX}"
     via_s3 = {"kms:ViaService": f"s3.{region}.amazonaws.com"}
     statements = [
         iam.statement(["s3:ListBucket"], [bucket_arn(datasets_bucket)], sid="ListDatasets"),
         iam.statement(["s3:GetObject"], [f"{bucket_arn(datasets_bucket)}/*"], sid="ReadDatasets"),
         iam.statement(["s3:ListBucket"], [artifacts], sid="ListOwnArtifacts",
-                      conditions={"StringLike": {"s3:prefix": [f"{CHECKPOINT_PREFIX}*", f"{MODEL_PREFIX}*"]}}),
+                      conditions={"StringLike": {"s3:prefix": [f"{checkpoints}*", f"{models}*"]}}),
         iam.statement(["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
-                      [f"{artifacts}/{CHECKPOINT_PREFIX}*"], sid="ReadWriteCheckpoints"),
+                      [f"{artifacts}/{checkpoints}*"], sid="ReadWriteCheckpoints"),
         iam.statement(["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
-                      [f"{artifacts}/{MODEL_PREFIX}*"], sid="WriteModels"),
+                      [f"{artifacts}/{models}*"], sid="WriteModels"),
         iam.statement(["kms:Decrypt", "kms:GenerateDataKey"], [data_key_arn], sid="UseDataKeyThroughS3",
                       conditions={"StringEquals": via_s3}),
     ]
@@ -126,6 +131,25 @@ def secrets_reader_policy(*, region: str, secret_arns: Sequence[str], secrets_ke
     """External Secrets: read exactly this environment's secrets (None when there are none)."""
     statements = _secret_statements(region, secret_arns, secrets_key_arn)
     return iam.policy(*statements) if statements else None
+
+
+def team_secrets_reader_role_name(name_prefix: str, team: str) -> str:
+    """The role a team stack creates for External Secrets to read that team's secrets."""
+    return f"{name_prefix}-team-{team}-secrets"
+
+
+def assume_team_secret_readers_policy(*, account_id: str, name_prefix: str) -> str:
+    """External Secrets (platform role) may assume the team secret readers of this environment
+    only; each of those trusts this role and reads only its team's secrets."""
+    role = team_secrets_reader_role_name(name_prefix, "*")
+    return iam.policy(iam.statement(["sts:AssumeRole"], [f"arn:{PARTITION}:iam::{account_id}:role/{role}"],
+                                    sid="AssumeTeamSecretReaders"))
+
+
+def assumed_by_role_trust_policy(role_arn: str) -> str:
+    """Trust policy: only `role_arn` may assume this role."""
+    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": role_arn},
+                       "Action": ["sts:AssumeRole"]})
 
 
 def efs_csi_policy(*, file_system_arn: str, access_point_arns: Sequence[str]) -> str:

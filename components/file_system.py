@@ -33,6 +33,24 @@ def access_point_root(workload: str) -> str:
     return f"/workloads/{workload}"
 
 
+def access_point(resource_name: str, *, file_system_id: pulumi.Input[str], workload: str, name_prefix: str,
+                 opts: pulumi.ResourceOptions) -> aws.efs.AccessPoint:
+    """One workload's view of the file system: its own root directory, always as the trainer's user."""
+    return aws.efs.AccessPoint(
+        resource_name,
+        file_system_id=file_system_id,
+        posix_user=aws.efs.AccessPointPosixUserArgs(uid=TRAINER_UID, gid=TRAINER_GID),
+        root_directory=aws.efs.AccessPointRootDirectoryArgs(
+            path=access_point_root(workload),
+            # EFS creates the directory on first mount, owned by the workload's user, closed to others.
+            creation_info=aws.efs.AccessPointRootDirectoryCreationInfoArgs(
+                owner_uid=TRAINER_UID, owner_gid=TRAINER_GID, permissions="0750"),
+        ),
+        tags={"Name": f"{name_prefix}-{workload}", "workload": workload},
+        opts=opts,
+    )
+
+
 @dataclass(frozen=True)
 class CheckpointFileSystemArgs:
     name_prefix: str
@@ -89,16 +107,5 @@ class CheckpointFileSystem(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": self.file_system.id})
 
     def _access_point(self, name: str, workload: str) -> aws.efs.AccessPoint:
-        return aws.efs.AccessPoint(
-            f"{name}-ap-{workload}",
-            file_system_id=self.file_system.id,
-            posix_user=aws.efs.AccessPointPosixUserArgs(uid=TRAINER_UID, gid=TRAINER_GID),
-            root_directory=aws.efs.AccessPointRootDirectoryArgs(
-                path=access_point_root(workload),
-                # EFS creates the directory on first mount, owned by the workload's user, closed to others.
-                creation_info=aws.efs.AccessPointRootDirectoryCreationInfoArgs(
-                    owner_uid=TRAINER_UID, owner_gid=TRAINER_GID, permissions="0750"),
-            ),
-            tags={"Name": f"{self._args.name_prefix}-{workload}", "workload": workload},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        return access_point(f"{name}-ap-{workload}", file_system_id=self.file_system.id, workload=workload,
+                            name_prefix=self._args.name_prefix, opts=pulumi.ResourceOptions(parent=self))

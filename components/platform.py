@@ -228,4 +228,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         "datasetsBucket": buckets.datasets_bucket,
         "artifactsBucket": buckets.artifacts_bucket,
         "checkpointFileSystemId": checkpoints.file_system.id,
+        # What team stacks read through their StackReference.
+        "dataKeyArn": buckets.data_key.arn,
+        "secretsSyncRoleArn": roles.secrets_sync.arn,
     }

@@ -24,9 +24,9 @@ RECOVERY_WINDOW_DAYS = {"prod": 30}
 DEFAULT_RECOVERY_WINDOW_DAYS = 7
 
 
-def secret_name(project: str, environment: str, name: str) -> str:
-    """`<project>/<environment>/<name>`: the environment is a path part, so IAM can match it."""
-    return f"{project}/{environment}/{name}"
+def secret_name(project: str, environment: str, name: str, team: str | None = None) -> str:
+    """`<project>/<environment>/[teams/<team>/]<name>`: the environment is a path part, so IAM can match it."""
+    return f"{project}/{environment}/teams/{team}/{name}" if team else f"{project}/{environment}/{name}"
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class TrainingSecretsArgs:
     environment: str
     name_prefix: str
     account_id: pulumi.Input[str]
+    team: str | None = None
 
 
 class TrainingSecrets(pulumi.ComponentResource):
@@ -53,7 +54,7 @@ class TrainingSecrets(pulumi.ComponentResource):
         for entry in args.config.entries:
             secret = aws.secretsmanager.Secret(
                 f"{name}-{entry.name}",
-                name=secret_name(args.project, args.environment, entry.name),
+                name=secret_name(args.project, args.environment, entry.name, args.team),
                 description=f"Training secret {entry.name} ({args.environment}); set with pulumi config set --secret",
                 kms_key_id=self.key.arn,
                 recovery_window_in_days=RECOVERY_WINDOW_DAYS.get(args.environment, DEFAULT_RECOVERY_WINDOW_DAYS),

@@ -66,45 +66,38 @@ class SecretsSyncArgs:
     region: str
     namespace: pulumi.Input[str]
     """The training namespace that receives `training-secrets`."""
-    role_arn: pulumi.Input[str]
     remote_keys: dict[str, str]
     """Secret name (the Kubernetes Secret key) -> its Secrets Manager name."""
+    role_arn: pulumi.Input[str] | None = None
+    """Given (platform stacks): install the operator with this role. Team stacks leave it out and
+    only add their namespace's store."""
     depends_on: Sequence[pulumi.Resource] = ()
     """E.g. the Pod Identity agent and the node groups the operator runs on."""
+    assume_role_arn: pulumi.Input[str] | None = None
+    """A team's reader role, which the operator assumes for this namespace's store only."""
 
 
 class SecretsSync(pulumi.ComponentResource):
-    release: k8s.helm.v3.Release
+    release: k8s.helm.v3.Release | None
     secret_store: k8s.apiextensions.CustomResource
     external_secret: k8s.apiextensions.CustomResource | None
 
     def __init__(self, name: str, args: SecretsSyncArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:secrets:SecretsSync", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        namespace = pod_security_namespace(f"{name}-namespace", SECRETS_SYNC_NAMESPACE, enforce="restricted", opts=child)
-        self._create_network_policies(name, namespace)
-        # Pod Identity injects credentials when a pod is admitted: the association must exist
-        # before the operator's pods start, or they run without credentials until restarted.
-        association = aws.eks.PodIdentityAssociation(
-            f"{name}-operator",
-            cluster_name=args.cluster_name,
-            namespace=SECRETS_SYNC_NAMESPACE,
-            service_account=SECRETS_SYNC_SERVICE_ACCOUNT,
-            role_arn=args.role_arn,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        self.release = helm_release(
-            f"{name}-operator", chart="external-secrets", version=ESO_CHART_VERSION, repo=ESO_CHART_REPOSITORY,
-            namespace=SECRETS_SYNC_NAMESPACE, values=chart_values(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, association, *args.depends_on]))
+        self.release = self._create_operator(name, args) if args.role_arn is not None else None
+        store_spec: dict = {"service": "SecretsManager", "region": args.region}
+        if args.assume_role_arn is not None:
+            store_spec["role"] = args.assume_role_arn
         self.secret_store = k8s.apiextensions.CustomResource(
             f"{name}-store",
             api_version=ESO_API_VERSION,
             kind="SecretStore",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SECRET_STORE_NAME, namespace=args.namespace),
-            # No `auth`: the operator's Pod Identity credentials (the secrets-sync role).
-            spec={"provider": {"aws": {"service": "SecretsManager", "region": args.region}}},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),  # CRDs come with the chart
+            # No `auth`: the operator's Pod Identity credentials (the secrets-sync role), or the
+            # team role it assumes with them.
+            spec={"provider": {"aws": store_spec}},
+            # The CRDs come with the chart.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release] if self.release else list(args.depends_on)),
         )
         self.external_secret = None
         if args.remote_keys:
@@ -123,6 +116,25 @@ class SecretsSync(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.secret_store]),
             )
         self.register_outputs({})
+
+    def _create_operator(self, name: str, args: SecretsSyncArgs) -> k8s.helm.v3.Release:
+        namespace = pod_security_namespace(f"{name}-namespace", SECRETS_SYNC_NAMESPACE, enforce="restricted",
+                                           opts=pulumi.ResourceOptions(parent=self))
+        self._create_network_policies(name, namespace)
+        # Pod Identity injects credentials when a pod is admitted: the association must exist
+        # before the operator's pods start, or they run without credentials until restarted.
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-operator",
+            cluster_name=args.cluster_name,
+            namespace=SECRETS_SYNC_NAMESPACE,
+            service_account=SECRETS_SYNC_SERVICE_ACCOUNT,
+            role_arn=args.role_arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        return helm_release(
+            f"{name}-operator", chart="external-secrets", version=ESO_CHART_VERSION, repo=ESO_CHART_REPOSITORY,
+            namespace=SECRETS_SYNC_NAMESPACE, values=chart_values(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, association, *args.depends_on]))
 
     def _create_network_policies(self, name: str, namespace: k8s.core.v1.Namespace) -> None:
         """Deny by default (CIS EKS 4.3); the operator needs DNS, HTTPS (Kubernetes API, Secrets

@@ -46,19 +46,26 @@ class StorageMountsArgs:
     region: str
     kubernetes_version: str
     """Picks the add-on builds pinned in eks_versions.ADDON_VERSIONS."""
-    efs_csi_role_arn: pulumi.Input[str]
     file_system_id: pulumi.Input[str]
     checkpoint_access_point_id: pulumi.Input[str]
     datasets_bucket: pulumi.Input[str]
+    efs_csi_role_arn: pulumi.Input[str] | None = None
+    """Given (platform stacks): install the CSI drivers and the storage class. Team stacks leave it
+    out and only add their namespace's volumes."""
     addons_depend_on: Sequence[pulumi.Resource] = ()
     """E.g. the Pod Identity agent add-on: the EFS CSI association needs it."""
+
+    @property
+    def drivers(self) -> bool:
+        return self.efs_csi_role_arn is not None
 
 
 class StorageMounts(pulumi.ComponentResource):
     def __init__(self, name: str, args: StorageMountsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:storage:StorageMounts", name, None, opts)
         self._name, self._args = name, args
-        self._create_addons()
+        if args.drivers:
+            self._create_addons()
         self._create_checkpoint_volume()
         self._create_datasets_volume()
         self.register_outputs({})
@@ -82,7 +89,7 @@ class StorageMounts(pulumi.ComponentResource):
         self._addon(S3_CSI_ADDON)
 
     def _static_pair(self, volume: training_data.TrainingVolume, *, pv_name: pulumi.Input[str],
-                     storage_class: str, access_mode: str, csi: k8s.core.v1.CSIPersistentVolumeSourceArgs,
+                     storage_class: pulumi.Input[str], access_mode: str, csi: k8s.core.v1.CSIPersistentVolumeSourceArgs,
                      mount_options: list[str] | None = None) -> None:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
         labels = {"app.kubernetes.io/part-of": "gpu-training", "gpu-training/volume": volume.name}
@@ -115,18 +122,20 @@ class StorageMounts(pulumi.ComponentResource):
 
     def _create_checkpoint_volume(self) -> None:
         args = self._args
-        storage_class = k8s.storage.v1.StorageClass(
-            f"{self._name}-efs",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=EFS_STORAGE_CLASS),
-            provisioner=EFS_CSI_DRIVER,
-            reclaim_policy="Retain",
-            volume_binding_mode="Immediate",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        storage_class: pulumi.Input[str] = EFS_STORAGE_CLASS
+        if args.drivers:
+            storage_class = k8s.storage.v1.StorageClass(
+                f"{self._name}-efs",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=EFS_STORAGE_CLASS),
+                provisioner=EFS_CSI_DRIVER,
+                reclaim_policy="Retain",
+                volume_binding_mode="Immediate",
+                opts=pulumi.ResourceOptions(parent=self),
+            ).metadata.name
         self._static_pair(
             training_data.CHECKPOINTS,
             pv_name=pulumi.Output.concat(training_data.CHECKPOINTS.claim_name, "-", args.namespace),
-            storage_class=storage_class.metadata.name,
+            storage_class=storage_class,
             access_mode="ReadWriteMany",
             csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                 driver=EFS_CSI_DRIVER,

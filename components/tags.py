@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from components.config import StackConfig
+from components.config import StackConfig, TeamStackConfig
 
 
-def default_tags(config: StackConfig) -> dict[str, str]:
+def default_tags(config: StackConfig | TeamStackConfig) -> dict[str, str]:
     tags = {
         "project": config.project,
         "environment": config.environment,

@@ -74,6 +74,10 @@ class WorkloadRoles(pulumi.ComponentResource):
                 secret_arns=pulumi.Output.all(*args.secret_arns), secrets_key_arn=args.secrets_key_arn,
             ).apply(lambda v: data_policies.secrets_reader_policy(region=args.region, **v)))
 
+        self._policy("secrets-sync-teams", self.secrets_sync, pulumi.Output.from_input(args.account_id).apply(
+            lambda account: data_policies.assume_team_secret_readers_policy(account_id=account,
+                                                                            name_prefix=args.cluster_name)))
+
         self.efs_csi = self._role("efs-csi", EFS_CSI_NAMESPACE, EFS_CSI_SERVICE_ACCOUNT,
                                   "EFS CSI controller: describe the checkpoint file system")
         self._policy("efs-csi", self.efs_csi, pulumi.Output.all(

@@ -36,6 +36,7 @@ import pulumi  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
+from components.config.stack_file import stack_config  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -64,73 +65,6 @@ class Plan:
         ]
 
 
-# --- stack configuration, read the way the Pulumi CLI reads it --------------------------------
-
-def _project() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-
-
-def _qualify(key: str, project: str) -> str:
-    return key if ":" in key else f"{project}:{key}"
-
-
-def _replace_secure(value: Any, key: str) -> tuple[Any, bool]:
-    """Swap `secure:` ciphertexts (undecryptable offline) for placeholders; report if any."""
-    if isinstance(value, dict) and set(value) == {"secure"}:
-        return f"offline-placeholder-for-{key}", True
-    if isinstance(value, dict):
-        found = False
-        result = {}
-        for k, v in value.items():
-            result[k], secret = _replace_secure(v, f"{key}.{k}")
-            found = found or secret
-        return result, found
-    if isinstance(value, list):
-        pairs = [_replace_secure(v, f"{key}[{i}]") for i, v in enumerate(value)]
-        return [p[0] for p in pairs], any(p[1] for p in pairs)
-    return value, False
-
-
-def _encode(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
-                 secret_overrides: dict[str, Any] | None = None) -> tuple[str, dict[str, str], list[str]]:
-    """(project, fully-qualified config as the engine passes it, secret keys)."""
-    project_file = _project()
-    project = project_file["name"]
-    path = stack_file or ROOT / project_file.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        raise ConfigError([f"stack '{stack}': no stack file at {path}. Fix: create it "
-                           "(scripts/new-team-stack writes team stacks) or check the name."])
-    stack_values = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-
-    values: dict[str, Any] = {}
-    # Project-level defaults apply first, as the CLI applies them (the SDK alone does not).
-    for key, spec in (project_file.get("config") or {}).items():
-        if isinstance(spec, dict) and ("default" in spec or "value" in spec):
-            values[_qualify(key, project)] = spec.get("default", spec.get("value"))
-        elif not isinstance(spec, dict):
-            values[_qualify(key, project)] = spec
-    for key, value in stack_values.items():
-        values[_qualify(key, project)] = value
-    for key, value in (overrides or {}).items():
-        values[_qualify(key, project)] = value
-
-    config, secret_keys = {}, []
-    for key, value in values.items():
-        value, secret = _replace_secure(value, key)
-        config[key] = _encode(value)
-        if secret:
-            secret_keys.append(key)
-    for key, value in (secret_overrides or {}).items():
-        key = _qualify(key, project)
-        config[key] = _encode(value)
-        secret_keys.append(key)
-    return project, config, secret_keys
-
-
 # --- the mock engine --------------------------------------------------------------------------
 
 def redact(value: Any) -> Any:
@@ -150,8 +84,25 @@ def _urn_name(urn: str) -> str:
     return urn.split("::")[-1]
 
 
+def _platform_outputs(reference: str) -> dict[str, Any]:
+    """Stand-ins for a platform stack's outputs, as a team stack's StackReference reads them."""
+    environment = reference.rsplit("/", 1)[-1]
+    prefix = f"gpu-training-{environment}"
+    return {
+        "clusterName": prefix,
+        "kubeconfig": json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": prefix}),
+        "datasetsBucket": f"{prefix}-datasets-{MOCK_ACCOUNT_ID}",
+        "artifactsBucket": f"{prefix}-artifacts-{MOCK_ACCOUNT_ID}",
+        "checkpointFileSystemId": f"fs-{environment}-offline",
+        "dataKeyArn": f"arn:aws:kms:us-east-1:{MOCK_ACCOUNT_ID}:key/{environment}-data-offline",
+        "secretsSyncRoleArn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{prefix}-secrets-sync-offline",
+    }
+
+
 def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Outputs only AWS computes that the program reads; stable stand-ins."""
+    """Outputs only AWS (or the Pulumi service) computes that the program reads; stable stand-ins."""
+    if type_token == "pulumi:pulumi:StackReference":
+        return {"outputs": _platform_outputs(inputs["name"])}
     if type_token == "aws:eks/cluster:Cluster":
         return {"endpoint": f"https://{name}.offline.eks.amazonaws.com", "certificateAuthority": {"data": "b2ZmbGluZS1jYQ=="}}
     if type_token == "aws:eks/nodeGroup:NodeGroup":

@@ -14,14 +14,16 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from plan import Plan, stack_config, synthesize  # noqa: E402
+from plan import Plan, synthesize  # noqa: E402
 
 from components.config import decode_raw_config  # noqa: E402
+from components.config.stack_file import stack_config  # noqa: E402
 
 PROJECT = "gpu-training"
 PLATFORM_STACKS = ("dev", "staging", "prod")
 # Stacks whose Kubernetes manifests are validated and scanned.
-MANIFEST_STACKS = PLATFORM_STACKS
+TEAM_STACKS = ("team-vision-prod",)
+MANIFEST_STACKS = PLATFORM_STACKS + TEAM_STACKS
 DELETE = object()
 
 

@@ -9,6 +9,7 @@ from components.config.registry import RegistryConfig
 from components.config.secrets import SecretEntry, SecretsConfig
 from components.config.stack import (
     StackConfig,
+    TeamStackConfig,
     decode_raw_config,
     load_stack_config,
     read_raw_config,
@@ -30,6 +31,7 @@ __all__ = [
     "StackConfig",
     "StorageConfig",
     "Taint",
+    "TeamStackConfig",
     "decode_raw_config",
     "load_stack_config",
     "read_raw_config",

@@ -142,6 +142,10 @@ class Section:
             self.error(key, value, f"is not a valid IPv4 CIDR ({exc})", "write it like 10.20.0.0/16 with the host bits zero")
             return None
 
+    def ignore(self, *names: str) -> None:
+        """Keys handled elsewhere: `finish` will not report them as unknown."""
+        self._read.update(names)
+
     def finish(self) -> None:
         """Report keys nobody read: usually a typo that would otherwise be silently ignored."""
         for unknown in sorted(set(self.data) - self._read):

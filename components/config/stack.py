@@ -28,6 +28,7 @@ ENVIRONMENTS = ("dev", "staging", "prod")
 TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 COST_CENTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,254}$")
+MAX_TEAM_NAME = 20
 # Config keys of other namespaces that this program knowingly accepts.
 FOREIGN_KEYS = ("pulumi:disable-default-providers", "pulumi:tags")
 
@@ -60,12 +61,42 @@ class StackConfig:
 
     @property
     def training_namespace(self) -> str:
-        return f"team-{self.team}" if self.team else f"training-{self.environment}"
+        return f"training-{self.environment}"
 
     @property
     def system_pool(self) -> NodePoolConfig:
         """The pool for CoreDNS and controllers: the first CPU pool that never scales to zero."""
         return next(p for p in self.node_pools if not p.gpu and p.min_size >= 1)
+
+
+@dataclass(frozen=True)
+class TeamStackConfig:
+    """A team stack: only team-scoped things, on the cluster of its environment's platform stack."""
+
+    project: str
+    stack: str
+    environment: str
+    team: str
+    region: str
+    cost_center: str
+    platform_stack: str
+    """StackReference name of the platform stack, e.g. organization/gpu-training/prod."""
+    platform: StackConfig
+    """The platform stack's own config (same commit): pools and fabric to validate jobs against."""
+    secrets: SecretsConfig
+    training: TrainingConfig
+
+    @property
+    def name_prefix(self) -> str:
+        return f"{self.project}-{self.environment}-{self.team}"
+
+    @property
+    def training_namespace(self) -> str:
+        return f"team-{self.team}"
+
+
+# Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.
+PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry")
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -103,7 +134,7 @@ def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
 
 
 def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
-                      secret_keys: Collection[str] | None = None) -> StackConfig:
+                      secret_keys: Collection[str] | None = None) -> StackConfig | TeamStackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
 
     `secret_keys` (None: unknown) lets the model reject secrets stored in plain text.
@@ -120,10 +151,14 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     root = Section(errors, project, own, separator=":")
     team, implied_env = stack_kind(stack)
     if implied_env is None:
-        errors.append(
+        # Nothing else can be judged without knowing the kind of stack.
+        raise ConfigError([
             f"stack '{stack}': unknown stack name. Fix: name platform stacks dev, staging or prod "
-            "and team stacks team-<team>-<env> (e.g. team-vision-prod)."
-        )
+            "and team stacks team-<team>-<env> with a lowercase team name (e.g. team-vision-prod)."
+        ])
+    if team and len(team) > MAX_TEAM_NAME:
+        errors.append(f"stack '{stack}': team name '{team}' is longer than {MAX_TEAM_NAME} characters "
+                      "(it becomes part of IAM role names). Fix: use a shorter team name.")
     environment = root.string("environment", choices=ENVIRONMENTS)
     if implied_env and environment and environment != implied_env:
         root.error(root.key("environment"), environment,
@@ -137,6 +172,9 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     # Environment rules follow the stack name: a prod stack gets prod rules even when its
     # `environment` key is wrong (that mismatch is reported above).
     env = implied_env or environment or "dev"
+    if team:
+        return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
+                          environment=env, region=region, cost_center=cost_center)
     network = parse_network(root.section("network"), region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
     cluster = parse_cluster(root.section("cluster"), environment=env)
@@ -167,6 +205,43 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         secrets=secrets,
         training=training,
     )
+
+
+def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: Collection[str] | None, *,
+               project: str, stack: str, team: str, environment: str, region: str, cost_center: str) -> TeamStackConfig:
+    from components.config.stack_file import stack_config
+
+    for key in PLATFORM_ONLY_KEYS:
+        if root.has(key):
+            errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
+                          f"network, cluster, node pool or bucket. Fix: remove it (or change stacks/Pulumi.{environment}.yaml).")
+    root.ignore(*PLATFORM_ONLY_KEYS)  # reported just above, not as unknown keys
+    reference = root.string("platformStack", f"organization/{project}/{environment}")
+    if reference.rsplit("/", 1)[-1] != environment:
+        root.error(root.key("platformStack"), reference,
+                   f"a {environment} team stack must use the {environment} platform (its cluster and data)",
+                   f"use organization/{project}/{environment}")
+    platform: StackConfig | None = None
+    try:
+        _, platform_raw, _ = stack_config(environment)
+        loaded = load_stack_config(decode_raw_config(platform_raw), project=project, stack=environment)
+        platform = loaded if isinstance(loaded, StackConfig) else None
+    except ConfigError as error:
+        errors.extend(f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {e}" for e in error.errors)
+    if platform is not None and region and region != platform.region:
+        root.error(root.key("region"), region, f"differs from the platform's region {platform.region}",
+                   f"set region: {platform.region}")
+
+    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
+                            stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
+    training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
+                              secret_names=secrets.names, trainer_image=root.string("trainerImage", None))
+    root.finish()
+    if errors:
+        raise ConfigError(errors)
+    return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
+                           cost_center=cost_center, platform_stack=reference, platform=platform,
+                           secrets=secrets, training=training)
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: list[str]) -> None:

@@ -1,0 +1,126 @@
+"""Composition root of a team stack (team-<team>-<env>): team-scoped things only.
+
+It reads its environment's platform stack through a StackReference (cluster, buckets, file
+system, keys, the External Secrets role) and creates no VPC, cluster, node pool or bucket:
+
+namespace `team-<team>` (same guard rails as the environment's) -> ClusterQueue `team-<team>` in
+the environment's cohort -> the team's trainer role (its own artifacts prefix, its own EFS
+access point, its own secrets) -> secrets in Secrets Manager, synced by a store that assumes a
+reader role for this team only -> volumes -> jobs.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import data_policies
+from components.config import TeamStackConfig
+from components.file_system import access_point
+from components.job_sizing import namespace_quota
+from components.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
+from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.secrets_sync import SecretsSync, SecretsSyncArgs
+from components.storage_mounts import StorageMounts, StorageMountsArgs
+from components.tags import default_tags
+from components.training_job import TrainingJob, TrainingJobArgs
+from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload_identity import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
+
+
+def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
+    platform_config = config.platform
+    provider = aws.Provider("aws", region=config.region,
+                            default_tags=aws.ProviderDefaultTagsArgs(tags=default_tags(config)))
+    on_aws = pulumi.ResourceOptions(providers=[provider])
+    account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
+    platform = pulumi.StackReference("platform", stack_name=config.platform_stack)
+    cluster_name = platform.require_output("clusterName")
+    k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform.require_output("kubeconfig"))
+    in_cluster = pulumi.ResourceOptions(providers=[provider, k8s_provider])
+    namespace = config.training_namespace
+    gpu_pools = [p for p in platform_config.node_pools if p.gpu]
+
+    # --- AWS side: secrets, the team's part of the file system, roles -------------------------
+    secrets = TrainingSecrets("team-secrets", TrainingSecretsArgs(
+        config=config.secrets, project=config.project, environment=config.environment,
+        name_prefix=config.name_prefix, account_id=account_id, team=config.team,
+    ), on_aws)
+    checkpoint_access_point = access_point(
+        "team-checkpoints-ap", file_system_id=platform.require_output("checkpointFileSystemId"),
+        workload=namespace, name_prefix=config.name_prefix, opts=on_aws)
+    secret_arns = [s.arn for s in secrets.secrets.values()]
+    trainer_role = _team_role(
+        "team-trainer", config, on_aws,
+        trust=account_id.apply(lambda account: data_policies.workload_trust_policy(
+            account, cluster_name=platform_config.cluster_name, namespace=namespace,
+            service_account=TRAINER_SERVICE_ACCOUNT)),
+        policy=pulumi.Output.all(
+            account_id=account_id,
+            datasets_bucket=platform.require_output("datasetsBucket"),
+            artifacts_bucket=platform.require_output("artifactsBucket"),
+            data_key_arn=platform.require_output("dataKeyArn"),
+            secret_arns=pulumi.Output.all(*secret_arns),
+            secrets_key_arn=secrets.key.arn,
+        ).apply(lambda v: data_policies.trainer_policy(
+            region=config.region, datasets_external=platform_config.storage.datasets_bucket is not None,
+            artifacts_prefix=f"teams/{config.team}/", **v)),
+    )
+    secrets_reader = _team_role(
+        "team-secrets-reader", config, on_aws,
+        name=data_policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
+        trust=platform.require_output("secretsSyncRoleArn").apply(data_policies.assumed_by_role_trust_policy),
+        policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
+            lambda v: data_policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
+    )
+
+    # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
+    training_ns = TrainingNamespace("team-namespace", TrainingNamespaceArgs(
+        name=namespace, environment=config.environment, team=config.team,
+        quota=namespace_quota([p for p in gpu_pools if p.name in config.training.gpu_quota]), depends_on=[],
+    ), in_cluster)
+    namespace_name = training_ns.namespace.metadata.name
+    queue = TrainingQueue("team-queue", TrainingQueueArgs(
+        name=namespace, cohort=config.environment, namespace=namespace_name, pools=gpu_pools,
+        gpu_quota=config.training.gpu_quota, depends_on=[training_ns],
+    ), in_cluster)
+    identity = TrainerServiceAccount("team-trainer-identity", TrainerServiceAccountArgs(
+        cluster_name=cluster_name, namespace=namespace_name, role_arn=trainer_role.arn), in_cluster)
+    StorageMounts("team-storage-mounts", StorageMountsArgs(
+        cluster_name=cluster_name, namespace=namespace_name, region=config.region,
+        kubernetes_version=platform_config.cluster.kubernetes_version,
+        file_system_id=platform.require_output("checkpointFileSystemId"),
+        checkpoint_access_point_id=checkpoint_access_point.id,
+        datasets_bucket=platform.require_output("datasetsBucket"),
+    ), in_cluster)
+    secrets_sync = SecretsSync("team-secrets-sync", SecretsSyncArgs(
+        cluster_name=cluster_name, region=config.region, namespace=namespace_name,
+        remote_keys={n: secret_name(config.project, config.environment, n, config.team) for n in config.secrets.names},
+        assume_role_arn=secrets_reader.arn, depends_on=[training_ns],
+    ), in_cluster)
+    pools_by_name = {p.name: p for p in gpu_pools}
+    for job in config.training.jobs:
+        TrainingJob(f"job-{job.name}", TrainingJobArgs(
+            job=job, pool=pools_by_name[job.pool], fabric=platform_config.fabric, namespace=namespace,
+            local_queue=LOCAL_QUEUE, depends_on=[queue, secrets_sync, identity, training_ns],
+        ), in_cluster)
+
+    return {
+        "environment": config.environment,
+        "team": config.team,
+        "namespace": namespace_name,
+        "trainerRoleArn": trainer_role.arn,
+        "artifactsPrefix": platform.require_output("artifactsBucket").apply(lambda b: f"s3://{b}/teams/{config.team}/"),
+    }
+
+
+def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.ResourceOptions, *,
+               trust: pulumi.Input[str], policy: pulumi.Input[str] | None, name: str | None = None) -> aws.iam.Role:
+    role = aws.iam.Role(resource_name, name=name, assume_role_policy=trust, tags={"workload": resource_name}, opts=opts)
+    if policy is not None:
+        aws.iam.RolePolicy(f"{resource_name}-access", role=role.id, policy=policy, opts=opts)
+    if config.environment != "prod":
+        aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id,
+                           policy=data_policies.deny_prod_data_policy(), opts=opts)
+    return role

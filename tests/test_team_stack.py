@@ -1,0 +1,115 @@
+"""Team stacks: team-scoped things only, on their platform's cluster and data."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import PROJECT, ROOT, mutate, raw_config
+
+from components.config import ConfigError, TeamStackConfig, decode_raw_config, load_stack_config
+from components.config.stack_file import stack_config
+
+TEAM, STACK = "vision", "team-vision-prod"
+SHARED_INFRASTRUCTURE = (
+    "aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup",
+    "aws:s3/bucket:Bucket", "aws:efs/fileSystem:FileSystem", "aws:ecr/repository:Repository",
+    "kubernetes:helm.sh/v3:Release", "aws:eks/addon:Addon",
+)
+
+
+def manifests(plan, kind):
+    return [m for m in plan.manifests() if m["kind"] == kind]
+
+
+def role_policy(plan, name):
+    return json.loads(next(p["inputs"]["policy"] for p in plan.of_type("aws:iam/rolePolicy:RolePolicy") if p["name"] == name))
+
+
+def test_team_stack_creates_no_shared_infrastructure(plan_of):
+    plan = plan_of(STACK)
+    assert not [r["name"] for r in plan.resources if r["type"] in SHARED_INFRASTRUCTURE]
+    assert not manifests(plan, "ResourceFlavor"), "flavors are the platform's"
+    assert {r["provider"] for r in plan.resources if r["type"].startswith("aws:")} == {"aws"}
+    tags = json.loads(plan.of_type("pulumi:providers:aws")[0]["inputs"]["defaultTags"])["tags"]
+    assert (tags["team"], tags["environment"]) == (TEAM, "prod")
+
+
+def test_team_namespace_queue_and_jobs(plan_of):
+    plan = plan_of(STACK)
+    (namespace,) = manifests(plan, "Namespace")
+    assert namespace["metadata"]["name"] == f"team-{TEAM}"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    (queue,) = manifests(plan, "ClusterQueue")
+    assert queue["metadata"]["name"] == f"team-{TEAM}" and queue["spec"]["cohortName"] == "prod"
+    assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": f"team-{TEAM}"}}
+    (jobset,) = manifests(plan, "JobSet")
+    assert jobset["metadata"]["namespace"] == f"team-{TEAM}"
+    platform = load_stack_config(raw_config("prod"), project=PROJECT, stack="prod")
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["sysctls"][0]["value"] == platform.fabric.nccl_port_range.sysctl_value
+    (claim,) = [c for c in manifests(plan, "PersistentVolumeClaim") if c["metadata"]["name"] == "checkpoints"]
+    assert claim["metadata"]["namespace"] == f"team-{TEAM}"
+    (access_point,) = plan.of_type("aws:efs/accessPoint:AccessPoint")
+    assert access_point["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{TEAM}"
+
+
+def test_team_identity_reaches_only_the_teams_data(plan_of):
+    plan = plan_of(STACK)
+    trainer = role_policy(plan, "team-trainer-access")
+    artifact_resources = [r for s in trainer["Statement"] for r in s["Resource"] if "artifacts" in r and r.endswith("*")]
+    assert artifact_resources and all(f"/teams/{TEAM}/" in r for r in artifact_resources)
+    trust = json.loads(next(r["inputs"]["assumeRolePolicy"] for r in plan.of_type("aws:iam/role:Role") if r["name"] == "team-trainer"))
+    assert trust["Statement"][0]["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == f"team-{TEAM}"
+    secrets = [s["inputs"]["name"] for s in plan.of_type("aws:secretsmanager/secret:Secret")]
+    assert secrets and all(s.startswith(f"{PROJECT}/prod/teams/{TEAM}/") for s in secrets)
+    reader = next(r["inputs"] for r in plan.of_type("aws:iam/role:Role") if r["name"] == "team-secrets-reader")
+    assert reader["name"] == f"gpu-training-prod-team-{TEAM}-secrets"
+    assert json.loads(reader["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"].endswith("-secrets-sync-offline")
+    (store,) = manifests(plan, "SecretStore")
+    assert store["metadata"]["namespace"] == f"team-{TEAM}" and store["spec"]["provider"]["aws"]["role"]
+
+
+def load_team(raw, stack=STACK):
+    return load_stack_config(raw, project=PROJECT, stack=stack)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("network", {"vpcCidr": "10.99.0.0/16"}, "gpu-training:network: belongs to the platform stack"),
+        ("nodePools", [], "gpu-training:nodePools: belongs to the platform stack"),
+        ("platformStack", "organization/gpu-training/dev", "gpu-training:platformStack: a prod team stack must use the prod platform"),
+        ("region", "eu-west-1", "gpu-training:region: differs from the platform's region"),
+        ("training.gpuQuota", {"gpu-spot": 8}, "gpu-training:training.jobs[0].nodes"),
+        ("training.gpuQuota", {"system": 1}, "gpu-training:training.gpuQuota.system: is not a GPU pool"),
+    ],
+)
+def test_invalid_team_config(path, value, expected):
+    with pytest.raises(ConfigError) as raised:
+        load_team(mutate(raw_config(STACK), path, value))
+    assert any(e.startswith(expected) for e in raised.value.errors), raised.value.errors
+
+
+def test_non_prod_team_cannot_point_at_prod():
+    raw = mutate(mutate(mutate(raw_config(STACK), "environment", "dev"), "training", {}), "platformStack",
+                 "organization/gpu-training/prod")
+    with pytest.raises(ConfigError, match="a dev team stack must use the dev platform"):
+        load_team(raw, "team-vision-dev")
+
+
+def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
+                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    path = tmp_path / "Pulumi.team-nlp-staging.yaml"
+    project, raw, _ = stack_config("team-nlp-staging", path)
+    config = load_stack_config(decode_raw_config(raw), project=project, stack="team-nlp-staging")
+    assert isinstance(config, TeamStackConfig) and config.training.gpu_quota
+    plan_result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "team-nlp-staging",
+                                  "--stack-file", str(path), "--out", str(tmp_path / "build")],
+                                 capture_output=True, text=True, timeout=300)
+    assert plan_result.returncode == 0, plan_result.stderr
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
+                            "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "exists" in again.stderr
