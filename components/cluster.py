@@ -58,6 +58,21 @@ def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, reg
     })
 
 
+def managed_addon(resource_name: str, *, cluster_name: pulumi.Input[str], addon_name: str, kubernetes_version: str,
+                  opts: pulumi.ResourceOptions, **extra) -> aws.eks.Addon:
+    """An EKS managed add-on at the build pinned for the cluster's Kubernetes version."""
+    return aws.eks.Addon(
+        resource_name,
+        cluster_name=cluster_name,
+        addon_name=addon_name,
+        addon_version=ADDON_VERSIONS[kubernetes_version][addon_name],
+        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_update="OVERWRITE",
+        opts=opts,
+        **extra,
+    )
+
+
 class Cluster(pulumi.ComponentResource):
     eks: aws.eks.Cluster
     k8s_provider: k8s.Provider
@@ -166,17 +181,9 @@ class Cluster(pulumi.ComponentResource):
             )
 
     def addon(self, addon_name: str, *, opts: pulumi.ResourceOptions | None = None, **extra) -> aws.eks.Addon:
-        """An EKS managed add-on at the build pinned for this Kubernetes version."""
-        return aws.eks.Addon(
-            f"{self._name}-addon-{addon_name}",
-            cluster_name=self.eks.name,
-            addon_name=addon_name,
-            addon_version=ADDON_VERSIONS[self._args.config.kubernetes_version][addon_name],
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts),
-            **extra,
-        )
+        return managed_addon(f"{self._name}-addon-{addon_name}", cluster_name=self.eks.name, addon_name=addon_name,
+                             kubernetes_version=self._args.config.kubernetes_version,
+                             opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts), **extra)
 
     def _create_boot_addons(self) -> list[aws.eks.Addon]:
         cni_role = aws.iam.Role(

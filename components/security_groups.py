@@ -80,28 +80,25 @@ class SecurityGroups(pulumi.ComponentResource):
     def _ingress(self, rule: str, group: aws.ec2.SecurityGroup, *, protocol: str, description: str,
                  ports: tuple[int, int] | None = None, source: aws.ec2.SecurityGroup | None = None,
                  cidr: str | None = None) -> None:
-        aws.vpc.SecurityGroupIngressRule(
-            f"{self._name}-{rule}",
-            security_group_id=group.id,
-            ip_protocol=protocol,
-            from_port=ports[0] if ports else None,
-            to_port=ports[1] if ports else None,
-            referenced_security_group_id=source.id if source else None,
-            cidr_ipv4=cidr,
-            description=description,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self._rule(aws.vpc.SecurityGroupIngressRule, rule, group, protocol=protocol, description=description,
+                   ports=ports, peer=source, cidr=cidr)
 
     def _egress(self, rule: str, group: aws.ec2.SecurityGroup, *, protocol: str, description: str,
                 ports: tuple[int, int] | None = None, destination: aws.ec2.SecurityGroup | None = None,
                 cidr: str | None = None) -> None:
-        aws.vpc.SecurityGroupEgressRule(
+        self._rule(aws.vpc.SecurityGroupEgressRule, rule, group, protocol=protocol, description=description,
+                   ports=ports, peer=destination, cidr=cidr)
+
+    def _rule(self, kind: type, rule: str, group: aws.ec2.SecurityGroup, *, protocol: str, description: str,
+              ports: tuple[int, int] | None, peer: aws.ec2.SecurityGroup | None, cidr: str | None) -> None:
+        """One rule per resource (not inline), so each shows up on its own in a preview diff."""
+        kind(
             f"{self._name}-{rule}",
             security_group_id=group.id,
             ip_protocol=protocol,
             from_port=ports[0] if ports else None,
             to_port=ports[1] if ports else None,
-            referenced_security_group_id=destination.id if destination else None,
+            referenced_security_group_id=peer.id if peer else None,
             cidr_ipv4=cidr,
             description=description,
             opts=pulumi.ResourceOptions(parent=self),

@@ -26,7 +26,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import training_data
-from components.eks_versions import ADDON_VERSIONS
+from components.cluster import managed_addon
 from components.file_system import TRAINER_GID, TRAINER_UID
 from components.workload_identity import EFS_CSI_SERVICE_ACCOUNT
 
@@ -71,16 +71,10 @@ class StorageMounts(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _addon(self, addon_name: str, **extra) -> aws.eks.Addon:
-        return aws.eks.Addon(
-            f"{self._name}-{addon_name}",
-            cluster_name=self._args.cluster_name,
-            addon_name=addon_name,
-            addon_version=ADDON_VERSIONS[self._args.kubernetes_version][addon_name],
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.addons_depend_on)),
-            **extra,
-        )
+        return managed_addon(f"{self._name}-{addon_name}", cluster_name=self._args.cluster_name, addon_name=addon_name,
+                             kubernetes_version=self._args.kubernetes_version,
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.addons_depend_on)),
+                             **extra)
 
     def _create_addons(self) -> None:
         self._addon(EFS_CSI_ADDON, pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
