@@ -21,6 +21,7 @@ from components.config.node_pools import NodePoolConfig, parse_node_pools
 from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.secrets import SecretsConfig, parse_secrets
+from components.config.stack_file import stack_config
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import TrainingConfig, parse_training
 
@@ -209,8 +210,6 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
 
 def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: Collection[str] | None, *,
                project: str, stack: str, team: str, environment: str, region: str, cost_center: str) -> TeamStackConfig:
-    from components.config.stack_file import stack_config
-
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
             errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
