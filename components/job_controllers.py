@@ -12,15 +12,20 @@ import yaml
 
 from components.helm import helm_release
 from components.pool_scheduling import POOL_LABEL
+from components.training_job import STARTUP_BUDGET_SECONDS
 from components.training_namespace import namespace
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_VERSION = "0.12.0"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.19.2"
-# A gang that cannot get all its pods Ready in this time is evicted and requeued, releasing
-# its quota, instead of holding GPUs while waiting forever for the rest.
-PODS_READY_TIMEOUT = "15m"
+# Scaling a GPU pool up from zero and pulling a multi-GB training image.
+NODE_PROVISIONING_SECONDS = 15 * 60
+# A gang that cannot get all its pods Ready in this time is evicted and requeued, releasing its
+# quota, instead of holding GPUs while waiting forever for the rest. A training pod is Ready only
+# once its startup probe sees the first heartbeat, so the timeout covers node provisioning plus
+# the whole startup budget; a shorter one would evict every slow but healthy start.
+PODS_READY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS + STARTUP_BUDGET_SECONDS
 
 
 def kueue_configuration() -> dict:
@@ -36,7 +41,7 @@ def kueue_configuration() -> dict:
         "manageJobsWithoutQueueName": False,
         "waitForPodsReady": {
             "enable": True,
-            "timeout": PODS_READY_TIMEOUT,
+            "timeout": f"{PODS_READY_TIMEOUT_SECONDS // 60}m",
             "blockAdmission": True,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
         },

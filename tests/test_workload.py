@@ -3,6 +3,7 @@
 import hashlib
 
 import pytest
+import yaml
 from conftest import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.config import load_stack_config
@@ -150,3 +151,15 @@ def test_namespace_guard_rails(stack, plan_of):
     assert {"allow-same-namespace", "allow-dns", "allow-https-egress", "allow-pod-identity-agent"} <= set(policies)
     (limit_range,) = [m for m in manifests(plan, "LimitRange") if m["metadata"]["namespace"] == namespace]
     assert limit_range["spec"]["limits"][0]["default"]
+
+
+def test_kueue_waits_longer_than_a_healthy_gang_takes_to_start(stack, plan_of):
+    plan = plan_of(stack)
+    (kueue,) = [r["inputs"] for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
+    configuration = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    timeout_minutes = int(configuration["waitForPodsReady"]["timeout"].removesuffix("m"))
+    assert configuration["waitForPodsReady"]["enable"] is True
+    assert "jobset.x-k8s.io/jobset" in configuration["integrations"]["frameworks"]
+    for jobset in jobsets(plan):
+        startup = trainer(jobset)["startupProbe"]
+        assert timeout_minutes * 60 > startup["periodSeconds"] * startup["failureThreshold"]
