@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from components.config import NodePoolConfig
 from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
 
-# Left on each node for the kubelet, the OS and the per-node daemons (CNI, kube-proxy, Pod
-# Identity agent, device plugins, monitoring and CSI agents).
-NODE_RESERVED_CPU = 1.0
+# Left on each node for the kubelet, the OS, the per-node daemons (CNI, kube-proxy, Pod Identity
+# agent, device plugins, monitoring and CSI agents) and the Mountpoint pod that the S3 CSI driver
+# starts beside a pod that mounts the datasets.
+NODE_RESERVED_CPU = 2.0
 NODE_RESERVED_MEMORY_FRACTION = 0.10
 NODE_RESERVED_MEMORY_GIB = 2
 # Assumed mean time between interruptions of one node (planning figures, not measurements):

@@ -14,13 +14,13 @@ def pool(types, capacity="onDemand", efa=False, max_size=4):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        # g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs -> allocatable 47 vCPU, 170.8 GiB
-        (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=170)),
+        # g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs -> allocatable 46 vCPU, 170.8 GiB
+        (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=46, memory_gib=170)),
         (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=42)),
         # g6.2xlarge: 8 vCPU, 32 GiB, 1 GPU
-        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=7, memory_gib=26)),
+        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=6, memory_gib=26)),
         # p5.48xlarge: 192 vCPU, 2048 GiB, 8 GPUs, 32 EFA interfaces
-        (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=191, memory_gib=1841)),
+        (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=190, memory_gib=1841)),
     ],
 )
 def test_default_pod_shape(types, efa, gpus, expected):
@@ -30,9 +30,9 @@ def test_default_pod_shape(types, efa, gpus, expected):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        (("g6.12xlarge",), False, 8, {"cpu": 94, "memory": "340Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0}),
-        (("g6.12xlarge",), False, 5, {"cpu": 94, "memory": "340Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0}),
-        (("p5.48xlarge",), True, 16, {"cpu": 382, "memory": "3682Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64}),
+        (("g6.12xlarge",), False, 8, {"cpu": 92, "memory": "340Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0}),
+        (("g6.12xlarge",), False, 5, {"cpu": 92, "memory": "340Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0}),
+        (("p5.48xlarge",), True, 16, {"cpu": 380, "memory": "3682Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64}),
         (("g6.2xlarge",), False, 0, {"cpu": 0, "memory": "0Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0}),
     ],
 )
@@ -50,4 +50,4 @@ def test_job_mtbf_shrinks_with_the_gang(capacity, nodes, seconds):
 
 def test_namespace_quota_is_the_capacity_of_its_pools_plus_spare():
     pools = [pool(("g6.12xlarge",), max_size=4), pool(("p5.48xlarge",), efa=True, max_size=2)]
-    assert namespace_quota(pools) == NamespaceQuota(gpus=32, cpu=47 * 4 + 191 * 2 + 4, memory_gib=170 * 4 + 1841 * 2 + 16, pods=16)
+    assert namespace_quota(pools) == NamespaceQuota(gpus=32, cpu=46 * 4 + 190 * 2 + 4, memory_gib=170 * 4 + 1841 * 2 + 16, pods=16)
