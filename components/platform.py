@@ -13,7 +13,7 @@ from components.buckets import DataBuckets, DataBucketsArgs
 from components.cluster import Cluster, ClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.config import StackConfig
+from components.config import StackConfig, TeamStackConfig
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.job_controllers import JobControllers, JobControllersArgs
@@ -35,7 +35,7 @@ from components.workload_identity import TrainerServiceAccount, TrainerServiceAc
 TRAINING_WORKLOAD = "training"
 
 
-def aws_provider(config: StackConfig) -> aws.Provider:
+def aws_provider(config: StackConfig | TeamStackConfig) -> aws.Provider:
     """The only AWS provider: default providers are disabled in every stack file."""
     return aws.Provider(
         "aws",
@@ -66,6 +66,8 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         efa_fabric=any(p.efa for p in pools),
         socket_fabric=any(p.gpu and not p.efa for p in pools),
     ), on_aws)
+    private_subnets_by_az = {plan.availability_zone: subnet.id
+                             for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)}
     VpcEndpoints("vpc-endpoints", VpcEndpointsArgs(
         region=config.region,
         vpc_id=network.vpc.id,
@@ -86,8 +88,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
         name_prefix=config.name_prefix,
         account_id=account_id,
-        private_subnet_ids={plan.availability_zone: subnet.id
-                            for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)},
+        private_subnet_ids=private_subnets_by_az,
         security_group_id=security_groups.efs.id,
         workloads=(TRAINING_WORKLOAD,),
         backups=config.storage.efs_backups,
@@ -134,8 +135,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         cluster_name=config.cluster_name,
         cluster=cluster.eks,
         boot_addons=cluster.boot_addons,
-        private_subnet_ids_by_az={plan.availability_zone: subnet.id
-                                  for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)},
+        private_subnet_ids_by_az=private_subnets_by_az,
         node_security_group_id=security_groups.nodes.id,
         efa_fabric_security_group_id=security_groups.efa_fabric.id if security_groups.efa_fabric else None,
         socket_fabric_security_group_id=security_groups.socket_fabric.id if security_groups.socket_fabric else None,

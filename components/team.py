@@ -19,11 +19,11 @@ from components import data_policies
 from components.config import TeamStackConfig
 from components.file_system import access_point
 from components.job_sizing import namespace_quota
+from components.platform import aws_provider
 from components.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.secrets_sync import SecretsSync, SecretsSyncArgs
 from components.storage_mounts import StorageMounts, StorageMountsArgs
-from components.tags import default_tags
 from components.training_job import TrainingJob, TrainingJobArgs
 from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload_identity import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
@@ -31,8 +31,7 @@ from components.workload_identity import TRAINER_SERVICE_ACCOUNT, TrainerService
 
 def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     platform_config = config.platform
-    provider = aws.Provider("aws", region=config.region,
-                            default_tags=aws.ProviderDefaultTagsArgs(tags=default_tags(config)))
+    provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
     platform = pulumi.StackReference("platform", stack_name=config.platform_stack)
