@@ -18,6 +18,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         # Storage CSI drivers (storage_mounts.py); verify the builds as above before the first real up.
         "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
         "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",
     },
     "1.34": {
         "vpc-cni": "v1.21.1-eksbuild.3",
@@ -27,6 +28,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
         "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
         "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",
     },
 }
 

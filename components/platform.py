@@ -19,6 +19,7 @@ from components.file_system import CheckpointFileSystem, CheckpointFileSystemArg
 from components.job_controllers import JobControllers, JobControllersArgs
 from components.network import Network, NetworkArgs
 from components.node_pools import NodePools, NodePoolsArgs
+from components.observability import Observability, ObservabilityArgs
 from components.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
 from components.registry import TrainerRegistry, TrainerRegistryArgs
 from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
@@ -158,6 +159,16 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         depends_on=node_groups,
     ), in_cluster)
 
+    observability = Observability("observability", ObservabilityArgs(
+        config=config.observability,
+        cluster_name=config.cluster_name,
+        cluster=cluster.eks,
+        kubernetes_version=config.cluster.kubernetes_version,
+        name_prefix=config.name_prefix,
+        account_id=account_id,
+        depends_on=node_groups,
+    ), on_aws)
+
     # --- training namespace, storage mounts, secrets sync, trainer identity (in the cluster) ---
     training_ns = TrainingNamespace("training-namespace", TrainingNamespaceArgs(
         name=training_namespace,
@@ -231,4 +242,5 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         # What team stacks read through their StackReference.
         "dataKeyArn": buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,
+        "alertTopicArn": observability.topic.arn,
     }

@@ -37,6 +37,9 @@ JUSTIFIED = {
     ("cluster-autoscaler-policy", "ScaleOnlyThisClustersGroups"):
         "Auto Scaling group ARNs embed a generated id; the statement is narrowed instead by the "
         "condition on the cluster's ownership tag, as the Cluster Autoscaler documents.",
+    ("observability-alerts-key", "CloudWatchAlarmsPublish"):
+        "In a key policy `*` is the key itself; CloudWatch may only decrypt/generate data keys, "
+        "and only for this account (aws:SourceAccount).",
 }
 
 

@@ -18,6 +18,7 @@ from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, parse_node_pools
+from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.secrets import SecretsConfig, parse_secrets
@@ -50,6 +51,7 @@ class StackConfig:
     registry: RegistryConfig
     secrets: SecretsConfig
     training: TrainingConfig
+    observability: ObservabilityConfig
 
     @property
     def name_prefix(self) -> str:
@@ -97,7 +99,7 @@ class TeamStackConfig:
 
 
 # Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.
-PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry")
+PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry", "observability")
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -186,6 +188,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
                               trainer_image=root.string("trainerImage", None))
+    observability = parse_observability(root.section("observability", {}), environment=env)
     root.finish()
 
     if errors:
@@ -205,6 +208,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         registry=registry,
         secrets=secrets,
         training=training,
+        observability=observability,
     )
 
 

@@ -1,0 +1,56 @@
+"""The `observability` section: who is alerted, and the seed's alert thresholds.
+
+Alarms (components/observability.py): GPU utilisation below `gpuIdlePercent` on some node for
+`gpuIdleMinutes` (usually a data-loading bottleneck, or a gang waiting with paid GPUs), GPU memory
+above `gpuMemoryPercent`, and any node in a failed condition. They notify an SNS topic that
+e-mails `alertEmails` and texts `alertSms`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from components.config.network import LOG_RETENTION_DAYS
+from components.config.reader import Section
+
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+E164 = re.compile(r"^\+[1-9]\d{7,14}$")
+
+
+@dataclass(frozen=True)
+class ObservabilityConfig:
+    alert_emails: tuple[str, ...]
+    alert_sms: tuple[str, ...]
+    gpu_idle_percent: int
+    gpu_idle_minutes: int
+    gpu_memory_percent: int
+    log_retention_days: int
+
+
+def parse_observability(section: Section, *, environment: str) -> ObservabilityConfig:
+    emails = _addresses(section, "alertEmails", EMAIL, "an e-mail address", "write it like ml-oncall@example.com")
+    sms = _addresses(section, "alertSms", E164, "an E.164 phone number", "write it like +14155550100")
+    if environment == "prod" and not emails and not sms:
+        section.error(section.key("alertEmails"), [], "prod alarms must reach someone",
+                      "list the on-call e-mail addresses (or alertSms numbers)")
+    idle_percent = section.integer("gpuIdlePercent", 20, minimum=1, maximum=99)
+    idle_minutes = section.integer("gpuIdleMinutes", 30, minimum=5, maximum=1440)
+    if idle_minutes % 5:
+        section.error(section.key("gpuIdleMinutes"), idle_minutes, "alarms evaluate 5-minute periods",
+                      "use a multiple of 5")
+    memory_percent = section.integer("gpuMemoryPercent", 95, minimum=50, maximum=100)
+    retention = section.integer("logRetentionDays", 30)
+    if retention not in LOG_RETENTION_DAYS:
+        section.error(section.key("logRetentionDays"), retention, "is not a CloudWatch Logs retention period",
+                      "use e.g. 30, 90, 365")
+    section.finish()
+    return ObservabilityConfig(emails, sms, idle_percent, idle_minutes, memory_percent, retention)
+
+
+def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix: str) -> tuple[str, ...]:
+    values = section.items(name, [])
+    for index, value in enumerate(values):
+        if not isinstance(value, str) or not pattern.match(value):
+            section.error(f"{section.key(name)}[{index}]", value, f"is not {what}", fix)
+    return tuple(str(v) for v in values)
