@@ -42,7 +42,9 @@ def kueue_configuration() -> dict:
         "waitForPodsReady": {
             "enable": True,
             "timeout": f"{PODS_READY_TIMEOUT_SECONDS // 60}m",
-            "blockAdmission": True,
+            # Blocking would hold every other job of the queue while one gang waits for nodes to
+            # scale up (up to the timeout); with the autoscaler, gangs get their own nodes.
+            "blockAdmission": False,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
         },
         "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
