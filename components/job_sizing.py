@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from components.config import NodePoolConfig
+from components.instance_types import INSTANCE_TYPES
 from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
 
 # Left on each node for the kubelet, the OS, the per-node daemons (CNI, kube-proxy, Pod Identity
@@ -36,10 +37,11 @@ class PodShape:
 
 
 def allocatable(pool: NodePoolConfig) -> tuple[float, float]:
-    """(cpu, memory GiB) a pod can have on one node of `pool`."""
-    facts = pool.instance_facts
-    memory = facts.memory_gib * (1 - NODE_RESERVED_MEMORY_FRACTION) - NODE_RESERVED_MEMORY_GIB
-    return facts.vcpus - NODE_RESERVED_CPU, memory
+    """(cpu, memory GiB) a pod can have on any node of `pool`: a spot pool may launch any of its
+    types, so the smallest one decides."""
+    types = [INSTANCE_TYPES[name] for name in pool.instance_types]
+    memory = min(t.memory_gib for t in types) * (1 - NODE_RESERVED_MEMORY_FRACTION) - NODE_RESERVED_MEMORY_GIB
+    return min(t.vcpus for t in types) - NODE_RESERVED_CPU, memory
 
 
 def default_pod_shape(pool: NodePoolConfig, gpus: int) -> PodShape:

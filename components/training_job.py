@@ -154,7 +154,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             "failurePolicy": {
                 "maxRestarts": job.max_restarts,
                 "rules": [
-                    {"name": "contract-error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
+                    {"name": "contract_error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
                      "onJobFailureMessagePatterns": [f"failed with exit code {CONTRACT_ERROR_EXIT_CODE}"]},
                     {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
                      "onJobFailureReasons": ["PodFailurePolicy"],

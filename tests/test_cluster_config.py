@@ -69,6 +69,8 @@ CLUSTER_CASES = [
      "internet"),
     ("public-endpoint-without-allow-list", "dev", "cluster.publicAccessCidrs", DELETE, "cluster.publicAccessCidrs",
      "needs an allow-list"),
+    ("public-endpoint-with-empty-allow-list", "dev", "cluster.publicAccessCidrs", [], "cluster.publicAccessCidrs",
+     "needs an allow-list"),
     ("no-admin", "dev", "cluster.adminPrincipals", [], "cluster.adminPrincipals", "at least one IAM role"),
     ("admin-not-an-arn", "dev", "cluster.adminPrincipals", ["admin"], "cluster.adminPrincipals[0]", "not an IAM role"),
 ]

@@ -19,6 +19,8 @@ def pool(types, capacity="onDemand", efa=False, max_size=4):
         (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=42)),
         # g6.2xlarge: 8 vCPU, 32 GiB, 1 GPU
         (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=6, memory_gib=26)),
+        # a spot pool may launch either type: the smaller (g6e.12xlarge: 48 vCPU, 384 GiB) decides
+        (("g6e.24xlarge", "g6e.12xlarge"), False, 4, PodShape(gpus=4, efa=0, cpu=46, memory_gib=343)),
         # p5.48xlarge: 192 vCPU, 2048 GiB, 8 GPUs, 32 EFA interfaces
         (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=190, memory_gib=1841)),
     ],

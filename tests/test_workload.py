@@ -1,6 +1,7 @@
 """The training workload of every stack: namespace guard rails, queues, and the JobSets."""
 
 import hashlib
+import re
 
 import pytest
 import yaml
@@ -108,7 +109,9 @@ def test_disruptions_restart_the_gang_without_spending_restarts(stack, plan_of):
     for jobset in jobsets(plan_of(stack)):
         rules = {r["name"]: r for r in jobset["spec"]["failurePolicy"]["rules"]}
         assert rules["disruption"]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
-        assert rules["contract-error"]["action"] == "FailJobSet"
+        assert rules["contract_error"]["action"] == "FailJobSet"
+        # JobSet's admission webhook (not its CRD schema) rejects other rule names.
+        assert all(re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", name) for name in rules)
         (replicated,) = jobset["spec"]["replicatedJobs"]
         job_spec = replicated["template"]["spec"]
         assert job_spec["backoffLimit"] == 0 and job_spec["completionMode"] == "Indexed"

@@ -39,7 +39,7 @@ def parse_cluster(section: Section, *, environment: str) -> ClusterConfig:
     if environment == "prod" and public:
         section.error(section.key("endpointPublicAccess"), public, "prod's API endpoint must be private (CIS 5.4.2)",
                       "set endpointPublicAccess: false and reach the API over VPN / peering")
-    if public and not cidrs and not section.has("publicAccessCidrs"):
+    if public and not cidrs:
         section.error(cidrs_key, [], "a public endpoint needs an allow-list (EKS would default to 0.0.0.0/0)",
                       "list your office/VPN egress CIDRs, or set endpointPublicAccess: false")
     if not public and cidrs:
