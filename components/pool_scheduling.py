@@ -9,11 +9,16 @@ copy them there (kubernetes/autoscaler#5278), so they are computed here from the
 from __future__ import annotations
 
 from components.config import NodePoolConfig, Taint
+from components.instance_types import INSTANCE_TYPES
 
 POOL_LABEL = "gpu-training/pool"
 CAPACITY_LABEL = "gpu-training/capacity"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+# The Cluster Autoscaler's AWS provider knows a GPU node by this label: until the device plugin
+# advertises the GPUs it then treats the new node as not ready yet, instead of as a node without
+# GPUs that calls for yet another scale-up.
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
@@ -31,6 +36,8 @@ def node_labels(pool: NodePoolConfig) -> dict[str, str]:
     labels = {POOL_LABEL: pool.name, CAPACITY_LABEL: pool.capacity}
     if pool.gpu:
         labels[GPU_PRESENT_LABEL] = "true"
+        models = {INSTANCE_TYPES[t].gpu_model for t in pool.instance_types}
+        labels[ACCELERATOR_LABEL] = f"nvidia-{models.pop().lower()}" if len(models) == 1 else "nvidia"
     if pool.efa:
         labels[EFA_PRESENT_LABEL] = "true"
     return {**pool.labels, **labels}

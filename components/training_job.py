@@ -20,7 +20,7 @@ from components import training_data
 from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
 from components.job_sizing import PodShape, default_pod_shape, job_mtbf_seconds
-from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL, node_taints
 
 REPLICATED_JOB = "node"
 HPARAMS_DIR = "/etc/trainer"
@@ -111,7 +111,9 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": job.termination_grace_period_seconds,
         "nodeSelector": {POOL_LABEL: pool.name},
-        "tolerations": [{"key": GPU_TAINT.key, "operator": "Equal", "value": GPU_TAINT.value, "effect": GPU_TAINT.effect}],
+        # The pool's own taints (the GPU taint, and any the stack adds): this job is meant for it.
+        "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+                        for t in node_taints(pool)],
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": training_data.RUN_AS_USER,

@@ -46,6 +46,9 @@ POOL_CASES = [
     ("bad-pool-name", gpu_pool(name="GPU_Pool"), "nodePools[1].name", "not a valid pool name"),
     ("bad-taint-effect", gpu_pool(taints=[{"key": "a", "value": "b", "effect": "NoScheduleX"}]), "nodePools[1].taints[0].effect", "must be one of"),
     ("bad-label", gpu_pool(labels={"team": "vision team"}), "nodePools[1].labels.team", "not a valid Kubernetes label"),
+    ("reserved-label", gpu_pool(labels={"node-role.kubernetes.io/gpu": "true"}), "nodePools[1].labels.node-role.kubernetes.io/gpu", "reserved for Kubernetes"),
+    ("platform-label", gpu_pool(labels={"gpu-training/pool": "x"}), "nodePools[1].labels.gpu-training/pool", "platform's own prefix"),
+    ("bad-taint-key", gpu_pool(taints=[{"key": "bad key!!", "value": "x", "effect": "NoSchedule"}]), "nodePools[1].taints[0]", "not a valid Kubernetes label or taint"),
     ("pool-key-typo", gpu_pool(instanceType=["g6.12xlarge"]), "nodePools[1].instanceType", "did you mean 'instanceTypes'"),
     ("duplicate-name", {**SYSTEM}, "nodePools", "names two pools the same"),
 ]

@@ -28,6 +28,7 @@ def pool(name="gpu", types=("g6.12xlarge",), capacity="onDemand", gpu=True, efa=
             f"{NODE_TEMPLATE}/label/gpu-training/capacity": "spot",
             f"{NODE_TEMPLATE}/label/eks.amazonaws.com/capacityType": "SPOT",
             f"{NODE_TEMPLATE}/label/nvidia.com/gpu.present": "true",
+            f"{NODE_TEMPLATE}/label/k8s.amazonaws.com/accelerator": "nvidia",  # L4 and A10G
             f"{NODE_TEMPLATE}/taint/nvidia.com/gpu": "true:NoSchedule",
             f"{NODE_TEMPLATE}/resources/nvidia.com/gpu": "4",
         }),
@@ -38,6 +39,7 @@ def pool(name="gpu", types=("g6.12xlarge",), capacity="onDemand", gpu=True, efa=
             f"{NODE_TEMPLATE}/label/eks.amazonaws.com/capacityType": "ON_DEMAND",
             f"{NODE_TEMPLATE}/label/nvidia.com/gpu.present": "true",
             f"{NODE_TEMPLATE}/label/vpc.amazonaws.com/efa.present": "true",
+            f"{NODE_TEMPLATE}/label/k8s.amazonaws.com/accelerator": "nvidia-h100",
             f"{NODE_TEMPLATE}/label/team": "vision",
             f"{NODE_TEMPLATE}/taint/nvidia.com/gpu": "true:NoSchedule",
             f"{NODE_TEMPLATE}/taint/dedicated": "vision:NoExecute",

@@ -166,3 +166,12 @@ def test_kueue_waits_longer_than_a_healthy_gang_takes_to_start(stack, plan_of):
     for jobset in jobsets(plan):
         startup = trainer(jobset)["startupProbe"]
         assert timeout_minutes * 60 > startup["periodSeconds"] * startup["failureThreshold"]
+
+
+def test_jobs_tolerate_every_taint_of_their_pool(stack, plan_of):
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    pools = {p.name: p for p in config.node_pools}
+    for jobset in jobsets(plan_of(stack)):
+        pool = pools[pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]]
+        tolerated = {(t["key"], t["value"], t["effect"]) for t in pod_spec(jobset)["tolerations"]}
+        assert {("nvidia.com/gpu", "true", "NoSchedule")} | {(t.key, t.value, t.effect) for t in pool.taints} <= tolerated

@@ -25,6 +25,8 @@ TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "Prefer
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
 MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 20, 16384
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+PLATFORM_LABEL_PREFIX = "gpu-training"
 
 
 @dataclass(frozen=True)
@@ -186,15 +188,26 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
     return tuple(str(t) for t in raw)
 
 
+def _label_problem(key: str, value: str) -> str | None:
+    if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value) or len(value) > 63:
+        return "is not a valid Kubernetes label or taint"
+    prefix = key.rpartition("/")[0]
+    if prefix.endswith(RESERVED_LABEL_DOMAINS):
+        return "uses a prefix reserved for Kubernetes (and the kubelet refuses to set it)"
+    if prefix == PLATFORM_LABEL_PREFIX:
+        return "uses the platform's own prefix (its labels are set from the pool's config)"
+    return None
+
+
 def _parse_labels(s: Section) -> dict[str, str]:
     labels = {}
     for label, value in s.mapping("labels", {}).items():
-        value = str(value)
-        if not LABEL_KEY.match(str(label)) or not LABEL_VALUE.match(value) or len(value) > 63:
-            s.error(f"{s.key('labels')}.{label}", value, "is not a valid Kubernetes label",
+        problem = _label_problem(str(label), str(value))
+        if problem:
+            s.error(f"{s.key('labels')}.{label}", str(value), problem,
                     "use keys like team or example.com/tier and values of letters, digits, '-', '_' or '.'")
         else:
-            labels[str(label)] = value
+            labels[str(label)] = str(value)
     return labels
 
 
@@ -203,6 +216,9 @@ def _parse_taints(s: Section) -> tuple[Taint, ...]:
     for index, raw in enumerate(s.items("taints", [])):
         t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
         taint = Taint(t.string("key"), t.string("value", ""), t.string("effect", choices=tuple(TAINT_EFFECTS)))
+        problem = _label_problem(taint.key, taint.value) if taint.key else None
+        if problem:
+            t.error(t.path, f"{taint.key}={taint.value}", problem, "use a key like example.com/dedicated and a simple value")
         t.finish()
         taints.append(taint)
     return tuple(taints)

@@ -134,9 +134,6 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
     memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
     shared_memory = s.integer("sharedMemoryGiB", 8, minimum=1)
-    if memory is not None and shared_memory >= memory:
-        s.error(s.key("sharedMemoryGiB"), shared_memory, f"must be below memoryGiB ({memory}): /dev/shm counts against it",
-                "lower sharedMemoryGiB or raise memoryGiB")
     grace = s.integer("terminationGracePeriodSeconds", 120, minimum=30, maximum=3600)
     heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
@@ -175,7 +172,13 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
 
 
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
-    from components.job_sizing import allocatable
+    from components.job_sizing import allocatable, default_pod_shape
+
+    memory_limit = job.memory_gib or default_pod_shape(pool, min(job.gpus_per_node, pool.gpus_per_node)).memory_gib
+    if job.shared_memory_gib >= memory_limit:
+        s.error(s.key("sharedMemoryGiB"), job.shared_memory_gib,
+                f"must be below the pod's memory ({memory_limit} GiB): /dev/shm counts against it",
+                "lower sharedMemoryGiB or raise memoryGiB")
 
     cpu, memory = allocatable(pool)
     share = job.gpus_per_node / pool.gpus_per_node
