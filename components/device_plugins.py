@@ -20,15 +20,22 @@ NAMESPACE = "kube-system"
 
 
 def only_on_nodes_labelled(label: str) -> dict:
-    """Scheduling values (nodeSelector, affinity, tolerations) pinning a DaemonSet to labelled nodes."""
+    """The values both charts accept to pin their DaemonSet to labelled (GPU-tainted) nodes."""
     return {
         "nodeSelector": {label: "true"},
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": label, "operator": "In", "values": ["true"]}]},
-        ]}}},
         "tolerations": [{"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}],
-        "priorityClassName": "system-node-critical",
     }
+
+
+# The NVIDIA chart's default affinity also admits nodes found by Node Feature Discovery; ours
+# are labelled by their pool, so that label alone decides. (The EFA chart has no such values.)
+NVIDIA_ONLY_VALUES = {
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": GPU_PRESENT_LABEL, "operator": "In", "values": ["true"]}]},
+    ]}}},
+    "priorityClassName": "system-node-critical",
+    "gfd": {"enabled": False},
+}
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,7 @@ class DevicePlugins(pulumi.ComponentResource):
         if args.nvidia:
             helm_release(f"{name}-nvidia", chart="nvidia-device-plugin", version=NVIDIA_CHART_VERSION,
                          repo=NVIDIA_CHART_REPO, namespace=NAMESPACE,
-                         values={**only_on_nodes_labelled(GPU_PRESENT_LABEL), "gfd": {"enabled": False}}, opts=child)
+                         values={**only_on_nodes_labelled(GPU_PRESENT_LABEL), **NVIDIA_ONLY_VALUES}, opts=child)
         if args.efa:
             helm_release(f"{name}-efa", chart="aws-efa-k8s-device-plugin", version=EFA_CHART_VERSION,
                          repo=EFA_CHART_REPO, namespace=NAMESPACE,

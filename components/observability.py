@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -134,8 +135,9 @@ class Observability(pulumi.ComponentResource):
         recipients = [("email", address) for address in args.config.alert_emails]
         recipients += [("sms", number) for number in args.config.alert_sms]
         for protocol, endpoint in recipients:
-            slug = endpoint.replace("@", "-at-").replace(".", "-").replace("+", "")
-            aws.sns.TopicSubscription(f"{self._name}-{protocol}-{slug}", topic=topic.arn, protocol=protocol,
+            # Named by a digest of the address: unique per recipient, and stable when the list is reordered.
+            digest = hashlib.sha256(endpoint.lower().encode()).hexdigest()[:12]
+            aws.sns.TopicSubscription(f"{self._name}-{protocol}-{digest}", topic=topic.arn, protocol=protocol,
                                       endpoint=endpoint, opts=child)
         return topic
 

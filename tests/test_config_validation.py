@@ -50,6 +50,7 @@ INVALID = [
     ("internet-monitoring", "dev", "network.monitoringIngress", {"cidrs": ["0.0.0.0/0"], "ports": [9400]}, "whole internet"),
     ("public-monitoring", "dev", "network.monitoringIngress", {"cidrs": ["52.0.0.0/8"], "ports": [9400]}, "not a private range"),
     ("ssh-monitoring", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"], "ports": [22]}, "administration port"),
+    ("monitoring-duplicate-port", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"], "ports": [9400, 9400]}, "lists a CIDR or port twice"),
     ("monitoring-without-ports", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"]}, "needs both cidrs and ports"),
     ("typo-in-section", "dev", "network.vpcCIDR", "10.10.0.0/16", "did you mean 'vpcCidr'"),
     ("typo-top-level", "dev", "netwrok", {}, "did you mean 'network'"),

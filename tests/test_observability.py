@@ -50,6 +50,7 @@ def test_seed_alarms_notify_an_encrypted_topic(stack, plan_of):
         ("prod", "observability", DELETE, "gpu-training:observability.alertEmails: prod alarms must reach someone"),
         ("dev", "observability.alertEmails", ["not-an-address"], "gpu-training:observability.alertEmails[0]: is not an e-mail"),
         ("dev", "observability.alertSms", ["0123"], "gpu-training:observability.alertSms[0]: is not an E.164"),
+        ("dev", "observability.alertEmails", ["a@x.com", "A@x.com"], "gpu-training:observability.alertEmails: lists a recipient twice"),
         ("dev", "observability.gpuIdleMinutes", 7, "gpu-training:observability.gpuIdleMinutes: alarms evaluate 5-minute"),
         ("dev", "observability.gpuIdlePercent", 0, "gpu-training:observability.gpuIdlePercent: must be between 1 and 99"),
         ("dev", "observability.logRetentionDays", 10, "gpu-training:observability.logRetentionDays: is not a CloudWatch"),

@@ -133,5 +133,7 @@ def _parse_monitoring(section: Section) -> MonitoringIngress:
                           "reach nodes with SSM Session Manager instead")
         else:
             ports.append(port)
+    if len(set(cidrs)) != len(cidrs) or len(set(ports)) != len(ports):
+        section.error(section.path, dict(section.data), "lists a CIDR or port twice", "list each once")
     section.finish()
     return MonitoringIngress(cidrs=tuple(cidrs), ports=tuple(ports))

@@ -53,4 +53,6 @@ def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix:
     for index, value in enumerate(values):
         if not isinstance(value, str) or not pattern.match(value):
             section.error(f"{section.key(name)}[{index}]", value, f"is not {what}", fix)
+    if len({str(v).lower() for v in values}) != len(values):
+        section.error(section.key(name), values, "lists a recipient twice", "list each recipient once")
     return tuple(str(v) for v in values)
