@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from components.config import NodePoolConfig
 from components.instance_types import INSTANCE_TYPES
-from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
+from components.pool_scheduling import EFA_HUGEPAGES_MIB, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
 
 # Left on each node for the kubelet, the OS, the per-node daemons (CNI, kube-proxy, Pod Identity
 # agent, device plugins, monitoring and CSI agents) and the Mountpoint pod that the S3 CSI driver
@@ -58,7 +58,8 @@ def job_mtbf_seconds(pool: NodePoolConfig, nodes: int) -> int:
 
 
 def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
-    """Kueue nominal quota for `gpus` GPUs of `pool`, with the CPU, memory and EFA of those nodes."""
+    """Kueue nominal quota for `gpus` GPUs of `pool`, with the CPU, memory, EFA interfaces and
+    huge pages of those nodes (Kueue admits nothing that requests a resource it does not cover)."""
     nodes = math.ceil(gpus / pool.gpus_per_node)
     cpu, memory = allocatable(pool)
     return {
@@ -66,6 +67,7 @@ def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
         "memory": f"{math.floor(memory) * nodes}Gi",
         GPU_RESOURCE: gpus,
         EFA_RESOURCE: pool.efa_interfaces * nodes if pool.efa else 0,
+        HUGEPAGES_RESOURCE: f"{EFA_HUGEPAGES_MIB * nodes if pool.efa else 0}Mi",
     }
 
 

@@ -21,6 +21,10 @@ EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# libfabric's EFA provider keeps its buffers in 2 MiB huge pages; a container may only touch
+# huge pages it requests. AWS's EKS EFA examples request this much per pod (whole node).
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_HUGEPAGES_MIB = 5120
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # Priority expander: higher wins when several pools could host a pending pod.
@@ -48,12 +52,14 @@ def node_taints(pool: NodePoolConfig) -> tuple[Taint, ...]:
     return ((GPU_TAINT,) if pool.gpu else ()) + tuple(t for t in pool.taints if t.key != GPU_TAINT.key)
 
 
-def extended_resources(pool: NodePoolConfig) -> dict[str, int]:
+def extended_resources(pool: NodePoolConfig) -> dict[str, str]:
+    """Resources a node of the pool offers beyond CPU and memory (Kubernetes quantities)."""
     resources = {}
     if pool.gpu:
-        resources[GPU_RESOURCE] = pool.gpus_per_node
+        resources[GPU_RESOURCE] = str(pool.gpus_per_node)
     if pool.efa:
-        resources[EFA_RESOURCE] = pool.efa_interfaces
+        resources[EFA_RESOURCE] = str(pool.efa_interfaces)
+        resources[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
     return resources
 
 
@@ -63,8 +69,8 @@ def node_template_tags(pool: NodePoolConfig) -> dict[str, str]:
     tags[f"{NODE_TEMPLATE}/label/eks.amazonaws.com/capacityType"] = pool.eks_capacity_type
     for taint in node_taints(pool):
         tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
-    for resource, count in extended_resources(pool).items():
-        tags[f"{NODE_TEMPLATE}/resources/{resource}"] = str(count)
+    for resource, quantity in extended_resources(pool).items():
+        tags[f"{NODE_TEMPLATE}/resources/{resource}"] = quantity
     return tags
 
 

@@ -12,10 +12,10 @@ import pulumi_kubernetes as k8s
 
 from components.config import NodePoolConfig
 from components.job_sizing import flavor_quota
-from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
+from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, POOL_LABEL
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE]
+COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE]
 LOCAL_QUEUE = "training"
 
 

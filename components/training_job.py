@@ -20,7 +20,14 @@ from components import training_data
 from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
 from components.job_sizing import PodShape, default_pod_shape, job_mtbf_seconds
-from components.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL, node_taints
+from components.pool_scheduling import (
+    EFA_HUGEPAGES_MIB,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    POOL_LABEL,
+    node_taints,
+)
 
 REPLICATED_JOB = "node"
 HPARAMS_DIR = "/etc/trainer"
@@ -76,6 +83,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
     resources = {"cpu": str(shape.cpu), "memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
     if shape.efa:
         resources[EFA_RESOURCE] = str(shape.efa)
+        resources[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
     heartbeat_check = ["heartbeat-check", str(job.heartbeat_timeout_seconds)]
     container = {
         "name": "trainer",

@@ -134,6 +134,7 @@ def test_scale_from_zero_tags(stack, plan_of):
             assert mine[f"{NODE_TEMPLATE}/taint/nvidia.com/gpu"] == "true:NoSchedule"
         if pool.efa:
             assert mine[f"{NODE_TEMPLATE}/resources/vpc.amazonaws.com/efa"] == str(pool.efa_interfaces)
+            assert mine[f"{NODE_TEMPLATE}/resources/hugepages-2Mi"] == "5120Mi"
 
 
 def test_cluster_autoscaler(stack, plan_of):

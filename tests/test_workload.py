@@ -70,6 +70,8 @@ def test_gpu_requests_equal_limits(stack, plan_of):
         resources = trainer(jobset)["resources"]
         assert resources["requests"] == resources["limits"]
         assert int(resources["limits"]["nvidia.com/gpu"]) == int(env_of(jobset)["TRAIN_NPROC_PER_NODE"]) >= 1
+        # EFA pods also need the huge pages libfabric allocates.
+        assert ("vpc.amazonaws.com/efa" in resources["limits"]) == ("hugepages-2Mi" in resources["limits"])
 
 
 def test_quotas_cover_the_largest_gang(stack, plan_of):
