@@ -147,6 +147,9 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         # Never scale a node away from under a running gang.
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     }
+    spec: dict[str, Any] = {}
+    if job.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
@@ -172,7 +175,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
                 ],
             },
             "successPolicy": {"operator": "All"},
-            "ttlSecondsAfterFinished": job.ttl_seconds_after_finished,
+            **spec,
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
                 "replicas": 1,

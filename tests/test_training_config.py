@@ -61,7 +61,8 @@ def test_jobs_without_a_pinned_image_are_rejected():
 
 
 def test_a_valid_job_parses():
-    raw = mutate(raw_config("dev"), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(image=DIGEST, cpu=4)]})
+    raw = mutate(raw_config("dev"), "training", {"gpuQuota": {"gpu-spot": 4},
+                                                 "jobs": [job(image=DIGEST, cpu=4, ttlSecondsAfterFinished=3600)]})
     config = load_stack_config(raw, project=PROJECT, stack="dev")
     (parsed,) = config.training.jobs
-    assert (parsed.total_gpus, parsed.cpu, parsed.image) == (2, 4, DIGEST)
+    assert (parsed.total_gpus, parsed.cpu, parsed.image, parsed.ttl_seconds_after_finished) == (2, 4, DIGEST, 3600)

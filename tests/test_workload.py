@@ -120,6 +120,8 @@ def test_disruptions_restart_the_gang_without_spending_restarts(stack, plan_of):
         assert {"type": "DisruptionTarget"} in job_spec["podFailurePolicy"]["rules"][0]["onPodConditions"]
         assert pod_spec(jobset)["restartPolicy"] == "Never"
         assert jobset["spec"]["network"]["enableDNSHostnames"] is True
+        # No TTL unless asked: a JobSet Kubernetes deleted would be re-created (re-run) by a refresh.
+        assert "ttlSecondsAfterFinished" not in jobset["spec"]
         assert env_of(jobset)["TRAIN_RDZV_HOST"] == f"{jobset['metadata']['name']}-node-0-0.{jobset['metadata']['name']}"
 
 

@@ -52,7 +52,10 @@ class JobConfig:
     termination_grace_period_seconds: int
     heartbeat_timeout_seconds: int
     checkpoint_interval_seconds: int | None
-    ttl_seconds_after_finished: int
+    ttl_seconds_after_finished: int | None
+    """Off by default: Kubernetes would delete the finished JobSet, and the next
+    `pulumi up --refresh` would create it again and re-run the training. Set it only for jobs you
+    remove from the stack file once they have finished."""
 
     @property
     def total_gpus(self) -> int:
@@ -146,7 +149,8 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         termination_grace_period_seconds=grace,
         heartbeat_timeout_seconds=heartbeat,
         checkpoint_interval_seconds=interval,
-        ttl_seconds_after_finished=s.integer("ttlSecondsAfterFinished", 7 * 86400, minimum=0),
+        ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
+                                    if s.has("ttlSecondsAfterFinished") else None),
     )
     if pool is not None and pool.gpu:
         _check_pod_fits_node(s, pool, job)
