@@ -13,12 +13,15 @@ import yaml
 from components.helm import helm_release
 from components.pool_scheduling import POOL_LABEL
 from components.training_job import STARTUP_BUDGET_SECONDS
-from components.training_namespace import namespace
+from components.training_namespace import controller_network_policies, namespace
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_VERSION = "0.12.0"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.19.2"
+# What the API server calls in the controllers' namespaces: admission webhooks (9443), Kueue's
+# visibility API (8082), metrics (8443).
+CONTROLLER_PORTS = (9443, 8082, 8443)
 # Scaling a GPU pool up from zero and pulling a multi-GB training image.
 NODE_PROVISIONING_SECONDS = 15 * 60
 # A gang that cannot get all its pods Ready in this time is evicted and requeued, releasing its
@@ -65,6 +68,8 @@ class JobControllers(pulumi.ComponentResource):
         on_system_nodes = {POOL_LABEL: args.system_pool}
         jobset_ns = namespace(f"{name}-jobset-namespace", "jobset-system", enforce="restricted",
                               opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        controller_network_policies(f"{name}-jobset", "jobset-system", ingress_ports=CONTROLLER_PORTS,
+                                    opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]))
         jobset = helm_release(
             f"{name}-jobset", chart=JOBSET_CHART, version=JOBSET_VERSION, namespace="jobset-system",
             values={"controller": {"nodeSelector": on_system_nodes}},
@@ -72,6 +77,8 @@ class JobControllers(pulumi.ComponentResource):
         )
         kueue_ns = namespace(f"{name}-kueue-namespace", "kueue-system", enforce="restricted",
                              opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        controller_network_policies(f"{name}-kueue", "kueue-system", ingress_ports=CONTROLLER_PORTS,
+                                    opts=pulumi.ResourceOptions(parent=self, depends_on=[kueue_ns]))
         # Kueue enables its JobSet integration only if JobSet's CRDs exist when it starts.
         self.kueue = helm_release(
             f"{name}-kueue", chart=KUEUE_CHART, version=KUEUE_VERSION, namespace="kueue-system",

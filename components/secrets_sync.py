@@ -30,7 +30,7 @@ import pulumi_kubernetes as k8s
 
 from components import training_data
 from components.helm import helm_release
-from components.training_namespace import POD_IDENTITY_AGENT
+from components.training_namespace import controller_network_policies
 from components.training_namespace import namespace as pod_security_namespace
 from components.workload_identity import SECRETS_SYNC_NAMESPACE, SECRETS_SYNC_SERVICE_ACCOUNT
 
@@ -137,31 +137,9 @@ class SecretsSync(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, association, *args.depends_on]))
 
     def _create_network_policies(self, name: str, namespace: k8s.core.v1.Namespace) -> None:
-        """Deny by default (CIS EKS 4.3); the operator needs DNS, HTTPS (Kubernetes API, Secrets
-        Manager endpoint), the Pod Identity agent, and the API server reaching its webhook."""
-        opts = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
-        everything: dict = {}
-        policies = {
-            "default-deny": {"podSelector": everything, "policyTypes": ["Ingress", "Egress"]},
-            "allow-operator-egress": {
-                "podSelector": everything,
-                "policyTypes": ["Egress"],
-                "egress": [
-                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
-                    {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]},
-                ],
-            },
-            "allow-webhook-ingress": {
-                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "external-secrets-webhook"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [{"ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}]}],
-            },
-        }
-        for policy_name, spec in policies.items():
-            k8s.networking.v1.NetworkPolicy(
-                f"{name}-netpol-{policy_name}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name, namespace=SECRETS_SYNC_NAMESPACE),
-                spec=spec, opts=opts)
+        """The operator needs DNS, HTTPS (Kubernetes API, Secrets Manager endpoint), the Pod
+        Identity agent, and the API server reaching its webhook."""
+        controller_network_policies(
+            name, SECRETS_SYNC_NAMESPACE, ingress_ports=(WEBHOOK_PORT,),
+            ingress_pods={"matchLabels": {"app.kubernetes.io/name": "external-secrets-webhook"}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))

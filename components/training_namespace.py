@@ -20,7 +20,8 @@ import pulumi_kubernetes as k8s
 
 from components.job_sizing import NamespaceQuota, namespace_quota
 
-__all__ = ["TrainingNamespace", "TrainingNamespaceArgs", "namespace", "namespace_quota", "pod_security_labels"]
+__all__ = ["TrainingNamespace", "TrainingNamespaceArgs", "controller_network_policies", "namespace", "namespace_quota",
+           "pod_security_labels"]
 
 # The EKS Pod Identity agent's link-local address on every node (port 80).
 POD_IDENTITY_AGENT = "169.254.170.23/32"
@@ -42,6 +43,38 @@ def namespace(resource_name: str, name: str, *, enforce: str, labels: dict[str, 
         metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels={**pod_security_labels(enforce), **(labels or {})}),
         opts=opts,
     )
+
+
+DNS_EGRESS = {
+    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
+# The Kubernetes API and AWS APIs (VPC endpoints, S3 gateway) are all HTTPS.
+HTTPS_EGRESS = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
+POD_IDENTITY_EGRESS = {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]}
+
+
+def controller_network_policies(resource_prefix: str, namespace: str, *, ingress_ports: tuple[int, ...],
+                                ingress_pods: dict | None = None, opts: pulumi.ResourceOptions) -> None:
+    """A controller's namespace (CIS EKS 4.3): deny by default; out: DNS, HTTPS and the Pod
+    Identity agent; in: only its webhook / API ports (the API server calls them)."""
+    everything: dict = {}
+    policies = {
+        "default-deny": {"podSelector": everything, "policyTypes": ["Ingress", "Egress"]},
+        "allow-operator-egress": {"podSelector": everything, "policyTypes": ["Egress"],
+                                  "egress": [DNS_EGRESS, HTTPS_EGRESS, POD_IDENTITY_EGRESS]},
+        "allow-webhook-ingress": {
+            "podSelector": ingress_pods or everything,
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": port} for port in ingress_ports]}],
+        },
+    }
+    for policy_name, spec in policies.items():
+        k8s.networking.v1.NetworkPolicy(
+            f"{resource_prefix}-netpol-{policy_name}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name, namespace=namespace),
+            spec=spec, opts=opts)
 
 
 @dataclass(frozen=True)
@@ -113,23 +146,8 @@ class TrainingNamespace(pulumi.ComponentResource):
             "ingress": [{"from": [{"podSelector": everything}]}],
             "egress": [{"to": [{"podSelector": everything}]}],
         })
-        policy("allow-dns", {
-            "podSelector": everything,
-            "policyTypes": ["Egress"],
-            "egress": [{
-                "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-            }],
-        })
-        policy("allow-https-egress", {
-            "podSelector": everything,
-            "policyTypes": ["Egress"],
-            # AWS APIs: interface endpoints in the VPC and S3 through its gateway (public IPs).
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
-        })
-        policy("allow-pod-identity-agent", {
-            "podSelector": everything,
-            "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}], "ports": [{"protocol": "TCP", "port": 80}]}],
-        })
+        policy("allow-dns", {"podSelector": everything, "policyTypes": ["Egress"], "egress": [DNS_EGRESS]})
+        # AWS APIs: interface endpoints in the VPC and S3 through its gateway (public IPs).
+        policy("allow-https-egress", {"podSelector": everything, "policyTypes": ["Egress"], "egress": [HTTPS_EGRESS]})
+        policy("allow-pod-identity-agent", {"podSelector": everything, "policyTypes": ["Egress"],
+                                            "egress": [POD_IDENTITY_EGRESS]})

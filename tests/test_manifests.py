@@ -84,3 +84,14 @@ def test_checkov_passes_on_all_manifests(tmp_path, plan_of):
     # Each job skips exactly the two accepted deviations, each with its reason.
     assert {c["check_id"] for c in skipped} == {"CKV_K8S_35", "CKV_K8S_40"}
     assert all(c["check_result"].get("suppress_comment") for c in skipped), "every skip carries its reason"
+
+
+@pytest.mark.parametrize("stack", MANIFEST_STACKS)
+def test_every_namespace_we_create_denies_by_default(stack, plan_of):
+    """CIS EKS 4.3: a NetworkPolicy in every namespace; ours start from deny-all."""
+    manifests = plan_of(stack).manifests()
+    namespaces = {m["metadata"]["name"] for m in manifests if m["kind"] == "Namespace"}
+    denying = {m["metadata"]["namespace"] for m in manifests if m["kind"] == "NetworkPolicy"
+               and m["metadata"]["name"] == "default-deny"
+               and m["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
+    assert namespaces and namespaces <= denying, namespaces - denying
