@@ -17,6 +17,7 @@ from components.config import StackConfig, TeamStackConfig
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.job_controllers import JobControllers, JobControllersArgs
+from components.job_sizing import namespace_quota
 from components.network import Network, NetworkArgs
 from components.node_pools import NodePools, NodePoolsArgs
 from components.observability import Observability, ObservabilityArgs
@@ -28,7 +29,7 @@ from components.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.storage_mounts import StorageMounts, StorageMountsArgs
 from components.tags import default_tags
 from components.training_job import TrainingJob, TrainingJobArgs
-from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs, namespace_quota
+from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.vpc_endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.workload_identity import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
 

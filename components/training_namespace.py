@@ -18,10 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.job_sizing import NamespaceQuota, namespace_quota
-
-__all__ = ["TrainingNamespace", "TrainingNamespaceArgs", "controller_network_policies", "namespace", "namespace_quota",
-           "pod_security_labels"]
+from components.job_sizing import NamespaceQuota
 
 # The EKS Pod Identity agent's link-local address on every node (port 80).
 POD_IDENTITY_AGENT = "169.254.170.23/32"

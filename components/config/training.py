@@ -17,14 +17,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import yaml
 
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
+from components.config.stack_file import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
