@@ -7,9 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
-STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: plan plans test lint pytest clean
+.PHONY: plan plans test lint pytest bench clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +29,7 @@ plan: $(VENV)/.runtime
 	$(PY) scripts/plan.py --stack $(STACK)
 
 plans: $(VENV)/.runtime
-	@for s in $(STACKS); do $(PY) scripts/plan.py --stack $$s || exit 1; done
+	$(PY) scripts/plan.py --all
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
@@ -41,6 +40,10 @@ pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
 test: lint pytest
+
+# Speed goals as ratios against a floor measured in the same run (never timed tests).
+bench: $(VENV)/.runtime
+	$(PY) bench/plan_bench.py
 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache

@@ -42,3 +42,44 @@ def test_unknown_stack_is_a_clear_error(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "no stack file" in result.stderr
+
+
+def tree_digest(directory):
+    """{relative path: sha256} of every file under `directory`."""
+    import hashlib
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_the_same_commit_writes_the_same_bytes(tmp_path):
+    digests = []
+    for run in ("first", "second"):
+        result = subprocess.run([*PLAN, "--stack", "prod", "--out", str(tmp_path / run)], capture_output=True, text=True,
+                                timeout=300, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        digests.append(tree_digest(tmp_path / run))
+    assert len(digests[0]) > 10
+    assert digests[0] == digests[1]
+
+
+def test_stacks_planned_together_equal_stacks_planned_alone(tmp_path):
+    together = subprocess.run([*PLAN, "--all", "--build-dir", str(tmp_path / "together")], capture_output=True,
+                              text=True, timeout=600, cwd=ROOT)
+    assert together.returncode == 0, together.stderr
+    stacks = sorted(p.name for p in (tmp_path / "together").iterdir())
+    assert {"dev", "staging", "prod", "team-vision-prod"} <= set(stacks)
+    # Each stack alone, in the reverse order, so a stack never follows the one it followed before.
+    for stack in reversed(stacks):
+        alone = subprocess.run([*PLAN, "--stack", stack, "--out", str(tmp_path / "alone" / stack)], capture_output=True,
+                               text=True, timeout=300, cwd=ROOT)
+        assert alone.returncode == 0, alone.stderr
+        assert tree_digest(tmp_path / "together" / stack) == tree_digest(tmp_path / "alone" / stack), stack
+
+
+def test_one_bad_stack_among_several_exits_2_and_the_others_are_still_written(tmp_path):
+    result = subprocess.run([*PLAN, "--stack", "qa", "--stack", "dev", "--build-dir", str(tmp_path)], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 2
+    assert "no stack file" in result.stderr
+    assert (tmp_path / "dev" / "resources.json").is_file()
+    assert not (tmp_path / "qa").exists()

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Offline plan speed against the SDK floor, as ratios (median of N runs, min beside it).
+
+    python bench/plan_bench.py [--repeat 5]
+
+Each figure is the wall time of a fresh process, as `make plan` / `make plans` pay it:
+- prod plan:        scripts/plan.py --stack prod
+- all plans:        scripts/plan.py --all (every stack in stacks/, one process)
+- floor:            bench/plan_floor.py with as many trivial resources as the prod plan has
+- floor + imports:  the same, after importing every provider SDK module the real plan loads
+Goals (issue 18): all plans <= 2x prod plan; prod plan <= 1.1x floor + imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+LOADED_MODULES = """
+import sys
+sys.path[:0] = [{root!r}, {scripts!r}]
+import plan
+plan.synthesize("prod")
+print("\\n".join(m for m in sys.modules if m.startswith(("pulumi_aws", "pulumi_kubernetes"))))
+"""
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        modules = subprocess.run([PY, "-c", LOADED_MODULES.format(root=str(ROOT), scripts=str(ROOT / "scripts"))],
+                                 check=True, capture_output=True, text=True, cwd=ROOT).stdout
+        (work / "modules.txt").write_text(modules)
+        subprocess.run([PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+        count = len(json.loads((work / "prod" / "resources.json").read_text()))
+        commands = {
+            "prod plan": [PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")],
+            "all plans": [PY, "scripts/plan.py", "--all", "--build-dir", str(work / "all")],
+            "floor": [PY, "bench/plan_floor.py", str(count)],
+            "floor + imports": [PY, "bench/plan_floor.py", str(count), "--imports", str(work / "modules.txt")],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.repeat):
+            for name, command in commands.items():  # interleaved: drift hits every figure alike
+                times[name].append(timed(command))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    print(f"offline plan ({count} resources in prod; {args.repeat} runs each, seconds)")
+    for name, values in times.items():
+        print(f"  {name:<18} median {median[name]:6.2f}   min {min(values):6.2f}")
+    print("ratios (median)")
+    print(f"  all plans / prod plan          {median['all plans'] / median['prod plan']:5.2f}x   (goal <= 2.0)")
+    print(f"  prod plan / floor + imports    {median['prod plan'] / median['floor + imports']:5.2f}x   (goal <= 1.1)")
+    print(f"  prod plan / floor              {median['prod plan'] / median['floor']:5.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
