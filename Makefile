@@ -33,6 +33,7 @@ plans: $(VENV)/.runtime
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/basedpyright
 	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image trainer/*.sh)
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 

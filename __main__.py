@@ -9,6 +9,6 @@ from components.team import build_team
 raw_config = read_raw_config()
 config = load_stack_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
                            secret_keys=read_secret_keys(raw_config))
-build = build_team if isinstance(config, TeamStackConfig) else build_platform
-for output_name, value in build(config).items():
+outputs = build_team(config) if isinstance(config, TeamStackConfig) else build_platform(config)
+for output_name, value in outputs.items():
     pulumi.export(output_name, value)

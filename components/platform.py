@@ -1,37 +1,43 @@
-"""Composition root of a platform stack (dev, staging, prod): wires components in one direction.
+"""Composition root of a platform stack (dev, staging, prod): wires the domains in one direction.
 
-config -> explicit providers -> network -> security groups -> endpoints -> cluster -> node pools
--> cluster add-ons -> ... -> outputs.
+    network -> cluster and node pools -> data -> identity -> cluster services -> workload
+            -> observability -> outputs
+
+Each stage is a short function that takes the config and the bundles of earlier stages and
+returns a small bundle of what later stages need. No stage reaches back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_aws as aws
 
-from components.buckets import DataBuckets, DataBucketsArgs
-from components.cluster import Cluster, ClusterArgs
-from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
-from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.cluster.addons import ClusterAddons, ClusterAddonsArgs
+from components.cluster.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.cluster.control_plane import Cluster, ClusterArgs
+from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.cluster.node_pools import NodePools, NodePoolsArgs
+from components.common.tags import default_tags
 from components.config import StackConfig, TeamStackConfig
-from components.device_plugins import DevicePlugins, DevicePluginsArgs
-from components.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
-from components.job_controllers import JobControllers, JobControllersArgs
-from components.job_sizing import namespace_quota
-from components.network import Network, NetworkArgs
-from components.node_pools import NodePools, NodePoolsArgs
-from components.observability import Observability, ObservabilityArgs
-from components.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
-from components.registry import TrainerRegistry, TrainerRegistryArgs
-from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
-from components.secrets_sync import SecretsSync, SecretsSyncArgs
-from components.security_groups import SecurityGroups, SecurityGroupsArgs
-from components.storage_mounts import StorageMounts, StorageMountsArgs
-from components.tags import default_tags
-from components.training_job import TrainingJob, TrainingJobArgs
-from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs
-from components.vpc_endpoints import VpcEndpoints, VpcEndpointsArgs
-from components.workload_identity import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
+from components.data.buckets import DataBuckets, DataBucketsArgs
+from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
+from components.data.mounts import StorageMounts, StorageMountsArgs
+from components.data.registry import TrainerRegistry, TrainerRegistryArgs
+from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
+from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
+from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
+from components.network.vpc import Network, NetworkArgs
+from components.observability.monitoring import Observability, ObservabilityArgs
+from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.secrets.sync import SecretsSync, SecretsSyncArgs
+from components.workload.controllers import JobControllers, JobControllersArgs
+from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
+from components.workload.sizing import namespace_quota
+from components.workload.training_job import TrainingJob, TrainingJobArgs
 
 # The EFS access point (root directory) of the environment's training workload.
 TRAINING_WORKLOAD = "training"
@@ -46,19 +52,73 @@ def aws_provider(config: StackConfig | TeamStackConfig) -> aws.Provider:
     )
 
 
-def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
-    provider = aws_provider(config)
-    on_aws = pulumi.ResourceOptions(providers=[provider])
-    account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
-    pools = config.node_pools
+@dataclass(frozen=True)
+class OnAws:
+    """Where AWS resources go: the explicit provider, and the account it deploys into."""
 
-    # --- network and fabric security ---------------------------------------------------------
+    opts: pulumi.ResourceOptions
+    account_id: pulumi.Output[str]
+    provider: aws.Provider
+
+
+@dataclass(frozen=True)
+class NetworkStage:
+    network: Network
+    security_groups: SecurityGroups
+    private_subnets_by_az: dict[str, pulumi.Output[str]]
+
+
+@dataclass(frozen=True)
+class ClusterStage:
+    cluster: Cluster
+    node_groups: Sequence[aws.eks.NodeGroup]
+    in_cluster: pulumi.ResourceOptions
+    """Options of everything created through the cluster's Kubernetes API."""
+
+
+@dataclass(frozen=True)
+class DataStage:
+    buckets: DataBuckets
+    checkpoints: CheckpointFileSystem
+    registry: TrainerRegistry
+    secrets: TrainingSecrets
+
+
+@dataclass(frozen=True)
+class WorkloadStage:
+    namespace: TrainingNamespace
+    secrets_sync: SecretsSync
+    trainer_identity: TrainerServiceAccount
+
+
+def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
+    on_aws = _on_aws(config)
+    network = _network(config, on_aws)
+    cluster = _cluster_and_node_pools(config, on_aws, network)
+    data = _data(config, on_aws, network)
+    roles = _workload_roles(config, on_aws, data)
+    _cluster_services(config, on_aws, cluster)
+    observability = _observability(config, on_aws, cluster)
+    workload = _training_namespace(config, cluster, data, roles)
+    _queues_and_jobs(config, cluster, workload)
+    return _outputs(config, network, cluster, data, roles, observability)
+
+
+def _on_aws(config: StackConfig) -> OnAws:
+    provider = aws_provider(config)
+    account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
+    return OnAws(opts=pulumi.ResourceOptions(providers=[provider]), account_id=account_id, provider=provider)
+
+
+def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
+    """VPC and subnets, the security groups (GPU fabric included), the VPC endpoints."""
+    pools = config.node_pools
     network = Network("network", NetworkArgs(
         config=config.network,
         name_prefix=config.name_prefix,
         cluster_name=config.cluster_name,
-        account_id=account_id,
-    ), on_aws)
+        account_id=on_aws.account_id,
+    ), on_aws.opts)
     security_groups = SecurityGroups("security-groups", SecurityGroupsArgs(
         vpc_id=network.vpc.id,
         vpc_cidr=config.network.vpc_cidr,
@@ -67,181 +127,210 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
         monitoring_ingress=config.network.monitoring_ingress,
         efa_fabric=any(p.efa for p in pools),
         socket_fabric=any(p.gpu and not p.efa for p in pools),
-    ), on_aws)
-    private_subnets_by_az = {plan.availability_zone: subnet.id
-                             for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)}
+    ), on_aws.opts)
     VpcEndpoints("vpc-endpoints", VpcEndpointsArgs(
         region=config.region,
         vpc_id=network.vpc.id,
         private_subnet_ids=[s.id for s in network.private_subnets],
         private_route_table_ids=[t.id for t in network.private_route_tables],
         security_group_id=security_groups.vpc_endpoints.id,
-    ), on_aws)
+    ), on_aws.opts)
+    private_subnets_by_az = {plan.availability_zone: subnet.id
+                             for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)}
+    return NetworkStage(network, security_groups, private_subnets_by_az)
 
-    # --- storage, registry, secrets, workload roles (AWS side; no cluster needed) -------------
-    training_namespace = config.training_namespace
-    buckets = DataBuckets("storage-buckets", DataBucketsArgs(
-        config=config.storage,
-        project=config.project,
-        environment=config.environment,
-        name_prefix=config.name_prefix,
-        account_id=account_id,
-    ), on_aws)
-    checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
-        name_prefix=config.name_prefix,
-        account_id=account_id,
-        private_subnet_ids=private_subnets_by_az,
-        security_group_id=security_groups.efs.id,
-        workloads=(TRAINING_WORKLOAD,),
-        backups=config.storage.efs_backups,
-    ), on_aws)
-    registry = TrainerRegistry("registry", TrainerRegistryArgs(
-        config=config.registry, name_prefix=config.name_prefix, account_id=account_id), on_aws)
-    secrets = TrainingSecrets("secrets", TrainingSecretsArgs(
-        config=config.secrets,
-        project=config.project,
-        environment=config.environment,
-        name_prefix=config.name_prefix,
-        account_id=account_id,
-    ), on_aws)
-    roles = WorkloadRoles("workload-roles", WorkloadRolesArgs(
-        environment=config.environment,
-        region=config.region,
-        cluster_name=config.cluster_name,
-        training_namespace=training_namespace,
-        account_id=account_id,
-        datasets_bucket=buckets.datasets_bucket,
-        datasets_external=config.storage.datasets_bucket is not None,
-        artifacts_bucket=buckets.artifacts_bucket,
-        data_key_arn=buckets.data_key.arn,
-        secret_arns=[secret.arn for secret in secrets.secrets.values()],
-        secrets_key_arn=secrets.key.arn,
-        file_system_arn=checkpoints.file_system.arn,
-        access_point_arns=[ap.arn for ap in checkpoints.access_points.values()],
-    ), on_aws)
 
-    # --- cluster and node pools --------------------------------------------------------------
+def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> ClusterStage:
+    """The EKS control plane, then the node pools, then the add-ons that need running nodes."""
+    groups = network.security_groups
     cluster = Cluster("cluster", ClusterArgs(
         config=config.cluster,
         cluster_name=config.cluster_name,
         region=config.region,
         environment=config.environment,
         kubernetes_service_cidr=str(config.network.kubernetes_service_cidr),
-        private_subnet_ids=[s.id for s in network.private_subnets],
-        control_plane_security_group_id=security_groups.control_plane.id,
-        account_id=account_id,
-    ), on_aws)
-    in_cluster = pulumi.ResourceOptions(providers=[provider, cluster.k8s_provider])
+        private_subnet_ids=[s.id for s in network.network.private_subnets],
+        control_plane_security_group_id=groups.control_plane.id,
+        account_id=on_aws.account_id,
+    ), on_aws.opts)
     node_pools = NodePools("node-pools", NodePoolsArgs(
-        pools=pools,
+        pools=config.node_pools,
         cluster_name=config.cluster_name,
         cluster=cluster.eks,
         boot_addons=cluster.boot_addons,
-        private_subnet_ids_by_az=private_subnets_by_az,
-        node_security_group_id=security_groups.nodes.id,
-        efa_fabric_security_group_id=security_groups.efa_fabric.id if security_groups.efa_fabric else None,
-        socket_fabric_security_group_id=security_groups.socket_fabric.id if security_groups.socket_fabric else None,
-    ), on_aws)
+        private_subnet_ids_by_az=network.private_subnets_by_az,
+        node_security_group_id=groups.nodes.id,
+        efa_fabric_security_group_id=groups.efa_fabric.id if groups.efa_fabric else None,
+        socket_fabric_security_group_id=groups.socket_fabric.id if groups.socket_fabric else None,
+    ), on_aws.opts)
     node_groups = list(node_pools.node_groups.values())
-    ClusterAddons("cluster-addons", ClusterAddonsArgs(cluster=cluster, node_groups=node_groups), on_aws)
+    ClusterAddons("cluster-addons", ClusterAddonsArgs(cluster=cluster, node_groups=node_groups), on_aws.opts)
+    in_cluster = pulumi.ResourceOptions(providers=[on_aws.provider, cluster.k8s_provider])
+    return ClusterStage(cluster, node_groups, in_cluster)
+
+
+def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStage:
+    """Buckets, the checkpoint file system, the trainer registry and the secrets (AWS side)."""
+    buckets = DataBuckets("storage-buckets", DataBucketsArgs(
+        config=config.storage,
+        project=config.project,
+        environment=config.environment,
+        name_prefix=config.name_prefix,
+        account_id=on_aws.account_id,
+    ), on_aws.opts)
+    checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
+        name_prefix=config.name_prefix,
+        account_id=on_aws.account_id,
+        private_subnet_ids=network.private_subnets_by_az,
+        security_group_id=network.security_groups.efs.id,
+        workloads=(TRAINING_WORKLOAD,),
+        backups=config.storage.efs_backups,
+    ), on_aws.opts)
+    registry = TrainerRegistry("registry", TrainerRegistryArgs(
+        config=config.registry, name_prefix=config.name_prefix, account_id=on_aws.account_id), on_aws.opts)
+    secrets = TrainingSecrets("secrets", TrainingSecretsArgs(
+        config=config.secrets,
+        project=config.project,
+        environment=config.environment,
+        name_prefix=config.name_prefix,
+        account_id=on_aws.account_id,
+    ), on_aws.opts)
+    return DataStage(buckets, checkpoints, registry, secrets)
+
+
+def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> WorkloadRoles:
+    """The Pod Identity roles of the trainer, the secrets sync and the EFS CSI driver."""
+    return WorkloadRoles("workload-roles", WorkloadRolesArgs(
+        environment=config.environment,
+        region=config.region,
+        cluster_name=config.cluster_name,
+        training_namespace=config.training_namespace,
+        account_id=on_aws.account_id,
+        datasets_bucket=data.buckets.datasets_bucket,
+        datasets_external=config.storage.datasets_bucket is not None,
+        artifacts_bucket=data.buckets.artifacts_bucket,
+        data_key_arn=data.buckets.data_key.arn,
+        secret_arns=[secret.arn for secret in data.secrets.secrets.values()],
+        secrets_key_arn=data.secrets.key.arn,
+        file_system_arn=data.checkpoints.file_system.arn,
+        access_point_arns=[ap.arn for ap in data.checkpoints.access_points.values()],
+    ), on_aws.opts)
+
+
+def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) -> None:
+    """What the nodes need to scale and to show their hardware: autoscaler, device plugins."""
+    pools = config.node_pools
     ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
         cluster_name=config.cluster_name,
-        cluster=cluster.eks,
+        cluster=cluster.cluster.eks,
         kubernetes_version=config.cluster.kubernetes_version,
         region=config.region,
-        account_id=account_id,
+        account_id=on_aws.account_id,
         pools=pools,
         system_pool=config.system_pool.name,
-        depends_on=node_groups,
-    ), in_cluster)
+        depends_on=cluster.node_groups,
+    ), cluster.in_cluster)
     DevicePlugins("device-plugins", DevicePluginsArgs(
         nvidia=any(p.gpu for p in pools),
         efa=any(p.efa for p in pools),
-        depends_on=node_groups,
-    ), in_cluster)
+        depends_on=cluster.node_groups,
+    ), cluster.in_cluster)
 
-    observability = Observability("observability", ObservabilityArgs(
+
+def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) -> Observability:
+    return Observability("observability", ObservabilityArgs(
         config=config.observability,
         cluster_name=config.cluster_name,
-        cluster=cluster.eks,
+        cluster=cluster.cluster.eks,
         kubernetes_version=config.cluster.kubernetes_version,
         name_prefix=config.name_prefix,
-        account_id=account_id,
-        depends_on=node_groups,
-    ), on_aws)
+        account_id=on_aws.account_id,
+        depends_on=cluster.node_groups,
+    ), on_aws.opts)
 
-    # --- training namespace, storage mounts, secrets sync, trainer identity (in the cluster) ---
+
+def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataStage,
+                        roles: WorkloadRoles) -> WorkloadStage:
+    """The environment's training namespace with its volumes, secrets and trainer identity."""
+    node_groups = cluster.node_groups
     training_ns = TrainingNamespace("training-namespace", TrainingNamespaceArgs(
-        name=training_namespace,
+        name=config.training_namespace,
         environment=config.environment,
         team=None,
-        quota=namespace_quota([p for p in pools if p.name in config.training.gpu_quota]),
+        quota=namespace_quota([p for p in config.node_pools if p.name in config.training.gpu_quota]),
         depends_on=node_groups,
-    ), in_cluster)
+    ), cluster.in_cluster)
     namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
     StorageMounts("storage-mounts", StorageMountsArgs(
-        cluster_name=cluster.eks.name,
+        cluster_name=cluster.cluster.eks.name,
         namespace=namespace_name,
         region=config.region,
         kubernetes_version=config.cluster.kubernetes_version,
         efs_csi_role_arn=roles.efs_csi.arn,
-        file_system_id=checkpoints.file_system.id,
-        checkpoint_access_point_id=checkpoints.access_points[TRAINING_WORKLOAD].id,
-        datasets_bucket=buckets.datasets_bucket,
+        file_system_id=data.checkpoints.file_system.id,
+        checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
+        datasets_bucket=data.buckets.datasets_bucket,
         addons_depend_on=node_groups,
-    ), in_cluster)
+    ), cluster.in_cluster)
     secrets_sync = SecretsSync("secrets-sync", SecretsSyncArgs(
-        cluster_name=cluster.eks.name,
+        cluster_name=cluster.cluster.eks.name,
         region=config.region,
         namespace=namespace_name,
         role_arn=roles.secrets_sync.arn,
         remote_keys={name: secret_name(config.project, config.environment, name) for name in config.secrets.names},
         depends_on=node_groups,
-    ), in_cluster)
+    ), cluster.in_cluster)
     trainer_identity = TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
-        cluster_name=cluster.eks.name, namespace=namespace_name, role_arn=roles.trainer.arn), in_cluster)
+        cluster_name=cluster.cluster.eks.name, namespace=namespace_name, role_arn=roles.trainer.arn), cluster.in_cluster)
+    return WorkloadStage(training_ns, secrets_sync, trainer_identity)
 
-    # --- queues and training jobs --------------------------------------------------------------
+
+def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: WorkloadStage) -> None:
+    """Kueue and JobSet, a flavor per GPU pool, the environment's queue, and its training jobs."""
+    gpu_pools = [p for p in config.node_pools if p.gpu]
     controllers = JobControllers("job-controllers", JobControllersArgs(
-        system_pool=config.system_pool.name, depends_on=node_groups), in_cluster)
+        system_pool=config.system_pool.name, depends_on=cluster.node_groups), cluster.in_cluster)
     ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
-        pools=[p for p in pools if p.gpu], depends_on=[controllers.kueue]), in_cluster)
+        pools=gpu_pools, depends_on=[controllers.kueue]), cluster.in_cluster)
     queue = TrainingQueue("training-queue", TrainingQueueArgs(
-        name=training_namespace,
+        name=config.training_namespace,
         cohort=config.environment,
-        namespace=namespace_name,
-        pools=[p for p in pools if p.gpu],
+        namespace=workload.namespace.namespace.metadata.name,
+        pools=gpu_pools,
         gpu_quota=config.training.gpu_quota,
         depends_on=[controllers.kueue],
-    ), in_cluster)
-    pools_by_name = {p.name: p for p in pools}
+    ), cluster.in_cluster)
+    pools_by_name = {p.name: p for p in config.node_pools}
     for job in config.training.jobs:
         TrainingJob(f"job-{job.name}", TrainingJobArgs(
             job=job,
             pool=pools_by_name[job.pool],
             fabric=config.fabric,
-            namespace=training_namespace,
+            namespace=config.training_namespace,
             local_queue=LOCAL_QUEUE,
-            depends_on=[queue, secrets_sync, trainer_identity, training_ns],
-        ), in_cluster)
+            depends_on=[queue, workload.secrets_sync, workload.trainer_identity, workload.namespace],
+        ), cluster.in_cluster)
 
+
+def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, data: DataStage,
+             roles: WorkloadRoles, observability: Observability) -> dict[str, pulumi.Input]:
     return {
         "environment": config.environment,
         "region": config.region,
-        "vpcId": network.vpc.id,
-        "privateSubnetIds": [s.id for s in network.private_subnets],
-        "clusterName": cluster.eks.name,
-        "kubeconfig": cluster.k8s_provider.kubeconfig,
+        "vpcId": network.network.vpc.id,
+        "privateSubnetIds": [s.id for s in network.network.private_subnets],
+        "clusterName": cluster.cluster.eks.name,
+        "kubeconfig": cluster.cluster.kubeconfig,
         "nodePools": {p.name: {"gpusPerNode": p.gpus_per_node, "maxNodes": p.max_size, "capacity": p.capacity}
-                      for p in pools},
+                      for p in config.node_pools},
         "ncclPortRange": {"first": config.fabric.nccl_port_range.first, "last": config.fabric.nccl_port_range.last},
         "rendezvousPorts": list(config.fabric.rendezvous_ports),
-        "trainerRepositoryUrl": registry.repository_url,
-        "datasetsBucket": buckets.datasets_bucket,
-        "artifactsBucket": buckets.artifacts_bucket,
-        "checkpointFileSystemId": checkpoints.file_system.id,
+        "trainerRepositoryUrl": data.registry.repository_url,
+        "datasetsBucket": data.buckets.datasets_bucket,
+        "artifactsBucket": data.buckets.artifacts_bucket,
+        "checkpointFileSystemId": data.checkpoints.file_system.id,
         # What team stacks read through their StackReference.
-        "dataKeyArn": buckets.data_key.arn,
+        "dataKeyArn": data.buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,
         "alertTopicArn": observability.topic.arn,
     }

@@ -15,18 +15,18 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import data_policies
 from components.config import TeamStackConfig
-from components.file_system import access_point
-from components.job_sizing import namespace_quota
+from components.data.file_system import access_point
+from components.data.mounts import StorageMounts, StorageMountsArgs
+from components.identity import policies
+from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
 from components.platform import aws_provider
-from components.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
-from components.secrets_store import TrainingSecrets, TrainingSecretsArgs, secret_name
-from components.secrets_sync import SecretsSync, SecretsSyncArgs
-from components.storage_mounts import StorageMounts, StorageMountsArgs
-from components.training_job import TrainingJob, TrainingJobArgs
-from components.training_namespace import TrainingNamespace, TrainingNamespaceArgs
-from components.workload_identity import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
+from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.secrets.sync import SecretsSync, SecretsSyncArgs
+from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
+from components.workload.sizing import namespace_quota
+from components.workload.training_job import TrainingJob, TrainingJobArgs
 
 
 def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
@@ -52,7 +52,7 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     secret_arns = [s.arn for s in secrets.secrets.values()]
     trainer_role = _team_role(
         "team-trainer", config, on_aws,
-        trust=account_id.apply(lambda account: data_policies.workload_trust_policy(
+        trust=account_id.apply(lambda account: policies.workload_trust_policy(
             account, cluster_name=platform_config.cluster_name, namespace=namespace,
             service_account=TRAINER_SERVICE_ACCOUNT)),
         policy=pulumi.Output.all(
@@ -62,16 +62,16 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
             data_key_arn=platform.require_output("dataKeyArn"),
             secret_arns=pulumi.Output.all(*secret_arns),
             secrets_key_arn=secrets.key.arn,
-        ).apply(lambda v: data_policies.trainer_policy(
+        ).apply(lambda v: policies.trainer_policy(
             region=config.region, datasets_external=platform_config.storage.datasets_bucket is not None,
             artifacts_prefix=f"teams/{config.team}/", **v)),
     )
     secrets_reader = _team_role(
         "team-secrets-reader", config, on_aws,
-        name=data_policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
-        trust=platform.require_output("secretsSyncRoleArn").apply(data_policies.assumed_by_role_trust_policy),
+        name=policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
+        trust=platform.require_output("secretsSyncRoleArn").apply(policies.assumed_by_role_trust_policy),
         policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
-            lambda v: data_policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
+            lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
     )
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
@@ -121,5 +121,5 @@ def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.Resourc
         aws.iam.RolePolicy(f"{resource_name}-access", role=role.id, policy=policy, opts=opts)
     if config.environment != "prod":
         aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id,
-                           policy=data_policies.deny_prod_data_policy(), opts=opts)
+                           policy=policies.deny_prod_data_policy(), opts=opts)
     return role

@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:
 
 import pulumi  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
+from pulumi.runtime.stack import Stack  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
 from components.config.stack_file import stack_config  # noqa: E402
@@ -160,7 +161,11 @@ class _Mocks(pulumi.runtime.Mocks):
             state["repositoryUrl"] = f"{MOCK_ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{args.inputs['name']}"
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
+        return self._invoke_result(args), []  # (outputs, no check failures)
+
+    @staticmethod
+    def _invoke_result(args: pulumi.runtime.MockCallArgs) -> dict:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
                     "userId": "offline-plan", "id": MOCK_ACCOUNT_ID}
@@ -212,7 +217,9 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     @pulumi.runtime.test
     def run_program():
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-        exported = dict(pulumi.runtime.get_root_resource().outputs)
+        root = pulumi.runtime.get_root_resource()
+        assert isinstance(root, Stack), "the mock runtime always has a root stack"
+        exported = dict(root.outputs)
 
         async def resolve_outputs() -> None:
             for key, value in exported.items():
@@ -298,7 +305,7 @@ def all_stacks() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", action="append", default=[], help="a stack to plan; repeat for several")
     parser.add_argument("--all", action="store_true", help="plan every stack in stacks/")
     parser.add_argument("--out", type=Path, help="output directory of a single stack (default <build-dir>/<stack>)")

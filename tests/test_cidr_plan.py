@@ -2,7 +2,7 @@ import ipaddress
 
 import pytest
 
-from components.cidr_plan import CidrPlanError, plan_subnets
+from components.facts.cidr_plan import CidrPlanError, plan_subnets
 
 net = ipaddress.IPv4Network
 

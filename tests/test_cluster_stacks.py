@@ -6,8 +6,8 @@ import pytest
 from conftest import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.config import load_stack_config
-from components.eks_versions import ADDON_VERSIONS
-from components.instance_types import INSTANCE_TYPES
+from components.facts.eks_versions import ADDON_VERSIONS
+from components.facts.instance_types import INSTANCE_TYPES
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"

@@ -4,10 +4,10 @@ secret values never appear in an error message or a repr."""
 import pytest
 from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
-from components import data_policies
 from components.config import ConfigError, load_stack_config
 from components.config.secrets import env_var_name
 from components.config.storage import bucket_name, names_prod_data
+from components.identity import policies
 
 SECRETS_KEY = f"{PROJECT}:secrets"
 KNOWN_SECRET = "s3cr3t-value-that-must-never-be-printed"
@@ -148,10 +148,10 @@ def test_names_prod_data(name, is_prod):
 def test_prod_bucket_patterns_agree_with_the_config_rule():
     """IAM's deny patterns and the config check must call the same names production data."""
     from fnmatch import fnmatchcase
-    patterns = data_policies.prod_bucket_patterns()
+    patterns = policies.prod_bucket_patterns()
     for name in ("gpu-training-prod-datasets-123456789012", "acme-prod", "prod-data", "ml.production.raw", "prod",
                  "prodigy-data", "gpu-training-dev-datasets-123456789012", "reproduction"):
-        denied = any(fnmatchcase(data_policies.bucket_arn(name), p) for p in patterns)
+        denied = any(fnmatchcase(policies.bucket_arn(name), p) for p in patterns)
         assert denied is names_prod_data(name), name
 
 

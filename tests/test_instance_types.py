@@ -7,7 +7,7 @@ from pathlib import Path
 import moto
 import pytest
 
-from components.instance_types import INSTANCE_TYPES
+from components.facts.instance_types import INSTANCE_TYPES
 
 CATALOGUE = json.loads(gzip.decompress((Path(moto.__file__).parent / "ec2/resources/instance_types.json.gz").read_bytes()))
 

@@ -3,7 +3,14 @@
 import pytest
 
 from components.config import NodePoolConfig
-from components.job_sizing import NamespaceQuota, PodShape, default_pod_shape, flavor_quota, job_mtbf_seconds, namespace_quota
+from components.workload.sizing import (
+    NamespaceQuota,
+    PodShape,
+    default_pod_shape,
+    flavor_quota,
+    job_mtbf_seconds,
+    namespace_quota,
+)
 
 
 def pool(types, capacity="onDemand", efa=False, max_size=4):

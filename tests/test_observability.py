@@ -4,7 +4,7 @@ import pytest
 from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
-from components.eks_versions import ADDON_VERSIONS
+from components.facts.eks_versions import ADDON_VERSIONS
 
 
 def config_of(stack):

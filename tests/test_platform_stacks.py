@@ -7,7 +7,7 @@ import pytest
 from conftest import PLATFORM_STACKS, raw_config
 
 from components.config import load_stack_config
-from components.vpc_endpoints import INTERFACE_ENDPOINTS
+from components.network.endpoints import INTERFACE_ENDPOINTS
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
 

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from components.cluster.pool_scheduling import expander_priorities, node_labels, node_taints, node_template_tags
 from components.config import NodePoolConfig, Taint
-from components.pool_scheduling import expander_priorities, node_labels, node_taints, node_template_tags
 
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 

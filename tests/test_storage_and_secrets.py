@@ -14,11 +14,11 @@ from conftest import PLATFORM_STACKS, PROJECT, ROOT, raw_config
 from crd_schemas import validate_custom_resource
 from plan import REDACTED, synthesize, write_plan
 
-from components import training_data
 from components.config import load_stack_config
-from components.data_policies import bucket_arn
-from components.eks_versions import ADDON_VERSIONS
-from components.secrets_sync import ESO_CHART_VERSION
+from components.data import training_data
+from components.facts.eks_versions import ADDON_VERSIONS
+from components.identity.policies import bucket_arn
+from components.secrets.sync import ESO_CHART_VERSION
 
 ACCOUNT = "123456789012"
 BUCKET = "aws:s3/bucket:Bucket"

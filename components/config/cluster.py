@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
-from components.eks_versions import SUPPORTED_KUBERNETES_VERSIONS
+from components.facts.eks_versions import SUPPORTED_KUBERNETES_VERSIONS
 
 PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 

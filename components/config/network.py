@@ -6,8 +6,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from components.cidr_plan import AzSubnets, CidrPlanError, is_private, plan_subnets
 from components.config.reader import Section
+from components.facts.cidr_plan import AzSubnets, CidrPlanError, is_private, plan_subnets
 
 # CloudWatch Logs accepts only these retention periods.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from components.config.reader import Section
-from components.instance_types import INSTANCE_TYPES, InstanceType
+from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -119,7 +119,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...]) -> NodePoolConfig:
     if efa and not s.has("availabilityZones"):
         zones = zones[:1]  # cluster placement group: one AZ, the network's first unless set
 
-    reservation = s.string("capacityReservationId", None)
+    reservation = s.optional_string("capacityReservationId")
     if capacity == "capacityBlock":
         if not reservation:
             s.error(s.key("capacityReservationId"), reservation, "a capacity-block pool needs its reservation id",

@@ -66,13 +66,16 @@ class Section:
     def has(self, name: str) -> bool:
         return self.data.get(name) is not None
 
+    def optional_string(self, name: str, *, check: Callable[[str], str | None] | None = None,
+                        fix: str = "") -> str | None:
+        """A string that may be left out (None then)."""
+        return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, None)
+
     def string(self, name: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
                check: Callable[[str], str | None] | None = None, fix: str = "") -> str:
         value = self._get(name, default)
         if value is _MISSING:
             return ""
-        if value is None:  # an optional key left out
-            return value
         if not isinstance(value, str):
             self.error(self.key(name), value, "must be a string", fix or "quote the value")
             return ""

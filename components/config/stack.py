@@ -187,7 +187,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
-                              trainer_image=root.string("trainerImage", None))
+                              trainer_image=root.optional_string("trainerImage"))
     observability = parse_observability(root.section("observability", {}), environment=env)
     root.finish()
 
@@ -238,10 +238,12 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
-                              secret_names=secrets.names, trainer_image=root.string("trainerImage", None))
+                              secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"))
     root.finish()
     if errors:
         raise ConfigError(errors)
+    if platform is None:  # only when loading it reported errors, raised just above
+        raise ConfigError([f"platform stack '{environment}': could not be read"])
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training)

@@ -23,6 +23,7 @@ import yaml
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
 from components.config.stack_file import REPO_ROOT
+from components.facts.node_sizing import allocatable, pod_share
 
 IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,15 +176,14 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
 
 
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
-    from components.job_sizing import allocatable, default_pod_shape
-
-    memory_limit = job.memory_gib or default_pod_shape(pool, min(job.gpus_per_node, pool.gpus_per_node)).memory_gib
+    memory_limit = job.memory_gib or pod_share(pool.instance_types, gpus=min(job.gpus_per_node, pool.gpus_per_node),
+                                               gpus_per_node=pool.gpus_per_node)[1]
     if job.shared_memory_gib >= memory_limit:
         s.error(s.key("sharedMemoryGiB"), job.shared_memory_gib,
                 f"must be below the pod's memory ({memory_limit} GiB): /dev/shm counts against it",
                 "lower sharedMemoryGiB or raise memoryGiB")
 
-    cpu, memory = allocatable(pool)
+    cpu, memory = allocatable(pool.instance_types)
     share = job.gpus_per_node / pool.gpus_per_node
     if job.cpu is not None and job.cpu > cpu * share:
         s.error(s.key("cpu"), job.cpu, f"exceeds this job's share of a {pool.instance_types[0]} node ({cpu * share:g} vCPU)",

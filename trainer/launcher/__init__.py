@@ -6,5 +6,3 @@ Submodules usable from any trainer:
   launcher.schedule    Young's checkpoint interval and a scheduler
   launcher.contract    the TRAIN_* environment contract
 """
-
-__all__ = ["checkpoint", "contract", "progress", "schedule"]

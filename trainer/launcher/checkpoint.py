@@ -36,6 +36,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, cast
 
 PREFIX = "step-"
 MARKER = "COMPLETE"
@@ -110,14 +111,14 @@ class _HashingWriter:
         return self._h.hexdigest() if self._h is not None else None
 
 
-def atomic_write(path: str, write: Callable[[object], None], hashing: bool = True) -> dict:
+def atomic_write(path: str, write: Callable[[BinaryIO], object], hashing: bool = True) -> dict:
     """Write via `write(fileobj)` to a temp file in the same directory, fsync,
     rename over `path`, fsync the directory. Returns {"bytes", "sha256"}."""
     tmp = _tmp_name(path)
     try:
         with open(tmp, "wb") as f:
             w = _HashingWriter(f, hashing)
-            write(w)
+            write(cast(BinaryIO, w))  # a file-like object: write() and flush()
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -250,7 +251,7 @@ def save(
     rank: int = 0,
     world_size: int = 1,
     writes: bool | None = None,
-    barrier: Callable[[], None] = _noop,
+    barrier: Callable[[], object] = _noop,
     keep: int = 3,
     meta: dict | None = None,
     hashing: bool = True,
@@ -318,7 +319,7 @@ def verify_file(path: str, meta: dict) -> None:
             raise CheckpointCorruptError(f"{path}: sha256 mismatch")
 
 
-def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True):
+def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> dict[str, Any]:
     """Load one rank's file of a complete checkpoint; CheckpointCorruptError on failure."""
     info = inspect(path)
     if not info.complete:
@@ -346,7 +347,7 @@ def candidates(root: str, preferred: str | None) -> list[str]:
         pref_step = parse_step(os.path.basename(pref))
         older = [
             p for p in paths
-            if pref_step is None or parse_step(os.path.basename(p)) < pref_step
+            if pref_step is None or (parse_step(os.path.basename(p)) or 0) < pref_step
         ]
         return [pref, *older]
     return paths
@@ -355,9 +356,9 @@ def candidates(root: str, preferred: str | None) -> list[str]:
 def load_with_fallback(
     root: str,
     preferred: str | None,
-    loader: Callable[[str], object],
+    loader: Callable[[str], dict[str, Any]],
     on_skip: Callable[[str, Exception], None] | None = None,
-) -> tuple[str | None, object]:
+) -> tuple[str | None, dict[str, Any] | None]:
     """Try `loader(path)` on `preferred`, then older complete checkpoints.
 
     Returns (path, loaded) of the first that loads, or (None, None)."""

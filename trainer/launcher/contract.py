@@ -110,43 +110,44 @@ def _get(env: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _int(env, name, errors, lo=None, hi=None):
+def _int(env: Mapping[str, str], name: str, errors: list[str], lo: int | None = None, hi: int | None = None) -> int:
+    """The value, or 0 after recording why it is unusable (from_env raises before using it)."""
     raw = _get(env, name)
     try:
         value = int(raw, 10)
     except ValueError:
         errors.append(f"{name} must be an integer, got {raw!r}")
-        return None
+        return 0
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         if hi is None:
             errors.append(f"{name} must be >= {lo}, got {value}")
         else:
             errors.append(f"{name} must be between {lo} and {hi}, got {value}")
-        return None
+        return 0
     return value
 
 
-def _pos_float(env, name, errors):
+def _pos_float(env: Mapping[str, str], name: str, errors: list[str]) -> float:
     raw = _get(env, name)
     try:
         value = float(raw)
     except ValueError:
         errors.append(f"{name} must be a number of seconds, got {raw!r}")
-        return None
+        return 0.0
     if not (value > 0) or value == float("inf"):
         errors.append(f"{name} must be a positive finite number of seconds, got {raw!r}")
-        return None
+        return 0.0
     return value
 
 
-def _path(env, name, errors):
+def _path(env: Mapping[str, str], name: str, errors: list[str]) -> str:
     raw = _get(env, name)
     if "\x00" in raw:
         errors.append(f"{name} must not contain NUL bytes")
-        return None
+        return ""
     if not raw.startswith("/"):
         errors.append(f"{name} must be an absolute path, got {raw!r}")
-        return None
+        return ""
     return os.path.normpath(raw)
 
 

@@ -1,0 +1,114 @@
+"""Cluster Autoscaler: adds nodes for pending pods, removes idle ones, scales GPU pools from zero.
+
+Discovery is by the tags EKS puts on managed node groups' Auto Scaling groups; the node-template
+tags from node_pools.py let it size a pool that has no node yet. The priority expander prefers
+spot, then capacity blocks, then on-demand when several pools fit a pod. Its IAM role (EKS Pod
+Identity) may change only Auto Scaling groups tagged as owned by this cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster.pool_scheduling import POOL_LABEL, expander_priorities
+from components.common import iam
+from components.common.helm import helm_release
+from components.config import NodePoolConfig
+from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
+
+CHART_VERSION = "9.50.0"
+CHART_REPO = "https://kubernetes.github.io/autoscaler"
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "cluster-autoscaler"
+# The autoscaler needs these read-only calls, which AWS does not scope to resources.
+DESCRIBE_ACTIONS = [
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+]
+
+
+@dataclass(frozen=True)
+class ClusterAutoscalerArgs:
+    cluster_name: str
+    cluster: aws.eks.Cluster
+    kubernetes_version: str
+    region: str
+    account_id: pulumi.Input[str]
+    pools: tuple[NodePoolConfig, ...]
+    system_pool: str
+    depends_on: Sequence[pulumi.Resource]
+
+
+def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
+    return iam.policy(
+        iam.statement(
+            ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"], ["*"],
+            sid="ScaleOnlyThisClustersGroups",
+            conditions={"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
+        ),
+        iam.statement(["eks:DescribeNodegroup"], [f"arn:aws:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
+                      sid="ReadThisClustersNodeGroups"),
+        iam.statement(DESCRIBE_ACTIONS, ["*"], sid="DescribeOnly"),
+    )
+
+
+class ClusterAutoscaler(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:cluster:ClusterAutoscaler", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(iam.pod_identity_trust_policy),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.id,
+            policy=pulumi.Output.from_input(args.account_id).apply(
+                lambda account: autoscaler_policy(args.cluster_name, args.region, account)),
+            opts=child,
+        )
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=args.cluster.name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.arn,
+            opts=child,
+        )
+        helm_release(
+            f"{name}-release",
+            chart="cluster-autoscaler",
+            version=CHART_VERSION,
+            repo=CHART_REPO,
+            namespace=NAMESPACE,
+            values={
+                "cloudProvider": "aws",
+                "awsRegion": args.region,
+                "autoDiscovery": {"clusterName": args.cluster_name},
+                # The autoscaler's minor version must equal the cluster's.
+                "image": {"tag": CLUSTER_AUTOSCALER_IMAGE_TAGS[args.kubernetes_version]},
+                "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+                "extraArgs": {
+                    "expander": "priority",
+                    "scale-down-unneeded-time": "10m",
+                    "scale-down-delay-after-add": "10m",
+                },
+                "expanderPriorities": {str(k): v for k, v in expander_priorities(args.cluster_name, args.pools).items()},
+                "nodeSelector": {POOL_LABEL: args.system_pool},
+                "priorityClassName": "system-cluster-critical",
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[association, *args.depends_on]),
+        )
+        self.register_outputs({})

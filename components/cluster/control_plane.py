@@ -1,0 +1,194 @@
+"""The EKS control plane, who may use it, the add-ons nodes need to boot, and the Kubernetes provider.
+
+- API authentication mode with explicit access entries (no aws-auth ConfigMap, no implicit
+  creator admin), all five control-plane log types, secrets envelope-encrypted with a customer
+  KMS key, private endpoint always on, public endpoint off in prod (enforced by the config model).
+- Self-managed add-ons are not bootstrapped: vpc-cni (network policy enforcement on),
+  kube-proxy and the Pod Identity agent are EKS managed add-ons with pinned builds, created
+  before any node. CoreDNS and the node monitoring agent need nodes: see cluster_addons.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.common import iam
+from components.common.eks_addons import managed_addon
+from components.config import ClusterConfig
+
+CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# View excludes Secrets, unlike AmazonEKSAdminViewPolicy.
+READ_ONLY_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    config: ClusterConfig
+    cluster_name: str
+    region: str
+    environment: str
+    kubernetes_service_cidr: str
+    private_subnet_ids: list[pulumi.Input[str]]
+    control_plane_security_group_id: pulumi.Input[str]
+    account_id: pulumi.Input[str]
+
+
+def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
+    """A kubeconfig that authenticates with `aws eks get-token`: no long-lived credential in state."""
+    user = {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "aws",
+        "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+        "interactiveMode": "Never",
+    }}
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name,
+                      "cluster": {"server": endpoint, "certificate-authority-data": certificate_authority}}],
+        "users": [{"name": cluster_name, "user": user}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+    })
+
+
+class Cluster(pulumi.ComponentResource):
+    eks: aws.eks.Cluster
+    k8s_provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]
+    """What `kubectl` and team stacks use: authenticates with `aws eks get-token`, holds no secret."""
+    boot_addons: list[aws.eks.Addon]
+    """Add-ons a node needs to join (CNI, kube-proxy, Pod Identity agent): node groups wait for them."""
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:cluster:Cluster", name, None, opts)
+        self._name, self._args = name, args
+
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets-key",
+            description=f"EKS secrets envelope encryption for {args.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        role = self._create_cluster_role(secrets_key)
+        # Created first so EKS writes into a group that has a retention period.
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{args.cluster_name}/cluster",
+            retention_in_days=args.config.log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        config = args.config
+        self.eks = aws.eks.Cluster(
+            f"{name}-eks",
+            name=args.cluster_name,
+            version=config.kubernetes_version,
+            role_arn=role.arn,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(
+                subnet_ids=args.private_subnet_ids,
+                security_group_ids=[args.control_plane_security_group_id],
+                endpoint_private_access=True,
+                endpoint_public_access=config.endpoint_public_access,
+                # Never left to EKS's default of 0.0.0.0/0.
+                public_access_cidrs=list(config.public_access_cidrs) if config.endpoint_public_access else None,
+            ),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API",
+                bootstrap_cluster_creator_admin_permissions=False,
+            ),
+            enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=secrets_key.arn),
+                resources=["secrets"],
+            ),
+            kubernetes_network_config=aws.eks.ClusterKubernetesNetworkConfigArgs(
+                service_ipv4_cidr=args.kubernetes_service_cidr,
+            ),
+            bootstrap_self_managed_addons=False,
+            # Extended support costs 6x per hour: fail the upgrade conversation early instead.
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            deletion_protection=args.environment == "prod",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
+        )
+        self._create_access_entries()
+        self.boot_addons = self._create_boot_addons()
+        self.kubeconfig = pulumi.Output.all(self.eks.name, self.eks.endpoint, self.eks.certificate_authority.data).apply(
+            lambda values: kubeconfig(values[0], values[1], values[2], args.region))
+        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"clusterName": self.eks.name, "endpoint": self.eks.endpoint})
+
+    def _create_cluster_role(self, secrets_key: aws.kms.Key) -> aws.iam.Role:
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{self._name}-cluster-role",
+            assume_role_policy=iam.service_trust_policy("eks.amazonaws.com", actions=("sts:AssumeRole", "sts:TagSession")),
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(f"{self._name}-cluster-policy", role=role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy", opts=child)
+        aws.iam.RolePolicy(
+            f"{self._name}-cluster-secrets-key",
+            role=role.id,
+            policy=secrets_key.arn.apply(lambda arn: iam.policy(iam.statement(
+                ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"], [arn]))),
+            opts=child,
+        )
+        return role
+
+    def _create_access_entries(self) -> None:
+        config = self._args.config
+        grants = [(arn, ADMIN_POLICY, "admin") for arn in config.admin_principals]
+        grants += [(arn, READ_ONLY_POLICY, "view") for arn in config.read_only_principals]
+        for arn, policy_arn, level in grants:
+            principal = arn.split(":", 5)[-1].replace("/", "-")
+            entry = aws.eks.AccessEntry(
+                f"{self._name}-access-{principal}",
+                cluster_name=self.eks.name,
+                principal_arn=arn,
+                type="STANDARD",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{self._name}-access-{principal}-{level}",
+                cluster_name=self.eks.name,
+                principal_arn=arn,
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+            )
+
+    def addon(self, addon_name: str, *, opts: pulumi.ResourceOptions | None = None, **extra) -> aws.eks.Addon:
+        return managed_addon(f"{self._name}-addon-{addon_name}", cluster_name=self.eks.name, addon_name=addon_name,
+                             kubernetes_version=self._args.config.kubernetes_version,
+                             opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts), **extra)
+
+    def _create_boot_addons(self) -> list[aws.eks.Addon]:
+        cni_role = aws.iam.Role(
+            f"{self._name}-vpc-cni-role",
+            assume_role_policy=pulumi.Output.from_input(self._args.account_id).apply(iam.pod_identity_trust_policy),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.iam.RolePolicyAttachment(f"{self._name}-vpc-cni-policy", role=cni_role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+                                     opts=pulumi.ResourceOptions(parent=self))
+        pod_identity_agent = self.addon("eks-pod-identity-agent")
+        return [
+            pod_identity_agent,
+            self.addon(
+                "vpc-cni",
+                # NetworkPolicy enforcement (CIS 4.3): without it policies are accepted and ignored.
+                configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+                # The CNI's AWS permissions stay off the node role (least privilege for pods).
+                pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=cni_role.arn, service_account="aws-node")],
+                opts=pulumi.ResourceOptions(depends_on=[pod_identity_agent]),
+            ),
+            self.addon("kube-proxy"),
+        ]

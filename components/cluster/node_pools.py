@@ -1,0 +1,180 @@
+"""GPU and CPU node pools: EKS managed node groups on launch templates, one per configured pool.
+
+Every node: IMDSv2 only with hop limit 1 (pods cannot reach the node's credentials), encrypted
+gp3 root volume, the node security group; GPU pools add their fabric group and the GPU taint;
+EFA pools get one EFA interface per network card and a cluster placement group in one AZ.
+Node auto-repair replaces nodes whose GPUs fail (the node monitoring agent reports them).
+The Cluster Autoscaler owns the desired size; pools scale to zero through node-template tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
+from components.common import iam
+from components.config import NodePoolConfig
+from components.config.node_pools import TAINT_EFFECTS
+
+NODE_ROLE_POLICIES = {
+    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "ecr-pull": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    # Shell access through SSM Session Manager instead of SSH: no port 22 anywhere.
+    "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+}
+
+
+@dataclass(frozen=True)
+class NodePoolsArgs:
+    pools: tuple[NodePoolConfig, ...]
+    cluster_name: str
+    cluster: aws.eks.Cluster
+    boot_addons: Sequence[aws.eks.Addon]
+    private_subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
+    node_security_group_id: pulumi.Input[str]
+    efa_fabric_security_group_id: pulumi.Input[str] | None
+    socket_fabric_security_group_id: pulumi.Input[str] | None
+
+
+class NodePools(pulumi.ComponentResource):
+    node_groups: dict[str, aws.eks.NodeGroup]
+
+    def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:compute:NodePools", name, None, opts)
+        self._name, self._args = name, args
+        self._node_role = self._create_node_role()
+        self.node_groups = {pool.name: self._create_pool(pool) for pool in args.pools}
+        self.register_outputs({"nodeGroups": {n: g.node_group_name for n, g in self.node_groups.items()}})
+
+    def _create_node_role(self) -> aws.iam.Role:
+        role = aws.iam.Role(
+            f"{self._name}-node-role",
+            assume_role_policy=iam.service_trust_policy("ec2.amazonaws.com"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for purpose, arn in NODE_ROLE_POLICIES.items():
+            aws.iam.RolePolicyAttachment(f"{self._name}-node-{purpose}", role=role.name, policy_arn=arn,
+                                         opts=pulumi.ResourceOptions(parent=self))
+        return role
+
+    def _security_groups(self, pool: NodePoolConfig) -> list[pulumi.Input[str]]:
+        """The node group, plus on GPU pools the fabric group of the pool's kind (EFA or sockets)."""
+        if not pool.gpu:
+            return [self._args.node_security_group_id]
+        fabric = self._args.efa_fabric_security_group_id if pool.efa else self._args.socket_fabric_security_group_id
+        if fabric is None:
+            raise ValueError(f"pool {pool.name}: its fabric security group was not created")
+        return [self._args.node_security_group_id, fabric]
+
+    def _create_pool(self, pool: NodePoolConfig) -> aws.eks.NodeGroup:
+        args = self._args
+        prefix = f"{self._name}-{pool.name}"
+        child = pulumi.ResourceOptions(parent=self)
+        group_name = node_group_name(args.cluster_name, pool)
+
+        placement = None
+        if pool.efa:
+            placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster", opts=child)
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+
+        security_groups = self._security_groups(pool)
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{prefix}-lt",
+            name=group_name,
+            description=f"Node pool {pool.name} of {args.cluster_name}",
+            update_default_version=True,
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",          # IMDSv2 only
+                http_put_response_hop_limit=1,   # containers cannot reach instance credentials
+            ),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/xvda",
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=pool.root_volume_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
+            )],
+            # EFA: one interface per network card, all on the fabric group (device index 0 is the
+            # primary ENI). Security groups then live on the interfaces, not on the template.
+            network_interfaces=[
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    device_index=0 if card == 0 else 1,
+                    network_card_index=card,
+                    interface_type="efa",
+                    security_groups=security_groups,
+                    delete_on_termination="true",
+                )
+                for card in range(pool.efa_interfaces)
+            ] or None,
+            vpc_security_group_ids=None if pool.efa else security_groups,
+            placement=placement,
+            **self._capacity_block_options(pool),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": group_name})
+                for kind in ("instance", "volume", "network-interface")
+            ],
+            opts=child,
+        )
+        node_group = aws.eks.NodeGroup(
+            f"{prefix}-nodegroup",
+            cluster_name=args.cluster.name,
+            node_group_name=group_name,
+            node_role_arn=self._node_role.arn,
+            subnet_ids=[args.private_subnet_ids_by_az[zone] for zone in pool.availability_zones],
+            ami_type="AL2023_x86_64_NVIDIA" if pool.gpu else "AL2023_x86_64_STANDARD",
+            capacity_type=pool.eks_capacity_type,
+            # A capacity block fixes the instance type in the launch template instead.
+            instance_types=None if pool.capacity == "capacityBlock" else list(pool.instance_types),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_size, desired_size=pool.desired_size, max_size=pool.max_size),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=launch_template.id, version=launch_template.latest_version),
+            labels=node_labels(pool),
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect])
+                    for t in node_taints(pool)],
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=args.boot_addons,
+                # The Cluster Autoscaler moves the desired size; a later `pulumi up` must not undo it.
+                ignore_changes=["scalingConfig.desiredSize"],
+            ),
+        )
+        self._tag_auto_scaling_group(prefix, pool, node_group)
+        return node_group
+
+    @staticmethod
+    def _capacity_block_options(pool: NodePoolConfig) -> dict:
+        if pool.capacity != "capacityBlock":
+            return {}
+        return {
+            "instance_type": pool.instance_types[0],
+            "instance_market_options": aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block"),
+            "capacity_reservation_specification": aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=pool.capacity_reservation_id)),
+        }
+
+    def _tag_auto_scaling_group(self, prefix: str, pool: NodePoolConfig, node_group: aws.eks.NodeGroup) -> None:
+        """Scale from zero: describe the pool's nodes to the autoscaler on the ASG EKS created."""
+        asg_name = node_group.resources.apply(_auto_scaling_group_name)
+        for key, value in sorted(node_template_tags(pool).items()):
+            # Named after the tag key so adding a label does not rename (replace) the others.
+            slug = key.removeprefix(f"{NODE_TEMPLATE}/").replace("/", "-").replace(".", "-")
+            aws.autoscaling.Tag(
+                f"{prefix}-asg-{slug}",
+                autoscaling_group_name=asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+
+def _auto_scaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
+    """The one Auto Scaling group EKS creates for a managed node group."""
+    groups = (resources[0].autoscaling_groups if resources else None) or []
+    if not groups or not groups[0].name:
+        raise ValueError("EKS reported no Auto Scaling group for the node group")
+    return groups[0].name

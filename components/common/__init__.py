@@ -1,0 +1,5 @@
+"""Small building blocks every domain uses: IAM policy documents, cost tags, customer KMS keys,
+pinned Helm releases and EKS add-ons, Pod Security namespaces that start from deny-all.
+
+May import: facts, config.
+"""

@@ -1,0 +1,114 @@
+"""S3 buckets of one environment: datasets (read by training) and artifacts (checkpoints, models).
+
+Every bucket: SSE-KMS under the environment's data key with S3 Bucket Keys (FSBP S3.17),
+versioning, all public access blocked (S3.1/S3.8), TLS-only bucket policy (S3.5), object
+ownership enforced (ACLs off), and a lifecycle that aborts stale multipart uploads and expires
+old versions. Old checkpoints under `checkpoints/` expire after `checkpointRetentionDays`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.common.kms import customer_key
+from components.config.storage import StorageConfig, bucket_name
+from components.identity import policies
+
+# A multipart upload that has not finished in a week never will; its parts still cost money.
+ABORT_INCOMPLETE_UPLOADS_DAYS = 7
+
+
+@dataclass(frozen=True)
+class DataBucketsArgs:
+    config: StorageConfig
+    project: str
+    environment: str
+    name_prefix: str
+    account_id: pulumi.Input[str]
+
+
+class DataBuckets(pulumi.ComponentResource):
+    data_key: aws.kms.Key
+    datasets_bucket: pulumi.Output[str]
+    """Name of the bucket training reads datasets from (ours, or the configured existing one)."""
+    artifacts_bucket: pulumi.Output[str]
+
+    def __init__(self, name: str, args: DataBucketsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:storage:DataBuckets", name, None, opts)
+        self._name, self._args = name, args
+        self.data_key = customer_key(f"{name}-data-key", alias=f"{args.name_prefix}-data",
+                                     description=f"{args.name_prefix}: S3 datasets and artifacts",
+                                     account_id=args.account_id, parent=self)
+        config = args.config
+        if config.datasets_bucket:
+            # An existing bucket: we only read it; its owner manages its controls.
+            self.datasets_bucket = pulumi.Output.from_input(config.datasets_bucket)
+        else:
+            self.datasets_bucket = self._bucket("datasets", checkpoint_expiry=False).bucket
+        self.artifacts_bucket = self._bucket("artifacts", checkpoint_expiry=True).bucket
+
+        self.register_outputs({"datasetsBucket": self.datasets_bucket, "artifactsBucket": self.artifacts_bucket})
+
+    def _bucket(self, purpose: str, *, checkpoint_expiry: bool) -> aws.s3.Bucket:
+        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        name = f"{self._name}-{purpose}"
+        bucket = aws.s3.Bucket(
+            name,
+            bucket=pulumi.Output.from_input(args.account_id).apply(
+                lambda account: bucket_name(args.project, args.environment, purpose, account)),
+            force_destroy=False,  # `pulumi destroy` must never delete data
+            tags={"purpose": purpose},
+            opts=child,
+        )
+        aws.s3.BucketOwnershipControls(
+            name, bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
+        public_access = aws.s3.BucketPublicAccessBlock(
+            name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+            ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            name, bucket=bucket.id,
+            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    sse_algorithm="aws:kms", kms_master_key_id=self.data_key.arn),
+                bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
+            )],
+            opts=child)
+        versioning = aws.s3.BucketVersioning(
+            name, bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+        aws.s3.BucketPolicy(
+            name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
+            # The public access block must exist first, or AWS evaluates the policy without it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]))
+        aws.s3.BucketLifecycleConfiguration(
+            name, bucket=bucket.id, rules=self._lifecycle_rules(checkpoint_expiry),
+            # Rules on noncurrent versions need versioning on first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
+        return bucket
+
+    def _lifecycle_rules(self, checkpoint_expiry: bool) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
+        config = self._args.config
+        rules = [
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="abort-incomplete-multipart-uploads", status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                    days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-noncurrent-versions", status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=config.noncurrent_version_retention_days),
+                # Delete markers left once every old version is gone.
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
+        ]
+        if checkpoint_expiry:
+            rules.append(aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-old-checkpoints", status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=policies.CHECKPOINT_PREFIX),
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=config.checkpoint_retention_days)))
+        return rules

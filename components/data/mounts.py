@@ -1,0 +1,166 @@
+"""The in-cluster side of storage: CSI drivers and the volumes a training pod mounts.
+
+Checkpoints (/workspace/checkpoints): EFS CSI driver, static provisioning. The access point is
+made by Pulumi (storage/file_system.py) with its POSIX user and root directory enforced; one
+PersistentVolume names it (`fs-id::fsap-id`) and is reserved (claimRef) for the one PVC of the
+training namespace. Why static, not dynamic (`provisioningMode: efs-ap`): the driver then needs
+no right to create or delete access points, a PVC deletion can never take checkpoints with it
+(reclaim Retain, no `deleteAccessPointRootDir`), and the reviewed plan shows exactly which
+directory each workload gets. The StorageClass `efs-static` exists so the PV/PVC pair reads as
+EFS and nothing else binds it; it has no provisioning parameters.
+
+Datasets (/workspace/data): the datasets bucket through the Mountpoint for Amazon S3 CSI driver,
+read-only, with pod-level credentials (`authenticationSource: pod`): Mountpoint reads as the
+trainer's own Pod Identity role, so the driver itself has no S3 access and a namespace without
+that role cannot read the data. S3 stays the single copy of the data (no sync job into EFS, no
+EFS per-GB read charges for multi-epoch reads of large datasets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.common.eks_addons import managed_addon
+from components.data import training_data
+from components.data.file_system import TRAINER_GID, TRAINER_UID
+from components.identity.workload_roles import EFS_CSI_SERVICE_ACCOUNT
+
+EFS_CSI_DRIVER = "efs.csi.aws.com"
+S3_CSI_DRIVER = "s3.csi.aws.com"
+EFS_STORAGE_CLASS = "efs-static"
+EFS_CSI_ADDON = "aws-efs-csi-driver"
+S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+# Required by the PV/PVC API, ignored by both drivers (EFS and S3 are elastic).
+NOMINAL_CAPACITY = "1Ti"
+
+
+@dataclass(frozen=True)
+class StorageMountsArgs:
+    cluster_name: pulumi.Input[str]
+    namespace: pulumi.Input[str]
+    region: str
+    kubernetes_version: str
+    """Picks the add-on builds pinned in eks_versions.ADDON_VERSIONS."""
+    file_system_id: pulumi.Input[str]
+    checkpoint_access_point_id: pulumi.Input[str]
+    datasets_bucket: pulumi.Input[str]
+    efs_csi_role_arn: pulumi.Input[str] | None = None
+    """Given (platform stacks): install the CSI drivers and the storage class. Team stacks leave it
+    out and only add their namespace's volumes."""
+    addons_depend_on: Sequence[pulumi.Resource] = ()
+    """E.g. the Pod Identity agent add-on: the EFS CSI association needs it."""
+
+    @property
+    def drivers(self) -> bool:
+        return self.efs_csi_role_arn is not None
+
+
+class StorageMounts(pulumi.ComponentResource):
+    def __init__(self, name: str, args: StorageMountsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:storage:StorageMounts", name, None, opts)
+        self._name, self._args = name, args
+        if args.efs_csi_role_arn is not None:
+            self._create_addons(args.efs_csi_role_arn)
+        self._create_checkpoint_volume()
+        self._create_datasets_volume()
+        self.register_outputs({})
+
+    def _addon(self, addon_name: str, **extra) -> aws.eks.Addon:
+        return managed_addon(f"{self._name}-{addon_name}", cluster_name=self._args.cluster_name, addon_name=addon_name,
+                             kubernetes_version=self._args.kubernetes_version,
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.addons_depend_on)),
+                             **extra)
+
+    def _create_addons(self, efs_csi_role_arn: pulumi.Input[str]) -> None:
+        self._addon(EFS_CSI_ADDON, pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
+            role_arn=efs_csi_role_arn, service_account=EFS_CSI_SERVICE_ACCOUNT)])
+        # No driver-level credentials: every S3 volume here uses the mounting pod's own identity.
+        self._addon(S3_CSI_ADDON)
+
+    def _static_pair(self, volume: training_data.TrainingVolume, *, pv_name: pulumi.Input[str],
+                     storage_class: pulumi.Input[str], access_mode: str, csi: k8s.core.v1.CSIPersistentVolumeSourceArgs,
+                     mount_options: list[str] | None = None) -> None:
+        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        labels = {"app.kubernetes.io/part-of": "gpu-training", "gpu-training/volume": volume.name}
+        pv = k8s.core.v1.PersistentVolume(
+            f"{self._name}-{volume.name}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": NOMINAL_CAPACITY},
+                access_modes=[access_mode],
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name=storage_class,
+                mount_options=mount_options,
+                # Reserved for exactly one claim: no other PVC can bind this volume.
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=args.namespace, name=volume.claim_name),
+                csi=csi,
+            ),
+            opts=child,
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{self._name}-{volume.name}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume.claim_name, namespace=args.namespace, labels=labels),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=[access_mode],
+                storage_class_name=storage_class,
+                volume_name=pv.metadata.name,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": NOMINAL_CAPACITY}),
+            ),
+            opts=child,
+        )
+
+    def _create_checkpoint_volume(self) -> None:
+        args = self._args
+        storage_class: pulumi.Input[str] = EFS_STORAGE_CLASS
+        if args.drivers:
+            storage_class = k8s.storage.v1.StorageClass(
+                f"{self._name}-efs",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=EFS_STORAGE_CLASS),
+                provisioner=EFS_CSI_DRIVER,
+                reclaim_policy="Retain",
+                volume_binding_mode="Immediate",
+                opts=pulumi.ResourceOptions(parent=self),
+            ).metadata.name
+        self._static_pair(
+            training_data.CHECKPOINTS,
+            pv_name=pulumi.Output.concat(training_data.CHECKPOINTS.claim_name, "-", args.namespace),
+            storage_class=storage_class,
+            access_mode="ReadWriteMany",
+            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver=EFS_CSI_DRIVER,
+                volume_handle=pulumi.Output.concat(args.file_system_id, "::", args.checkpoint_access_point_id),
+                volume_attributes={"encryptInTransit": "true"},  # TLS, as the file system policy demands
+            ),
+        )
+
+    def _create_datasets_volume(self) -> None:
+        args = self._args
+        self._static_pair(
+            training_data.DATASETS,
+            pv_name=pulumi.Output.concat(training_data.DATASETS.claim_name, "-", args.namespace),
+            storage_class="",  # Mountpoint supports static provisioning only
+            access_mode="ReadOnlyMany",
+            mount_options=[
+                "read-only",
+                # Nodes allow IMDS to the node only (hop limit 1): Mountpoint pods cannot look the
+                # region up there, so it is given.
+                f"region {args.region}",
+                f"uid={TRAINER_UID}",
+                f"gid={TRAINER_GID}",
+                "allow-other",
+            ],
+            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver=S3_CSI_DRIVER,
+                volume_handle=pulumi.Output.concat("s3-datasets-", args.namespace),  # unique per volume
+                volume_attributes={
+                    "bucketName": args.datasets_bucket,
+                    "authenticationSource": "pod",
+                    "stsRegion": args.region,
+                },
+            ),
+        )

@@ -1,0 +1,173 @@
+"""IAM, key, bucket and file-system policy documents for storage, secrets and workload identity.
+
+Pure functions from ARNs to JSON text (built with components/common/iam.py), so tests parse exactly what
+AWS receives. Every Allow names the resources it applies to; the only `*` is the key policy's
+account-root statement, which is how KMS delegates a key to IAM (see `iam.key_policy`).
+
+Isolation of non-prod from prod data is enforced twice: the config model rejects a non-prod stack
+that points at a prod bucket, and every non-prod workload role carries `deny_prod_data_policy`,
+an explicit Deny. An explicit Deny beats any Allow from any policy attached to the role, now or
+later, so it gives the guarantee a permissions boundary would, visibly, in one document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from components.common import iam
+from components.common.iam import PARTITION
+from components.config.storage import PROD_NAME_WORDS
+
+# Prefixes of the artifacts bucket the trainer may write: checkpoints (rotated, so deletable)
+# and published model weights (kept: no delete).
+CHECKPOINT_PREFIX = "checkpoints/"
+MODEL_PREFIX = "models/"
+EKS_PODS_SERVICE = "pods.eks.amazonaws.com"
+
+
+def bucket_arn(bucket: str) -> str:
+    return f"arn:{PARTITION}:s3:::{bucket}"
+
+
+def tls_only_bucket_policy(bucket: str) -> str:
+    """Deny every request over plain HTTP or TLS < 1.2 (FSBP S3.5), whoever makes it."""
+    resources = [bucket_arn(bucket), f"{bucket_arn(bucket)}/*"]
+    return iam.policy(
+        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+         "Resource": resources, "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+        {"Sid": "DenyOutdatedTls", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+         "Resource": resources, "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}}},
+    )
+
+
+def file_system_policy(file_system_arn: str) -> str:
+    """EFS: TLS only; clients may mount and write but never act as root (no ClientRootAccess),
+    so the access points' POSIX user is the only identity files are written with."""
+    return iam.policy(
+        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "*",
+         "Resource": file_system_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+        {"Sid": "MountWithoutRoot", "Effect": "Allow", "Principal": {"AWS": "*"},
+         "Action": ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+         "Resource": file_system_arn},
+    )
+
+
+def workload_trust_policy(account_id: str, *, cluster_name: str, namespace: str, service_account: str) -> str:
+    """EKS Pod Identity may assume the role only for one service account of one namespace of one
+    cluster: Pod Identity sets these session tags itself, so a stray association cannot use it."""
+    return iam.policy({
+        "Sid": "PodIdentityForOneServiceAccount",
+        "Effect": "Allow",
+        "Principal": {"Service": EKS_PODS_SERVICE},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringEquals": {
+            "aws:SourceAccount": account_id,
+            "aws:RequestTag/eks-cluster-name": cluster_name,
+            "aws:RequestTag/kubernetes-namespace": namespace,
+            "aws:RequestTag/kubernetes-service-account": service_account,
+        }},
+    })
+
+
+def _secret_statements(region: str, secret_arns: Sequence[str], secrets_key_arn: str) -> list[dict]:
+    if not secret_arns:
+        return []
+    return [
+        iam.statement(["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"], sorted(secret_arns),
+                      sid="ReadOwnSecrets"),
+        iam.statement(["kms:Decrypt"], [secrets_key_arn], sid="DecryptOwnSecrets",
+                      conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}),
+    ]
+
+
+def trainer_policy(*, region: str, account_id: str, datasets_bucket: str, datasets_external: bool,
+                   artifacts_bucket: str, data_key_arn: str, secret_arns: Sequence[str], secrets_key_arn: str,
+                   artifacts_prefix: str = "") -> str:
+    """The training workload: read its datasets, write its checkpoints and models, read its
+    secrets, use its own keys through S3 / Secrets Manager only. Nothing else.
+
+    `artifacts_prefix` (e.g. `teams/vision/`) confines a team to its own part of the artifacts bucket.
+    """
+    artifacts = bucket_arn(artifacts_bucket)
+    checkpoints, models = f"{artifacts_prefix}{CHECKPOINT_PREFIX}", f"{artifacts_prefix}{MODEL_PREFIX}"
+    via_s3 = {"kms:ViaService": f"s3.{region}.amazonaws.com"}
+    statements = [
+        iam.statement(["s3:ListBucket"], [bucket_arn(datasets_bucket)], sid="ListDatasets"),
+        iam.statement(["s3:GetObject"], [f"{bucket_arn(datasets_bucket)}/*"], sid="ReadDatasets"),
+        iam.statement(["s3:ListBucket"], [artifacts], sid="ListOwnArtifacts",
+                      conditions={"StringLike": {"s3:prefix": [f"{checkpoints}*", f"{models}*"]}}),
+        iam.statement(["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+                      [f"{artifacts}/{checkpoints}*"], sid="ReadWriteCheckpoints"),
+        iam.statement(["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
+                      [f"{artifacts}/{models}*"], sid="WriteModels"),
+        iam.statement(["kms:Decrypt", "kms:GenerateDataKey"], [data_key_arn], sid="UseDataKeyThroughS3",
+                      conditions={"StringEquals": via_s3}),
+    ]
+    if datasets_external:
+        # An existing datasets bucket may be encrypted with a key of its own: decrypt through S3,
+        # for objects of that bucket only (S3 puts the bucket/object ARN in the encryption context).
+        statements.append(iam.statement(
+            ["kms:Decrypt"], [f"arn:{PARTITION}:kms:{region}:{account_id}:key/*"], sid="DecryptExternalDatasets",
+            conditions={"StringEquals": via_s3, "StringLike": {
+                "kms:EncryptionContext:aws:s3:arn": [bucket_arn(datasets_bucket), f"{bucket_arn(datasets_bucket)}/*"]}}))
+    statements += _secret_statements(region, secret_arns, secrets_key_arn)
+    return iam.policy(*statements)
+
+
+def secrets_reader_policy(*, region: str, secret_arns: Sequence[str], secrets_key_arn: str) -> str:
+    """External Secrets: read exactly this environment's secrets (callers skip it when there are none)."""
+    if not secret_arns:
+        raise ValueError("a secrets reader policy needs at least one secret")
+    return iam.policy(*_secret_statements(region, secret_arns, secrets_key_arn))
+
+
+def team_secrets_reader_role_name(name_prefix: str, team: str) -> str:
+    """The role a team stack creates for External Secrets to read that team's secrets."""
+    return f"{name_prefix}-team-{team}-secrets"
+
+
+def assume_team_secret_readers_policy(*, account_id: str, name_prefix: str) -> str:
+    """External Secrets (platform role) may assume the team secret readers of this environment
+    only; each of those trusts this role and reads only its team's secrets."""
+    role = team_secrets_reader_role_name(name_prefix, "*")
+    return iam.policy(iam.statement(["sts:AssumeRole"], [f"arn:{PARTITION}:iam::{account_id}:role/{role}"],
+                                    sid="AssumeTeamSecretReaders"))
+
+
+def assumed_by_role_trust_policy(role_arn: str) -> str:
+    """Trust policy: only `role_arn` may assume this role."""
+    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": role_arn},
+                       "Action": ["sts:AssumeRole"]})
+
+
+def efs_csi_policy(*, file_system_arn: str, access_point_arns: Sequence[str]) -> str:
+    """EFS CSI controller under static provisioning: it only looks at our file system and access
+    points; creating or deleting access points is not allowed (they are made by Pulumi)."""
+    return iam.policy(iam.statement(
+        ["elasticfilesystem:DescribeAccessPoints", "elasticfilesystem:DescribeFileSystems",
+         "elasticfilesystem:DescribeMountTargets"],
+        [file_system_arn, *sorted(access_point_arns)], sid="DescribeOwnFileSystem"))
+
+
+def prod_bucket_patterns() -> list[str]:
+    """ARN patterns of buckets whose name has a whole `prod`/`production` part (see
+    config.storage.names_prod_data), and of their objects."""
+    patterns = []
+    for word in PROD_NAME_WORDS:
+        for name in (word, f"{word}-*", f"*-{word}", f"*-{word}-*", f"{word}.*", f"*.{word}", f"*.{word}.*"):
+            patterns += [bucket_arn(name), f"{bucket_arn(name)}/*"]
+    return patterns
+
+
+def deny_prod_data_policy() -> str:
+    """Attached to every workload role of a non-prod stack: prod data is out of reach even if an
+    Allow somewhere would grant it. Names catch prod buckets; the `environment` tag (set on every
+    resource by the provider's default tags) catches prod secrets, keys and file systems."""
+    prod_tagged = {"StringEquals": {"aws:ResourceTag/environment": "prod"}}
+    return iam.policy(
+        iam.statement(["s3:*"], prod_bucket_patterns(), sid="DenyProdBuckets", effect="Deny"),
+        iam.statement(["elasticfilesystem:*", "kms:*", "secretsmanager:*"], ["*"], sid="DenyProdTaggedResources",
+                      effect="Deny", conditions=prod_tagged),
+        iam.statement(["secretsmanager:*"], [f"arn:{PARTITION}:secretsmanager:*:*:secret:*/prod/*"],
+                      sid="DenyProdSecretNames", effect="Deny"),
+    )

@@ -1,0 +1,142 @@
+"""Workload identity: IAM roles for the pods that touch data, bound with EKS Pod Identity.
+
+No static keys anywhere (CIS EKS 5.2.1). Three roles per environment, each trusted by EKS Pod
+Identity for exactly one service account of one namespace of this environment's cluster:
+
+| role          | service account                        | may                                         |
+|---------------|----------------------------------------|---------------------------------------------|
+| trainer       | <training namespace>/trainer           | read datasets; write checkpoints/, models/; |
+|               |                                        | read its secrets; its keys via S3/SM only   |
+| secrets-sync  | external-secrets/external-secrets      | read this environment's secrets             |
+| efs-csi       | kube-system/efs-csi-controller-sa      | describe this file system and access points |
+
+On dev and staging every role also carries an explicit Deny on prod data (data_policies).
+`WorkloadRoles` is AWS-only and needs no cluster; `TrainerServiceAccount` makes the Kubernetes
+side (service account + Pod Identity association) once the cluster exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.identity import policies
+
+TRAINER_SERVICE_ACCOUNT = "trainer"
+SECRETS_SYNC_NAMESPACE = "external-secrets"
+SECRETS_SYNC_SERVICE_ACCOUNT = "external-secrets"
+EFS_CSI_NAMESPACE = "kube-system"
+EFS_CSI_SERVICE_ACCOUNT = "efs-csi-controller-sa"
+
+
+@dataclass(frozen=True)
+class WorkloadRolesArgs:
+    environment: str
+    region: str
+    cluster_name: str
+    training_namespace: str
+    account_id: pulumi.Input[str]
+    datasets_bucket: pulumi.Input[str]
+    datasets_external: bool
+    artifacts_bucket: pulumi.Input[str]
+    data_key_arn: pulumi.Input[str]
+    secret_arns: Sequence[pulumi.Input[str]]
+    secrets_key_arn: pulumi.Input[str]
+    file_system_arn: pulumi.Input[str]
+    access_point_arns: Sequence[pulumi.Input[str]]
+
+
+class WorkloadRoles(pulumi.ComponentResource):
+    trainer: aws.iam.Role
+    secrets_sync: aws.iam.Role
+    efs_csi: aws.iam.Role
+
+    def __init__(self, name: str, args: WorkloadRolesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:identity:WorkloadRoles", name, None, opts)
+        self._name, self._args = name, args
+
+        self.trainer = self._role("trainer", args.training_namespace, TRAINER_SERVICE_ACCOUNT,
+                                  "Training pods: own datasets, checkpoints, models and secrets")
+        self._policy("trainer", self.trainer, pulumi.Output.all(
+            account_id=args.account_id, datasets_bucket=args.datasets_bucket, artifacts_bucket=args.artifacts_bucket,
+            data_key_arn=args.data_key_arn, secret_arns=pulumi.Output.all(*args.secret_arns),
+            secrets_key_arn=args.secrets_key_arn,
+        ).apply(lambda v: policies.trainer_policy(region=args.region, datasets_external=args.datasets_external, **v)))
+
+        self.secrets_sync = self._role("secrets-sync", SECRETS_SYNC_NAMESPACE, SECRETS_SYNC_SERVICE_ACCOUNT,
+                                       "External Secrets: read this environment's training secrets")
+        if args.secret_arns:
+            self._policy("secrets-sync", self.secrets_sync, pulumi.Output.all(
+                secret_arns=pulumi.Output.all(*args.secret_arns), secrets_key_arn=args.secrets_key_arn,
+            ).apply(lambda v: policies.secrets_reader_policy(region=args.region, **v)))
+
+        self._policy("secrets-sync-teams", self.secrets_sync, pulumi.Output.from_input(args.account_id).apply(
+            lambda account: policies.assume_team_secret_readers_policy(account_id=account,
+                                                                            name_prefix=args.cluster_name)))
+
+        self.efs_csi = self._role("efs-csi", EFS_CSI_NAMESPACE, EFS_CSI_SERVICE_ACCOUNT,
+                                  "EFS CSI controller: describe the checkpoint file system")
+        self._policy("efs-csi", self.efs_csi, pulumi.Output.all(
+            file_system_arn=args.file_system_arn, access_point_arns=pulumi.Output.all(*args.access_point_arns),
+        ).apply(lambda v: policies.efs_csi_policy(**v)))
+
+        self.register_outputs({"trainerRoleArn": self.trainer.arn})
+
+    def _role(self, role: str, namespace: str, service_account: str, description: str) -> aws.iam.Role:
+        args = self._args
+        created = aws.iam.Role(
+            f"{self._name}-{role}",
+            description=description,
+            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(
+                lambda account: policies.workload_trust_policy(
+                    account, cluster_name=args.cluster_name, namespace=namespace, service_account=service_account)),
+            tags={"workload": role},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        if args.environment != "prod":
+            aws.iam.RolePolicy(f"{self._name}-{role}-deny-prod-data", role=created.id,
+                               policy=policies.deny_prod_data_policy(), opts=pulumi.ResourceOptions(parent=self))
+        return created
+
+    def _policy(self, role: str, target: aws.iam.Role, document: pulumi.Input[str]) -> None:
+        aws.iam.RolePolicy(f"{self._name}-{role}-access", role=target.id, policy=document,
+                           opts=pulumi.ResourceOptions(parent=self))
+
+
+@dataclass(frozen=True)
+class TrainerServiceAccountArgs:
+    cluster_name: pulumi.Input[str]
+    namespace: pulumi.Input[str]
+    role_arn: pulumi.Input[str]
+
+
+class TrainerServiceAccount(pulumi.ComponentResource):
+    """The `trainer` service account of the training namespace, bound to the trainer role."""
+
+    service_account: k8s.core.v1.ServiceAccount
+
+    def __init__(self, name: str, args: TrainerServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:identity:TrainerServiceAccount", name, None, opts)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=TRAINER_SERVICE_ACCOUNT, namespace=args.namespace,
+                labels={"app.kubernetes.io/part-of": "gpu-training", "app.kubernetes.io/component": "trainer"}),
+            # The trainer never calls the Kubernetes API (CIS 4.1.6). Pod Identity's own token is a
+            # separate projected volume, added by EKS whatever this says.
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=args.cluster_name,
+            namespace=args.namespace,
+            service_account=TRAINER_SERVICE_ACCOUNT,
+            role_arn=args.role_arn,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({})

@@ -1,0 +1,166 @@
+"""Watching training: Container Insights with GPU metrics, logs, and the seed's alarms.
+
+- The `amazon-cloudwatch-observability` EKS add-on runs the CloudWatch agent (enhanced Container
+  Insights, NVIDIA GPU metrics through DCGM) and Fluent Bit, which ships every container's
+  stdout/stderr to CloudWatch Logs. Its role (Pod Identity) may only publish metrics and logs.
+- Its log groups are created here first, so they have a retention period.
+- Alarms -> an encrypted SNS topic -> e-mail / SMS:
+  - a GPU node below `gpuIdlePercent` utilisation for `gpuIdleMinutes` (data-loading bottleneck,
+    or GPUs paid for while a gang waits);
+  - GPU memory above `gpuMemoryPercent` on some node (the next step may OOM);
+  - any node in a failed condition.
+  Container Insights publishes each node's value under the `ClusterName` dimension too, so
+  Minimum / Maximum over it are the least / most loaded node. No GPU node: no data, no alarm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.common import iam
+from components.common.eks_addons import managed_addon
+from components.config.observability import ObservabilityConfig
+from components.identity import policies
+
+ADDON = "amazon-cloudwatch-observability"
+AGENT_NAMESPACE = "amazon-cloudwatch"
+AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
+LOG_GROUPS = ("application", "dataplane", "host", "performance")
+PERIOD_SECONDS = 300
+METRICS_NAMESPACE = "ContainerInsights"
+
+
+@dataclass(frozen=True)
+class AlarmSpec:
+    """One alarm on a cluster-wide Container Insights metric."""
+
+    name: str
+    metric: str
+    statistic: str
+    comparison: str
+    threshold: float
+    periods: int
+    description: str
+
+
+def alarm_specs(config: ObservabilityConfig) -> list[AlarmSpec]:
+    return [
+        AlarmSpec("gpu-idle", "node_gpu_utilization", "Minimum", "LessThanThreshold", config.gpu_idle_percent,
+                  config.gpu_idle_minutes * 60 // PERIOD_SECONDS,
+                  f"A GPU node stayed below {config.gpu_idle_percent}% utilisation for {config.gpu_idle_minutes} min: "
+                  "check data loading (prefetch, shard format) or a gang waiting for the rest of its nodes."),
+        AlarmSpec("gpu-memory-full", "node_gpu_memory_utilization", "Maximum", "GreaterThanThreshold",
+                  config.gpu_memory_percent, 2,
+                  f"GPU memory above {config.gpu_memory_percent}% on a node: the next step may run out of memory "
+                  "(lower the batch size, free graphs)."),
+        AlarmSpec("node-failed", "cluster_failed_node_count", "Maximum", "GreaterThanThreshold", 0, 2,
+                  "A node reports a failed condition; node auto-repair replaces nodes with failed GPUs."),
+    ]
+
+
+def alerts_key_policy(account_id: str) -> str:
+    """The account root (as for every key) plus CloudWatch alarms, which must encrypt what they
+    publish to the topic: AWS's managed SNS key does not let them."""
+    root = json.loads(iam.key_policy(account_id))["Statement"]
+    return iam.policy(*root, {
+        "Sid": "CloudWatchAlarmsPublish",
+        "Effect": "Allow",
+        "Principal": {"Service": "cloudwatch.amazonaws.com"},
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+        "Resource": "*",
+        "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+    })
+
+
+@dataclass(frozen=True)
+class ObservabilityArgs:
+    config: ObservabilityConfig
+    cluster_name: str
+    cluster: aws.eks.Cluster
+    kubernetes_version: str
+    name_prefix: str
+    account_id: pulumi.Input[str]
+    depends_on: Sequence[pulumi.Resource]
+
+
+class Observability(pulumi.ComponentResource):
+    topic: aws.sns.Topic
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:observability:Observability", name, None, opts)
+        self._name, self._args = name, args
+        child = pulumi.ResourceOptions(parent=self)
+        log_groups = [
+            aws.cloudwatch.LogGroup(f"{name}-logs-{kind}", name=f"/aws/containerinsights/{args.cluster_name}/{kind}",
+                                    retention_in_days=args.config.log_retention_days, opts=child)
+            for kind in LOG_GROUPS
+        ]
+        role = aws.iam.Role(
+            f"{name}-agent-role",
+            description="CloudWatch agent and Fluent Bit: publish metrics and logs",
+            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(
+                lambda account: policies.workload_trust_policy(
+                    account, cluster_name=args.cluster_name, namespace=AGENT_NAMESPACE,
+                    service_account=AGENT_SERVICE_ACCOUNT)),
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(f"{name}-agent-policy", role=role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", opts=child)
+        managed_addon(
+            f"{name}-addon", cluster_name=args.cluster.name, addon_name=ADDON, kubernetes_version=args.kubernetes_version,
+            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*log_groups, *args.depends_on]),
+        )
+        self.topic = self._create_topic()
+        self._create_alarms()
+        self.register_outputs({"alertTopicArn": self.topic.arn})
+
+    def _create_topic(self) -> aws.sns.Topic:
+        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        key = aws.kms.Key(
+            f"{self._name}-alerts-key",
+            description=f"{args.name_prefix}: alarm notifications",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            policy=pulumi.Output.from_input(args.account_id).apply(alerts_key_policy),
+            opts=child,
+        )
+        topic = aws.sns.Topic(f"{self._name}-alerts", name=f"{args.name_prefix}-training-alerts",
+                              kms_master_key_id=key.arn, opts=child)
+        recipients = [("email", address) for address in args.config.alert_emails]
+        recipients += [("sms", number) for number in args.config.alert_sms]
+        for protocol, endpoint in recipients:
+            # Named by a digest of the address: unique per recipient, and stable when the list is reordered.
+            digest = hashlib.sha256(endpoint.lower().encode()).hexdigest()[:12]
+            aws.sns.TopicSubscription(f"{self._name}-{protocol}-{digest}", topic=topic.arn, protocol=protocol,
+                                      endpoint=endpoint, opts=child)
+        return topic
+
+    def _create_alarms(self) -> None:
+        args = self._args
+        for spec in alarm_specs(args.config):
+            aws.cloudwatch.MetricAlarm(
+                f"{self._name}-{spec.name}",
+                name=f"{args.name_prefix}-{spec.name}",
+                alarm_description=spec.description,
+                namespace=METRICS_NAMESPACE,
+                metric_name=spec.metric,
+                dimensions={"ClusterName": args.cluster_name},
+                statistic=spec.statistic,
+                period=PERIOD_SECONDS,
+                evaluation_periods=spec.periods,
+                comparison_operator=spec.comparison,
+                threshold=spec.threshold,
+                # GPU pools at zero nodes publish nothing: that is not an incident.
+                treat_missing_data="notBreaching",
+                alarm_actions=[self.topic.arn],
+                ok_actions=[self.topic.arn],
+                opts=pulumi.ResourceOptions(parent=self),
+            )

@@ -1,0 +1,93 @@
+"""The batch controllers: JobSet (gang of Jobs, whole-gang restart) and Kueue (all-or-nothing
+admission against per-queue GPU quota). Pinned to the releases whose CRDs the tests validate
+against (JobSet v0.12.0, Kueue v0.19.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import yaml
+
+from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.helm import helm_release
+from components.common.namespaces import controller_network_policies, namespace
+from components.workload.training_job import STARTUP_BUDGET_SECONDS
+
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_VERSION = "0.12.0"
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_VERSION = "0.19.2"
+# What the API server calls in the controllers' namespaces: admission webhooks (9443), Kueue's
+# visibility API (8082), metrics (8443).
+CONTROLLER_PORTS = (9443, 8082, 8443)
+# Scaling a GPU pool up from zero and pulling a multi-GB training image.
+NODE_PROVISIONING_SECONDS = 15 * 60
+# A gang that cannot get all its pods Ready in this time is evicted and requeued, releasing its
+# quota, instead of holding GPUs while waiting forever for the rest. A training pod is Ready only
+# once its startup probe sees the first heartbeat, so the timeout covers node provisioning plus
+# the whole startup budget; a shorter one would evict every slow but healthy start.
+PODS_READY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS + STARTUP_BUDGET_SECONDS
+
+
+def kueue_configuration() -> dict:
+    """Kueue's controller configuration (replaces the chart's default file)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # Only jobs that name a queue are managed; everything else is left alone.
+        "manageJobsWithoutQueueName": False,
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": f"{PODS_READY_TIMEOUT_SECONDS // 60}m",
+            # Blocking would hold every other job of the queue while one gang waits for nodes to
+            # scale up (up to the timeout); with the autoscaler, gangs get their own nodes.
+            "blockAdmission": False,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
+        },
+        "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
+    }
+
+
+@dataclass(frozen=True)
+class JobControllersArgs:
+    system_pool: str
+    depends_on: Sequence[pulumi.Resource]
+
+
+class JobControllers(pulumi.ComponentResource):
+    kueue: pulumi.Resource
+
+    def __init__(self, name: str, args: JobControllersArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:JobControllers", name, None, opts)
+        on_system_nodes = {POOL_LABEL: args.system_pool}
+        jobset_ns = namespace(f"{name}-jobset-namespace", "jobset-system", enforce="restricted",
+                              opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        controller_network_policies(f"{name}-jobset", "jobset-system", ingress_ports=CONTROLLER_PORTS,
+                                    opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]))
+        jobset = helm_release(
+            f"{name}-jobset", chart=JOBSET_CHART, version=JOBSET_VERSION, namespace="jobset-system",
+            values={"controller": {"nodeSelector": on_system_nodes}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]),
+        )
+        kueue_ns = namespace(f"{name}-kueue-namespace", "kueue-system", enforce="restricted",
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        controller_network_policies(f"{name}-kueue", "kueue-system", ingress_ports=CONTROLLER_PORTS,
+                                    opts=pulumi.ResourceOptions(parent=self, depends_on=[kueue_ns]))
+        # Kueue enables its JobSet integration only if JobSet's CRDs exist when it starts.
+        self.kueue = helm_release(
+            f"{name}-kueue", chart=KUEUE_CHART, version=KUEUE_VERSION, namespace="kueue-system",
+            values={
+                "controllerManager": {"nodeSelector": on_system_nodes, "replicas": 2,
+                                      "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
+                "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(), sort_keys=False)},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[kueue_ns, jobset]),
+        )
+        self.register_outputs({})

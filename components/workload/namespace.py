@@ -1,0 +1,106 @@
+"""A training namespace: Pod Security labels, quota, default limits and network isolation.
+
+- Pod Security: `baseline` enforced (training pods need no privilege: GPUs and EFA come from
+  device plugins), `restricted` warned and audited.
+- ResourceQuota caps GPUs (`requests.nvidia.com/gpu`, the only form Kubernetes accepts for
+  extended resources), CPU and memory at what the namespace's pools can ever hold; Kueue's
+  ClusterQueue decides the fair share inside that cap.
+- LimitRange gives every container default requests and limits (the seed: always set limits).
+- NetworkPolicies (enforced by the VPC CNI): deny by default; allow traffic between the
+  namespace's own pods (rendezvous and NCCL), DNS, HTTPS out (AWS APIs through the VPC
+  endpoints and the S3 gateway), and the EKS Pod Identity agent on the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.common.namespaces import (
+    DNS_EGRESS,
+    HTTPS_EGRESS,
+    POD_IDENTITY_EGRESS,
+    LabelSelector,
+    NetworkPolicySpec,
+    namespace,
+)
+from components.workload.sizing import NamespaceQuota
+
+
+@dataclass(frozen=True)
+class TrainingNamespaceArgs:
+    name: str
+    environment: str
+    team: str | None
+    quota: NamespaceQuota
+    depends_on: Sequence[pulumi.Resource]
+
+
+class TrainingNamespace(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace
+
+    def __init__(self, name: str, args: TrainingNamespaceArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:TrainingNamespace", name, None, opts)
+        labels = {"gpu-training/environment": args.environment}
+        if args.team:
+            labels["gpu-training/team"] = args.team
+        self.namespace = namespace(f"{name}-namespace", args.name, enforce="baseline", labels=labels,
+                                   opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        self._create_quota(name, args, inside)
+        self._create_network_policies(name, args, inside)
+        self.register_outputs({"namespace": self.namespace.metadata.name})
+
+    @staticmethod
+    def _create_quota(name: str, args: TrainingNamespaceArgs, opts: pulumi.ResourceOptions) -> None:
+        quota = args.quota
+        k8s.core.v1.ResourceQuota(
+            f"{name}-quota",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="training-quota", namespace=args.name),
+            spec=k8s.core.v1.ResourceQuotaSpecArgs(hard={
+                "requests.nvidia.com/gpu": str(quota.gpus),
+                "requests.cpu": str(quota.cpu),
+                "limits.cpu": str(quota.cpu),
+                "requests.memory": f"{quota.memory_gib}Gi",
+                "limits.memory": f"{quota.memory_gib}Gi",
+                "pods": str(quota.pods),
+            }),
+            opts=opts,
+        )
+        k8s.core.v1.LimitRange(
+            f"{name}-limits",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="container-defaults", namespace=args.name),
+            spec=k8s.core.v1.LimitRangeSpecArgs(limits=[k8s.core.v1.LimitRangeItemArgs(
+                type="Container",
+                default_request={"cpu": "500m", "memory": "1Gi"},
+                default={"cpu": "2", "memory": "4Gi"},
+            )]),
+            opts=opts,
+        )
+
+    @staticmethod
+    def _create_network_policies(name: str, args: TrainingNamespaceArgs, opts: pulumi.ResourceOptions) -> None:
+        def policy(suffix: str, spec: NetworkPolicySpec) -> None:
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-netpol-{suffix}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=suffix, namespace=args.name),
+                spec=spec,
+                opts=opts,
+            )
+
+        everything: LabelSelector = {}
+        policy("default-deny", {"pod_selector": everything, "policy_types": ["Ingress", "Egress"]})
+        policy("allow-same-namespace", {
+            "pod_selector": everything,
+            "policy_types": ["Ingress", "Egress"],
+            "ingress": [{"from_": [{"pod_selector": everything}]}],
+            "egress": [{"to": [{"pod_selector": everything}]}],
+        })
+        policy("allow-dns", {"pod_selector": everything, "policy_types": ["Egress"], "egress": [DNS_EGRESS]})
+        # AWS APIs: interface endpoints in the VPC and S3 through its gateway (public IPs).
+        policy("allow-https-egress", {"pod_selector": everything, "policy_types": ["Egress"], "egress": [HTTPS_EGRESS]})
+        policy("allow-pod-identity-agent", {"pod_selector": everything, "policy_types": ["Egress"],
+                                            "egress": [POD_IDENTITY_EGRESS]})

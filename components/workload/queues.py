@@ -1,0 +1,123 @@
+"""Kueue objects: a ResourceFlavor per GPU pool, a ClusterQueue per environment or team (all in
+the environment's cohort, so idle quota is lent), and the LocalQueue jobs submit to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, POOL_LABEL
+from components.config import NodePoolConfig
+from components.workload.sizing import flavor_quota
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE]
+LOCAL_QUEUE = "training"
+
+
+def flavor_name(pool: NodePoolConfig) -> str:
+    return f"pool-{pool.name}"
+
+
+def resource_flavor_manifest(pool: NodePoolConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor_name(pool)},
+        # Admitted pods are steered onto this pool's nodes.
+        "spec": {"nodeLabels": {POOL_LABEL: pool.name}},
+    }
+
+
+def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: list[NodePoolConfig],
+                           gpu_quota: dict[str, int]) -> dict[str, Any]:
+    flavors = []
+    for pool in pools:
+        quota = flavor_quota(pool, gpu_quota.get(pool.name, 0))
+        flavors.append({"name": flavor_name(pool),
+                        "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]})
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            # Queues of one environment share a cohort: a team's idle GPUs can be borrowed.
+            "cohortName": cohort,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": flavors}],
+            # Lent GPUs come back: a queue below its quota may reclaim them from borrowers.
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        },
+    }
+
+
+def local_queue_manifest(*, namespace: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def custom_resource(resource_name: str, manifest: dict[str, Any],
+                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )
+
+
+@dataclass(frozen=True)
+class ResourceFlavorsArgs:
+    pools: list[NodePoolConfig]
+    depends_on: Sequence[pulumi.Resource]
+
+
+class ResourceFlavors(pulumi.ComponentResource):
+    """Cluster-wide: one flavor per GPU pool (made by the platform stack, used by every queue)."""
+
+    def __init__(self, name: str, args: ResourceFlavorsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:ResourceFlavors", name, None, opts)
+        for pool in args.pools:
+            custom_resource(f"{name}-{pool.name}", resource_flavor_manifest(pool),
+                            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class TrainingQueueArgs:
+    name: str
+    cohort: str
+    namespace: pulumi.Input[str]
+    pools: list[NodePoolConfig]
+    gpu_quota: dict[str, int]
+    depends_on: Sequence[pulumi.Resource]
+
+
+class TrainingQueue(pulumi.ComponentResource):
+    """A namespace's ClusterQueue (its GPU quota, in the environment's cohort) and LocalQueue."""
+
+    def __init__(self, name: str, args: TrainingQueueArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:TrainingQueue", name, None, opts)
+        namespace = pulumi.Output.from_input(args.namespace)
+        cluster_queue = custom_resource(
+            f"{name}-cluster-queue",
+            cluster_queue_manifest(args.name, cohort=args.cohort, namespace=args.name, pools=args.pools,
+                                   gpu_quota=args.gpu_quota),
+            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        local = local_queue_manifest(namespace=args.name, cluster_queue=args.name)
+        local["metadata"]["namespace"] = namespace
+        custom_resource(f"{name}-local-queue", local, pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue]))
+        self.register_outputs({})

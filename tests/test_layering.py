@@ -1,0 +1,105 @@
+"""The import graph of components/ follows the data flow: no cycles, no import upwards.
+
+The order is the one components/__init__.py documents; a package may import itself and the
+packages to its left. Imports inside functions count too (they hide cycles, not remove them).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+COMPONENTS = ROOT / "components"
+LAYERS = ("facts", "config", "common", "network", "identity", "cluster", "data", "secrets", "workload",
+          "observability", "platform", "team")
+# Levels: packages on one level may not import each other (network and identity are siblings).
+LEVEL = {"facts": 0, "config": 1, "common": 2, "network": 3, "identity": 3, "cluster": 4, "data": 5,
+         "secrets": 6, "workload": 7, "observability": 8, "platform": 9, "team": 10}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every `components...` module `path` imports, resolved to a module (not a name in it)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("components"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("components"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                is_module = (ROOT / Path(*candidate.split("."))).with_suffix(".py").exists() or \
+                    (ROOT / Path(*candidate.split(".")) / "__init__.py").exists()
+                found.add(candidate if is_module else node.module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imported_modules(p) for p in sorted(COMPONENTS.rglob("*.py"))}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "components"
+
+
+def test_every_package_is_placed_in_a_layer():
+    packages = {p.name for p in COMPONENTS.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    roots = {p.stem for p in COMPONENTS.glob("*.py") if p.stem != "__init__"}
+    assert packages | roots == set(LAYERS)
+
+
+def test_no_module_imports_a_layer_above_or_beside_it():
+    upward = []
+    for module, imports in import_graph().items():
+        if layer(module) == "components":
+            continue
+        for target in imports:
+            source_level, target_level = LEVEL[layer(module)], LEVEL.get(layer(target), -1)
+            if layer(target) != layer(module) and target_level >= source_level:
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports against the data flow (see components/__init__.py):\n" + "\n".join(upward)
+
+
+def test_the_config_model_imports_only_facts():
+    for module, imports in import_graph().items():
+        if layer(module) == "config":
+            assert {layer(t) for t in imports} <= {"config", "facts"}, module
+
+
+def test_there_is_no_import_cycle():
+    graph = import_graph()
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                pytest.fail("import cycle: " + " -> ".join([*path[path.index(target):], target]))
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in graph:
+        if module not in state:
+            visit(module, [module])
+
+
+def test_the_cycle_check_would_see_one(tmp_path, monkeypatch):
+    """The detector itself: a planted cycle through a function-level import is found."""
+    package = tmp_path / "components" / "facts"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from components.facts.b import thing\n")
+    (package / "b.py").write_text("def thing():\n    from components.facts import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "COMPONENTS", tmp_path / "components")
+    with pytest.raises(pytest.fail.Exception, match="import cycle"):
+        test_there_is_no_import_cycle()
