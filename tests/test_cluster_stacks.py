@@ -74,6 +74,8 @@ def test_a_node_group_and_launch_template_per_pool(stack, plan_of):
         assert disk["ebs"]["encrypted"] == "true" and disk["ebs"]["volumeType"] == "gp3", name
         assert groups[name]["nodeRepairConfig"] == {"enabled": True}
         assert groups[name]["launchTemplate"]["id"] == f"node-pools-{name}-lt-id"
+        # The EKS API types the version a string; an integer fails the provider's input check.
+        assert groups[name]["launchTemplate"]["version"] == "1", name
 
 
 def test_gpu_pools_are_tainted_labelled_and_on_their_fabric(stack, plan_of):

@@ -131,7 +131,8 @@ class NodePools(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_size, desired_size=pool.desired_size, max_size=pool.max_size),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=launch_template.id, version=launch_template.latest_version),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=launch_template.id, version=launch_template.latest_version.apply(str)),  # the API types it a string
             labels=node_labels(pool),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect])
                     for t in node_taints(pool)],
