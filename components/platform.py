@@ -87,6 +87,7 @@ class DataStage:
 @dataclass(frozen=True)
 class WorkloadStage:
     namespace: TrainingNamespace
+    volumes: StorageMounts
     secrets_sync: SecretsSync
     trainer_identity: TrainerServiceAccount
 
@@ -261,7 +262,7 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
         depends_on=node_groups,
     ), cluster.in_cluster)
     namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
-    StorageMounts("storage-mounts", StorageMountsArgs(
+    volumes = StorageMounts("storage-mounts", StorageMountsArgs(
         cluster_name=cluster.cluster.eks.name,
         namespace=namespace_name,
         region=config.region,
@@ -282,7 +283,7 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
     ), cluster.in_cluster)
     trainer_identity = TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
         cluster_name=cluster.cluster.eks.name, namespace=namespace_name, role_arn=roles.trainer.arn), cluster.in_cluster)
-    return WorkloadStage(training_ns, secrets_sync, trainer_identity)
+    return WorkloadStage(training_ns, volumes, secrets_sync, trainer_identity)
 
 
 def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: WorkloadStage) -> None:
@@ -308,7 +309,8 @@ def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: Workl
             fabric=config.fabric,
             namespace=config.training_namespace,
             local_queue=LOCAL_QUEUE,
-            depends_on=[queue, workload.secrets_sync, workload.trainer_identity, workload.namespace],
+            # Its pods mount the volumes' claims and read the synced secret.
+            depends_on=[queue, workload.volumes, workload.secrets_sync, workload.trainer_identity, workload.namespace],
         ), cluster.in_cluster)
 
 

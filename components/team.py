@@ -86,7 +86,7 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     ), in_cluster)
     identity = TrainerServiceAccount("team-trainer-identity", TrainerServiceAccountArgs(
         cluster_name=cluster_name, namespace=namespace_name, role_arn=trainer_role.arn), in_cluster)
-    StorageMounts("team-storage-mounts", StorageMountsArgs(
+    volumes = StorageMounts("team-storage-mounts", StorageMountsArgs(
         cluster_name=cluster_name, namespace=namespace_name, region=config.region,
         kubernetes_version=platform_config.cluster.kubernetes_version,
         file_system_id=platform.require_output("checkpointFileSystemId"),
@@ -102,7 +102,7 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     for job in config.training.jobs:
         TrainingJob(f"job-{job.name}", TrainingJobArgs(
             job=job, pool=pools_by_name[job.pool], fabric=platform_config.fabric, namespace=namespace,
-            local_queue=LOCAL_QUEUE, depends_on=[queue, secrets_sync, identity, training_ns],
+            local_queue=LOCAL_QUEUE, depends_on=[queue, volumes, secrets_sync, identity, training_ns],
         ), in_cluster)
 
     return {

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import pulumi  # noqa: E402
+from architecture import mermaid  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
@@ -82,11 +83,19 @@ def canonical_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     return {**first, **{k: v for k, v in ordered.items() if k not in first}}
 
 
+ResourceKey = tuple[str, str]
+"""(type, name): unique within a stack (every child's name starts with its parent's)."""
+
+
 @dataclass
 class Plan:
     stack: str
     resources: list[dict[str, Any]] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    parents: dict[ResourceKey, ResourceKey | None] = field(default_factory=dict)
+    dependencies: dict[ResourceKey, frozenset[ResourceKey]] = field(default_factory=dict)
+    """What each resource waits for (explicit depends_on and the outputs it reads), as the
+    engine was told; the architecture view is drawn from it."""
 
     def of_type(self, type_token: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_token]
@@ -115,6 +124,10 @@ def redact(value: Any) -> Any:
 
 def _urn_name(urn: str) -> str:
     return urn.split("::")[-1]
+
+
+def _urn_key(urn: str) -> ResourceKey:
+    return urn.split("::")[2].split("$")[-1], _urn_name(urn)
 
 
 def _platform_outputs(reference: str) -> dict[str, Any]:
@@ -180,6 +193,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.records: list[dict[str, Any]] = []
+        self.parents: dict[ResourceKey, ResourceKey | None] = {}
+        self.dependencies: dict[ResourceKey, frozenset[ResourceKey]] = {}
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
@@ -187,13 +202,17 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             from pulumi.runtime import rpc
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
             parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else ""
+            top_level = parent_type == "pulumi:pulumi:Stack" or not request.parent
             self.records.append({
                 "type": request.type,
                 "name": request.name,
-                "parent": None if parent_type == "pulumi:pulumi:Stack" or not request.parent else _urn_name(request.parent),
+                "parent": None if top_level else _urn_name(request.parent),
                 "provider": request.provider.split("::")[-2] if request.provider else None,
                 "inputs": redact(inputs),
             })
+            key = (request.type, request.name)
+            self.parents[key] = None if top_level else _urn_key(request.parent)
+            self.dependencies[key] = frozenset(_urn_key(urn) for urn in request.dependencies)
         return response
 
 
@@ -240,7 +259,8 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         if collecting:
             gc.enable()
         faulthandler.cancel_dump_traceback_later()
-    return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs)
+    return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
+                parents=monitor.parents, dependencies=monitor.dependencies)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -258,6 +278,7 @@ def write_plan(plan: Plan, out_dir: Path) -> None:
         old.unlink()
     (out_dir / "resources.json").write_text(json.dumps(plan.resources, indent=2, sort_keys=True) + "\n")
     (out_dir / "outputs.json").write_text(json.dumps(plan.outputs, indent=2, sort_keys=True) + "\n")
+    (out_dir / "architecture.md").write_text(mermaid(plan.stack, plan.resources, plan.parents, plan.dependencies))
     for manifest in plan.manifests():
         (manifests_dir / manifest_filename(manifest)).write_text(
             yaml.dump(canonical_manifest(manifest), Dumper=YAML_DUMPER, sort_keys=False))
