@@ -1,0 +1,64 @@
+"""Documentation a newcomer can walk: every relative link (and #anchor) in the README, the
+contributing guide and docs/ points at something that exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "trainer" / "README.md",
+         *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lowercase, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    in_code, found = False, set()
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            found.add(github_anchor(line.lstrip("#")))
+    return found
+
+
+def relative_links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    broken = []
+    for target in relative_links(page):
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_the_readme_starts_with_the_two_commands_and_shows_a_diagram():
+    text = (ROOT / "README.md").read_text()
+    first_block = text.split("```bash", 1)[1].split("```", 1)[0]
+    assert "make plan STACK=dev" in first_block and "make test" in first_block
+    assert "```mermaid" in text
+
+
+def test_the_link_checker_sees_a_broken_link(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n[ok](#title) [missing](nowhere.md) [bad anchor](#nope)\n")
+    targets = relative_links(page)
+    assert targets == ["#title", "nowhere.md", "#nope"]
+    assert "title" in anchors(page) and "nope" not in anchors(page)
