@@ -42,9 +42,8 @@ def test_relative_links_resolve(page):
     for target in relative_links(page):
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
-        if not resolved.exists():
-            broken.append(target)
-        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+        missing_anchor = bool(anchor) and resolved.suffix == ".md" and anchor not in anchors(resolved)
+        if not resolved.exists() or missing_anchor:
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
 
