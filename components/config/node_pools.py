@@ -161,7 +161,7 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         facts = INSTANCE_TYPES.get(name) if isinstance(name, str) else None
         if facts is None:
             s.error(f"{key}[{index}]", name, "is not an instance type this platform knows",
-                    f"use one of {', '.join(sorted(INSTANCE_TYPES))}, or add its facts to components/instance_types.py")
+                    f"use one of {', '.join(sorted(INSTANCE_TYPES))}, or add its facts to components/facts/instance_types.py")
             continue
         known.append(facts)
         if gpu and not facts.has_gpu:

@@ -1,6 +1,6 @@
 """The `observability` section: who is alerted, and the seed's alert thresholds.
 
-Alarms (components/observability.py): GPU utilisation below `gpuIdlePercent` on some node for
+Alarms (components/observability/monitoring.py): GPU utilisation below `gpuIdlePercent` on some node for
 `gpuIdleMinutes` (usually a data-loading bottleneck, or a gang waiting with paid GPUs), GPU memory
 above `gpuMemoryPercent`, and any node in a failed condition. They notify an SNS topic that
 e-mails `alertEmails` and texts `alertSms`.

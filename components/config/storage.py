@@ -4,7 +4,7 @@ Each environment gets its own datasets and artifacts buckets (named from project
 and account id) and its own EFS file system. `datasetsBucket` optionally points a stack at an
 existing datasets bucket instead; a non-prod stack may never point at production data (the seed:
 "a test environment must never point at the production data source"). The same rule is enforced
-again in IAM (components/data_policies.py), so a hand-edited role cannot bypass it either.
+again in IAM (components/identity/policies.py), so a hand-edited role cannot bypass it either.
 """
 
 from __future__ import annotations
