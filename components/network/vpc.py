@@ -2,7 +2,7 @@
 
 Subnets come from `cidr_plan` (pure, table-tested). Nodes and pods live only in private
 subnets; public subnets hold NAT gateways and internet-facing load balancers. VPC endpoints
-live in `vpc_endpoints.py` because they need the security groups made from this VPC.
+live in `endpoints.py` because they need the security groups made from this VPC.
 """
 
 from __future__ import annotations

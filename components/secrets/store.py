@@ -3,7 +3,7 @@
 `pulumi config set --path --secret 'secrets.<name>' <value>` -> one Secrets Manager secret per
 name, `<project>/<environment>/<name>`, encrypted with the environment's secrets key. The value
 arrives as a secret Output from the config model and stays secret in state and plan output.
-External Secrets (secrets_sync.py) copies them into the training namespace.
+External Secrets (sync.py) copies them into the training namespace.
 
 Rotation (FSBP SecretsManager.1) is not configured: these are third-party API tokens (W&B,
 Hugging Face) that AWS cannot rotate; rotate them at the issuer and `pulumi config set` again.
