@@ -5,7 +5,7 @@
   KMS key, private endpoint always on, public endpoint off in prod (enforced by the config model).
 - Self-managed add-ons are not bootstrapped: vpc-cni (network policy enforcement on),
   kube-proxy and the Pod Identity agent are EKS managed add-ons with pinned builds, created
-  before any node. CoreDNS and the node monitoring agent need nodes: see cluster_addons.py.
+  before any node. CoreDNS and the node monitoring agent need nodes: see addons.py.
 """
 
 from __future__ import annotations

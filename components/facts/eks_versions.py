@@ -15,7 +15,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "coredns": "v1.12.2-eksbuild.4",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
-        # Storage CSI drivers (storage_mounts.py); verify the builds as above before the first real up.
+        # Storage CSI drivers (data/mounts.py); verify the builds as above before the first real up.
         "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
         "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",

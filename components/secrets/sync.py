@@ -1,11 +1,11 @@
 """External Secrets Operator: Secrets Manager -> the Kubernetes Secret `training-secrets`.
 
-Flow: `pulumi config set --secret` -> Secrets Manager (secrets_store.py) -> this operator ->
+Flow: `pulumi config set --secret` -> Secrets Manager (store.py) -> this operator ->
 Secret `training-secrets` in the training namespace (one key per secret name) -> env vars of
 the trainer (`secretKeyRef`, training_data.secret_env).
 
 Authentication: EKS Pod Identity on the operator's own service account, to the `secrets-sync`
-role, which can read exactly this environment's secrets (workload_identity.py). Why not a
+role, which can read exactly this environment's secrets (identity/workload_roles.py). Why not a
 per-namespace service account in the SecretStore (`auth.jwt.serviceAccountRef`): that path is
 IRSA-only (AssumeRoleWithWebIdentity on an OIDC token); Pod Identity hands credentials only to
 the pod's own service account. One cluster serves one environment, so the operator's role is
