@@ -4,10 +4,12 @@ the main links, and written by `make plan` for every stack."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from architecture import component_edges, mermaid, transitive_reduction
-from conftest import MANIFEST_STACKS
+from conftest import MANIFEST_STACKS, ROOT
 
 A, B, C, D = (("t:m:X", n) for n in "abcd")
 
@@ -55,10 +57,6 @@ def test_the_prod_view_shows_the_main_links_and_nothing_implied(plan_of):
 
 
 def test_make_plan_writes_the_view(tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "team-vision-prod",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
