@@ -1,6 +1,7 @@
 # Offline plan and tests. Both targets create the virtualenv from pinned requirements first.
 #   make plan STACK=dev     synthesise one stack offline into build/<stack>/
 #   make test               lint + every test (config tables, synthesised stacks, manifests, trainer)
+#   make verify STACK=prod ARGS="--job pretrain-p5"   go-live checks against the live cluster
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,14 +9,18 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
 
-.PHONY: plan plans test lint pytest bench clean
+.PHONY: plan plans test lint pytest bench clean verify
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+$(VENV)/.verify: $(VENV)/.runtime requirements-verify.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-verify.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime $(VENV)/.verify requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
@@ -41,6 +46,9 @@ pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
 test: lint pytest
+
+verify: $(VENV)/.verify
+	$(PY) scripts/verify --stack $(STACK) $(ARGS)
 
 # Speed goals as ratios against a floor measured in the same run (never timed tests).
 bench: $(VENV)/.runtime

@@ -27,6 +27,7 @@ from components.workload.namespace import TrainingNamespace, TrainingNamespaceAr
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import TrainingJob, TrainingJobArgs
+from components.workload.verify_outputs import pool_outputs, training_outputs
 
 
 def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
@@ -111,6 +112,13 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         "namespace": namespace_name,
         "trainerRoleArn": trainer_role.arn,
         "artifactsPrefix": platform.require_output("artifactsBucket").apply(lambda b: f"s3://{b}/teams/{config.team}/"),
+        # What scripts/verify needs to check this team's jobs on the platform's cluster.
+        "region": config.region,
+        "clusterName": cluster_name,
+        "kubeconfig": platform.require_output("kubeconfig"),
+        "nodePools": pool_outputs(platform_config.node_pools),
+        "training": training_outputs(namespace=namespace, local_queue=LOCAL_QUEUE, jobs=config.training.jobs,
+                                     has_secrets=bool(config.secrets.names)),
     }
 
 

@@ -1,0 +1,517 @@
+"""The go-live checks of the seed, against a live cluster: what `pulumi up` promised (the stack's
+outputs) and what the cluster, the trainer's logs and Container Insights show.
+
+Each check returns one result; a failure carries the seed's likely cause and the command that
+shows it. Names of the controllers are the ones their pinned charts render (see CONTROLLERS).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from verify import progress_log
+from verify.kube import ClusterUnreachable, Kube
+from verify.report import CheckResult, Diagnosis, failed, passed, skipped
+from verify.stack_outputs import JobPromise, StackOutputs
+
+# Must match components/cluster/pool_scheduling.py (tests/test_verify_cluster.py checks the plan).
+POOL_LABEL = "gpu-training/pool"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_HUGEPAGES_MIB = 5120
+TRAINER_CONTAINER = "trainer"
+# JobSet labels every pod with its JobSet's name (jobset api/jobset/v1alpha2 JobSetNameKey).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
+EXTERNAL_SECRETS = ("external-secrets.io", "v1", "externalsecrets")
+
+# Restarts of the whole gang that spent the failure budget (disruptions, e.g. spot, do not).
+RESTART_LOOP_GANG_RESTARTS = 2
+RESTART_LOOP_CONTAINER_RESTARTS = 3
+# The seed's healthy band: "GPU utilisation ... above 80%".
+DEFAULT_GPU_THRESHOLD = 80.0
+DEFAULT_GPU_WINDOW_MINUTES = 10
+# No step for this long is a hang (the jobs' default heartbeatTimeoutSeconds).
+STALL_SECONDS = 600
+# Container Insights (enhanced, accelerated compute) publishes pod_gpu_utilization with these
+# dimensions: aws/amazon-cloudwatch-agent translator/translate/otel/exporter/awsemf/kubernetes.go
+# getGPUMetricDeclarations (commit ab55b8da, 2026-08-07).
+CI_NAMESPACE = "ContainerInsights"
+POD_GPU_METRIC = "pod_gpu_utilization"
+POD_GPU_DIMENSIONS = frozenset({"ClusterName", "Namespace", "PodName", "FullPodName"})
+
+
+@dataclass(frozen=True)
+class Controller:
+    label: str
+    kind: str
+    namespace: str
+    name: str
+    consequence: str
+    needs: str = "always"
+    """"always", "gpu" (a GPU pool exists) or "efa" (an EFA pool exists)."""
+
+
+# Rendered names of the pinned charts (release name = chart name, components/common/helm.py):
+# cluster-autoscaler 9.50.0 fullname = <release>-<cloudProvider>-cluster-autoscaler; kueue 0.19.2
+# `<fullname>-controller-manager`; jobset 0.12.0 `<fullname>-controller`; external-secrets 2.9.0
+# `<fullname>`, `-webhook`, `-cert-controller`; nvidia-device-plugin 0.18.0 and
+# aws-efa-k8s-device-plugin 0.5.7 DaemonSets named after the release.
+CONTROLLERS = (
+    Controller("Cluster Autoscaler", "Deployment", "kube-system", "cluster-autoscaler-aws-cluster-autoscaler",
+               "GPU pools never scale up: pending training pods stay pending"),
+    Controller("Kueue", "Deployment", "kueue-system", "kueue-controller-manager",
+               "no job is admitted: every JobSet stays suspended"),
+    Controller("JobSet", "Deployment", "jobset-system", "jobset-controller",
+               "JobSets get no Jobs and no pods, and failed gangs are not restarted"),
+    Controller("External Secrets", "Deployment", "external-secrets", "external-secrets",
+               "secrets never sync: trainer pods fail with CreateContainerConfigError (missing env)"),
+    Controller("External Secrets webhook", "Deployment", "external-secrets", "external-secrets-webhook",
+               "SecretStores and ExternalSecrets cannot be created or changed"),
+    Controller("External Secrets cert controller", "Deployment", "external-secrets", "external-secrets-cert-controller",
+               "the webhook's certificate is not renewed"),
+    Controller("NVIDIA device plugin", "DaemonSet", "kube-system", "nvidia-device-plugin",
+               "GPU not detected: nodes never advertise nvidia.com/gpu", needs="gpu"),
+    Controller("EFA device plugin", "DaemonSet", "kube-system", "aws-efa-k8s-device-plugin",
+               "nodes never advertise vpc.amazonaws.com/efa: EFA pods stay Pending", needs="efa"),
+)
+# The pods of the two device plugins, by the labels their charts put on them.
+NVIDIA_PLUGIN_PODS = "app.kubernetes.io/name=nvidia-device-plugin"
+EFA_PLUGIN_PODS = "name=aws-efa-k8s-device-plugin"
+
+
+@dataclass
+class Context:
+    stack: str
+    outputs: StackOutputs
+    kube: Kube
+    cloudwatch: Callable[[], Any]
+    """Makes the boto3 CloudWatch client when a check first needs it."""
+    now: float
+    gpu_threshold: float = DEFAULT_GPU_THRESHOLD
+    gpu_window_minutes: int = DEFAULT_GPU_WINDOW_MINUTES
+    _logs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def logs(self, job: str, pods: list[dict[str, Any]]) -> dict[str, str]:
+        """Each pod's trainer log (read once per job)."""
+        if job not in self._logs:
+            self._logs[job] = {name(p): self.kube.pod_log(self.outputs.namespace, name(p), TRAINER_CONTAINER)
+                               for p in pods if container_started(p)}
+        return self._logs[job]
+
+
+def name(obj: dict[str, Any]) -> str:
+    return obj.get("metadata", {}).get("name", "?")
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def container_started(pod: dict[str, Any]) -> bool:
+    return any("running" in (s.get("state") or {}) or "terminated" in (s.get("state") or {})
+               for s in pod.get("status", {}).get("containerStatuses") or [])
+
+
+def quantity_mib(value: str | None) -> float:
+    """Kubernetes memory quantity -> MiB (enough of the grammar for allocatable values)."""
+    if not value:
+        return 0.0
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value) / 2**20
+
+
+# --- cluster ---------------------------------------------------------------------------------
+def check_nodes(ctx: Context) -> CheckResult:
+    nodes = ctx.kube.nodes()
+    not_ready = [n for n in nodes if condition(n, "Ready").get("status") != "True"]
+    if not nodes:
+        return failed("cluster.nodes", "the cluster has no node", Diagnosis(
+            "the node groups did not start any node (the system pool must have at least one)",
+            f"aws eks list-nodegroups --cluster-name {ctx.outputs.cluster_name} --region {ctx.outputs.region}"))
+    if not_ready:
+        first = name(not_ready[0])
+        reason = condition(not_ready[0], "Ready")
+        return failed(
+            "cluster.nodes", f"{len(not_ready)} of {len(nodes)} nodes not Ready",
+            Diagnosis("abnormal node state: kubelet, the VPC CNI (aws-node) or the node's network; a GPU node with "
+                      "failed hardware is replaced by node auto-repair", f"kubectl describe node {first}"),
+            *[f"{name(n)}: Ready={condition(n, 'Ready').get('status', 'Unknown')} "
+              f"({condition(n, 'Ready').get('reason', reason.get('reason', 'no reason'))})" for n in not_ready])
+    return passed("cluster.nodes", f"{len(nodes)} nodes Ready", nodes=len(nodes))
+
+
+def check_gpu_devices(ctx: Context) -> CheckResult:
+    pools = {p.name: p for p in ctx.outputs.pools.values() if p.gpu}
+    gpu_nodes = [n for n in ctx.kube.nodes() if n.get("metadata", {}).get("labels", {}).get(POOL_LABEL) in pools]
+    if not gpu_nodes:
+        return skipped("cluster.gpu-devices", "no GPU node is up (GPU pools scale from zero): nothing to check yet")
+    running = _ready_pods_by_node(ctx.kube, NVIDIA_PLUGIN_PODS)
+    efa_running = _ready_pods_by_node(ctx.kube, EFA_PLUGIN_PODS) if any(p.efa_per_node for p in pools.values()) else {}
+    problems: list[tuple[str, Diagnosis]] = []
+    for node in gpu_nodes:
+        node_name = name(node)
+        pool = pools[node["metadata"]["labels"][POOL_LABEL]]
+        allocatable = node.get("status", {}).get("allocatable", {})
+        gpus = int(allocatable.get(GPU_RESOURCE, "0"))
+        if node_name not in running:
+            problems.append((f"{node_name} (pool {pool.name}): no running NVIDIA device plugin pod, "
+                             f"{gpus} of {pool.gpus_per_node} GPUs advertised", Diagnosis(
+                                 "GPU not detected: the device plugin is missing on this node",
+                                 f"kubectl -n kube-system get pods -l {NVIDIA_PLUGIN_PODS} -o wide "
+                                 f"--field-selector spec.nodeName={node_name}")))
+        elif gpus < pool.gpus_per_node:
+            problems.append((f"{node_name} (pool {pool.name}): {gpus} of {pool.gpus_per_node} GPUs advertised",
+                             Diagnosis("a GPU failed or its driver did not load (the plugin runs but reports fewer "
+                                       "devices)", f"kubectl describe node {node_name}")))
+        if not pool.efa_per_node:
+            continue
+        efa = int(allocatable.get(EFA_RESOURCE, "0"))
+        huge = quantity_mib(allocatable.get(HUGEPAGES_RESOURCE))
+        if node_name not in efa_running:
+            problems.append((f"{node_name} (pool {pool.name}): no running EFA device plugin pod, "
+                             f"{efa} of {pool.efa_per_node} EFA interfaces advertised", Diagnosis(
+                                 "EFA not detected: the EFA device plugin is missing on this node",
+                                 f"kubectl -n kube-system get pods -l {EFA_PLUGIN_PODS} -o wide "
+                                 f"--field-selector spec.nodeName={node_name}")))
+        elif efa < pool.efa_per_node:
+            problems.append((f"{node_name} (pool {pool.name}): {efa} of {pool.efa_per_node} EFA interfaces",
+                             Diagnosis("EFA interfaces missing: the launch template attached fewer network cards",
+                                       f"kubectl describe node {node_name}")))
+        if huge < EFA_HUGEPAGES_MIB:
+            problems.append((f"{node_name} (pool {pool.name}): {huge:.0f} MiB of 2 MiB huge pages, EFA pods request "
+                             f"{EFA_HUGEPAGES_MIB} MiB", Diagnosis(
+                                 "no huge pages reserved on the node: EFA pods stay Pending",
+                                 f"kubectl describe node {node_name}")))
+    if problems:
+        return failed("cluster.gpu-devices", f"{len(problems)} problem(s) on {len(gpu_nodes)} GPU nodes",
+                      problems[0][1], *[text for text, _ in problems])
+    return passed("cluster.gpu-devices", f"{len(gpu_nodes)} GPU nodes advertise the GPUs (and EFA) their pools promise",
+                  gpu_nodes=len(gpu_nodes))
+
+
+def _ready_pods_by_node(kube: Kube, selector: str) -> set[str]:
+    return {p.get("spec", {}).get("nodeName", "") for p in kube.pods("kube-system", label_selector=selector)
+            if p.get("status", {}).get("phase") == "Running" and condition(p, "Ready").get("status") == "True"}
+
+
+def check_controllers(ctx: Context) -> CheckResult:
+    has_gpu = any(p.gpu for p in ctx.outputs.pools.values())
+    has_efa = any(p.efa_per_node for p in ctx.outputs.pools.values())
+    wanted = [c for c in CONTROLLERS if c.needs == "always" or (c.needs == "gpu" and has_gpu)
+              or (c.needs == "efa" and has_efa)]
+    problems: list[tuple[Controller, str]] = []
+    for c in wanted:
+        if c.kind == "Deployment":
+            obj = ctx.kube.deployment(c.namespace, c.name)
+            if obj is None:
+                problems.append((c, "not installed"))
+            elif condition(obj, "Available").get("status") != "True":
+                status = obj.get("status", {})
+                problems.append((c, f"{status.get('availableReplicas', 0)}/{obj.get('spec', {}).get('replicas', 1)} "
+                                    "replicas available"))
+        else:
+            obj = ctx.kube.daemonset(c.namespace, c.name)
+            if obj is None:
+                problems.append((c, "not installed"))
+    if problems:
+        c, state = problems[0]
+        kind = c.kind.lower()
+        return failed("cluster.controllers", f"{len(problems)} of {len(wanted)} controllers not available",
+                      Diagnosis(f"{c.label} {state}: {c.consequence}",
+                                f"kubectl -n {c.namespace} describe {kind} {c.name}; "
+                                f"kubectl -n {c.namespace} logs {kind}/{c.name}"),
+                      *[f"{c.label} ({c.namespace}/{c.name}): {state}" for c, state in problems])
+    return passed("cluster.controllers", f"{len(wanted)} controllers available: "
+                  + ", ".join(c.label for c in wanted if "webhook" not in c.label and "cert" not in c.label))
+
+
+def check_training_secret(ctx: Context) -> CheckResult:
+    secret, ns = ctx.outputs.secret, ctx.outputs.namespace
+    if secret is None:
+        return skipped("cluster.training-secret", "the stack declares no secrets")
+    group, version, plural = EXTERNAL_SECRETS
+    external = ctx.kube.custom_object(group, version, ns, plural, secret)
+    ready = condition(external, "Ready") if external else {}
+    if external is None or ready.get("status") != "True" or not ctx.kube.secret_exists(ns, secret):
+        state = "no ExternalSecret" if external is None else f"{ready.get('reason', 'not synced')}: {ready.get('message', '')}"
+        return failed("cluster.training-secret", f"secret {ns}/{secret} not synced from Secrets Manager",
+                      Diagnosis("crash at start (missing config/env): the trainer's secretKeyRef has nothing to read; "
+                                "the store's role cannot read the secret, or the secret has no value yet",
+                                f"kubectl -n {ns} describe externalsecret {secret}"), state.strip(": "))
+    return passed("cluster.training-secret", f"{ns}/{secret} synced ({ready.get('reason', 'Ready')})")
+
+
+# --- job -------------------------------------------------------------------------------------
+@dataclass
+class JobState:
+    promise: JobPromise
+    jobset: dict[str, Any] | None = None
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    admitted: bool = False
+
+
+def check_admitted(ctx: Context, state: JobState) -> CheckResult:
+    job, ns = state.promise.name, ctx.outputs.namespace
+    check = f"job.{job}.admitted"
+    group, version, plural = JOBSET
+    state.jobset = ctx.kube.custom_object(group, version, ns, plural, job)
+    if state.jobset is None:
+        return failed(check, f"JobSet {ns}/{job} not found", Diagnosis(
+            "the job was never created (`pulumi up` did not finish) or was deleted", f"kubectl -n {ns} get jobsets"))
+    group, version, plural = WORKLOADS
+    owned = [w for w in ctx.kube.custom_objects(group, version, ns, plural)
+             if any(o.get("kind") == "JobSet" and o.get("name") == job for o in w["metadata"].get("ownerReferences", []))]
+    if not owned:
+        return failed(check, "Kueue has no Workload for the JobSet", Diagnosis(
+            "Kueue does not manage it: the JobSet lacks the kueue.x-k8s.io/queue-name label, or Kueue's JobSet "
+            "integration is off (JobSet's CRDs were missing when Kueue started)",
+            f"kubectl -n {ns} get jobset {job} -o jsonpath='{{.metadata.labels}}'"))
+    workload = owned[0]
+    admitted, evicted = condition(workload, "Admitted"), condition(workload, "Evicted")
+    if admitted.get("status") == "True":
+        state.admitted = True
+        queue = workload.get("status", {}).get("admission", {}).get("clusterQueue", "?")
+        return passed(check, f"admitted by ClusterQueue {queue}", cluster_queue=queue)
+    if evicted.get("status") == "True":
+        cause = (f"evicted ({evicted.get('reason')}): the gang's pods were not all Ready in time: nodes did not scale "
+                 "up (capacity) or pods cannot start; Kueue requeues it with backoff")
+    else:
+        reserved = condition(workload, "QuotaReserved")
+        cause = (f"waiting for quota ({reserved.get('reason', 'Pending')}: {reserved.get('message', 'no message')}): "
+                 "the queue's gpuQuota is below the gang's request, or other jobs hold it")
+    return failed(check, "not admitted", Diagnosis(cause, f"kubectl -n {ns} describe workload {name(workload)}"))
+
+
+def check_pods(ctx: Context, state: JobState) -> CheckResult:
+    job, ns, want = state.promise.name, ctx.outputs.namespace, state.promise.nodes
+    check = f"job.{job}.pods"
+    state.pods = ctx.kube.pods(ns, label_selector=f"{JOBSET_NAME_LABEL}={job}")
+    statuses = [(p, s) for p in state.pods for s in p.get("status", {}).get("containerStatuses") or []]
+
+    def terminated(s: dict[str, Any], key: str) -> dict[str, Any]:
+        return (s.get(key) or {}).get("terminated") or {}
+
+    oom = [name(p) for p, s in statuses if "OOMKilled" in (terminated(s, "state").get("reason"),
+                                                           terminated(s, "lastState").get("reason"))]
+    if oom:
+        return failed(check, f"OOMKilled: {', '.join(oom)}", Diagnosis(
+            "out of memory: the container exceeded its memory limit (host memory: fewer DataLoader workers or less "
+            "prefetch, or a larger memoryGiB); a GPU OOM shows as 'CUDA out of memory' in the log instead: lower the "
+            "batch size, free computation graphs", f"kubectl -n {ns} describe pod {oom[0]}"))
+    gang_restarts = int((state.jobset or {}).get("status", {}).get("restartsCountTowardsMax") or 0)
+    looping = [name(p) for p, s in statuses if int(s.get("restartCount") or 0) >= RESTART_LOOP_CONTAINER_RESTARTS
+               or (s.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"]
+    if looping or gang_restarts >= RESTART_LOOP_GANG_RESTARTS:
+        first = looping[0] if looping else (name(state.pods[0]) if state.pods else job)
+        return failed(check, f"restart loop: gang restarted {gang_restarts} times for failures"
+                      + (f"; restarting: {', '.join(looping)}" if looping else ""), Diagnosis(
+                          "the trainer fails again after every restart; the previous container's log says why "
+                          "(crash at start: missing config or env)", f"kubectl -n {ns} logs {first} --previous"))
+    bad_start = [(name(p), s) for p, s in statuses
+                 if terminated(s, "state").get("exitCode") == 2
+                 or (s.get("state") or {}).get("waiting", {}).get("reason") in ("CreateContainerConfigError",
+                                                                                 "CreateContainerError")]
+    if bad_start:
+        pod, s = bad_start[0]
+        detail = (s.get("state") or {}).get("waiting", {}).get("message") or "exit code 2 (the launcher's contract error)"
+        return failed(check, f"crash at start: {pod}", Diagnosis(
+            "missing config or env: a TRAIN_* variable, the hyperparameters ConfigMap, or a secret key that never "
+            "synced", f"kubectl -n {ns} logs {pod}; kubectl -n {ns} describe pod {pod}"), detail)
+    pulling = [(name(p), s) for p, s in statuses
+               if (s.get("state") or {}).get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")]
+    if pulling:
+        return failed(check, f"image not pulled: {pulling[0][0]}", Diagnosis(
+            "wrong image reference or digest, or the node role cannot pull from the registry",
+            f"kubectl -n {ns} describe pod {pulling[0][0]}"))
+    pending = [p for p in state.pods if p.get("status", {}).get("phase") == "Pending"]
+    unscheduled = [p for p in pending if condition(p, "PodScheduled").get("status") == "False"]
+    if unscheduled:
+        message = condition(unscheduled[0], "PodScheduled").get("message", "")
+        return failed(check, f"{len(unscheduled)} pods not scheduled", Diagnosis(
+            "no node fits: GPUs not advertised on the pool's nodes (device plugin) or the pool is at its maximum"
+            if GPU_RESOURCE in message else "no node fits the pod's requests, selector or tolerations",
+            f"kubectl -n {ns} describe pod {name(unscheduled[0])}"), message)
+    running = [p for p in state.pods if p.get("status", {}).get("phase") == "Running"]
+    if len(running) < want:
+        return failed(check, f"{len(running)} of {want} pods Running", Diagnosis(
+            "the gang is incomplete: pods still starting, or failed and not yet replaced",
+            f"kubectl -n {ns} get pods -l {JOBSET_NAME_LABEL}={job} -o wide"),
+            *[f"{name(p)}: {p.get('status', {}).get('phase')}" for p in state.pods if p not in running])
+    restarts = sum(int(s.get("restartCount") or 0) for _, s in statuses)
+    return passed(check, f"{len(running)}/{want} pods Running, no OOMKilled, {gang_restarts} gang restarts",
+                  pods=len(running), gang_restarts=gang_restarts, container_restarts=restarts)
+
+
+def _hang(ctx: Context, pod: str) -> Diagnosis:
+    first, last = ctx.outputs.nccl_ports
+    return Diagnosis("hang: nodes cannot talk (ports blocked by the fabric security group, or the pod's "
+                     f"ip_local_port_range is not the {first}-{last} range it opens)",
+                     f"kubectl -n {ctx.outputs.namespace} exec {pod} -- cat /proc/sys/net/ipv4/ip_local_port_range")
+
+
+def check_progress(ctx: Context, state: JobState) -> CheckResult:
+    job, ns = state.promise.name, ctx.outputs.namespace
+    check = f"job.{job}.progress"
+    logs = ctx.logs(job, state.pods)
+    pod0 = sorted(logs)[0] if logs else (name(state.pods[0]) if state.pods else job)
+    events = [e for pod, text in logs.items() for e in progress_log.parse_events(text, pod)]
+    errors = [line for text in logs.values() for line in progress_log.launcher_errors(text)]
+    if errors:
+        return failed(check, "the launcher rejected its configuration", Diagnosis(
+            "crash at start: missing or invalid config/env (TRAIN_* variables)", f"kubectl -n {ns} logs {pod0}"), errors[0])
+    if not any(e.name == progress_log.LAUNCHER_START for e in events):
+        return failed(check, "no launcher_start in the logs", Diagnosis(
+            "crash at start: the container did not reach the launcher (image entrypoint, dependency conflict)",
+            f"kubectl -n {ns} logs {pod0}"))
+    run = progress_log.current_run(events)
+    started = next((e for e in run if e.name == progress_log.TRAINER_START), None)
+    if started is None:
+        launch = max(e.ts or 0 for e in events if e.name == progress_log.LAUNCHER_START)
+        return failed(check, f"trainer not initialised {ctx.now - launch:.0f} s after the launcher started",
+                      _hang(ctx, pod0))
+    steps = [e for e in run if e.name == progress_log.STEP]
+    if not steps:
+        return failed(check, f"trainer initialised, no step {ctx.now - (started.ts or ctx.now):.0f} s later "
+                      "(data not loaded?)", Diagnosis(
+                          "data not loaded or the first all-reduce hangs: an empty or unreadable dataset mount, or "
+                          "nodes that cannot talk", f"kubectl -n {ns} exec {started.pod} -- ls /workspace/data"))
+    last_step = max(e.ts or 0 for e in steps)
+    ended = any(e.name in progress_log.END_EVENTS for e in run)
+    if not ended and ctx.now - last_step > STALL_SECONDS:
+        return failed(check, f"no step for {ctx.now - last_step:.0f} s", _hang(ctx, steps[-1].pod))
+    trend = progress_log.loss_trend(progress_log.losses(steps))
+    measured = {"steps_logged": trend.points, "mann_kendall_z": round(trend.z, 2),
+                "loss_first": round(trend.first, 4), "loss_last": round(trend.last, 4)}
+    if not trend.falling:
+        why = (f"only {trend.points} logged steps with a loss (a trend needs {progress_log.MIN_TREND_POINTS})"
+               if trend.points < progress_log.MIN_TREND_POINTS
+               else f"Mann-Kendall z = {trend.z:.2f} over {trend.points} steps (falling needs <= {progress_log.FALLING_Z})")
+        return failed(check, f"loss not falling: {trend.first:.4g} -> {trend.last:.4g}", Diagnosis(
+            "the model is not learning: learning rate, labels or data source (a test environment pointing at the wrong "
+            "data), or a resume that lost the optimizer state",
+            f"kubectl -n {ns} logs {steps[-1].pod} | grep '\"event\":\"step\"' | tail -n 20"), why, **measured)
+    return passed(check, f"initialised, data loaded, loss falling {trend.first:.4g} -> {trend.last:.4g} "
+                  f"over {trend.points} steps (Mann-Kendall z = {trend.z:.1f})", **measured)
+
+
+def check_checkpoints(ctx: Context, state: JobState) -> CheckResult:
+    job, ns = state.promise.name, ctx.outputs.namespace
+    check = f"job.{job}.checkpoints"
+    logs = ctx.logs(job, state.pods)
+    run = progress_log.current_run([e for pod, text in logs.items() for e in progress_log.parse_events(text, pod)])
+    cadence = progress_log.checkpoint_cadence(run, ctx.now)
+    if cadence is None:
+        return skipped(check, "the trainer logged no checkpoint period (trainer_start.checkpoint_interval_s or "
+                       "checkpoint_every_steps) to hold it to")
+    unit = "s" if cadence.unit == "s" else " steps"
+    measured = {"period": cadence.period, "unit": cadence.unit, "saves": cadence.saves,
+                "worst_gap": round(cadence.worst_gap, 1)}
+    if cadence.late:
+        pod = next((e.pod for e in run if e.name == progress_log.TRAINER_START), job)
+        return failed(check, f"no checkpoint for {cadence.worst_gap:.0f}{unit}, more than "
+                      f"{progress_log.LATE_PERIODS} periods of {cadence.period:.0f}{unit}", Diagnosis(
+                          "checkpoints are not completing: the shared file system is not mounted, not writable or too "
+                          "slow (EFS throughput), or saves fail",
+                          f"kubectl -n {ns} exec {pod} -- ls -l /workspace/checkpoints/{job}; "
+                          f"kubectl -n {ns} logs {pod} | grep checkpoint"), **measured)
+    return passed(check, f"{cadence.saves} checkpoints, none more than {progress_log.LATE_PERIODS} periods apart "
+                  f"(period {cadence.period:.0f}{unit}, longest gap {cadence.worst_gap:.0f}{unit})", **measured)
+
+
+def check_gpu_utilisation(ctx: Context, state: JobState) -> CheckResult:
+    job, ns, cluster = state.promise.name, ctx.outputs.namespace, ctx.outputs.cluster_name
+    check = f"job.{job}.gpu-utilisation"
+    end = datetime.fromtimestamp(ctx.now, UTC)
+    start = end - timedelta(minutes=ctx.gpu_window_minutes)
+    running = [name(p) for p in state.pods if p.get("status", {}).get("phase") == "Running"]
+    averages: dict[str, float] = {}
+    dimensions: dict[str, list[dict[str, str]]] = {}
+    try:
+        cw = ctx.cloudwatch()
+        for pod in running:
+            found = cw.list_metrics(Namespace=CI_NAMESPACE, MetricName=POD_GPU_METRIC, Dimensions=[
+                {"Name": "ClusterName", "Value": cluster}, {"Name": "Namespace", "Value": ns},
+                {"Name": "FullPodName", "Value": pod}])["Metrics"]
+            metric = next((m for m in found if {d["Name"] for d in m["Dimensions"]} == POD_GPU_DIMENSIONS), None)
+            if metric is None:
+                continue
+            points = cw.get_metric_statistics(Namespace=CI_NAMESPACE, MetricName=POD_GPU_METRIC,
+                                              Dimensions=metric["Dimensions"], StartTime=start, EndTime=end,
+                                              Period=60, Statistics=["Average"])["Datapoints"]
+            if points:
+                averages[pod] = statistics.fmean(p["Average"] for p in points)
+                dimensions[pod] = metric["Dimensions"]
+    except Exception as e:  # botocore: no credentials, access denied, endpoint unreachable
+        return failed(check, "cannot read Container Insights metrics from CloudWatch", Diagnosis(
+            f"no AWS access from here ({type(e).__name__}: {' '.join(str(e).split())[:160]})",
+            "aws sts get-caller-identity"))
+    missing = [p for p in running if p not in averages]
+    if not running or missing:
+        return failed(check, f"no {POD_GPU_METRIC} datapoints in the last {ctx.gpu_window_minutes} min for "
+                      f"{len(missing) or 'any'} pod(s)", Diagnosis(
+                          "GPU metrics missing: the CloudWatch add-on's DCGM exporter is not running on the node, or "
+                          "the pods started only minutes ago (rerun later)",
+                          f"kubectl -n amazon-cloudwatch get pods -o wide | grep -i dcgm"), *missing)
+    low = {p: v for p, v in averages.items() if v < ctx.gpu_threshold}
+    lowest = min(averages.values())
+    measured = {f"{p}_percent": round(v, 1) for p, v in averages.items()}
+    if low:
+        pod = min(low, key=lambda p: low[p])
+        return failed(check, f"GPU utilisation {lowest:.0f}% on {pod} (healthy: >= {ctx.gpu_threshold:.0f}%, "
+                      f"average over {ctx.gpu_window_minutes} min)", Diagnosis(
+                          "GPUs wait for input: a data-loading bottleneck (more prefetch workers, the binary shard "
+                          "format) or stalled collectives",
+                          f"aws cloudwatch get-metric-statistics --region {ctx.outputs.region} --namespace {CI_NAMESPACE} "
+                          f"--metric-name {POD_GPU_METRIC} --dimensions "
+                          + " ".join(f"Name={d['Name']},Value={d['Value']}" for d in dimensions[pod])
+                          + f" --start-time {start:%Y-%m-%dT%H:%M:%SZ} --end-time {end:%Y-%m-%dT%H:%M:%SZ} "
+                          "--period 60 --statistics Average"),
+                      *[f"{p}: {v:.0f}%" for p, v in sorted(averages.items())], **measured)
+    return passed(check, f"GPU utilisation >= {lowest:.0f}% on every pod (healthy: >= {ctx.gpu_threshold:.0f}%, "
+                  f"average over {ctx.gpu_window_minutes} min)", **measured)
+
+
+def guarded(check: str, fn: Callable[..., CheckResult], *args: Any, **kwargs: Any) -> CheckResult:
+    """An API refusal fails the one check; a lost connection ends the run (exit 2)."""
+    try:
+        return fn(*args, **kwargs)
+    except ApiException as e:
+        return failed(check, f"the Kubernetes API answered HTTP {e.status} ({e.reason})", Diagnosis(
+            "this identity may not read (or create) what the check needs: RBAC or the EKS access entry",
+            "kubectl auth can-i --list"))
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise ClusterUnreachable(" ".join(str(e).split())[:300]) from e
+
+
+def cluster_checks(ctx: Context) -> list[CheckResult]:
+    return [guarded(f"cluster.{check.__name__.removeprefix('check_').replace('_', '-')}", check, ctx)
+            for check in (check_nodes, check_gpu_devices, check_controllers, check_training_secret)]
+
+
+def job_checks(ctx: Context, promise: JobPromise) -> list[CheckResult]:
+    state = JobState(promise)
+    results = [guarded(f"job.{promise.name}.admitted", check_admitted, ctx, state)]
+    later = ("pods", "progress", "checkpoints", "gpu-utilisation")
+    if not state.admitted:
+        return results + [skipped(f"job.{promise.name}.{c}", "the job is not admitted") for c in later]
+    results.append(guarded(f"job.{promise.name}.pods", check_pods, ctx, state))
+    if not state.pods:
+        return results + [skipped(f"job.{promise.name}.{c}", "the job has no pods") for c in later[1:]]
+    results += [guarded(f"job.{promise.name}.{suffix}", check, ctx, state) for suffix, check in
+                (("progress", check_progress), ("checkpoints", check_checkpoints),
+                 ("gpu-utilisation", check_gpu_utilisation))]
+    return results
+

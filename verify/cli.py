@@ -1,0 +1,158 @@
+"""scripts/verify: go-live checks of a deployed stack (see docs/verify.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from verify.report import CheckResult, exit_code, render_json, render_text
+from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_outputs
+
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+Go-live checks of a deployed stack (the seed's list): nodes Ready, GPUs and EFA advertised as the
+pools promise, controllers available, the training secret synced; with --job, a training job
+admitted by Kueue, its pods Running with no OOMKilled or restart loop, its logs showing the trainer
+initialised, data loaded and the loss falling, checkpoints on schedule and GPU utilisation from
+Container Insights; with --nccl, an all_reduce bandwidth test on a pool judged against the
+published figure for its instance type. Every failed check prints its likely cause and the command
+that shows it."""
+
+EPILOG = """\
+exit status: 0 every check passed (warnings and skips included), 1 a check failed,
+2 bad usage, unreadable stack outputs, or no cluster reachable.
+
+examples:
+  scripts/verify --stack prod
+  scripts/verify --stack prod --job pretrain-p5
+  scripts/verify --stack prod --nccl p5-efa --nccl-image public.ecr.aws/hpc-cloud/nccl-tests@sha256:<digest>
+  scripts/verify --stack dev --outputs build/dev/outputs.json --kubeconfig ~/.kube/config --json"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's exit code for usage errors is already 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"verify: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="scripts/verify", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stack", required=True, help="the Pulumi stack to check (dev, staging, prod, team-<name>-<env>)")
+    p.add_argument("--outputs", metavar="FILE",
+                   help="read the stack's outputs from FILE (JSON of `pulumi stack output --json`, or "
+                        "build/<stack>/outputs.json of the offline plan) instead of running the pulumi CLI")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig to use instead of the stack's `kubeconfig` output (which authenticates with "
+                        "`aws eks get-token`)")
+    p.add_argument("--context", help="context of the kubeconfig to use (default: its current context)")
+    p.add_argument("--job", action="append", default=[], metavar="NAME",
+                   help="also check this training job of the stack (repeatable)")
+    p.add_argument("--gpu-threshold", type=float, default=80.0, metavar="PERCENT",
+                   help="healthy GPU utilisation, average per pod over the window (default 80, the seed's band)")
+    p.add_argument("--gpu-window", type=int, default=10, metavar="MINUTES",
+                   help="how far back to average Container Insights' pod_gpu_utilization (default 10)")
+    p.add_argument("--nccl", metavar="POOL",
+                   help="run the NCCL all_reduce gate on this GPU pool (creates a JobSet in the training namespace "
+                        "and deletes it afterwards)")
+    p.add_argument("--nccl-image", metavar="REPO@sha256:DIGEST",
+                   help="nccl-tests image pinned by digest (required with --nccl): e.g. the digest of "
+                        "public.ecr.aws/hpc-cloud/nccl-tests:<tag> from `crane digest` or "
+                        "`docker buildx imagetools inspect`")
+    p.add_argument("--nccl-nodes", type=int, default=2, metavar="N",
+                   help="nodes in the NCCL test (default 2: the published references are 2-node figures)")
+    p.add_argument("--nccl-timeout", type=int, default=1800, metavar="SECONDS",
+                   help="give up on the NCCL test after this long, scale-up from zero included (default 1800)")
+    p.add_argument("--nccl-min-busbw", type=float, metavar="GBPS",
+                   help="fail the NCCL test below this bus bandwidth at 2 GiB (overrides the reference table; "
+                        "the only way to judge types without a published figure)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    return p
+
+
+def _usage_problems(args: argparse.Namespace, outputs: StackOutputs) -> list[str]:
+    problems = []
+    for job in args.job:
+        if job not in outputs.jobs:
+            problems.append(f"--job {job}: stack {args.stack} has no such job "
+                            f"(its jobs: {', '.join(sorted(outputs.jobs)) or 'none'})")
+    if args.nccl:
+        pool = outputs.pools.get(args.nccl)
+        gpu_pools = ", ".join(sorted(p for p, v in outputs.pools.items() if v.gpu)) or "none"
+        if pool is None or not pool.gpu:
+            problems.append(f"--nccl {args.nccl}: not a GPU pool of stack {args.stack} (GPU pools: {gpu_pools})")
+        if not args.nccl_image:
+            problems.append("--nccl needs --nccl-image REPO@sha256:DIGEST: no digest of the nccl-tests image could be "
+                            "verified for this project, so you pin the one you trust")
+        if args.nccl_nodes < 2:
+            problems.append(f"--nccl-nodes {args.nccl_nodes}: the test needs at least 2 nodes to cross the network")
+    if args.nccl_image:
+        from verify.nccl_job import IMAGE_BY_DIGEST
+
+        if not IMAGE_BY_DIGEST.match(args.nccl_image):
+            problems.append(f"--nccl-image {args.nccl_image}: must be pinned by digest (repo@sha256:<64 hex>)")
+    if args.gpu_window < 1:
+        problems.append(f"--gpu-window {args.gpu_window}: must be at least 1 minute")
+    return problems
+
+
+def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch: Any = None) -> int:
+    """`now` and `cloudwatch` (a client factory) exist for the offline tests."""
+    args = build_parser().parse_args(argv)
+    try:
+        outputs = parse_outputs(args.stack, read_outputs(args.stack, args.outputs))
+        problems = _usage_problems(args, outputs)
+        if problems:
+            raise UsageError("; ".join(problems))
+        results = run_checks(args, outputs, now=time.time() if now is None else now, cloudwatch=cloudwatch)
+    except UsageError as e:
+        sys.stderr.write(f"verify: error: {e}\n")
+        return EXIT_USAGE
+    sys.stdout.write(render_json(args.stack, results) if args.json else render_text(args.stack, results))
+    return exit_code(results)
+
+
+def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any) -> list[CheckResult]:
+    from verify import checks, kube
+
+    try:
+        if args.kubeconfig:
+            kubeconfig, where = kube.load_kubeconfig_file(args.kubeconfig), f"--kubeconfig {args.kubeconfig}"
+        elif outputs.kubeconfig is not None:
+            kubeconfig, where = outputs.kubeconfig, f"the `kubeconfig` output of stack {args.stack}"
+        else:
+            raise UsageError(f"stack {args.stack} has no readable `kubeconfig` output: pass --kubeconfig FILE "
+                             f"(`aws eks update-kubeconfig --name {outputs.cluster_name} --region {outputs.region}`)")
+        cluster = kube.connect(kubeconfig, args.context, where)
+    except kube.ClusterUnreachable as e:
+        raise UsageError(f"no cluster reachable: {e}") from e
+    try:
+        return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch)
+    except kube.ClusterUnreachable as e:
+        raise UsageError(f"lost the cluster during the checks: {e}") from e
+
+
+def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any) -> list[CheckResult]:
+    from verify import checks
+
+    def make_cloudwatch():
+        import boto3
+
+        return boto3.client("cloudwatch", region_name=outputs.region)
+
+    ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
+                         now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
+    results = checks.cluster_checks(ctx)
+    for job in args.job:
+        results += checks.job_checks(ctx, outputs.jobs[job])
+    if args.nccl:
+        from verify import nccl_job
+
+        run = nccl_job.NcclRun(name=nccl_job.run_name(args.nccl, now), pool=outputs.pools[args.nccl],
+                               nodes=args.nccl_nodes, image=args.nccl_image)
+        results.append(checks.guarded(f"nccl.{args.nccl}", nccl_job.run_gate, cluster, outputs, run,
+                                      timeout_s=args.nccl_timeout, min_busbw=args.nccl_min_busbw))
+    return results

@@ -1,0 +1,153 @@
+"""A stack's outputs, read from `pulumi stack output --json` or from a file (the same JSON; the
+offline plan writes one to build/<stack>/outputs.json), checked into typed promises."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REDACTED = "[secret]"
+PULUMI_TIMEOUT_SECONDS = 120
+
+
+class UsageError(Exception):
+    """Bad input or an unusable environment: exit 2 with this message, no traceback."""
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class PoolPromise:
+    name: str
+    gpus_per_node: int
+    efa_per_node: int
+    instance_types: tuple[str, ...]
+    taints: tuple[Taint, ...]
+
+    @property
+    def gpu(self) -> bool:
+        return self.gpus_per_node > 0
+
+
+@dataclass(frozen=True)
+class JobPromise:
+    name: str
+    pool: str
+    nodes: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    cluster_name: str
+    region: str
+    kubeconfig: dict[str, Any] | None
+    """None when the outputs do not carry it (then --kubeconfig is needed)."""
+    pools: dict[str, PoolPromise]
+    namespace: str
+    local_queue: str
+    secret: str | None
+    jobs: dict[str, JobPromise]
+    nccl_ports: tuple[int, int]
+    rendezvous_port: int
+
+
+def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
+    if outputs_file:
+        try:
+            text = Path(outputs_file).read_text()
+        except OSError as e:
+            raise UsageError(f"--outputs {outputs_file}: cannot read it ({e.strerror})") from e
+        source = f"--outputs {outputs_file}"
+    else:
+        if shutil.which("pulumi") is None:
+            raise UsageError("the pulumi CLI is not on PATH: install it, or pass the stack's outputs with "
+                             f"--outputs FILE (`pulumi stack output --json --stack {stack} > FILE`, or "
+                             f"build/{stack}/outputs.json from `make plan STACK={stack}`)")
+        try:
+            run = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack],
+                                 capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECONDS, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise UsageError(f"`pulumi stack output --stack {stack}` did not answer in {PULUMI_TIMEOUT_SECONDS} s") from e
+        if run.returncode != 0:
+            reason = (run.stderr.strip().splitlines() or ["no message"])[-1]
+            raise UsageError(f"`pulumi stack output --json --stack {stack}` failed: {reason}")
+        text, source = run.stdout, f"`pulumi stack output --json --stack {stack}`"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{source} is not JSON ({e.msg} at line {e.lineno})") from e
+    if not isinstance(data, dict):
+        raise UsageError(f"{source} is not a JSON object of stack outputs")
+    return data
+
+
+def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
+    """Typed promises from raw outputs; every missing or malformed key is listed at once."""
+    problems: list[str] = []
+
+    def need(container: dict[str, Any], key: str, kind: type, where: str = "") -> Any:
+        value = container.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+            problems.append(f"{where}{key}: expected {kind.__name__}, got {json.dumps(value)[:60]}")
+            return kind()
+        return value
+
+    cluster_name = need(data, "clusterName", str)
+    region = need(data, "region", str)
+    kubeconfig = _kubeconfig(data.get("kubeconfig"))
+    pools: dict[str, PoolPromise] = {}
+    for name, raw in need(data, "nodePools", dict).items():
+        where = f"nodePools.{name}."
+        raw = raw if isinstance(raw, dict) else {}
+        pools[name] = PoolPromise(
+            name=name,
+            gpus_per_node=need(raw, "gpusPerNode", int, where),
+            efa_per_node=need(raw, "efaPerNode", int, where),
+            instance_types=tuple(need(raw, "instanceTypes", list, where)),
+            taints=tuple(Taint(str(t.get("key")), str(t.get("value")), str(t.get("effect")))
+                         for t in need(raw, "taints", list, where) if isinstance(t, dict)),
+        )
+    training = need(data, "training", dict)
+    jobs: dict[str, JobPromise] = {}
+    for name, raw in need(training, "jobs", dict, "training.").items():
+        where = f"training.jobs.{name}."
+        raw = raw if isinstance(raw, dict) else {}
+        jobs[name] = JobPromise(name=name, pool=need(raw, "pool", str, where), nodes=need(raw, "nodes", int, where),
+                                gpus_per_node=need(raw, "gpusPerNode", int, where))
+    ports = need(data, "ncclPortRange", dict)
+    rendezvous = need(data, "rendezvousPorts", list)
+    secret = training.get("secret")
+    namespace = need(training, "namespace", str, "training.")
+    local_queue = need(training, "localQueue", str, "training.")
+    if problems:
+        raise UsageError(f"the outputs of stack {stack} lack what verify needs: " + "; ".join(problems)
+                         + ". Run `pulumi up` with this version of the program first (it exports them)")
+    return StackOutputs(
+        cluster_name=cluster_name, region=region, kubeconfig=kubeconfig, pools=pools,
+        namespace=namespace, local_queue=local_queue,
+        secret=secret if isinstance(secret, str) else None, jobs=jobs,
+        nccl_ports=(int(ports.get("first", 0)), int(ports.get("last", 0))),
+        rendezvous_port=int(rendezvous[0]) if rendezvous else 29400,
+    )
+
+
+def _kubeconfig(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value != REDACTED:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
