@@ -115,7 +115,7 @@ def connect(kubeconfig: dict[str, Any], context: str | None, where: str) -> Kube
         raise ClusterUnreachable(f"no credentials for the cluster at {server} (kubeconfig from {where}): "
                                  f"{captured.messages[-1]}")
     try:
-        client.VersionApi(api).get_code(_request_timeout=TIMEOUT)
+        client.VersionApi(api).get_code(_request_timeout=TIMEOUT, _preload_content=False)
     except ApiException as e:
         if e.status in (401, 403):
             raise ClusterUnreachable(

@@ -1,0 +1,242 @@
+"""scripts/verify against a fake Kubernetes API (tests/fake_kube.py) and moto's CloudWatch: the
+healthy prod cluster passes every check; each broken scenario fails exactly its check, with the
+seed's diagnosis (the likely cause and the command that shows it). The stack outputs are the
+ones the offline plan of prod writes, read through --outputs like a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import verify_scenarios as sc
+import yaml
+from conftest import ROOT
+from fake_kube import FakeKube, Scenario, clone, key
+from moto import mock_aws
+
+from verify.cli import main
+
+NCCL_SAMPLES = Path(__file__).parent / "fixtures" / "nccl"
+DIGEST_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests@sha256:" + "a" * 64
+
+
+@pytest.fixture(scope="module")
+def prod_outputs(plan_of, tmp_path_factory) -> tuple[dict[str, Any], Path]:
+    outputs = plan_of("prod").outputs
+    path = tmp_path_factory.mktemp("outputs") / "outputs.json"
+    path.write_text(json.dumps(outputs))
+    return outputs, path
+
+
+@pytest.fixture(autouse=True)
+def aws_credentials(monkeypatch):
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def put_gpu_utilisation(outputs: dict[str, Any], scenario: Scenario, now: float, percent: float) -> None:
+    cw = boto3.client("cloudwatch", region_name=outputs["region"])
+    ns = outputs["training"]["namespace"]
+    for pod in sc.job_pods(scenario, ns):
+        full = pod["metadata"]["name"]
+        dims = [{"Name": "ClusterName", "Value": outputs["clusterName"]}, {"Name": "Namespace", "Value": ns},
+                {"Name": "PodName", "Value": sc.JOB}, {"Name": "FullPodName", "Value": full}]
+        cw.put_metric_data(Namespace="ContainerInsights", MetricData=[
+            {"MetricName": "pod_gpu_utilization", "Dimensions": dims, "Timestamp": now - 60 * minute,
+             "Value": percent, "Unit": "Percent"} for minute in range(1, 9)])
+
+
+def run_verify(prod_outputs, scenario: Scenario, tmp_path: Path, *extra: str, gpu_percent: float = 93.0,
+               now: float | None = None) -> tuple[int, dict[str, Any], FakeKube]:
+    outputs, outputs_file = prod_outputs
+    now = now or time.time()
+    with FakeKube(scenario) as fake, mock_aws():
+        put_gpu_utilisation(outputs, scenario, now, gpu_percent)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
+        import io
+        from contextlib import redirect_stdout
+
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = main(["--stack", "prod", "--outputs", str(outputs_file), "--kubeconfig", str(kubeconfig),
+                         "--job", sc.JOB, "--json", *extra], now=now,
+                    cloudwatch=lambda: boto3.client("cloudwatch", region_name=outputs["region"]))
+    return code, json.loads(out.getvalue()), fake
+
+
+def by_status(report: dict[str, Any], status: str) -> list[str]:
+    return [c["name"] for c in report["checks"] if c["status"] == status]
+
+
+@pytest.fixture
+def healthy(prod_outputs) -> Scenario:
+    return sc.healthy(prod_outputs[0], time.time())
+
+
+def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_path):
+    code, report, _ = run_verify(prod_outputs, healthy, tmp_path)
+    assert code == 0, json.dumps(report, indent=1)
+    assert by_status(report, "fail") == [] and by_status(report, "skip") == []
+    assert set(by_status(report, "pass")) == {
+        "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
+        f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.checkpoints",
+        f"job.{sc.JOB}.gpu-utilisation"}
+
+
+def _oom(s: Scenario, ns: str) -> None:
+    pod = sc.job_pods(s, ns)[1]
+    pod["status"]["phase"] = "Failed"
+    pod["status"]["containerStatuses"][0]["state"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+
+
+def _flat_loss(s: Scenario, ns: str) -> None:
+    rng = __import__("random").Random(3)
+    s.logs[f"{ns}/{sc.job_pods(s, ns)[0]['metadata']['name']}"] = sc.trainer_log(
+        time.time(), loss=lambda i: 2.3 + rng.uniform(-0.05, 0.05))
+
+
+def _no_checkpoint(s: Scenario, ns: str) -> None:
+    # Saves stop after the first one; training goes on for three more periods.
+    s.logs[f"{ns}/{sc.job_pods(s, ns)[0]['metadata']['name']}"] = sc.trainer_log(
+        time.time(), saves_until=sc.CHECKPOINT_INTERVAL_S * 1.5)
+
+
+def _device_plugin_missing(s: Scenario, ns: str) -> None:
+    spare = sc.GPU_NODES[2]
+    s.objects[key("pods", "kube-system")] = [p for p in s.objects[key("pods", "kube-system")]
+                                             if not (p["spec"]["nodeName"] == spare and "nvidia" in p["metadata"]["name"])]
+    next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == spare)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+
+
+BROKEN = [
+    # (scenario, GPU %, the one check that must fail, words of its cause, words of its command)
+    ("oom-killed-pod", _oom, 93.0, f"job.{sc.JOB}.pods", "out of memory", "kubectl -n {ns} describe pod"),
+    ("loss-not-falling", _flat_loss, 93.0, f"job.{sc.JOB}.progress", "not learning", "grep '\"event\":\"step\"'"),
+    ("no-checkpoint-in-two-periods", _no_checkpoint, 93.0, f"job.{sc.JOB}.checkpoints", "shared file system",
+     "ls -l /workspace/checkpoints/" + sc.JOB),
+    ("gpu-at-5-percent", None, 5.0, f"job.{sc.JOB}.gpu-utilisation", "data-loading bottleneck",
+     "aws cloudwatch get-metric-statistics"),
+    ("device-plugin-missing-on-a-node", _device_plugin_missing, 93.0, "cluster.gpu-devices",
+     "GPU not detected: the device plugin is missing",
+     f"--field-selector spec.nodeName={sc.GPU_NODES[2]}"),
+]
+
+
+@pytest.mark.parametrize(("case", "breaks", "gpu", "check", "cause", "command"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_each_broken_scenario_fails_exactly_its_check(prod_outputs, healthy, tmp_path, case, breaks, gpu, check,
+                                                      cause, command):
+    ns = prod_outputs[0]["training"]["namespace"]
+    scenario = clone(healthy)
+    if breaks:
+        breaks(scenario, ns)
+    code, report, _ = run_verify(prod_outputs, scenario, tmp_path, gpu_percent=gpu)
+    assert code == 1
+    assert by_status(report, "fail") == [check], json.dumps(report, indent=1)
+    diagnosis = next(c for c in report["checks"] if c["name"] == check)["diagnosis"]
+    assert cause in diagnosis["cause"]
+    assert command.format(ns=ns) in diagnosis["command"]
+
+
+def nccl_scenario(healthy: Scenario, sample: str) -> Scenario:
+    """The JobSet 'runs' when created: it completes and its launcher pod logs a recorded output."""
+    scenario = clone(healthy)
+
+    def on_create(s: Scenario, collection: str, body: dict[str, Any]) -> None:
+        if body.get("kind") != "JobSet":
+            return
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        body["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
+        pod = f"{name}-launcher-0-0-abcde"
+        s.add(key("pods", ns), {"metadata": {"name": pod, "labels": {
+            "jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "launcher"}},
+            "spec": {}, "status": {"phase": "Succeeded"}})
+        s.logs[f"{ns}/{pod}"] = (NCCL_SAMPLES / sample).read_text()
+
+    scenario.on_create = on_create
+    return scenario
+
+
+def test_nccl_gate_passes_on_reference_bandwidth_and_cleans_up(prod_outputs, healthy, tmp_path):
+    scenario = nccl_scenario(healthy, "p5-2node-allreduce-awsome.txt")
+    code, report, fake = run_verify(prod_outputs, scenario, tmp_path, "--nccl", sc.POOL, "--nccl-image", DIGEST_IMAGE)
+    assert code == 0, json.dumps(report, indent=1)
+    nccl = next(c for c in report["checks"] if c["name"] == f"nccl.{sc.POOL}")
+    assert nccl["status"] == "pass" and nccl["measurements"]["busbw_gbps_at_2GiB"] == 443.72
+    ns = prod_outputs[0]["training"]["namespace"]
+    created = [p for p in fake.calls("POST")]
+    assert created == [f"/api/v1/namespaces/{ns}/secrets", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"]
+    deleted = fake.calls("DELETE")
+    assert any("/jobsets/verify-nccl-" in p for p in deleted) and any("/secrets/verify-nccl-" in p for p in deleted)
+    assert scenario.objects[key("jobsets", ns, "jobset.x-k8s.io")][-1]["metadata"]["name"] == sc.JOB  # only ours left
+
+
+def test_nccl_busbw_below_threshold_fails_only_the_gate(prod_outputs, healthy, tmp_path):
+    # The p5 pool's test comes back at p4de-level bandwidth (78 GB/s instead of ~444).
+    scenario = nccl_scenario(healthy, "p4de-2node-allreduce-awsome.txt")
+    code, report, fake = run_verify(prod_outputs, scenario, tmp_path, "--nccl", sc.POOL, "--nccl-image", DIGEST_IMAGE)
+    assert code == 1
+    assert by_status(report, "fail") == [f"nccl.{sc.POOL}"]
+    nccl = report["checks"][-1]
+    assert "78.33 GB/s at 2 GiB, below 399.35" in nccl["summary"]
+    assert "fell back to sockets" in nccl["diagnosis"]["cause"] and "NET/OFI" in nccl["diagnosis"]["command"]
+    assert any("/jobsets/verify-nccl-" in p for p in fake.calls("DELETE")), "cleans up after a failure too"
+
+
+def test_unknown_job_or_pool_is_bad_usage(prod_outputs, capsys):
+    _, outputs_file = prod_outputs
+    assert main(["--stack", "prod", "--outputs", str(outputs_file), "--job", "nope"]) == 2
+    assert main(["--stack", "prod", "--outputs", str(outputs_file), "--nccl", "system"]) == 2
+    err = capsys.readouterr().err
+    assert "--job nope: stack prod has no such job (its jobs: pretrain-p5)" in err
+    assert "--nccl system: not a GPU pool" in err and "needs --nccl-image" in err
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "verify"), *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_help_documents_every_flag():
+    from verify.cli import build_parser
+
+    run = _script("--help")
+    assert run.returncode == 0
+    flags = [o for action in build_parser()._actions for o in action.option_strings if o.startswith("--")]
+    assert len(flags) >= 12
+    for flag in flags:
+        assert flag in run.stdout, flag
+    assert "exit status: 0" in run.stdout
+
+
+def test_no_cluster_reachable_exits_2_with_a_clear_message(prod_outputs, tmp_path):
+    # A closed port on 127.0.0.1: nothing listens, like an unreachable endpoint.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
+                                          "clusters": [{"name": "x", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                                          "users": [{"name": "x", "user": {}}],
+                                          "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    run = _script("--stack", "prod", "--outputs", str(prod_outputs[1]), "--kubeconfig", str(kubeconfig))
+    assert run.returncode == 2
+    assert f"verify: error: no cluster reachable: cannot reach the cluster API at http://127.0.0.1:{port}" in run.stderr
+    assert "Traceback" not in run.stderr + run.stdout
+
+
+def test_the_plans_outputs_alone_exit_2_without_a_traceback(prod_outputs):
+    # The offline plan's kubeconfig names a cluster that does not exist (and `aws` may be missing).
+    run = _script("--stack", "prod", "--outputs", str(prod_outputs[1]))
+    assert run.returncode == 2
+    assert run.stderr.startswith("verify: error: no cluster reachable:")
+    assert "Traceback" not in run.stderr
