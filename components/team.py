@@ -117,6 +117,9 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         "clusterName": cluster_name,
         "kubeconfig": platform.require_output("kubeconfig"),
         "nodePools": pool_outputs(platform_config.node_pools),
+        "ncclPortRange": {"first": platform_config.fabric.nccl_port_range.first,
+                          "last": platform_config.fabric.nccl_port_range.last},
+        "rendezvousPorts": list(platform_config.fabric.rendezvous_ports),
         "training": training_outputs(namespace=namespace, local_queue=LOCAL_QUEUE, jobs=config.training.jobs,
                                      has_secrets=bool(config.secrets.names)),
     }

@@ -17,7 +17,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from verify import progress_log
-from verify.kube import ClusterUnreachable, Kube
+from verify.kube import ClusterUnreachableError, Kube
 from verify.report import CheckResult, Diagnosis, failed, passed, skipped
 from verify.stack_outputs import JobPromise, StackOutputs
 
@@ -464,7 +464,7 @@ def check_gpu_utilisation(ctx: Context, state: JobState) -> CheckResult:
                       f"{len(missing) or 'any'} pod(s)", Diagnosis(
                           "GPU metrics missing: the CloudWatch add-on's DCGM exporter is not running on the node, or "
                           "the pods started only minutes ago (rerun later)",
-                          f"kubectl -n amazon-cloudwatch get pods -o wide | grep -i dcgm"), *missing)
+                          "kubectl -n amazon-cloudwatch get pods -o wide | grep -i dcgm"), *missing)
     low = {p: v for p, v in averages.items() if v < ctx.gpu_threshold}
     lowest = min(averages.values())
     measured = {f"{p}_percent": round(v, 1) for p, v in averages.items()}
@@ -493,7 +493,7 @@ def guarded(check: str, fn: Callable[..., CheckResult], *args: Any, **kwargs: An
             "this identity may not read (or create) what the check needs: RBAC or the EKS access entry",
             "kubectl auth can-i --list"))
     except (urllib3.exceptions.HTTPError, OSError) as e:
-        raise ClusterUnreachable(" ".join(str(e).split())[:300]) from e
+        raise ClusterUnreachableError(" ".join(str(e).split())[:300]) from e
 
 
 def cluster_checks(ctx: Context) -> list[CheckResult]:

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch:
 
 
 def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any) -> list[CheckResult]:
-    from verify import checks, kube
+    from verify import kube
 
     try:
         if args.kubeconfig:
@@ -127,11 +127,11 @@ def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, c
             raise UsageError(f"stack {args.stack} has no readable `kubeconfig` output: pass --kubeconfig FILE "
                              f"(`aws eks update-kubeconfig --name {outputs.cluster_name} --region {outputs.region}`)")
         cluster = kube.connect(kubeconfig, args.context, where)
-    except kube.ClusterUnreachable as e:
+    except kube.ClusterUnreachableError as e:
         raise UsageError(f"no cluster reachable: {e}") from e
     try:
         return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch)
-    except kube.ClusterUnreachable as e:
+    except kube.ClusterUnreachableError as e:
         raise UsageError(f"lost the cluster during the checks: {e}") from e
 
 

@@ -16,7 +16,7 @@ TIMEOUT = (5, 60)
 LOG_TAIL_LINES = 50_000
 
 
-class ClusterUnreachable(Exception):
+class ClusterUnreachableError(Exception):
     """Nothing to check against: exit 2 with this message."""
 
 
@@ -53,8 +53,9 @@ class Kube:
                           label_selector=label_selector)["items"]
 
     def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
-        response = self.core.read_namespaced_pod_log(name, namespace, container=container, tail_lines=LOG_TAIL_LINES,
-                                                     _preload_content=False, _request_timeout=TIMEOUT)
+        response: Any = self.core.read_namespaced_pod_log(name, namespace, container=container,
+                                                          tail_lines=LOG_TAIL_LINES, _preload_content=False,
+                                                          _request_timeout=TIMEOUT)
         return response.data.decode("utf-8", errors="replace")
 
     # --- writes (the NCCL gate only) --------------------------------------------------------
@@ -101,29 +102,29 @@ def connect(kubeconfig: dict[str, Any], context: str | None, where: str) -> Kube
     """A client for the cluster, proven by one request; `where` names the kubeconfig's origin."""
     configuration = client.Configuration()
     # One attempt: an unreachable endpoint should say so in seconds, not after urllib3's retries.
-    configuration.retries = False
+    configuration.retries = False  # pyright: ignore[reportAttributeAccessIssue] (urllib3 takes False: no retry)
     captured = _CapturedLogs()
     try:
         with captured:
             config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration,
                                               persist_config=False)
     except (ConfigException, ValueError, TypeError, KeyError) as e:
-        raise ClusterUnreachable(f"the kubeconfig from {where} is not usable: {_one_line(e)}") from e
+        raise ClusterUnreachableError(f"the kubeconfig from {where} is not usable: {_one_line(e)}") from e
     api = client.ApiClient(configuration)
     server = configuration.host
     if captured.messages:  # e.g. the `aws eks get-token` exec plugin failed: no token
-        raise ClusterUnreachable(f"no credentials for the cluster at {server} (kubeconfig from {where}): "
+        raise ClusterUnreachableError(f"no credentials for the cluster at {server} (kubeconfig from {where}): "
                                  f"{captured.messages[-1]}")
     try:
         client.VersionApi(api).get_code(_request_timeout=TIMEOUT, _preload_content=False)
     except ApiException as e:
         if e.status in (401, 403):
-            raise ClusterUnreachable(
+            raise ClusterUnreachableError(
                 f"the cluster at {server} refused the credentials of {where} (HTTP {e.status}): check "
                 "`aws sts get-caller-identity` and the EKS access entry of that identity") from e
-        raise ClusterUnreachable(f"the cluster at {server} answered HTTP {e.status}: {e.reason}") from e
+        raise ClusterUnreachableError(f"the cluster at {server} answered HTTP {e.status}: {e.reason}") from e
     except Exception as e:  # network errors (urllib3), exec-plugin failures (`aws` missing), TLS
-        raise ClusterUnreachable(
+        raise ClusterUnreachableError(
             f"cannot reach the cluster API at {server} (kubeconfig from {where}): {_one_line(e)}. "
             "Is the cluster up, is its endpoint reachable from here (private endpoint: VPN/bastion), "
             "and does `aws eks get-token` work?") from e
@@ -158,11 +159,11 @@ def load_kubeconfig_file(path: str) -> dict[str, Any]:
         with open(path) as f:
             data = yaml.safe_load(f)
     except OSError as e:
-        raise ClusterUnreachable(f"--kubeconfig {path}: cannot read it ({e.strerror})") from e
+        raise ClusterUnreachableError(f"--kubeconfig {path}: cannot read it ({e.strerror})") from e
     except yaml.YAMLError as e:
-        raise ClusterUnreachable(f"--kubeconfig {path}: not YAML ({_one_line(e)})") from e
+        raise ClusterUnreachableError(f"--kubeconfig {path}: not YAML ({_one_line(e)})") from e
     if not isinstance(data, dict):
-        raise ClusterUnreachable(f"--kubeconfig {path}: not a kubeconfig")
+        raise ClusterUnreachableError(f"--kubeconfig {path}: not a kubeconfig")
     return data
 
 

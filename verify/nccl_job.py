@@ -274,7 +274,8 @@ def run_gate(kube: Kube, outputs: StackOutputs, run: NcclRun, *, timeout_s: int,
                 f"kubectl -n {ns} describe jobset {run.name}"), conditions["Failed"].get("message", ""))
         result = evaluate(run, log, ns)
         if min_busbw is not None and result.status.value != "fail":
-            busbw = float(result.measurements.get("busbw_gbps_at_2GiB") or 0.0)
+            measured = result.measurements.get("busbw_gbps_at_2GiB")
+            busbw = float(measured) if isinstance(measured, int | float) else 0.0
             result = judge(check, busbw, min_busbw, "--nccl-min-busbw",
                            f"-n {ns} -l {LAUNCHER_SELECTOR.format(name=run.name)} --tail=-1",
                            dict(result.measurements), network_lines(log))

@@ -6,6 +6,7 @@ Pure: parsing, the loss trend test, and the checkpoint cadence.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -138,10 +139,10 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
     saves = [e for e in run if e.name == CHECKPOINT_SAVED]
     end = next((e for e in run if e.name in END_EVENTS), None)
     if isinstance(every_steps, int) and every_steps > 0:
-        steps = [e.fields.get("step") for e in run if e.name == STEP and isinstance(e.fields.get("step"), int)]
+        steps = [int(e.fields["step"]) for e in run if e.name == STEP and isinstance(e.fields.get("step"), int)]
         marks = [int(start.fields.get("start_step") or 0)] + [int(e.fields.get("step") or 0) for e in saves]
         latest = max(steps, default=marks[-1])
-        gaps = [b - a for a, b in zip(marks, marks[1:], strict=False)] + [latest - marks[-1]]
+        gaps = [b - a for a, b in itertools.pairwise(marks)] + [latest - marks[-1]]
         return Cadence("steps", float(every_steps), float(max(gaps)), len(saves), float(gaps[-1]))
     interval = start.fields.get("checkpoint_interval_s")
     if not isinstance(interval, int | float) or interval <= 0 or start.ts is None:
@@ -150,7 +151,7 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
     periods = [float(interval)] + [float(e.fields.get("next_interval_s") or interval) for e in saves]
     marks = [start.ts] + [e.ts or start.ts for e in saves]
     until = end.ts if end is not None and end.ts is not None else now
-    ends = marks[1:] + [until]
+    ends = [*marks[1:], until]
     ratios = [(b - a) / p for a, b, p in zip(marks, ends, periods, strict=True)]
     worst = max(range(len(ratios)), key=lambda i: ratios[i])
     # Reported in the period of the worst gap, so `late` compares like with like.

@@ -97,7 +97,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
 
     def need(container: dict[str, Any], key: str, kind: type, where: str = "") -> Any:
         value = container.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
             problems.append(f"{where}{key}: expected {kind.__name__}, got {json.dumps(value)[:60]}")
             return kind()
         return value
