@@ -38,7 +38,7 @@ from components.workload.namespace import TrainingNamespace, TrainingNamespaceAr
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import TrainingJob, TrainingJobArgs
-from components.workload.verify_outputs import pool_outputs, training_outputs
+from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 # The EFS access point (root directory) of the environment's training workload.
 TRAINING_WORKLOAD = "training"
@@ -328,8 +328,7 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         # What scripts/verify checks the live cluster against.
         "training": training_outputs(namespace=config.training_namespace, local_queue=LOCAL_QUEUE,
                                      jobs=config.training.jobs, has_secrets=bool(config.secrets.names)),
-        "ncclPortRange": {"first": config.fabric.nccl_port_range.first, "last": config.fabric.nccl_port_range.last},
-        "rendezvousPorts": list(config.fabric.rendezvous_ports),
+        **fabric_outputs(config.fabric),
         "trainerRepositoryUrl": data.registry.repository_url,
         "datasetsBucket": data.buckets.datasets_bucket,
         "artifactsBucket": data.buckets.artifacts_bucket,

@@ -27,7 +27,7 @@ from components.workload.namespace import TrainingNamespace, TrainingNamespaceAr
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import TrainingJob, TrainingJobArgs
-from components.workload.verify_outputs import pool_outputs, training_outputs
+from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 
 def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
@@ -117,9 +117,7 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         "clusterName": cluster_name,
         "kubeconfig": platform.require_output("kubeconfig"),
         "nodePools": pool_outputs(platform_config.node_pools),
-        "ncclPortRange": {"first": platform_config.fabric.nccl_port_range.first,
-                          "last": platform_config.fabric.nccl_port_range.last},
-        "rendezvousPorts": list(platform_config.fabric.rendezvous_ports),
+        **fabric_outputs(platform_config.fabric),
         "training": training_outputs(namespace=namespace, local_queue=LOCAL_QUEUE, jobs=config.training.jobs,
                                      has_secrets=bool(config.secrets.names)),
     }

@@ -16,17 +16,19 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+# The labels and resources of the pools, from where the program defines them (pure module).
+from components.cluster.pool_scheduling import (
+    EFA_HUGEPAGES_MIB,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    POOL_LABEL,
+)
 from verify import progress_log
 from verify.kube import ClusterUnreachableError, Kube
 from verify.report import CheckResult, Diagnosis, failed, passed, skipped
 from verify.stack_outputs import JobPromise, StackOutputs
 
-# Must match components/cluster/pool_scheduling.py (tests/test_verify_cluster.py checks the plan).
-POOL_LABEL = "gpu-training/pool"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-HUGEPAGES_RESOURCE = "hugepages-2Mi"
-EFA_HUGEPAGES_MIB = 5120
 TRAINER_CONTAINER = "trainer"
 # JobSet labels every pod with its JobSet's name (jobset api/jobset/v1alpha2 JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"

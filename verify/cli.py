@@ -90,7 +90,7 @@ def _usage_problems(args: argparse.Namespace, outputs: StackOutputs) -> list[str
         if args.nccl_nodes < 2:
             problems.append(f"--nccl-nodes {args.nccl_nodes}: the test needs at least 2 nodes to cross the network")
     if args.nccl_image:
-        from verify.nccl_job import IMAGE_BY_DIGEST
+        from components.config.training import IMAGE_BY_DIGEST
 
         if not IMAGE_BY_DIGEST.match(args.nccl_image):
             problems.append(f"--nccl-image {args.nccl_image}: must be pinned by digest (repo@sha256:<64 hex>)")

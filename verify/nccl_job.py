@@ -21,14 +21,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from components.cluster.pool_scheduling import (
+    EFA_HUGEPAGES_MIB,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    POOL_LABEL,
+)
 from verify import nccl_output
-from verify.checks import EFA_HUGEPAGES_MIB, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, JOBSET, POOL_LABEL
+from verify.checks import JOBSET
 from verify.kube import Kube
 from verify.nccl_reference import REFERENCE_NODES, REFERENCE_SIZE_BYTES, reference_for
 from verify.report import CheckResult, Diagnosis, failed, passed, warned
 from verify.stack_outputs import PoolPromise, StackOutputs
 
-IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
 NAME_PREFIX = "verify-nccl"
 LABEL = "gpu-training/verify"
 SSH_DIR = "/etc/nccl-ssh"

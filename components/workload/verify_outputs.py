@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from components.cluster.pool_scheduling import node_taints
-from components.config import NodePoolConfig
+from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
 from components.data import training_data
 
@@ -28,6 +28,12 @@ def pool_outputs(pools: Iterable[NodePoolConfig]) -> dict[str, dict[str, Any]]:
         # A verification job on the pool must tolerate exactly what the training jobs tolerate.
         "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node_taints(p)],
     } for p in pools}
+
+
+def fabric_outputs(fabric: FabricConfig) -> dict[str, Any]:
+    """The ports the fabric security groups open (a verification job on a socket pool uses them)."""
+    return {"ncclPortRange": {"first": fabric.nccl_port_range.first, "last": fabric.nccl_port_range.last},
+            "rendezvousPorts": list(fabric.rendezvous_ports)}
 
 
 def training_outputs(*, namespace: str, local_queue: str, jobs: Iterable[JobConfig],
