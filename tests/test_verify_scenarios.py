@@ -5,10 +5,12 @@ ones the offline plan of prod writes, read through --outputs like a user would."
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 import time
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +63,6 @@ def run_verify(prod_outputs, scenario: Scenario, tmp_path: Path, *extra: str, gp
         put_gpu_utilisation(outputs, scenario, now, gpu_percent)
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
-        import io
-        from contextlib import redirect_stdout
-
         out = io.StringIO()
         with redirect_stdout(out):
             code = main(["--stack", "prod", "--outputs", str(outputs_file), "--kubeconfig", str(kubeconfig),
@@ -171,8 +170,7 @@ def test_nccl_gate_passes_on_reference_bandwidth_and_cleans_up(prod_outputs, hea
     nccl = next(c for c in report["checks"] if c["name"] == f"nccl.{sc.POOL}")
     assert nccl["status"] == "pass" and nccl["measurements"]["busbw_gbps_at_2GiB"] == 443.72
     ns = prod_outputs[0]["training"]["namespace"]
-    created = [p for p in fake.calls("POST")]
-    assert created == [f"/api/v1/namespaces/{ns}/secrets", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"]
+    assert fake.calls("POST") == [f"/api/v1/namespaces/{ns}/secrets", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"]
     deleted = fake.calls("DELETE")
     assert any("/jobsets/verify-nccl-" in p for p in deleted) and any("/secrets/verify-nccl-" in p for p in deleted)
     assert scenario.objects[key("jobsets", ns, "jobset.x-k8s.io")][-1]["metadata"]["name"] == sc.JOB  # only ours left

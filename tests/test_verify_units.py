@@ -79,9 +79,10 @@ def test_reference_for_a_pool(types, expected):
 
 
 def _run(types=("p5.48xlarge",), nodes=2, efa=32, gpus=8):
-    from verify.stack_outputs import PoolPromise, Taint
+    from components.config import Taint
+    from verify.stack_outputs import PoolPromise
 
-    pool = PoolPromise("p5-efa", gpus, efa, types, (Taint("nvidia.com/gpu", "true", "NoSchedule"),))
+    pool = PoolPromise("p5-efa", gpus, efa, types, (Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule"),))
     return nccl_job.NcclRun("verify-nccl-p5-efa-00001", pool, nodes, "r.example/nccl@sha256:" + "b" * 64)
 
 

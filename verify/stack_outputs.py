@@ -10,19 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.config import Taint
+
 REDACTED = "[secret]"
 PULUMI_TIMEOUT_SECONDS = 120
 
 
 class UsageError(Exception):
     """Bad input or an unusable environment: exit 2 with this message, no traceback."""
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True)
@@ -114,7 +109,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
             gpus_per_node=need(raw, "gpusPerNode", int, where),
             efa_per_node=need(raw, "efaPerNode", int, where),
             instance_types=tuple(need(raw, "instanceTypes", list, where)),
-            taints=tuple(Taint(str(t.get("key")), str(t.get("value")), str(t.get("effect")))
+            taints=tuple(Taint(key=str(t.get("key")), value=str(t.get("value")), effect=str(t.get("effect")))
                          for t in need(raw, "taints", list, where) if isinstance(t, dict)),
         )
     training = need(data, "training", dict)
