@@ -1,5 +1,6 @@
 # Offline plan and tests. Both targets create the virtualenv from pinned requirements first.
 #   make plan STACK=dev     synthesise one stack offline into build/<stack>/
+#   make cost STACK=prod    what the stack costs (docs/cost.md); ARGS="--nat-gb 500" for other volumes
 #   make test               lint + every test (config tables, synthesised stacks, manifests, trainer)
 #   make verify STACK=prod ARGS="--job pretrain-p5"   go-live checks against the live cluster
 SHELL := /bin/bash
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
 
-.PHONY: plan plans test lint pytest bench clean verify
+.PHONY: plan plans cost test lint pytest bench clean verify
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +36,9 @@ plan: $(VENV)/.runtime
 
 plans: $(VENV)/.runtime
 	$(PY) scripts/plan.py --all
+
+cost: $(VENV)/.runtime
+	$(PY) scripts/cost.py --stack $(STACK) $(ARGS)
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

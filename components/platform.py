@@ -30,9 +30,11 @@ from components.identity.workload_roles import TrainerServiceAccount, TrainerSer
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.network.vpc import Network, NetworkArgs
+from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.monitoring import Observability, ObservabilityArgs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
+from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
 from components.workload.controllers import JobControllers, JobControllersArgs
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
@@ -101,6 +103,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     roles = _workload_roles(config, on_aws, data)
     _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
+    _budget(config, on_aws, observability)
     workload = _training_namespace(config, cluster, data, roles)
     _queues_and_jobs(config, cluster, workload)
     return _outputs(config, network, cluster, data, roles, observability)
@@ -231,6 +234,7 @@ def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage)
         pools=pools,
         system_pool=config.system_pool.name,
         depends_on=cluster.node_groups,
+        scale_down=config.scale_down,
     ), cluster.in_cluster)
     DevicePlugins("device-plugins", DevicePluginsArgs(
         nvidia=any(p.gpu for p in pools),
@@ -249,6 +253,19 @@ def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) ->
         account_id=on_aws.account_id,
         depends_on=cluster.node_groups,
     ), on_aws.opts)
+
+
+def _budget(config: StackConfig, on_aws: OnAws, observability: Observability) -> None:
+    """The environment's monthly budget (every cost tagged with the environment), alerting the
+    alarms' topic; the environment and cost-center tags activated for cost allocation."""
+    if config.budget is not None:
+        StackBudget("budget", StackBudgetArgs(
+            config=config.budget,
+            name_prefix=config.name_prefix,
+            tags={"environment": config.environment},
+            alert_topic_arn=observability.topic.arn,
+            activate_tags=("environment", "cost-center"),
+        ), on_aws.opts)
 
 
 def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataStage,
@@ -273,6 +290,13 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
         checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
         datasets_bucket=data.buckets.datasets_bucket,
         addons_depend_on=node_groups,
+    ), cluster.in_cluster)
+    CheckpointCleanup("checkpoint-cleanup", CheckpointCleanupArgs(
+        namespace=config.training_namespace,
+        image=config.training.cleanup_image,
+        system_pool=config.system_pool.name,
+        cleanup=config.storage.checkpoint_cleanup,
+        depends_on=[training_ns, volumes],
     ), cluster.in_cluster)
     secrets_sync = SecretsSync("secrets-sync", SecretsSyncArgs(
         cluster_name=cluster.cluster.eks.name,

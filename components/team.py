@@ -20,9 +20,11 @@ from components.data.file_system import access_point
 from components.data.mounts import StorageMounts, StorageMountsArgs
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
+from components.observability.budget import StackBudget, StackBudgetArgs
 from components.platform import aws_provider
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
+from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
@@ -94,6 +96,11 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         checkpoint_access_point_id=checkpoint_access_point.id,
         datasets_bucket=platform.require_output("datasetsBucket"),
     ), in_cluster)
+    CheckpointCleanup("team-checkpoint-cleanup", CheckpointCleanupArgs(
+        namespace=namespace, image=config.training.cleanup_image or platform_config.training.cleanup_image,
+        system_pool=platform_config.system_pool.name,
+        cleanup=platform_config.storage.checkpoint_cleanup, depends_on=[training_ns, volumes],
+    ), in_cluster)
     secrets_sync = SecretsSync("team-secrets-sync", SecretsSyncArgs(
         cluster_name=cluster_name, region=config.region, namespace=namespace_name,
         remote_keys={n: secret_name(config.project, config.environment, n, config.team) for n in config.secrets.names},
@@ -105,6 +112,14 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
             job=job, pool=pools_by_name[job.pool], fabric=platform_config.fabric, namespace=namespace,
             local_queue=LOCAL_QUEUE, depends_on=[queue, volumes, secrets_sync, identity, training_ns],
         ), in_cluster)
+
+    # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
+    if config.budget is not None:
+        StackBudget("team-budget", StackBudgetArgs(
+            config=config.budget, name_prefix=config.name_prefix,
+            tags={"environment": config.environment, "team": config.team},
+            alert_topic_arn=platform.require_output("alertTopicArn"), activate_tags=("team",),
+        ), on_aws)
 
     return {
         "environment": config.environment,

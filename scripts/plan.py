@@ -9,7 +9,8 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
     python scripts/plan.py --all                          # every stack in stacks/
 
 Writes <out>/resources.json (every registered resource: type, name, parent, provider, inputs as
-the engine receives them, secrets as "[secret]", whole numbers as integers), <out>/outputs.json
+the engine receives them, secrets as "[secret]", whole numbers as integers, and retainOnDelete
+where set), <out>/outputs.json
 (the stack outputs, redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes
 object), and prints a summary. The files are deterministic: the same commit writes the same
 bytes, whether a stack is planned alone or with others. Invalid configuration exits 2 with
@@ -45,6 +46,7 @@ from pulumi.runtime.stack import Stack  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
 from components.config.stack_file import stack_config  # noqa: E402
+from components.facts.cost_model import plan_cost  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -142,6 +144,7 @@ def _platform_outputs(reference: str) -> dict[str, Any]:
         "checkpointFileSystemId": f"fs-{environment}-offline",
         "dataKeyArn": f"arn:aws:kms:us-east-1:{MOCK_ACCOUNT_ID}:key/{environment}-data-offline",
         "secretsSyncRoleArn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{prefix}-secrets-sync-offline",
+        "alertTopicArn": f"arn:aws:sns:us-east-1:{MOCK_ACCOUNT_ID}:{prefix}-training-alerts",
     }
 
 
@@ -203,13 +206,16 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
             parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else ""
             top_level = parent_type == "pulumi:pulumi:Stack" or not request.parent
-            self.records.append({
+            record = {
                 "type": request.type,
                 "name": request.name,
                 "parent": None if top_level else _urn_name(request.parent),
                 "provider": request.provider.split("::")[-2] if request.provider else None,
                 "inputs": redact(inputs),
-            })
+            }
+            if request.retainOnDelete:  # `pulumi destroy` leaves it in place: reviewers should see that
+                record["retainOnDelete"] = True
+            self.records.append(record)
             key = (request.type, request.name)
             self.parents[key] = None if top_level else _urn_key(request.parent)
             self.dependencies[key] = frozenset(_urn_key(urn) for urn in request.dependencies)
@@ -352,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         write_plan(plan, out_dir)
         print(summary(plan, out_dir))
+        print(f"  {plan_cost(plan.resources).summary_line()}")
     return 2 if failed else 0
 
 

@@ -40,6 +40,9 @@ JUSTIFIED = {
     ("observability-alerts-key", "CloudWatchAlarmsPublish"):
         "In a key policy `*` is the key itself; CloudWatch may only decrypt/generate data keys, "
         "and only for this account (aws:SourceAccount).",
+    ("observability-alerts-key", "BudgetsPublish"):
+        "In a key policy `*` is the key itself; AWS Budgets may only decrypt/generate data keys "
+        "to publish budget alerts to the encrypted topic, and only for this account (aws:SourceAccount).",
 }
 
 

@@ -18,6 +18,7 @@ from components.cluster.pool_scheduling import POOL_LABEL, expander_priorities
 from components.common import iam
 from components.common.helm import helm_release
 from components.config import NodePoolConfig
+from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 
 CHART_VERSION = "9.50.0"
@@ -48,6 +49,7 @@ class ClusterAutoscalerArgs:
     pools: tuple[NodePoolConfig, ...]
     system_pool: str
     depends_on: Sequence[pulumi.Resource]
+    scale_down: ScaleDownConfig
 
 
 def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
@@ -102,8 +104,10 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
                 "extraArgs": {
                     "expander": "priority",
-                    "scale-down-unneeded-time": "10m",
-                    "scale-down-delay-after-add": "10m",
+                    # How long an idle (GPU) node is paid for before it goes: stack config
+                    # `scaleDown`, its cost in docs/cost.md.
+                    "scale-down-unneeded-time": f"{args.scale_down.unneeded_minutes}m",
+                    "scale-down-delay-after-add": f"{args.scale_down.delay_after_add_minutes}m",
                 },
                 "expanderPriorities": {str(k): v for k, v in expander_priorities(args.cluster_name, args.pools).items()},
                 "nodeSelector": {POOL_LABEL: args.system_pool},

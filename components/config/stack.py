@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi.runtime import config as runtime_config
 
+from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
@@ -21,10 +22,11 @@ from components.config.node_pools import NodePoolConfig, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
+from components.config.scale_down import ScaleDownConfig, parse_scale_down
 from components.config.secrets import SecretsConfig, parse_secrets
 from components.config.stack_file import stack_config
 from components.config.storage import StorageConfig, parse_storage
-from components.config.training import TrainingConfig, parse_training
+from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, parse_training
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
@@ -52,6 +54,8 @@ class StackConfig:
     secrets: SecretsConfig
     training: TrainingConfig
     observability: ObservabilityConfig
+    budget: BudgetConfig | None = None
+    scale_down: ScaleDownConfig = field(default_factory=ScaleDownConfig)
 
     @property
     def name_prefix(self) -> str:
@@ -88,6 +92,7 @@ class TeamStackConfig:
     """The platform stack's own config (same commit): pools and fabric to validate jobs against."""
     secrets: SecretsConfig
     training: TrainingConfig
+    budget: BudgetConfig | None = None
 
     @property
     def name_prefix(self) -> str:
@@ -99,7 +104,7 @@ class TeamStackConfig:
 
 
 # Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.
-PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry", "observability")
+PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry", "observability", "scaleDown")
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -189,6 +194,9 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
                               trainer_image=root.optional_string("trainerImage"))
     observability = parse_observability(root.section("observability", {}), environment=env)
+    budget = parse_budget(root.section("budget", {}), environment=env)
+    scale_down = parse_scale_down(root.section("scaleDown", {}))
+    _check_cleanup_image(root, training.cleanup_image)
     root.finish()
 
     if errors:
@@ -209,6 +217,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         secrets=secrets,
         training=training,
         observability=observability,
+        budget=budget,
+        scale_down=scale_down,
     )
 
 
@@ -239,6 +249,9 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"))
+    budget = parse_budget(root.section("budget", {}), environment=environment)
+    if platform is not None:
+        _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image)
     root.finish()
     if errors:
         raise ConfigError(errors)
@@ -246,7 +259,14 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
         raise ConfigError([f"platform stack '{environment}': could not be read"])
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
-                           secrets=secrets, training=training)
+                           secrets=secrets, training=training, budget=budget)
+
+
+def _check_cleanup_image(root: Section, image: str) -> None:
+    if not IMAGE_BY_DIGEST.match(image):
+        root.error(root.key("trainerImage"), image or None,
+                   "the checkpoint cleanup CronJob runs on the trainer image, which must be pinned by digest",
+                   "run scripts/build-image <stack> and set the printed trainerImage")
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: list[str]) -> None:

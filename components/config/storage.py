@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from components.config.cleanup import CheckpointCleanupConfig, parse_checkpoint_cleanup
 from components.config.reader import Section
 
 # Words that mark a bucket as production data, as dash- or dot-separated parts of its name
@@ -33,6 +34,8 @@ class StorageConfig:
     efs_backups: bool
     # An existing bucket to read datasets from instead of creating one; None creates one.
     datasets_bucket: str | None
+    # Finished jobs' checkpoint directories on the shared file system: when they are removed.
+    checkpoint_cleanup: CheckpointCleanupConfig = field(default_factory=CheckpointCleanupConfig)
 
 
 def names_prod_data(bucket: str) -> bool:
@@ -79,10 +82,12 @@ def parse_storage(section: Section, *, environment: str) -> StorageConfig:
         if datasets_bucket and environment != "prod" and names_prod_data(datasets_bucket):
             section.error(key, datasets_bucket, f"a {environment} stack must never read production data",
                           f"point it at a {environment} copy of the data, or remove it to use this stack's own bucket")
+    cleanup = parse_checkpoint_cleanup(section.section("checkpointCleanup", {}))
     section.finish()
     return StorageConfig(
         checkpoint_retention_days=checkpoints,
         noncurrent_version_retention_days=noncurrent,
         efs_backups=backups,
         datasets_bucket=datasets_bucket,
+        checkpoint_cleanup=cleanup,
     )

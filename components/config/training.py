@@ -70,6 +70,13 @@ class JobConfig:
 class TrainingConfig:
     gpu_quota: dict[str, int]
     jobs: tuple[JobConfig, ...]
+    trainer_image: str | None = None
+    """The stack's `trainerImage`: jobs default to it."""
+
+    @property
+    def cleanup_image(self) -> str:
+        """What the checkpoint cleanup CronJob runs: the trainer image, else the first job's."""
+        return self.trainer_image or next((job.image for job in self.jobs), "")
 
 
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
@@ -97,7 +104,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(section.key("jobs"), name, "names two jobs the same", "give every job a unique name")
     section.finish()
-    return TrainingConfig(gpu_quota=quota, jobs=tuple(jobs))
+    return TrainingConfig(gpu_quota=quota, jobs=tuple(jobs), trainer_image=trainer_image)
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],

@@ -4,7 +4,7 @@
   Insights, NVIDIA GPU metrics through DCGM) and Fluent Bit, which ships every container's
   stdout/stderr to CloudWatch Logs. Its role (Pod Identity) may only publish metrics and logs.
 - Its log groups are created here first, so they have a retention period.
-- Alarms -> an encrypted SNS topic -> e-mail / SMS:
+- Alarms (and the stack budgets, observability/budget.py) -> an encrypted SNS topic -> e-mail / SMS:
   - a GPU node below `gpuIdlePercent` utilisation for `gpuIdleMinutes` (data-loading bottleneck,
     or GPUs paid for while a gang waits);
   - GPU memory above `gpuMemoryPercent` on some node (the next step may OOM);
@@ -65,17 +65,38 @@ def alarm_specs(config: ObservabilityConfig) -> list[AlarmSpec]:
 
 
 def alerts_key_policy(account_id: str) -> str:
-    """The account root (as for every key) plus CloudWatch alarms, which must encrypt what they
-    publish to the topic: AWS's managed SNS key does not let them."""
+    """The account root (as for every key) plus CloudWatch alarms and AWS Budgets, which must
+    encrypt what they publish to the topic: AWS's managed SNS key does not let them."""
     root = json.loads(iam.key_policy(account_id))["Statement"]
-    return iam.policy(*root, {
-        "Sid": "CloudWatchAlarmsPublish",
+    return iam.policy(*root, *({
+        "Sid": sid,
         "Effect": "Allow",
-        "Principal": {"Service": "cloudwatch.amazonaws.com"},
+        "Principal": {"Service": service},
         "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
         "Resource": "*",
         "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-    })
+    } for sid, service in (("CloudWatchAlarmsPublish", "cloudwatch.amazonaws.com"),
+                           ("BudgetsPublish", "budgets.amazonaws.com"))))
+
+
+# SNS's own default topic policy: the owning account's principals may use the topic.
+_TOPIC_OWNER_ACTIONS = ["SNS:AddPermission", "SNS:DeleteTopic", "SNS:GetTopicAttributes",
+                        "SNS:ListSubscriptionsByTopic", "SNS:Publish", "SNS:RemovePermission",
+                        "SNS:SetTopicAttributes", "SNS:Subscribe"]
+
+
+def alerts_topic_policy(topic_arn: str, account_id: str) -> str:
+    """SNS's default policy plus AWS Budgets, which may publish only with an explicit grant
+    (docs.aws.amazon.com/cost-management/latest/userguide/budgets-sns-policy.html), and only for
+    budgets of this account: every stack's budget, team stacks' included, alerts here."""
+    return iam.policy(
+        {"Sid": "AccountOwnerUses", "Effect": "Allow", "Principal": {"AWS": "*"}, "Action": _TOPIC_OWNER_ACTIONS,
+         "Resource": topic_arn, "Condition": {"StringEquals": {"AWS:SourceOwner": account_id}}},
+        {"Sid": "BudgetsPublish", "Effect": "Allow", "Principal": {"Service": "budgets.amazonaws.com"},
+         "Action": "SNS:Publish", "Resource": topic_arn,
+         "Condition": {"StringEquals": {"aws:SourceAccount": account_id},
+                       "ArnLike": {"aws:SourceArn": f"arn:{iam.PARTITION}:budgets::{account_id}:*"}}},
+    )
 
 
 @dataclass(frozen=True)
@@ -134,6 +155,9 @@ class Observability(pulumi.ComponentResource):
         )
         topic = aws.sns.Topic(f"{self._name}-alerts", name=f"{args.name_prefix}-training-alerts",
                               kms_master_key_id=key.arn, opts=child)
+        aws.sns.TopicPolicy(f"{self._name}-alerts-policy", arn=topic.arn, opts=child,
+                            policy=pulumi.Output.all(topic.arn, args.account_id).apply(
+                                lambda v: alerts_topic_policy(v[0], v[1])))
         recipients = [("email", address) for address in args.config.alert_emails]
         recipients += [("sms", number) for number in args.config.alert_sms]
         for protocol, endpoint in recipients:

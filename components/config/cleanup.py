@@ -1,0 +1,34 @@
+"""`storage.checkpointCleanup`: when a finished job's checkpoints leave the shared file system.
+
+    gpu-training:storage:
+      checkpointCleanup:
+        afterDays: 30      # a finished job's directory untouched this long is removed
+        dryRun: true       # only log what would go; set false once the log reads right
+
+A nightly CronJob in each training namespace (components/workload/checkpoint_cleanup.py) removes
+/workspace/checkpoints/<job> when no unfinished JobSet of that name exists in the namespace and
+nothing in the directory changed for `afterDays`. A new stack starts in dry-run: it logs its
+choices and removes nothing until this says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.config.reader import Section
+
+MAX_AFTER_DAYS = 3650
+
+
+@dataclass(frozen=True)
+class CheckpointCleanupConfig:
+    after_days: int = 30
+    dry_run: bool = True
+
+
+def parse_checkpoint_cleanup(section: Section) -> CheckpointCleanupConfig:
+    after_days = section.integer("afterDays", CheckpointCleanupConfig.after_days, minimum=1, maximum=MAX_AFTER_DAYS,
+                                 fix=f"write whole days between 1 and {MAX_AFTER_DAYS}")
+    dry_run = section.boolean("dryRun", CheckpointCleanupConfig.dry_run)
+    section.finish()
+    return CheckpointCleanupConfig(after_days, dry_run)

@@ -1,0 +1,353 @@
+"""What a stack costs, read from its offline plan (the resources `pulumi up` would create).
+
+Pure arithmetic over `build/<stack>/resources.json` records and the dated table in prices.py:
+
+- fixed monthly cost: what is billed while the stack exists, whether or not anything trains (EKS
+  control plane, node pools at their minimum size, NAT gateways and their addresses, interface
+  endpoints per AZ, KMS keys, secrets, alarms, FSx capacity);
+- usage at stated volumes: NAT data, log ingestion, EFS storage (`Usage`, defaults below);
+- per node pool, cost per hour at its minimum and at its maximum size, as the pool is billed
+  (on-demand, spot at its on-demand ceiling, capacity block), with the on-demand and capacity
+  block figures beside it for comparison.
+
+Nothing here is a guess: a resource whose price is not in the table becomes a line marked "not
+priced" and stays out of every total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from components.facts import prices
+from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.prices import HOURS_PER_MONTH, Price
+
+ResourceRecord = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Stated monthly volumes of usage-billed items: change them with `make cost ARGS=...`."""
+
+    nat_gb: float = 100.0
+    """Through the NAT gateways: S3 and ECR layers use the S3 gateway endpoint, AWS APIs the
+    interface endpoints, so this is pip/Hugging Face/W&B traffic."""
+    log_gb: float = 50.0
+    """Into CloudWatch Logs: container stdout/stderr, control plane and VPC flow logs."""
+    efs_gb: float = 500.0
+    """Kept on EFS Standard: a few sharded checkpoints of the running jobs."""
+
+
+STATED_USAGE = Usage()
+
+
+@dataclass(frozen=True)
+class LineItem:
+    name: str
+    monthly_usd: float | None
+    """None: no price in the table; listed, never added."""
+    detail: str
+    usage: bool = False
+    """Depends on a stated volume rather than on what the stack creates."""
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """A node group as the plan creates it."""
+
+    name: str
+    instance_types: tuple[str, ...]
+    capacity_type: str
+    """ON_DEMAND | SPOT | CAPACITY_BLOCK (the EKS API's values)."""
+    min_nodes: int
+    max_nodes: int
+    root_volume_gib: int
+
+    @property
+    def gpus_per_node(self) -> int:
+        return INSTANCE_TYPES[self.instance_types[0]].gpus if self.instance_types[0] in INSTANCE_TYPES else 0
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    pool: NodePool
+    node_hourly_usd: float | None
+    """What one node of this pool is billed per hour (instance + root volume); for spot the
+    on-demand ceiling. None when the table has no price for its instance types."""
+    basis: str
+    on_demand_node_hourly_usd: float | None
+    capacity_block_node_hourly_usd: float | None
+
+    @property
+    def hourly_at_min_usd(self) -> float | None:
+        # A capacity block is paid for every reserved instance whether a node runs or not.
+        nodes = self.pool.max_nodes if self.pool.capacity_type == "CAPACITY_BLOCK" else self.pool.min_nodes
+        return None if self.node_hourly_usd is None else nodes * self.node_hourly_usd
+
+    @property
+    def hourly_at_max_usd(self) -> float | None:
+        return None if self.node_hourly_usd is None else self.pool.max_nodes * self.node_hourly_usd
+
+    @property
+    def gpu_hourly_usd(self) -> float | None:
+        gpus = self.pool.gpus_per_node
+        return None if self.node_hourly_usd is None or not gpus else self.node_hourly_usd / gpus
+
+
+@dataclass(frozen=True)
+class StackCost:
+    region: str
+    priced_on: date
+    fixed: tuple[LineItem, ...]
+    usage: tuple[LineItem, ...]
+    pools: tuple[PoolCost, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fixed_monthly_usd(self) -> float:
+        return sum(i.monthly_usd for i in self.fixed if i.monthly_usd is not None)
+
+    @property
+    def usage_monthly_usd(self) -> float:
+        return sum(i.monthly_usd for i in self.usage if i.monthly_usd is not None)
+
+    @property
+    def gpu_pools(self) -> tuple[PoolCost, ...]:
+        return tuple(p for p in self.pools if p.pool.gpus_per_node)
+
+    @property
+    def gpu_hourly_at_min_usd(self) -> float:
+        return sum(p.hourly_at_min_usd or 0.0 for p in self.gpu_pools)
+
+    @property
+    def gpu_hourly_at_max_usd(self) -> float:
+        return sum(p.hourly_at_max_usd or 0.0 for p in self.gpu_pools)
+
+    @property
+    def unpriced(self) -> tuple[str, ...]:
+        items = [i.name for i in (*self.fixed, *self.usage) if i.monthly_usd is None]
+        return (*items, *(f"node pool {p.pool.name}" for p in self.pools if p.node_hourly_usd is None))
+
+    def summary_line(self) -> str:
+        """One line for the plan summary."""
+        line = (f"cost: {money(self.fixed_monthly_usd)}/month fixed + {money(self.usage_monthly_usd)}/month usage at "
+                f"stated volumes")
+        if self.gpu_pools:
+            line += (f"; GPU pools {money(self.gpu_hourly_at_min_usd)}/h at min, "
+                     f"{money(self.gpu_hourly_at_max_usd)}/h at max")
+        line += f" ({prices.REGION} list prices of {self.priced_on})"
+        if self.unpriced:
+            line += f"; not priced: {', '.join(self.unpriced)}"
+        return line
+
+
+def money(usd: float) -> str:
+    """Whole dollars from $100 on, cents below."""
+    return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
+
+
+# --- reading the plan -----------------------------------------------------------------------------
+
+def _of_type(resources: Iterable[ResourceRecord], type_token: str) -> list[ResourceRecord]:
+    return [r for r in resources if r["type"] == type_token]
+
+
+def node_pools(resources: Sequence[ResourceRecord]) -> list[NodePool]:
+    """The plan's node groups, each with the root volume of its launch template."""
+    templates = _of_type(resources, "aws:ec2/launchTemplate:LaunchTemplate")
+    pools = []
+    for group in _of_type(resources, "aws:eks/nodeGroup:NodeGroup"):
+        inputs = group["inputs"]
+        scaling = inputs["scalingConfig"]
+        template = _launch_template_of(inputs, templates)
+        pools.append(NodePool(
+            name=inputs.get("labels", {}).get("gpu-training/pool") or inputs.get("nodeGroupName") or group["name"],
+            instance_types=tuple(inputs.get("instanceTypes") or ()),
+            capacity_type=inputs.get("capacityType", "ON_DEMAND"),
+            min_nodes=int(scaling["minSize"]),
+            max_nodes=int(scaling["maxSize"]),
+            root_volume_gib=_root_volume_gib(template),
+        ))
+    return sorted(pools, key=lambda p: p.name)
+
+
+def _launch_template_of(group: Mapping[str, Any], templates: list[ResourceRecord]) -> ResourceRecord | None:
+    # Node groups and their launch templates share the physical name <cluster>-<pool>.
+    name = group.get("nodeGroupName")
+    return next((t for t in templates if name and t["inputs"].get("name") == name), None)
+
+
+def _root_volume_gib(template: ResourceRecord | None) -> int:
+    # EKS managed node groups default to a 20 GiB root volume when no launch template sets one.
+    for mapping in (template or {}).get("inputs", {}).get("blockDeviceMappings") or ():
+        size = (mapping.get("ebs") or {}).get("volumeSize")
+        if size:
+            return int(size)
+    return 20
+
+
+def region_of(resources: Sequence[ResourceRecord]) -> str:
+    providers = _of_type(resources, "pulumi:providers:aws")
+    return str(providers[0]["inputs"].get("region", "")) if providers else ""
+
+
+# --- pricing --------------------------------------------------------------------------------------
+
+def eks_hourly(version: str, support_type: str, on: date) -> tuple[Price, str]:
+    """The control plane's hourly price on a day, and why.
+
+    Past the end of standard support a cluster is billed at the extended support price, unless its
+    upgrade policy is STANDARD: then EKS upgrades it at the end of standard support instead."""
+    end = prices.EKS_STANDARD_SUPPORT_END.get(version)
+    if end is None:
+        return prices.EKS_CLUSTER_HOUR, f"Kubernetes {version}: no support calendar in the table, priced as standard"
+    if on <= end:
+        return prices.EKS_CLUSTER_HOUR, f"Kubernetes {version} in standard support until {end}"
+    if support_type == "STANDARD":
+        return prices.EKS_CLUSTER_HOUR, (f"Kubernetes {version} left standard support on {end}; upgrade policy "
+                                          "STANDARD: EKS upgrades the cluster instead of billing extended support")
+    return prices.EKS_EXTENDED_CLUSTER_HOUR, f"Kubernetes {version} in extended support since {end}"
+
+
+def root_volume_hourly(gib: int) -> float:
+    return gib * prices.EBS_GP3_GB_MONTH.usd / HOURS_PER_MONTH
+
+
+def pool_cost(pool: NodePool) -> PoolCost:
+    """Cost of one node per hour: the most expensive of the pool's instance types (the autoscaler
+    may launch any of them), plus its root volume."""
+    volume = root_volume_hourly(pool.root_volume_gib)
+    on_demand = _most_expensive({t: prices.EC2_ON_DEMAND_HOURLY.get(t) for t in pool.instance_types})
+    block = _most_expensive({t: p.usd if (p := prices.CAPACITY_BLOCK_HOURLY.get(t)) else None
+                             for t in pool.instance_types})
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        billed, basis = block, "capacity block, prepaid for the block used or not (STALE price)"
+    elif pool.capacity_type == "SPOT":
+        billed, basis = on_demand, "spot, upper bound = on-demand price"
+    else:
+        billed, basis = on_demand, "on-demand"
+    return PoolCost(
+        pool=pool,
+        node_hourly_usd=None if billed is None else billed[1] + volume,
+        basis=f"{billed[0]} {basis}" if billed else f"{basis}: no price for {', '.join(pool.instance_types)}",
+        on_demand_node_hourly_usd=None if on_demand is None else on_demand[1] + volume,
+        capacity_block_node_hourly_usd=None if block is None else block[1] + volume,
+    )
+
+
+def _most_expensive(hourly: Mapping[str, float | None]) -> tuple[str, float] | None:
+    """(type, $/h) of the dearest type; None when any type has no price."""
+    known = {t: usd for t, usd in hourly.items() if usd is not None}
+    if not hourly or len(known) != len(hourly):
+        return None
+    return max(known.items(), key=lambda item: item[1])
+
+
+def rate(usd: float) -> str:
+    """$0.10, $0.045, $1.00: cents always shown, smaller fractions kept."""
+    return f"${usd:.2f}" if round(usd, 2) == usd else f"${usd:g}"
+
+
+def _monthly(count: float, price: Price, hours: bool = True) -> float:
+    return count * price.usd * (HOURS_PER_MONTH if hours else 1)
+
+
+def fixed_items(resources: Sequence[ResourceRecord], pools: Sequence[PoolCost], on: date) -> list[LineItem]:
+    items: list[LineItem] = []
+    for cluster in _of_type(resources, "aws:eks/cluster:Cluster"):
+        inputs = cluster["inputs"]
+        price, why = eks_hourly(str(inputs.get("version", "")), (inputs.get("upgradePolicy") or {}).get("supportType", ""), on)
+        items.append(LineItem("EKS control plane", _monthly(1, price),
+                              f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h ({why})"))
+    for cost in pools:
+        pool = cost.pool
+        if pool.capacity_type == "CAPACITY_BLOCK":
+            items.append(LineItem(f"node pool {pool.name} (capacity block)", None,
+                                  "prepaid for the block's duration, used or not: see the pool's hourly figure"))
+            continue
+        if not pool.min_nodes:
+            continue
+        monthly = None if cost.node_hourly_usd is None else pool.min_nodes * cost.node_hourly_usd * HOURS_PER_MONTH
+        items.append(LineItem(
+            f"node pool {pool.name} at min size", monthly,
+            f"{pool.min_nodes} x ({cost.basis} + {pool.root_volume_gib} GiB gp3) x {HOURS_PER_MONTH} h"))
+    counted = (
+        ("NAT gateways", "aws:ec2/natGateway:NatGateway", prices.NAT_GATEWAY_HOUR, True),
+        ("public IPv4 addresses (NAT)", "aws:ec2/eip:Eip", prices.PUBLIC_IPV4_HOUR, True),
+        ("KMS keys", "aws:kms/key:Key", prices.KMS_KEY_MONTH, False),
+        ("Secrets Manager secrets", "aws:secretsmanager/secret:Secret", prices.SECRET_MONTH, False),
+        ("CloudWatch alarms", "aws:cloudwatch/metricAlarm:MetricAlarm", prices.ALARM_MONTH, False),
+    )
+    for name, type_token, price, hourly in counted:
+        count = len(_of_type(resources, type_token))
+        if count:
+            per = f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h" if hourly else f"{rate(price.usd)}/month"
+            items.append(LineItem(name, _monthly(count, price, hourly), f"{count} x {per}"))
+    endpoint_azs = sum(len(e["inputs"].get("subnetIds") or ())
+                       for e in _of_type(resources, "aws:ec2/vpcEndpoint:VpcEndpoint")
+                       if e["inputs"].get("vpcEndpointType") == "Interface")
+    if endpoint_azs:
+        price = prices.INTERFACE_ENDPOINT_AZ_HOUR
+        items.append(LineItem("interface VPC endpoints", _monthly(endpoint_azs, price),
+                              f"{endpoint_azs} endpoint-AZs x {HOURS_PER_MONTH} h x {rate(price.usd)}/h "
+                              "(gateway endpoints are free)"))
+    for lustre in _of_type(resources, "aws:fsx/lustreFileSystem:LustreFileSystem"):
+        items.append(_lustre_item(lustre["inputs"]))
+    return items
+
+
+def _lustre_item(inputs: Mapping[str, Any]) -> LineItem:
+    capacity = int(inputs.get("storageCapacity") or 0)
+    throughput = inputs.get("perUnitStorageThroughput")
+    if inputs.get("deploymentType") == "PERSISTENT_2" and throughput == 125:
+        price = prices.FSX_LUSTRE_P2_125_GB_MONTH
+        return LineItem("FSx for Lustre", capacity * price.usd, f"{capacity} GiB x {rate(price.usd)}/GB-month (PERSISTENT_2-125)")
+    return LineItem("FSx for Lustre", None,
+                    f"{capacity} GiB {inputs.get('deploymentType')}-{throughput}: no price in the table")
+
+
+def usage_items(resources: Sequence[ResourceRecord], usage: Usage) -> list[LineItem]:
+    items = []
+    if _of_type(resources, "aws:ec2/natGateway:NatGateway"):
+        price = prices.NAT_GATEWAY_GB
+        items.append(LineItem("NAT data processing", usage.nat_gb * price.usd,
+                              f"{usage.nat_gb:g} GB x {rate(price.usd)}/GB", usage=True))
+    if _of_type(resources, "aws:cloudwatch/logGroup:LogGroup"):
+        price = prices.LOGS_INGEST_GB
+        items.append(LineItem("CloudWatch Logs ingestion", usage.log_gb * price.usd,
+                              f"{usage.log_gb:g} GB x {rate(price.usd)}/GB", usage=True))
+    if _of_type(resources, "aws:efs/fileSystem:FileSystem"):
+        price = prices.EFS_STANDARD_GB_MONTH
+        items.append(LineItem("EFS Standard storage", usage.efs_gb * price.usd,
+                              f"{usage.efs_gb:g} GB x {rate(price.usd)}/GB-month (no fixed charge; files unread "
+                              f"for the lifecycle period move to IA at {rate(prices.EFS_IA_GB_MONTH.usd)})", usage=True))
+    return items
+
+
+def plan_cost(resources: Sequence[ResourceRecord], *, on: date = prices.REVIEWED_ON,
+              usage: Usage = STATED_USAGE) -> StackCost:
+    """The cost of a planned stack. `on` decides which EKS support window applies."""
+    pools = tuple(pool_cost(p) for p in node_pools(resources))
+    region = region_of(resources)
+    notes = []
+    if region and region != prices.REGION:
+        notes.append(f"the stack is in {region}; the table holds {prices.REGION} prices: figures are indicative")
+    return StackCost(region=region, priced_on=on, fixed=tuple(fixed_items(resources, pools, on)),
+                     usage=tuple(usage_items(resources, usage)), pools=pools, notes=tuple(notes))
+
+
+def quota_hourly_usd(gpu_quota: Mapping[str, int], pools: Sequence[PoolCost]) -> dict[str, float | None]:
+    """What a queue's GPU quota costs per hour when fully used: whole nodes, as they are billed."""
+    by_name = {p.pool.name: p for p in pools}
+    result: dict[str, float | None] = {}
+    for pool_name, gpus in sorted(gpu_quota.items()):
+        cost = by_name.get(pool_name)
+        if cost is None or cost.node_hourly_usd is None or not cost.pool.gpus_per_node:
+            result[pool_name] = None
+            continue
+        nodes = -(-gpus // cost.pool.gpus_per_node)  # a partly used node is billed whole
+        result[pool_name] = nodes * cost.node_hourly_usd
+    return result

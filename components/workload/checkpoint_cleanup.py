@@ -1,0 +1,161 @@
+"""A nightly CronJob that removes finished jobs' checkpoint directories from the shared file system.
+
+What goes and what stays is decided by checkpoint_cleanup_script.py (mounted from a ConfigMap,
+run by the trainer image's Python): a directory /workspace/checkpoints/<job> goes when no
+unfinished JobSet of that name exists in the namespace and nothing in it changed for
+`storage.checkpointCleanup.afterDays`. Why JobSets and not file ages alone: a gang queued by
+Kueue, or stopped by a spot reclaim, writes nothing for as long as it waits, and must still find
+its checkpoints when it starts; only the JobSet knows it is not finished.
+
+- Identity: its own service account, bound to a Role that may only get and list JobSets in this
+  namespace; no AWS role (the file system comes through the namespace's `checkpoints` volume).
+  The API token is projected into the one container that needs it, valid for 10 minutes.
+- Hardening as the training pods: UID/GID 1000 (the access point's owner), non-root, read-only
+  root file system, no privilege escalation, every capability dropped, RuntimeDefault seccomp.
+- Runs on the system pool (never wakes a GPU node), one at a time, and logs every decision
+  before it removes anything; `dryRun: true` (the default) stops there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.cluster.pool_scheduling import POOL_LABEL
+from components.config.cleanup import CheckpointCleanupConfig
+from components.data import training_data
+
+NAME = "checkpoint-cleanup"
+SCRIPT = Path(__file__).with_name("checkpoint_cleanup_script.py")
+SCRIPT_DIR = "/opt/checkpoint-cleanup"
+TOKEN_DIR = "/var/run/secrets/checkpoint-cleanup"
+# Nightly at 03:17 UTC: off the full hour, when many other schedules fire.
+SCHEDULE = "17 3 * * *"
+TOKEN_SECONDS = 600  # the shortest a projected service account token may live
+RUN_DEADLINE_SECONDS = 3600
+SKIP_REASONS = {
+    "CKV_K8S_40": "UID 1000 is the trainer image's user and the EFS access point's POSIX owner; no host paths are shared",
+}
+
+
+def role_rules() -> list[k8s.rbac.v1.PolicyRuleArgsDict]:
+    """Read-only, JobSets only: what the script needs to tell a finished job from a waiting one."""
+    return [{"api_groups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]}]
+
+
+def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig) -> dict[str, Any]:
+    resources = {"cpu": "250m", "memory": "256Mi"}
+    env = {
+        "CHECKPOINT_ROOT": training_data.CHECKPOINTS.mount_path,
+        "MAX_AGE_DAYS": str(cleanup.after_days),
+        "DRY_RUN": "true" if cleanup.dry_run else "false",
+        "TOKEN_DIR": TOKEN_DIR,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    container = {
+        "name": NAME,
+        "image": image,
+        "imagePullPolicy": "Always",
+        "command": ["python", f"{SCRIPT_DIR}/{SCRIPT.name}"],
+        "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                *({"name": k, "value": v} for k, v in env.items())],
+        "resources": {"requests": resources, "limits": dict(resources)},
+        "volumeMounts": [
+            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path},
+            {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+            {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    pod_spec = {
+        "serviceAccountName": NAME,
+        # The token reaches only this container, through the projected volume below.
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "nodeSelector": {POOL_LABEL: system_pool},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": training_data.RUN_AS_USER,
+            "runAsGroup": training_data.RUN_AS_GROUP,
+            "fsGroup": training_data.RUN_AS_GROUP,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": training_data.CHECKPOINTS.name,
+             "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}},
+            {"name": "script", "configMap": {"name": NAME}},
+            {"name": "api-token", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            ]}},
+        ],
+    }
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": NAME,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {f"checkov.io/skip{i}": f"{check}={reason}"
+                            for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)},
+        },
+        "spec": {
+            "schedule": SCHEDULE,
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": RUN_DEADLINE_SECONDS,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": RUN_DEADLINE_SECONDS,
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            }},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class CheckpointCleanupArgs:
+    namespace: str
+    image: str
+    """The trainer image: its Python runs the script, and it is already pinned and pulled."""
+    system_pool: str
+    cleanup: CheckpointCleanupConfig
+    depends_on: Sequence[pulumi.Resource]
+
+
+class CheckpointCleanup(pulumi.ComponentResource):
+    def __init__(self, name: str, args: CheckpointCleanupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:CheckpointCleanup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
+        metadata = k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace,
+                                              labels={"app.kubernetes.io/name": NAME})
+        account = k8s.core.v1.ServiceAccount(f"{name}-account", metadata=metadata,
+                                             automount_service_account_token=False, opts=child)
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=metadata, rules=role_rules(), opts=child)
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-binding", metadata=metadata,
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=NAME),
+            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=NAME, namespace=args.namespace)],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role]))
+        script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata, data={SCRIPT.name: SCRIPT.read_text()},
+                                       opts=child)
+        manifest = cronjob_manifest(namespace=args.namespace, image=args.image, system_pool=args.system_pool,
+                                    cleanup=args.cleanup)
+        k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=manifest["metadata"], spec=manifest["spec"],
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role, script]))
+        self.register_outputs({})

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""What a stack costs: the breakdown of its offline plan at the prices of components/facts/prices.py.
+
+    python scripts/cost.py --stack prod                  # plan offline (nothing written), then cost
+    python scripts/cost.py --stack prod --plan-dir build/prod   # cost an existing plan
+    python scripts/cost.py --stack dev --nat-gb 500 --log-gb 20 --efs-gb 100   # other volumes
+    python scripts/cost.py --stack prod --on 2026-12-03  # which EKS support window applies that day
+    python scripts/cost.py --prices                      # the price table with sources and dates
+
+For other tools (the plan diff of a pull request): `stack_cost(plan_dir)` returns the
+`StackCost` of a plan directory from its resources.json alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
+from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
+from components.config.stack_file import stack_config  # noqa: E402
+from components.facts import prices  # noqa: E402
+from components.facts.cost_model import (  # noqa: E402
+    STATED_USAGE,
+    NodePool,
+    StackCost,
+    Usage,
+    plan_cost,
+    pool_cost,
+    quota_hourly_usd,
+)
+from components.facts.prices import HOURS_PER_MONTH  # noqa: E402
+
+
+def stack_cost(plan_dir: Path, *, on: date = prices.REVIEWED_ON, usage: Usage = STATED_USAGE) -> StackCost:
+    """The cost of the stack planned into `plan_dir` (e.g. build/prod), read from its resources.json.
+
+    Totals: `.fixed_monthly_usd`, `.usage_monthly_usd`, `.gpu_hourly_at_min_usd`,
+    `.gpu_hourly_at_max_usd`; `.summary_line()` is the plan summary's line."""
+    return plan_cost(json.loads((plan_dir / "resources.json").read_text()), on=on, usage=usage)
+
+
+def _usd(value: float | None, digits: int = 2) -> str:
+    return "not priced" if value is None else f"${value:,.{digits}f}"
+
+
+def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig) -> str:
+    lines = [f"{stack}: what it costs ({prices.REGION} list prices reviewed {prices.REVIEWED_ON}, "
+             f"EKS support judged on {cost.priced_on}; sources: scripts/cost.py --prices)", ""]
+    lines.append("Fixed, per month (billed while the stack exists)")
+    lines += [f"  {i.name:<34} {_usd(i.monthly_usd):>12}  {i.detail}" for i in cost.fixed]
+    lines.append(f"  {'total':<34} {_usd(cost.fixed_monthly_usd):>12}")
+    lines += ["", "Usage at stated volumes, per month (--nat-gb, --log-gb, --efs-gb)"]
+    lines += [f"  {i.name:<34} {_usd(i.monthly_usd):>12}  {i.detail}" for i in cost.usage]
+    lines.append(f"  {'total':<34} {_usd(cost.usage_monthly_usd):>12}")
+    if cost.pools:
+        lines += ["", "Node pools, per hour (a node = its dearest instance type + root volume)",
+                  f"  {'pool':<10} {'nodes':>5}  {'at min':>10} {'at max':>10} {'per GPU':>9} "
+                  f"{'on-demand@max':>14} {'cap.block@max':>14}  billed as"]
+        for p in cost.pools:
+            block = None if p.capacity_block_node_hourly_usd is None else p.capacity_block_node_hourly_usd * p.pool.max_nodes
+            on_demand = None if p.on_demand_node_hourly_usd is None else p.on_demand_node_hourly_usd * p.pool.max_nodes
+            lines.append(f"  {p.pool.name:<10} {p.pool.min_nodes:>2}-{p.pool.max_nodes:<2}  "
+                         f"{_usd(p.hourly_at_min_usd):>10} {_usd(p.hourly_at_max_usd):>10} "
+                         f"{'-' if p.gpu_hourly_usd is None else _usd(p.gpu_hourly_usd):>9} "
+                         f"{_usd(on_demand):>14} {'-' if block is None else _usd(block) + ' *':>14}  {p.basis}")
+        lines.append(f"  {'GPU pools':<10} {'':>5}  {_usd(cost.gpu_hourly_at_min_usd):>10} "
+                     f"{_usd(cost.gpu_hourly_at_max_usd):>10}")
+        if any(p.capacity_block_node_hourly_usd is not None for p in cost.pools):
+            lines.append("  * capacity block price from a 2024 copy of the AWS page: STALE, check before buying")
+    base = cost.fixed_monthly_usd + cost.usage_monthly_usd
+    if cost.gpu_pools:
+        lines += ["", f"A month with every GPU pool at max size: {_usd(base, 0)} + {HOURS_PER_MONTH} h x "
+                      f"{_usd(cost.gpu_hourly_at_max_usd)} = {_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_max_usd, 0)}"]
+    if isinstance(config, TeamStackConfig):
+        lines += _quota_lines(config)
+    lines += _budget_lines(config, cost, base)
+    lines += ["", "Not in these figures (no price in components/facts/prices.py):"]
+    lines += [f"  - {gap}" for gap in (*cost.unpriced, *prices.GAPS)]
+    lines += [f"Note: {note}" for note in cost.notes]
+    return "\n".join(lines)
+
+
+def _quota_lines(config: TeamStackConfig) -> list[str]:
+    """A team's GPU quota, fully used, on its platform's pools (whole nodes are billed)."""
+    pools = [pool_cost(NodePool(p.name, p.instance_types, CAPACITY_TYPES[p.capacity], p.min_size, p.max_size,
+                                p.root_volume_gib)) for p in config.platform.node_pools]
+    hourly = quota_hourly_usd(config.training.gpu_quota, pools)
+    lines = ["", f"GPU quota at full use, on the {config.environment} platform's shared pools "
+                 "(billed to the environment, not to this stack's tags)"]
+    lines += [f"  {pool:<10} {config.training.gpu_quota[pool]:>4} GPUs  {_usd(usd):>10}/h  "
+              f"{_usd(None if usd is None else usd * HOURS_PER_MONTH, 0):>10}/month" for pool, usd in hourly.items()]
+    return lines
+
+
+def _budget_lines(config: StackConfig | TeamStackConfig, cost: StackCost, base: float) -> list[str]:
+    budget = config.budget
+    if budget is None:
+        return ["", "Budget: none (gpu-training:budget)"]
+    def percents(values: tuple[int, ...]) -> str:
+        return "/".join(map(str, values)) + "%" if values else "-"
+
+    lines = ["", f"Budget (gpu-training:budget): {_usd(budget.monthly_limit_usd, 0)}/month, alerts at "
+                 f"{percents(budget.actual_percent)} actual and {percents(budget.forecast_percent)} forecast"]
+    if isinstance(config, TeamStackConfig):
+        lines.append(f"  counts what is tagged environment={config.environment} and team={config.team}: this stack's "
+                     f"{_usd(base)}/month; the quota's GPU hours count in the {config.environment} budget")
+    if base > budget.monthly_limit_usd:
+        lines.append(f"  WARNING: below the fixed and usage cost ({_usd(base, 0)}): it will alert every month")
+    elif cost.gpu_hourly_at_max_usd:
+        hours = (budget.monthly_limit_usd - base) / cost.gpu_hourly_at_max_usd
+        lines.append(f"  = fixed + usage + {hours:,.0f} h of every GPU pool at max size")
+    return lines
+
+
+def price_table() -> str:
+    lines = [f"Prices ({prices.REGION}, USD; table reviewed {prices.REVIEWED_ON}; components/facts/prices.py)", ""]
+    lines += [f"  {name:<38} ${price.usd:<8g} per {price.unit}  [{price.source}; {price.as_of}]"
+              for name, price in prices.SERVICE_PRICES]
+    lines += ["", f"EC2 on-demand, $/instance-hour [{prices.EC2_ON_DEMAND_SOURCE}; {prices.EC2_ON_DEMAND_AS_OF}]"]
+    lines += [f"  {t:<20} {usd:>11.6f}" for t, usd in prices.EC2_ON_DEMAND_HOURLY.items()]
+    lines += ["", f"Spot: billed at most the on-demand price [{prices.SPOT_CEILING_SOURCE}]"]
+    lines += [f"Capacity block {t}: ${p.usd}/h [{p.source}; {p.as_of}]" for t, p in prices.CAPACITY_BLOCK_HOURLY.items()]
+    lines += ["", "EKS end of standard support: " + ", ".join(f"{v} {d}" for v, d in prices.EKS_STANDARD_SUPPORT_END.items())]
+    lines += ["", "Not priced:"] + [f"  - {gap}" for gap in prices.GAPS]
+    return "\n".join(lines)
+
+
+def load_config(stack: str) -> StackConfig | TeamStackConfig:
+    project, raw, _ = stack_config(stack)
+    return load_stack_config(decode_raw_config(raw), project=project, stack=stack)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--stack", help="the stack to cost")
+    parser.add_argument("--plan-dir", type=Path, help="cost this plan directory instead of planning now")
+    parser.add_argument("--on", type=date.fromisoformat, default=prices.REVIEWED_ON, metavar="YYYY-MM-DD",
+                        help="the day that decides the EKS support window (default: the table's review date)")
+    parser.add_argument("--nat-gb", type=float, default=Usage.nat_gb, help="GB/month through the NAT gateways")
+    parser.add_argument("--log-gb", type=float, default=Usage.log_gb, help="GB/month into CloudWatch Logs")
+    parser.add_argument("--efs-gb", type=float, default=Usage.efs_gb, help="GB kept on EFS Standard")
+    parser.add_argument("--prices", action="store_true", help="print the price table with its sources")
+    args = parser.parse_args(argv)
+    if args.prices:
+        print(price_table())
+        return 0
+    if not args.stack:
+        parser.error("name a stack with --stack (or --prices)")
+    usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb)
+    try:
+        config = load_config(args.stack)
+        if args.plan_dir:
+            cost = stack_cost(args.plan_dir, on=args.on, usage=usage)
+        else:
+            from plan import synthesize  # the offline plan, in this process; nothing is written
+            cost = plan_cost(synthesize(args.stack).resources, on=args.on, usage=usage)
+    except ConfigError as error:
+        print(f"stack {args.stack}: {error}", file=sys.stderr)
+        return 2
+    print(breakdown(args.stack, cost, config))
+    return 0
+
+
+if __name__ == "__main__":
+    from plan import exit_now
+
+    exit_now(main())

@@ -1,0 +1,242 @@
+"""The cost model: every line item of the prod and dev plans against figures computed by hand.
+
+The expected figures below are written out from the price table (components/facts/prices.py,
+us-east-1, reviewed 2026-11-30): a price update makes these fail on purpose, so the review shows
+every dollar amount it moves. Rules that no stack file exercises (extended support, capacity
+blocks, FSx, prices the table lacks) are tested on small synthetic plans.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import date
+
+import pytest
+from conftest import PLATFORM_STACKS, raw_config
+from cost import main, stack_cost
+from plan import main as plan_main
+from plan import synthesize, write_plan
+
+from components.facts import prices
+from components.facts.cost_model import NodePool, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
+from components.facts.instance_types import INSTANCE_TYPES
+
+H = 730  # hours in a month
+GP3 = 0.08 / 730  # $ per GiB-hour of a root volume
+P5_NODE = 55.04 + 500 * GP3  # p5.48xlarge + 500 GiB
+G5_48_NODE = 16.288 + 200 * GP3  # g5.48xlarge (dearer than g6.48xlarge at 13.3504) + 200 GiB
+G5_2_NODE = 1.212 + 200 * GP3  # g5.2xlarge (dearer than g6.2xlarge at 0.9776) + 200 GiB
+
+EXPECTED_FIXED = {
+    "prod": {
+        "EKS control plane": 730 * 0.10,                             # 73.00
+        "node pool system at min size": 3 * (0.4032 + 50 * GP3) * H,  # 3 x m7i.2xlarge + 50 GiB: 895.008
+        "NAT gateways": 3 * 730 * 0.045,                             # one per AZ: 98.55
+        "public IPv4 addresses (NAT)": 3 * 730 * 0.005,              # 10.95
+        "KMS keys": 6 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets
+        "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
+        "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
+        "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
+    },
+    "dev": {
+        "EKS control plane": 730 * 0.10,
+        "node pool system at min size": 1 * (0.2016 + 50 * GP3) * H,  # 1 x m7i.xlarge: 151.168
+        "NAT gateways": 1 * 730 * 0.045,                             # natGateways: single
+        "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
+        "KMS keys": 6 * 1.00,
+        "Secrets Manager secrets": 2 * 0.40,
+        "CloudWatch alarms": 3 * 0.10,
+        "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
+    },
+}
+# The stated volumes: 100 GB through NAT, 50 GB of logs, 500 GB on EFS Standard.
+EXPECTED_USAGE = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
+                  "EFS Standard storage": 500 * 0.30}
+# (pool, nodes at min, nodes at max, $ per node-hour)
+EXPECTED_POOLS = {
+    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 0, 4, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
+    "dev": [("gpu-spot", 0, 4, G5_2_NODE), ("system", 1, 3, 0.2016 + 50 * GP3)],
+}
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev"])
+def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
+    cost = plan_cost(plan_of(stack).resources)
+    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED[stack], abs=1e-9)
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE, abs=1e-9)
+    assert cost.fixed_monthly_usd == pytest.approx(sum(EXPECTED_FIXED[stack].values()), abs=1e-9)
+    assert [(p.pool.name, p.pool.min_nodes, p.pool.max_nodes) for p in cost.pools] == \
+        [(name, low, high) for name, low, high, _ in EXPECTED_POOLS[stack]]
+    assert [p.node_hourly_usd for p in cost.pools] == pytest.approx([node for *_, node in EXPECTED_POOLS[stack]], abs=1e-9)
+    gpu = [(name, low, high, node) for name, low, high, node in EXPECTED_POOLS[stack] if name != "system"]
+    assert cost.gpu_hourly_at_min_usd == pytest.approx(sum(low * node for _, low, _, node in gpu), abs=1e-9)
+    assert cost.gpu_hourly_at_max_usd == pytest.approx(sum(high * node for _, _, high, node in gpu), abs=1e-9)
+    assert not cost.unpriced and not cost.notes
+
+
+def test_the_prod_totals_read_as_computed(plan_of):
+    cost = plan_cost(plan_of("prod").resources)
+    assert round(cost.fixed_monthly_usd, 2) == 1259.81
+    assert round(cost.gpu_hourly_at_max_usd, 2) == 285.62  # 4 x p5.48xlarge + 4 x g5.48xlarge
+    assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
+
+
+def test_a_pools_max_size_changes_its_hourly_figure_by_exactly_its_nodes(plan_of):
+    pools = copy.deepcopy(raw_config("dev")["gpu-training:nodePools"])
+    spot = next(p for p in pools if p["name"] == "gpu-spot")
+    spot["size"]["max"] += 3
+    before = plan_cost(plan_of("dev").resources)
+    after = plan_cost(synthesize("dev", overrides={"nodePools": pools}).resources)
+    assert after.gpu_hourly_at_max_usd - before.gpu_hourly_at_max_usd == pytest.approx(3 * G5_2_NODE, abs=1e-9)
+    assert after.gpu_hourly_at_min_usd == before.gpu_hourly_at_min_usd
+    assert after.fixed_monthly_usd == before.fixed_monthly_usd
+
+
+@pytest.mark.parametrize(("version", "support_type", "on", "hourly", "why"), [
+    ("1.34", "STANDARD", date(2026, 11, 30), 0.10, "standard support until 2026-12-02"),
+    ("1.34", "EXTENDED", date(2026, 12, 2), 0.10, "standard support until 2026-12-02"),   # the last day is standard
+    ("1.34", "EXTENDED", date(2026, 12, 3), 0.60, "extended support since 2026-12-02"),
+    ("1.33", "EXTENDED", date(2026, 11, 30), 0.60, "extended support since 2026-07-29"),
+    ("1.33", "STANDARD", date(2026, 11, 30), 0.10, "EKS upgrades the cluster"),            # auto-upgrade, no surcharge
+    ("1.99", "EXTENDED", date(2026, 11, 30), 0.10, "no support calendar"),
+])
+def test_the_control_plane_price_follows_the_support_window(version, support_type, on, hourly, why):
+    price, reason = eks_hourly(version, support_type, on)
+    assert price.usd == hourly and why in reason
+
+
+def cluster(version: str, support_type: str) -> dict:
+    return {"type": "aws:eks/cluster:Cluster", "name": "c", "parent": None,
+            "inputs": {"version": version, "upgradePolicy": {"supportType": support_type}}}
+
+
+def node_group(name: str, types: list[str], capacity: str, low: int, high: int) -> dict:
+    return {"type": "aws:eks/nodeGroup:NodeGroup", "name": f"{name}-ng", "parent": None,
+            "inputs": {"nodeGroupName": f"x-{name}", "instanceTypes": types, "capacityType": capacity,
+                       "labels": {"gpu-training/pool": name}, "scalingConfig": {"minSize": low, "maxSize": high}}}
+
+
+def launch_template(name: str, gib: int) -> dict:
+    return {"type": "aws:ec2/launchTemplate:LaunchTemplate", "name": f"{name}-lt", "parent": None,
+            "inputs": {"name": f"x-{name}", "blockDeviceMappings": [{"ebs": {"volumeSize": gib}}]}}
+
+
+def test_extended_support_is_priced_in_the_fixed_cost():
+    cost = plan_cost([cluster("1.34", "EXTENDED")], on=date(2027, 1, 15))
+    (item,) = cost.fixed
+    assert item.monthly_usd == pytest.approx(730 * 0.60) and "extended support since 2026-12-02" in item.detail
+
+
+def test_capacity_block_spot_and_unpriced_pools():
+    plan = [
+        node_group("block", ["p5.48xlarge"], "CAPACITY_BLOCK", 0, 2), launch_template("block", 100),
+        node_group("spot", ["g6.12xlarge", "g5.12xlarge"], "SPOT", 1, 3),  # no launch template: EKS's 20 GiB
+        node_group("h200", ["p5e.48xlarge"], "ON_DEMAND", 0, 2),
+    ]
+    cost = plan_cost(plan)
+    pools = {p.pool.name: p for p in cost.pools}
+    block = pools["block"]
+    assert block.node_hourly_usd == pytest.approx(39.33 + 100 * GP3)
+    assert block.hourly_at_min_usd == block.hourly_at_max_usd == pytest.approx(2 * (39.33 + 100 * GP3))  # prepaid
+    assert block.on_demand_node_hourly_usd == pytest.approx(55.04 + 100 * GP3)
+    spot = pools["spot"]
+    assert spot.node_hourly_usd == pytest.approx(5.672 + 20 * GP3) and "upper bound" in spot.basis
+    assert spot.hourly_at_min_usd == pytest.approx(5.672 + 20 * GP3)
+    assert pools["h200"].node_hourly_usd is None and pools["h200"].hourly_at_max_usd is None
+    assert cost.gpu_hourly_at_max_usd == pytest.approx(2 * (39.33 + 100 * GP3) + 3 * (5.672 + 20 * GP3))
+    fixed = {i.name: i.monthly_usd for i in cost.fixed}
+    assert fixed == pytest.approx({"node pool block (capacity block)": None,
+                                   "node pool spot at min size": (5.672 + 20 * GP3) * H})
+    assert cost.unpriced == ("node pool block (capacity block)", "node pool h200")
+    assert "not priced: node pool block (capacity block), node pool h200" in cost.summary_line()
+
+
+@pytest.mark.parametrize(("throughput", "monthly"), [(125, 2400 * 0.145), (250, None)])
+def test_fsx_for_lustre_is_priced_only_where_the_table_has_a_price(throughput, monthly):
+    lustre = {"type": "aws:fsx/lustreFileSystem:LustreFileSystem", "name": "fsx", "parent": None,
+              "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": throughput, "storageCapacity": 2400}}
+    (item,) = plan_cost([lustre]).fixed
+    assert item.monthly_usd == (pytest.approx(monthly) if monthly else None)
+
+
+def test_stated_volumes_scale_the_usage_items(plan_of):
+    cost = plan_cost(plan_of("dev").resources, usage=Usage(nat_gb=1000, log_gb=0, efs_gb=10))
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(
+        {"NAT data processing": 45.0, "CloudWatch Logs ingestion": 0.0, "EFS Standard storage": 3.0})
+
+
+def test_a_teams_quota_is_priced_in_whole_nodes():
+    pools = [pool_cost(NodePool("gpu-spot", ("g6.48xlarge", "g5.48xlarge"), "SPOT", 0, 4, 200)),
+             pool_cost(NodePool("small", ("g6.xlarge",), "SPOT", 0, 4, 200))]
+    assert quota_hourly_usd({"gpu-spot": 16, "small": 3, "gone": 8}, pools) == pytest.approx(
+        {"gpu-spot": 2 * G5_48_NODE, "small": 3 * (0.8048 + 200 * GP3), "gone": None})
+    assert quota_hourly_usd({"gpu-spot": 9}, pools) == pytest.approx({"gpu-spot": 2 * G5_48_NODE})  # 9 GPUs: 2 nodes
+
+
+def test_every_instance_type_the_platform_knows_has_a_price_or_a_stated_gap():
+    unpriced = set(INSTANCE_TYPES) - set(prices.EC2_ON_DEMAND_HOURLY)
+    assert unpriced == {"p5e.48xlarge"}
+    assert any("p5e.48xlarge" in gap for gap in prices.GAPS)
+    assert set(prices.EC2_ON_DEMAND_HOURLY) <= set(INSTANCE_TYPES)
+
+
+def test_every_price_names_its_source_and_date():
+    for name, price in prices.SERVICE_PRICES + tuple(prices.CAPACITY_BLOCK_HOURLY.items()):
+        assert price.usd > 0 and price.source and price.as_of[:4].isdigit(), name
+
+
+def test_a_region_without_prices_is_said_so():
+    provider = {"type": "pulumi:providers:aws", "name": "aws", "parent": None, "inputs": {"region": "eu-west-1"}}
+    assert "indicative" in plan_cost([provider]).notes[0]
+
+
+# --- the commands -----------------------------------------------------------------------------
+
+def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
+    printed = {}
+    for stack in ("prod", "dev"):
+        write_plan(plan_of(stack), tmp_path / stack)
+        assert main(["--stack", stack, "--plan-dir", str(tmp_path / stack)]) == 0
+        printed[stack] = out = capfd.readouterr().out
+        for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
+            assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
+        assert "Not in these figures" in out
+    assert "A month with every GPU pool at max size: $1,439 + 730 h x $285.62 = $209,941" in printed["prod"]
+    assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
+    assert "= fixed + usage + 415 h of every GPU pool at max size" in printed["prod"]
+    assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
+
+
+def test_make_cost_prices_a_teams_quota(capfd, plan_of, tmp_path):
+    write_plan(plan_of("team-vision-prod"), tmp_path)
+    assert main(["--stack", "team-vision-prod", "--plan-dir", str(tmp_path)]) == 0
+    out = capfd.readouterr().out
+    assert f"gpu-spot     16 GPUs      ${2 * G5_48_NODE:,.2f}/h" in out  # 2 nodes of 8 GPUs
+    assert "counts what is tagged environment=prod and team=vision" in out
+
+
+def test_the_price_table_lists_sources(capfd):
+    assert main(["--prices"]) == 0
+    out = capfd.readouterr().out
+    assert "karpenter-provider-aws" in out and "p5.48xlarge" in out and "Not priced" in out
+
+
+def test_stack_cost_reads_a_plan_directory(tmp_path, plan_of):
+    write_plan(plan_of("prod"), tmp_path)
+    cost = stack_cost(tmp_path)
+    assert cost.fixed_monthly_usd == pytest.approx(sum(EXPECTED_FIXED["prod"].values()))
+    assert json.loads((tmp_path / "resources.json").read_text())  # the same file `make plan` writes
+
+
+def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
+    assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    (line,) = [line for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
+    assert line.strip() == ("cost: $385/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
+                            "$4.94/h at max (us-east-1 list prices of 2026-11-30)")
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_every_platform_stack_is_fully_priced(stack, plan_of):
+    assert not plan_cost(plan_of(stack).resources).unpriced
+
