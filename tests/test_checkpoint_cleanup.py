@@ -247,9 +247,12 @@ def test_the_cronjob_has_its_own_read_only_identity_and_runs_the_repo_script(sta
     assert token["sources"][0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}}
     # Same hardening as the training pods, on the system pool (never a GPU node), one run at a time.
     (container,) = pod["containers"]
-    assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["runAsGroup"] == 1000
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    for jobset in [m for m in plan.manifests() if m["kind"] == "JobSet"]:
+        training = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert container["securityContext"] == training["containers"][0]["securityContext"]
+        assert pod["securityContext"] == {k: v for k, v in training["securityContext"].items() if k != "sysctls"}
     assert pod["nodeSelector"] == {"gpu-training/pool": "system"}
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}} in pod["volumes"]
