@@ -230,10 +230,14 @@ def test_stack_cost_reads_a_plan_directory(tmp_path, plan_of):
 
 
 def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
-    assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
-    (line,) = [line for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
-    assert line.strip() == ("cost: $385/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
-                            "$4.94/h at max (us-east-1 list prices of 2026-11-30)")
+    assert plan_main(["--stack", "dev", "--stack", "prod", "--build-dir", str(tmp_path)]) == 0
+    lines = [line.strip() for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
+    assert lines == [
+        "cost: $385/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
+        "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
+        "cost: $1,260/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
+        "$285.62/h at max (us-east-1 list prices of 2026-11-30)",
+    ]
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)

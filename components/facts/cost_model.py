@@ -136,8 +136,8 @@ class StackCost:
         line = (f"cost: {money(self.fixed_monthly_usd)}/month fixed + {money(self.usage_monthly_usd)}/month usage at "
                 f"stated volumes")
         if self.gpu_pools:
-            line += (f"; GPU pools {money(self.gpu_hourly_at_min_usd)}/h at min, "
-                     f"{money(self.gpu_hourly_at_max_usd)}/h at max")
+            line += (f"; GPU pools ${self.gpu_hourly_at_min_usd:,.2f}/h at min, "
+                     f"${self.gpu_hourly_at_max_usd:,.2f}/h at max")
         line += f" ({prices.REGION} list prices of {self.priced_on})"
         if self.unpriced:
             line += f"; not priced: {', '.join(self.unpriced)}"
@@ -145,7 +145,7 @@ class StackCost:
 
 
 def money(usd: float) -> str:
-    """Whole dollars from $100 on, cents below."""
+    """A monthly figure: whole dollars from $100 on, cents below."""
     return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
 
 
