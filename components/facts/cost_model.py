@@ -50,8 +50,6 @@ class LineItem:
     monthly_usd: float | None
     """None: no price in the table; listed, never added."""
     detail: str
-    usage: bool = False
-    """Depends on a stated volume rather than on what the stack creates."""
 
 
 @dataclass(frozen=True)
@@ -314,16 +312,16 @@ def usage_items(resources: Sequence[ResourceRecord], usage: Usage) -> list[LineI
     if _of_type(resources, "aws:ec2/natGateway:NatGateway"):
         price = prices.NAT_GATEWAY_GB
         items.append(LineItem("NAT data processing", usage.nat_gb * price.usd,
-                              f"{usage.nat_gb:g} GB x {rate(price.usd)}/GB", usage=True))
+                              f"{usage.nat_gb:g} GB x {rate(price.usd)}/GB"))
     if _of_type(resources, "aws:cloudwatch/logGroup:LogGroup"):
         price = prices.LOGS_INGEST_GB
         items.append(LineItem("CloudWatch Logs ingestion", usage.log_gb * price.usd,
-                              f"{usage.log_gb:g} GB x {rate(price.usd)}/GB", usage=True))
+                              f"{usage.log_gb:g} GB x {rate(price.usd)}/GB"))
     if _of_type(resources, "aws:efs/fileSystem:FileSystem"):
         price = prices.EFS_STANDARD_GB_MONTH
         items.append(LineItem("EFS Standard storage", usage.efs_gb * price.usd,
                               f"{usage.efs_gb:g} GB x {rate(price.usd)}/GB-month (no fixed charge; files unread "
-                              f"for the lifecycle period move to IA at {rate(prices.EFS_IA_GB_MONTH.usd)})", usage=True))
+                              f"for the lifecycle period move to IA at {rate(prices.EFS_IA_GB_MONTH.usd)})"))
     return items
 
 
