@@ -20,12 +20,14 @@ from components.cluster.autoscaler import ClusterAutoscaler, ClusterAutoscalerAr
 from components.cluster.control_plane import Cluster, ClusterArgs
 from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.cluster.node_pools import NodePools, NodePoolsArgs
+from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.tags import default_tags
 from components.config import StackConfig, TeamStackConfig
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.mounts import StorageMounts, StorageMountsArgs
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
+from components.facts.zones import is_zone_id
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
@@ -101,11 +103,11 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     cluster = _cluster_and_node_pools(config, on_aws, network)
     data = _data(config, on_aws, network)
     roles = _workload_roles(config, on_aws, data)
-    _cluster_services(config, on_aws, cluster)
+    provisioning_api = _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
     workload = _training_namespace(config, cluster, data, roles)
-    _queues_and_jobs(config, cluster, workload)
+    _queues_and_jobs(config, cluster, workload, provisioning_api)
     return _outputs(config, network, cluster, data, roles, observability)
 
 
@@ -164,6 +166,7 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
         cluster=cluster.eks,
         boot_addons=cluster.boot_addons,
         private_subnet_ids_by_az=network.private_subnets_by_az,
+        zone_names_by_id=_zone_names_by_id(config, on_aws),
         node_security_group_id=groups.nodes.id,
         efa_fabric_security_group_id=groups.efa_fabric.id if groups.efa_fabric else None,
         socket_fabric_security_group_id=groups.socket_fabric.id if groups.socket_fabric else None,
@@ -172,6 +175,13 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
     ClusterAddons("cluster-addons", ClusterAddonsArgs(cluster=cluster, node_groups=node_groups), on_aws.opts)
     in_cluster = pulumi.ResourceOptions(providers=[on_aws.provider, cluster.k8s_provider])
     return ClusterStage(cluster, node_groups, in_cluster)
+
+
+def _zone_names_by_id(config: StackConfig, on_aws: OnAws) -> dict[str, pulumi.Output[str]]:
+    """This account's AZ name of every AZ ID a pool names: IDs mean the same zone everywhere."""
+    zone_ids = sorted({zone for pool in config.node_pools for zone in pool.availability_zones if is_zone_id(zone)})
+    lookup = pulumi.InvokeOutputOptions(provider=on_aws.provider)
+    return {zone_id: aws.get_availability_zone_output(zone_id=zone_id, opts=lookup).name for zone_id in zone_ids}
 
 
 def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStage:
@@ -222,9 +232,12 @@ def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> Work
     ), on_aws.opts)
 
 
-def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) -> None:
-    """What the nodes need to scale and to show their hardware: autoscaler, device plugins."""
+def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) -> ProvisioningRequestApi:
+    """What the nodes need to scale and to show their hardware: autoscaler, device plugins; and
+    the ProvisioningRequest API the autoscaler and Kueue both need before they start."""
     pools = config.node_pools
+    provisioning_api = ProvisioningRequestApi("provisioning-requests", ProvisioningRequestApiArgs(
+        depends_on=cluster.node_groups), cluster.in_cluster)
     ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
         cluster_name=config.cluster_name,
         cluster=cluster.cluster.eks,
@@ -233,7 +246,7 @@ def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage)
         account_id=on_aws.account_id,
         pools=pools,
         system_pool=config.system_pool.name,
-        depends_on=cluster.node_groups,
+        depends_on=[*cluster.node_groups, provisioning_api],
         scale_down=config.scale_down,
     ), cluster.in_cluster)
     DevicePlugins("device-plugins", DevicePluginsArgs(
@@ -241,6 +254,7 @@ def _cluster_services(config: StackConfig, on_aws: OnAws, cluster: ClusterStage)
         efa=any(p.efa for p in pools),
         depends_on=cluster.node_groups,
     ), cluster.in_cluster)
+    return provisioning_api
 
 
 def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) -> Observability:
@@ -311,11 +325,12 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
     return WorkloadStage(training_ns, volumes, secrets_sync, trainer_identity)
 
 
-def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: WorkloadStage) -> None:
+def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: WorkloadStage,
+                     provisioning_api: ProvisioningRequestApi) -> None:
     """Kueue and JobSet, a flavor per GPU pool, the environment's queue, and its training jobs."""
     gpu_pools = [p for p in config.node_pools if p.gpu]
     controllers = JobControllers("job-controllers", JobControllersArgs(
-        system_pool=config.system_pool.name, depends_on=cluster.node_groups), cluster.in_cluster)
+        system_pool=config.system_pool.name, depends_on=[*cluster.node_groups, provisioning_api]), cluster.in_cluster)
     ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
         pools=gpu_pools, depends_on=[controllers.kueue]), cluster.in_cluster)
     queue = TrainingQueue("training-queue", TrainingQueueArgs(

@@ -52,6 +52,10 @@ REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
 SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"
 MOCK_ACCOUNT_ID = "123456789012"
+# This offline account's AZ names of us-east-1's AZ IDs. Every account maps them differently
+# (that is why GPU pools name zones by ID); this stable shuffle only lets plans resolve them.
+MOCK_ZONE_NAMES = {"use1-az1": "us-east-1c", "use1-az2": "us-east-1d", "use1-az3": "us-east-1e",
+                   "use1-az4": "us-east-1a", "use1-az5": "us-east-1f", "use1-az6": "us-east-1b"}
 # A program that awaits an output nobody resolves hangs the mock engine forever (and pytest's
 # timeout cannot stop it: pulumi/pulumi#7888). Past this, dump every thread's stack and exit.
 SYNTH_TIMEOUT_SECONDS = 300
@@ -162,6 +166,15 @@ def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[
     return {}
 
 
+def _availability_zone(region: str, zone_id: str) -> dict:
+    """getAvailabilityZone by ID, as AWS answers it, from the offline account's mapping."""
+    number = int(zone_id.rsplit("-az", 1)[1])
+    name = MOCK_ZONE_NAMES.get(zone_id) or f"{region}{'abcdefghijklmnopqrstuvwxyz'[(number - 1) % 26]}"
+    return {"name": name, "zoneId": zone_id, "region": region, "id": name, "state": "available",
+            "nameSuffix": name.removeprefix(region), "zoneType": "availability-zone", "groupName": region,
+            "networkBorderGroup": region, "optInStatus": "opt-in-not-required"}
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Answers as AWS would, with stable fake identifiers; unknown invokes fail loudly."""
 
@@ -180,13 +193,14 @@ class _Mocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
         return self._invoke_result(args), []  # (outputs, no check failures)
 
-    @staticmethod
-    def _invoke_result(args: pulumi.runtime.MockCallArgs) -> dict:
+    def _invoke_result(self, args: pulumi.runtime.MockCallArgs) -> dict:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
                     "userId": "offline-plan", "id": MOCK_ACCOUNT_ID}
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        if args.token == "aws:index/getAvailabilityZone:getAvailabilityZone":
+            return _availability_zone(self.region, args.args["zoneId"])
         raise NotImplementedError(f"offline plan has no mock for invoke {args.token}; add one in scripts/plan.py")
 
 

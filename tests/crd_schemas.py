@@ -67,6 +67,10 @@ def strict_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     result = {key: strict_schema(value) for key, value in schema.items() if not key.startswith("x-kubernetes-")}
+    pattern = result.get("pattern")
+    if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+        # Go's RE2 takes a flag group anywhere (Kueue's AdmissionCheck `kind`); Python only first.
+        result["pattern"] = "(?i)^" + pattern.removeprefix("^(?i)")
     if schema.get("x-kubernetes-int-or-string"):
         result.pop("type", None)
         result["anyOf"] = [{"type": "integer"}, {"type": "string"}]

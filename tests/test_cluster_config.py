@@ -9,6 +9,12 @@ SYSTEM = {"name": "system", "instanceTypes": ["m7i.xlarge"], "capacity": "onDema
           "size": {"min": 1, "desired": 1, "max": 2}}
 
 
+RESERVATION = "cr-0123456789abcdef0"
+# A p5 pool on a targeted On-Demand Capacity Reservation, minus its reservation id.
+RESERVED_P5 = {"name": "p5", "instanceTypes": ["p5.48xlarge"], "capacity": "reservation", "gpu": True, "efa": True,
+               "availabilityZones": ["use1-az4"], "size": {"min": 0, "desired": 0, "max": 2}}
+
+
 def gpu_pool(**changes):
     base = {"name": "gpu", "instanceTypes": ["g6.12xlarge", "g5.12xlarge"], "capacity": "spot", "gpu": True,
             "size": {"min": 0, "desired": 0, "max": 2}}
@@ -35,14 +41,15 @@ POOL_CASES = [
     ("spot-mixed-gpu-memory", gpu_pool(instanceTypes=["g6.12xlarge", "g6e.12xlarge"]), "nodePools[1].instanceTypes", "mixes GPU count or GPU memory"),
     ("efa-on-non-efa-type", gpu_pool(instanceTypes=["g6.2xlarge", "g5.2xlarge"], efa=True), "nodePools[1].instanceTypes[0]", "does not support EFA"),
     ("efa-across-azs", gpu_pool(capacity="onDemand", instanceTypes=["p5.48xlarge"], efa=True,
-                                availabilityZones=["us-east-1a", "us-east-1b"]), "nodePools[1].availabilityZones", "one AZ"),
+                                availabilityZones=["use1-az1", "use1-az2"]), "nodePools[1].availabilityZones", "exactly one AZ"),
     ("min-above-desired", gpu_pool(size={"min": 2, "desired": 1, "max": 3}), "nodePools[1].size", "min <= desired <= max"),
     ("desired-above-max", gpu_pool(size={"min": 0, "desired": 4, "max": 3}), "nodePools[1].size", "min <= desired <= max"),
     ("max-zero", gpu_pool(size={"min": 0, "desired": 0, "max": 0}), "nodePools[1].size.max", "at least 1"),
-    ("zone-outside-network", gpu_pool(availabilityZones=["us-east-1f"]), "nodePools[1].availabilityZones", "not one of the network"),
+    ("zone-outside-network", {**SYSTEM, "name": "cpu2", "availabilityZones": ["us-east-1f"]}, "nodePools[1].availabilityZones[0]",
+     "neither an AZ ID nor one of the network"),
     ("capacity-block-without-reservation", gpu_pool(capacity="capacityBlock", instanceTypes=["p5.48xlarge"],
-                                                    availabilityZones=["us-east-1a"]), "nodePools[1].capacityReservationId", "reservation id"),
-    ("capacity-typo", gpu_pool(capacity="Spot"), "nodePools[1].capacity", "must be one of onDemand, spot, capacityBlock"),
+                                                    availabilityZones=["use1-az4"]), "nodePools[1].capacityReservationId", "reservation id"),
+    ("capacity-typo", gpu_pool(capacity="Spot"), "nodePools[1].capacity", "must be one of onDemand, spot, capacityBlock, reservation"),
     ("bad-pool-name", gpu_pool(name="GPU_Pool"), "nodePools[1].name", "not a valid pool name"),
     ("bad-taint-effect", gpu_pool(taints=[{"key": "a", "value": "b", "effect": "NoScheduleX"}]), "nodePools[1].taints[0].effect", "must be one of"),
     ("bad-label", gpu_pool(labels={"team": "vision team"}), "nodePools[1].labels.team", "not a valid Kubernetes label"),
@@ -51,6 +58,33 @@ POOL_CASES = [
     ("bad-taint-key", gpu_pool(taints=[{"key": "bad key!!", "value": "x", "effect": "NoSchedule"}]), "nodePools[1].taints[0]", "not a valid Kubernetes label or taint"),
     ("pool-key-typo", gpu_pool(instanceType=["g6.12xlarge"]), "nodePools[1].instanceType", "did you mean 'instanceTypes'"),
     ("duplicate-name", {**SYSTEM}, "nodePools", "names two pools the same"),
+    # Capacity and zones of GPU pools (issue 10).
+    ("reservation-without-id", RESERVED_P5, "nodePools[1].capacityReservationId", "needs its reservation id"),
+    ("reservation-id-malformed", {**RESERVED_P5, "capacityReservationId": "cr-12345"}, "nodePools[1].capacityReservationId",
+     "is not a capacity reservation id"),
+    ("reservation-id-uppercase", {**RESERVED_P5, "capacityReservationId": "cr-0123456789ABCDEF0"}, "nodePools[1].capacityReservationId",
+     "is not a capacity reservation id"),
+    ("reservation-of-two-types", gpu_pool(capacity="reservation", capacityReservationId=RESERVATION, availabilityZones=["use1-az4"]),
+     "nodePools[1].instanceTypes", "reserves exactly one instance type"),
+    ("reservation-id-on-spot-pool", gpu_pool(capacityReservationId=RESERVATION), "nodePools[1].capacityReservationId",
+     "only used with capacity: capacityBlock or reservation, not spot"),
+    ("reservation-id-on-on-demand-pool", {**RESERVED_P5, "capacity": "onDemand", "capacityReservationId": RESERVATION},
+     "nodePools[1].capacityReservationId", "not onDemand"),
+    ("reservation-without-zone", {**RESERVED_P5, "efa": False, "capacityReservationId": RESERVATION, "availabilityZones": None},
+     "nodePools[1].availabilityZones", "exactly one AZ"),
+    ("capacity-block-in-two-zones", {**RESERVED_P5, "capacity": "capacityBlock", "capacityReservationId": RESERVATION,
+                                     "availabilityZones": ["use1-az4", "use1-az6"]}, "nodePools[1].availabilityZones", "exactly one AZ"),
+    ("az-name-on-efa-pool", {**RESERVED_P5, "capacityReservationId": RESERVATION, "availabilityZones": ["us-east-1a"]},
+     "nodePools[1].availabilityZones[0]", "is an AZ name; GPU pools name their zones by AZ ID"),
+    ("az-name-on-gpu-pool", gpu_pool(availabilityZones=["us-east-1a", "us-east-1b"]), "nodePools[1].availabilityZones[0]",
+     "is an AZ name"),
+    ("efa-pool-without-zone", gpu_pool(capacity="onDemand", instanceTypes=["p5.48xlarge"], efa=True), "nodePools[1].availabilityZones",
+     "exactly one AZ"),
+    ("az-id-of-another-region", {**RESERVED_P5, "capacityReservationId": RESERVATION, "availabilityZones": ["usw2-az1"]},
+     "nodePools[1].availabilityZones[0]", "AZ ID of another region than us-east-1"),
+    ("az-id-malformed", {**RESERVED_P5, "capacityReservationId": RESERVATION, "availabilityZones": ["use1-azX"]},
+     "nodePools[1].availabilityZones[0]", "neither an AZ ID nor one of the network"),
+    ("zone-id-twice", gpu_pool(availabilityZones=["use1-az1", "use1-az1"]), "nodePools[1].availabilityZones", "lists a zone twice"),
 ]
 
 
@@ -86,8 +120,25 @@ def test_bad_cluster_config_is_rejected(stack, path, value, key, expected):
     assert any(e.startswith(f"{PROJECT}:{key}") and expected in e for e in errors), errors
 
 
-def test_efa_pool_defaults_to_one_zone():
-    raw = mutate(without_jobs("prod"), "nodePools", [SYSTEM, gpu_pool(capacity="onDemand", instanceTypes=["p5.48xlarge"], efa=True)])
-    config = load_stack_config(raw, project=PROJECT, stack="prod")
-    assert config.node_pools[1].availability_zones == ("us-east-1a",)
-    assert config.node_pools[1].efa_interfaces == 32
+def test_reserved_efa_pool_keeps_its_zone_id_and_reservation():
+    raw = mutate(without_jobs("prod"), "nodePools", [SYSTEM, {**RESERVED_P5, "capacityReservationId": RESERVATION}])
+    pool = load_stack_config(raw, project=PROJECT, stack="prod").node_pools[1]
+    assert pool.availability_zones == ("use1-az4",)
+    assert (pool.capacity_reservation_id, pool.eks_capacity_type, pool.efa_interfaces) == (RESERVATION, "ON_DEMAND", 32)
+
+
+def test_subnets_must_hold_every_pool_at_its_largest():
+    """A /20 over 2 AZs leaves /22 private subnets (1019 usable IPs); 4 g6.48xlarge nodes can take
+    258 IPs each (250 pods + 2 warm + 6 ENI addresses) and the 2 system nodes 60 each."""
+    big_pool = gpu_pool(instanceTypes=["g6.48xlarge", "g5.48xlarge"], size={"min": 0, "desired": 0, "max": 4})
+    raw = mutate(mutate(without_jobs("dev"), "network.vpcCidr", "10.10.0.0/20"), "nodePools", [SYSTEM, big_pool])
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    errors = [e for e in raised.value.errors if "IPs in" in e]
+    assert len(errors) == 2  # one per zone: the pools may land in either
+    error = errors[0]
+    assert error.startswith(f"{PROJECT}:nodePools:")
+    assert "can take 1152 IPs in us-east-1a, whose private subnet 10.10.0.0/22 has 1019" in error
+    assert "gpu 1032" in error and "Fix: use a larger network.vpcCidr" in error
+    smaller = mutate(raw, "nodePools", [SYSTEM, {**big_pool, "size": {"min": 0, "desired": 0, "max": 3}}])
+    assert load_stack_config(smaller, project=PROJECT, stack="dev")  # 2 x 60 + 3 x 258 = 894 fits

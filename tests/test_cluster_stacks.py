@@ -112,15 +112,17 @@ def test_efa_pools_have_placement_group_one_az_and_all_interfaces(stack, plan_of
     templates = by_pool(plan, "aws:ec2/launchTemplate:LaunchTemplate", "-lt")
     placement_groups = {p["inputs"]["name"]: p["inputs"] for p in plan.of_type("aws:ec2/placementGroup:PlacementGroup")}
     efa_pools = [p for p in config.node_pools if p.efa]
-    assert len(placement_groups) == len(efa_pools)
+    # Capacity blocks are already placed together: no placement group of ours.
+    assert len(placement_groups) == len([p for p in efa_pools if p.capacity != "capacityBlock"])
     for pool in efa_pools:
         template = templates[pool.name]
         assert placement_groups[template["placement"]["groupName"]]["strategy"] == "cluster"
         assert len(groups[pool.name]["subnetIds"]) == 1
-        interfaces = template["networkInterfaces"]
-        assert len(interfaces) == INSTANCE_TYPES[pool.instance_types[0]].efa_interfaces
-        assert [i["networkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
-        assert all(i["interfaceType"] == "efa" for i in interfaces)
+        primary, *efa_devices = template["networkInterfaces"]
+        assert (primary["networkCardIndex"], primary["deviceIndex"], primary["interfaceType"]) == (0, 0, "interface")
+        # One EFA device per network card, none of them taking an IP from the subnet.
+        assert sorted(i["networkCardIndex"] for i in efa_devices) == list(range(INSTANCE_TYPES[pool.instance_types[0]].efa_interfaces))
+        assert all(i["interfaceType"] == "efa-only" for i in efa_devices)
 
 
 def test_scale_from_zero_tags(stack, plan_of):
@@ -147,7 +149,10 @@ def test_cluster_autoscaler(stack, plan_of):
     values = autoscaler["inputs"]["values"]
     assert autoscaler["inputs"]["version"] and values["autoDiscovery"]["clusterName"] == f"gpu-training-{stack}"
     assert values["extraArgs"]["expander"] == "priority"
-    assert max(values["expanderPriorities"], key=int) == "50" and all("spot" in p for p in values["expanderPriorities"]["50"])
+    # Reserved capacity (already paid for) first, then spot.
+    assert all("spot" in p for p in values["expanderPriorities"]["50"])
+    assert all(any(f"-{pool.name}-" in p for pool in config_of(stack).node_pools if pool.capacity in ("reservation", "capacityBlock"))
+               for p in values["expanderPriorities"].get("60", []))
     (association,) = [a["inputs"] for a in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
                       if a["inputs"]["serviceAccount"] == "cluster-autoscaler"]
     assert (association["namespace"], association["serviceAccount"]) == ("kube-system", "cluster-autoscaler")

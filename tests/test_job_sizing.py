@@ -21,15 +21,17 @@ def pool(types, capacity="onDemand", efa=False, max_size=4):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        # g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs -> allocatable 46 vCPU, 170.8 GiB
-        (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=46, memory_gib=170)),
-        (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=42)),
-        # g6.2xlarge: 8 vCPU, 32 GiB, 1 GPU
-        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=6, memory_gib=26)),
+        # g6.12xlarge: 48 vCPU - 190m kube-reserved - 695m DaemonSets = 47.115 vCPU; 192 GiB - 5 %
+        # - 100 MiB eviction - 2829 MiB kube-reserved - 351 MiB DaemonSets = 179.2 GiB
+        (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=179)),
+        (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=44)),
+        # g6.2xlarge: 8 vCPU - 90m - 695m = 7.215; 32 GiB -> 29.1 GiB
+        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=7, memory_gib=29)),
         # a spot pool may launch either type: the smaller (g6e.12xlarge: 48 vCPU, 384 GiB) decides
-        (("g6e.24xlarge", "g6e.12xlarge"), False, 4, PodShape(gpus=4, efa=0, cpu=46, memory_gib=343)),
-        # p5.48xlarge: 192 vCPU, 2048 GiB, 8 GPUs, 32 EFA interfaces
-        (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=190, memory_gib=1841)),
+        (("g6e.24xlarge", "g6e.12xlarge"), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=360)),
+        # p5.48xlarge: 192 vCPU - 550m - 705m (with the EFA plugin) = 190.745; 2048 GiB - 5 % - 100 MiB
+        # - 1355 MiB - 371 MiB - 5120 MiB of huge pages = 1938.8 GiB; 32 EFA interfaces
+        (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=190, memory_gib=1938)),
     ],
 )
 def test_default_pod_shape(types, efa, gpus, expected):
@@ -39,9 +41,9 @@ def test_default_pod_shape(types, efa, gpus, expected):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        (("g6.12xlarge",), False, 8, {"cpu": 92, "memory": "340Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
-        (("g6.12xlarge",), False, 5, {"cpu": 92, "memory": "340Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
-        (("p5.48xlarge",), True, 16, {"cpu": 380, "memory": "3682Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "10240Mi"}),
+        (("g6.12xlarge",), False, 8, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
+        (("g6.12xlarge",), False, 5, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
+        (("p5.48xlarge",), True, 16, {"cpu": 380, "memory": "3876Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "10240Mi"}),
         (("g6.2xlarge",), False, 0, {"cpu": 0, "memory": "0Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
     ],
 )
@@ -59,4 +61,4 @@ def test_job_mtbf_shrinks_with_the_gang(capacity, nodes, seconds):
 
 def test_namespace_quota_is_the_capacity_of_its_pools_plus_spare():
     pools = [pool(("g6.12xlarge",), max_size=4), pool(("p5.48xlarge",), efa=True, max_size=2)]
-    assert namespace_quota(pools) == NamespaceQuota(gpus=32, cpu=46 * 4 + 190 * 2 + 4, memory_gib=170 * 4 + 1841 * 2 + 16, pods=16)
+    assert namespace_quota(pools) == NamespaceQuota(gpus=32, cpu=47 * 4 + 190 * 2 + 4, memory_gib=179 * 4 + 1938 * 2 + 16, pods=16)

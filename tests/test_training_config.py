@@ -36,7 +36,7 @@ CASES = [
      "jobs[0].hyperparameters", "not a file in this repository"),
     ("cpu-above-node", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=64)]}, "jobs[0].cpu", "exceeds this job's share"),
     ("shm-above-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(memoryGiB=8, sharedMemoryGiB=8)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory"),
-    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=40)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory (26 GiB)"),
+    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=40)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory (29 GiB)"),
     ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
     ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
     ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),

@@ -65,13 +65,18 @@ def test_sysctl_pins_the_range_the_fabric_group_opens(stack, plan_of):
             assert (int(env_of(jobset)["TRAIN_RDZV_PORT"]),) * 2 in socket_rules
 
 
-def test_gpu_requests_equal_limits(stack, plan_of):
+def test_devices_and_memory_are_exclusive_and_cpu_is_not_capped(stack, plan_of):
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
     for jobset in jobsets(plan_of(stack)):
         resources = trainer(jobset)["resources"]
-        assert resources["requests"] == resources["limits"]
-        assert int(resources["limits"]["nvidia.com/gpu"]) == int(env_of(jobset)["TRAIN_NPROC_PER_NODE"]) >= 1
+        job = next(j for j in config.training.jobs if j.name == jobset["metadata"]["name"])
+        requests, limits = dict(resources["requests"]), resources["limits"]
+        # The CPU request is computed headroom; a limit only where the job configures `cpu`.
+        assert ("cpu" in limits) == (job.cpu is not None)
+        assert requests.pop("cpu") and {k: v for k, v in limits.items() if k != "cpu"} == requests
+        assert int(limits["nvidia.com/gpu"]) == int(env_of(jobset)["TRAIN_NPROC_PER_NODE"]) >= 1
         # EFA pods also need the huge pages libfabric allocates.
-        assert ("vpc.amazonaws.com/efa" in resources["limits"]) == ("hugepages-2Mi" in resources["limits"])
+        assert ("vpc.amazonaws.com/efa" in limits) == ("hugepages-2Mi" in limits)
 
 
 def test_quotas_cover_the_largest_gang(stack, plan_of):
@@ -141,7 +146,7 @@ def test_secret_env_comes_from_the_synced_secret(stack, plan_of):
     synced = {d["secretKey"] for d in external_secret["spec"]["data"]}
     target = external_secret["spec"]["target"]["name"]
     for jobset in jobsets(plan):
-        refs = [e["valueFrom"]["secretKeyRef"] for e in trainer(jobset)["env"] if "valueFrom" in e]
+        refs = [e["valueFrom"]["secretKeyRef"] for e in trainer(jobset)["env"] if "secretKeyRef" in e.get("valueFrom", {})]
         assert refs and all(r["name"] == target and r["key"] in synced for r in refs)
 
 

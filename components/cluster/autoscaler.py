@@ -2,8 +2,10 @@
 
 Discovery is by the tags EKS puts on managed node groups' Auto Scaling groups; the node-template
 tags from node_pools.py let it size a pool that has no node yet. The priority expander prefers
-spot, then capacity blocks, then on-demand when several pools fit a pod. Its IAM role (EKS Pod
-Identity) may change only Auto Scaling groups tagged as owned by this cluster.
+reserved capacity, then spot, then on-demand when several pools fit a pod. With
+provisioning requests enabled it serves Kueue's ProvisioningRequests: all of a gang's nodes in one
+scale-up (provisioning_requests.py). Its IAM role (EKS Pod Identity) may change only Auto Scaling
+groups tagged as owned by this cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from components.config import NodePoolConfig
 from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 
-CHART_VERSION = "9.50.0"
+# 9.57.0 and later grant the autoscaler the provisioningrequests(/status) and podtemplates RBAC
+# that provisioning requests need (kubernetes/autoscaler cluster-autoscaler-chart-9.59.0,
+# templates/clusterrole.yaml); the image stays at the cluster's minor (eks_versions.py).
+CHART_VERSION = "9.59.0"
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -108,6 +113,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     # `scaleDown`, its cost in docs/cost.md.
                     "scale-down-unneeded-time": f"{args.scale_down.unneeded_minutes}m",
                     "scale-down-delay-after-add": f"{args.scale_down.delay_after_add_minutes}m",
+                    # Kueue's ProvisioningRequests (class best-effort-atomic-scale-up): CA >= 1.30.1
+                    # (cluster-autoscaler FAQ, "ProvisioningRequest").
+                    "enable-provisioning-requests": "true",
                 },
                 "expanderPriorities": {str(k): v for k, v in expander_priorities(args.cluster_name, args.pools).items()},
                 "nodeSelector": {POOL_LABEL: args.system_pool},

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.common import iam
 from components.common.eks_addons import managed_addon
 from components.config import ClusterConfig
+from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -184,7 +185,11 @@ class Cluster(pulumi.ComponentResource):
             self.addon(
                 "vpc-cni",
                 # NetworkPolicy enforcement (CIS 4.3): without it policies are accepted and ignored.
-                configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+                # Warm IPs instead of a warm ENI: a node holds the addresses its pods use plus a few
+                # (EKS User Guide, EFA "Conserving IP address allocation"; the subnet IP budget of
+                # the config model counts with the same numbers).
+                configuration_values=json.dumps({"enableNetworkPolicy": "true", "env": {
+                    "WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET)}}),
                 # The CNI's AWS permissions stay off the node role (least privilege for pods).
                 pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
                     role_arn=cni_role.arn, service_account="aws-node")],

@@ -15,7 +15,9 @@ from components.common.helm import helm_release
 
 NVIDIA_CHART_VERSION = "0.18.0"
 NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
-EFA_CHART_VERSION = "0.5.7"
+# v0.5.30 (image v0.5.20): its DaemonSet's required node affinity lists every EFA type the config
+# accepts, p6-b200 included (0.5.7 lacked p6; aws/eks-charts@5239609 stable/aws-efa-k8s-device-plugin).
+EFA_CHART_VERSION = "0.5.30"
 EFA_CHART_REPO = "https://aws.github.io/eks-charts"
 NAMESPACE = "kube-system"
 

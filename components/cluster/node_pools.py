@@ -2,7 +2,11 @@
 
 Every node: IMDSv2 only with hop limit 1 (pods cannot reach the node's credentials), encrypted
 gp3 root volume, the node security group; GPU pools add their fabric group and the GPU taint;
-EFA pools get one EFA interface per network card and a cluster placement group in one AZ.
+EFA pools get one EFA device per network card (efa-only interfaces, which take no IP) and, unless
+they run on a capacity block, a cluster placement group in their one AZ. Types with local NVMe
+put it in a RAID0 array for images and emptyDirs (node_bootstrap.py). Pools on reserved capacity
+name their reservation in the launch template. GPU pools update with the MINIMAL strategy: an
+update replaces nodes in place instead of first launching spare GPU nodes.
 Node auto-repair replaces nodes whose GPUs fail (the node monitoring agent reports them).
 The Cluster Autoscaler owns the desired size; pools scale to zero through node-template tags.
 """
@@ -15,10 +19,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
-from components.config import NodePoolConfig
+from components.config import ConfigError, NodePoolConfig
 from components.config.node_pools import TAINT_EFFECTS
+from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.pod_network import efa_interfaces
+from components.facts.zones import is_zone_id
 
 NODE_ROLE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -35,6 +43,8 @@ class NodePoolsArgs:
     cluster: aws.eks.Cluster
     boot_addons: Sequence[aws.eks.Addon]
     private_subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
+    zone_names_by_id: Mapping[str, pulumi.Output[str]]
+    """The account's AZ name of every AZ ID a pool names (resolved through the provider)."""
     node_security_group_id: pulumi.Input[str]
     efa_fabric_security_group_id: pulumi.Input[str] | None
     socket_fabric_security_group_id: pulumi.Input[str] | None
@@ -77,11 +87,15 @@ class NodePools(pulumi.ComponentResource):
         group_name = node_group_name(args.cluster_name, pool)
 
         placement = None
-        if pool.efa:
+        # A capacity block's instances are already placed together in an EC2 UltraCluster (EC2 API
+        # CapacityBlock), and AWS ParallelCluster rejects placement groups with capacity blocks
+        # (aws/aws-parallelcluster#6311): no placement group there.
+        if pool.efa and pool.capacity != "capacityBlock":
             placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster", opts=child)
             placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
 
         security_groups = self._security_groups(pool)
+        interfaces = efa_interfaces(INSTANCE_TYPES[pool.instance_types[0]]) if pool.efa else ()
         launch_template = aws.ec2.LaunchTemplate(
             f"{prefix}-lt",
             name=group_name,
@@ -97,21 +111,23 @@ class NodePools(pulumi.ComponentResource):
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=pool.root_volume_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
             )],
-            # EFA: one interface per network card, all on the fabric group (device index 0 is the
-            # primary ENI). Security groups then live on the interfaces, not on the template.
+            # EFA: the primary ENA interface plus one EFA device per network card, all on the
+            # fabric group. Security groups then live on the interfaces, not on the template; no
+            # subnet either: EKS rejects launch templates that name one (EKS User Guide, EFA).
             network_interfaces=[
                 aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                    device_index=0 if card == 0 else 1,
-                    network_card_index=card,
-                    interface_type="efa",
+                    device_index=interface.device_index,
+                    network_card_index=interface.network_card,
+                    interface_type=interface.interface_type,
                     security_groups=security_groups,
                     delete_on_termination="true",
                 )
-                for card in range(pool.efa_interfaces)
+                for interface in interfaces
             ] or None,
             vpc_security_group_ids=None if pool.efa else security_groups,
             placement=placement,
-            **self._capacity_block_options(pool),
+            user_data=node_bootstrap.user_data(pool),
+            **self._reserved_capacity_options(pool),
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": group_name})
                 for kind in ("instance", "volume", "network-interface")
@@ -123,14 +139,18 @@ class NodePools(pulumi.ComponentResource):
             cluster_name=args.cluster.name,
             node_group_name=group_name,
             node_role_arn=self._node_role.arn,
-            subnet_ids=[args.private_subnet_ids_by_az[zone] for zone in pool.availability_zones],
+            subnet_ids=[self._subnet_id(pool, zone) for zone in pool.availability_zones],
             ami_type="AL2023_x86_64_NVIDIA" if pool.gpu else "AL2023_x86_64_STANDARD",
             capacity_type=pool.eks_capacity_type,
             # A capacity block fixes the instance type in the launch template instead.
             instance_types=None if pool.capacity == "capacityBlock" else list(pool.instance_types),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_size, desired_size=pool.desired_size, max_size=pool.max_size),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # MINIMAL terminates old nodes before launching new ones, "useful ... with hardware
+            # accelerators such as GPUs" (EKS API NodegroupUpdateConfig): the default strategy
+            # first launches extra nodes, which a full reservation or placement group cannot give.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=1, update_strategy="MINIMAL" if pool.gpu else None),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=launch_template.id, version=launch_template.latest_version.apply(str)),  # the API types it a string
             labels=node_labels(pool),
@@ -147,17 +167,29 @@ class NodePools(pulumi.ComponentResource):
         self._tag_auto_scaling_group(prefix, pool, node_group)
         return node_group
 
+    def _subnet_id(self, pool: NodePoolConfig, zone: str) -> pulumi.Input[str]:
+        """The private subnet of a pool's zone, given by name or by AZ ID (resolved at deploy)."""
+        subnets = self._args.private_subnet_ids_by_az
+        if not is_zone_id(zone):
+            return subnets[zone]
+        return self._args.zone_names_by_id[zone].apply(lambda name: subnet_of_zone_id(pool.name, zone, name, subnets))
+
     @staticmethod
-    def _capacity_block_options(pool: NodePoolConfig) -> dict:
-        if pool.capacity != "capacityBlock":
+    def _reserved_capacity_options(pool: NodePoolConfig) -> dict:
+        """Launch template fields of a pool on a capacity block or a targeted On-Demand Capacity
+        Reservation (EKS User Guide, capacity-blocks-mng; EC2 launch template
+        CapacityReservationSpecification: with a target, the preference is left out)."""
+        if pool.capacity not in ("capacityBlock", "reservation"):
             return {}
-        return {
-            "instance_type": pool.instance_types[0],
-            "instance_market_options": aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block"),
+        options: dict = {
             "capacity_reservation_specification": aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                     capacity_reservation_id=pool.capacity_reservation_id)),
         }
+        if pool.capacity == "capacityBlock":
+            options["instance_type"] = pool.instance_types[0]
+            options["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        return options
 
     def _tag_auto_scaling_group(self, prefix: str, pool: NodePoolConfig, node_group: aws.eks.NodeGroup) -> None:
         """Scale from zero: describe the pool's nodes to the autoscaler on the ASG EKS created."""
@@ -179,3 +211,13 @@ def _auto_scaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResour
     if not groups or not groups[0].name:
         raise ValueError("EKS reported no Auto Scaling group for the node group")
     return groups[0].name
+
+
+def subnet_of_zone_id(pool: str, zone_id: str, zone_name: str, subnets: Mapping[str, pulumi.Input[str]]) -> pulumi.Input[str]:
+    """The network's private subnet in `zone_name`, the account's name of the pool's `zone_id`."""
+    if zone_name not in subnets:
+        raise ConfigError([
+            f"nodePools ({pool}): AZ ID {zone_id} is {zone_name} in this account, where the network has no "
+            f"subnet (network.availabilityZones: {', '.join(sorted(subnets))}). Fix: add {zone_name} to "
+            "network.availabilityZones, or give the pool an AZ ID of one of those zones."])
+    return subnets[zone_name]

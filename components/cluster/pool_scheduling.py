@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from components.config import NodePoolConfig, Taint
 from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.node_sizing import EFA_HUGEPAGES_MIB
 
 POOL_LABEL = "gpu-training/pool"
 CAPACITY_LABEL = "gpu-training/capacity"
@@ -22,13 +23,13 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # libfabric's EFA provider keeps its buffers in 2 MiB huge pages; a container may only touch
-# huge pages it requests. AWS's EKS EFA examples request this much per pod (whole node).
+# huge pages it requests (EFA_HUGEPAGES_MIB per whole-node pod, from the node sizing facts).
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
-EFA_HUGEPAGES_MIB = 5120
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-# Priority expander: higher wins when several pools could host a pending pod.
-CAPACITY_PRIORITY = {"spot": 50, "capacityBlock": 40, "onDemand": 10}
+# Priority expander: higher wins when several pools could host a pending pod. Reserved capacity
+# (a capacity block, an On-Demand Capacity Reservation) is paid for whether used or not: first.
+CAPACITY_PRIORITY = {"reservation": 60, "capacityBlock": 60, "spot": 50, "onDemand": 10}
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
@@ -75,7 +76,7 @@ def node_template_tags(pool: NodePoolConfig) -> dict[str, str]:
 
 
 def expander_priorities(cluster_name: str, pools: tuple[NodePoolConfig, ...]) -> dict[int, list[str]]:
-    """Priority-expander config: spot before capacity blocks before on-demand.
+    """Priority-expander config: reserved capacity, then spot, then on-demand.
 
     EKS names a managed node group's Auto Scaling group `eks-<node group name>-<uuid>`; the
     UUID is matched exactly so pool `gpu` cannot also match pool `gpu-spot`.

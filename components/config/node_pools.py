@@ -7,6 +7,10 @@ A pool needs five lines in a stack file:
       capacity: spot
       gpu: true
       size: {min: 0, desired: 0, max: 4}
+
+GPU pools name their zones by AZ ID (use1-az4: the same physical zone in every account); EFA
+pools and pools on reserved capacity (an On-Demand Capacity Reservation or a capacity block)
+live in exactly one, the reservation's.
 """
 
 from __future__ import annotations
@@ -15,12 +19,20 @@ import re
 from dataclasses import dataclass, field
 
 from components.config.reader import Section
+from components.facts.cidr_plan import AzSubnets
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
+from components.facts.pod_network import node_ip_addresses, usable_ips
+from components.facts.zones import AZ_ID, is_zone_id, zone_id_prefix
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAPACITY_BLOCK"}
+# A targeted On-Demand Capacity Reservation runs as ordinary on-demand capacity: the launch
+# template names the reservation (EKS User Guide, capacity-blocks-mng / ml-node-groups).
+CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAPACITY_BLOCK", "reservation": "ON_DEMAND"}
+RESERVED_CAPACITY = ("capacityBlock", "reservation")
+# EC2 capacity reservation ids (capacity blocks use the same form): cr- and 17 hex digits.
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
@@ -40,13 +52,14 @@ class Taint:
 class NodePoolConfig:
     name: str
     instance_types: tuple[str, ...]
-    capacity: str  # onDemand | spot | capacityBlock
+    capacity: str  # onDemand | spot | capacityBlock | reservation
     gpu: bool
     efa: bool
     min_size: int
     desired_size: int
     max_size: int
     availability_zones: tuple[str, ...]
+    """AZ names of the network, or AZ IDs (resolved to the account's names at deploy time)."""
     root_volume_gib: int
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
@@ -70,13 +83,14 @@ class NodePoolConfig:
         return CAPACITY_TYPES[self.capacity]
 
 
-def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...]) -> tuple[NodePoolConfig, ...]:
+def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...],
+                     region: str = "") -> tuple[NodePoolConfig, ...]:
     """`section` is the stack root; `raw_pools` the value of its `nodePools` key."""
     key = section.key("nodePools")
     pools = []
     for index, raw in enumerate(raw_pools):
         pool_section = Section(section.errors, f"{key}[{index}]", raw)
-        pools.append(_parse_pool(pool_section, network_zones))
+        pools.append(_parse_pool(pool_section, network_zones, region))
     names = [p.name for p in pools]
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(key, name, "names two pools the same", "give every pool a unique name")
@@ -90,7 +104,7 @@ def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[
     return tuple(pools)
 
 
-def _parse_pool(s: Section, network_zones: tuple[str, ...]) -> NodePoolConfig:
+def _parse_pool(s: Section, network_zones: tuple[str, ...], region: str) -> NodePoolConfig:
     name = s.string("name", check=_pool_name_problem,
                     fix=f"use lowercase letters, digits and '-', at most {MAX_POOL_NAME} characters")
     capacity = s.string("capacity", choices=tuple(CAPACITY_TYPES))
@@ -107,31 +121,22 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...]) -> NodePoolConfig:
         s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
                 "order the sizes, e.g. {min: 0, desired: 0, max: 4}")
 
-    zones_key = s.key("availabilityZones")
-    zones = tuple(str(z) for z in s.items("availabilityZones", list(network_zones)))
-    for zone in zones:
-        if zone not in network_zones:
-            s.error(zones_key, zone, "is not one of the network's availability zones",
-                    f"use zones from network.availabilityZones: {', '.join(network_zones)}")
-    if efa and s.has("availabilityZones") and len(zones) != 1:
-        s.error(zones_key, list(zones), "an EFA pool must stay in one AZ (its cluster placement group spans one)",
-                "list exactly one zone")
-    if efa and not s.has("availabilityZones"):
-        zones = zones[:1]  # cluster placement group: one AZ, the network's first unless set
-
-    reservation = s.optional_string("capacityReservationId")
-    if capacity == "capacityBlock":
+    zones = _parse_zones(s, network_zones, region, gpu=gpu, one_zone=efa or capacity in RESERVED_CAPACITY)
+    reservation = s.optional_string(
+        "capacityReservationId", check=lambda v: None if CAPACITY_RESERVATION_ID.match(v) else "is not a capacity reservation id",
+        fix="copy the id from `aws ec2 describe-capacity-reservations` (cr- and 17 hex digits)")
+    if capacity in RESERVED_CAPACITY:
+        kind = "capacity block" if capacity == "capacityBlock" else "capacity reservation"
         if not reservation:
-            s.error(s.key("capacityReservationId"), reservation, "a capacity-block pool needs its reservation id",
-                    "set capacityReservationId: cr-... (from the purchased capacity block)")
+            s.error(s.key("capacityReservationId"), reservation, f"a pool on a {kind} needs its reservation id",
+                    f"set capacityReservationId: cr-... (the id of the {kind})")
         if len(types) != 1:
-            s.error(s.key("instanceTypes"), list(types), "a capacity block reserves exactly one instance type",
-                    "list the one type of the capacity block")
-        if len(zones) != 1:
-            s.error(zones_key, list(zones), "a capacity block lives in one AZ", "list the capacity block's zone")
+            s.error(s.key("instanceTypes"), list(types), f"a {kind} reserves exactly one instance type",
+                    f"list the one type of the {kind}")
     elif reservation:
-        s.error(s.key("capacityReservationId"), reservation, "is only used with capacity: capacityBlock",
-                "remove it or set capacity: capacityBlock")
+        s.error(s.key("capacityReservationId"), reservation,
+                f"is only used with capacity: capacityBlock or reservation, not {capacity}",
+                "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
@@ -142,6 +147,57 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...]) -> NodePoolConfig:
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
     )
+
+
+def _parse_zones(s: Section, network_zones: tuple[str, ...], region: str, *, gpu: bool, one_zone: bool) -> tuple[str, ...]:
+    """A pool's zones: AZ IDs (GPU pools; required for EFA and reserved pools, exactly one), or
+    names of the network's zones (CPU pools); left out, a pool spreads over the network's zones."""
+    key = s.key("availabilityZones")
+    given = s.has("availabilityZones")
+    zones = tuple(str(z) for z in s.items("availabilityZones", list(network_zones)))
+    prefix = zone_id_prefix(region) if region else None
+    lookup = (f"aws ec2 describe-availability-zones --region {region or '<region>'} "
+              "--query 'AvailabilityZones[].[ZoneName,ZoneId]'")
+    for index, zone in enumerate(zones):
+        match = AZ_ID.match(zone)
+        if match and prefix and match["prefix"] != prefix:
+            s.error(f"{key}[{index}]", zone, f"is an AZ ID of another region than {region}", f"use an ID like {prefix}-az4")
+        elif not match and zone not in network_zones:
+            s.error(f"{key}[{index}]", zone, "is neither an AZ ID nor one of the network's availability zones",
+                    f"use an AZ ID like {prefix or 'use1'}-az4 (see `{lookup}`)")
+        elif not match and gpu and given:
+            # Names are shuffled per account: us-east-1a is a different building in each one,
+            # and a reservation or capacity block lives in one of them.
+            s.error(f"{key}[{index}]", zone, "is an AZ name; GPU pools name their zones by AZ ID, which means "
+                    "the same physical zone in every account", f"use the zone's ID (`{lookup}`), e.g. {prefix or 'use1'}-az4")
+    if len(set(zones)) != len(zones):
+        s.error(key, list(zones), "lists a zone twice", "list each zone once")
+    if one_zone and (not given or len(zones) != 1):
+        s.error(key, list(zones) if given else None,
+                "an EFA pool, or one on a capacity reservation or block, runs in exactly one AZ "
+                "(its placement group, its reservation)",
+                "list exactly one AZ ID, the reservation's: `aws ec2 describe-capacity-reservations "
+                "--query 'CapacityReservations[].AvailabilityZoneId'`")
+    return zones
+
+
+def check_subnet_ip_budget(section: Section, pools: tuple[NodePoolConfig, ...], subnets: tuple[AzSubnets, ...]) -> None:
+    """Every private subnet must hold every pool that can land in it at its maximum size, each node
+    taking the most IPs it can (pod_network.node_ip_addresses: efa-only interfaces, warm IPs).
+
+    Pools zoned by AZ ID may resolve to any of the network's zones, so they count everywhere."""
+    for subnet in subnets:
+        here = [p for p in pools if subnet.availability_zone in p.availability_zones
+                or any(is_zone_id(z) for z in p.availability_zones)]
+        needs = {p.name: p.max_size * max(node_ip_addresses(INSTANCE_TYPES[t], efa=p.efa) for t in p.instance_types)
+                 for p in here if all(t in INSTANCE_TYPES for t in p.instance_types)}
+        have = usable_ips(subnet.private.prefixlen)
+        if sum(needs.values()) > have:
+            detail = ", ".join(f"{name} {ips}" for name, ips in needs.items())
+            section.error(section.key("nodePools"), detail,
+                          f"can take {sum(needs.values())} IPs in {subnet.availability_zone}, whose private subnet "
+                          f"{subnet.private} has {have}: new nodes would get no address",
+                          "use a larger network.vpcCidr (or fewer zones), or lower size.max of the largest pools")
 
 
 def _pool_name_problem(name: str) -> str | None:
@@ -175,7 +231,8 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         if capacity == "spot" and not facts.spot:
             s.error(f"{key}[{index}]", name, "is not offered as spot", "use capacity: onDemand or capacityBlock")
         if capacity == "capacityBlock" and not facts.capacity_block:
-            s.error(f"{key}[{index}]", name, "is not offered as a capacity block", "use capacity: onDemand")
+            s.error(f"{key}[{index}]", name, "is not offered as a capacity block",
+                    "use capacity: reservation (an On-Demand Capacity Reservation) or onDemand")
     if len(set(raw)) != len(raw):
         s.error(key, raw, "lists a type twice", "list each type once")
     if capacity == "spot" and len(raw) < 2:

@@ -18,7 +18,7 @@ from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
-from components.config.node_pools import NodePoolConfig, parse_node_pools
+from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
@@ -186,7 +186,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     network = parse_network(root.section("network"), region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
     cluster = parse_cluster(root.section("cluster"), environment=env)
-    node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones)
+    node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones, region=region)
+    check_subnet_ip_budget(root, node_pools, network.subnets)
     storage = parse_storage(root.section("storage", {}), environment=env)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,

@@ -49,6 +49,9 @@ class JobConfig:
     memory_gib: int | None
     shared_memory_gib: int
     max_restarts: int
+    max_disruption_restarts: int
+    """Restarts for disruptions (spot reclaim, drain, eviction), which do not spend max_restarts;
+    the launcher fails the job once the gang's restarts exceed both budgets together."""
     termination_grace_period_seconds: int
     heartbeat_timeout_seconds: int
     checkpoint_interval_seconds: int | None
@@ -153,6 +156,9 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         hyperparameters_file=hyperparameters_file, hyperparameters=hyperparameters,
         secrets=secrets, env=env, cpu=cpu, memory_gib=memory, shared_memory_gib=shared_memory,
         max_restarts=s.integer("maxRestarts", 3, minimum=0, maximum=100),
+        # A spot gang of 4 nodes at one interruption per node-day sees about 4 a day: 20 is days
+        # of spot churn, while a job that evicts itself (e.g. overflowing /tmp) stops after 20.
+        max_disruption_restarts=s.integer("maxDisruptionRestarts", 20, minimum=0, maximum=1000),
         termination_grace_period_seconds=grace,
         heartbeat_timeout_seconds=heartbeat,
         checkpoint_interval_seconds=interval,
@@ -184,13 +190,13 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
 
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
     memory_limit = job.memory_gib or pod_share(pool.instance_types, gpus=min(job.gpus_per_node, pool.gpus_per_node),
-                                               gpus_per_node=pool.gpus_per_node)[1]
+                                               gpus_per_node=pool.gpus_per_node, efa=pool.efa)[1]
     if job.shared_memory_gib >= memory_limit:
         s.error(s.key("sharedMemoryGiB"), job.shared_memory_gib,
                 f"must be below the pod's memory ({memory_limit} GiB): /dev/shm counts against it",
                 "lower sharedMemoryGiB or raise memoryGiB")
 
-    cpu, memory = allocatable(pool.instance_types)
+    cpu, memory = allocatable(pool.instance_types, efa=pool.efa)
     share = job.gpus_per_node / pool.gpus_per_node
     if job.cpu is not None and job.cpu > cpu * share:
         s.error(s.key("cpu"), job.cpu, f"exceeds this job's share of a {pool.instance_types[0]} node ({cpu * share:g} vCPU)",

@@ -80,7 +80,8 @@ class JobControllers(pulumi.ComponentResource):
                              opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         controller_network_policies(f"{name}-kueue", "kueue-system", ingress_ports=CONTROLLER_PORTS,
                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[kueue_ns]))
-        # Kueue enables its JobSet integration only if JobSet's CRDs exist when it starts.
+        # Kueue enables its JobSet integration only if JobSet's CRDs exist when it starts, and its
+        # ProvisioningRequest admission check only if that CRD does (args.depends_on carries it).
         self.kueue = helm_release(
             f"{name}-kueue", chart=KUEUE_CHART, version=KUEUE_VERSION, namespace="kueue-system",
             values={

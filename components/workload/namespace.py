@@ -5,7 +5,9 @@
 - ResourceQuota caps GPUs (`requests.nvidia.com/gpu`, the only form Kubernetes accepts for
   extended resources), CPU and memory at what the namespace's pools can ever hold; Kueue's
   ClusterQueue decides the fair share inside that cap.
-- LimitRange gives every container default requests and limits (the seed: always set limits).
+- LimitRange gives every container default requests and a memory limit (the seed: always set
+  limits; memory is what a leaking trainer exhausts, while CPU shares already keep every pod's
+  CPU request, so CPU is not capped by default).
 - NetworkPolicies (enforced by the VPC CNI): deny by default; allow traffic between the
   namespace's own pods (rendezvous and NCCL), DNS, HTTPS out (AWS APIs through the VPC
   endpoints and the S3 gateway), and the EKS Pod Identity agent on the node.
@@ -62,8 +64,9 @@ class TrainingNamespace(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name="training-quota", namespace=args.name),
             spec=k8s.core.v1.ResourceQuotaSpecArgs(hard={
                 "requests.nvidia.com/gpu": str(quota.gpus),
+                # No limits.cpu: training pods request CPU without a cap (training_job.py), and a
+                # quota on limits.cpu would reject every pod that sets none.
                 "requests.cpu": str(quota.cpu),
-                "limits.cpu": str(quota.cpu),
                 "requests.memory": f"{quota.memory_gib}Gi",
                 "limits.memory": f"{quota.memory_gib}Gi",
                 "pods": str(quota.pods),
@@ -76,7 +79,8 @@ class TrainingNamespace(pulumi.ComponentResource):
             spec=k8s.core.v1.LimitRangeSpecArgs(limits=[k8s.core.v1.LimitRangeItemArgs(
                 type="Container",
                 default_request={"cpu": "500m", "memory": "1Gi"},
-                default={"cpu": "2", "memory": "4Gi"},
+                # Memory only: a default CPU limit would cap a trainer that sets none at 2 cores.
+                default={"memory": "4Gi"},
             )]),
             opts=opts,
         )

@@ -1,5 +1,11 @@
 """Kueue objects: a ResourceFlavor per GPU pool, a ClusterQueue per environment or team (all in
 the environment's cohort, so idle quota is lent), and the LocalQueue jobs submit to.
+
+Gangs that can span nodes are admitted only once the Cluster Autoscaler has provisioned all their
+nodes: the ClusterQueue runs the ProvisioningRequest admission check on those flavors. Kueue
+then reserves quota, creates a ProvisioningRequest for the gang's pods, and admits the workload
+(creating its pods) when the autoscaler reports `Provisioned=true`; on failure it releases the
+quota and retries with backoff (kueue v0.19.2 docs, concepts/admission_check/provisioning_request).
 """
 
 from __future__ import annotations
@@ -18,6 +24,11 @@ from components.workload.sizing import flavor_quota
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE]
 LOCAL_QUEUE = "training"
+GANG_PROVISIONING = "gpu-gang-provisioning"
+# The one provisioning class that scales up: CA asks for all of a gang's nodes in one increase.
+# On AWS the autoscaler's AtomicIncreaseSize is not implemented, so EC2 may still deliver fewer
+# nodes than asked (cluster-autoscaler FAQ; cloudprovider/aws/aws_cloud_provider.go).
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
 
 def flavor_name(pool: NodePoolConfig) -> str:
@@ -34,6 +45,39 @@ def resource_flavor_manifest(pool: NodePoolConfig) -> dict[str, Any]:
     }
 
 
+def provisioned_as_gang(pool: NodePoolConfig) -> bool:
+    """GPU pools that can hold a multi-node gang get their nodes through ProvisioningRequests."""
+    return pool.gpu and pool.max_size > 1
+
+
+def gang_provisioning_manifests() -> list[dict[str, Any]]:
+    """The AdmissionCheck and its ProvisioningRequestConfig (cluster-wide, one per cluster)."""
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": GANG_PROVISIONING},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                     "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                    "name": GANG_PROVISIONING}},
+        },
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": GANG_PROVISIONING},
+            "spec": {
+                "provisioningClassName": PROVISIONING_CLASS,
+                # Only pods that ask for GPUs go through the autoscaler's provisioning.
+                "managedResources": [GPU_RESOURCE],
+                # Kueue's defaults, spelled out: a failed request frees the quota and is retried
+                # after min(60^n, 1800) s (60 s, then 30 min); after 3 retries the check rejects
+                # the workload and Kueue deactivates it.
+                "retryStrategy": {"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800},
+            },
+        },
+    ]
+
+
 def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: list[NodePoolConfig],
                            gpu_quota: dict[str, int]) -> dict[str, Any]:
     flavors = []
@@ -41,11 +85,14 @@ def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: lis
         quota = flavor_quota(pool, gpu_quota.get(pool.name, 0))
         flavors.append({"name": flavor_name(pool),
                         "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]})
+    gangs = [flavor_name(p) for p in pools if provisioned_as_gang(p)]
+    checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": GANG_PROVISIONING, "onFlavors": gangs}]}} if gangs else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
         "metadata": {"name": name},
         "spec": {
+            **checks,
             # Queues of one environment share a cohort: a team's idle GPUs can be borrowed.
             "cohortName": cohort,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
@@ -85,12 +132,16 @@ class ResourceFlavorsArgs:
 
 
 class ResourceFlavors(pulumi.ComponentResource):
-    """Cluster-wide: one flavor per GPU pool (made by the platform stack, used by every queue)."""
+    """Cluster-wide: one flavor per GPU pool and the gang provisioning check (made by the platform
+    stack, used by every queue)."""
 
     def __init__(self, name: str, args: ResourceFlavorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:ResourceFlavors", name, None, opts)
         for pool in args.pools:
             custom_resource(f"{name}-{pool.name}", resource_flavor_manifest(pool),
+                            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        for manifest in gang_provisioning_manifests():
+            custom_resource(f"{name}-{manifest['kind'].lower()}", manifest,
                             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({})
 

@@ -17,12 +17,12 @@ from components.facts import node_sizing
 
 # Assumed mean time between interruptions of one node (planning figures, not measurements):
 # spot GPU capacity is reclaimed often; on-demand nodes fail on hardware a few times a year.
-NODE_MTBF_HOURS = {"spot": 24, "onDemand": 24 * 60, "capacityBlock": 24 * 60}
+NODE_MTBF_HOURS = {"spot": 24, "onDemand": 24 * 60, "capacityBlock": 24 * 60, "reservation": 24 * 60}
 
 
 @dataclass(frozen=True)
 class PodShape:
-    """What one pod of a job requests (and is limited to: requests equal limits)."""
+    """What one pod of a job requests: CPU and memory from the node sizing facts."""
 
     gpus: int
     efa: int
@@ -32,12 +32,12 @@ class PodShape:
 
 def allocatable(pool: NodePoolConfig) -> tuple[float, float]:
     """(cpu, memory GiB) a pod can have on any node of `pool`."""
-    return node_sizing.allocatable(pool.instance_types)
+    return node_sizing.allocatable(pool.instance_types, efa=pool.efa)
 
 
 def default_pod_shape(pool: NodePoolConfig, gpus: int) -> PodShape:
     """A pod using `gpus` of a node's GPUs gets the same share of its CPU and memory."""
-    cpu, memory = node_sizing.pod_share(pool.instance_types, gpus=gpus, gpus_per_node=pool.gpus_per_node)
+    cpu, memory = node_sizing.pod_share(pool.instance_types, gpus=gpus, gpus_per_node=pool.gpus_per_node, efa=pool.efa)
     return PodShape(gpus=gpus, efa=pool.efa_interfaces if pool.efa else 0, cpu=cpu, memory_gib=memory)
 
 

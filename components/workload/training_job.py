@@ -5,7 +5,11 @@ on pod 0 (stable DNS through the JobSet's headless service). The pod pins
 `net.ipv4.ip_local_port_range` to the same NCCL range the socket-fabric security group opens.
 Failures: a disruption (spot reclaim, preemption, drain) restarts the whole gang from the last
 checkpoint without spending `maxRestarts`; a contract error (exit 2) fails at once; anything
-else restarts the gang and spends one restart.
+else restarts the gang and spends one restart. Disruptions are bounded too: the launcher exits 2
+once the gang has restarted more than `maxRestarts + maxDisruptionRestarts` times in all.
+EFA pools get the fabric environment (fabric_env.py), and the launcher fails the job if NCCL
+did not pick EFA. The pod requests CPU without a limit (unless the job sets `cpu`), so the
+node's daemons always keep what they asked for and the trainer may use whatever is idle.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from components.cluster.pool_scheduling import (
 from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
 from components.data import training_data
+from components.facts.instance_types import INSTANCE_TYPES
+from components.workload.fabric_env import fabric_env
 from components.workload.sizing import PodShape, default_pod_shape, job_mtbf_seconds
 
 REPLICATED_JOB = "node"
@@ -37,10 +43,22 @@ HEARTBEAT_FILE = "/tmp/trainer/heartbeat"
 STARTUP_BUDGET_SECONDS = 1800
 PROBE_PERIOD_SECONDS = 30
 CONTRACT_ERROR_EXIT_CODE = 2  # the launcher's "bad contract, usage or hparams"
+# How long pods wait for pod 0's rendezvous store before they give up (and the gang restarts):
+# inside the startup budget, since no pod heartbeats before the rendezvous.
+RENDEZVOUS_WAIT_SECONDS = STARTUP_BUDGET_SECONDS // 2
+# JobSet's count of the gang's restarts, failures and disruptions together (jobset v0.12.0
+# constants.RestartsKey), which it puts on every pod.
+RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"
+SCRATCH_DIR = "/scratch"
+# Of a node's instance store, what its pods' scratch volumes may fill: the same RAID0 array
+# holds the container images and the pod logs (node_bootstrap.py).
+SCRATCH_SHARE_OF_INSTANCE_STORE = 0.8
 SKIP_REASONS = {
     # checkov, kept next to what they excuse
     "CKV_K8S_35": "The seed asks for secrets as env vars; they come from the External Secrets sync, never from the manifest",
     "CKV_K8S_40": "UID 1000 is the image's user and the EFS access point's POSIX owner; no host paths are shared",
+    "CKV_K8S_11": "No CPU limit unless the job sets cpu: the request is the node's computed headroom, CPU shares keep every "
+                  "other pod's request, and a cap would only idle cores",
 }
 
 
@@ -48,6 +66,13 @@ def pod_shape(job: JobConfig, pool: NodePoolConfig) -> PodShape:
     default = default_pod_shape(pool, job.gpus_per_node)
     return PodShape(gpus=default.gpus, efa=default.efa, cpu=job.cpu or default.cpu,
                     memory_gib=job.memory_gib or default.memory_gib)
+
+
+def scratch_gib(job: JobConfig, pool: NodePoolConfig) -> int:
+    """Size of the pod's /scratch volume on the node's NVMe; 0 on types without instance store."""
+    store_gb = min(INSTANCE_TYPES[t].instance_store_gb for t in pool.instance_types)
+    share = job.gpus_per_node / pool.gpus_per_node
+    return int(store_gb * 10**9 / 2**30 * SCRATCH_SHARE_OF_INSTANCE_STORE * share)
 
 
 def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> list[dict[str, Any]]:
@@ -64,27 +89,37 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> l
         "TRAIN_HPARAMS_FILE": f"{HPARAMS_DIR}/hparams.yaml",
         "TRAIN_MTBF_S": job_mtbf_seconds(pool, job.nodes),
         "TRAIN_HEARTBEAT_FILE": HEARTBEAT_FILE,
+        "TRAIN_MAX_GANG_RESTARTS": job.max_restarts + job.max_disruption_restarts,
+        "TRAIN_RDZV_WAIT_S": RENDEZVOUS_WAIT_SECONDS,
         # Turn NCCL hangs into errors the JobSet can restart, with a trace for the post-mortem.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": 1,
         "TORCH_NCCL_DUMP_ON_TIMEOUT": 1,
         "TORCH_NCCL_TRACE_BUFFER_SIZE": 2000,
-        "NCCL_SOCKET_IFNAME": "^lo,docker",
+        **fabric_env(INSTANCE_TYPES[pool.instance_types[0]], efa=pool.efa),
         "NCCL_DEBUG": "WARN",
         "HOME": "/tmp",
     }
     if job.checkpoint_interval_seconds:
         contract["TRAIN_CHECKPOINT_INTERVAL_S"] = job.checkpoint_interval_seconds
+    if scratch_gib(job, pool):
+        contract["SCRATCH_DIR"] = SCRATCH_DIR
     plain = [{"name": k, "value": str(v)} for k, v in {**contract, **job.env}.items()]
-    return plain + training_data.secret_env(job.secrets)
+    restart_attempt = {"name": "TRAIN_RESTART_ATTEMPT", "valueFrom": {"fieldRef": {
+        "fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_ANNOTATION}']"}}}
+    return [*plain, restart_attempt, *training_data.secret_env(job.secrets)]
 
 
 def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: NodePoolConfig,
                     fabric: FabricConfig, hyperparameters_config_map: str) -> dict[str, Any]:
     shape = pod_shape(job, pool)
-    resources = {"cpu": str(shape.cpu), "memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
+    limits = {"memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
     if shape.efa:
-        resources[EFA_RESOURCE] = str(shape.efa)
-        resources[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
+        limits[EFA_RESOURCE] = str(shape.efa)
+        limits[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
+    requests = {"cpu": str(shape.cpu), **limits}
+    if job.cpu is not None:  # a configured CPU count is also a cap
+        limits["cpu"] = str(job.cpu)
+    scratch = scratch_gib(job, pool)
     heartbeat_check = ["heartbeat-check", str(job.heartbeat_timeout_seconds)]
     container = {
         "name": "trainer",
@@ -92,8 +127,10 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         "imagePullPolicy": "Always",
         "args": list(job.args),
         "env": trainer_env(job, pool, fabric),
-        # Requests equal limits: exclusive GPUs, and a leaking trainer cannot starve the node.
-        "resources": {"requests": resources, "limits": dict(resources)},
+        # Memory, GPUs, EFA and huge pages: requests equal limits (exclusive devices; a leaking
+        # trainer cannot starve the node). CPU: requested, not capped, unless the job sets `cpu`:
+        # CPU shares already protect every other pod's request, and a cap would only idle cores.
+        "resources": {"requests": requests, "limits": limits},
         "ports": [{"name": "rendezvous", "containerPort": fabric.rendezvous_ports[0], "protocol": "TCP"}],
         "startupProbe": {"exec": {"command": heartbeat_check}, "periodSeconds": PROBE_PERIOD_SECONDS,
                          "failureThreshold": STARTUP_BUDGET_SECONDS // PROBE_PERIOD_SECONDS},
@@ -105,6 +142,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             {"name": "hyperparameters", "mountPath": HPARAMS_DIR, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
+            *([{"name": "scratch", "mountPath": SCRATCH_DIR}] if scratch else []),
         ],
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -138,6 +176,8 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             {"name": "hyperparameters", "configMap": {"name": hyperparameters_config_map}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{job.shared_memory_gib}Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
+            # Local NVMe (RAID0) scratch, e.g. to stage checkpoints or data; empty at every start.
+            *([{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}] if scratch else []),
         ],
     }
     labels = {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",

@@ -4,7 +4,8 @@ Reads the TRAIN_* contract from the environment, validates it, picks the latest
 complete checkpoint, and runs the training command under torchrun with c10d
 rendezvous. See trainer/README.md for the contract.
 
-Exit codes: 0 training finished; 2 bad contract or usage (one line on stderr);
+Exit codes: 0 training finished; 2 bad contract or usage, a gang past its restart
+budget, or NCCL on a network other than EFA on an EFA pool (one line on stderr);
 128+N when the launcher was stopped by signal N (143 for SIGTERM) after the
 workers had the chance to save; otherwise torchrun's exit code.
 """
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from . import checkpoint, contract, progress
+from . import checkpoint, contract, fabric, gang, progress
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -164,6 +165,10 @@ class Supervisor:
         self.proc: subprocess.Popen | None = None
         self.received: int | None = None
 
+    def stop(self) -> None:
+        """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
+        self._forward(signal.SIGTERM, None)
+
     def _forward(self, signum, _frame) -> None:
         if self.received is None:
             self.received = signum
@@ -211,10 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         c = contract.from_env(os.environ)
         cmd = torchrun_command(c, command)
-    except contract.ContractError as e:
+        on_fabric = fabric.fabric_of(os.environ)
+        gang.check_restart_budget(os.environ)
+        rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
+    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
         return error(str(e))
-    except UsageError as e:
-        return error(str(e))
+    is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
+    cmd = gang.with_rendezvous_role(cmd, is_rdzv_host)
 
     found = checkpoint.list_checkpoints(c.checkpoint_dir)
     latest = next((x for x in found if x.complete), None)
@@ -223,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.update(c.to_env())
     env[contract.RESUME_VAR] = resume
+    nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
+    if on_fabric == "efa":
+        env.update(fabric.nccl_log_env(env, nccl_log_dir))
 
     if opts["dry_run"]:
         progress.log(
@@ -254,13 +265,27 @@ def main(argv: list[str] | None = None) -> int:
         step=latest.step if latest else None,
         skipped=checkpoint.describe(skipped),
     )
+    if is_rdzv_host is False and c.nnodes > 1:
+        try:
+            waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s)
+        except gang.GangError as e:
+            progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
+            sys.stderr.write(f"launcher: error: {e}\n")
+            return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
+        progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
     sup = Supervisor(cmd, env)
+    watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop()).start() if on_fabric == "efa" else None
     try:
         torchrun_rc = sup.run()
     except OSError as e:
         return error(f"cannot start torchrun: {e}")
     # A finished run stays a success even if a stop signal raced with its end.
     rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
+    network = watch.finish() if watch else None
+    if network is not None:
+        progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)
+        if network.failure:
+            rc = error(fabric.failure_message(network))
     progress.log(
         "launcher_exit",
         rc=rc,

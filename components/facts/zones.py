@@ -1,0 +1,30 @@
+"""Availability Zone IDs (pure).
+
+AZ *names* (us-east-1a) are shuffled per AWS account; AZ *IDs* (use1-az4) name the same
+physical zone in every account (EC2 User Guide, "AZ IDs"). Capacity reservations and capacity
+blocks live in one physical zone, so GPU pools name theirs by ID; the program resolves each ID to
+the account's name through the provider (aws.get_availability_zone) at deploy time.
+"""
+
+from __future__ import annotations
+
+import re
+
+AZ_ID = re.compile(r"^(?P<prefix>[a-z]{2,}[0-9]+)-az(?P<number>[0-9]+)$")
+# How the words of a region name shorten in its AZ IDs: us-east-1 -> use1, ap-northeast-1 ->
+# apne1, us-gov-west-1 -> usgw1, eu-central-2 -> euc2 (EC2 DescribeAvailabilityZones ZoneId).
+_REGION_WORDS = {"east": "e", "west": "w", "north": "n", "south": "s", "central": "c", "northeast": "ne",
+                 "northwest": "nw", "southeast": "se", "southwest": "sw", "gov": "g"}
+
+
+def is_zone_id(zone: str) -> bool:
+    return AZ_ID.match(zone) is not None
+
+
+def zone_id_prefix(region: str) -> str | None:
+    """`use1` for us-east-1; None for a region whose words this table does not know."""
+    geo, *words, number = region.split("-")
+    short = [_REGION_WORDS.get(word) for word in words]
+    if not words or any(s is None for s in short) or not number.isdigit():
+        return None
+    return f"{geo}{''.join(s or '' for s in short)}{number}"

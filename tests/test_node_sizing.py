@@ -1,0 +1,96 @@
+"""Headroom by computation: what EKS reserves and the platform's DaemonSets take, per GPU type."""
+
+import math
+
+import pytest
+
+from components.config.node_pools import CAPACITY_TYPES
+from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.node_sizing import (
+    NODE_DAEMONSETS,
+    daemonset_requests,
+    eni_max_pods,
+    kube_reserved_cpu_millis,
+    kube_reserved_memory_mib,
+    kubelet_max_pods,
+    node_headroom,
+    pod_share,
+)
+
+GPU_TYPES = sorted(name for name, t in INSTANCE_TYPES.items() if t.has_gpu)
+
+
+# nodeadm's tiers: 6 % of core 1, 1 % of core 2, 0.5 % of cores 3-4, 0.25 % above (60, 70, 80 m, ...).
+@pytest.mark.parametrize(("vcpus", "millis"), [(1, 60), (2, 70), (4, 80), (8, 90), (48, 190), (96, 310), (192, 550)])
+def test_kube_reserved_cpu(vcpus, millis):
+    assert kube_reserved_cpu_millis(vcpus) == millis
+
+
+# (type, ENI max pods, kubelet max pods under the MNG cap, kube-reserved MiB = 11 x ENI max pods + 255)
+@pytest.mark.parametrize(("name", "eni_pods", "kubelet_pods", "reserved_mib"), [
+    ("p5.48xlarge", 100, 100, 1355),
+    ("p5en.48xlarge", 198, 198, 2433),
+    ("p4d.24xlarge", 737, 250, 8362),     # the cap does not lower kube-reserved (nodeadm config.go)
+    ("g6e.12xlarge", 292, 250, 3467),
+    ("g5.xlarge", 58, 58, 893),
+    ("m7i.xlarge", 58, 58, 893),
+])
+def test_max_pods_and_reserved_memory(name, eni_pods, kubelet_pods, reserved_mib):
+    instance = INSTANCE_TYPES[name]
+    assert (eni_max_pods(instance), kubelet_max_pods(instance), kube_reserved_memory_mib(instance)) == (
+        eni_pods, kubelet_pods, reserved_mib)
+
+
+def test_daemonsets_on_an_efa_node():
+    """705m CPU / 371 MiB on an EFA node: the EFA device plugin's 10m / 20Mi on top of the rest."""
+    assert daemonset_requests(efa=True) == (705, 371)
+    assert daemonset_requests(efa=False) == (695, 351)
+
+
+@pytest.mark.parametrize(("name", "efa"), [(n, False) for n in GPU_TYPES] + [(n, True) for n in GPU_TYPES if INSTANCE_TYPES[n].has_efa])
+def test_a_whole_node_pod_fits_beside_everything_the_platform_runs(name, efa):
+    """For every GPU type the config accepts: kube-reserved + every DaemonSet + the training pod's
+    request fit the node, CPU and memory, and the pod leaves less than one vCPU idle."""
+    instance = INSTANCE_TYPES[name]
+    room = node_headroom(name, efa=efa)
+    cpu, memory_gib = pod_share([name], gpus=instance.gpus, gpus_per_node=instance.gpus, efa=efa)
+    used_cpu_millis = room.kube_reserved_cpu_millis + room.daemonset_cpu_millis + cpu * 1000
+    assert used_cpu_millis <= instance.vcpus * 1000
+    assert instance.vcpus * 1000 - used_cpu_millis < 1000
+    used_memory_mib = room.unseen_memory_mib + room.kube_reserved_memory_mib + room.daemonset_memory_mib + memory_gib * 1024
+    assert used_memory_mib <= instance.memory_gib * 1024
+    assert cpu == math.floor(room.pod_cpu) and memory_gib == math.floor(room.pod_memory_gib)
+
+
+def test_p5_numbers():
+    room = node_headroom("p5.48xlarge", efa=True)
+    assert (room.kube_reserved_cpu_millis, room.daemonset_cpu_millis, room.pod_cpu) == (550, 705, 190.745)
+    assert pod_share(["p5.48xlarge"], gpus=8, gpus_per_node=8, efa=True) == (190, 1938)
+
+
+def test_a_spot_pool_is_sized_by_its_smallest_type():
+    assert pod_share(["g6.48xlarge", "g5.48xlarge"], gpus=8, gpus_per_node=8)[0] == 190
+    # g5.12xlarge's 15 ENIs make nodeadm reserve 8362 MiB (g6.12xlarge: 2829): g5 decides.
+    # 192 GiB - 5 % - 100 MiB - 8362 MiB - 351 MiB of DaemonSets = 173.8 GiB; half of it is 86.
+    assert pod_share(["g6.12xlarge", "g5.12xlarge"], gpus=2, gpus_per_node=4) == (23, 86)
+    assert pod_share(["g5.12xlarge"], gpus=2, gpus_per_node=4) == pod_share(["g6.12xlarge", "g5.12xlarge"], gpus=2, gpus_per_node=4)
+
+
+# Add-ons and charts whose workloads are Deployments on the system pool, never on GPU nodes.
+NOT_ON_GPU_NODES = {"coredns", "cluster-autoscaler", "kueue", "jobset", "external-secrets"}
+
+
+def test_the_table_names_every_daemonset_the_plans_install(plan_of):
+    """A DaemonSet added to the platform without a row here would eat the training pod's room."""
+    installed: set[str] = set()
+    for stack in ("dev", "staging", "prod"):
+        plan = plan_of(stack)
+        installed |= {a["inputs"]["addonName"] for a in plan.of_type("aws:eks/addon:Addon")}
+        installed |= {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
+    assert installed - NOT_ON_GPU_NODES == {p.installed_by for p in NODE_DAEMONSETS}
+
+
+def test_every_capacity_type_has_planning_numbers():
+    from components.cluster.pool_scheduling import CAPACITY_PRIORITY
+    from components.workload.sizing import NODE_MTBF_HOURS
+    assert set(CAPACITY_PRIORITY) == set(NODE_MTBF_HOURS) == set(CAPACITY_TYPES)

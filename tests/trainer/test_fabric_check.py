@@ -1,0 +1,164 @@
+"""The launcher's fabric self-check, with NCCL log lines recorded from real runs.
+
+Sources of the recorded lines (quoted verbatim):
+- SOCKET_RUN: NCCL 2.26.2 on a GPU node without an EFA/OFI plugin, public bug report (search
+  index id 6829418395): NCCL loads no net plugin and uses TCP sockets.
+- EFA_RUN: NVIDIA/nccl#1597 (8x H200 per node, aws-ofi-nccl on EFA; plugin <= 1.13 wording).
+- EFA_RUN_NEW_WORDING: aws-ofi-nccl 1.20.0 on 2x g6.12xlarge (EKS Ray Train sample, index id
+  71139104241), the plugin's "Selected provider is efa, fabric is efa" form (>= 1.14).
+- NO_PLUGIN: NCCL with NCCL_NET forced and no loadable plugin (public run notes, index id
+  55076994125): "NCCL WARN Failed to initialize any NET plugin".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from trainer_testlib import TRAINER_DIR, free_port
+
+from launcher import fabric
+
+SOCKET_RUN = """\
+vae-bc5a469e-2296-0:10208:10208 [0] NCCL INFO NCCL version 2.26.2+cuda12.2
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO Failed to open libibverbs.so[.1]
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO NET/Socket : Using [0]eth0:10.105.0.5<0>
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so.
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO Using network Socket
+vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO ncclCommInitRankConfig comm 0x58892a1d3910 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 100000 commId 0x56bea185a98d5193 - Init START
+"""
+
+EFA_RUN = """\
+8h200-2:6831:6840 [0] NCCL INFO NET/OFI Setting NCCL_TOPO_FILE environment variable to /proc/self/fd/150
+8h200-2:6831:6840 [0] NCCL INFO NET/OFI Creating one domain per process
+8h200-2:6831:6840 [0] NCCL INFO NET/OFI Support for global registrations: true
+8h200-2:6831:6840 [0] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so.
+8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric
+8h200-3:6310:6318 [0] NCCL INFO NET/OFI Selected Provider is efa (found 16 nics)
+"""
+
+EFA_RUN_NEW_WORDING = """\
+NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.20.0
+NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 1 nics)
+NCCL INFO Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0
+"""
+
+NO_PLUGIN = """\
+NCCL WARN Failed to initialize any NET plugin
+"""
+
+
+@pytest.mark.parametrize(("log", "verdict", "reason"), [
+    (SOCKET_RUN, "wrong", "NCCL chose the Socket network instead of Libfabric (EFA)"),
+    (EFA_RUN, "efa", None),
+    (EFA_RUN_NEW_WORDING, "efa", None),
+    (NO_PLUGIN, "wrong", "NCCL found no usable network plugin"),
+    # The plugin loaded, but libfabric picked a TCP provider (the Ray sample's "sockets" case).
+    ("NCCL INFO NET/OFI Selected provider is tcp, fabric is 10.0.0.0/16 (found 1 nics)\n", "wrong",
+     "selected the libfabric provider tcp instead of efa"),
+    # One rank on EFA, another on sockets: the job is only as fast as its slowest link.
+    (EFA_RUN + SOCKET_RUN, "wrong", "Socket network"),
+    ("NCCL INFO NCCL version 2.29.3+cuda12.6\n", "undecided", None),
+])
+def test_recorded_logs_are_judged(log, verdict, reason):
+    check = fabric.NetworkCheck().feed_all(log.splitlines())
+    assert check.verdict == verdict
+    assert (check.failure is None) == (reason is None)
+    if reason:
+        assert reason in (check.failure or "")
+
+
+def test_only_the_first_wrong_line_is_reported():
+    check = fabric.NetworkCheck()
+    assert [check.feed(line) for line in (SOCKET_RUN + SOCKET_RUN).splitlines()].count(True) == 1
+    assert check.failure_line == "vae-bc5a469e-2296-0:10208:10226 [0] NCCL INFO Using network Socket"
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({}, {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}),
+    ({"NCCL_DEBUG": "WARN"}, {"NCCL_DEBUG": "INFO"}),
+    ({"NCCL_DEBUG": "trace"}, {"NCCL_DEBUG": "TRACE"}),
+    ({"NCCL_DEBUG_SUBSYS": "COLL"}, {"NCCL_DEBUG_SUBSYS": "COLL,INIT,NET"}),
+    ({"NCCL_DEBUG_SUBSYS": "ALL"}, {"NCCL_DEBUG_SUBSYS": "ALL"}),
+])
+def test_nccl_logs_its_network_choice_to_files(given, expected):
+    env = fabric.nccl_log_env(given, "/tmp/nccl-logs")
+    assert env["NCCL_DEBUG_FILE"] == "/tmp/nccl-logs/nccl.%h.%p.log"
+    assert expected.items() <= env.items()
+
+
+def test_fabric_must_be_known():
+    assert fabric.fabric_of({}) == "socket"
+    with pytest.raises(fabric.FabricError, match="TRAIN_FABRIC must be one of efa, socket, got 'infiniband'"):
+        fabric.fabric_of({"TRAIN_FABRIC": "infiniband"})
+
+
+# A stand-in for a training process: writes the recorded NCCL log the way NCCL does (to
+# NCCL_DEBUG_FILE with %h/%p expanded), then works until it finishes or is told to stop.
+FAKE_WORKER = textwrap.dedent("""\
+    import os, signal, socket, sys, time
+    path = os.environ.get("NCCL_DEBUG_FILE", os.devnull).replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+    marker = os.environ["WORKER_MARKER"]
+    signal.signal(signal.SIGTERM, lambda *_: (open(marker, "w").write("stopped"), sys.exit(143)))
+    with open(path, "w") as log:
+        log.write(open(os.environ["RECORDED_LOG"]).read())
+    deadline = time.monotonic() + float(os.environ["WORK_SECONDS"])
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    open(marker, "w").write("finished")
+""")
+
+
+def _launch_fake_worker(tmp_path, log: str, fabric_name: str = "efa", work_seconds: float = 3.0):
+    (tmp_path / "worker.py").write_text(FAKE_WORKER)
+    (tmp_path / "recorded.log").write_text(log)
+    (tmp_path / "hparams.yaml").write_text("{}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "NCCL_"))}
+    env.update({
+        "PYTHONPATH": str(TRAINER_DIR),
+        "TRAIN_JOB_ID": "fabric-check",
+        "TRAIN_RDZV_HOST": "127.0.0.1",
+        "TRAIN_RDZV_PORT": str(free_port()),
+        "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+        "TRAIN_HPARAMS_FILE": str(tmp_path / "hparams.yaml"),
+        "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"),
+        "TRAIN_NCCL_LOG_DIR": str(tmp_path / "nccl-logs"),
+        "TRAIN_FABRIC": fabric_name,
+        "RECORDED_LOG": str(tmp_path / "recorded.log"),
+        "WORKER_MARKER": str(tmp_path / "worker.marker"),
+        "WORK_SECONDS": str(work_seconds),
+    })
+    return subprocess.run([sys.executable, "-m", "launcher", "--", str(tmp_path / "worker.py")],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("log", [SOCKET_RUN, NO_PLUGIN], ids=["socket", "no-plugin"])
+def test_launcher_exits_2_when_nccl_did_not_pick_efa(tmp_path, log):
+    # The worker would run 60 s: the watch stops it as soon as the log shows the wrong network.
+    run = _launch_fake_worker(tmp_path, log, work_seconds=60)
+    assert run.returncode == 2, run.stderr
+    assert (tmp_path / "worker.marker").read_text() == "stopped"
+    # torchrun reports its stopped worker above; the launcher's own verdict is the last line.
+    message = run.stderr.rstrip().splitlines()[-1]
+    assert message.startswith("launcher: error: fabric check failed on an EFA pool:") and "fi_info -p efa" in message
+    assert '"event":"fabric_check"' in run.stdout and '"verdict":"wrong"' in run.stdout
+
+
+@pytest.mark.parametrize("log", [EFA_RUN, EFA_RUN_NEW_WORDING], ids=["libfabric", "new-wording"])
+def test_launcher_proceeds_when_nccl_picked_efa(tmp_path, log):
+    run = _launch_fake_worker(tmp_path, log)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "worker.marker").read_text() == "finished"
+    assert '"verdict":"efa"' in run.stdout
+    # NCCL's network choice is echoed to the pod log even though NCCL writes to files.
+    assert "nccl: " in run.stderr and ("Using network Libfabric" in run.stderr or "Selected provider is efa" in run.stderr)
+
+
+def test_socket_pools_are_not_checked(tmp_path):
+    run = _launch_fake_worker(tmp_path, SOCKET_RUN, fabric_name="socket", work_seconds=0.5)
+    assert run.returncode == 0, run.stderr
+    assert "fabric_check" not in run.stdout

@@ -1,0 +1,181 @@
+"""The fabric self-check: on an EFA pool, fail the job when NCCL did not pick the OFI/EFA network.
+
+Without libfabric and the aws-ofi-nccl plugin (or with EFA devices the pod cannot open), NCCL
+quietly falls back to TCP sockets over one interface and trains at a fraction of the bandwidth
+the pod pays for. On an EFA pool (TRAIN_FABRIC=efa) the launcher therefore:
+
+1. makes NCCL log its network choice to files of its own (NCCL_DEBUG=INFO for the INIT and NET
+   subsystems, NCCL_DEBUG_FILE=<dir>/nccl.%h.%p.log), leaving the trainer's stdout readable;
+2. reads those files while the job runs, echoes NCCL's warnings and its network choice to
+   stderr, and stops the workers as soon as a rank reports another network than Libfabric
+   (`Using network Socket`), another libfabric provider than efa, or no usable net plugin;
+3. then exits 2 (the JobSet fails the job instead of restarting it) with one line saying why.
+
+The workload also sets NCCL_NET=Libfabric on EFA pools, so NCCL itself refuses to fall back
+("Failed to initialize any NET plugin"); this check turns that into a clear message and still
+catches a job whose env overrides NCCL_NET.
+
+The log lines come from NCCL 2.29.3 (src/init.cc "Using network %s") and aws-ofi-nccl
+(src/nccl_ofi_net.cpp "Selected provider is %s, fabric is %s"; "Selected Provider is %s" before
+v1.14), as recorded from real runs in tests/trainer/test_fabric_check.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+FABRIC_VAR = "TRAIN_FABRIC"
+FABRICS = ("efa", "socket")
+LOG_DIR_VAR = "TRAIN_NCCL_LOG_DIR"
+DEFAULT_LOG_DIR = "/tmp/nccl-logs"
+POLL_SECONDS = 1.0
+# The names NCCL gives aws-ofi-nccl's network ("AWS Libfabric" with NCCL_NET set so, or with
+# plugins <= 1.11; aws/aws-ofi-nccl src/nccl_ofi_interface_nvidia.cpp).
+EFA_NETWORKS = ("Libfabric", "AWS Libfabric", "OFI")
+NCCL_SUBSYSTEMS = ("INIT", "NET")
+
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<network>\S.*?)\s*$")
+_PROVIDER = re.compile(r"NET/OFI Selected provider is (?P<provider>[\w-]+)", re.IGNORECASE)
+_NO_NET_PLUGIN = "Failed to initialize any NET plugin"
+_FORWARDED = (" NCCL WARN ", "Using network", "Selected provider", "Selected Provider")
+HINT = ("check that the image carries libfabric and aws-ofi-nccl (`fi_info -p efa` in the pod), that the pod "
+        "requests vpc.amazonaws.com/efa, and that the node advertises it (docs/gpu-fabric-and-capacity.md)")
+
+
+class FabricError(ValueError):
+    """TRAIN_FABRIC is not a fabric this launcher knows."""
+
+
+@dataclass
+class NetworkCheck:
+    """What NCCL's log lines say about the network it chose (pure: feed it lines)."""
+
+    efa_seen: str | None = None
+    failure: str | None = None
+    failure_line: str | None = None
+
+    def feed(self, line: str) -> bool:
+        """Read one log line; True the first time it shows a wrong network."""
+        if self.failure:
+            return False
+        problem = _problem(line)
+        if problem:
+            self.failure, self.failure_line = problem, line.strip()
+            return True
+        if self.efa_seen is None and (_PROVIDER.search(line) or _USING_NETWORK.search(line)):
+            self.efa_seen = line.strip()
+        return False
+
+    def feed_all(self, lines: Iterable[str]) -> NetworkCheck:
+        for line in lines:
+            self.feed(line)
+        return self
+
+    @property
+    def verdict(self) -> str:
+        """`efa`, `wrong` or `undecided` (no rank has set up an NCCL network yet)."""
+        return "wrong" if self.failure else "efa" if self.efa_seen else "undecided"
+
+
+def _problem(line: str) -> str | None:
+    using = _USING_NETWORK.search(line)
+    if using and using["network"] not in EFA_NETWORKS:
+        return f"NCCL chose the {using['network']} network instead of Libfabric (EFA)"
+    provider = _PROVIDER.search(line)
+    if provider and provider["provider"].lower() != "efa":
+        return f"aws-ofi-nccl selected the libfabric provider {provider['provider']} instead of efa"
+    if _NO_NET_PLUGIN in line:
+        return "NCCL found no usable network plugin (aws-ofi-nccl did not load or found no EFA device)"
+    return None
+
+
+def fabric_of(environ: Mapping[str, str]) -> str:
+    fabric = environ.get(FABRIC_VAR, "").strip() or "socket"
+    if fabric not in FABRICS:
+        raise FabricError(f"{FABRIC_VAR} must be one of {', '.join(FABRICS)}, got {fabric!r}")
+    return fabric
+
+
+def nccl_log_env(environ: Mapping[str, str], log_dir: str) -> dict[str, str]:
+    """NCCL settings that make every rank log its network choice to `log_dir`."""
+    level = environ.get("NCCL_DEBUG", "").strip().upper()
+    subsystems = [s for s in environ.get("NCCL_DEBUG_SUBSYS", "").replace(" ", "").split(",") if s]
+    if subsystems and "ALL" not in (s.upper() for s in subsystems):
+        subsystems += [s for s in NCCL_SUBSYSTEMS if s not in (x.upper() for x in subsystems)]
+    return {
+        "NCCL_DEBUG": level if level in ("INFO", "TRACE") else "INFO",
+        "NCCL_DEBUG_SUBSYS": ",".join(subsystems or NCCL_SUBSYSTEMS),
+        # %h: host, %p: pid (NCCL docs, NCCL_DEBUG_FILE): one file per rank.
+        "NCCL_DEBUG_FILE": os.path.join(log_dir, "nccl.%h.%p.log"),
+    }
+
+
+@dataclass
+class FabricWatch:
+    """Reads the NCCL log files of one run while it lasts (a daemon thread)."""
+
+    log_dir: str
+    on_failure: Callable[[NetworkCheck], None]
+    stream: object = sys.stderr
+    check: NetworkCheck = field(default_factory=NetworkCheck)
+    _offsets: dict[str, int] = field(default_factory=dict)
+    _partial: dict[str, str] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> FabricWatch:
+        os.makedirs(self.log_dir, exist_ok=True)
+        for name in os.listdir(self.log_dir):  # a restarted container's old logs are not this run's
+            if name.startswith("nccl."):
+                os.unlink(os.path.join(self.log_dir, name))
+        self._thread = threading.Thread(target=self._run, name="fabric-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def finish(self) -> NetworkCheck:
+        """Stop watching, read what the ranks wrote last, and return the result."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.scan()
+        return self.check
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self.scan()
+
+    def scan(self) -> None:
+        try:
+            names = sorted(n for n in os.listdir(self.log_dir) if n.startswith("nccl."))
+        except OSError:
+            return
+        for name in names:
+            for line in self._new_lines(os.path.join(self.log_dir, name)):
+                if any(marker in line for marker in _FORWARDED):
+                    self.stream.write(f"nccl: {line}\n")  # type: ignore[attr-defined]
+                    self.stream.flush()  # type: ignore[attr-defined]
+                if self.check.feed(line):
+                    self.on_failure(self.check)
+
+    def _new_lines(self, path: str) -> list[str]:
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offsets.get(path, 0))
+                data = f.read()
+        except OSError:
+            return []
+        self._offsets[path] = self._offsets.get(path, 0) + len(data)
+        text = self._partial.pop(path, "") + data.decode(errors="replace")
+        *lines, rest = text.split("\n")
+        if rest:
+            self._partial[path] = rest
+        return lines
+
+
+def failure_message(check: NetworkCheck) -> str:
+    return f"fabric check failed on an EFA pool: {check.failure} (NCCL log: {check.failure_line!r}); {HINT}"

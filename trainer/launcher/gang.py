@@ -1,0 +1,111 @@
+"""The gang's side of the launcher: a bound on restarts, and a rendezvous that cannot race DNS.
+
+Restarts. JobSet restarts the whole gang on a failure (spending `maxRestarts`) and on a
+disruption: spot reclaim, drain, preemption, or a kubelet eviction, which spends nothing. A job
+that evicts itself every time (say, it overflows its /tmp sizeLimit) would then restart forever.
+JobSet stamps every pod with the gang's restart count, failures and disruptions together
+(annotation jobset.sigs.k8s.io/restart-attempt, kubernetes-sigs/jobset v0.12.0
+pkg/controllers/jobset_controller.go); the workload passes it in as TRAIN_RESTART_ATTEMPT with
+the budget TRAIN_MAX_GANG_RESTARTS (maxRestarts + maxDisruptionRestarts). Past the budget the
+launcher exits 2, which the JobSet turns into a failed job.
+
+Rendezvous. torchrun's c10d backend makes the node whose host name matches the endpoint host
+the store's server; it finds out by resolving the endpoint in DNS. Pod 0's headless-service
+record can be missing for a moment after the pod starts: pod 0 would then not host the store,
+and every node would wait for a server that never comes. So the launcher says who hosts
+(`--rdzv-conf is_host=1` on pod 0, `0` elsewhere), from the pod's own host name. The other pods
+wait, bounded, until pod 0's store accepts connections before they start torchrun: torchrun's
+client gives up after its read_timeout (60 s by default; torch/distributed/elastic/rendezvous/
+c10d_rendezvous_backend.py), less than pod 0 may need to pull its image.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Mapping
+
+RESTART_ATTEMPT_VAR = "TRAIN_RESTART_ATTEMPT"
+MAX_RESTARTS_VAR = "TRAIN_MAX_GANG_RESTARTS"
+RDZV_WAIT_VAR = "TRAIN_RDZV_WAIT_S"
+DEFAULT_RDZV_WAIT_S = 900
+RETRY_SECONDS = 2.0
+
+
+class GangError(ValueError):
+    """A gang setting is unusable, or the gang may not start again."""
+
+
+def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise GangError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise GangError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def check_restart_budget(environ: Mapping[str, str]) -> int | None:
+    """The gang's restart attempt, or None when unknown; GangError once it exceeds the budget."""
+    attempt = _int(environ, RESTART_ATTEMPT_VAR, None)
+    budget = _int(environ, MAX_RESTARTS_VAR, None)
+    if attempt is not None and budget is not None and attempt > budget:
+        raise GangError(
+            f"the gang has restarted {attempt} times, more than {MAX_RESTARTS_VAR}={budget} "
+            "(maxRestarts + maxDisruptionRestarts): it keeps failing or being evicted; read the "
+            "previous pods' events (kubectl describe) before raising the budget")
+    return attempt
+
+
+def rendezvous_wait_seconds(environ: Mapping[str, str]) -> int:
+    value = _int(environ, RDZV_WAIT_VAR, DEFAULT_RDZV_WAIT_S)
+    return DEFAULT_RDZV_WAIT_S if value is None else value
+
+
+def hosts_rendezvous(rdzv_host: str, hostname: str) -> bool | None:
+    """Whether this pod hosts the c10d store: its host name is the endpoint's first DNS label.
+    None for an IP address or localhost, where torch decides correctly without DNS."""
+    if rdzv_host == "localhost":
+        return None
+    try:
+        ipaddress.ip_address(rdzv_host)
+        return None
+    except ValueError:
+        pass
+    return rdzv_host.split(".", 1)[0].lower() == hostname.split(".", 1)[0].lower()
+
+
+def with_rendezvous_role(cmd: list[str], is_host: bool | None) -> list[str]:
+    """The torchrun command with `--rdzv-conf is_host=...` after `--rdzv-id <id>` (if decided)."""
+    if is_host is None or "--rdzv-id" not in cmd:
+        return list(cmd)
+    at = cmd.index("--rdzv-id") + 2
+    return [*cmd[:at], "--rdzv-conf", f"is_host={int(is_host)}", *cmd[at:]]
+
+
+def wait_for_rendezvous(host: str, port: int, timeout_s: float, *,
+                        connect: Callable[[tuple[str, int], float], object] = socket.create_connection,
+                        clock: Callable[[], float] = time.monotonic,
+                        sleep: Callable[[float], None] = time.sleep) -> float:
+    """Wait until `host` resolves and its store accepts a TCP connection; the seconds it took.
+    GangError after `timeout_s`, naming the last reason."""
+    started = clock()
+    while True:
+        try:
+            connection = connect((host, port), RETRY_SECONDS)
+            close = getattr(connection, "close", None)
+            if close:
+                close()
+            return clock() - started
+        except OSError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        waited = clock() - started
+        if waited >= timeout_s:
+            raise GangError(f"the rendezvous host {host}:{port} was not reachable within {timeout_s:g} s "
+                            f"({reason}); pod 0 of the gang did not start its store")
+        sleep(min(RETRY_SECONDS, max(0.0, timeout_s - waited)))
