@@ -40,6 +40,13 @@ CASES = [
     ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
     ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
     ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),
+    ("disruption-restarts-negative", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=-1)]},
+     "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
+    ("disruption-restarts-unbounded", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=100000)]},
+     "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
+    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 695m of DaemonSets leaves 7.215 for the trainer.
+    ("cpu-into-the-daemons-room", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=8)]}, "jobs[0].cpu",
+     "exceeds this job's share of a g6.2xlarge node (7.215 vCPU)"),
 ]
 
 

@@ -18,6 +18,17 @@ NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 # v0.5.30 (image v0.5.20): its DaemonSet's required node affinity lists every EFA type the config
 # accepts, p6-b200 included (0.5.7 lacked p6; aws/eks-charts@5239609 stable/aws-efa-k8s-device-plugin).
 EFA_CHART_VERSION = "0.5.30"
+# The GPU types among the chart's supportedInstanceLabels.values (its DaemonSet's required node
+# affinity), copied from that values.yaml; tests check every EFA type we accept is here.
+EFA_CHART_INSTANCE_TYPES = frozenset({
+    "g4dn.8xlarge", "g4dn.12xlarge", "g4dn.16xlarge", "g4dn.metal",
+    "g5.8xlarge", "g5.12xlarge", "g5.16xlarge", "g5.24xlarge", "g5.48xlarge",
+    "g6.8xlarge", "g6.12xlarge", "g6.16xlarge", "g6.24xlarge", "g6.48xlarge",
+    "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge", "g6e.48xlarge",
+    "g7.8xlarge", "g7.12xlarge", "g7.24xlarge", "g7.48xlarge", "g7e.8xlarge", "g7e.12xlarge", "g7e.24xlarge", "g7e.48xlarge",
+    "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6-b200.48xlarge", "p6-b300.48xlarge", "p6e-gb200.36xlarge", "p6e-gb300.36xlarge",
+})
 EFA_CHART_REPO = "https://aws.github.io/eks-charts"
 NAMESPACE = "kube-system"
 

@@ -18,9 +18,8 @@ import sys
 import textwrap
 
 import pytest
-from trainer_testlib import TRAINER_DIR, free_port
-
 from launcher import fabric
+from trainer_testlib import TRAINER_DIR, free_port
 
 SOCKET_RUN = """\
 vae-bc5a469e-2296-0:10208:10208 [0] NCCL INFO NCCL version 2.26.2+cuda12.2

@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from trainer_testlib import TRAINER_DIR
-
 from launcher import gang
+from trainer_testlib import TRAINER_DIR
 
 
 @pytest.mark.parametrize(("environ", "attempt"), [

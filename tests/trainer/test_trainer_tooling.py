@@ -49,7 +49,7 @@ def test_dockerfile_contract():
     text = DOCKERFILE.read_text()
     base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M).group(1)
     assert re.fullmatch(r"pytorch/pytorch:\d+\.\d+\.\d+-cuda[\d.]+-cudnn9-runtime@sha256:[0-9a-f]{64}", base)
-    assert len(re.findall(r"^FROM ", text, re.M)) == 3  # base, deps, trainer layers
+    assert re.findall(r"^FROM \S+ AS (\w+)$", text, re.M) == ["base", "efa", "deps", "trainer"]
     assert "PYTHONDONTWRITEBYTECODE=1" in text and "HOME=/tmp" in text
     assert re.search(r"^USER 1000:1000$", text, re.M)
     assert "--uid 1000 --gid 1000" in text
@@ -60,6 +60,22 @@ def test_dockerfile_contract():
     # Everything the Dockerfile copies exists in the build context.
     for src in re.findall(r"^COPY (?:--\S+ )*(\S+) ", text, re.M):
         assert (TRAINER_DIR / src).exists(), src
+
+
+def test_efa_layer_is_pinned_and_checked():
+    """The EFA installer is pinned by version and sha256, installs only the user space, and the
+    build fails if the aws-ofi-nccl plugin is missing or cannot resolve its libraries."""
+    text = DOCKERFILE.read_text()
+    efa = text[text.index("FROM base AS efa"):text.index("FROM efa AS deps")]
+    version = re.search(r"^ARG EFA_INSTALLER_VERSION=(\d+\.\d+\.\d+)$", text, re.M)
+    digest = re.search(r"^ARG EFA_INSTALLER_SHA256=([0-9a-f]{64})$", text, re.M)
+    assert version and digest
+    assert 'sha256sum -c -' in efa and "efa-installer.amazonaws.com/aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" in efa
+    assert "./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in efa
+    assert "test -e /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so" in efa and "grep 'not found'" in efa
+    assert "fi_info --version" in efa
+    # Root installs it, before the image drops to UID 1000.
+    assert text.index("FROM base AS efa") < text.index("USER 1000:1000")
 
 
 def test_requirements_are_pinned():
@@ -85,6 +101,12 @@ def test_build_image_dry_run_with_repository():
     assert build.endswith(str(TRAINER_DIR))
     assert "+ docker buildx imagetools inspect" in out
     assert out.rstrip().splitlines()[-1] == f"  pulumi config set --stack dev trainerImage {REPO}@sha256:<digest>"
+    # The dry run shows the layers, the EFA user space among them, with its pins.
+    layers = out[out.index("layers of trainer/Dockerfile"):out.index("+ docker buildx build")]
+    assert [ln.split()[1] for ln in layers.splitlines() if ln.strip().startswith("stage ")] == ["base", "efa", "deps", "trainer"]
+    assert re.search(r"pin   EFA_INSTALLER_VERSION=\d+\.\d+\.\d+\n", layers)
+    assert re.search(r"pin   EFA_INSTALLER_SHA256=[0-9a-f]{64}\n", layers)
+    assert "aws-ofi-nccl" in layers
 
 
 def test_build_image_dry_run_reads_the_stack_output():

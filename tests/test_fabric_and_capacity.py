@@ -1,0 +1,177 @@
+"""What a real p5 job needs, read off the synthesised plans (issue 10's acceptance)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from unittest.mock import ANY
+
+import pytest
+import yaml
+from conftest import PROJECT, ROOT, raw_config
+from plan import MOCK_ZONE_NAMES, synthesize
+
+from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
+from components.cluster.provisioning_requests import CRD_FILE
+from components.config import ConfigError, load_stack_config
+from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+
+
+def config_of(stack):
+    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+
+
+def by_name(plan, type_token):
+    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
+
+
+def manifests(plan, kind):
+    return [m for m in plan.manifests() if m["kind"] == kind]
+
+
+def nodeadm_documents(user_data: str) -> list[dict]:
+    """The NodeConfig documents of MIME multipart user data, as nodeadm reads them."""
+    mime = base64.b64decode(user_data).decode()
+    header, _, body = mime.partition("\n\n")
+    boundary = header.split('boundary="', 1)[1].split('"', 1)[0]
+    parts = [p for p in body.split(f"--{boundary}") if p.strip() and p.strip() != "--"]
+    documents = []
+    for part in parts:
+        part_header, _, content = part.strip("\n").partition("\n\n")
+        assert part_header == "Content-Type: application/node.eks.aws"
+        documents.extend(d for d in yaml.safe_load_all(content) if d)
+    return documents
+
+
+def test_prod_p5_runs_on_a_reservation_in_an_az_id(plan_of):
+    plan, pool = plan_of("prod"), next(p for p in config_of("prod").node_pools if p.name == "p5-efa")
+    assert pool.capacity == "reservation" and pool.availability_zones == ("use1-az4",)
+    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    group = by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": pool.capacity_reservation_id}}
+    assert group["capacityType"] == "ON_DEMAND" and group["instanceTypes"] == ["p5.48xlarge"]
+    # The AZ ID was resolved through the provider (this offline account: use1-az4 = us-east-1a).
+    assert group["subnetIds"] == [f"network-private-{MOCK_ZONE_NAMES['use1-az4']}-id"]
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_efa_launch_templates_have_efa_only_devices_and_raid0(stack, plan_of):
+    plan, config = plan_of(stack), config_of(stack)
+    templates = by_name(plan, LAUNCH_TEMPLATE)
+    for pool in config.node_pools:
+        template = templates[f"node-pools-{pool.name}-lt"]
+        instance = INSTANCE_TYPES[pool.instance_types[0]]
+        if pool.efa:
+            interfaces = template["networkInterfaces"]
+            assert [i["interfaceType"] for i in interfaces] == ["interface"] + ["efa-only"] * instance.efa_interfaces
+        if instance.has_instance_store:
+            assert nodeadm_documents(template["userData"]) == [{
+                "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+                "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}}}]
+        else:
+            assert "userData" not in template, pool.name
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_gpu_pools_update_with_the_minimal_strategy(stack, plan_of):
+    groups = by_name(plan_of(stack), NODE_GROUP)
+    for pool in config_of(stack).node_pools:
+        update = groups[f"node-pools-{pool.name}-nodegroup"]["updateConfig"]
+        assert update.get("updateStrategy") == ("MINIMAL" if pool.gpu else None), pool.name
+        assert update["maxUnavailable"] == 1
+
+
+def test_prod_jobset_carries_the_efa_environment_and_bounds(plan_of):
+    config = config_of("prod")
+    (jobset,) = manifests(plan_of("prod"), "JobSet")
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert {k: env[k] for k in ("TRAIN_FABRIC", "NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER", "FI_EFA_USE_HUGE_PAGE",
+                                "FI_EFA_USE_DEVICE_RDMA")} == {
+        "TRAIN_FABRIC": "efa", "NCCL_NET": "Libfabric", "NCCL_NET_PLUGIN": "ofi", "FI_PROVIDER": "efa",
+        "FI_EFA_USE_HUGE_PAGE": "0", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    (job,) = config.training.jobs
+    assert env["TRAIN_MAX_GANG_RESTARTS"] == str(job.max_restarts + job.max_disruption_restarts)
+    assert env["TRAIN_RESTART_ATTEMPT"] == {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
+    assert "cpu" not in container["resources"]["limits"] and container["resources"]["requests"]["cpu"] == "190"
+    # Local NVMe scratch: 80 % of the node's 30,400 GB (28,312 GiB) instance store, one pod per node.
+    scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")
+    assert scratch == {"name": "scratch", "emptyDir": {"sizeLimit": "22649Gi"}} and env["SCRATCH_DIR"] == "/scratch"
+
+
+def test_socket_jobs_keep_the_socket_transport(plan_of):
+    (jobset,) = manifests(plan_of("dev"), "JobSet")
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["TRAIN_FABRIC"], env["NCCL_NET"]) == ("socket", "Socket") and "FI_PROVIDER" not in env
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "team-vision-prod"])
+def test_gang_flavors_are_admitted_through_provisioning_requests(stack, plan_of):
+    plan = plan_of(stack)
+    pools = config_of(stack).node_pools if not stack.startswith("team-") else config_of(stack).platform.node_pools
+    (queue,) = manifests(plan, "ClusterQueue")
+    gang_flavors = sorted(f"pool-{p.name}" for p in pools if p.gpu and p.max_size > 1)
+    assert gang_flavors
+    assert queue["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "gpu-gang-provisioning", "onFlavors": ANY}]}
+    assert sorted(queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"]) == gang_flavors
+
+
+def test_the_provisioning_check_and_its_api_are_installed(plan_of):
+    plan = plan_of("prod")
+    (check,) = manifests(plan, "AdmissionCheck")
+    (config,) = manifests(plan, "ProvisioningRequestConfig")
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"]["name"] == config["metadata"]["name"]
+    assert config["spec"]["provisioningClassName"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    assert config["spec"]["managedResources"] == ["nvidia.com/gpu"]
+    # The CRD goes in exactly as upstream ships it.
+    (crd,) = [m for m in manifests(plan, "CustomResourceDefinition")
+              if m["metadata"]["name"] == "provisioningrequests.autoscaling.x-k8s.io"]
+    assert crd == json.loads(json.dumps(yaml.safe_load(CRD_FILE.read_text())))
+    autoscaler = by_name(plan, "kubernetes:helm.sh/v3:Release")["cluster-autoscaler-release"]
+    assert autoscaler["version"] == "9.59.0"
+    assert autoscaler["values"]["extraArgs"]["enable-provisioning-requests"] == "true"
+
+
+def test_vpc_cni_keeps_few_warm_ips(plan_of):
+    addons = {a["inputs"]["addonName"]: a["inputs"] for a in plan_of("prod").of_type("aws:eks/addon:Addon")}
+    env = json.loads(addons["vpc-cni"]["configurationValues"])["env"]
+    assert env == {"WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET)}
+
+
+def test_the_efa_device_plugin_chart_covers_every_efa_type():
+    """The chart's DaemonSet runs only on the instance types its values list: a type missing there
+    would never advertise vpc.amazonaws.com/efa and its pods would stay Pending."""
+    assert {name for name, t in INSTANCE_TYPES.items() if t.has_efa} <= EFA_CHART_INSTANCE_TYPES
+
+
+def prod_pools_with(**p5_changes) -> list[dict]:
+    """prod's nodePools as written in its stack file, with the p5 pool changed."""
+    pools = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["gpu-training:nodePools"]
+    next(p for p in pools if p["name"] == "p5-efa").update(p5_changes)
+    return pools
+
+
+def test_a_capacity_block_pool_gets_no_placement_group():
+    plan = synthesize("prod", overrides={"nodePools": prod_pools_with(capacity="capacityBlock")})
+    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    assert "placement" not in template
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"} and template["instanceType"] == "p5.48xlarge"
+    group = by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
+    assert group["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in group
+    assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
+
+
+def test_an_az_id_outside_the_network_fails_with_the_fix():
+    with pytest.raises(ConfigError) as raised:  # use1-az2 is us-east-1d in the offline account
+        synthesize("prod", overrides={"nodePools": prod_pools_with(availabilityZones=["use1-az2"])})
+    (message,) = raised.value.errors
+    assert "AZ ID use1-az2 is us-east-1d in this account" in message and "Fix: add us-east-1d to network.availabilityZones" in message
