@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TextIO
 
 FABRIC_VAR = "TRAIN_FABRIC"
 FABRICS = ("efa", "socket")
@@ -121,7 +122,7 @@ class FabricWatch:
 
     log_dir: str
     on_failure: Callable[[NetworkCheck], None]
-    stream: object = sys.stderr
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
     check: NetworkCheck = field(default_factory=NetworkCheck)
     _offsets: dict[str, int] = field(default_factory=dict)
     _partial: dict[str, str] = field(default_factory=dict)
@@ -157,8 +158,8 @@ class FabricWatch:
         for name in names:
             for line in self._new_lines(os.path.join(self.log_dir, name)):
                 if any(marker in line for marker in _FORWARDED):
-                    self.stream.write(f"nccl: {line}\n")  # type: ignore[attr-defined]
-                    self.stream.flush()  # type: ignore[attr-defined]
+                    self.stream.write(f"nccl: {line}\n")
+                    self.stream.flush()
                 if self.check.feed(line):
                     self.on_failure(self.check)
 
