@@ -175,3 +175,23 @@ def test_an_az_id_outside_the_network_fails_with_the_fix():
         synthesize("prod", overrides={"nodePools": prod_pools_with(availabilityZones=["use1-az2"])})
     (message,) = raised.value.errors
     assert "AZ ID use1-az2 is us-east-1d in this account" in message and "Fix: add us-east-1d to network.availabilityZones" in message
+
+
+def waits_for(plan, key) -> set:
+    """Everything `key` waits for, directly or through what it waits for."""
+    seen, todo = set(), [key]
+    while todo:
+        for dependency in plan.dependencies.get(todo.pop(), ()):
+            if dependency not in seen:
+                seen.add(dependency)
+                todo.append(dependency)
+    return seen
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_kueue_and_the_autoscaler_start_after_the_provisioning_request_api(stack, plan_of):
+    """Kueue sets up its provisioning admission check only if the CRD exists when it starts."""
+    plan = plan_of(stack)
+    crd = ("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "provisioning-requests-crd")
+    for release in ("job-controllers-kueue", "cluster-autoscaler-release"):
+        assert crd in waits_for(plan, ("kubernetes:helm.sh/v3:Release", release)), release
