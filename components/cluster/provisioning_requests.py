@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 import yaml
 
+from components.common.manifests import custom_resource
 from components.config.stack_file import REPO_ROOT
 
 CRD_FILE = REPO_ROOT / "schemas" / "crds" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
@@ -40,13 +40,6 @@ class ProvisioningRequestApiArgs:
 class ProvisioningRequestApi(pulumi.ComponentResource):
     def __init__(self, name: str, args: ProvisioningRequestApiArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:cluster:ProvisioningRequestApi", name, None, opts)
-        crd = provisioning_request_crd()
-        k8s.apiextensions.CustomResource(
-            f"{name}-crd",
-            api_version=crd["apiVersion"],
-            kind=crd["kind"],
-            metadata=crd["metadata"],
-            spec=crd["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
-        )
+        custom_resource(f"{name}-crd", provisioning_request_crd(),
+                        pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({})

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, POOL_LABEL
+from components.common.manifests import custom_resource
 from components.config import NodePoolConfig
 from components.workload.sizing import flavor_quota
 
@@ -111,18 +111,6 @@ def local_queue_manifest(*, namespace: str, cluster_queue: str) -> dict[str, Any
         "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
         "spec": {"clusterQueue": cluster_queue},
     }
-
-
-def custom_resource(resource_name: str, manifest: dict[str, Any],
-                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(
-        resource_name,
-        api_version=manifest["apiVersion"],
-        kind=manifest["kind"],
-        metadata=manifest["metadata"],
-        spec=manifest["spec"],
-        opts=opts,
-    )
 
 
 @dataclass(frozen=True)

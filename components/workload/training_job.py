@@ -29,6 +29,7 @@ from components.cluster.pool_scheduling import (
     POOL_LABEL,
     node_taints,
 )
+from components.common.manifests import custom_resource
 from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
 from components.data import training_data
@@ -263,13 +264,10 @@ class TrainingJob(pulumi.ComponentResource):
         )
         manifest = jobset_manifest(job, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
                                    fabric=args.fabric, hyperparameters_config_map=f"{job.name}-hyperparameters")
-        k8s.apiextensions.CustomResource(
+        custom_resource(
             f"{name}-jobset",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(
+            manifest,
+            pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[config_map, *args.depends_on],
                 # A JobSet's pod template is immutable: any change replaces the job, which resumes
