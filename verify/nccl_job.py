@@ -28,6 +28,8 @@ from components.cluster.pool_scheduling import (
     HUGEPAGES_RESOURCE,
     POOL_LABEL,
 )
+from components.facts.instance_types import INSTANCE_TYPES
+from components.workload.fabric_env import fabric_env as training_fabric_env
 from verify import nccl_output
 from verify.checks import JOBSET
 from verify.kube import Kube
@@ -57,14 +59,13 @@ NETWORK_CHOICE = re.compile(r"NET/OFI|NET/Socket|NET/IB|Using network|Selected [
 
 
 def fabric_env(pool: PoolPromise) -> dict[str, str]:
-    """A minimal local definition of the EFA environment (the project's fabric env function from
-    issue 10 is not on main yet; replace this with it when it lands). Values from the AWS reference
-    launcher (awsome nccl-tests.yaml): FI_PROVIDER=efa and FI_EFA_FORK_SAFE=1 on EFA pools.
-    NCCL_DEBUG=INFO makes NCCL print the network it chose, which the failure diagnosis points at."""
-    env = {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "^lo,docker"}
-    if pool.efa_per_node:
-        env |= {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1"}
-    return env
+    """The training pods' fabric environment (components/workload/fabric_env.py: on EFA pools
+    NCCL_NET=Libfabric, so a missing plugin fails instead of measuring sockets), without the
+    launcher's TRAIN_FABRIC; NCCL_DEBUG=INFO makes NCCL print the network it chose, which the
+    failure diagnosis points at."""
+    env = training_fabric_env(INSTANCE_TYPES[pool.instance_types[0]], efa=bool(pool.efa_per_node))
+    env.pop("TRAIN_FABRIC")
+    return {**env, "NCCL_DEBUG": "INFO"}
 
 
 @dataclass(frozen=True)
