@@ -21,7 +21,6 @@ from components.config import NodePoolConfig
 from components.facts.instance_types import INSTANCE_TYPES
 
 BOUNDARY = "==NODEADM=="
-LOCAL_STORAGE_MOUNT = "/mnt/k8s-disks/0"
 
 
 def node_config(pool: NodePoolConfig) -> dict | None:
