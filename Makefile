@@ -1,6 +1,8 @@
 # Offline plan and tests. Both targets create the virtualenv from pinned requirements first.
 #   make plan STACK=dev     synthesise one stack offline into build/<stack>/
 #   make cost STACK=prod    what the stack costs (docs/cost.md); ARGS="--nat-gb 500" for other volumes
+#   make plan STACK=bootstrap   the bootstrap program (bootstrap/) into build/bootstrap/
+#   make plan-diff BASE=origin/main   what the working tree changes in every stack's plan
 #   make test               lint + every test (config tables, synthesised stacks, manifests, trainer)
 #   make verify STACK=prod ARGS="--job pretrain-p5"   go-live checks against the live cluster
 SHELL := /bin/bash
@@ -10,7 +12,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
 
-.PHONY: plan plans cost test lint pytest bench clean verify
+.PHONY: venv plan plans plan-diff cost test lint pytest bench clean verify
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,11 +33,18 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
 	touch $@
 
+venv: $(VENV)/.runtime
+
+# The bootstrap is a Pulumi project of its own (bootstrap/Pulumi.yaml); its stack is `bootstrap`.
 plan: $(VENV)/.runtime
-	$(PY) scripts/plan.py --stack $(STACK)
+	$(PY) scripts/plan.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK)
 
 plans: $(VENV)/.runtime
 	$(PY) scripts/plan.py --all
+	$(PY) scripts/plan.py --project bootstrap --all
+
+plan-diff: $(VENV)/.runtime
+	scripts/plan-diff $(BASE)
 
 cost: $(VENV)/.runtime
 	$(PY) scripts/cost.py --stack $(STACK) $(ARGS)
@@ -43,7 +52,8 @@ cost: $(VENV)/.runtime
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/basedpyright
-	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image trainer/*.sh)
+	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image scripts/plan-diff scripts/deploy-environment trainer/*.sh)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed

@@ -7,6 +7,7 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
                            [--set KEY=VALUE ...] [--secret KEY=VALUE ...]
     python scripts/plan.py --stack dev --stack prod ...   # several stacks, one process
     python scripts/plan.py --all                          # every stack in stacks/
+    python scripts/plan.py --project bootstrap --stack bootstrap   # the bootstrap program
 
 Writes <out>/resources.json (every registered resource: type, name, parent, provider, inputs as
 the engine receives them, secrets as "[secret]", whole numbers as integers, and retainOnDelete
@@ -45,7 +46,7 @@ from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
-from components.config.stack_file import stack_config  # noqa: E402
+from components.config.stack_file import project_file, stack_config  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 
 REDACTED = "[secret]"
@@ -237,10 +238,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
 
 def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
-               secret_overrides: dict[str, Any] | None = None) -> Plan:
-    """Run __main__.py for `stack` under mocks. Raises ConfigError on invalid configuration."""
+               secret_overrides: dict[str, Any] | None = None, project_dir: Path = ROOT) -> Plan:
+    """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration."""
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
-                                                secret_overrides=secret_overrides)
+                                                secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))
     mocks = _Mocks(region)
     monitor = _RecordingMonitor(mocks)
@@ -255,7 +256,7 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
 
     @pulumi.runtime.test
     def run_program():
-        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
         root = pulumi.runtime.get_root_resource()
         assert isinstance(root, Stack), "the mock runtime always has a root stack"
         exported = dict(root.outputs)
@@ -341,21 +342,27 @@ def _pairs(items: list[str], flag: str) -> dict[str, Any]:
     return result
 
 
-def all_stacks() -> list[str]:
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+def all_stacks(project_dir: Path = ROOT) -> list[str]:
+    stack_dir = project_dir / (project_file(project_dir).get("stackConfigDir") or ".")
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_dir.glob("Pulumi.*.yaml"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", action="append", default=[], help="a stack to plan; repeat for several")
-    parser.add_argument("--all", action="store_true", help="plan every stack in stacks/")
+    parser.add_argument("--all", action="store_true", help="plan every stack of the project")
+    parser.add_argument("--project", type=Path, default=ROOT,
+                        help="directory of the Pulumi project (default: the repository root; bootstrap for the bootstrap)")
     parser.add_argument("--out", type=Path, help="output directory of a single stack (default <build-dir>/<stack>)")
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build", help="where <stack>/ directories go")
     parser.add_argument("--stack-file", type=Path, help="read this file instead of stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    stacks = all_stacks() if args.all else args.stack
+    project_dir = args.project.resolve()
+    if not (project_dir / "Pulumi.yaml").is_file():
+        parser.error(f"--project {args.project}: no Pulumi.yaml there")
+    stacks = all_stacks(project_dir) if args.all else args.stack
     if not stacks:
         parser.error("name a stack with --stack, or --all")
     if len(stacks) > 1 and (args.out or args.stack_file):
@@ -365,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = args.out or args.build_dir / stack
         try:
             plan = synthesize(stack, args.stack_file, overrides=_pairs(args.set, "--set"),
-                              secret_overrides=_pairs(args.secret, "--secret"))
+                              secret_overrides=_pairs(args.secret, "--secret"), project_dir=project_dir)
         except ConfigError as error:
             print(f"stack {stack}: {error}", file=sys.stderr)
             failed = True

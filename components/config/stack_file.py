@@ -17,8 +17,8 @@ from components.config.reader import ConfigError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def project_file() -> dict[str, Any]:
-    return yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
+    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
 
 
 def _qualify(key: str, project: str) -> str:
@@ -43,11 +43,14 @@ def _encode(value: Any) -> str:
 
 
 def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
-                 secret_overrides: dict[str, Any] | None = None) -> tuple[str, dict[str, str], list[str]]:
-    """(project, fully-qualified config as the engine passes it, secret keys)."""
-    project = project_file()
+                 secret_overrides: dict[str, Any] | None = None,
+                 project_dir: Path = REPO_ROOT) -> tuple[str, dict[str, str], list[str]]:
+    """(project, fully-qualified config as the engine passes it, secret keys).
+
+    `project_dir` holds the Pulumi.yaml: the repository root, or bootstrap/ for the bootstrap."""
+    project = project_file(project_dir)
     name = project["name"]
-    path = stack_file or REPO_ROOT / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
+    path = stack_file or project_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise ConfigError([f"stack '{stack}': no stack file at {path}. Fix: create it "
                            "(scripts/new-team-stack writes team stacks) or check the name."])

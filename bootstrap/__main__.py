@@ -1,0 +1,37 @@
+"""Entry point of the bootstrap (`pulumi up` in bootstrap/): state bucket, keys, CI identity."""
+
+import sys
+from pathlib import Path
+
+# Pulumi puts only this directory on sys.path; the bootstrap reuses the main project's config
+# reader and IAM helpers from the repository root.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import pulumi  # noqa: E402
+import pulumi_aws as aws  # noqa: E402
+
+from bootstrap import policies  # noqa: E402
+from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
+from bootstrap.config import load_bootstrap_config  # noqa: E402
+from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
+from components.config import read_raw_config  # noqa: E402
+
+config = load_bootstrap_config(read_raw_config(), project=pulumi.get_project(), stack=pulumi.get_stack())
+provider = aws.Provider("aws", region=config.region, default_tags=aws.ProviderDefaultTagsArgs(tags={
+    "project": config.project, "stack": config.stack, "cost-center": config.cost_center, "managed-by": "pulumi"}))
+on_aws = pulumi.ResourceOptions(provider=provider)
+account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
+
+state = StateBackend("state", StateBackendArgs(config=config, account_id=account_id), opts=on_aws)
+identity = CiIdentity("ci", CiIdentityArgs(config=config, account_id=account_id, state=state), opts=on_aws)
+
+backend = state.bucket.bucket.apply(lambda bucket: policies.backend_url(bucket, config.region))
+pulumi.export("backendUrl", backend)
+pulumi.export("secretsProviders", {
+    env.name: policies.secrets_provider_url(config.stacks_project, env.name, config.region) for env in config.environments})
+pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.preview_roles.items()})
+pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
+# The repository variables the workflows read (docs/delivery.md, "First-time setup").
+pulumi.export("githubVariables", {"AWS_ACCOUNT_ID": account_id, "AWS_REGION": config.region, "PULUMI_BACKEND_URL": backend})

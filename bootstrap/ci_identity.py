@@ -1,0 +1,90 @@
+"""The GitHub OIDC provider and, per environment, the preview and deploy roles CI assumes.
+
+No static keys anywhere: a workflow job exchanges its OIDC token for a one-hour (preview) or
+two-hour (deploy) session. The documents themselves are in bootstrap/policies.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from bootstrap import policies
+from bootstrap.config import BootstrapConfig
+from bootstrap.state import StateBackend
+
+PREVIEW_SESSION_SECONDS = 3600
+# A first `pulumi up` of a platform stack (cluster, node groups, add-ons) runs 30-60 minutes;
+# credentials that expire mid-update leave the state behind the cloud.
+DEPLOY_SESSION_SECONDS = 7200
+
+
+@dataclass(frozen=True)
+class CiIdentityArgs:
+    config: BootstrapConfig
+    account_id: pulumi.Output[str]
+    state: StateBackend
+
+
+class CiIdentity(pulumi.ComponentResource):
+    oidc_provider_arn: pulumi.Output[str]
+    preview_roles: dict[str, aws.iam.Role]
+    deploy_roles: dict[str, aws.iam.Role]
+
+    def __init__(self, name: str, args: CiIdentityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training-bootstrap:identity:CiIdentity", name, None, opts)
+        self._name, self._args = name, args
+        config = args.config
+        if config.github.oidc_provider_arn:
+            self.oidc_provider_arn = pulumi.Output.from_input(config.github.oidc_provider_arn)
+        else:
+            # AWS trusts GitHub's certificate through its own root CAs: no thumbprint needed
+            # (aws-actions/configure-aws-credentials README, "Configuring IAM to trust GitHub").
+            self.oidc_provider_arn = aws.iam.OpenIdConnectProvider(
+                f"{name}-github", url=policies.GITHUB_OIDC_URL, client_id_lists=[policies.GITHUB_OIDC_AUDIENCE],
+                opts=pulumi.ResourceOptions(parent=self)).arn
+        self.preview_roles, self.deploy_roles = {}, {}
+        for env in config.environments:
+            self.preview_roles[env.name] = self._role(
+                f"{name}-preview-{env.name}", policies.preview_role_name(config.stacks_project, env.name),
+                *policies.preview_subject(config.github), env.name, PREVIEW_SESSION_SECONDS, self._preview_policy(env.name),
+                f"pulumi preview of the {env.name} stacks from pull requests of {config.github.repository}")
+            self.deploy_roles[env.name] = self._role(
+                f"{name}-deploy-{env.name}", policies.deploy_role_name(config.stacks_project, env.name),
+                "StringEquals", policies.deploy_subject(config.github, env), env.name, DEPLOY_SESSION_SECONDS,
+                self._deploy_policy(env.name),
+                f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
+        self.register_outputs({})
+
+    def _role(self, resource_name: str, role_name: str, operator: str, subject: str, environment: str, session_seconds: int,
+              permissions: pulumi.Output[str], description: str) -> aws.iam.Role:
+        role = aws.iam.Role(
+            resource_name,
+            name=role_name,
+            description=description,
+            assume_role_policy=self.oidc_provider_arn.apply(
+                lambda arn: json.dumps(policies.github_trust_policy(arn, operator, subject), sort_keys=True)),
+            max_session_duration=session_seconds,
+            # Not the `environment` tag: the deploy roles may manage roles carrying that tag.
+            tags={"ci-environment": environment},
+            opts=pulumi.ResourceOptions(parent=self))
+        aws.iam.RolePolicy(resource_name, role=role.id, policy=permissions, opts=pulumi.ResourceOptions(parent=self))
+        return role
+
+    def _preview_policy(self, environment: str) -> pulumi.Output[str]:
+        state, config = self._args.state, self._args.config
+        return pulumi.Output.all(state.bucket.arn, state.state_key.arn, state.secrets_keys[environment].arn).apply(
+            lambda arns: json.dumps(policies.preview_policy(
+                config, environment, bucket_arn=arns[0], state_key_arn=arns[1], secrets_key_arn=arns[2]), sort_keys=True))
+
+    def _deploy_policy(self, environment: str) -> pulumi.Output[str]:
+        state, config = self._args.state, self._args.config
+        names = sorted(state.secrets_keys)
+        return pulumi.Output.all(self._args.account_id, state.bucket.arn, state.state_key.arn, self.oidc_provider_arn,
+                                 *(state.secrets_keys[env].arn for env in names)).apply(
+            lambda values: json.dumps(policies.deploy_policy(
+                config, environment, account_id=values[0], bucket_arn=values[1], state_key_arn=values[2],
+                oidc_provider_arn=values[3], secrets_key_arns=dict(zip(names, values[4:], strict=True))), sort_keys=True))

@@ -1,0 +1,157 @@
+"""The bootstrap's stack YAML -> frozen, validated config, in the style of components/config/.
+
+Every mistake is collected and reported at once (key, value received, fix), before any resource
+exists. Nothing else in bootstrap/ reads raw config.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from components.config.reader import ConfigError, Section
+from components.config.stack import COST_CENTER, ENVIRONMENTS, REGION
+
+# GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
+# hyphens, repository names 1-100 of [A-Za-z0-9._-].
+GITHUB_REPOSITORY = re.compile(r"^(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})/(?P<name>[A-Za-z0-9._-]{1,100})$")
+# A branch name as `git check-ref-format --branch` accepts it, minus what would break an IAM
+# condition: no wildcard (`*`, `?`) and no `:` (GitHub writes a `:` in a claim as %3A).
+BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock$)[^\s~^:?*\[\\]+(?<![/.])$")
+# GitHub environment names: up to 255 characters, none of them a `:` or a wildcard here.
+GITHUB_ENVIRONMENT = re.compile(r"^[^\s:*?]{1,255}$")
+PULUMI_PROJECT = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+OIDC_PROVIDER_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
+
+# How the repository's OIDC tokens spell their `sub` claim (docs.github.com, "OpenID Connect
+# reference", github/docs@051718f2 content/actions/reference/security/oidc.md):
+# - "default": repo:OWNER/REPO:pull_request for pull requests, repo:OWNER/REPO:environment:ENV for
+#   a job that names an environment (the branch is not in the claim; the environment's
+#   deployment-branch rule on GitHub is what keeps other branches out);
+# - "repo-context-ref": the repository's subject template set to ["repo", "context", "ref"], so a
+#   deploy token reads repo:OWNER/REPO:environment:ENV:ref:refs/heads/BRANCH and AWS itself checks
+#   both the environment and the branch.
+SUBJECT_CLAIMS = ("default", "repo-context-ref")
+
+
+@dataclass(frozen=True)
+class GithubConfig:
+    repository: str
+    """OWNER/REPO whose workflows may assume the CI roles."""
+    subject_claims: str
+    owner_id: int | None
+    """Numeric owner id, for repositories on GitHub's immutable subject format (created after
+    2026-07-15, or opted in): the claim then reads repo:OWNER@OWNER-ID/REPO@REPO-ID:..."""
+    repository_id: int | None
+    oidc_provider_arn: str | None
+    """An existing GitHub OIDC provider of the account (an account holds one per URL); None creates it."""
+
+    @property
+    def subject_repository(self) -> str:
+        """The repository as the `sub` claim spells it."""
+        if self.owner_id is None or self.repository_id is None:
+            return self.repository
+        owner, name = self.repository.split("/", 1)
+        return f"{owner}@{self.owner_id}/{name}@{self.repository_id}"
+
+
+@dataclass(frozen=True)
+class EnvironmentCi:
+    name: str
+    """dev | staging | prod: the platform stack and the team stacks team-<team>-<name>."""
+    deploy_branch: str
+    """The protected branch deploys come from (only with subjectClaims repo-context-ref is it in the claim)."""
+    github_environment: str
+    """The GitHub environment of the deploy job (prod: the one with required reviewers)."""
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    project: str
+    stack: str
+    region: str
+    cost_center: str
+    stacks_project: str
+    """The Pulumi project whose stacks keep their state here (gpu-training)."""
+    github: GithubConfig
+    environments: tuple[EnvironmentCi, ...]
+    state_version_retention_days: int
+    """Old versions of a state file stay this long (a bad `pulumi up` can be rolled back from them)."""
+
+
+def _optional_id(section: Section, name: str) -> int | None:
+    if not section.has(name):
+        section.ignore(name)
+        return None
+    return section.integer(name, minimum=1, fix="copy the numeric id GitHub shows for it (gh api repos/OWNER/REPO)")
+
+
+def _parse_github(section: Section) -> GithubConfig:
+    repository = section.string("repository", check=lambda v: None if GITHUB_REPOSITORY.match(v) else "is not OWNER/REPO",
+                                fix="write the repository as it appears in its URL, e.g. example-org/gpu-training")
+    subject_claims = section.string("subjectClaims", "repo-context-ref", choices=SUBJECT_CLAIMS)
+    ids = section.section("immutableIds", {})
+    owner_id, repository_id = _optional_id(ids, "owner"), _optional_id(ids, "repository")
+    if (owner_id is None) != (repository_id is None):
+        section.error(ids.path, ids.data, "needs both the owner and the repository id",
+                      "set immutableIds: {owner: <id>, repository: <id>}, or leave immutableIds out")
+    ids.finish()
+    provider = section.optional_string(
+        "oidcProviderArn", check=lambda v: None if OIDC_PROVIDER_ARN.match(v) else "is not the ARN of a GitHub OIDC provider",
+        fix="use arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or leave it out to create one")
+    section.finish()
+    return GithubConfig(repository=repository, subject_claims=subject_claims, owner_id=owner_id,
+                        repository_id=repository_id, oidc_provider_arn=provider)
+
+
+def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
+    value = root.data.get("environments")
+    section = root.section("environments")
+    if isinstance(value, Mapping) and not value:
+        section.error(section.path, value, "names no environment", "list at least one of dev, staging, prod")
+    environments = []
+    for name in sorted(section.data, key=lambda n: ENVIRONMENTS.index(n) if n in ENVIRONMENTS else len(ENVIRONMENTS)):
+        section.ignore(name)
+        if name not in ENVIRONMENTS:
+            section.error(section.key(name), name, f"is not an environment ({', '.join(ENVIRONMENTS)})",
+                          "use the environment names of the platform stacks")
+            continue
+        entry = Section(section.errors, section.key(name), section.data[name] if section.data[name] is not None else {})
+        branch = entry.string("deployBranch", "main", check=lambda v: None if BRANCH.match(v) else "is not a plain branch name",
+                              fix="name one branch, without wildcards or colons, e.g. main")
+        github_environment = entry.string(
+            "githubEnvironment", name, check=lambda v: None if GITHUB_ENVIRONMENT.match(v) else "is not a usable environment name",
+            fix="use the GitHub environment's name, without spaces, colons or wildcards")
+        entry.finish()
+        environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
+    return tuple(environments)
+
+
+def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str) -> BootstrapConfig:
+    """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every problem."""
+    errors: list[str] = []
+    prefix = f"{project}:"
+    own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    for key in sorted(raw):
+        if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
+            errors.append(f"{key}: unknown key for the bootstrap. Fix: remove it, or write it as {prefix}<key>.")
+    root = Section(errors, project, own, separator=":")
+    region = root.string("region", check=lambda v: None if REGION.match(v) else "is not an AWS region name",
+                         fix="use a region name like us-east-1")
+    cost_center = root.string("costCenter", check=lambda v: None if COST_CENTER.match(v) else "is not a valid AWS tag value",
+                              fix="use letters, digits, spaces and . _ : / = + - @")
+    stacks_project = root.string("stacksProject", check=lambda v: None if PULUMI_PROJECT.match(v) else "is not a Pulumi project name",
+                                 fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")
+    github = _parse_github(root.section("github"))
+    environments = _parse_environments(root)
+    state = root.section("state", {})
+    retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
+    state.finish()
+    root.finish()
+    if errors:
+        raise ConfigError(errors)
+    return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
+                           stacks_project=stacks_project, github=github, environments=environments,
+                           state_version_retention_days=retention)

@@ -1,0 +1,109 @@
+"""Where every stack keeps its state and its secrets: the S3 bucket and the KMS keys.
+
+The bucket: versioned (every state write can be rolled back), SSE-KMS under its own key with S3
+Bucket Keys, public access blocked, ACLs off, TLS-only, old state versions expired after
+`stateVersionRetentionDays`. One secrets-provider key per environment, so a stack's config
+secrets are readable only by the roles of its environment. All of it is `protect`ed: `pulumi
+destroy` of the bootstrap stops before deleting any of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from bootstrap import policies
+from bootstrap.config import BootstrapConfig
+from components.common import iam
+from components.common.kms import KEY_DELETION_WINDOW_DAYS
+from components.data.buckets import ABORT_INCOMPLETE_UPLOADS_DAYS
+from components.identity.policies import tls_only_bucket_policy
+
+
+@dataclass(frozen=True)
+class StateBackendArgs:
+    config: BootstrapConfig
+    account_id: pulumi.Output[str]
+
+
+class StateBackend(pulumi.ComponentResource):
+    bucket: aws.s3.Bucket
+    state_key: aws.kms.Key
+    secrets_keys: dict[str, aws.kms.Key]
+    """Secrets-provider key per environment name."""
+
+    def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training-bootstrap:state:StateBackend", name, None, opts)
+        self._name, self._args = name, args
+        config = args.config
+        self.state_key = self._key(f"{name}-state-key", policies.state_key_alias(config.stacks_project),
+                                   "Pulumi state bucket (SSE-KMS)", {})
+        self.secrets_keys = {
+            env.name: self._key(f"{name}-secrets-{env.name}", policies.secrets_key_alias(config.stacks_project, env.name),
+                                f"Pulumi secrets provider of the {env.name} stacks", {"ci-environment": env.name})
+            for env in config.environments
+        }
+        self.bucket = self._bucket()
+        self.register_outputs({"bucket": self.bucket.bucket})
+
+    def _key(self, resource_name: str, alias: str, description: str, tags: dict[str, str]) -> aws.kms.Key:
+        key = aws.kms.Key(
+            resource_name,
+            description=f"{self._args.config.stacks_project}: {description}",
+            enable_key_rotation=True,
+            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
+            policy=self._args.account_id.apply(iam.key_policy),
+            tags=tags,
+            # Losing this key loses every secret in every stack's config: never deleted by a destroy.
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        aws.kms.Alias(resource_name, name=alias, target_key_id=key.key_id, opts=pulumi.ResourceOptions(parent=self))
+        return key
+
+    def _bucket(self) -> aws.s3.Bucket:
+        config, name = self._args.config, f"{self._name}-bucket"
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = aws.s3.Bucket(
+            name,
+            bucket=self._args.account_id.apply(lambda account: policies.state_bucket_name(config.stacks_project, account)),
+            force_destroy=False,
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        aws.s3.BucketOwnershipControls(
+            name, bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
+        public_access = aws.s3.BucketPublicAccessBlock(
+            name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+            ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            name, bucket=bucket.id,
+            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    sse_algorithm="aws:kms", kms_master_key_id=self.state_key.arn),
+                bucket_key_enabled=True,
+            )],
+            opts=child)
+        versioning = aws.s3.BucketVersioning(
+            name, bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+        aws.s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.bucket.apply(tls_only_bucket_policy),
+                            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]))
+        aws.s3.BucketLifecycleConfiguration(
+            name, bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-old-state-versions", status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=config.state_version_retention_days),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="abort-incomplete-multipart-uploads", status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
+        return bucket
