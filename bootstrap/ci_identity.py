@@ -15,6 +15,7 @@ import pulumi_aws as aws
 from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from bootstrap.state import StateBackend
+from components.identity.policies import bucket_arn
 
 PREVIEW_SESSION_SECONDS = 3600
 # A first `pulumi up` of a platform stack (cluster, node groups, add-ons) runs 30-60 minutes;
@@ -76,15 +77,17 @@ class CiIdentity(pulumi.ComponentResource):
 
     def _preview_policy(self, environment: str) -> pulumi.Output[str]:
         state, config = self._args.state, self._args.config
-        return pulumi.Output.all(state.bucket.arn, state.state_key.arn, state.secrets_keys[environment].arn).apply(
+        arns = (state.bucket.bucket.apply(bucket_arn), state.state_key.arn, state.secrets_keys[environment].arn)
+        return pulumi.Output.all(*arns).apply(
             lambda arns: json.dumps(policies.preview_policy(
                 config, environment, bucket_arn=arns[0], state_key_arn=arns[1], secrets_key_arn=arns[2]), sort_keys=True))
 
     def _deploy_policy(self, environment: str) -> pulumi.Output[str]:
         state, config = self._args.state, self._args.config
         names = sorted(state.secrets_keys)
-        return pulumi.Output.all(self._args.account_id, state.bucket.arn, state.state_key.arn, self.oidc_provider_arn,
-                                 *(state.secrets_keys[env].arn for env in names)).apply(
+        inputs = (self._args.account_id, state.bucket.bucket.apply(bucket_arn), state.state_key.arn, self.oidc_provider_arn,
+                  *(state.secrets_keys[env].arn for env in names))
+        return pulumi.Output.all(*inputs).apply(
             lambda values: json.dumps(policies.deploy_policy(
                 config, environment, account_id=values[0], bucket_arn=values[1], state_key_arn=values[2],
                 oidc_provider_arn=values[3], secrets_key_arns=dict(zip(names, values[4:], strict=True))), sort_keys=True))

@@ -122,7 +122,8 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
         branch = entry.string("deployBranch", "main", check=lambda v: None if BRANCH.match(v) else "is not a plain branch name",
                               fix="name one branch, without wildcards or colons, e.g. main")
         github_environment = entry.string(
-            "githubEnvironment", name, check=lambda v: None if GITHUB_ENVIRONMENT.match(v) else "is not a usable environment name",
+            "githubEnvironment", name,
+            check=lambda v: None if GITHUB_ENVIRONMENT.match(v) else "is not a usable environment name",
             fix="use the GitHub environment's name, without spaces, colons or wildcards")
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
@@ -142,7 +143,8 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str) -
                          fix="use a region name like us-east-1")
     cost_center = root.string("costCenter", check=lambda v: None if COST_CENTER.match(v) else "is not a valid AWS tag value",
                               fix="use letters, digits, spaces and . _ : / = + - @")
-    stacks_project = root.string("stacksProject", check=lambda v: None if PULUMI_PROJECT.match(v) else "is not a Pulumi project name",
+    stacks_project = root.string("stacksProject",
+                                 check=lambda v: None if PULUMI_PROJECT.match(v) else "is not a Pulumi project name",
                                  fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")
     github = _parse_github(root.section("github"))
     environments = _parse_environments(root)

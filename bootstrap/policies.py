@@ -192,6 +192,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
     services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3"})
     own_tag = {"StringEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}
+    attachable = [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
     statements: list[dict[str, Any]] = [
         # The state of this environment's stacks, nothing else in the bucket.
@@ -215,7 +216,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Condition": own_tag},
         {"Sid": "AttachListedManagedPolicies", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
          "Resource": [role_arns], "Condition": {
-             **own_tag, "ArnEquals": {"iam:PolicyARN": [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]}}},
+             **own_tag, "ArnEquals": {"iam:PolicyARN": attachable}}},
         {"Sid": "ReadManagedPolicies", "Effect": "Allow", "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
          "Resource": ["arn:aws:iam::aws:policy/*"]},
         {"Sid": "CreateServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],

@@ -1,0 +1,80 @@
+"""A small evaluator of IAM policy documents, for asserting what a role may and may not do.
+
+IAM's rules as the AWS policy evaluation logic states them: an explicit Deny wins, then any
+Allow, otherwise the request is implicitly denied. Actions match case-insensitively with `*`
+and `?`; resources and string conditions match with `*` and `?` (`*` also spans `/` and `:`).
+Condition operators not listed here raise, so a test never passes on a condition it ignored.
+A negated operator (StringNotEquals) on a key missing from the request is true, as in IAM;
+`Null: "false"` means "the key is present".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+ALLOW, DENY, IMPLICIT_DENY = "Allow", "Deny", "ImplicitDeny"
+
+
+def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
+    return re.compile(f"^{body}$", re.IGNORECASE if ignore_case else 0)
+
+
+def glob_match(glob: str, value: str, *, ignore_case: bool = False) -> bool:
+    return bool(_pattern(glob, ignore_case=ignore_case).match(value))
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, Any]) -> bool:
+    wanted = [str(v) for v in _as_list(expected)]
+    present = key in context
+    actual = [str(v) for v in _as_list(context.get(key))] if present else []
+    if operator == "Null":
+        return (not present) == (wanted[0].lower() == "true")
+    if operator in ("StringEquals", "ArnEquals", "Bool"):
+        return present and any(a == w for a in actual for w in wanted)
+    if operator in ("StringLike", "ArnLike"):
+        return present and any(glob_match(w, a) for a in actual for w in wanted)
+    if operator == "NumericLessThan":
+        return present and any(float(a) < float(w) for a in actual for w in wanted)
+    if operator == "StringNotEquals":
+        return not present or all(a not in wanted for a in actual)
+    raise NotImplementedError(f"condition operator {operator} is not modelled by tests/iam_eval.py")
+
+
+def _matches(statement: Mapping[str, Any], action: str, resource: str | None, context: Mapping[str, Any]) -> bool:
+    if "Action" in statement:
+        if not any(glob_match(a, action, ignore_case=True) for a in _as_list(statement["Action"])):
+            return False
+    elif any(glob_match(a, action, ignore_case=True) for a in _as_list(statement["NotAction"])):
+        return False
+    if resource is not None:
+        if "Resource" in statement and not any(glob_match(r, resource) for r in _as_list(statement["Resource"])):
+            return False
+        if "NotResource" in statement and any(glob_match(r, resource) for r in _as_list(statement["NotResource"])):
+            return False
+    for operator, pairs in (statement.get("Condition") or {}).items():
+        for key, expected in pairs.items():
+            if not _condition_holds(operator, key, expected, context):
+                return False
+    return True
+
+
+def evaluate(document: Mapping[str, Any], action: str, resource: str | None = None,
+             context: Mapping[str, Any] | None = None) -> str:
+    """ALLOW, DENY (explicit) or IMPLICIT_DENY for one request. `resource` None: a trust policy."""
+    matching = [s for s in _as_list(document["Statement"]) if _matches(s, action, resource, context or {})]
+    if any(s["Effect"] == "Deny" for s in matching):
+        return DENY
+    if any(s["Effect"] == "Allow" for s in matching):
+        return ALLOW
+    return IMPLICIT_DENY
+
+
+def allowed_actions(document: Mapping[str, Any]) -> list[str]:
+    return [a for s in _as_list(document["Statement"]) if s["Effect"] == "Allow" for a in _as_list(s.get("Action", []))]
