@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""Offline plan diff: what a change does to every stack, without credentials.
+
+    scripts/plan-diff BASE_REF [HEAD_REF] [--stack NAME ...] [--changed-stacks-file FILE]
+
+Plans every stack at BASE_REF and at HEAD_REF (each in a git worktree in a temporary directory;
+without HEAD_REF, the working tree as it is, uncommitted changes included) with this checkout's
+Python environment and `scripts/plan.py --all`, then prints a Markdown summary per stack:
+resources added, removed and changed with the input paths that changed, a warning where the
+change forces AWS or Kubernetes to replace the resource, the Kubernetes manifests changed, and
+the cost delta when the stack cost model (components/facts/cost_model.py) exists. A change that
+alters no plan prints "no changes". Exit status: 0, or 1 when a stack fails to plan at a ref
+(the summary says which and why), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the cost model lives in components/
+    sys.path.insert(0, str(ROOT))
+MAIN_PROJECT = "gpu-training"
+BOOTSTRAP_DIR = "bootstrap"
+# Resource types that are not Kubernetes objects of their own (as in scripts/plan.py).
+NON_MANIFEST_K8S_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml")
+# A GitHub comment holds at most 65,536 characters; leave room for the heading it gets.
+DEFAULT_MAX_CHARS = 60_000
+MAX_VALUE_CHARS = 60
+MAX_PATHS_PER_RESOURCE = 8
+
+# Inputs whose change makes the provider replace the resource (delete and create, or create
+# and delete) instead of updating it in place. What we know, with where it is written:
+# - AWS (pulumi-aws bridges terraform-provider-aws: ForceNew in the resource schema):
+#   internal/service/eks/node_group.go @012e0a32, eks/cluster.go @00555dc5,
+#   ec2/vpc_subnet.go @00cda125, ec2/vpc_security_group.go @01606926, iam/role.go @0040ea69.
+# - Kubernetes (pulumi-kubernetes provider/pkg/provider/diff.go @00302beb, forceNewProperties):
+#   .metadata.name and .metadata.namespace of every kind, plus the per-kind fields below.
+# Anything not listed is reported as an update, which is what the provider does unless its
+# schema says otherwise: `pulumi preview` in the pull request has the final word.
+REPLACED_ON_CHANGE: dict[str, tuple[str, ...]] = {
+    "aws:eks/nodeGroup:NodeGroup": ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes",
+                                    "launchTemplate.id", "launchTemplate.name", "nodeGroupName", "nodeGroupNamePrefix",
+                                    "nodeRoleArn", "remoteAccess", "subnetIds"),
+    "aws:eks/cluster:Cluster": ("name", "roleArn", "kubernetesNetworkConfig.serviceIpv4Cidr",
+                                "kubernetesNetworkConfig.ipFamily", "bootstrapSelfManagedAddons",
+                                "accessConfig.bootstrapClusterCreatorAdminPermissions", "remoteNetworkConfig"),
+    "aws:ec2/subnet:Subnet": ("availabilityZone", "availabilityZoneId", "cidrBlock", "vpcId", "ipv6Native", "outpostArn"),
+    "aws:ec2/securityGroup:SecurityGroup": ("name", "namePrefix", "description", "vpcId"),
+    "aws:iam/role:Role": ("name", "namePrefix", "path"),
+}
+KUBERNETES_REPLACED_ON_CHANGE: dict[str, tuple[str, ...]] = {
+    "*": ("metadata.name", "metadata.namespace"),
+    "kubernetes:core/v1:ConfigMap": ("binaryData", "data"),
+    "kubernetes:core/v1:Secret": ("type", "stringData", "data"),
+    "kubernetes:core/v1:PersistentVolumeClaim": ("spec",),
+    "kubernetes:core/v1:PersistentVolume": ("spec.csi", "spec.nfs", "spec.hostPath", "spec.local"),
+    "kubernetes:core/v1:ResourceQuota": ("spec.scopes",),
+    "kubernetes:storage.k8s.io/v1:StorageClass": ("parameters", "provisioner"),
+    "kubernetes:batch/v1:Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
+}
+
+
+class PlanDiffError(Exception):
+    """A problem with the arguments or the repository: exit 2 with this message."""
+
+
+# --- comparing values ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: Any
+    new: Any
+
+
+_ABSENT = object()
+
+
+def _maybe_json(value: Any) -> Any:
+    """Inputs such as IAM policies are JSON text: compare them as documents, not as strings."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Every leaf that differs, as dotted paths with [index] for lists; absent sides are _ABSENT."""
+    old, new = _maybe_json(old), _maybe_json(new)
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes: list[Change] = []
+        for key in sorted(set(old) | set(new)):
+            changes += diff_values(old.get(key, _ABSENT), new.get(key, _ABSENT), _join(path, str(key)))
+        return changes
+    if isinstance(old, list) and isinstance(new, list):
+        changes = []
+        for index in range(max(len(old), len(new))):
+            changes += diff_values(old[index] if index < len(old) else _ABSENT,
+                                   new[index] if index < len(new) else _ABSENT, f"{path}[{index}]")
+        return changes
+    return [] if old == new else [Change(path, old, new)]
+
+
+def _path_covers(prefix: str, path: str) -> bool:
+    return path == prefix or path.startswith((f"{prefix}.", f"{prefix}["))
+
+
+def replacement_paths(type_token: str, changes: list[Change]) -> list[str]:
+    """The changed paths that make the provider replace a resource of `type_token`."""
+    if type_token.startswith("kubernetes:"):
+        known = KUBERNETES_REPLACED_ON_CHANGE["*"] + KUBERNETES_REPLACED_ON_CHANGE.get(type_token, ())
+    else:
+        known = REPLACED_ON_CHANGE.get(type_token, ())
+    return [c.path for c in changes if any(_path_covers(prefix, c.path) for prefix in known)]
+
+
+# --- plans --------------------------------------------------------------------------------------
+
+Key = tuple[str, str, str]
+
+
+@dataclass
+class StackPlan:
+    resources: dict[Key, dict[str, Any]]
+    manifests: dict[str, Any]
+
+
+def is_manifest_type(type_token: str) -> bool:
+    return type_token.startswith("kubernetes:") and not type_token.startswith(NON_MANIFEST_K8S_TYPES)
+
+
+def load_stack_plan(directory: Path) -> StackPlan:
+    records = json.loads((directory / "resources.json").read_text())
+    manifests_dir = directory / "manifests"
+    manifests = {p.name: yaml.safe_load(p.read_text()) for p in sorted(manifests_dir.glob("*.yaml"))} \
+        if manifests_dir.is_dir() else {}
+    return StackPlan(resources={(r["type"], r["parent"] or "", r["name"]): r for r in records}, manifests=manifests)
+
+
+@dataclass
+class ResourceDiff:
+    added: list[Key] = field(default_factory=list)
+    removed: list[Key] = field(default_factory=list)
+    changed: dict[Key, list[Change]] = field(default_factory=dict)
+    manifests_added: list[str] = field(default_factory=list)
+    manifests_removed: list[str] = field(default_factory=list)
+    manifests_changed: dict[str, list[Change]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.manifests_added or self.manifests_removed
+                    or self.manifests_changed)
+
+
+def diff_stack(base: StackPlan, head: StackPlan) -> ResourceDiff:
+    """Kubernetes objects are reported with their manifests; everything else as resources."""
+    result = ResourceDiff()
+    keys = sorted(set(base.resources) | set(head.resources))
+    for key in keys:
+        if is_manifest_type(key[0]):
+            continue
+        if key not in base.resources:
+            result.added.append(key)
+        elif key not in head.resources:
+            result.removed.append(key)
+        else:
+            old, new = base.resources[key], head.resources[key]
+            changes = diff_values({"inputs": old["inputs"], "provider": old.get("provider")},
+                                  {"inputs": new["inputs"], "provider": new.get("provider")})
+            if changes:
+                result.changed[key] = [Change(c.path.removeprefix("inputs."), c.old, c.new) for c in changes]
+    for name in sorted(set(base.manifests) | set(head.manifests)):
+        if name not in base.manifests:
+            result.manifests_added.append(name)
+        elif name not in head.manifests:
+            result.manifests_removed.append(name)
+        else:
+            changes = diff_values(base.manifests[name], head.manifests[name])
+            if changes:
+                result.manifests_changed[name] = changes
+    return result
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+CostFigures = dict[str, float]
+
+
+def load_cost_model() -> Callable[[list[dict[str, Any]]], CostFigures] | None:
+    """The stack cost model of this checkout (the cost issue), or None while it does not exist.
+
+    Both refs are priced with this one model, so the delta shows what the change does to the
+    stack, not a price table update."""
+    try:
+        model = importlib.import_module("components.facts.cost_model")
+    except ModuleNotFoundError as missing:
+        if missing.name in ("components.facts.cost_model", "components.facts", "components"):
+            return None
+        raise
+
+    def figures(resources: list[dict[str, Any]]) -> CostFigures:
+        cost = model.plan_cost(resources)
+        return {
+            "fixed, per month": float(cost.fixed_monthly_usd),
+            "usage at the stated volumes, per month": float(cost.usage_monthly_usd),
+            "GPU pools at minimum size, per hour": float(cost.gpu_hourly_at_min_usd),
+            "GPU pools at maximum size, per hour": float(cost.gpu_hourly_at_max_usd),
+        }
+
+    return figures
+
+
+# --- running git and the planner ----------------------------------------------------------------
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise PlanDiffError(f"git {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+    return result.stdout.strip()
+
+
+def resolve(ref: str) -> str:
+    try:
+        return git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except PlanDiffError:
+        raise PlanDiffError(f"'{ref}' is not a commit here. Fix: name a branch, tag or commit "
+                            "(git fetch it first in a shallow clone).") from None
+
+
+@contextmanager
+def worktree(commit: str, parent: Path, label: str) -> Iterator[Path]:
+    path = parent / label
+    git("worktree", "prune")  # entries of runs that were killed before they cleaned up
+    git("worktree", "add", "--detach", "--quiet", str(path), commit)
+    try:
+        yield path
+    finally:
+        git("worktree", "remove", "--force", str(path))
+
+
+@dataclass
+class TreePlans:
+    stacks: dict[str, Path]
+    """Stack label -> its plan directory."""
+    failures: dict[str, str]
+    """Stack label (or project) -> why it did not plan."""
+
+
+def _projects(tree: Path) -> list[tuple[str, Path]]:
+    """(label prefix, project dir): the main project, and the bootstrap where the tree has one."""
+    projects = [("", tree)]
+    if (tree / BOOTSTRAP_DIR / "Pulumi.yaml").is_file():
+        projects.append((f"{BOOTSTRAP_DIR}/", tree / BOOTSTRAP_DIR))
+    return projects
+
+
+def plan_tree(tree: Path, build: Path, stacks: list[str]) -> TreePlans:
+    """Plan the tree's stacks with this Python (the tree's own scripts/plan.py and components/)."""
+    plans = TreePlans(stacks={}, failures={})
+    for prefix, project_dir in _projects(tree):
+        out = build / (prefix.rstrip("/") or "main")
+        selection = ["--all"]
+        if stacks and not prefix:
+            selection = [arg for stack in stacks for arg in ("--stack", stack)]
+        command = [sys.executable, str(tree / "scripts" / "plan.py"), *selection, "--build-dir", str(out)]
+        if prefix:
+            command += ["--project", str(project_dir)]
+        result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            plans.failures[prefix or MAIN_PROJECT] = (result.stderr or result.stdout).strip()[-2000:]
+        for directory in sorted(out.iterdir()) if out.is_dir() else []:
+            if (directory / "resources.json").is_file():
+                plans.stacks[f"{prefix}{directory.name}"] = directory
+    return plans
+
+
+# --- the summary --------------------------------------------------------------------------------
+
+def _short(value: Any) -> str:
+    if value is _ABSENT:
+        return "(none)"
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    text = text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS - 1] + "…"
+    return "`" + text.replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
+
+
+def _change_line(change: Change) -> str:
+    return f"`{change.path}`: {_short(change.old)} → {_short(change.new)}"
+
+
+def _changes_cell(changes: list[Change]) -> str:
+    shown = [_change_line(c) for c in changes[:MAX_PATHS_PER_RESOURCE]]
+    if len(changes) > MAX_PATHS_PER_RESOURCE:
+        shown.append(f"… and {len(changes) - MAX_PATHS_PER_RESOURCE} more")
+    return "<br>".join(shown)
+
+
+def _type_name(type_token: str) -> str:
+    return type_token.rsplit(":", 1)[-1] if ":" in type_token else type_token
+
+
+def render_stack(stack: str, diff: ResourceDiff, head: StackPlan, costs: tuple[CostFigures, CostFigures] | None) -> list[str]:
+    counts = [f"{len(diff.added)} to add", f"{len(diff.changed)} to change", f"{len(diff.removed)} to remove"]
+    manifest_count = len(diff.manifests_added) + len(diff.manifests_changed) + len(diff.manifests_removed)
+    lines = [f"### `{stack}`: {', '.join(counts)}; {manifest_count} Kubernetes manifests changed", ""]
+    replacements: list[str] = []
+    if diff.added or diff.removed or diff.changed:
+        lines += ["| | resource | type | changed inputs |", "|---|---|---|---|"]
+        for key in diff.added:
+            lines.append(f"| + | `{key[2]}` | {_type_name(key[0])} | |")
+        for key, changes in diff.changed.items():
+            forcing = replacement_paths(key[0], changes)
+            mark = "±" if forcing else "~"
+            if forcing:
+                replacements.append(f"`{key[2]}` ({_type_name(key[0])}): {', '.join(f'`{p}`' for p in forcing)}")
+            lines.append(f"| {mark} | `{key[2]}` | {_type_name(key[0])} | {_changes_cell(changes)} |")
+        for key in diff.removed:
+            lines.append(f"| - | `{key[2]}` | {_type_name(key[0])} | |")
+        lines.append("")
+    for name, changes in diff.manifests_changed.items():
+        type_token = _manifest_type(head, name)
+        forcing = replacement_paths(type_token, changes) if type_token else []
+        if forcing:
+            replacements.append(f"manifest `{name}`: {', '.join(f'`{p}`' for p in forcing)}")
+    if replacements:
+        lines += ["**Replaced, not updated** (the provider deletes and creates these):", ""]
+        lines += [f"- {entry}" for entry in replacements] + [""]
+    if manifest_count:
+        lines += ["<details><summary>Kubernetes manifests</summary>", ""]
+        lines += [f"- added `{name}`" for name in diff.manifests_added]
+        lines += [f"- changed `{name}`: {'; '.join(_change_line(c) for c in changes[:MAX_PATHS_PER_RESOURCE])}"
+                  + (f" … and {len(changes) - MAX_PATHS_PER_RESOURCE} more" if len(changes) > MAX_PATHS_PER_RESOURCE else "")
+                  for name, changes in diff.manifests_changed.items()]
+        lines += [f"- removed `{name}`" for name in diff.manifests_removed]
+        lines += ["", "</details>", ""]
+    if costs:
+        lines += _cost_lines(*costs)
+    return lines
+
+
+def _manifest_type(plan: StackPlan, filename: str) -> str | None:
+    manifest = plan.manifests.get(filename) or {}
+    api_version, kind = manifest.get("apiVersion", ""), manifest.get("kind", "")
+    group, _, version = api_version.rpartition("/")
+    return f"kubernetes:{group or 'core'}/{version}:{kind}" if kind else None
+
+
+def _cost_lines(base: CostFigures, head: CostFigures) -> list[str]:
+    lines = ["| cost (USD) | before | after | delta |", "|---|---:|---:|---:|"]
+    for label in head:
+        old, new = base.get(label, 0.0), head[label]
+        lines.append(f"| {label} | {old:,.2f} | {new:,.2f} | {new - old:+,.2f} |")
+    return [*lines, ""]
+
+
+@dataclass
+class Report:
+    markdown: str
+    changed_stacks: list[str]
+    failed: bool
+
+
+def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePlans,
+                 cost_of: Callable[[list[dict[str, Any]]], CostFigures] | None) -> Report:
+    lines = [f"## Offline plan diff: {base_label} → {head_label}", ""]
+    failures = {**{f"{k} at {base_label}": v for k, v in base.failures.items()},
+                **{f"{k} at {head_label}": v for k, v in head.failures.items()}}
+    for where, why in failures.items():
+        lines += [f"**{where} did not plan:**", "", "```", why, "```", ""]
+    changed, unchanged = [], []
+    for stack in sorted(set(base.stacks) | set(head.stacks)):
+        project = f"{BOOTSTRAP_DIR}/" if stack.startswith(f"{BOOTSTRAP_DIR}/") else MAIN_PROJECT
+        if (stack not in base.stacks and project in base.failures) or (stack not in head.stacks and project in head.failures):
+            continue  # it did not plan on one side (reported above), so it is neither added nor removed
+        empty = StackPlan(resources={}, manifests={})
+        old = load_stack_plan(base.stacks[stack]) if stack in base.stacks else empty
+        new = load_stack_plan(head.stacks[stack]) if stack in head.stacks else empty
+        diff = diff_stack(old, new)
+        if diff.empty:
+            unchanged.append(stack)
+            continue
+        changed.append(stack)
+        costs = None
+        if cost_of is not None and not stack.startswith(f"{BOOTSTRAP_DIR}/"):
+            costs = (cost_of(list(old.resources.values())), cost_of(list(new.resources.values())))
+        lines += render_stack(stack, diff, new, costs)
+    if not changed and not failures:
+        lines.append(f"no changes in the {len(unchanged)} stacks' offline plans.")
+    elif unchanged:
+        lines.append(f"No changes: {', '.join(f'`{s}`' for s in unchanged)}.")
+    if changed and cost_of is None:
+        lines += ["", "_Cost delta: the stack cost model is not in this checkout yet._"]
+    return Report(markdown="\n".join(lines).rstrip() + "\n",
+                  changed_stacks=[s for s in changed if not s.startswith(f"{BOOTSTRAP_DIR}/")], failed=bool(failures))
+
+
+def truncate(markdown: str, max_chars: int) -> str:
+    if len(markdown) <= max_chars:
+        return markdown
+    note = "\n\n_… cut here: the whole diff is in the job's log and summary._\n"
+    return markdown[:max_chars - len(note)].rsplit("\n", 1)[0] + note
+
+
+# --- command line -------------------------------------------------------------------------------
+
+def _label(commit: str, ref: str) -> str:
+    return f"`{ref}` ({commit[:12]})" if ref != commit else f"`{commit[:12]}`"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="plan-diff", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("base", metavar="BASE_REF")
+    parser.add_argument("head", metavar="HEAD_REF", nargs="?", help="default: the working tree as it is")
+    parser.add_argument("--stack", action="append", default=[], help="only these stacks of the main project")
+    parser.add_argument("--changed-stacks-file", type=Path,
+                        help="write the main project's changed stacks here as a JSON list (CI's preview matrix)")
+    parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, help="cut the summary to this length")
+    args = parser.parse_args(argv)
+    try:
+        base_commit = resolve(args.base)
+        head_commit = resolve(args.head) if args.head else None
+        cost_of = load_cost_model()
+        with tempfile.TemporaryDirectory(prefix="plan-diff-") as scratch:
+            work = Path(scratch)
+            with worktree(base_commit, work, "base") as base_tree:
+                base = plan_tree(base_tree, work / "plans-base", args.stack)
+            if head_commit is None:
+                head, head_label = plan_tree(ROOT, work / "plans-head", args.stack), "the working tree"
+            else:
+                with worktree(head_commit, work, "head") as head_tree:
+                    head = plan_tree(head_tree, work / "plans-head", args.stack)
+                head_label = _label(head_commit, args.head)
+            report = build_report(_label(base_commit, args.base), head_label, base, head, cost_of)
+    except PlanDiffError as error:
+        print(f"plan-diff: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write(truncate(report.markdown, args.max_chars))
+    if args.changed_stacks_file:
+        args.changed_stacks_file.write_text(json.dumps(report.changed_stacks) + "\n")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

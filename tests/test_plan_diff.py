@@ -1,0 +1,201 @@
+"""scripts/plan-diff: the pure comparison as tables, and the whole command on a temporary copy
+of this repository whose commits change a pool's size, change nothing, or break a stack."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from plan_diff import (
+    _ABSENT,
+    Change,
+    StackPlan,
+    diff_stack,
+    diff_values,
+    render_stack,
+    replacement_paths,
+    truncate,
+)
+
+DIFF_CASES = [
+    # (old, new, expected [(path, old, new)])
+    ({"a": 1}, {"a": 1}, []),
+    ({"scalingConfig": {"maxSize": 4, "minSize": 0}}, {"scalingConfig": {"maxSize": 6, "minSize": 0}},
+     [("scalingConfig.maxSize", 4, 6)]),
+    ({"tags": {"a": "1"}}, {"tags": {"a": "1", "b": "2"}}, [("tags.b", _ABSENT, "2")]),
+    ({"types": ["g5.xlarge"]}, {"types": ["g5.xlarge", "g6.xlarge"]}, [("types[1]", _ABSENT, "g6.xlarge")]),
+    ({"types": ["a", "b"]}, {"types": ["b"]}, [("types[0]", "a", "b"), ("types[1]", "b", _ABSENT)]),
+    # IAM policies are JSON text in the inputs: the path goes inside the document.
+    ({"policy": json.dumps({"Statement": [{"Action": ["s3:GetObject"]}]})},
+     {"policy": json.dumps({"Statement": [{"Action": ["s3:PutObject"]}]})},
+     [("policy.Statement[0].Action[0]", "s3:GetObject", "s3:PutObject")]),
+    ({"x": "{not json"}, {"x": "{still not"}, [("x", "{not json", "{still not")]),
+    ({"v": None}, {"v": 0}, [("v", None, 0)]),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), DIFF_CASES)
+def test_diff_values_reports_each_changed_leaf(old, new, expected):
+    assert [(c.path, c.old, c.new) for c in diff_values(old, new)] == expected
+
+
+REPLACEMENT_CASES = [
+    ("aws:eks/nodeGroup:NodeGroup", "scalingConfig.maxSize", False),
+    ("aws:eks/nodeGroup:NodeGroup", "instanceTypes[1]", True),
+    ("aws:eks/nodeGroup:NodeGroup", "launchTemplate.version", False),
+    ("aws:eks/nodeGroup:NodeGroup", "launchTemplate.id", True),
+    ("aws:eks/nodeGroup:NodeGroup", "subnetIds[0]", True),
+    ("aws:eks/cluster:Cluster", "version", False),
+    ("aws:eks/cluster:Cluster", "vpcConfig.subnetIds[2]", False),
+    ("aws:eks/cluster:Cluster", "kubernetesNetworkConfig.serviceIpv4Cidr", True),
+    ("aws:ec2/subnet:Subnet", "cidrBlock", True),
+    ("aws:ec2/securityGroup:SecurityGroup", "description", True),
+    ("aws:ec2/securityGroup:SecurityGroup", "tags.team", False),
+    ("aws:iam/role:Role", "assumeRolePolicy.Statement[0].Condition", False),
+    ("aws:iam/role:Role", "name", True),
+    ("kubernetes:core/v1:ConfigMap", "data.config.yaml", True),
+    ("kubernetes:core/v1:Namespace", "metadata.labels.team", False),
+    ("kubernetes:core/v1:Namespace", "metadata.name", True),
+    ("kubernetes:core/v1:PersistentVolumeClaim", "spec.resources.requests.storage", True),
+    ("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "spec.replicatedJobs[0].replicas", False),
+    ("aws:s3/bucket:Bucket", "bucketPrefix", False),                 # not in the table: reported as an update
+    ("aws:eks/nodeGroup:NodeGroup", "instanceTypesExtra", False),    # a prefix match needs a path boundary
+]
+
+
+@pytest.mark.parametrize(("type_token", "path", "replaced"), REPLACEMENT_CASES)
+def test_replacement_is_flagged_only_for_inputs_the_provider_replaces_on(type_token, path, replaced):
+    assert bool(replacement_paths(type_token, [Change(path, 1, 2)])) is replaced
+
+
+def record(type_token: str, name: str, inputs: dict, parent: str | None = None) -> dict:
+    return {"type": type_token, "name": name, "parent": parent, "provider": "aws", "inputs": inputs}
+
+
+def stack_plan(*records: dict, manifests: dict | None = None) -> StackPlan:
+    return StackPlan(resources={(r["type"], r["parent"] or "", r["name"]): r for r in records}, manifests=manifests or {})
+
+
+def test_a_stack_summary_lists_adds_changes_replacements_removals_and_manifests():
+    group = "aws:eks/nodeGroup:NodeGroup"
+    base = stack_plan(record(group, "gpu", {"instanceTypes": ["p5.48xlarge"], "scalingConfig": {"maxSize": 2}}),
+                      record("aws:sns/topic:Topic", "alerts", {"name": "old"}),
+                      manifests={"configmap-ns-cfg.yaml": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "1"}}})
+    head = stack_plan(record(group, "gpu", {"instanceTypes": ["p5en.48xlarge"], "scalingConfig": {"maxSize": 4}}),
+                      record("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.0.0.0/16"}),
+                      manifests={"configmap-ns-cfg.yaml": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "2"}},
+                                 "namespace-cluster-x.yaml": {"apiVersion": "v1", "kind": "Namespace"}})
+    text = "\n".join(render_stack("prod", diff_stack(base, head), head, None))
+    assert "`prod`: 1 to add, 1 to change, 1 to remove; 2 Kubernetes manifests changed" in text
+    assert "| + | `vpc` | Vpc |" in text and "| - | `alerts` | Topic |" in text
+    assert "| ± | `gpu` | NodeGroup | `instanceTypes[0]`: `p5.48xlarge` → `p5en.48xlarge`<br>`scalingConfig.maxSize`: `2` → `4` |" in text
+    assert "`gpu` (NodeGroup): `instanceTypes[0]`" in text, "the instance type change replaces the node group"
+    assert "manifest `configmap-ns-cfg.yaml`: `data.k`" in text
+    assert "added `namespace-cluster-x.yaml`" in text
+
+
+def test_cost_rows_show_before_after_and_delta():
+    base = stack_plan(record("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.0.0.0/16"}))
+    head = stack_plan(record("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.1.0.0/16"}))
+    costs = ({"GPU pools at maximum size, per hour": 110.08}, {"GPU pools at maximum size, per hour": 220.16})
+    text = "\n".join(render_stack("prod", diff_stack(base, head), head, costs))
+    assert "| GPU pools at maximum size, per hour | 110.08 | 220.16 | +110.08 |" in text
+
+
+def test_truncation_keeps_whole_lines_and_says_so():
+    text = "".join(f"line {i}\n" for i in range(1000))
+    cut = truncate(text, 500)
+    assert len(cut) <= 500 and "cut here" in cut
+    assert all(line.startswith(("line ", "_…")) or not line for line in cut.splitlines())
+    assert truncate("short\n", 500) == "short\n"
+
+
+# --- the whole command, on a temporary repository ---------------------------------------------
+
+GIT = ["git", "-c", "user.name=plan-diff test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def plan_diff(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(repo / "scripts" / "plan_diff.py"), *args], cwd=repo,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A copy of this checkout's files (tracked and new, never ignored ones) as a fresh repository."""
+    target = tmp_path_factory.mktemp("plan-diff") / "repo"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    git(target, "init", "--quiet", "--initial-branch=main")
+    git(target, "add", "-A")
+    git(target, "commit", "--quiet", "-m", "base")
+    return target
+
+
+def set_gpu_pool_max(repo: Path, old: str, new: str) -> None:
+    stack_file = repo / "stacks" / "Pulumi.dev.yaml"
+    text = stack_file.read_text()
+    line = f"size: {{min: 0, desired: 0, max: {old}}}"
+    assert text.count(line) == 1, "the dev stack's gpu-spot pool changed shape; update this test"
+    stack_file.write_text(text.replace(line, f"size: {{min: 0, desired: 0, max: {new}}}"))
+
+
+def test_a_commit_that_raises_a_pools_max_size_shows_that_change(repo, tmp_path):
+    set_gpu_pool_max(repo, "4", "6")
+    git(repo, "commit", "--quiet", "-am", "dev: gpu-spot may grow to 6 nodes")
+    changed = tmp_path / "changed.json"
+    result = plan_diff(repo, "HEAD~1", "HEAD", "--stack", "dev", "--changed-stacks-file", str(changed))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| ~ | `node-pools-gpu-spot-nodegroup` | NodeGroup | `scalingConfig.maxSize`: `4` → `6` |" in out
+    assert "Replaced, not updated" not in out, "a size change is an in-place update"
+    assert "`spec.hard.requests.nvidia.com/gpu`: `4` → `6`" in out, "the namespace quota follows the pool"
+    assert json.loads(changed.read_text()) == ["dev"]
+    if importlib.util.find_spec("components.facts.cost_model") is not None:
+        row = next(line for line in out.splitlines() if line.startswith("| GPU pools at maximum size"))
+        assert not row.endswith("| +0.00 |"), row
+    else:
+        assert "the stack cost model is not in this checkout yet" in out
+    assert not subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout.count("worktree ") > 1, "temporary worktrees are removed"
+
+
+def test_a_commit_that_changes_no_plan_prints_no_changes(repo, tmp_path):
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "nothing to plan")
+    changed = tmp_path / "changed.json"
+    result = plan_diff(repo, "HEAD~1", "--changed-stacks-file", str(changed))   # every stack, the working tree
+    assert result.returncode == 0, result.stderr
+    assert "no changes in the 5 stacks' offline plans." in result.stdout, result.stdout
+    assert json.loads(changed.read_text()) == []
+
+
+def test_a_stack_that_no_longer_plans_fails_the_diff_and_says_why(repo):
+    set_gpu_pool_max(repo, "6", "-1")
+    try:
+        result = plan_diff(repo, "HEAD", "--stack", "dev")
+    finally:
+        git(repo, "checkout", "--", "stacks/Pulumi.dev.yaml")
+    assert result.returncode == 1
+    assert "gpu-training at the working tree did not plan" in result.stdout
+    assert "nodePools" in result.stdout and "Traceback" not in result.stdout
+
+
+def test_an_unknown_ref_is_a_clear_error(repo):
+    result = plan_diff(repo, "no-such-branch")
+    assert result.returncode == 2
+    assert "'no-such-branch' is not a commit here" in result.stderr and "Traceback" not in result.stderr
