@@ -1,0 +1,207 @@
+"""The CI workflows: pinned actions, least permissions, credentials never for forks, deploys in
+order behind environments, roles named as the bootstrap names them; and the scripts they run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from bootstrap import policies
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+SAME_REPOSITORY = "github.event.pull_request.head.repo.full_name == github.repository"
+PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40})$")
+
+
+def workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def all_workflows() -> dict[str, dict[str, Any]]:
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(WORKFLOWS.glob("*.yml"))}
+
+
+def triggers(document: dict[str, Any]) -> dict[str, Any]:
+    return document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+
+
+def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return job.get("steps", [])
+
+
+def test_the_three_workflows_exist():
+    assert set(all_workflows()) == {"pull-request.yml", "main.yml", "deploy.yml"}
+
+
+def test_every_action_is_pinned_by_commit_with_its_tag_beside_it():
+    pins: dict[str, set[str]] = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for line in path.read_text().splitlines():
+            match = re.match(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if not match or match[1].startswith("./"):
+                continue
+            pinned = PINNED.match(match[1])
+            assert pinned, f"{path.name}: {match[1]} is not pinned by a full commit SHA"
+            assert re.match(r"^\s+#\s+v\d+\.\d+\.\d+$", match[2]), f"{path.name}: {match[1]} has no `# vX.Y.Z` comment"
+            pins.setdefault(pinned["action"], set()).add(pinned["sha"] + match[2].strip())
+    assert {action for action, shas in pins.items() if len(shas) > 1} == set(), "one pin per action"
+    assert "pulumi/actions" in pins and "aws-actions/configure-aws-credentials" in pins
+
+
+def test_least_permissions_and_no_privileged_triggers():
+    for name, document in all_workflows().items():
+        assert document["permissions"] == {}, f"{name}: the workflow grants nothing by default"
+        assert not {"pull_request_target", "workflow_run"} & set(triggers(document)), name
+        for job_name, job in document["jobs"].items():
+            assert "permissions" in job, f"{name}/{job_name} must say which permissions it needs"
+            for checkout in (s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@")):
+                assert checkout["with"]["persist-credentials"] is False, f"{name}/{job_name} leaves the token in .git"
+
+
+def test_credentials_and_write_tokens_only_for_branches_of_this_repository():
+    jobs = workflow("pull-request.yml")["jobs"]
+    for job_name, job in jobs.items():
+        granted = job["permissions"]
+        if granted.get("id-token") == "write" or granted.get("pull-requests") == "write":
+            assert SAME_REPOSITORY in job["if"], f"{job_name} would act for forks"
+        else:
+            assert set(granted.values()) <= {"read"}, job_name
+    assert triggers(workflow("pull-request.yml")) == {"pull_request": {"branches": ["main"]}}
+
+
+def test_the_plan_diff_is_one_sticky_comment():
+    jobs = workflow("pull-request.yml")["jobs"]
+    assert "scripts/plan-diff" in steps(jobs["plan-diff"])[-1]["run"]
+    comment = steps(jobs["comment"])
+    assert len(comment) == 1 and comment[0]["uses"].startswith("marocchino/sticky-pull-request-comment@")
+    assert comment[0]["with"] == {"header": "offline-plan-diff", "message": "${{ needs.plan-diff.outputs.comment }}"}
+
+
+def test_previews_run_per_changed_stack_with_the_preview_role_and_the_policy_pack():
+    job = workflow("pull-request.yml")["jobs"]["preview"]
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.plan-diff.outputs.stacks) }}"
+    assert "${{ matrix.stack }}" in job["concurrency"]["group"]
+    credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
+    role = policies.preview_role_name("gpu-training", "${{ steps.stack.outputs.environment }}")
+    assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
+    preview = next(s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@"))["with"]
+    assert preview["command"] == "preview" and preview["diff"] is True and preview["comment-on-pr"] is True
+    assert preview["policyPacks"] == "policy" and preview["stack-name"] == "${{ matrix.stack }}"
+    assert preview["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
+
+
+def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
+    jobs = workflow("main.yml")["jobs"]
+    order = [("deploy-dev", "test", "dev"), ("deploy-staging", "deploy-dev", "staging"), ("deploy-prod", "deploy-staging", "prod")]
+    for job_name, after, environment in order:
+        job = jobs[job_name]
+        assert job["uses"] == "./.github/workflows/deploy.yml" and job["needs"] == after
+        assert job["with"] == {"environment": environment}
+    up = workflow("deploy.yml")["jobs"]["up"]
+    assert up["environment"] == "${{ inputs.environment }}"
+    assert up["concurrency"] == {"group": "deploy-${{ inputs.environment }}", "cancel-in-progress": False}
+    credentials = next(s for s in steps(up) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
+    role = policies.deploy_role_name("gpu-training", "${{ inputs.environment }}")
+    assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
+    assert "scripts/deploy-environment" in steps(up)[-1]["run"]
+
+
+def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
+    jobs = workflow("main.yml")["jobs"]
+    assert jobs["image"]["if"] == "needs.changes.outputs.trainer == 'true'"
+    assert jobs["image"]["environment"] == "dev"
+    assert "scripts/build-image dev" in steps(jobs["image"])[-1]["run"]
+    pin = steps(jobs["pin-image"])
+    assert "scripts/pin-image dev" in pin[2]["run"]
+    assert pin[3]["uses"].startswith("peter-evans/create-pull-request@")
+    assert pin[3]["with"]["add-paths"] == "stacks/Pulumi.dev.yaml"
+
+
+def test_the_cli_version_is_the_sdk_version():
+    sdk = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    assert sdk
+    for name, document in all_workflows().items():
+        assert document["env"]["PULUMI_VERSION"] == sdk[1], name
+
+
+def test_actionlint_runs_and_catches_a_broken_workflow(tmp_path):
+    actionlint = Path(sys.executable).parent / "actionlint"
+    assert actionlint.exists(), "make lint installs actionlint from requirements-dev.txt"
+    broken = tmp_path / ".github" / "workflows" / "broken.yml"
+    broken.parent.mkdir(parents=True)
+    text = (WORKFLOWS / "pull-request.yml").read_text()
+    assert "steps.stack.outputs.environment" in text
+    broken.write_text(text.replace("steps.stack.outputs.environment", "steps.stak.outputs.environment", 1))
+    subprocess.run(["git", "init", "--quiet"], cwd=tmp_path, check=True)
+    result = subprocess.run([str(actionlint), "-no-color"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 1 and 'property "stak" is not defined' in result.stdout, result.stdout
+    clean = subprocess.run([str(actionlint), "-no-color"], cwd=ROOT, capture_output=True, text=True, check=False,
+                           env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    assert clean.returncode == 0, clean.stdout
+
+
+# --- the scripts the workflows run -------------------------------------------------------------
+
+def test_deploy_environment_updates_the_platform_stack_before_its_team_stacks():
+    result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "prod"], capture_output=True,
+                            text=True, check=True)
+    stacks = [re.search(r"--stack (\S+)", line)[1] for line in result.stdout.splitlines()]  # type: ignore[index]
+    assert stacks == ["prod", "team-vision-prod"]
+    assert all("--policy-pack" in line and "--yes" in line for line in result.stdout.splitlines())
+    dev = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "dev"], capture_output=True,
+                         text=True, check=True)
+    assert "team-vision-prod" not in dev.stdout
+    bad = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "qa"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "dev, staging or prod" in bad.stderr
+
+
+DIGEST = "sha256:" + "ab" * 32
+REPOSITORY = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-training-dev/trainer"
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of what pin-image touches: itself, Pulumi.yaml and the stack files."""
+    for name in ("scripts/pin-image", "Pulumi.yaml", *(f"stacks/{p.name}" for p in (ROOT / "stacks").glob("*.yaml"))):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "stacks" / "Pulumi.unpinned.yaml").write_text("config:\n  gpu-training:environment: dev\n")
+    return tmp_path
+
+
+def pin_image(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(checkout / "scripts" / "pin-image"), *args], capture_output=True, text=True,
+                          check=False)
+
+
+def test_pin_image_rewrites_only_the_trainer_image_line(checkout):
+    stack_file = checkout / "stacks" / "Pulumi.dev.yaml"
+    before = stack_file.read_text()
+    result = pin_image(checkout, "dev", f"{REPOSITORY}@{DIGEST}")
+    assert result.returncode == 0, result.stderr
+    after = stack_file.read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert changed == [(next(line for line in before.splitlines() if "gpu-training:trainerImage:" in line),
+                        f"  gpu-training:trainerImage: {REPOSITORY}@{DIGEST}")]
+    assert yaml.safe_load(after)["config"]["gpu-training:trainerImage"] == f"{REPOSITORY}@{DIGEST}"
+    assert pin_image(checkout, "dev", f"{REPOSITORY}@{DIGEST}").returncode == 0 and stack_file.read_text() == after
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("dev", f"{REPOSITORY}:latest"), "never tags"),
+    (("dev", f"{REPOSITORY}@sha256:1234"), "never tags"),
+    (("qa", f"{REPOSITORY}@{DIGEST}"), "no stack file"),
+    (("unpinned", f"{REPOSITORY}@{DIGEST}"), "expected one `gpu-training:trainerImage:` line, found 0"),
+    (("dev",), "usage"),
+])
+def test_pin_image_refuses_what_it_cannot_pin_safely(checkout, args, says):
+    result = pin_image(checkout, *args)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
