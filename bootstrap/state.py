@@ -18,8 +18,7 @@ from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from components.common import iam
 from components.common.kms import KEY_DELETION_WINDOW_DAYS
-from components.data.buckets import ABORT_INCOMPLETE_UPLOADS_DAYS
-from components.identity.policies import tls_only_bucket_policy
+from components.data.buckets import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
 
 
 @dataclass(frozen=True)
@@ -64,32 +63,13 @@ class StateBackend(pulumi.ComponentResource):
 
     def _bucket(self) -> aws.s3.Bucket:
         config, name = self._args.config, f"{self._name}-bucket"
-        child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
             name,
             bucket=self._args.account_id.apply(lambda account: policies.state_bucket_name(config.stacks_project, account)),
             force_destroy=False,
             opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
-        aws.s3.BucketOwnershipControls(
-            name, bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
-        public_access = aws.s3.BucketPublicAccessBlock(
-            name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
-            ignore_public_acls=True, restrict_public_buckets=True, opts=child)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            name, bucket=bucket.id,
-            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="aws:kms", kms_master_key_id=self.state_key.arn),
-                bucket_key_enabled=True,
-            )],
-            opts=child)
-        versioning = aws.s3.BucketVersioning(
-            name, bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
-        aws.s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.bucket.apply(tls_only_bucket_policy),
-                            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]))
+        versioning = secure_bucket(name, bucket, key_arn=self.state_key.arn, parent=self)
         aws.s3.BucketLifecycleConfiguration(
             name, bucket=bucket.id,
             rules=[

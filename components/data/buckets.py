@@ -21,6 +21,36 @@ from components.identity import policies
 ABORT_INCOMPLETE_UPLOADS_DAYS = 7
 
 
+def secure_bucket(name: str, bucket: aws.s3.Bucket, *, key_arn: pulumi.Input[str],
+                  parent: pulumi.Resource) -> aws.s3.BucketVersioning:
+    """The controls every bucket gets (the state bucket of bootstrap/ too): ACLs off, public access
+    blocked, SSE-KMS under `key_arn` with bucket keys, versioning, TLS-only policy. Returns the
+    versioning: lifecycle rules on noncurrent versions must wait for it."""
+    child = pulumi.ResourceOptions(parent=parent)
+    aws.s3.BucketOwnershipControls(
+        name, bucket=bucket.id,
+        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
+    public_access = aws.s3.BucketPublicAccessBlock(
+        name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+        ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        name, bucket=bucket.id,
+        rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+            apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                sse_algorithm="aws:kms", kms_master_key_id=key_arn),
+            bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
+        )],
+        opts=child)
+    versioning = aws.s3.BucketVersioning(
+        name, bucket=bucket.id,
+        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+    aws.s3.BucketPolicy(
+        name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
+        # The public access block must exist first, or AWS evaluates the policy without it.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[public_access]))
+    return versioning
+
+
 @dataclass(frozen=True)
 class DataBucketsArgs:
     config: StorageConfig
@@ -63,27 +93,7 @@ class DataBuckets(pulumi.ComponentResource):
             tags={"purpose": purpose},
             opts=child,
         )
-        aws.s3.BucketOwnershipControls(
-            name, bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
-        public_access = aws.s3.BucketPublicAccessBlock(
-            name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
-            ignore_public_acls=True, restrict_public_buckets=True, opts=child)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            name, bucket=bucket.id,
-            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="aws:kms", kms_master_key_id=self.data_key.arn),
-                bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
-            )],
-            opts=child)
-        versioning = aws.s3.BucketVersioning(
-            name, bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
-        aws.s3.BucketPolicy(
-            name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
-            # The public access block must exist first, or AWS evaluates the policy without it.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]))
+        versioning = secure_bucket(name, bucket, key_arn=self.data_key.arn, parent=self)
         aws.s3.BucketLifecycleConfiguration(
             name, bucket=bucket.id, rules=self._lifecycle_rules(checkpoint_expiry),
             # Rules on noncurrent versions need versioning on first.
