@@ -36,7 +36,7 @@ class CiIdentity(pulumi.ComponentResource):
     deploy_roles: dict[str, aws.iam.Role]
 
     def __init__(self, name: str, args: CiIdentityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training-bootstrap:identity:CiIdentity", name, None, opts)
+        super().__init__("gpu-training:bootstrap:CiIdentity", name, None, opts)
         self._name, self._args = name, args
         config = args.config
         if config.github.oidc_provider_arn:

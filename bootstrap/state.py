@@ -34,7 +34,7 @@ class StateBackend(pulumi.ComponentResource):
     """Secrets-provider key per environment name."""
 
     def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training-bootstrap:state:StateBackend", name, None, opts)
+        super().__init__("gpu-training:bootstrap:StateBackend", name, None, opts)
         self._name, self._args = name, args
         config = args.config
         self.state_key = self._key(f"{name}-state-key", policies.state_key_alias(config.stacks_project),
