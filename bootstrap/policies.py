@@ -45,7 +45,11 @@ MANAGED_SERVICES = {
     "aws:sns/": "sns",
     "aws:s3/": "s3",
     "aws:iam/": "iam",
+    # Global services (their API is in us-east-1 whatever the stack's region): scoped by name below.
+    "aws:budgets/": "budgets",
+    "aws:costexplorer/": "ce",
 }
+GLOBAL_SERVICES = ("budgets", "ce")
 # AWS managed policies the stacks attach to their roles (the deploy role may attach no other, so
 # it cannot hand a role AdministratorAccess); tests check every plan's attachments are listed.
 ATTACHABLE_MANAGED_POLICIES = (
@@ -190,7 +194,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     project, region = config.stacks_project, config.region
     role_arns = f"arn:aws:iam::{account_id}:role/*"
     own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
-    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3"})
+    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES})
     own_tag = {"StringEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}
     attachable = [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
@@ -207,6 +211,12 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
         # The services the stacks create resources in, in the stacks' region only.
         {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
          "Resource": ["*"], "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
+        # The environment's budgets (named <project>-<environment>[-<team>]-monthly) and the
+        # account's cost-allocation tag activation (components/observability/budget.py).
+        {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
+         "Resource": [f"arn:aws:budgets::{account_id}:budget/{project}-{environment}-*"]},
+        {"Sid": "ActivateCostAllocationTags", "Effect": "Allow",
+         "Action": ["ce:ListCostAllocationTags", "ce:UpdateCostAllocationTagsStatus"], "Resource": ["*"]},
         {"Sid": "ManageEnvironmentBuckets", "Effect": "Allow", "Action": ["s3:*"],
          "Resource": [f"arn:aws:s3:::{project}-{environment}-*"]},
         # IAM: roles of this environment only (they carry its tag from the stacks' provider).
