@@ -21,6 +21,7 @@ from components.cluster.control_plane import Cluster, ClusterArgs
 from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
+from components.common.kms import LogsKey
 from components.common.tags import default_tags
 from components.config import StackConfig, TeamStackConfig
 from components.data.buckets import DataBuckets, DataBucketsArgs
@@ -64,6 +65,8 @@ class OnAws:
     opts: pulumi.ResourceOptions
     account_id: pulumi.Output[str]
     provider: aws.Provider
+    logs_key_arn: pulumi.Output[str]
+    """The environment's CloudWatch Logs key: every log group it creates is encrypted with it."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,9 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
 def _on_aws(config: StackConfig) -> OnAws:
     provider = aws_provider(config)
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
-    return OnAws(opts=pulumi.ResourceOptions(providers=[provider]), account_id=account_id, provider=provider)
+    opts = pulumi.ResourceOptions(providers=[provider])
+    logs_key = LogsKey("logs", name_prefix=config.name_prefix, region=config.region, account_id=account_id, opts=opts)
+    return OnAws(opts=opts, account_id=account_id, provider=provider, logs_key_arn=logs_key.key.arn)
 
 
 def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
@@ -125,6 +130,7 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
         name_prefix=config.name_prefix,
         cluster_name=config.cluster_name,
         account_id=on_aws.account_id,
+        logs_key_arn=on_aws.logs_key_arn,
     ), on_aws.opts)
     security_groups = SecurityGroups("security-groups", SecurityGroupsArgs(
         vpc_id=network.vpc.id,
@@ -159,6 +165,7 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
         private_subnet_ids=[s.id for s in network.network.private_subnets],
         control_plane_security_group_id=groups.control_plane.id,
         account_id=on_aws.account_id,
+        logs_key_arn=on_aws.logs_key_arn,
     ), on_aws.opts)
     node_pools = NodePools("node-pools", NodePoolsArgs(
         pools=config.node_pools,
@@ -266,6 +273,7 @@ def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) ->
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
         depends_on=cluster.node_groups,
+        logs_key_arn=on_aws.logs_key_arn,
     ), on_aws.opts)
 
 

@@ -8,14 +8,16 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
     python scripts/plan.py --stack dev --stack prod ...   # several stacks, one process
     python scripts/plan.py --all                          # every stack in stacks/
     python scripts/plan.py --project bootstrap --stack bootstrap   # the bootstrap program
+    python scripts/plan.py --stack prod --today 2027-02-01  # judge versions as of that day
 
 Writes <out>/resources.json (every registered resource: type, name, parent, provider, inputs as
 the engine receives them, secrets as "[secret]", whole numbers as integers, and retainOnDelete
 where set), <out>/outputs.json
 (the stack outputs, redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes
 object), and prints a summary. The files are deterministic: the same commit writes the same
-bytes, whether a stack is planned alone or with others. Invalid configuration exits 2 with
-every error listed and no traceback. The tests import `synthesize` from here: one synthesiser,
+bytes, whether a stack is planned alone or with others. Warnings of the config (e.g. the end of
+EKS standard support approaching) are printed in the summary, as `pulumi up` shows them.
+Invalid configuration exits 2 with every error listed and no traceback. The tests import `synthesize` from here: one synthesiser,
 not two.
 """
 
@@ -26,11 +28,14 @@ import asyncio
 import faulthandler
 import gc
 import json
+import logging
 import os
 import runpy
 import sys
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +108,8 @@ class Plan:
     dependencies: dict[ResourceKey, frozenset[ResourceKey]] = field(default_factory=dict)
     """What each resource waits for (explicit depends_on and the outputs it reads), as the
     engine was told; the architecture view is drawn from it."""
+    warnings: list[str] = field(default_factory=list)
+    """What the program logged as warnings (pulumi.log.warn), in order."""
 
     def of_type(self, type_token: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_token]
@@ -164,6 +171,8 @@ def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[
         return {"resources": [{"autoscalingGroups": [{"name": asg}]}]}
     if type_token == "aws:ec2/launchTemplate:LaunchTemplate":
         return {"latestVersion": 1}
+    if type_token == "aws:kms/key:Key":  # aliases and grants name the key by it
+        return {"keyId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"kms-key/{name}"))}
     return {}
 
 
@@ -237,26 +246,44 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+class _WarningRecorder(logging.Handler):
+    """Keeps what the program logs at WARNING and above (the mock engine logs through `logging`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
-               secret_overrides: dict[str, Any] | None = None, project_dir: Path = ROOT) -> Plan:
-    """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration."""
+               secret_overrides: dict[str, Any] | None = None, project_dir: Path = ROOT,
+               today: date | None = None) -> Plan:
+    """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration.
+
+    `today` (None: the current date) is the day the EKS support calendar is read for."""
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))
     mocks = _Mocks(region)
     monitor = _RecordingMonitor(mocks)
+    recorder = _WarningRecorder()
+    engine_log = logging.getLogger(f"gpu-training.plan.{stack}")
+    engine_log.handlers[:] = [recorder]
+    engine_log.propagate = False
 
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.reset_options(project=project, stack=stack)
     pulumi.runtime.set_all_config(config, secret_keys)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor,
-                             organization="organization")
+                             organization="organization", logger=engine_log)
 
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def run_program():
-        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__", init_globals={"PLAN_TODAY": today})
         root = pulumi.runtime.get_root_resource()
         assert isinstance(root, Stack), "the mock runtime always has a root stack"
         exported = dict(root.outputs)
@@ -281,7 +308,7 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
             gc.enable()
         faulthandler.cancel_dump_traceback_later()
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
-                parents=monitor.parents, dependencies=monitor.dependencies)
+                parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -320,6 +347,7 @@ def summary(plan: Plan, out_dir: Path) -> str:
         return top_of.setdefault(start, record["name"])
 
     lines = [f"stack {plan.stack}: {len(plan.resources)} resources, {len(plan.manifests())} Kubernetes manifests -> {out_dir}"]
+    lines += [f"  warning: {warning}" for warning in plan.warnings]
     types_per_component: dict[str, Counter[str]] = {}
     for record in plan.resources:
         types_per_component.setdefault(component(record), Counter())[record["type"]] += 1
@@ -358,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-file", type=Path, help="read this file instead of stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--today", type=date.fromisoformat, metavar="YYYY-MM-DD",
+                        help="judge Kubernetes versions against EKS's calendar as of this day (default: today)")
     args = parser.parse_args(argv)
     project_dir = args.project.resolve()
     if not (project_dir / "Pulumi.yaml").is_file():
@@ -372,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = args.out or args.build_dir / stack
         try:
             plan = synthesize(stack, args.stack_file, overrides=_pairs(args.set, "--set"),
-                              secret_overrides=_pairs(args.secret, "--secret"), project_dir=project_dir)
+                              secret_overrides=_pairs(args.secret, "--secret"), project_dir=project_dir,
+                              today=args.today)
         except ConfigError as error:
             print(f"stack {stack}: {error}", file=sys.stderr)
             failed = True

@@ -100,7 +100,7 @@ def test_cluster_needs_a_system_pool():
 
 
 CLUSTER_CASES = [
-    ("unsupported-version", "dev", "cluster.kubernetesVersion", "1.29", "cluster.kubernetesVersion", "must be one of"),
+    ("unsupported-version", "dev", "cluster.kubernetesVersion", "1.29", "cluster.kubernetesVersion", "not a Kubernetes minor offered"),
     ("prod-public-endpoint", "prod", "cluster.endpointPublicAccess", True, "cluster.endpointPublicAccess", "must be private"),
     ("public-endpoint-open-to-all", "dev", "cluster.publicAccessCidrs", ["0.0.0.0/0"], "cluster.publicAccessCidrs[0]",
      "internet"),

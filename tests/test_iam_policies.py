@@ -43,6 +43,9 @@ JUSTIFIED = {
     ("observability-alerts-key", "BudgetsPublish"):
         "In a key policy `*` is the key itself; AWS Budgets may only decrypt/generate data keys "
         "to publish budget alerts to the encrypted topic, and only for this account (aws:SourceAccount).",
+    ("logs-key", "CloudWatchLogsOfThisEnvironment"):
+        "In a key policy `*` is the key itself; CloudWatch Logs of this region may use it only for "
+        "this environment's log groups (kms:EncryptionContext:aws:logs:arn).",
 }
 
 

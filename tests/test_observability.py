@@ -18,8 +18,11 @@ def test_container_insights_with_gpu_metrics_and_retained_logs(stack, plan_of):
     assert addon["addonVersion"] == ADDON_VERSIONS[config.cluster.kubernetes_version]["amazon-cloudwatch-observability"]
     assert addon["podIdentityAssociations"][0]["serviceAccount"] == "cloudwatch-agent"
     groups = {g["inputs"]["name"]: g["inputs"]["retentionInDays"] for g in plan.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    retention = config.observability.log_group_retention_days
     for kind in ("application", "dataplane", "host", "performance"):
-        assert groups[f"/aws/containerinsights/gpu-training-{stack}/{kind}"] == config.observability.log_retention_days
+        assert groups[f"/aws/containerinsights/gpu-training-{stack}/{kind}"] == retention[kind]
+    assert retention["application"] == config.observability.log_retention_days
+    assert retention["host"] == retention["dataplane"] == config.observability.node_log_retention_days
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)

@@ -35,6 +35,11 @@ def by_name(plan, type_token) -> dict[str, dict]:
     return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
 
 
+def data_buckets(plan) -> dict[str, dict]:
+    """The buckets that hold data (not the access-log bucket: tests/test_audit_logging.py)."""
+    return {name: b for name, b in by_name(plan, BUCKET).items() if b["tags"]["purpose"] != "access-logs"}
+
+
 def manifest(plan, kind, name) -> dict:
     (found,) = [m for m in plan.manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
     return found
@@ -58,7 +63,7 @@ def key_arn(resource_name):
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_buckets_have_every_control(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    buckets = by_name(plan, BUCKET)
+    buckets = data_buckets(plan)
     assert {b["bucket"] for b in buckets.values()} == {f"gpu-training-{stack}-{p}-{ACCOUNT}" for p in ("datasets", "artifacts")}
     keys = by_name(plan, "aws:kms/key:Key")
     for name, bucket in buckets.items():
@@ -100,7 +105,7 @@ def test_buckets_have_every_control(stack, plan_of):
 def test_no_two_environments_share_a_bucket_or_key_alias(plan_of):
     buckets = [b["bucket"] for s in PLATFORM_STACKS for b in by_name(plan_of(s), BUCKET).values()]
     aliases = [a["name"] for s in PLATFORM_STACKS for a in by_name(plan_of(s), "aws:kms/alias:Alias").values()]
-    assert len(buckets) == len(set(buckets)) == 6
+    assert len(buckets) == len(set(buckets)) == 9  # datasets, artifacts, access logs
     assert len(aliases) == len(set(aliases))
 
 
@@ -228,7 +233,8 @@ def test_external_secrets_syncs_into_training_secrets(stack, plan_of):
     values = release["values"]
     assert values["installCRDs"] is True and values["serviceAccount"]["name"] == "external-secrets"
     assert not values["processClusterStore"] and not values["processClusterExternalSecret"] and not values["processPushSecret"]
-    assert values["rbac"]["aggregateToEdit"] is False
+    # Neither namespace editors nor namespace admins may create stores that use the operator's role.
+    assert values["rbac"]["aggregateToEdit"] is False and values["rbac"]["aggregateToAdmin"] is False
 
     store = manifest(plan, "SecretStore", "aws-secrets-manager")
     assert store["metadata"]["namespace"] == namespace
@@ -314,7 +320,7 @@ def test_non_prod_roles_can_never_reach_prod_data(plan_of):
 
 def test_existing_datasets_bucket_replaces_our_own():
     plan = synthesize("dev", overrides={"storage": {"datasetsBucket": "acme-dev-datasets"}})
-    assert {b["bucket"] for b in by_name(plan, BUCKET).values()} == {f"gpu-training-dev-artifacts-{ACCOUNT}"}
+    assert {b["bucket"] for b in data_buckets(plan).values()} == {f"gpu-training-dev-artifacts-{ACCOUNT}"}
     allowed = {s["Sid"]: s for s in role_policy(plan, "workload-roles-trainer-access")}
     assert allowed["ReadDatasets"]["Resource"] == ["arn:aws:s3:::acme-dev-datasets/*"]
     external = allowed["DecryptExternalDatasets"]

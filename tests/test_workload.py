@@ -170,7 +170,8 @@ def test_kueue_waits_longer_than_a_healthy_gang_takes_to_start(stack, plan_of):
     (kueue,) = [r["inputs"] for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
     configuration = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
     timeout_minutes = int(configuration["waitForPodsReady"]["timeout"].removesuffix("m"))
-    assert configuration["waitForPodsReady"]["enable"] is True
+    # v1beta2: the block's presence enables it; v1beta1's `enable` would fail strict decoding.
+    assert configuration["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and "enable" not in configuration["waitForPodsReady"]
     assert "jobset.x-k8s.io/jobset" in configuration["integrations"]["frameworks"]
     for jobset in jobsets(plan):
         startup = trainer(jobset)["startupProbe"]

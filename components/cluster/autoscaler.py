@@ -23,9 +23,11 @@ from components.config import NodePoolConfig
 from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 
-# 9.57.0 and later grant the autoscaler the provisioningrequests(/status) and podtemplates RBAC
-# that provisioning requests need (kubernetes/autoscaler cluster-autoscaler-chart-9.59.0,
-# templates/clusterrole.yaml); the image stays at the cluster's minor (eks_versions.py).
+# One chart for every minor; the image tag per minor comes from facts/eks_versions.py (no chart
+# packages CA 1.36, and the chart's image tag is a value). 9.57.0 and later grant the autoscaler
+# the provisioningrequests(/status) and podtemplates RBAC that provisioning requests need
+# (templates/clusterrole.yaml). Verified: tag cluster-autoscaler-chart-9.59.0 (2026-07-21;
+# appVersion 1.35.0), in the repo's index.yaml; every value key set below exists in its values.yaml.
 CHART_VERSION = "9.59.0"
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
 NAMESPACE = "kube-system"

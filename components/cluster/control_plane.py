@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components.common import iam
 from components.common.eks_addons import managed_addon
+from components.common.kms import customer_key
 from components.config import ClusterConfig
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 
@@ -38,6 +39,8 @@ class ClusterArgs:
     private_subnet_ids: list[pulumi.Input[str]]
     control_plane_security_group_id: pulumi.Input[str]
     account_id: pulumi.Input[str]
+    logs_key_arn: pulumi.Input[str]
+    """Encrypts the control plane's log group (the environment's CloudWatch Logs key)."""
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
@@ -71,19 +74,20 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("gpu-training:cluster:Cluster", name, None, opts)
         self._name, self._args = name, args
 
-        secrets_key = aws.kms.Key(
-            f"{name}-secrets-key",
-            description=f"EKS secrets envelope encryption for {args.cluster_name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        # Same resource name as before it had a policy and an alias: EKS cannot change the key
+        # of an existing cluster, so this key must never be replaced.
+        secrets_key = customer_key(f"{name}-secrets-key", alias=f"{args.cluster_name}-eks-secrets",
+                                   description=f"EKS secrets envelope encryption for {args.cluster_name}",
+                                   account_id=args.account_id, parent=self)
         role = self._create_cluster_role(secrets_key)
-        # Created first so EKS writes into a group that has a retention period.
+        # Created first so EKS writes into a group that has a retention period and our key (EKS
+        # would create it unencrypted, retained forever). It holds the audit log: prod keeps it
+        # >= 365 days (the config model enforces it).
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
             name=f"/aws/eks/{args.cluster_name}/cluster",
             retention_in_days=args.config.log_retention_days,
+            kms_key_id=args.logs_key_arn,
             opts=pulumi.ResourceOptions(parent=self),
         )
         config = args.config
@@ -113,8 +117,10 @@ class Cluster(pulumi.ComponentResource):
                 service_ipv4_cidr=args.kubernetes_service_cidr,
             ),
             bootstrap_self_managed_addons=False,
-            # Extended support costs 6x per hour: fail the upgrade conversation early instead.
-            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            # Chosen per stack, with the reason in the stack file (STANDARD: EKS upgrades the
+            # control plane itself at the end of standard support; EXTENDED: it stays, at 6x the
+            # hourly price). The config model rejects minors past the date either way in prod.
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=config.upgrade_policy),
             deletion_protection=args.environment == "prod",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
         )

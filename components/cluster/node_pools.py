@@ -138,6 +138,9 @@ class NodePools(pulumi.ComponentResource):
             f"{prefix}-nodegroup",
             cluster_name=args.cluster.name,
             node_group_name=group_name,
+            # Follows the control plane: an upgrade rolls the nodes after it (EKS never does; an
+            # unset version would leave nodes on the old minor forever). See docs/upgrading-and-pins.md.
+            version=args.cluster.version,
             node_role_arn=self._node_role.arn,
             subnet_ids=[self._subnet_id(pool, zone) for zone in pool.availability_zones],
             ami_type="AL2023_x86_64_NVIDIA" if pool.gpu else "AL2023_x86_64_STANDARD",

@@ -1,6 +1,13 @@
-"""Customer-managed KMS keys: one per data store, so each grant names exactly one store's key."""
+"""Customer-managed KMS keys: one per data store, so each grant names exactly one store's key.
+
+Every key gets an explicit key policy and an alias (checkov CKV2_AWS_64 and the plan's
+readability): `customer_key` is the only place keys are made.
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
 
 import pulumi
 import pulumi_aws as aws
@@ -10,19 +17,64 @@ from components.common import iam
 # Scheduled deletion waits this long: a key deleted by mistake can be recovered in that window,
 # and everything encrypted under a deleted key is lost for good.
 KEY_DELETION_WINDOW_DAYS = 30
+# What CloudWatch Logs needs on a key that encrypts log groups (CloudWatch Logs user guide,
+# "Encrypt log data in CloudWatch Logs using AWS KMS", key policy example).
+LOGS_KEY_ACTIONS = ["kms:Decrypt*", "kms:Describe*", "kms:Encrypt*", "kms:GenerateDataKey*", "kms:ReEncrypt*"]
 
 
 def customer_key(resource_name: str, *, alias: str, description: str, account_id: pulumi.Input[str],
-                 parent: pulumi.Resource) -> aws.kms.Key:
-    """A symmetric key with yearly rotation (FSBP KMS.4) and the account-root key policy."""
+                 parent: pulumi.Resource, policy: Callable[[str], str] = iam.key_policy) -> aws.kms.Key:
+    """A symmetric key with yearly rotation (FSBP KMS.4), an explicit key policy (by default the
+    account root's: roles get use of the key through their own IAM policies) and an alias.
+
+    `policy` maps the account id to the key policy document."""
     key = aws.kms.Key(
         resource_name,
         description=description,
         enable_key_rotation=True,
         deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-        policy=pulumi.Output.from_input(account_id).apply(iam.key_policy),
+        policy=pulumi.Output.from_input(account_id).apply(policy),
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.kms.Alias(resource_name, name=f"alias/{alias}", target_key_id=key.key_id,
                   opts=pulumi.ResourceOptions(parent=parent))
     return key
+
+
+def log_group_pattern(name_prefix: str) -> str:
+    """The name pattern every CloudWatch log group of an environment follows:
+    /aws/<service>/<name_prefix>/<what> (VPC flow logs, EKS control plane, Container Insights).
+    A team's prefix (<name_prefix>-<team>) does not match it."""
+    return f"/aws/*/{name_prefix}/*"
+
+
+def logs_key_policy(account_id: str, *, region: str, name_prefix: str) -> str:
+    """The account root (as for every key) plus CloudWatch Logs of this region, for this
+    environment's log groups only: the encryption context names the log group each use is for."""
+    root = json.loads(iam.key_policy(account_id))["Statement"]
+    log_groups = f"arn:{iam.PARTITION}:logs:{region}:{account_id}:log-group:{log_group_pattern(name_prefix)}"
+    return iam.policy(*root, {
+        "Sid": "CloudWatchLogsOfThisEnvironment",
+        "Effect": "Allow",
+        "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+        "Action": LOGS_KEY_ACTIONS,
+        "Resource": "*",
+        "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}},
+    })
+
+
+class LogsKey(pulumi.ComponentResource):
+    """The environment's key for every CloudWatch log group it creates (checkov CKV_AWS_158):
+    flow logs, the control plane's logs, Container Insights. Made first: the groups need it."""
+
+    key: aws.kms.Key
+
+    def __init__(self, name: str, *, name_prefix: str, region: str, account_id: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:common:LogsKey", name, None, opts)
+        self.key = customer_key(
+            f"{name}-key", alias=f"{name_prefix}-logs",
+            description=f"{name_prefix}: CloudWatch log groups (flow logs, control plane, Container Insights)",
+            account_id=account_id, parent=self,
+            policy=lambda account: logs_key_policy(account, region=region, name_prefix=name_prefix))
+        self.register_outputs({"keyArn": self.key.arn})

@@ -16,6 +16,13 @@ from components.config.reader import Section
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 E164 = re.compile(r"^\+[1-9]\d{7,14}$")
+# Node logs (the host group carries authpriv, i.e. /var/log/secure: logins, sudo, SSM sessions)
+# are audit evidence: prod keeps them a year at least.
+PROD_MIN_NODE_LOG_RETENTION_DAYS = 365
+# The performance group holds the raw metric records (one per pod, container and node per
+# minute: the largest group). CloudWatch keeps the metrics extracted from them for 15 months, so
+# the raw records only serve recent queries; a month covers an incident review.
+PERFORMANCE_LOG_RETENTION_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,20 @@ class ObservabilityConfig:
     gpu_idle_minutes: int
     gpu_memory_percent: int
     log_retention_days: int
+    node_log_retention_days: int = PROD_MIN_NODE_LOG_RETENTION_DAYS
+
+    @property
+    def log_group_retention_days(self) -> dict[str, int]:
+        """Retention of each Container Insights log group (/aws/containerinsights/<cluster>/<kind>)."""
+        return {
+            # Containers' stdout/stderr: the training logs; how long is the stack's choice.
+            "application": self.log_retention_days,
+            # kubelet, containerd, kube-proxy: what a node did with pods, read with the host logs.
+            "dataplane": self.node_log_retention_days,
+            # Kernel (dmesg: GPU XID errors), messages and authpriv (/var/log/secure).
+            "host": self.node_log_retention_days,
+            "performance": min(self.log_retention_days, PERFORMANCE_LOG_RETENTION_DAYS),
+        }
 
 
 def parse_observability(section: Section, *, environment: str) -> ObservabilityConfig:
@@ -44,8 +65,17 @@ def parse_observability(section: Section, *, environment: str) -> ObservabilityC
     if retention not in LOG_RETENTION_DAYS:
         section.error(section.key("logRetentionDays"), retention, "is not a CloudWatch Logs retention period",
                       "use e.g. 30, 90, 365")
+    node_retention = section.integer("nodeLogRetentionDays", PROD_MIN_NODE_LOG_RETENTION_DAYS if environment == "prod" else 90)
+    if node_retention not in LOG_RETENTION_DAYS:
+        section.error(section.key("nodeLogRetentionDays"), node_retention, "is not a CloudWatch Logs retention period",
+                      "use e.g. 90, 365, 731")
+    elif environment == "prod" and node_retention < PROD_MIN_NODE_LOG_RETENTION_DAYS:
+        section.error(section.key("nodeLogRetentionDays"), node_retention,
+                      f"node logs (logins, sudo, kernel) are audit evidence: prod keeps them at least "
+                      f"{PROD_MIN_NODE_LOG_RETENTION_DAYS} days",
+                      f"set nodeLogRetentionDays: {PROD_MIN_NODE_LOG_RETENTION_DAYS} or more")
     section.finish()
-    return ObservabilityConfig(emails, sms, idle_percent, idle_minutes, memory_percent, retention)
+    return ObservabilityConfig(emails, sms, idle_percent, idle_minutes, memory_percent, retention, node_retention)
 
 
 def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix: str) -> tuple[str, ...]:

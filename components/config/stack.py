@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pulumi.runtime import config as runtime_config
@@ -75,6 +76,13 @@ class StackConfig:
         """The pool for CoreDNS and controllers: the first CPU pool that never scales to zero."""
         return next(p for p in self.node_pools if not p.gpu and p.min_size >= 1)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What is valid but due soon (e.g. the end of standard support). The model only
+        collects them: __main__.py hands them to the engine (`pulumi up` shows them), and the
+        offline plan prints them in its summary."""
+        return self.cluster.warnings
+
 
 @dataclass(frozen=True)
 class TeamStackConfig:
@@ -101,6 +109,11 @@ class TeamStackConfig:
     @property
     def training_namespace(self) -> str:
         return f"team-{self.team}"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The platform's warnings: the team's jobs run on its cluster."""
+        return tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.warnings)
 
 
 # Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.
@@ -142,12 +155,14 @@ def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
 
 
 def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
-                      secret_keys: Collection[str] | None = None) -> StackConfig | TeamStackConfig:
+                      secret_keys: Collection[str] | None = None, today: date | None = None) -> StackConfig | TeamStackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
 
     `secret_keys` (None: unknown) lets the model reject secrets stored in plain text.
+    `today` (None: the current UTC date) is the day EKS's support calendar is read for.
     Raises ConfigError listing every problem found.
     """
+    today = today or datetime.now(UTC).date()
     errors: list[str] = []
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
@@ -182,10 +197,10 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     env = implied_env or environment or "dev"
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
-                          environment=env, region=region, cost_center=cost_center)
+                          environment=env, region=region, cost_center=cost_center, today=today)
     network = parse_network(root.section("network"), region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
-    cluster = parse_cluster(root.section("cluster"), environment=env)
+    cluster = parse_cluster(root.section("cluster"), environment=env, today=today)
     node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones, region=region)
     check_subnet_ip_budget(root, node_pools, network.subnets)
     storage = parse_storage(root.section("storage", {}), environment=env)
@@ -224,7 +239,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
 
 
 def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: Collection[str] | None, *,
-               project: str, stack: str, team: str, environment: str, region: str, cost_center: str) -> TeamStackConfig:
+               project: str, stack: str, team: str, environment: str, region: str, cost_center: str,
+               today: date) -> TeamStackConfig:
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
             errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
@@ -238,7 +254,7 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
     platform: StackConfig | None = None
     try:
         _, platform_raw, _ = stack_config(environment)
-        loaded = load_stack_config(decode_raw_config(platform_raw), project=project, stack=environment)
+        loaded = load_stack_config(decode_raw_config(platform_raw), project=project, stack=environment, today=today)
         platform = loaded if isinstance(loaded, StackConfig) else None
     except ConfigError as error:
         errors.extend(f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {e}" for e in error.errors)

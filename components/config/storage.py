@@ -22,6 +22,8 @@ from components.config.reader import Section
 PROD_NAME_WORDS = ("prod", "production")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_RETENTION_DAYS = 3650
+# S3 server access logs say who read or changed which data: audit evidence, a year in prod.
+PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class StorageConfig:
     datasets_bucket: str | None
     # Finished jobs' checkpoint directories on the shared file system: when they are removed.
     checkpoint_cleanup: CheckpointCleanupConfig = field(default_factory=CheckpointCleanupConfig)
+    # S3 server access logs of our buckets expire from the access-log bucket after this many days.
+    access_log_retention_days: int = PROD_MIN_ACCESS_LOG_RETENTION_DAYS
 
 
 def names_prod_data(bucket: str) -> bool:
@@ -83,6 +87,12 @@ def parse_storage(section: Section, *, environment: str) -> StorageConfig:
             section.error(key, datasets_bucket, f"a {environment} stack must never read production data",
                           f"point it at a {environment} copy of the data, or remove it to use this stack's own bucket")
     cleanup = parse_checkpoint_cleanup(section.section("checkpointCleanup", {}))
+    access_logs = section.integer("accessLogRetentionDays", PROD_MIN_ACCESS_LOG_RETENTION_DAYS if environment == "prod" else 90,
+                                  minimum=1, maximum=MAX_RETENTION_DAYS)
+    if environment == "prod" and access_logs < PROD_MIN_ACCESS_LOG_RETENTION_DAYS:
+        section.error(section.key("accessLogRetentionDays"), access_logs,
+                      f"S3 access logs are audit evidence: prod keeps them at least {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} days",
+                      f"set accessLogRetentionDays: {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} or more")
     section.finish()
     return StorageConfig(
         checkpoint_retention_days=checkpoints,
@@ -90,4 +100,5 @@ def parse_storage(section: Section, *, environment: str) -> StorageConfig:
         efs_backups=backups,
         datasets_bucket=datasets_bucket,
         checkpoint_cleanup=cleanup,
+        access_log_retention_days=access_logs,
     )

@@ -4,6 +4,7 @@ Every bucket: SSE-KMS under the environment's data key with S3 Bucket Keys (FSBP
 versioning, all public access blocked (S3.1/S3.8), TLS-only bucket policy (S3.5), object
 ownership enforced (ACLs off), and a lifecycle that aborts stale multipart uploads and expires
 old versions. Old checkpoints under `checkpoints/` expire after `checkpointRetentionDays`.
+Server access logs of both go to the environment's access-log bucket (access_logs.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pulumi_aws as aws
 
 from components.common.kms import customer_key
 from components.config.storage import StorageConfig, bucket_name
+from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
 from components.identity import policies
 
 # A multipart upload that has not finished in a week never will; its parts still cost money.
@@ -73,6 +75,7 @@ class DataBuckets(pulumi.ComponentResource):
                                      description=f"{args.name_prefix}: S3 datasets and artifacts",
                                      account_id=args.account_id, parent=self)
         config = args.config
+        self._access_logs = self._access_log_bucket()
         if config.datasets_bucket:
             # An existing bucket: we only read it; its owner manages its controls.
             self.datasets_bucket = pulumi.Output.from_input(config.datasets_bucket)
@@ -81,6 +84,19 @@ class DataBuckets(pulumi.ComponentResource):
         self.artifacts_bucket = self._bucket("artifacts", checkpoint_expiry=True).bucket
 
         self.register_outputs({"datasetsBucket": self.datasets_bucket, "artifactsBucket": self.artifacts_bucket})
+
+    def _access_log_bucket(self) -> aws.s3.Bucket:
+        """Where the access logs of the buckets made here go (not of an existing datasets bucket:
+        its owner manages its logging)."""
+        args = self._args
+        logged = ["artifacts"] if args.config.datasets_bucket else ["datasets", "artifacts"]
+        account = pulumi.Output.from_input(args.account_id)
+        return access_log_bucket(
+            f"{self._name}-{ACCESS_LOGS_PURPOSE}",
+            bucket_name=account.apply(lambda a: bucket_name(args.project, args.environment, ACCESS_LOGS_PURPOSE, a)),
+            sources=account.apply(lambda a: [(bucket_name(args.project, args.environment, purpose, a), log_prefix(purpose))
+                                             for purpose in logged]),
+            account_id=args.account_id, retention_days=args.config.access_log_retention_days, parent=self)
 
     def _bucket(self, purpose: str, *, checkpoint_expiry: bool) -> aws.s3.Bucket:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
@@ -98,6 +114,7 @@ class DataBuckets(pulumi.ComponentResource):
             name, bucket=bucket.id, rules=self._lifecycle_rules(checkpoint_expiry),
             # Rules on noncurrent versions need versioning on first.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
+        log_access(name, bucket=bucket, log_bucket=self._access_logs, purpose=purpose, parent=self)
         return bucket
 
     def _lifecycle_rules(self, checkpoint_expiry: bool) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:

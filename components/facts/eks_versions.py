@@ -1,37 +1,125 @@
-"""Versions pinned per Kubernetes minor: EKS managed add-ons and the matching Cluster Autoscaler.
+"""Kubernetes minors on EKS: their support calendar, and the builds pinned for each.
 
-A Kubernetes version is supported here only when every add-on has a pinned build for it.
-To add one, take the builds from
-`aws eks describe-addon-versions --kubernetes-version <minor> --addon-name <name>` and the
-autoscaler release of the same minor (the autoscaler's minor must equal the cluster's).
+A minor is offered here only when it is in the calendar below AND has a complete pin set: every
+EKS managed add-on the program installs, and the Cluster Autoscaler of the same minor (the
+autoscaler's minor must equal the cluster's). tests/test_kubernetes_versions.py fails when a
+calendar row lacks a pin, so a minor cannot be half-added.
+
+To add a minor (docs/upgrading-and-pins.md, "Adding a minor"):
+1. its calendar row from the EKS release calendar
+   (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html);
+2. each add-on build from
+   `aws eks describe-addon-versions --kubernetes-version <minor> --addon-name <name>`
+   (and `describe-addon-configuration` for add-ons we configure);
+3. the autoscaler release of that minor (github.com/kubernetes/autoscaler tags
+   `cluster-autoscaler-<minor>.<patch>`).
+
+Not offered yet: 1.37. EKS released it on 2026-10-02 (What's New, "Amazon EKS and Amazon EKS
+Distro now support Kubernetes version 1.37"), but no add-on build for 1.37 (kube-proxy has one
+per minor) and no Cluster Autoscaler 1.37 release could be confirmed from any public source as
+of 2026-11-30. 1.33 is left out: its standard support ended on 2026-07-29.
+
+Verdicts beside the pins: "verified" = seen at the source (AWS user guide table, upstream
+release tag); "plausible" = public configs of clusters on that minor agree, no AWS listing seen.
+Confirm every plausible pin with describe-addon-versions before the first real `pulumi up`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """One row of the EKS Kubernetes release calendar (dates in UTC; a date is the first day of
+    the new phase: EKS starts billing extended support at the beginning of end-of-standard day)."""
+
+    minor: str
+    eks_release: date
+    end_of_standard_support: date
+    end_of_extended_support: date
+
+
+# Source: the EKS user guide's release calendar (awsdocs/amazon-eks-user-guide
+# latest/ug/versioning/kubernetes-versions.adoc: 1.34 "October 2, 2025 / December 2, 2026 /
+# December 2, 2027"); 1.35 and 1.36 from the same table as tracked by endoflife.date
+# (products/amazon-eks.md, scraped from the AWS page) and AWS What's New 2026/01 and 2026/06.
+EKS_CALENDAR: dict[str, KubernetesRelease] = {
+    release.minor: release for release in (
+        KubernetesRelease("1.34", date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+        KubernetesRelease("1.35", date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+        KubernetesRelease("1.36", date(2026, 6, 2), date(2027, 8, 2), date(2028, 8, 2)),
+    )
+}
+
+# Add-on builds that are the same on every minor, so an upgrade of Kubernetes does not also
+# change them (and a change of them is its own, separately reviewed step).
+# vpc-cni, plausible-strong: the AWS managing-vpc-cni table as copied on 2026-08-20 ("same build
+# across 1.31 to 1.36"); resolved on live 1.34 and 1.36 clusters.
+_VPC_CNI = "v1.22.4-eksbuild.3"
+# Pod Identity agent, plausible: resolved on a live 1.36 cluster; build .2 of the same release
+# verified on 1.34.
+_POD_IDENTITY_AGENT = "v1.3.10-eksbuild.3"
+# Node monitoring agent: >= v1.6.0 for `dcgmAgent.tolerations` in the add-on schema
+# (charts/configuration.schema.json at tag v1.6.0); v1.7.0 runs nv-hostengine from its own image
+# (DCGM 4.6.1, PR #210). Chart 1.7.0 values.yaml image tag; created by public plans on 1.35.
+_NODE_MONITORING_AGENT = "v1.7.0-eksbuild.1"   # plausible-strong
+_EFS_CSI_DRIVER = "v3.4.1-eksbuild.1"          # plausible-strong: auto-updated 1.35 pin file; upstream tag v3.4.1 (2026-07-23)
+# Mountpoint for S3: v2.7.0-eksbuild.1 on public 1.35 clusters ("Already the newest build",
+# 2026-08-11); upstream tag v2.7.0 (2026-06-11). The earlier pin v2.2.2-eksbuild.1 had no public
+# record at all. Fallback if EKS lacks the build for a minor: the upstream chart
+# aws-mountpoint-s3-csi-driver 2.7.0 from https://awslabs.github.io/mountpoint-s3-csi-driver
+# (docs/INSTALL.md names both routes; it recommends the add-on on EKS).
+_MOUNTPOINT_S3_CSI_DRIVER = "v2.7.0-eksbuild.1"  # plausible-strong
+# CloudWatch observability: v6.7.0-eksbuild.1 is the newest build EKS returned for 1.36 on
+# 2026-09-27 (public add-on review) and what public 1.36 upgrades resolved to. Its schema
+# carries `dcgmExporter` (describe-addon-configuration excerpt of v6.6.0-eksbuild.1).
+_CLOUDWATCH_OBSERVABILITY = "v6.7.0-eksbuild.1"  # plausible-strong on 1.36, plausible on 1.34/1.35
+
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
-    "1.33": {
-        "vpc-cni": "v1.20.1-eksbuild.1",
-        "kube-proxy": "v1.33.3-eksbuild.4",
-        "coredns": "v1.12.2-eksbuild.4",
-        "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
-        "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
-        # Storage CSI drivers (data/mounts.py); verify the builds as above before the first real up.
-        "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
-        "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
-        "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",
-    },
     "1.34": {
-        "vpc-cni": "v1.21.1-eksbuild.3",
-        "kube-proxy": "v1.34.3-eksbuild.2",
-        "coredns": "v1.13.2-eksbuild.1",
-        "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
-        "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
-        "aws-efs-csi-driver": "v2.2.0-eksbuild.1",
-        "aws-mountpoint-s3-csi-driver": "v2.2.2-eksbuild.1",
-        "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",
+        "vpc-cni": _VPC_CNI,
+        "kube-proxy": "v1.34.6-eksbuild.13",   # verified: EKS user guide managing-kube-proxy table (ja_jp, newest crawl)
+        "coredns": "v1.13.2-eksbuild.11",      # verified: EKS user guide managing-coredns table (ja_jp)
+        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
+        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
+        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
+        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
+        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
+    },
+    "1.35": {
+        "vpc-cni": _VPC_CNI,
+        "kube-proxy": "v1.35.3-eksbuild.13",   # verified: EKS user guide managing-kube-proxy table
+        "coredns": "v1.14.3-eksbuild.3",       # verified: EKS user guide managing-coredns table
+        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
+        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
+        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
+        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
+        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
+    },
+    "1.36": {
+        "vpc-cni": _VPC_CNI,
+        "kube-proxy": "v1.36.0-eksbuild.14",   # verified: EKS user guide managing-kube-proxy table
+        "coredns": "v1.14.3-eksbuild.3",       # verified: EKS user guide managing-coredns table
+        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
+        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
+        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
+        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
+        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
     },
 }
 
-CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {"1.33": "v1.33.1", "1.34": "v1.34.0"}
+# registry.k8s.io/autoscaling/cluster-autoscaler:<tag>. Verified: kubernetes/autoscaler tags
+# cluster-autoscaler-1.34.5, -1.35.2, -1.36.1 (all 2026-07-22, the newest patch of each minor).
+CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {"1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1"}
 
-SUPPORTED_KUBERNETES_VERSIONS = tuple(sorted(set(ADDON_VERSIONS) & set(CLUSTER_AUTOSCALER_IMAGE_TAGS)))
+SUPPORTED_KUBERNETES_VERSIONS = tuple(sorted(EKS_CALENDAR, key=lambda minor: tuple(map(int, minor.split(".")))))
+"""Every minor this program offers, oldest first: the calendar's rows (the pin tables must cover
+each; the table test checks it)."""
+
+
+def next_minor(minor: str) -> str:
+    """The minor an upgrade from `minor` goes to: EKS upgrades one minor at a time."""
+    major, number = minor.split(".")
+    return f"{major}.{int(number) + 1}"

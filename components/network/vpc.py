@@ -22,6 +22,8 @@ class NetworkArgs:
     name_prefix: str
     cluster_name: str
     account_id: pulumi.Input[str]
+    logs_key_arn: pulumi.Input[str]
+    """Encrypts the flow-log group (the environment's CloudWatch Logs key)."""
 
 
 class Network(pulumi.ComponentResource):
@@ -140,6 +142,7 @@ class Network(pulumi.ComponentResource):
             f"{self._name}-flow-logs",
             name=f"/aws/vpc/{args.name_prefix}/flow-logs",
             retention_in_days=args.config.flow_log_retention_days,
+            kms_key_id=args.logs_key_arn,
             opts=child,
         )
         role = aws.iam.Role(

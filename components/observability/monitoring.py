@@ -3,7 +3,10 @@
 - The `amazon-cloudwatch-observability` EKS add-on runs the CloudWatch agent (enhanced Container
   Insights, NVIDIA GPU metrics through DCGM) and Fluent Bit, which ships every container's
   stdout/stderr to CloudWatch Logs. Its role (Pod Identity) may only publish metrics and logs.
-- Its log groups are created here first, so they have a retention period.
+- Its log groups are created here first, so they have a retention period (per group: see
+  ObservabilityConfig.log_group_retention_days) and the environment's CloudWatch Logs key.
+- Its dcgm-exporter stays on: the GPU alarms read its metrics. It runs beside the node
+  monitoring agent's DCGM host engine (cluster/addons.py; docs/upgrading-and-pins.md).
 - Alarms (and the stack budgets, observability/budget.py) -> an encrypted SNS topic -> e-mail / SMS:
   - a GPU node below `gpuIdlePercent` utilisation for `gpuIdleMinutes` (data-loading bottleneck,
     or GPUs paid for while a gang waits);
@@ -25,6 +28,7 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.common.eks_addons import managed_addon
+from components.common.kms import customer_key
 from components.config.observability import ObservabilityConfig
 from components.identity import policies
 
@@ -34,6 +38,10 @@ AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 LOG_GROUPS = ("application", "dataplane", "host", "performance")
 PERIOD_SECONDS = 300
 METRICS_NAMESPACE = "ContainerInsights"
+# Explicit although it is the chart's default (values.yaml `dcgmExporter.enabled: true`): the
+# gpu-idle and gpu-memory-full alarms read node_gpu_utilization and node_gpu_memory_utilization,
+# which exist only while it runs. `dcgmExporter` is an add-on schema key (v6.x).
+CLOUDWATCH_ADDON_CONFIGURATION = {"dcgmExporter": {"enabled": True}}
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,8 @@ class ObservabilityArgs:
     name_prefix: str
     account_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource]
+    logs_key_arn: pulumi.Input[str]
+    """Encrypts the Container Insights log groups (the environment's CloudWatch Logs key)."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -117,9 +127,11 @@ class Observability(pulumi.ComponentResource):
         super().__init__("gpu-training:observability:Observability", name, None, opts)
         self._name, self._args = name, args
         child = pulumi.ResourceOptions(parent=self)
+        retention = args.config.log_group_retention_days
+        # Fluent Bit and the agent would create missing groups themselves: unencrypted, kept forever.
         log_groups = [
             aws.cloudwatch.LogGroup(f"{name}-logs-{kind}", name=f"/aws/containerinsights/{args.cluster_name}/{kind}",
-                                    retention_in_days=args.config.log_retention_days, opts=child)
+                                    retention_in_days=retention[kind], kms_key_id=args.logs_key_arn, opts=child)
             for kind in LOG_GROUPS
         ]
         role = aws.iam.Role(
@@ -135,6 +147,7 @@ class Observability(pulumi.ComponentResource):
                                      policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", opts=child)
         managed_addon(
             f"{name}-addon", cluster_name=args.cluster.name, addon_name=ADDON, kubernetes_version=args.kubernetes_version,
+            configuration_values=json.dumps(CLOUDWATCH_ADDON_CONFIGURATION),
             pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
                 role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*log_groups, *args.depends_on]),
@@ -145,14 +158,9 @@ class Observability(pulumi.ComponentResource):
 
     def _create_topic(self) -> aws.sns.Topic:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        key = aws.kms.Key(
-            f"{self._name}-alerts-key",
-            description=f"{args.name_prefix}: alarm notifications",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            policy=pulumi.Output.from_input(args.account_id).apply(alerts_key_policy),
-            opts=child,
-        )
+        key = customer_key(f"{self._name}-alerts-key", alias=f"{args.name_prefix}-alerts",
+                           description=f"{args.name_prefix}: alarm notifications", account_id=args.account_id,
+                           parent=self, policy=alerts_key_policy)
         topic = aws.sns.Topic(f"{self._name}-alerts", name=f"{args.name_prefix}-training-alerts",
                               kms_master_key_id=key.arn, opts=child)
         aws.sns.TopicPolicy(f"{self._name}-alerts-policy", arn=topic.arn, opts=child,

@@ -13,8 +13,9 @@ already scoped to the environment. What keeps other namespaces from using it:
 - the store is a namespaced SecretStore; ClusterSecretStore, ClusterExternalSecret and
   PushSecret processing are switched off, so no cluster-wide object can fan secrets out or
   write back to AWS;
-- the chart's aggregation to the `edit` ClusterRole is off, so namespace editors cannot create
-  SecretStores or ExternalSecrets: only the cluster admins (this program) do.
+- the chart's aggregation to the `edit` and `admin` ClusterRoles is off, so neither namespace
+  editors nor namespace admins can create SecretStores or ExternalSecrets: only the cluster
+  admins (this program) do.
 Team namespaces (team stacks) will need their own role assumed through the store's `role`
 field; see the README.
 """
@@ -53,7 +54,10 @@ def chart_values() -> dict:
         "processClusterStore": False,
         "processClusterExternalSecret": False,
         "processPushSecret": False,
-        "rbac": {"aggregateToEdit": False},
+        # The chart aggregates its `-edit` role (create SecretStores and ExternalSecrets) into both
+        # `edit` and `admin` by default (templates/rbac.yaml, values rbac.aggregateTo*: true in
+        # 2.9.0): a namespace admin could then point a store at the operator's role.
+        "rbac": {"aggregateToEdit": False, "aggregateToAdmin": False},
         "resources": _COMPONENT_RESOURCES,
         "webhook": {"resources": _COMPONENT_RESOURCES},
         "certController": {"resources": _COMPONENT_RESOURCES},

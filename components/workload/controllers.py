@@ -33,9 +33,14 @@ PODS_READY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS + STARTUP_BUDGET_SECONDS
 
 
 def kueue_configuration() -> dict:
-    """Kueue's controller configuration (replaces the chart's default file)."""
+    """Kueue's controller configuration (replaces the chart's default file).
+
+    v1beta2, the chart's own version since 0.15 (values.yaml managerConfig); v1beta1 is still
+    converted by 0.19 but is on its way out. Kueue decodes it strictly: an unknown field stops
+    the manager, so v1beta1's `waitForPodsReady.enable` is gone (the block's presence enables it).
+    """
     return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443"},
@@ -44,7 +49,6 @@ def kueue_configuration() -> dict:
         # Only jobs that name a queue are managed; everything else is left alone.
         "manageJobsWithoutQueueName": False,
         "waitForPodsReady": {
-            "enable": True,
             "timeout": f"{PODS_READY_TIMEOUT_SECONDS // 60}m",
             # Blocking would hold every other job of the queue while one gang waits for nodes to
             # scale up (up to the timeout); with the autoscaler, gangs get their own nodes.
