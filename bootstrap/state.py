@@ -18,7 +18,7 @@ from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from components.common import iam
 from components.common.kms import KEY_DELETION_WINDOW_DAYS
-from components.data.buckets import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
+from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ where set), <out>/outputs.json
 object), and prints a summary. The files are deterministic: the same commit writes the same
 bytes, whether a stack is planned alone or with others. Warnings of the config (e.g. the end of
 EKS standard support approaching) are printed in the summary, as `pulumi up` shows them.
-Invalid configuration exits 2 with every error listed and no traceback. The tests import `synthesize` from here: one synthesiser,
-not two.
+Invalid configuration exits 2 with every error listed and no traceback. The tests import
+`synthesize` from here: one synthesiser, not two.
 """
 
 from __future__ import annotations

@@ -21,14 +21,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common import iam
+from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, owner_only
 from components.identity import policies
 
 ACCESS_LOGS_PURPOSE = "access-logs"
 LOGGING_SERVICE = "logging.s3.amazonaws.com"
 # Deleted or overwritten log objects stay recoverable this long.
 NONCURRENT_LOG_RETENTION_DAYS = 30
-# A multipart upload that has not finished in a week never will.
-ABORT_INCOMPLETE_UPLOADS_DAYS = 7
 
 
 def log_prefix(source_bucket_purpose: str) -> str:
@@ -59,12 +58,7 @@ def access_log_bucket(resource_name: str, *, bucket_name: pulumi.Input[str], sou
     child = pulumi.ResourceOptions(parent=parent)
     bucket = aws.s3.Bucket(resource_name, bucket=bucket_name, force_destroy=False, tags={"purpose": ACCESS_LOGS_PURPOSE},
                            opts=child)
-    aws.s3.BucketOwnershipControls(
-        resource_name, bucket=bucket.id,
-        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
-    public_access = aws.s3.BucketPublicAccessBlock(
-        resource_name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
-        ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+    public_access = owner_only(resource_name, bucket, child)
     aws.s3.BucketServerSideEncryptionConfiguration(
         resource_name, bucket=bucket.id,
         rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(

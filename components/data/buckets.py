@@ -17,40 +17,8 @@ import pulumi_aws as aws
 from components.common.kms import customer_key
 from components.config.storage import StorageConfig, bucket_name
 from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
+from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
 from components.identity import policies
-
-# A multipart upload that has not finished in a week never will; its parts still cost money.
-ABORT_INCOMPLETE_UPLOADS_DAYS = 7
-
-
-def secure_bucket(name: str, bucket: aws.s3.Bucket, *, key_arn: pulumi.Input[str],
-                  parent: pulumi.Resource) -> aws.s3.BucketVersioning:
-    """The controls every bucket gets (the state bucket of bootstrap/ too): ACLs off, public access
-    blocked, SSE-KMS under `key_arn` with bucket keys, versioning, TLS-only policy. Returns the
-    versioning: lifecycle rules on noncurrent versions must wait for it."""
-    child = pulumi.ResourceOptions(parent=parent)
-    aws.s3.BucketOwnershipControls(
-        name, bucket=bucket.id,
-        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child)
-    public_access = aws.s3.BucketPublicAccessBlock(
-        name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
-        ignore_public_acls=True, restrict_public_buckets=True, opts=child)
-    aws.s3.BucketServerSideEncryptionConfiguration(
-        name, bucket=bucket.id,
-        rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-            apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                sse_algorithm="aws:kms", kms_master_key_id=key_arn),
-            bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
-        )],
-        opts=child)
-    versioning = aws.s3.BucketVersioning(
-        name, bucket=bucket.id,
-        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
-    aws.s3.BucketPolicy(
-        name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
-        # The public access block must exist first, or AWS evaluates the policy without it.
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[public_access]))
-    return versioning
 
 
 @dataclass(frozen=True)

@@ -55,59 +55,36 @@ EKS_CALENDAR: dict[str, KubernetesRelease] = {
 
 # Add-on builds that are the same on every minor, so an upgrade of Kubernetes does not also
 # change them (and a change of them is its own, separately reviewed step).
-# vpc-cni, plausible-strong: the AWS managing-vpc-cni table as copied on 2026-08-20 ("same build
-# across 1.31 to 1.36"); resolved on live 1.34 and 1.36 clusters.
-_VPC_CNI = "v1.22.4-eksbuild.3"
-# Pod Identity agent, plausible: resolved on a live 1.36 cluster; build .2 of the same release
-# verified on 1.34.
-_POD_IDENTITY_AGENT = "v1.3.10-eksbuild.3"
-# Node monitoring agent: >= v1.6.0 for `dcgmAgent.tolerations` in the add-on schema
-# (charts/configuration.schema.json at tag v1.6.0); v1.7.0 runs nv-hostengine from its own image
-# (DCGM 4.6.1, PR #210). Chart 1.7.0 values.yaml image tag; created by public plans on 1.35.
-_NODE_MONITORING_AGENT = "v1.7.0-eksbuild.1"   # plausible-strong
-_EFS_CSI_DRIVER = "v3.4.1-eksbuild.1"          # plausible-strong: auto-updated 1.35 pin file; upstream tag v3.4.1 (2026-07-23)
-# Mountpoint for S3: v2.7.0-eksbuild.1 on public 1.35 clusters ("Already the newest build",
-# 2026-08-11); upstream tag v2.7.0 (2026-06-11). The earlier pin v2.2.2-eksbuild.1 had no public
-# record at all. Fallback if EKS lacks the build for a minor: the upstream chart
-# aws-mountpoint-s3-csi-driver 2.7.0 from https://awslabs.github.io/mountpoint-s3-csi-driver
-# (docs/INSTALL.md names both routes; it recommends the add-on on EKS).
-_MOUNTPOINT_S3_CSI_DRIVER = "v2.7.0-eksbuild.1"  # plausible-strong
-# CloudWatch observability: v6.7.0-eksbuild.1 is the newest build EKS returned for 1.36 on
-# 2026-09-27 (public add-on review) and what public 1.36 upgrades resolved to. Its schema
-# carries `dcgmExporter` (describe-addon-configuration excerpt of v6.6.0-eksbuild.1).
-_CLOUDWATCH_OBSERVABILITY = "v6.7.0-eksbuild.1"  # plausible-strong on 1.36, plausible on 1.34/1.35
+SAME_ON_EVERY_MINOR: dict[str, str] = {
+    # plausible-strong: the AWS managing-vpc-cni table as copied on 2026-08-20 ("same build across
+    # 1.31 to 1.36"); resolved on live 1.34 and 1.36 clusters.
+    "vpc-cni": "v1.22.4-eksbuild.3",
+    # plausible: resolved on a live 1.36 cluster; build .2 of the same release verified on 1.34.
+    "eks-pod-identity-agent": "v1.3.10-eksbuild.3",
+    # plausible-strong: >= v1.6.0 for `dcgmAgent.tolerations` in the add-on schema
+    # (charts/configuration.schema.json at tag v1.6.0); v1.7.0 runs nv-hostengine from its own
+    # image (DCGM 4.6.1, PR #210). Chart 1.7.0's image tag; created by public plans on 1.35.
+    "eks-node-monitoring-agent": "v1.7.0-eksbuild.1",
+    # plausible-strong: an auto-updated 1.35 pin file; upstream tag v3.4.1 (2026-07-23).
+    "aws-efs-csi-driver": "v3.4.1-eksbuild.1",
+    # plausible-strong: on public 1.35 clusters ("Already the newest build", 2026-08-11); upstream
+    # tag v2.7.0 (2026-06-11). The earlier pin v2.2.2-eksbuild.1 had no public record at all.
+    # Fallback if EKS lacks the build for a minor: the upstream chart aws-mountpoint-s3-csi-driver
+    # 2.7.0 from https://awslabs.github.io/mountpoint-s3-csi-driver (docs/INSTALL.md names both
+    # routes and recommends the add-on on EKS).
+    "aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.1",
+    # plausible-strong on 1.36, plausible on 1.34/1.35: the newest build EKS returned for 1.36 on
+    # 2026-09-27 (a public add-on review), what public 1.36 upgrades resolved to. Its schema
+    # carries `dcgmExporter` (describe-addon-configuration excerpt of v6.6.0-eksbuild.1).
+    "amazon-cloudwatch-observability": "v6.7.0-eksbuild.1",
+}
 
+# kube-proxy and CoreDNS: verified, the EKS user guide's managing-kube-proxy and managing-coredns
+# tables (the ja_jp crawl, newest: it lists 1.31 to 1.36).
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
-    "1.34": {
-        "vpc-cni": _VPC_CNI,
-        "kube-proxy": "v1.34.6-eksbuild.13",   # verified: EKS user guide managing-kube-proxy table (ja_jp, newest crawl)
-        "coredns": "v1.13.2-eksbuild.11",      # verified: EKS user guide managing-coredns table (ja_jp)
-        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
-        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
-        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
-        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
-        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
-    },
-    "1.35": {
-        "vpc-cni": _VPC_CNI,
-        "kube-proxy": "v1.35.3-eksbuild.13",   # verified: EKS user guide managing-kube-proxy table
-        "coredns": "v1.14.3-eksbuild.3",       # verified: EKS user guide managing-coredns table
-        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
-        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
-        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
-        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
-        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
-    },
-    "1.36": {
-        "vpc-cni": _VPC_CNI,
-        "kube-proxy": "v1.36.0-eksbuild.14",   # verified: EKS user guide managing-kube-proxy table
-        "coredns": "v1.14.3-eksbuild.3",       # verified: EKS user guide managing-coredns table
-        "eks-pod-identity-agent": _POD_IDENTITY_AGENT,
-        "eks-node-monitoring-agent": _NODE_MONITORING_AGENT,
-        "aws-efs-csi-driver": _EFS_CSI_DRIVER,
-        "aws-mountpoint-s3-csi-driver": _MOUNTPOINT_S3_CSI_DRIVER,
-        "amazon-cloudwatch-observability": _CLOUDWATCH_OBSERVABILITY,
-    },
+    "1.34": {"kube-proxy": "v1.34.6-eksbuild.13", "coredns": "v1.13.2-eksbuild.11", **SAME_ON_EVERY_MINOR},
+    "1.35": {"kube-proxy": "v1.35.3-eksbuild.13", "coredns": "v1.14.3-eksbuild.3", **SAME_ON_EVERY_MINOR},
+    "1.36": {"kube-proxy": "v1.36.0-eksbuild.14", "coredns": "v1.14.3-eksbuild.3", **SAME_ON_EVERY_MINOR},
 }
 
 # registry.k8s.io/autoscaling/cluster-autoscaler:<tag>. Verified: kubernetes/autoscaler tags

@@ -1,0 +1,48 @@
+"""Controls every bucket of ours has, whatever it holds."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.identity import policies
+
+# A multipart upload that has not finished in a week never will; its parts still cost money.
+ABORT_INCOMPLETE_UPLOADS_DAYS = 7
+
+
+def owner_only(resource_name: str, bucket: aws.s3.Bucket, opts: pulumi.ResourceOptions) -> aws.s3.BucketPublicAccessBlock:
+    """ACLs off (the bucket owner owns every object; access is by policy only) and all public
+    access blocked (FSBP S3.1/S3.8). The returned block must exist before any bucket policy, or
+    AWS evaluates the policy without it."""
+    aws.s3.BucketOwnershipControls(
+        resource_name, bucket=bucket.id,
+        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=opts)
+    return aws.s3.BucketPublicAccessBlock(
+        resource_name, bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+        ignore_public_acls=True, restrict_public_buckets=True, opts=opts)
+
+
+def secure_bucket(name: str, bucket: aws.s3.Bucket, *, key_arn: pulumi.Input[str],
+                  parent: pulumi.Resource) -> aws.s3.BucketVersioning:
+    """The controls every bucket holding data gets (the state bucket of bootstrap/ too): owner
+    only, SSE-KMS under `key_arn` with bucket keys, versioning, TLS-only policy. Returns the
+    versioning: lifecycle rules on noncurrent versions must wait for it."""
+    child = pulumi.ResourceOptions(parent=parent)
+    public_access = owner_only(name, bucket, child)
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        name, bucket=bucket.id,
+        rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+            apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                sse_algorithm="aws:kms", kms_master_key_id=key_arn),
+            bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
+        )],
+        opts=child)
+    versioning = aws.s3.BucketVersioning(
+        name, bucket=bucket.id,
+        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+    aws.s3.BucketPolicy(
+        name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
+        # The public access block must exist first, or AWS evaluates the policy without it.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[public_access]))
+    return versioning
