@@ -34,7 +34,7 @@ EXPECTED_FIXED = {
         "node pool system at min size": 3 * (0.4032 + 50 * GP3) * H,  # 3 x m7i.2xlarge + 50 GiB: 895.008
         "NAT gateways": 3 * 730 * 0.045,                             # one per AZ: 98.55
         "public IPv4 addresses (NAT)": 3 * 730 * 0.005,              # 10.95
-        "KMS keys": 6 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets
+        "KMS keys": 7 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
@@ -44,7 +44,7 @@ EXPECTED_FIXED = {
         "node pool system at min size": 1 * (0.2016 + 50 * GP3) * H,  # 1 x m7i.xlarge: 151.168
         "NAT gateways": 1 * 730 * 0.045,                             # natGateways: single
         "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
-        "KMS keys": 6 * 1.00,
+        "KMS keys": 7 * 1.00,
         "Secrets Manager secrets": 2 * 0.40,
         "CloudWatch alarms": 3 * 0.10,
         "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
@@ -77,7 +77,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 1259.81
+    assert round(cost.fixed_monthly_usd, 2) == 1260.81
     assert round(cost.gpu_hourly_at_max_usd, 2) == 285.62  # 4 x p5.48xlarge + 4 x g5.48xlarge
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
 
@@ -233,7 +233,7 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     assert plan_main(["--stack", "dev", "--stack", "prod", "--build-dir", str(tmp_path)]) == 0
     lines = [line.strip() for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
     assert lines == [
-        "cost: $385/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
+        "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
         "cost: $1,260/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$285.62/h at max (us-east-1 list prices of 2026-11-30)",
