@@ -202,7 +202,7 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool at max size: $1,439 + 730 h x $285.62 = $209,941" in printed["prod"]
+    assert "A month with every GPU pool at max size: $1,440 + 730 h x $285.62 = $209,942" in printed["prod"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
     assert "= fixed + usage + 415 h of every GPU pool at max size" in printed["prod"]
     assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
@@ -235,7 +235,7 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
-        "cost: $1,260/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
+        "cost: $1,261/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$285.62/h at max (us-east-1 list prices of 2026-11-30)",
     ]
 
