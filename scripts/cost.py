@@ -77,8 +77,13 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
             lines.append("  * capacity block price from a 2024 copy of the AWS page: STALE, check before buying")
     base = cost.fixed_monthly_usd + cost.usage_monthly_usd
     if cost.gpu_pools:
-        lines += ["", f"A month with every GPU pool at max size: {_usd(base, 0)} + {HOURS_PER_MONTH} h x "
-                      f"{_usd(cost.gpu_hourly_at_max_usd)} = {_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_max_usd, 0)}"]
+        lines.append("")
+        if cost.gpu_hourly_at_min_usd:  # capacity reservations and blocks bill their nodes idle
+            lines.append(f"A month with every GPU pool idle (reserved capacity is billed anyway): {_usd(base, 0)} + "
+                         f"{HOURS_PER_MONTH} h x {_usd(cost.gpu_hourly_at_min_usd)} = "
+                         f"{_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_min_usd, 0)}")
+        lines.append(f"A month with every GPU pool at max size: {_usd(base, 0)} + {HOURS_PER_MONTH} h x "
+                     f"{_usd(cost.gpu_hourly_at_max_usd)} = {_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_max_usd, 0)}")
     if isinstance(config, TeamStackConfig):
         lines += _quota_lines(config)
     lines += _budget_lines(config, cost, base)

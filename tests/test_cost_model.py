@@ -53,9 +53,10 @@ EXPECTED_FIXED = {
 # The stated volumes: 100 GB through NAT, 50 GB of logs, 500 GB on EFS Standard.
 EXPECTED_USAGE = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
                   "EFS Standard storage": 500 * 0.30}
+RESERVED_POOLS = {"prod": ("p5-efa",)}
 # (pool, nodes at min, nodes at max, $ per node-hour)
 EXPECTED_POOLS = {
-    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 0, 4, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
+    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 0, 2, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
     "dev": [("gpu-spot", 0, 4, G5_2_NODE), ("system", 1, 3, 0.2016 + 50 * GP3)],
 }
 
@@ -70,7 +71,9 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
         [(name, low, high) for name, low, high, _ in EXPECTED_POOLS[stack]]
     assert [p.node_hourly_usd for p in cost.pools] == pytest.approx([node for *_, node in EXPECTED_POOLS[stack]], abs=1e-9)
     gpu = [(name, low, high, node) for name, low, high, node in EXPECTED_POOLS[stack] if name != "system"]
-    assert cost.gpu_hourly_at_min_usd == pytest.approx(sum(low * node for _, low, _, node in gpu), abs=1e-9)
+    # prod's p5-efa runs on a capacity reservation: all its instances are billed, idle or not.
+    billed_idle = {name: high if name in RESERVED_POOLS.get(stack, ()) else low for name, low, high, _ in gpu}
+    assert cost.gpu_hourly_at_min_usd == pytest.approx(sum(billed_idle[name] * node for name, *_, node in gpu), abs=1e-9)
     assert cost.gpu_hourly_at_max_usd == pytest.approx(sum(high * node for _, _, high, node in gpu), abs=1e-9)
     assert not cost.unpriced and not cost.notes
 
@@ -78,7 +81,8 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
     assert round(cost.fixed_monthly_usd, 2) == 1260.81
-    assert round(cost.gpu_hourly_at_max_usd, 2) == 285.62  # 4 x p5.48xlarge + 4 x g5.48xlarge
+    assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
+    assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
 
 
@@ -152,6 +156,19 @@ def test_capacity_block_spot_and_unpriced_pools():
     assert "not priced: node pool block (capacity block), node pool h200" in cost.summary_line()
 
 
+def test_a_capacity_reservation_bills_every_reserved_instance_idle_or_not():
+    reserved_template = launch_template("odcr", 100)
+    reserved_template["inputs"]["capacityReservationSpecification"] = {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+    plan = [node_group("odcr", ["p5.48xlarge"], "ON_DEMAND", 0, 3), reserved_template,
+            node_group("plain", ["p5.48xlarge"], "ON_DEMAND", 0, 3), launch_template("plain", 100)]
+    pools = {p.pool.name: p for p in plan_cost(plan).pools}
+    node = 55.04 + 100 * GP3
+    assert pools["odcr"].pool.reserved and "reservation" in pools["odcr"].basis
+    assert pools["odcr"].hourly_at_min_usd == pools["odcr"].hourly_at_max_usd == pytest.approx(3 * node)
+    assert not pools["plain"].pool.reserved and pools["plain"].hourly_at_min_usd == 0
+
+
 @pytest.mark.parametrize(("throughput", "monthly"), [(125, 2400 * 0.145), (250, None)])
 def test_fsx_for_lustre_is_priced_only_where_the_table_has_a_price(throughput, monthly):
     lustre = {"type": "aws:fsx/lustreFileSystem:LustreFileSystem", "name": "fsx", "parent": None,
@@ -202,9 +219,12 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool at max size: $1,440 + 730 h x $285.62 = $209,942" in printed["prod"]
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $1,440 + 730 h x $110.19 = $81,879" \
+        in printed["prod"]
+    assert "A month with every GPU pool at max size: $1,440 + 730 h x $175.43 = $129,504" in printed["prod"]
+    assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
-    assert "= fixed + usage + 415 h of every GPU pool at max size" in printed["prod"]
+    assert "= fixed + usage + 676 h of every GPU pool at max size" in printed["prod"]
     assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
 
 
@@ -235,8 +255,8 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
-        "cost: $1,261/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
-        "$285.62/h at max (us-east-1 list prices of 2026-11-30)",
+        "cost: $1,261/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
+        "$175.43/h at max (us-east-1 list prices of 2026-11-30)",
     ]
 
 

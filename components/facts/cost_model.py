@@ -63,6 +63,14 @@ class NodePool:
     min_nodes: int
     max_nodes: int
     root_volume_gib: int
+    reserved: bool = False
+    """An on-demand pool whose launch template targets a capacity reservation (ODCR): AWS bills
+    every reserved instance at the on-demand rate whether a node runs on it or not. The pool's
+    size.max is taken as the reservation's instance count (a targeted launch cannot go beyond it)."""
+
+    @property
+    def billed_while_idle(self) -> bool:
+        return self.capacity_type == "CAPACITY_BLOCK" or self.reserved
 
     @property
     def gpus_per_node(self) -> int:
@@ -81,8 +89,8 @@ class PoolCost:
 
     @property
     def hourly_at_min_usd(self) -> float | None:
-        # A capacity block is paid for every reserved instance whether a node runs or not.
-        nodes = self.pool.max_nodes if self.pool.capacity_type == "CAPACITY_BLOCK" else self.pool.min_nodes
+        # Capacity blocks and reservations are paid for every reserved instance, running or not.
+        nodes = self.pool.max_nodes if self.pool.billed_while_idle else self.pool.min_nodes
         return None if self.node_hourly_usd is None else nodes * self.node_hourly_usd
 
     @property
@@ -168,8 +176,14 @@ def node_pools(resources: Sequence[ResourceRecord]) -> list[NodePool]:
             min_nodes=int(scaling["minSize"]),
             max_nodes=int(scaling["maxSize"]),
             root_volume_gib=_root_volume_gib(template),
+            reserved=_targets_a_reservation(template) and inputs.get("capacityType", "ON_DEMAND") == "ON_DEMAND",
         ))
     return sorted(pools, key=lambda p: p.name)
+
+
+def _targets_a_reservation(template: ResourceRecord | None) -> bool:
+    spec = (template or {}).get("inputs", {}).get("capacityReservationSpecification") or {}
+    return bool((spec.get("capacityReservationTarget") or {}).get("capacityReservationId"))
 
 
 def _launch_template_of(group: Mapping[str, Any], templates: list[ResourceRecord]) -> ResourceRecord | None:
@@ -223,6 +237,8 @@ def pool_cost(pool: NodePool) -> PoolCost:
                              for t in pool.instance_types})
     if pool.capacity_type == "CAPACITY_BLOCK":
         billed, basis = block, "capacity block, prepaid for the block used or not (STALE price)"
+    elif pool.reserved:
+        billed, basis = on_demand, "on-demand capacity reservation, billed for every reserved instance used or not"
     elif pool.capacity_type == "SPOT":
         billed, basis = on_demand, "spot, upper bound = on-demand price"
     else:
@@ -266,6 +282,8 @@ def fixed_items(resources: Sequence[ResourceRecord], pools: Sequence[PoolCost], 
             items.append(LineItem(f"node pool {pool.name} (capacity block)", None,
                                   "prepaid for the block's duration, used or not: see the pool's hourly figure"))
             continue
+        if pool.reserved:
+            continue  # billed whether used or not: its nodes at max are the pool's hourly figure at min
         if not pool.min_nodes:
             continue
         monthly = None if cost.node_hourly_usd is None else pool.min_nodes * cost.node_hourly_usd * HOURS_PER_MONTH
