@@ -10,15 +10,15 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
     python scripts/plan.py --project bootstrap --stack bootstrap   # the bootstrap program
     python scripts/plan.py --stack prod --today 2027-02-01  # judge versions as of that day
 
-Writes <out>/resources.json (every registered resource: type, name, parent, provider, inputs as
-the engine receives them, secrets as "[secret]", whole numbers as integers, and retainOnDelete
-where set), <out>/outputs.json
-(the stack outputs, redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes
-object), and prints a summary. The files are deterministic: the same commit writes the same
-bytes, whether a stack is planned alone or with others. Warnings of the config (e.g. the end of
-EKS standard support approaching) are printed in the summary, as `pulumi up` shows them.
-Invalid configuration exits 2 with every error listed and no traceback. The tests import
-`synthesize` from here: one synthesiser, not two.
+Writes <out>/resources.json (every registered resource: type, name, urn, custom, parent, provider,
+inputs as the engine receives them, secrets as "[secret]", whole numbers as integers, the URNs
+each input depends on, and retainOnDelete where set), <out>/outputs.json (the stack outputs,
+redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes object), and prints a
+summary. The files are deterministic: the same commit writes the same bytes, whether a stack is
+planned alone or with others. Warnings of the config (e.g. the end of EKS standard support
+approaching) are printed in the summary, as `pulumi up` shows them. Invalid configuration exits 2
+with every error listed and no traceback. The tests import `synthesize` from here: one
+synthesiser, not two.
 """
 
 from __future__ import annotations
@@ -144,6 +144,12 @@ def _urn_key(urn: str) -> ResourceKey:
     return urn.split("::")[2].split("$")[-1], _urn_name(urn)
 
 
+def engine_urn(urn: str) -> str:
+    """The URN the engine gives: the mock monitor puts the root stack's type in front of the type
+    of a top-level resource; the engine leaves it out (pulumi sdk/go/common/resource/urn/urn.go)."""
+    return urn.replace("::pulumi:pulumi:Stack$", "::", 1)
+
+
 def _platform_outputs(reference: str) -> dict[str, Any]:
     """Stand-ins for a platform stack's outputs, as a team stack's StackReference reads them."""
     environment = reference.rsplit("/", 1)[-1]
@@ -233,9 +239,15 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             record = {
                 "type": request.type,
                 "name": request.name,
+                "urn": engine_urn(response.urn),
+                "custom": request.custom,
                 "parent": None if top_level else _urn_name(request.parent),
                 "provider": request.provider.split("::")[-2] if request.provider else None,
                 "inputs": redact(inputs),
+                # Which resources each input came from, as the engine records them (the policy
+                # pack relates a bucket to its encryption, a rule to its security group, by these).
+                "propertyDependencies": {key: sorted(engine_urn(u) for u in deps.urns)
+                                         for key, deps in request.propertyDependencies.items() if deps.urns},
             }
             if request.retainOnDelete:  # `pulumi destroy` leaves it in place: reviewers should see that
                 record["retainOnDelete"] = True
