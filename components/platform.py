@@ -177,6 +177,7 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
         node_security_group_id=groups.nodes.id,
         efa_fabric_security_group_id=groups.efa_fabric.id if groups.efa_fabric else None,
         socket_fabric_security_group_id=groups.socket_fabric.id if groups.socket_fabric else None,
+        launch_tags=default_tags(config),
     ), on_aws.opts)
     node_groups = list(node_pools.node_groups.values())
     ClusterAddons("cluster-addons", ClusterAddonsArgs(cluster=cluster, node_groups=node_groups), on_aws.opts)

@@ -48,6 +48,9 @@ class NodePoolsArgs:
     node_security_group_id: pulumi.Input[str]
     efa_fabric_security_group_id: pulumi.Input[str] | None
     socket_fabric_security_group_id: pulumi.Input[str] | None
+    launch_tags: Mapping[str, str]
+    """Cost tags for the instances, volumes and interfaces a pool launches: the provider's default
+    tags do not reach a launch template's tag_specifications (hashicorp/terraform-provider-aws#19387)."""
 
 
 class NodePools(pulumi.ComponentResource):
@@ -129,7 +132,7 @@ class NodePools(pulumi.ComponentResource):
             user_data=node_bootstrap.user_data(pool),
             **self._reserved_capacity_options(pool),
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": group_name})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**args.launch_tags, "Name": group_name})
                 for kind in ("instance", "volume", "network-interface")
             ],
             opts=child,
