@@ -3,16 +3,20 @@
 #   make cost STACK=prod    what the stack costs (docs/cost.md); ARGS="--nat-gb 500" for other volumes
 #   make plan STACK=bootstrap   the bootstrap program (bootstrap/) into build/bootstrap/
 #   make plan-diff BASE=origin/main   what the working tree changes in every stack's plan
-#   make test               lint + every test (config tables, synthesised stacks, manifests, trainer)
+#   make test               lint + every test (config tables, synthesised stacks, manifests, trainer,
+#                           the policy pack on every stack's plan)
+#   make policy             run the policy pack (policy/) over every stack's offline plan
 #   make verify STACK=prod ARGS="--job pretrain-p5"   go-live checks against the live cluster
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
+# The policy pack's environment, where PulumiPolicy.yaml points the engine (virtualenv: venv).
+POLICY_VENV := policy/venv
 STACK ?= dev
 
-.PHONY: venv plan plans plan-diff cost test lint pytest bench clean verify
+.PHONY: venv plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +37,14 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
 	touch $@
 
+# pulumi-policy pins protobuf 5.29, the program runs on 6.x: the pack gets a venv of its own.
+$(POLICY_VENV)/.installed: policy/requirements.txt policy/requirements-test.txt
+	test -x $(POLICY_VENV)/bin/python || $(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements-test.txt
+	touch $@
+
+policy-venv: $(POLICY_VENV)/.installed
+
 venv: $(VENV)/.runtime
 
 # The bootstrap is a Pulumi project of its own (bootstrap/Pulumi.yaml); its stack is `bootstrap`.
@@ -49,9 +61,10 @@ plan-diff: $(VENV)/.runtime
 cost: $(VENV)/.runtime
 	$(PY) scripts/cost.py --stack $(STACK) $(ARGS)
 
-lint: $(VENV)/.dev
+lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/basedpyright
+	$(VENV)/bin/basedpyright -p policy
 	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image scripts/plan-diff scripts/deploy-environment trainer/*.sh)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
@@ -59,7 +72,14 @@ lint: $(VENV)/.dev
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
-test: lint pytest
+# The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.
+policy-test: plans $(POLICY_VENV)/.installed
+	$(POLICY_VENV)/bin/python -m pytest policy/tests
+
+policy: plans $(POLICY_VENV)/.installed
+	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml)))
+
+test: lint pytest policy-test
 
 verify: $(VENV)/.verify
 	$(PY) scripts/verify --stack $(STACK) $(ARGS)
@@ -69,4 +89,4 @@ bench: $(VENV)/.runtime
 	$(PY) bench/plan_bench.py
 
 clean:
-	rm -rf build $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache
+	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

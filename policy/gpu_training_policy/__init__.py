@@ -1,0 +1,23 @@
+"""The gpu-training policy pack: what must never happen in a stack (mandatory) and what costs
+money for nothing (advisory).
+
+One module per domain; each ends with its POLICIES. To add a policy, write it in its domain
+module, add it to that module's POLICIES, and add a passing and a failing case to
+policy/tests/test_policies.py (a test fails when a policy has no case of either kind).
+"""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from gpu_training_policy import compute, cost, governance, network, secrets, storage
+
+PACK_NAME = "gpu-training"
+POLICIES: tuple[Policy, ...] = (
+    *network.POLICIES,
+    *storage.POLICIES,
+    *compute.POLICIES,
+    *secrets.POLICIES,
+    *governance.POLICIES,
+    *cost.POLICIES,
+)

@@ -1,0 +1,175 @@
+"""EKS control plane, launch templates and node groups."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+from gpu_training_policy.resources import Report, as_list, describe, get, has, stack_of, truthy
+
+CLUSTER = "aws:eks/cluster:Cluster"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+# CIS Amazon EKS Benchmark 2.1.1 / AWS FSBP EKS.8: every control-plane log type.
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+OPEN_CIDRS = ("0.0.0.0/0", "::/0")
+# The taint the program puts on every GPU pool (components/cluster/pool_scheduling.py), which
+# the NVIDIA device plugin and GPU pods tolerate and everything else does not.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE")
+# EKS AMI types with NVIDIA drivers (EKS API AMITypes: AL2023_*_NVIDIA, AL2_x86_64_GPU,
+# BOTTLEROCKET_*_NVIDIA).
+GPU_AMI = re.compile(r"NVIDIA|_GPU$")
+# NVIDIA GPU instance families (p3..p6, g4dn, g5, g5g, g6, g6e, ...); g4ad carries AMD GPUs.
+GPU_INSTANCE = re.compile(r"^(p[3-9]|g[4-9])[a-z0-9-]*\.")
+NON_NVIDIA_INSTANCE = re.compile(r"^g4ad\.")
+
+
+# --- EKS --------------------------------------------------------------------------------------
+
+def _eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != CLUSTER:
+        return
+    config = get(args.props, "encryptionConfig")
+    if "secrets" not in [str(r) for r in as_list(get(config, "resources"))] or not has(get(config, "provider"), "keyArn"):
+        report(f"{describe(args.name, args.resource_type)} does not encrypt Kubernetes secrets with a KMS key. Set "
+               "encryption_config with resources [secrets] and the cluster's key (CIS EKS 5.3.1, AWS FSBP EKS.3).")
+
+
+def _eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != CLUSTER:
+        return
+    enabled = {str(t) for t in as_list(get(args.props, "enabledClusterLogTypes"))}
+    missing = [t for t in CONTROL_PLANE_LOG_TYPES if t not in enabled]
+    if missing:
+        report(f"{describe(args.name, args.resource_type)} does not log {', '.join(missing)}. Enable every "
+               "control-plane log type (CIS EKS 2.1.1, AWS FSBP EKS.8).")
+
+
+def _eks_endpoint(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != CLUSTER:
+        return
+    vpc = get(args.props, "vpcConfig")
+    # EKS makes the endpoint public when endpointPublicAccess is not given, open to 0.0.0.0/0
+    # when publicAccessCidrs is not given (EKS API VpcConfigRequest).
+    public = truthy(get(vpc, "endpointPublicAccess", True))
+    if not public:
+        return
+    what = describe(args.name, args.resource_type)
+    if stack_of(args.urn, args.provider).is_prod:
+        report(f"{what} has a public API endpoint in prod. Set cluster.endpointPublicAccess: false and reach it "
+               "through the VPC (AWS FSBP EKS.1).")
+    cidrs = [str(c) for c in as_list(get(vpc, "publicAccessCidrs"))]
+    if not cidrs or any(c in OPEN_CIDRS for c in cidrs):
+        report(f"{what} has a public API endpoint without an allow-list ({', '.join(cidrs) or 'none, so 0.0.0.0/0'}). "
+               "List the CIDRs that may reach it in cluster.publicAccessCidrs.")
+
+
+eks_secrets_encryption = ResourceValidationPolicy(
+    name="eks-secrets-encryption",
+    description="EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_eks_secrets_encryption)
+eks_control_plane_logs = ResourceValidationPolicy(
+    name="eks-control-plane-logs",
+    description="EKS clusters send all five control-plane log types to CloudWatch.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_eks_control_plane_logs)
+eks_endpoint_access = ResourceValidationPolicy(
+    name="eks-endpoint-access",
+    description="The EKS API endpoint is private in prod and never public without an allow-list.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_eks_endpoint)
+
+
+# --- launch templates -------------------------------------------------------------------------
+
+def _instance_metadata(args: ResourceValidationArgs, report: Report) -> None:
+    what = describe(args.name, args.resource_type)
+    if args.resource_type == NODE_GROUP and not has(args.props, "launchTemplate"):
+        report(f"{what} has no launch template of its own, so its instance metadata settings are EKS's, not ours. "
+               "Give it a launch template with IMDSv2 required and hop limit 1.")
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    metadata = get(args.props, "metadataOptions")
+    if get(metadata, "httpTokens") != "required":
+        report(f"{what} does not require IMDSv2 (metadata_options.http_tokens must be \"required\"; AWS FSBP EC2.170).")
+    hop_limit = get(metadata, "httpPutResponseHopLimit")
+    if hop_limit != 1:
+        report(f"{what} has metadata hop limit {hop_limit if hop_limit is not None else 'unset (the AMI decides)'}; "
+               "set 1 so containers cannot reach the node's credentials.")
+
+
+def _encrypted_volumes(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    what = describe(args.name, args.resource_type)
+    ebs_volumes = [(get(m, "deviceName"), get(m, "ebs")) for m in as_list(get(args.props, "blockDeviceMappings"))
+                   if not has(m, "virtualName")]  # instance-store volumes are not EBS
+    if not ebs_volumes:
+        report(f"{what} declares no root volume, so the AMI decides whether it is encrypted. Declare it with "
+               "ebs.encrypted true.")
+    for device, ebs in ebs_volumes:
+        if not truthy(get(ebs, "encrypted")):
+            report(f"{what} leaves EBS volume {device} unencrypted; set ebs.encrypted true.")
+
+
+imdsv2_hop_limit_1 = ResourceValidationPolicy(
+    name="imdsv2-hop-limit-1",
+    description="Node launch templates require IMDSv2 with hop limit 1; node groups use their own template.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_instance_metadata)
+encrypted_node_volumes = ResourceValidationPolicy(
+    name="encrypted-node-volumes",
+    description="Launch templates declare every EBS volume encrypted.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_encrypted_volumes)
+
+
+# --- node groups ------------------------------------------------------------------------------
+
+def is_gpu_node_group(props: Mapping[str, Any]) -> bool:
+    if GPU_AMI.search(str(get(props, "amiType", ""))):
+        return True
+    types = [str(t) for t in as_list(get(props, "instanceTypes"))]
+    return any(GPU_INSTANCE.match(t) and not NON_NVIDIA_INSTANCE.match(t) for t in types)
+
+
+def capacity_type(props: Mapping[str, Any]) -> str:
+    return str(get(props, "capacityType", "ON_DEMAND"))  # the EKS API's default
+
+
+def _gpu_taint(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != NODE_GROUP or not is_gpu_node_group(args.props):
+        return
+    tainted = any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") in GPU_TAINT_EFFECTS
+                  for t in as_list(get(args.props, "taints")))
+    if not tainted:
+        report(f"{describe(args.name, args.resource_type)} is a GPU pool without the {GPU_TAINT_KEY} NoSchedule taint: "
+               "any pod could land on (and keep awake) a GPU node.")
+
+
+def _spot_diversity(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != NODE_GROUP or capacity_type(args.props) != "SPOT":
+        return
+    types = [str(t) for t in as_list(get(args.props, "instanceTypes"))]
+    if len(types) < 2:
+        report(f"{describe(args.name, args.resource_type)} is a spot pool with {len(types)} instance type(s) "
+               f"({', '.join(types) or 'from the launch template'}). Name at least two with the same GPU count and "
+               "memory, so one reclaimed spot pool does not stop training.")
+
+
+gpu_node_group_taint = ResourceValidationPolicy(
+    name="gpu-node-group-taint",
+    description="GPU node groups carry the nvidia.com/gpu NoSchedule taint.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_gpu_taint)
+spot_instance_diversity = ResourceValidationPolicy(
+    name="spot-instance-diversity",
+    description="Spot node groups name at least two instance types.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_spot_diversity)
+
+POLICIES = (eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_access, imdsv2_hop_limit_1,
+            encrypted_node_volumes, gpu_node_group_taint, spot_instance_diversity)

@@ -1,0 +1,283 @@
+"""Who pays, who provides, and what a stack may touch: cost tags, explicit providers, team stacks
+that stay inside their team, and non-prod stacks that stay away from prod data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+from gpu_training_policy.resources import (
+    COST_TAGS,
+    ENVIRONMENTS,
+    TEAM_STACK,
+    TEAM_TAG,
+    Report,
+    as_list,
+    describe,
+    get,
+    has,
+    json_document,
+    known,
+    package_of,
+    provider_default_tags,
+    stack_of,
+    statements,
+    strings,
+)
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+# What launch templates tag: AWS provider default tags do not reach tag_specifications
+# (hashicorp/terraform-provider-aws#19387), so these carry the cost tags themselves.
+TAGGED_AT_LAUNCH = ("instance", "volume")
+
+
+# --- cost-tags --------------------------------------------------------------------------------
+
+def _required_tags(args: ResourceValidationArgs) -> tuple[str, ...]:
+    return COST_TAGS + ((TEAM_TAG,) if stack_of(args.urn, args.provider).is_team else ())
+
+
+def _cost_tags(args: ResourceValidationArgs, report: Report) -> None:
+    if package_of(args.resource_type) != "aws":
+        return
+    what = describe(args.name, args.resource_type)
+    required = _required_tags(args)
+    tags = {**provider_default_tags(args.provider), **{str(k): str(v) for k, v in (known(args.props, "tags") or {}).items()}}
+    missing = [t for t in required if not tags.get(t)]
+    if missing:
+        report(f"{what} would not carry the cost tags {', '.join(missing)}. They come from the AWS provider's "
+               "default tags (components/common/tags.py); use that provider.")
+    if args.resource_type == LAUNCH_TEMPLATE:
+        specs = {get(s, "resourceType"): s for s in as_list(get(args.props, "tagSpecifications"))}
+        for kind in TAGGED_AT_LAUNCH:
+            launched = {str(k): str(v) for k, v in (known(specs.get(kind), "tags") or {}).items()}
+            absent = [t for t in required if not launched.get(t)]
+            if absent:
+                report(f"{what} launches {kind}s without the cost tags {', '.join(absent)}: provider default tags "
+                       "do not reach tag_specifications, so the template must list them.")
+
+
+cost_tags = ResourceValidationPolicy(
+    name="cost-tags",
+    description="Every AWS resource, and every instance and volume a launch template starts, carries the cost "
+                "tags project, environment, stack, cost-center (and team on team stacks).",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_cost_tags)
+
+
+# --- explicit-provider ------------------------------------------------------------------------
+
+def _explicit_provider(args: ResourceValidationArgs, report: Report) -> None:
+    provider = args.provider
+    # Default providers are named `default` or `default_<version>` by the engine.
+    if provider is not None and (provider.name == "default" or provider.name.startswith("default_")):
+        package = provider.resource_type.removeprefix("pulumi:providers:")
+        report(f"{describe(args.name, args.resource_type)} uses the default {package} provider, which has no "
+               "default tags and follows the ambient credentials and region. Pass the stack's provider "
+               "(opts=pulumi.ResourceOptions(providers=[...])).")
+
+
+explicit_provider = ResourceValidationPolicy(
+    name="explicit-provider",
+    description="Every resource uses an explicit provider, never a default one.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_explicit_provider)
+
+
+# --- team-stack-scope -------------------------------------------------------------------------
+
+# Shared infrastructure belongs to the platform stack of the environment (components/team.py).
+PLATFORM_ONLY_TYPES = {
+    "aws:ec2/vpc:Vpc": "a VPC",
+    "aws:ec2/subnet:Subnet": "a subnet",
+    "aws:ec2/internetGateway:InternetGateway": "an internet gateway",
+    "aws:ec2/natGateway:NatGateway": "a NAT gateway",
+    "aws:ec2/securityGroup:SecurityGroup": "a security group",
+    "aws:eks/cluster:Cluster": "an EKS cluster",
+    "aws:eks/nodeGroup:NodeGroup": "a node group",
+    "aws:eks/fargateProfile:FargateProfile": "a Fargate profile",
+    "aws:eks/addon:Addon": "an EKS add-on",
+    "aws:ec2/launchTemplate:LaunchTemplate": "a launch template",
+    "aws:autoscaling/group:Group": "an Auto Scaling group",
+    "aws:s3/bucket:Bucket": "a bucket",
+    "aws:s3/bucketV2:BucketV2": "a bucket",
+    "aws:efs/fileSystem:FileSystem": "a file system",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "a file system",
+    "aws:ecr/repository:Repository": "a container registry",
+    "aws:iam/user:User": "an IAM user",
+    "aws:iam/accessKey:AccessKey": "an IAM access key",
+}
+POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+
+
+def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
+    stack = stack_of(args.urn, args.provider)
+    if not stack.is_team:
+        return
+    what = describe(args.name, args.resource_type)
+    kind = PLATFORM_ONLY_TYPES.get(args.resource_type)
+    if kind:
+        report(f"team stack {stack.name} creates {kind}: {what}. Shared infrastructure belongs to the "
+               f"{stack.environment} platform stack; a team stack creates only team-scoped things.")
+    if args.resource_type == POD_IDENTITY:
+        namespace = get(args.props, "namespace")
+        if namespace != stack.team_namespace:
+            report(f"{what} binds a role into namespace {namespace}; team {stack.team} owns only {stack.team_namespace}.")
+
+
+team_stack_scope = ResourceValidationPolicy(
+    name="team-stack-scope",
+    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...) and bind "
+                "roles only into their own namespace.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
+
+
+# --- team-iam-scope ---------------------------------------------------------------------------
+
+IAM_DOCUMENT_FIELDS = {
+    "aws:iam/rolePolicy:RolePolicy": "policy",
+    "aws:iam/policy:Policy": "policy",
+}
+ROLE = "aws:iam/role:Role"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+# Services whose permissions administer identity or the account: never a team's.
+ADMIN_SERVICES = ("iam", "sts", "organizations", "account")
+READ_ONLY_S3 = re.compile(r"^s3:(Get|List|Head)")
+S3_ARN = re.compile(r"^arn:aws[a-z-]*:s3:::(?P<bucket>[^/]+)(?:/(?P<key>.*))?$")
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[^:]*:[^:]*:secret:(?P<name>.+)$")
+
+
+def _allow_problems(statement: Mapping[str, Any], stack: Any) -> list[str]:
+    """Why an Allow statement of a team role reaches beyond the team."""
+    actions = [str(a) for a in as_list(statement.get("Action"))]
+    resources = [str(r) for r in as_list(statement.get("Resource"))]
+    problems = []
+    for action in actions:
+        service, _, verb = action.partition(":")
+        if action == "*" or verb == "*":
+            problems.append(f"grants every action of {service if verb else 'every service'} ({action})")
+        elif service in ADMIN_SERVICES:
+            problems.append(f"grants {action}, which administers identity")
+    if "*" in resources or statement.get("NotResource") is not None:
+        problems.append("applies to every resource (Resource \"*\" or NotResource)")
+    writes = [a for a in actions if a.startswith("s3:") and not READ_ONLY_S3.match(a)]
+    for resource in resources:
+        if (match := S3_ARN.match(resource)) and writes:
+            key = match["key"]
+            if key is None or not key.startswith(stack.team_object_prefix):
+                problems.append(f"lets the team write ({', '.join(writes)}) to {resource}, outside "
+                                f"{stack.team_object_prefix}")
+        if (match := SECRET_ARN.match(resource)) and not match["name"].startswith(stack.team_secret_prefix):
+            problems.append(f"reaches the secret {resource}, outside {stack.team_secret_prefix}")
+    return problems
+
+
+def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
+    stack = stack_of(args.urn, args.provider)
+    if not stack.is_team or package_of(args.resource_type) != "aws":
+        return
+    what = describe(args.name, args.resource_type)
+    field = IAM_DOCUMENT_FIELDS.get(args.resource_type)
+    if field:
+        for statement in statements(json_document(get(args.props, field))):
+            if statement.get("Effect") == "Allow":
+                for problem in _allow_problems(statement, stack):
+                    report(f"{what} {problem}. A team's roles reach only its own prefixes "
+                           f"({stack.team_object_prefix}, {stack.team_secret_prefix}) and shared data read-only.")
+    if args.resource_type == ATTACHMENT:
+        report(f"{what} attaches a managed policy ({get(args.props, 'policyArn')}), which is not scoped to the team. "
+               "Write the permissions inline (aws.iam.RolePolicy).")
+    if args.resource_type == ROLE:
+        name = get(args.props, "name")
+        if isinstance(name, str) and name.startswith(f"{stack.project}-") and not name.startswith(stack.team_name_prefix):
+            report(f"{what} takes the name {name} in the project's namespace; a team's role names start with "
+                   f"{stack.team_name_prefix}.")
+        for statement in statements(json_document(get(args.props, "assumeRolePolicy"))):
+            principal = statement.get("Principal")
+            aws_principals = ([str(p) for p in as_list(principal.get("AWS"))] if isinstance(principal, Mapping)
+                              else [str(principal)])
+            if statement.get("Effect") == "Allow" and any(p == "*" or p.endswith(":root") for p in aws_principals):
+                report(f"{what} trusts {', '.join(aws_principals)}: any principal of the account could assume it. "
+                       "Trust the Pod Identity service or one named role.")
+    if args.resource_type == "aws:secretsmanager/secret:Secret":
+        name = get(args.props, "name")
+        if isinstance(name, str) and not name.startswith(stack.team_secret_prefix):
+            report(f"{what} is named {name}; a team's secrets live under {stack.team_secret_prefix}.")
+
+
+team_iam_scope = ResourceValidationPolicy(
+    name="team-iam-scope",
+    description="In team stacks, IAM reaches only the team's prefixes: no wildcards or identity administration, "
+                "S3 writes only under teams/<team>/, secrets only under <project>/<env>/teams/<team>/, role names "
+                "under <project>-<env>-team-<team>-.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_iam_scope)
+
+
+# --- no-prod-data-outside-prod ----------------------------------------------------------------
+
+# A name with a whole `prod`/`production` part marks production data: the same rule as the
+# config model's names_prod_data (components/config/storage.py).
+PROD_WORDS = ("prod", "production")
+S3_REFERENCE = re.compile(r"(?:arn:aws[a-z-]*:s3:::|s3://)(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])")
+KMS_ALIAS = re.compile(r"alias/(?P<alias>[A-Za-z0-9/_-]+)")
+BUCKET_FIELDS = ("bucket", "bucketName", "targetBucket")
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def names_prod(name: str) -> bool:
+    return any(part in PROD_WORDS for part in re.split(r"[-./_]", name.lower()))
+
+
+def _prod_references(resource_type: str, props: Mapping[str, Any], project: str) -> list[str]:
+    """Prod buckets, key aliases and secrets an input names, outside IAM Deny statements."""
+    found = []
+    # Reading a document not known yet (a preview) stops the check: the engine notes that it
+    # could not run, rather than passing what it could not read.
+    documents = {key: document for key in ("policy", "assumeRolePolicy")
+                 if has(props, key) and (document := json_document(get(props, key))) is not None}
+    for path, text in strings(props):
+        top = path.split(".")[0].split("[")[0]
+        if top in documents:
+            continue
+        leaf = path.rsplit(".", 1)[-1]
+        if leaf in BUCKET_FIELDS and names_prod(text):
+            found.append(f"bucket {text} ({path})")
+        found += [f"bucket {m['bucket']} ({path})" for m in S3_REFERENCE.finditer(text) if names_prod(m["bucket"])]
+        found += [f"key alias/{m['alias']} ({path})" for m in KMS_ALIAS.finditer(text) if names_prod(m["alias"])]
+        if f"{project}/prod/" in text:
+            found.append(f"a prod secret ({path})")
+    for key, document in sorted(documents.items()):
+        for statement in statements(document):
+            if statement.get("Effect") == "Allow":
+                granted = _prod_references("", {"Resource": statement.get("Resource")}, project)
+                found += [f"{what} in an Allow of {key}" for what in granted]
+    if resource_type == STACK_REFERENCE:
+        stack = str(get(props, "name", "")).rsplit("/", 1)[-1]
+        match = TEAM_STACK.match(stack)
+        environment = match["env"] if match else stack if stack in ENVIRONMENTS else None
+        if environment == "prod":
+            found.append(f"the prod stack {get(props, 'name')} (its outputs are prod buckets and keys)")
+    return found
+
+
+def _no_prod_data(args: ResourceValidationArgs, report: Report) -> None:
+    stack = stack_of(args.urn, args.provider)
+    if stack.is_prod or stack.environment is None:
+        return
+    for reference in _prod_references(args.resource_type, args.props, stack.project):
+        report(f"{describe(args.name, args.resource_type)} in the {stack.environment} stack {stack.name} references "
+               f"{reference}. Non-prod stacks never touch prod data.")
+
+
+no_prod_data_outside_prod = ResourceValidationPolicy(
+    name="no-prod-data-outside-prod",
+    description="Non-prod stacks never reference a prod bucket, key or secret (or read a prod stack's outputs).",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_data)
+
+POLICIES = (cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod)

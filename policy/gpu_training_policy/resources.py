@@ -1,0 +1,179 @@
+"""How the policies read what the engine hands them: property bags, stacks, documents, tags.
+
+The engine passes inputs as camelCase property bags wrapped in pulumi-policy's proxies: Mappings
+and Sequences (not dicts and lists) whose unknown values (preview, before a resource exists)
+raise `UnknownValueError` when read. The policy SDK turns that error into an advisory "can't run
+during preview" note, which is right when a value decides the outcome. `has` never reads a value,
+so checking that a property is set never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import PolicyProviderResource
+from pulumi_policy.proxy import UnknownValueError
+
+ENVIRONMENTS = ("dev", "staging", "prod")
+# Stack names as the program's config model defines them (components/config/stack.py).
+TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
+# The tags cost allocation reads (components/common/tags.py puts them in the provider's default
+# tags); a team stack adds `team`.
+COST_TAGS = ("project", "environment", "stack", "cost-center")
+TEAM_TAG = "team"
+# What a validation is handed to report with: `report(message)` or `report(message, urn)`. The
+# SDK types ReportViolation with a required URN, but the function it passes defaults it to None.
+Report = Callable[..., None]
+
+
+# --- property bags --------------------------------------------------------------------------
+
+def has(props: Any, key: str) -> bool:
+    """True when `key` is set (known or not). Iterating a proxy reads keys, never values."""
+    return isinstance(props, Mapping) and key in list(iter(props))
+
+
+def get(props: Any, key: str, default: Any = None) -> Any:
+    """The value of `key`, `default` when absent; raises UnknownValueError when it is unknown."""
+    return props[key] if has(props, key) else default
+
+
+def is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def as_list(value: Any) -> list[Any]:
+    """IAM and AWS APIs accept one item or a list of them; None is no item."""
+    if value is None:
+        return []
+    return list(value) if is_list(value) else [value]
+
+
+def known(props: Any, key: str, default: Any = None) -> Any:
+    """The value of `key`, or `default` when it is absent or not known yet (during a preview).
+    For checks on literals: a value computed during the deployment is not one."""
+    try:
+        return get(props, key, default)
+    except UnknownValueError:
+        return default
+
+
+def known_items(container: Any) -> Iterator[tuple[Any, Any]]:
+    """(key, value) of a Mapping, (index, item) of a list; values not known yet are left out."""
+    keys = list(iter(container)) if isinstance(container, Mapping) else range(len(container)) if is_list(container) else []
+    for key in keys:
+        try:
+            yield key, container[key]
+        except UnknownValueError:
+            continue
+
+
+def strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every known string leaf of a property bag, with its path (`spec.containers[0].env[1].value`)."""
+    if isinstance(value, str):
+        yield path, value
+        return
+    for key, item in known_items(value):
+        yield from strings(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
+
+
+def truthy(value: Any) -> bool:
+    """Booleans of the AWS provider arrive as bools or, for some nested blocks, as "true"/"false"."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def json_document(value: Any) -> Mapping[str, Any] | None:
+    """An IAM/bucket/key policy: the provider takes JSON text; a Mapping is accepted too."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, Mapping) else None
+    return None
+
+
+def statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    if document is None:
+        return []
+    return [s for s in as_list(document.get("Statement")) if isinstance(s, Mapping)]
+
+
+# --- which stack ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stack:
+    """The stack a resource belongs to, from its URN and its AWS provider's default tags."""
+
+    name: str
+    project: str
+    environment: str | None
+    team: str | None
+
+    @property
+    def is_team(self) -> bool:
+        return self.team is not None
+
+    @property
+    def is_prod(self) -> bool:
+        return self.environment == "prod"
+
+    @property
+    def team_namespace(self) -> str:
+        return f"team-{self.team}"
+
+    @property
+    def team_name_prefix(self) -> str:
+        """Physical names of a team's resources (IAM roles): components/identity/policies.py."""
+        return f"{self.project}-{self.environment}-team-{self.team}-"
+
+    @property
+    def team_secret_prefix(self) -> str:
+        """Secrets Manager names of a team: components/secrets/store.py secret_name."""
+        return f"{self.project}/{self.environment}/teams/{self.team}/"
+
+    @property
+    def team_object_prefix(self) -> str:
+        """The team's part of the artifacts bucket (components/team.py artifacts_prefix)."""
+        return f"teams/{self.team}/"
+
+
+def stack_of(urn: str, provider: PolicyProviderResource | None = None) -> Stack:
+    """`urn:pulumi:<stack>::<project>::<type>::<name>`; the provider's `team` and `environment`
+    tags count too, so a team stack is recognised by its name or by its tag."""
+    parts = urn.removeprefix("urn:pulumi:").split("::")
+    name, project = parts[0], parts[1] if len(parts) > 1 else ""
+    team, environment = None, None
+    if name in ENVIRONMENTS:
+        environment = name
+    elif match := TEAM_STACK.match(name):
+        team, environment = match["team"], match["env"]
+    tags = provider_default_tags(provider)
+    return Stack(name=name, project=project, environment=tags.get("environment") or environment,
+                 team=tags.get(TEAM_TAG) or team)
+
+
+def provider_default_tags(provider: PolicyProviderResource | None) -> dict[str, str]:
+    """The `defaultTags.tags` of an AWS provider. Provider inputs carry nested objects as JSON
+    text (the Python SDK serialises provider arguments so); a Mapping is accepted as well."""
+    if provider is None or not provider.resource_type.startswith("pulumi:providers:aws"):
+        return {}
+    raw = get(provider.props, "defaultTags")
+    default_tags = json_document(raw) or {}
+    tags = default_tags.get("tags")
+    return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, Mapping) else {}
+
+
+def package_of(resource_type: str) -> str:
+    return resource_type.split(":", 1)[0]
+
+
+def describe(name: str, resource_type: str) -> str:
+    """How a message names a resource: `fabric-from-anywhere (aws:vpc/...:SecurityGroupIngressRule)`."""
+    return f"{name} ({resource_type})"

@@ -1,0 +1,303 @@
+"""Every policy both ways: it passes on every stack's offline plan, and it fails on a minimal
+violating resource, naming that resource. A policy without a case of either kind fails the
+table test at the bottom."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import STACKS, plan_records
+from gpu_training_policy import POLICIES
+from gpu_training_policy.offline import evaluate
+from records import plan, policy_document, resource
+
+POLICY_BY_NAME = {p.name: p for p in POLICIES}
+ADVISORY = {"on-demand-gpu-idle", "stack-has-budget"}
+
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+GROUP = "aws:ec2/securityGroup:SecurityGroup"
+BUCKET = "aws:s3/bucket:Bucket"
+SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
+LOGGING = "aws:s3/bucketLogging:BucketLogging"
+CLUSTER = "aws:eks/cluster:Cluster"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+BUDGET = "aws:budgets/budget:Budget"
+
+ALL_FLAGS = {"blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True, "restrictPublicBuckets": True}
+TLS_DENY = {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            "Resource": ["arn:aws:s3:::data-bucket", "arn:aws:s3:::data-bucket/*"]}
+KMS_RULE = {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": "arn:aws:kms:us-east-1:1:key/k"}}
+SECURE_METADATA = {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
+ROOT_VOLUME = [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true", "volumeSize": 50}}]
+CLUSTER_OK = {"enabledClusterLogTypes": ["api", "audit", "authenticator", "controllerManager", "scheduler"],
+              "encryptionConfig": {"provider": {"keyArn": "arn:aws:kms:us-east-1:1:key/k"}, "resources": ["secrets"]},
+              "vpcConfig": {"endpointPrivateAccess": True, "endpointPublicAccess": False}}
+GPU_POOL = {"amiType": "AL2023_x86_64_NVIDIA", "capacityType": "ON_DEMAND", "instanceTypes": ["g6.48xlarge"],
+            "launchTemplate": {"id": "lt", "version": "1"}, "scalingConfig": {"minSize": 0, "maxSize": 2, "desiredSize": 0},
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]}
+
+
+def bucket(name: str = "data", *, sse: dict | None = None, versioning: str | None = "Enabled",
+           flags: dict | None = None, tls: bool = True, extra: tuple = ()) -> list[dict[str, Any]]:
+    """A bucket and its settings, each pointing at it through its `bucket` input."""
+    the_bucket = resource(BUCKET, name, {"bucket": f"{name}-bucket"})
+    on_it = {"bucket": [the_bucket]}
+    records = [the_bucket]
+    if sse is not None:
+        records.append(resource(SSE, name, {"bucket": f"{name}-id", "rules": [sse]}, depends=on_it))
+    if versioning:
+        records.append(resource(VERSIONING, name, {"bucket": f"{name}-id", "versioningConfiguration": {"status": versioning}},
+                                depends=on_it))
+    records.append(resource(ACCESS_BLOCK, name, {"bucket": f"{name}-id", **(ALL_FLAGS if flags is None else flags)},
+                            depends=on_it))
+    if tls:
+        records.append(resource(BUCKET_POLICY, name, {"bucket": f"{name}-id", "policy": policy_document(TLS_DENY)},
+                                depends=on_it))
+    return records + [r | {"propertyDependencies": {"bucket": [the_bucket["urn"]]}} for r in extra]
+
+
+def good_bucket(name: str = "data", **kwargs: Any) -> list[dict[str, Any]]:
+    return bucket(name, sse=KMS_RULE, **kwargs)
+
+
+def fabric_group(name: str = "security-groups-efa-fabric", **inputs: Any) -> dict[str, Any]:
+    return resource(GROUP, name, {"name": f"gpu-training-dev-{name.split('groups-')[-1]}", **inputs})
+
+
+def fabric_rule(group: dict[str, Any], peer: dict[str, Any] | None, **inputs: Any) -> dict[str, Any]:
+    depends = {"securityGroupId": [group]} | ({"referencedSecurityGroupId": [peer]} if peer else {})
+    return resource(INGRESS, f"{group['name']}-rule", {"securityGroupId": f"{group['name']}-id", "ipProtocol": "-1", **inputs},
+                    depends=depends)
+
+
+def team_policy(*statements: dict[str, Any], stack: str = "team-vision-prod") -> list[dict[str, Any]]:
+    return plan(resource(ROLE_POLICY, "team-trainer-access", {"role": "r", "policy": policy_document(*statements)}, stack=stack),
+                stack=stack)
+
+
+def allow(actions: list[str], resources: list[str]) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": actions, "Resource": resources}
+
+
+@dataclass(frozen=True)
+class Case:
+    policy: str
+    id: str
+    records: Callable[[], list[dict[str, Any]]]
+    says: str = ""
+    """A fragment the message must contain (failing cases)."""
+    culprit: tuple[str, str] | None = None
+    """(type, name) of the resource the violation must name; default: the last record."""
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+FAILING = [
+    # --- network
+    Case("no-open-ingress", "ipv4 rule", lambda: plan(resource(INGRESS, "https-from-anywhere", {
+        "securityGroupId": "sg", "cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443})), "0.0.0.0/0"),
+    Case("no-open-ingress", "ipv6 rule", lambda: plan(resource(INGRESS, "ssh-v6", {
+        "securityGroupId": "sg", "cidrIpv6": "::/0", "ipProtocol": "tcp", "fromPort": 22, "toPort": 22})), "::/0"),
+    Case("no-open-ingress", "legacy rule", lambda: plan(resource(LEGACY_RULE, "legacy", {
+        "type": "ingress", "securityGroupId": "sg", "cidrBlocks": ["0.0.0.0/0"], "protocol": "-1", "fromPort": 0, "toPort": 0})),
+        "0.0.0.0/0"),
+    Case("no-open-ingress", "inline block", lambda: plan(resource(GROUP, "inline", {
+        "ingress": [{"cidrBlocks": ["0.0.0.0/0"], "protocol": "tcp", "fromPort": 80, "toPort": 80}]})), "0.0.0.0/0"),
+    Case("cidr-ingress-private-and-scoped", "public collector", lambda: plan(resource(INGRESS, "metrics-public", {
+        "securityGroupId": "sg", "cidrIpv4": "203.0.113.0/24", "ipProtocol": "tcp", "fromPort": 9400, "toPort": 9400})),
+        "public range 203.0.113.0/24"),
+    Case("cidr-ingress-private-and-scoped", "ssh from a private range", lambda: plan(resource(INGRESS, "ssh", {
+        "securityGroupId": "sg", "cidrIpv4": "10.100.0.0/24", "ipProtocol": "tcp", "fromPort": 22, "toPort": 22})),
+        "administration port 22"),
+    Case("cidr-ingress-private-and-scoped", "all traffic from a CIDR", lambda: plan(resource(INGRESS, "everything", {
+        "securityGroupId": "sg", "cidrIpv4": "10.100.0.0/24", "ipProtocol": "-1"})), "all traffic"),
+    Case("cidr-ingress-private-and-scoped", "outside allowedCidrs", lambda: plan(resource(INGRESS, "metrics", {
+        "securityGroupId": "sg", "cidrIpv4": "10.200.0.0/24", "ipProtocol": "tcp", "fromPort": 9400, "toPort": 9400})),
+        "outside this policy's allowedCidrs", config={"allowedCidrs": ["10.100.0.0/16"]}),
+    Case("fabric-admits-only-itself", "another group as source", lambda: (lambda group, nodes: plan(
+        group, nodes, fabric_rule(group, nodes)))(fabric_group(), resource(GROUP, "security-groups-nodes")),
+        "security group security-groups-nodes"),
+    Case("fabric-admits-only-itself", "a CIDR", lambda: (lambda group: plan(group, fabric_rule(
+        group, None, cidrIpv4="10.0.0.0/16")))(fabric_group()), "cidrIpv4 10.0.0.0/16"),
+    Case("fabric-admits-only-itself", "inline ingress", lambda: plan(fabric_group(
+        "socket-fabric", ingress=[{"protocol": "tcp", "fromPort": 1, "toPort": 2, "cidrBlocks": ["10.0.0.0/8"]}])),
+        "inline ingress[0]"),
+    # --- buckets
+    Case("bucket-sse-kms", "no encryption", lambda: plan(*bucket()), "has no default encryption", (BUCKET, "data")),
+    Case("bucket-sse-kms", "SSE-S3 on a data bucket", lambda: plan(*bucket(sse={
+        "applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}})), "SSE-S3 is accepted only", (BUCKET, "data")),
+    Case("bucket-sse-kms", "AWS managed key", lambda: plan(*bucket(sse={
+        "applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}})), "AWS managed key", (BUCKET, "data")),
+    Case("bucket-versioning", "no versioning", lambda: plan(*good_bucket(versioning=None)), "has no versioning", (BUCKET, "data")),
+    Case("bucket-versioning", "suspended", lambda: plan(*good_bucket(versioning="Suspended")), "Suspended", (BUCKET, "data")),
+    Case("bucket-public-access-blocked", "one flag off", lambda: plan(*good_bucket(flags=ALL_FLAGS | {"restrictPublicBuckets": False})),
+         "restrictPublicBuckets", (BUCKET, "data")),
+    Case("bucket-public-access-blocked", "public ACL", lambda: plan(*good_bucket(extra=(
+        resource(BUCKET_ACL, "data", {"bucket": "data-id", "acl": "public-read"}),))), "public-read", (BUCKET, "data")),
+    Case("bucket-tls-only", "no TLS deny", lambda: plan(*good_bucket(tls=False)), "without TLS", (BUCKET, "data")),
+    # --- cluster and nodes
+    Case("eks-secrets-encryption", "no envelope encryption", lambda: plan(resource(CLUSTER, "eks", {
+        k: v for k, v in CLUSTER_OK.items() if k != "encryptionConfig"})), "does not encrypt Kubernetes secrets"),
+    Case("eks-control-plane-logs", "audit log off", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
+        "enabledClusterLogTypes": ["api", "authenticator"]})), "audit, controllerManager, scheduler"),
+    Case("eks-endpoint-access", "public endpoint in prod", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
+        "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}}, stack="prod"), stack="prod"),
+        "public API endpoint in prod"),
+    Case("eks-endpoint-access", "public by default, no allow-list", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
+        "vpcConfig": {"endpointPrivateAccess": True}})), "without an allow-list"),
+    Case("eks-endpoint-access", "allow-list of everyone", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
+        "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}})), "without an allow-list"),
+    Case("imdsv2-hop-limit-1", "IMDSv1 allowed", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "metadataOptions": SECURE_METADATA | {"httpTokens": "optional"}, "blockDeviceMappings": ROOT_VOLUME})),
+        "does not require IMDSv2"),
+    Case("imdsv2-hop-limit-1", "hop limit 2", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "metadataOptions": SECURE_METADATA | {"httpPutResponseHopLimit": 2}, "blockDeviceMappings": ROOT_VOLUME})),
+        "hop limit 2"),
+    Case("imdsv2-hop-limit-1", "node group without template", lambda: plan(resource(NODE_GROUP, "ng", {
+        k: v for k, v in GPU_POOL.items() if k != "launchTemplate"})), "no launch template of its own"),
+    Case("encrypted-node-volumes", "unencrypted root", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "metadataOptions": SECURE_METADATA, "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "false"}}]})),
+        "/dev/xvda unencrypted"),
+    Case("encrypted-node-volumes", "root left to the AMI", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "metadataOptions": SECURE_METADATA})), "declares no root volume"),
+    Case("gpu-node-group-taint", "GPU pool without taint", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {"taints": []})),
+         "without the nvidia.com/gpu"),
+    Case("spot-instance-diversity", "one spot type", lambda: plan(resource(NODE_GROUP, "gpu-spot", GPU_POOL | {
+        "capacityType": "SPOT", "instanceTypes": ["g6.48xlarge"]})), "1 instance type(s)"),
+    # --- secrets
+    Case("no-plaintext-secrets", "access key in a ConfigMap", lambda: plan(resource("kubernetes:core/v1:ConfigMap", "cm", {
+        "data": {"config.ini": "aws_access_key_id = AKIAQWERTYUIOPASDFGH"}}, provider="k8s")), "an AWS access key id"),
+    Case("no-plaintext-secrets", "literal token env", lambda: plan(resource("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "job", {
+        "spec": {"replicatedJobs": [{"template": {"spec": {"template": {"spec": {"containers": [{"name": "trainer", "env": [
+            {"name": "HF_TOKEN", "value": "not-a-real-token"}]}]}}}}}]}}, provider="k8s")), "sets HF_TOKEN to a literal"),
+    Case("no-plaintext-secrets", "Kubernetes Secret with data", lambda: plan(resource("kubernetes:core/v1:Secret", "s", {
+        "stringData": {"password": "x"}}, provider="k8s")), "carries secret data"),
+    Case("no-plaintext-secrets", "private key in Helm values", lambda: plan(resource("kubernetes:helm.sh/v3:Release", "r", {
+        "values": {"tls": {"key": "-----BEGIN RSA PRIVATE KEY-----\nMIIB..."}}}, provider="k8s")), "a private key"),
+    Case("no-plaintext-secrets", "credential key in a ConfigMap", lambda: plan(resource("kubernetes:core/v1:ConfigMap", "cm", {
+        "data": {"WANDB_API_KEY": "0123"}}, provider="k8s")), "holds WANDB_API_KEY in a ConfigMap"),
+    # --- governance
+    Case("cost-tags", "provider without cost-center", lambda: plan(resource("aws:sns/topic:Topic", "alerts"), tags={
+        "project": "gpu-training", "environment": "dev", "stack": "dev"}), "cost-center"),
+    Case("cost-tags", "team stack without team tag", lambda: plan(resource("aws:sns/topic:Topic", "alerts", stack="team-vision-dev"),
+         stack="team-vision-dev", tags={"project": "gpu-training", "environment": "dev", "stack": "team-vision-dev",
+                                        "cost-center": "vision"}), "team"),
+    Case("cost-tags", "instances launched untagged", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "tagSpecifications": [{"resourceType": "instance", "tags": {"Name": "lt"}}]})), "launches instances without"),
+    Case("explicit-provider", "default provider", lambda: plan(resource("aws:sns/topic:Topic", "alerts", provider=None)),
+         "uses the default aws provider"),
+    Case("team-stack-scope", "team bucket", lambda: plan(resource(BUCKET, "team-bucket", stack="team-vision-prod"),
+         stack="team-vision-prod"), "creates a bucket"),
+    Case("team-stack-scope", "role bound into another namespace", lambda: plan(resource(
+        "aws:eks/podIdentityAssociation:PodIdentityAssociation", "pia", {"namespace": "team-nlp", "serviceAccount": "trainer"},
+        stack="team-vision-prod"), stack="team-vision-prod"), "team vision owns only team-vision"),
+    Case("team-iam-scope", "writes another team's prefix", lambda: team_policy(allow(
+        ["s3:PutObject"], ["arn:aws:s3:::gpu-training-prod-artifacts-1/teams/nlp/*"])), "outside teams/vision/"),
+    Case("team-iam-scope", "service wildcard", lambda: team_policy(allow(["s3:*"], ["arn:aws:s3:::b/teams/vision/*"])),
+         "grants every action of s3"),
+    Case("team-iam-scope", "identity administration", lambda: team_policy(allow(["iam:PassRole"], ["arn:aws:iam::1:role/x"])),
+         "administers identity"),
+    Case("team-iam-scope", "every resource", lambda: team_policy(allow(["kms:Decrypt"], ["*"])), "every resource"),
+    Case("team-iam-scope", "another team's secret", lambda: team_policy(allow(["secretsmanager:GetSecretValue"], [
+        "arn:aws:secretsmanager:us-east-1:1:secret:gpu-training/prod/teams/nlp/token-AbCdEf"])),
+        "outside gpu-training/prod/teams/vision/"),
+    Case("team-iam-scope", "role trusting the account", lambda: plan(resource(ROLE, "team-role", {"assumeRolePolicy": policy_document(
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::1:root"}, "Action": "sts:AssumeRole"})}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "any principal of the account"),
+    Case("team-iam-scope", "role named in the platform's namespace", lambda: plan(resource(ROLE, "team-role", {
+        "name": "gpu-training-prod-secrets-sync", "assumeRolePolicy": policy_document()}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "start with gpu-training-prod-team-vision-"),
+    Case("team-iam-scope", "managed policy", lambda: plan(resource("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "admin", {
+        "role": "r", "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "AdministratorAccess"),
+    Case("no-prod-data-outside-prod", "allow on a prod bucket", lambda: plan(resource(ROLE_POLICY, "reader", {
+        "role": "r", "policy": policy_document(allow(["s3:GetObject"], ["arn:aws:s3:::gpu-training-prod-datasets-1/*"]))})),
+        "bucket gpu-training-prod-datasets-1"),
+    Case("no-prod-data-outside-prod", "volume on a prod bucket", lambda: plan(resource(
+        "kubernetes:core/v1:PersistentVolume", "datasets", {"spec": {"csi": {"driver": "s3.csi.aws.com", "volumeAttributes": {
+            "bucketName": "gpu-training-prod-datasets-1"}}}}, provider="k8s")), "bucket gpu-training-prod-datasets-1"),
+    Case("no-prod-data-outside-prod", "a prod key alias", lambda: plan(resource("aws:s3/bucketServerSideEncryptionConfiguration:"
+        "BucketServerSideEncryptionConfiguration", "sse", {"rules": [{"applyServerSideEncryptionByDefault": {
+            "sseAlgorithm": "aws:kms", "kmsMasterKeyId": "arn:aws:kms:us-east-1:1:alias/gpu-training-prod-data"}}]})),
+        "key alias/gpu-training-prod-data"),
+    Case("no-prod-data-outside-prod", "reads the prod stack", lambda: plan(resource(
+        "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/prod"}, stack="team-vision-dev",
+        provider=None), stack="team-vision-dev"), "the prod stack organization/gpu-training/prod"),
+    # --- cost (advisory)
+    Case("on-demand-gpu-idle", "idle on-demand GPUs in dev", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {
+        "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}})), "keeps 2 on-demand GPU node(s)"),
+    Case("stack-has-budget", "no budget", lambda: plan(resource("aws:sns/topic:Topic", "alerts")), "stack dev has no AWS Budget",
+         culprit=("", "")),
+]
+
+# Cases a policy must let through, beyond the real plans.
+PASSING = [
+    Case("cidr-ingress-private-and-scoped", "prod inside its allowedCidrs",
+         lambda: plan_records("prod"), config={"allowedCidrs": ["10.0.0.0/8"]}),
+    Case("bucket-sse-kms", "SSE-S3 on the server access log bucket", lambda: plan(
+        *good_bucket("data"), *bucket("access-logs", sse={"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}),
+        resource(LOGGING, "data", {"bucket": "data-id", "targetBucket": "access-logs-id", "targetPrefix": "data/"},
+                 depends={"bucket": [resource(BUCKET, "data")], "targetBucket": [resource(BUCKET, "access-logs")]}))),
+    Case("eks-endpoint-access", "public dev endpoint with an allow-list", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
+        "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))),
+    Case("no-plaintext-secrets", "a token as a Secrets Manager value", lambda: plan(resource(
+        "aws:secretsmanager/secretVersion:SecretVersion", "hf-token", {"secretId": "s", "secretString": "hf_" + "a" * 34}))),
+    Case("on-demand-gpu-idle", "warm on-demand GPUs in prod", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {
+        "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}}, stack="prod"), stack="prod")),
+    *[Case("stack-has-budget", f"{stack} with a budget", lambda stack=stack: [*plan_records(stack), resource(
+        BUDGET, "budget", {"budgetType": "COST", "limitAmount": "100", "limitUnit": "USD", "timeUnit": "MONTHLY"}, stack=stack)])
+      for stack in STACKS],
+]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p.name != "stack-has-budget"], ids=lambda p: p.name)
+def test_every_policy_passes_on_every_plan(policy, stack):
+    violations = evaluate(plan_records(stack), [policy])
+    assert violations == [], "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("case", PASSING, ids=lambda c: f"{c.policy}: {c.id}")
+def test_policy_lets_through(case: Case):
+    violations = evaluate(case.records(), [POLICY_BY_NAME[case.policy]], {case.policy: case.config})
+    assert violations == [], "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("case", FAILING, ids=lambda c: f"{c.policy}: {c.id}")
+def test_policy_reports_the_violating_resource(case: Case):
+    records = case.records()
+    culprit = records[-1] if case.culprit is None else next(
+        (r for r in records if (r["type"], r["name"]) == case.culprit), None)
+    violations = evaluate(records, [POLICY_BY_NAME[case.policy]], {case.policy: case.config})
+
+    assert violations, f"{case.policy} let {case.id} through"
+    assert {v.policy for v in violations} == {case.policy}
+    assert {v.level for v in violations} == {"advisory" if case.policy in ADVISORY else "mandatory"}
+    assert {v.urn for v in violations} == {culprit["urn"] if culprit else None}
+    assert any(case.says in v.message for v in violations), "\n".join(map(str, violations))
+    if culprit:
+        assert all(culprit["name"] in v.message for v in violations), "the message names the resource"
+
+
+def test_every_policy_has_a_passing_and_a_failing_case():
+    names = {p.name for p in POLICIES}
+    assert names == {c.policy for c in FAILING}, "a policy without a failing case"
+    assert names == {c.policy for c in PASSING} | {p.name for p in POLICIES if p.name != "stack-has-budget"}
+    assert len(names) == len(POLICIES), "policy names are unique"
+
+
+def test_the_levels_are_as_documented():
+    levels = {p.name: str(p.enforcement_level.value) for p in POLICIES if p.enforcement_level}
+    assert {n for n, level in levels.items() if level == "advisory"} == ADVISORY
+    assert len(levels) == len(POLICIES), "every policy states its level"
+
