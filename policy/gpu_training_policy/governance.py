@@ -12,12 +12,12 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from gpu_training_policy.resources import (
     COST_TAGS,
-    ENVIRONMENTS,
-    TEAM_STACK,
     TEAM_TAG,
     Report,
     as_list,
@@ -28,6 +28,7 @@ from gpu_training_policy.resources import (
     known,
     package_of,
     provider_default_tags,
+    stack_kind,
     stack_of,
     statements,
     strings,
@@ -76,7 +77,10 @@ cost_tags = ResourceValidationPolicy(
 
 def _explicit_provider(args: ResourceValidationArgs, report: Report) -> None:
     provider = args.provider
-    # Default providers are named `default` or `default_<version>` by the engine.
+    # Default providers are named `default` or `default_<version>` by the engine. The built-in
+    # `pulumi` package (StackReference) always runs on its default provider and has no other.
+    if package_of(args.resource_type) == "pulumi":
+        return
     if provider is not None and (provider.name == "default" or provider.name.startswith("default_")):
         package = provider.resource_type.removeprefix("pulumi:providers:")
         report(f"{describe(args.name, args.resource_type)} uses the default {package} provider, which has no "
@@ -228,13 +232,14 @@ S3_REFERENCE = re.compile(r"(?:arn:aws[a-z-]*:s3:::|s3://)(?P<bucket>[a-z0-9][a-
 KMS_ALIAS = re.compile(r"alias/(?P<alias>[A-Za-z0-9/_-]+)")
 BUCKET_FIELDS = ("bucket", "bucketName", "targetBucket")
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
+AWS_PROVIDER = "pulumi:providers:aws"
 
 
 def names_prod(name: str) -> bool:
     return any(part in PROD_WORDS for part in re.split(r"[-./_]", name.lower()))
 
 
-def _prod_references(resource_type: str, props: Mapping[str, Any], project: str) -> list[str]:
+def _prod_references(props: Mapping[str, Any], project: str) -> list[str]:
     """Prod buckets, key aliases and secrets an input names, outside IAM Deny statements."""
     found = []
     # Reading a document not known yet (a preview) stops the check: the engine notes that it
@@ -255,14 +260,8 @@ def _prod_references(resource_type: str, props: Mapping[str, Any], project: str)
     for key, document in sorted(documents.items()):
         for statement in statements(document):
             if statement.get("Effect") == "Allow":
-                granted = _prod_references("", {"Resource": statement.get("Resource")}, project)
+                granted = _prod_references({"Resource": statement.get("Resource")}, project)
                 found += [f"{what} in an Allow of {key}" for what in granted]
-    if resource_type == STACK_REFERENCE:
-        stack = str(get(props, "name", "")).rsplit("/", 1)[-1]
-        match = TEAM_STACK.match(stack)
-        environment = match["env"] if match else stack if stack in ENVIRONMENTS else None
-        if environment == "prod":
-            found.append(f"the prod stack {get(props, 'name')} (its outputs are prod buckets and keys)")
     return found
 
 
@@ -270,14 +269,37 @@ def _no_prod_data(args: ResourceValidationArgs, report: Report) -> None:
     stack = stack_of(args.urn, args.provider)
     if stack.is_prod or stack.environment is None:
         return
-    for reference in _prod_references(args.resource_type, args.props, stack.project):
+    for reference in _prod_references(args.props, stack.project):
         report(f"{describe(args.name, args.resource_type)} in the {stack.environment} stack {stack.name} references "
                f"{reference}. Non-prod stacks never touch prod data.")
 
 
+def _no_prod_stack_reference(args: StackValidationArgs, report: Report) -> None:
+    """A stack policy: the engine analyses a StackReference (a read, not a registration) only
+    with the whole stack."""
+    resources = list(args.resources)
+    aws = next((r.provider for r in resources if r.provider and r.provider.resource_type == AWS_PROVIDER), None)
+    stack = stack_of(resources[0].urn, aws) if resources else None
+    if stack is None or stack.is_prod or stack.environment is None:
+        return
+    for resource in resources:
+        if resource.resource_type != STACK_REFERENCE:
+            continue
+        referenced = str(get(resource.props, "name", ""))
+        if stack_kind(referenced.rsplit("/", 1)[-1])[1] == "prod":
+            report(f"{describe(resource.name, resource.resource_type)} in the {stack.environment} stack {stack.name} "
+                   f"reads the prod stack {referenced}, whose outputs are prod buckets and keys. Reference the "
+                   f"{stack.environment} platform stack.", resource.urn)
+
+
 no_prod_data_outside_prod = ResourceValidationPolicy(
     name="no-prod-data-outside-prod",
-    description="Non-prod stacks never reference a prod bucket, key or secret (or read a prod stack's outputs).",
+    description="Non-prod stacks never reference a prod bucket, key alias or secret.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_data)
+no_prod_stack_reference = StackValidationPolicy(
+    name="no-prod-stack-reference",
+    description="Non-prod stacks never read a prod stack's outputs (its bucket names and key ARNs).",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_stack_reference)
 
-POLICIES = (cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod)
+POLICIES = (cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod,
+            no_prod_stack_reference)

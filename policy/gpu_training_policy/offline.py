@@ -79,16 +79,17 @@ class OfflineStack:
 
     def __init__(self, records: Iterable[Mapping[str, Any]]):
         self.records = list(records)
-        self._by_urn = {r["urn"]: r for r in self.records}
+        self._urns = {(r["type"], r["name"]): r["urn"] for r in self.records}
         self._providers = {r["name"]: r for r in self.records if r["type"].startswith(PROVIDER_PREFIX)}
 
     def provider(self, record: Mapping[str, Any]) -> PolicyProviderResource | None:
         if record["provider"]:
             provider = self._providers[record["provider"]]
             return PolicyProviderResource(provider["type"], _props(provider["inputs"]), provider["urn"], provider["name"])
-        if not record["custom"] or record["type"].startswith(("pulumi:pulumi:", PROVIDER_PREFIX)):
-            return None  # components, the stack, providers themselves
-        # A custom resource without an explicit provider gets the engine's default provider.
+        if not record["custom"] or record["type"].startswith(PROVIDER_PREFIX):
+            return None  # components and providers themselves
+        # A custom resource without an explicit provider gets the engine's default provider (the
+        # built-in `pulumi` package's too: a StackReference always runs on it).
         stack_and_project = record["urn"].split("::")[:2]
         package = package_of(record["type"])
         return PolicyProviderResource(f"{PROVIDER_PREFIX}{package}", {},
@@ -99,8 +100,7 @@ class OfflineStack:
         chain = record["urn"].split("::")[2].split("$")
         if not record.get("parent") or len(chain) < 2:
             return None
-        candidates = [r["urn"] for r in self.records if r["name"] == record["parent"] and r["type"] == chain[-2]]
-        return candidates[0] if candidates else None
+        return self._urns.get((chain[-2], record["parent"]))
 
     def options(self, record: Mapping[str, Any]) -> PolicyResourceOptions:
         return PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],

@@ -144,16 +144,21 @@ class Stack:
         return f"teams/{self.team}/"
 
 
+def stack_kind(name: str) -> tuple[str | None, str | None]:
+    """(team, environment) a stack name implies; (None, None) for another form."""
+    if name in ENVIRONMENTS:
+        return None, name
+    if match := TEAM_STACK.match(name):
+        return match["team"], match["env"]
+    return None, None
+
+
 def stack_of(urn: str, provider: PolicyProviderResource | None = None) -> Stack:
     """`urn:pulumi:<stack>::<project>::<type>::<name>`; the provider's `team` and `environment`
     tags count too, so a team stack is recognised by its name or by its tag."""
     parts = urn.removeprefix("urn:pulumi:").split("::")
     name, project = parts[0], parts[1] if len(parts) > 1 else ""
-    team, environment = None, None
-    if name in ENVIRONMENTS:
-        environment = name
-    elif match := TEAM_STACK.match(name):
-        team, environment = match["team"], match["env"]
+    team, environment = stack_kind(name)
     tags = provider_default_tags(provider)
     return Stack(name=name, project=project, environment=tags.get("environment") or environment,
                  team=tags.get(TEAM_TAG) or team)

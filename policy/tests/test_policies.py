@@ -4,12 +4,13 @@ table test at the bottom."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import STACKS, plan_records
+from conftest import ROOT, STACKS, plan_records
 from gpu_training_policy import POLICIES
 from gpu_training_policy.offline import evaluate
 from records import plan, policy_document, resource
@@ -230,9 +231,9 @@ FAILING = [
         "BucketServerSideEncryptionConfiguration", "sse", {"rules": [{"applyServerSideEncryptionByDefault": {
             "sseAlgorithm": "aws:kms", "kmsMasterKeyId": "arn:aws:kms:us-east-1:1:alias/gpu-training-prod-data"}}]})),
         "key alias/gpu-training-prod-data"),
-    Case("no-prod-data-outside-prod", "reads the prod stack", lambda: plan(resource(
+    Case("no-prod-stack-reference", "a dev team stack reads prod", lambda: plan(resource(
         "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/prod"}, stack="team-vision-dev",
-        provider=None), stack="team-vision-dev"), "the prod stack organization/gpu-training/prod"),
+        provider=None), stack="team-vision-dev"), "reads the prod stack organization/gpu-training/prod"),
     # --- cost (advisory)
     Case("on-demand-gpu-idle", "idle on-demand GPUs in dev", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {
         "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}})), "keeps 2 on-demand GPU node(s)"),
@@ -250,6 +251,12 @@ PASSING = [
                  depends={"bucket": [resource(BUCKET, "data")], "targetBucket": [resource(BUCKET, "access-logs")]}))),
     Case("eks-endpoint-access", "public dev endpoint with an allow-list", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
         "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))),
+    Case("no-prod-stack-reference", "a dev team stack reads dev", lambda: plan(resource(
+        "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/dev"}, stack="team-vision-dev",
+        provider=None), stack="team-vision-dev")),
+    Case("explicit-provider", "a StackReference on the built-in provider", lambda: plan(resource(
+        "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/dev"}, stack="team-vision-dev",
+        provider=None), stack="team-vision-dev")),
     Case("no-plaintext-secrets", "a token as a Secrets Manager value", lambda: plan(resource(
         "aws:secretsmanager/secretVersion:SecretVersion", "hf-token", {"secretId": "s", "secretString": "hf_" + "a" * 34}))),
     Case("on-demand-gpu-idle", "warm on-demand GPUs in prod", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {
@@ -301,3 +308,9 @@ def test_the_levels_are_as_documented():
     assert {n for n, level in levels.items() if level == "advisory"} == ADVISORY
     assert len(levels) == len(POLICIES), "every policy states its level"
 
+
+
+def test_the_documentation_lists_every_policy_with_its_level():
+    table = (ROOT / "docs" / "policy.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \| (mandatory|advisory) \|", table, re.M))
+    assert documented == {(p.name, str(p.enforcement_level.value)) for p in POLICIES if p.enforcement_level}
