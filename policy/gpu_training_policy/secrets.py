@@ -49,13 +49,18 @@ CREDENTIAL_SHAPES = {
     "a Slack token": re.compile(r"\bxox[abposr]-[0-9A-Za-z-]{10,}"),
     "a password in a URL": re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s:@]+@"),
 }
-# Env var names that say "credential": whole underscore-separated words, or word pairs.
+# Env var names that say "credential": whole underscore-separated words, or word pairs...
 CREDENTIAL_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
 CREDENTIAL_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "TOKEN")}
+# ...unless the last word says the value only locates or describes one (TOKEN_DIR, PASSWORD_FILE).
+REFERENCE_WORDS = {"DIR", "PATH", "FILE", "FILENAME", "URL", "URI", "ENDPOINT", "HOST", "NAME", "TYPE", "ID", "ARN",
+                   "REGION", "TTL"}
 
 
 def names_credential(name: str) -> bool:
     words = re.split(r"[_.\-]", name.upper())
+    if words[-1] in REFERENCE_WORDS:
+        return False
     return bool(CREDENTIAL_WORDS & set(words)) or any(pair in CREDENTIAL_PAIRS for pair in itertools.pairwise(words))
 
 
