@@ -13,7 +13,7 @@ from pulumi_policy import (
     Severity,
 )
 
-from gpu_training_policy.resources import Report, as_list, describe, get, has, stack_of, truthy
+from gpu_training_policy.resources import Report, as_list, describe, get, is_set, stack_of, truthy
 
 CLUSTER = "aws:eks/cluster:Cluster"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -39,7 +39,7 @@ def _eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> Non
     if args.resource_type != CLUSTER:
         return
     config = get(args.props, "encryptionConfig")
-    if "secrets" not in [str(r) for r in as_list(get(config, "resources"))] or not has(get(config, "provider"), "keyArn"):
+    if "secrets" not in [str(r) for r in as_list(get(config, "resources"))] or not is_set(get(config, "provider"), "keyArn"):
         report(f"{describe(args.name, args.resource_type)} does not encrypt Kubernetes secrets with a KMS key. Set "
                "encryption_config with resources [secrets] and the cluster's key (CIS EKS 5.3.1, AWS FSBP EKS.3).")
 
@@ -91,7 +91,7 @@ eks_endpoint_access = ResourceValidationPolicy(
 
 def _instance_metadata(args: ResourceValidationArgs, report: Report) -> None:
     what = describe(args.name, args.resource_type)
-    if args.resource_type == NODE_GROUP and not has(args.props, "launchTemplate"):
+    if args.resource_type == NODE_GROUP and not is_set(args.props, "launchTemplate"):
         report(f"{what} has no launch template of its own, so its instance metadata settings are EKS's, not ours. "
                "Give it a launch template with IMDSv2 required and hop limit 1.")
     if args.resource_type != LAUNCH_TEMPLATE:
@@ -110,7 +110,7 @@ def _encrypted_volumes(args: ResourceValidationArgs, report: Report) -> None:
         return
     what = describe(args.name, args.resource_type)
     ebs_volumes = [(get(m, "deviceName"), get(m, "ebs")) for m in as_list(get(args.props, "blockDeviceMappings"))
-                   if not has(m, "virtualName")]  # instance-store volumes are not EBS
+                   if not is_set(m, "virtualName")]  # instance-store volumes are not EBS
     if not ebs_volumes:
         report(f"{what} declares no root volume, so the AMI decides whether it is encrypted. Declare it with "
                "ebs.encrypted true.")

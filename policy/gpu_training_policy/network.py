@@ -24,7 +24,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from gpu_training_policy.resources import Report, as_list, describe, get, has, truthy
+from gpu_training_policy.resources import Report, as_list, describe, get, is_set, truthy
 
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -185,7 +185,7 @@ def _foreign_sources(resource: PolicyResource, group_urn: str) -> list[str]:
     """What an ingress rule on `group_urn` admits besides the group itself."""
     props, found = resource.props, []
     if resource.resource_type == INGRESS_RULE:
-        found += [f"{key} {get(props, key)}" for key in ("cidrIpv4", "cidrIpv6", "prefixListId") if has(props, key)]
+        found += [f"{key} {get(props, key)}" for key in ("cidrIpv4", "cidrIpv6", "prefixListId") if is_set(props, key)]
         peers = _dependencies(resource, "referencedSecurityGroupId")
         if peers != {group_urn}:
             found += [f"security group {urn.split('::')[-1]}" for urn in sorted(peers - {group_urn})]

@@ -4,7 +4,7 @@ The engine passes inputs as camelCase property bags wrapped in pulumi-policy's p
 and Sequences (not dicts and lists) whose unknown values (preview, before a resource exists)
 raise `UnknownValueError` when read. The policy SDK turns that error into an advisory "can't run
 during preview" note, which is right when a value decides the outcome. `has` never reads a value,
-so checking that a property is set never raises.
+so checking that a property is present never raises (nor does `is_set`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,19 @@ Report = Callable[..., None]
 def has(props: Any, key: str) -> bool:
     """True when `key` is set (known or not). Iterating a proxy reads keys, never values."""
     return isinstance(props, Mapping) and key in list(iter(props))
+
+
+def is_set(props: Any, key: str) -> bool:
+    """True when `key` has a value: a known, non-empty one, or one not known yet (computed during
+    the deployment, so it will have one). Stack policies read outputs, where the provider reports
+    every attribute, unset ones as null."""
+    if not has(props, key):
+        return False
+    try:
+        value = props[key]
+    except UnknownValueError:
+        return True
+    return value is not None and value != "" and not ((is_list(value) or isinstance(value, Mapping)) and len(value) == 0)
 
 
 def get(props: Any, key: str, default: Any = None) -> Any:

@@ -32,7 +32,7 @@ from pulumi_policy import (
     Severity,
 )
 
-from gpu_training_policy.resources import Report, describe, has, is_list, known, known_items, strings
+from gpu_training_policy.resources import Report, describe, is_list, is_set, known, known_items, strings
 
 # Fields whose job is to hold a secret value: the engine shows them decrypted.
 SECRET_VALUE_FIELDS = {
@@ -114,7 +114,7 @@ def _no_plaintext_secrets(args: ResourceValidationArgs, report: Report) -> None:
     for path, name in _literal_env(args.props):
         report(f"{what} sets {name} to a literal value at {path}. Read it from the synced Secret with "
                "valueFrom.secretKeyRef.")
-    if args.resource_type == K8S_SECRET and (has(args.props, "data") or has(args.props, "stringData")):
+    if args.resource_type == K8S_SECRET and (is_set(args.props, "data") or is_set(args.props, "stringData")):
         report(f"{what} carries secret data in its inputs. Keep the value in Secrets Manager and let External "
                "Secrets create the Secret.")
     if args.resource_type == K8S_CONFIG_MAP:

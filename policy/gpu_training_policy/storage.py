@@ -3,8 +3,10 @@
 pulumi-aws 7 splits a bucket's settings into resources of their own (encryption, versioning,
 public access block, policy, logging), each pointing at the bucket through its `bucket` input.
 So these are stack policies: they gather a bucket's settings through the engine's property
-dependencies (which stay known during a preview, when the bucket's id is not) and also read the
-deprecated inline settings on the bucket itself.
+dependencies (which stay known during a preview, when the bucket's id is not). The deprecated
+inline settings on the bucket count only where they satisfy a rule: a stack policy reads outputs,
+and there the bucket may report what AWS applies by default (SSE-S3, versioning off), not what
+the separate resources set.
 
 One documented exception: a bucket that receives S3 server access logs (the target of a
 BucketLogging) may use SSE-S3 (AES256), because AWS documents log delivery into SSE-S3 buckets
@@ -24,7 +26,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from gpu_training_policy.resources import Report, as_list, describe, get, has, json_document, known, statements, truthy
+from gpu_training_policy.resources import Report, as_list, describe, get, is_set, json_document, known, statements, truthy
 
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 ENCRYPTION_TYPES = ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
@@ -87,45 +89,46 @@ def _bucket_policy(check: Callable[[BucketSettings], str | None], name: str, des
 
 # --- encryption -------------------------------------------------------------------------------
 
-def _default_encryptions(bucket: BucketSettings) -> list[object]:
-    """Every `applyServerSideEncryptionByDefault` block that applies to the bucket."""
-    blocks: list[object] = []
-    for config in bucket.of(ENCRYPTION_TYPES):
-        blocks += [get(rule, "applyServerSideEncryptionByDefault") for rule in as_list(get(config.props, "rules"))]
-    inline = get(bucket.bucket.props, "serverSideEncryptionConfiguration")
-    if inline is not None:
-        blocks += [get(rule, "applyServerSideEncryptionByDefault") for rule in as_list(get(inline, "rule"))]
-    return blocks
+def _default_encryptions(configs: list[PolicyResource]) -> list[object]:
+    """Every `applyServerSideEncryptionByDefault` block of the bucket's encryption resources."""
+    return [get(rule, "applyServerSideEncryptionByDefault") for config in configs for rule in as_list(get(config.props, "rules"))]
+
+
+def _kms_block_problem(block: object, bucket: BucketSettings) -> str | None:
+    algorithm = get(block, "sseAlgorithm")
+    if algorithm == SSE_S3 and bucket.receives_access_logs:
+        return None
+    if algorithm not in KMS_ALGORITHMS:
+        exception = " (SSE-S3 is accepted only on a bucket that receives server access logs)" if algorithm == SSE_S3 else ""
+        return f"is encrypted with {algorithm}{exception}; use SSE-KMS (aws:kms) with a customer managed key."
+    if not is_set(block, "kmsMasterKeyId"):
+        return "uses SSE-KMS with the AWS managed key aws/s3; name a customer managed key (kms_master_key_id)."
+    key = known(block, "kmsMasterKeyId")  # unknown in a preview: the ARN of a key made here
+    if key in AWS_MANAGED_KEY_IDS:
+        return f"uses the AWS managed key {key}; name a customer managed key (kms_master_key_id)."
+    return None
 
 
 def encryption_problem(bucket: BucketSettings) -> str | None:
-    blocks = _default_encryptions(bucket)
+    blocks = _default_encryptions(bucket.of(ENCRYPTION_TYPES))
     if not blocks:
-        return ("has no default encryption. Add an aws.s3.BucketServerSideEncryptionConfiguration with "
+        inline = get(bucket.bucket.props, "serverSideEncryptionConfiguration")
+        inline_blocks = [get(rule, "applyServerSideEncryptionByDefault") for rule in as_list(get(inline, "rule"))]
+        if inline_blocks and not any(_kms_block_problem(b, bucket) for b in inline_blocks):
+            return None
+        return ("has no SSE-KMS default encryption. Add an aws.s3.BucketServerSideEncryptionConfiguration with "
                 "sse_algorithm aws:kms and the environment's data key.")
-    for block in blocks:
-        algorithm = get(block, "sseAlgorithm")
-        if algorithm == SSE_S3 and bucket.receives_access_logs:
-            continue
-        if algorithm not in KMS_ALGORITHMS:
-            exception = " (SSE-S3 is accepted only on a bucket that receives server access logs)" if algorithm == SSE_S3 else ""
-            return f"is encrypted with {algorithm}{exception}; use SSE-KMS (aws:kms) with a customer managed key."
-        if not has(block, "kmsMasterKeyId"):
-            return "uses SSE-KMS with the AWS managed key aws/s3; name a customer managed key (kms_master_key_id)."
-        key = known(block, "kmsMasterKeyId")  # unknown in a preview: the ARN of a key made here
-        if key in AWS_MANAGED_KEY_IDS:
-            return f"uses the AWS managed key {key}; name a customer managed key (kms_master_key_id)."
-    return None
+    problems = [p for p in (_kms_block_problem(b, bucket) for b in blocks) if p]
+    return problems[0] if problems else None
 
 
 # --- versioning -------------------------------------------------------------------------------
 
 def versioning_problem(bucket: BucketSettings) -> str | None:
     statuses = [get(get(v.props, "versioningConfiguration"), "status") for v in bucket.of(VERSIONING_TYPES)]
-    inline = get(bucket.bucket.props, "versioning")
-    if inline is not None:
-        statuses.append("Enabled" if truthy(get(inline, "enabled")) else "Suspended")
     if not statuses:
+        if truthy(get(get(bucket.bucket.props, "versioning"), "enabled")):
+            return None
         return "has no versioning. Add an aws.s3.BucketVersioning with status Enabled."
     bad = [s for s in statuses if s != "Enabled"]
     return f"has versioning {bad[0]}; set it to Enabled." if bad else None

@@ -134,11 +134,15 @@ FAILING = [
         "socket-fabric", ingress=[{"protocol": "tcp", "fromPort": 1, "toPort": 2, "cidrBlocks": ["10.0.0.0/8"]}])),
         "inline ingress[0]"),
     # --- buckets
-    Case("bucket-sse-kms", "no encryption", lambda: plan(*bucket()), "has no default encryption", (BUCKET, "data")),
+    Case("bucket-sse-kms", "no encryption", lambda: plan(*bucket()), "has no SSE-KMS default encryption", (BUCKET, "data")),
     Case("bucket-sse-kms", "SSE-S3 on a data bucket", lambda: plan(*bucket(sse={
         "applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}})), "SSE-S3 is accepted only", (BUCKET, "data")),
     Case("bucket-sse-kms", "AWS managed key", lambda: plan(*bucket(sse={
         "applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}})), "AWS managed key", (BUCKET, "data")),
+    Case("bucket-sse-kms", "only S3's default read back on the bucket", lambda: [
+        r for r in plan(*bucket()) if r["type"] != BUCKET] + [resource(BUCKET, "data", {
+            "bucket": "data-bucket", "serverSideEncryptionConfiguration": {"rule": {"applyServerSideEncryptionByDefault": {
+                "sseAlgorithm": "AES256"}}}})], "has no SSE-KMS default encryption"),
     Case("bucket-versioning", "no versioning", lambda: plan(*good_bucket(versioning=None)), "has no versioning", (BUCKET, "data")),
     Case("bucket-versioning", "suspended", lambda: plan(*good_bucket(versioning="Suspended")), "Suspended", (BUCKET, "data")),
     Case("bucket-public-access-blocked", "one flag off", lambda: plan(*good_bucket(flags=ALL_FLAGS | {"restrictPublicBuckets": False})),
@@ -249,6 +253,20 @@ PASSING = [
         *good_bucket("data"), *bucket("access-logs", sse={"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}),
         resource(LOGGING, "data", {"bucket": "data-id", "targetBucket": "access-logs-id", "targetPrefix": "data/"},
                  depends={"bucket": [resource(BUCKET, "data")], "targetBucket": [resource(BUCKET, "access-logs")]}))),
+    Case("fabric-admits-only-itself", "outputs: unset attributes as null, rules read back inline", lambda: (
+        lambda group: plan(group, fabric_rule(group, group, cidrIpv4=None, cidrIpv6=None, prefixListId=None)))(fabric_group(
+            ingress=[{"self": True, "protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": [], "ipv6CidrBlocks": [],
+                      "prefixListIds": [], "securityGroups": []}]))),
+    Case("bucket-sse-kms", "SSE-KMS inline on the bucket", lambda: [r for r in plan(*bucket(versioning=None)) if r["name"] != "data"
+        or r["type"] != BUCKET] + [resource(BUCKET, "data", {"bucket": "data-bucket", "serverSideEncryptionConfiguration": {
+            "rule": {"applyServerSideEncryptionByDefault": KMS_RULE["applyServerSideEncryptionByDefault"]}}})]),
+    Case("bucket-sse-kms", "S3's default read back beside the KMS resource", lambda: [
+        r for r in plan(*good_bucket()) if r["type"] != BUCKET] + [resource(BUCKET, "data", {
+            "bucket": "data-bucket", "serverSideEncryptionConfiguration": {"rule": {"applyServerSideEncryptionByDefault": {
+                "sseAlgorithm": "AES256"}}}, "versioning": {"enabled": False}})]),
+    Case("bucket-versioning", "S3's default read back beside the versioning resource", lambda: [
+        r for r in plan(*good_bucket()) if r["type"] != BUCKET] + [resource(BUCKET, "data", {
+            "bucket": "data-bucket", "versioning": {"enabled": False, "mfaDelete": False}})]),
     Case("eks-endpoint-access", "public dev endpoint with an allow-list", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
         "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))),
     Case("no-prod-stack-reference", "a dev team stack reads dev", lambda: plan(resource(
