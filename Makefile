@@ -77,7 +77,8 @@ policy-test: plans $(POLICY_VENV)/.installed
 	$(POLICY_VENV)/bin/python -m pytest policy/tests
 
 policy: plans $(POLICY_VENV)/.installed
-	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml)))
+	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml))) \
+		$(patsubst bootstrap/Pulumi.%.yaml,build/%,$(wildcard bootstrap/Pulumi.*.yaml))
 
 test: lint pytest policy-test
 

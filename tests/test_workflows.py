@@ -205,3 +205,11 @@ def test_pin_image_rewrites_only_the_trainer_image_line(checkout):
 def test_pin_image_refuses_what_it_cannot_pin_safely(checkout, args, says):
     result = pin_image(checkout, *args)
     assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
+
+
+def test_jobs_that_run_the_policy_pack_build_its_virtualenv():
+    """PulumiPolicy.yaml runs the pack with policy/venv (`make policy-venv`), not the program's."""
+    runners = {"pull-request.yml": "preview", "deploy.yml": "up"}
+    for name, job_name in runners.items():
+        runs = [s.get("run", "") for s in steps(workflow(name)["jobs"][job_name])]
+        assert any(re.search(r"\bmake\b.*\bpolicy-venv\b", run) for run in runs), f"{name}: {job_name} lacks make policy-venv"

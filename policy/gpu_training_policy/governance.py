@@ -43,7 +43,11 @@ TAGGED_AT_LAUNCH = ("instance", "volume")
 # --- cost-tags --------------------------------------------------------------------------------
 
 def _required_tags(args: ResourceValidationArgs) -> tuple[str, ...]:
-    return COST_TAGS + ((TEAM_TAG,) if stack_of(args.urn, args.provider).is_team else ())
+    """The cost tags; `environment` only on a stack of an environment (not on the bootstrap, which
+    serves them all), `team` on team stacks."""
+    stack = stack_of(args.urn, args.provider)
+    return (tuple(t for t in COST_TAGS if t != "environment" or stack.environment)
+            + ((TEAM_TAG,) if stack.is_team else ()))
 
 
 def _cost_tags(args: ResourceValidationArgs, report: Report) -> None:

@@ -20,6 +20,8 @@ from gpu_training_policy.offline import load_records  # noqa: E402
 
 BUILD_DIR = Path(os.environ.get("GPU_TRAINING_BUILD_DIR", ROOT / "build"))
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+# The bootstrap program (state bucket, keys, CI roles) is a project of its own; `make plans` plans it too.
+BOOTSTRAP_STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "bootstrap").glob("Pulumi.*.yaml"))
 
 _plans: dict[str, list[dict[str, Any]]] = {}
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import ROOT, STACKS, plan_records
+from conftest import BOOTSTRAP_STACKS, ROOT, STACKS, plan_records
 from gpu_training_policy import POLICIES
 from gpu_training_policy.offline import evaluate
 from records import plan, policy_document, resource
@@ -194,6 +194,9 @@ FAILING = [
     # --- governance
     Case("cost-tags", "provider without cost-center", lambda: plan(resource("aws:sns/topic:Topic", "alerts"), tags={
         "project": "gpu-training", "environment": "dev", "stack": "dev"}), "cost-center"),
+    Case("cost-tags", "an environment's stack without environment tag", lambda: plan(resource("aws:sns/topic:Topic", "alerts",
+        stack="staging"), stack="staging", tags={"project": "gpu-training", "stack": "staging", "cost-center": "ml"}),
+        "environment"),
     Case("cost-tags", "team stack without team tag", lambda: plan(resource("aws:sns/topic:Topic", "alerts", stack="team-vision-dev"),
          stack="team-vision-dev", tags={"project": "gpu-training", "environment": "dev", "stack": "team-vision-dev",
                                         "cost-center": "vision"}), "team"),
@@ -291,6 +294,14 @@ PASSING = [
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
 def test_every_policy_passes_on_every_plan(policy, stack):
+    violations = evaluate(plan_records(stack), [policy])
+    assert violations == [], "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("stack", BOOTSTRAP_STACKS)
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p.name not in ADVISORY], ids=lambda p: p.name)
+def test_every_mandatory_policy_passes_on_the_bootstrap(policy, stack):
+    """The bootstrap serves every environment: no `environment` tag, and (advisory) no budget."""
     violations = evaluate(plan_records(stack), [policy])
     assert violations == [], "\n".join(map(str, violations))
 
