@@ -85,3 +85,14 @@ def test_a_preview_with_unknown_ids_gets_no_new_verdict(stack):
     # Stack policies relate resources through property dependencies, never through ids.
     assert not not_run & {"fabric-admits-only-itself", "bucket-sse-kms", "bucket-versioning",
                           "bucket-public-access-blocked", "bucket-tls-only", "stack-has-budget"}
+
+
+def test_the_access_log_bucket_passes_sse_s3_only_as_a_log_target():
+    records = plan_records("prod")
+    logging = [r for r in records if r["type"] == "aws:s3/bucketLogging:BucketLogging"]
+    targets = {u for r in logging for u in r["propertyDependencies"]["targetBucket"]}
+    assert len(targets) == 1, "the data buckets log into one bucket"
+
+    violations = evaluate(with_changes(records, drop=tuple(r["urn"] for r in logging)), POLICIES)
+
+    assert mandatory(violations) == [("bucket-sse-kms", next(iter(targets)))]
