@@ -23,12 +23,12 @@ from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.kms import LogsKey
 from components.common.tags import default_tags
-from components.config import StackConfig, TeamStackConfig
+from components.config import ConfigError, StackConfig, TeamStackConfig
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.mounts import StorageMounts, StorageMountsArgs
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
-from components.facts.zones import is_zone_id
+from components.facts.zones import is_zone_id, zone_id_problems
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
@@ -102,8 +102,9 @@ class WorkloadStage:
 
 def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     on_aws = _on_aws(config)
+    zone_names_by_id = _resolve_zone_ids(config, on_aws)  # may still reject the config: before any resource
     network = _network(config, on_aws)
-    cluster = _cluster_and_node_pools(config, on_aws, network)
+    cluster = _cluster_and_node_pools(config, on_aws, network, zone_names_by_id)
     data = _data(config, on_aws, network)
     roles = _workload_roles(config, on_aws, data)
     provisioning_api = _cluster_services(config, on_aws, cluster)
@@ -153,7 +154,8 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
     return NetworkStage(network, security_groups, private_subnets_by_az)
 
 
-def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> ClusterStage:
+def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: NetworkStage,
+                            zone_names_by_id: dict[str, str]) -> ClusterStage:
     """The EKS control plane, then the node pools, then the add-ons that need running nodes."""
     groups = network.security_groups
     cluster = Cluster("cluster", ClusterArgs(
@@ -173,7 +175,7 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
         cluster=cluster.eks,
         boot_addons=cluster.boot_addons,
         private_subnet_ids_by_az=network.private_subnets_by_az,
-        zone_names_by_id=_zone_names_by_id(config, on_aws),
+        zone_names_by_id=zone_names_by_id,
         node_security_group_id=groups.nodes.id,
         efa_fabric_security_group_id=groups.efa_fabric.id if groups.efa_fabric else None,
         socket_fabric_security_group_id=groups.socket_fabric.id if groups.socket_fabric else None,
@@ -185,11 +187,18 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
     return ClusterStage(cluster, node_groups, in_cluster)
 
 
-def _zone_names_by_id(config: StackConfig, on_aws: OnAws) -> dict[str, pulumi.Output[str]]:
-    """This account's AZ name of every AZ ID a pool names: IDs mean the same zone everywhere."""
+def _resolve_zone_ids(config: StackConfig, on_aws: OnAws) -> dict[str, str]:
+    """This account's AZ name of every AZ ID a pool names (IDs mean the same zone in every
+    account), looked up before any resource is created, so a zone outside the network is a
+    configuration error while nothing exists yet."""
     zone_ids = sorted({zone for pool in config.node_pools for zone in pool.availability_zones if is_zone_id(zone)})
-    lookup = pulumi.InvokeOutputOptions(provider=on_aws.provider)
-    return {zone_id: aws.get_availability_zone_output(zone_id=zone_id, opts=lookup).name for zone_id in zone_ids}
+    lookup = pulumi.InvokeOptions(provider=on_aws.provider)
+    names = {zone_id: str(aws.get_availability_zone(zone_id=zone_id, opts=lookup).name) for zone_id in zone_ids}
+    problems = zone_id_problems({p.name: p.availability_zones for p in config.node_pools}, names,
+                                config.network.availability_zones)
+    if problems:
+        raise ConfigError(problems)
+    return names
 
 
 def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStage:

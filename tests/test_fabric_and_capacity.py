@@ -16,6 +16,7 @@ from components.cluster.provisioning_requests import CRD_FILE
 from components.config import ConfigError, load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
+from components.facts.zones import zone_id_problems
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -195,3 +196,17 @@ def test_kueue_and_the_autoscaler_start_after_the_provisioning_request_api(stack
     crd = ("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "provisioning-requests-crd")
     for release in ("job-controllers-kueue", "cluster-autoscaler-release"):
         assert crd in waits_for(plan, ("kubernetes:helm.sh/v3:Release", release)), release
+
+
+@pytest.mark.parametrize(("zones_by_pool", "names_by_id", "expected"), [
+    ({"p5": ["use1-az4"]}, {"use1-az4": "us-east-1a"}, []),                       # in the network
+    ({"p5": ["us-east-1a"]}, {}, []),                                            # a name: checked by the config model
+    ({"p5": ["use1-az2"]}, {"use1-az2": "us-east-1d"}, ["AZ ID use1-az2 is us-east-1d"]),
+    ({"a": ["use1-az2"], "b": ["use1-az5"]}, {"use1-az2": "us-east-1d", "use1-az5": "us-east-1e"},
+     ["(a): AZ ID use1-az2", "(b): AZ ID use1-az5"]),                             # every problem, not the first
+])
+def test_zone_ids_outside_the_network_are_reported_before_anything_is_created(zones_by_pool, names_by_id, expected):
+    problems = zone_id_problems(zones_by_pool, names_by_id, ("us-east-1a", "us-east-1b", "us-east-1c"))
+    assert len(problems) == len(expected)
+    for problem, fragment in zip(problems, expected, strict=True):
+        assert fragment in problem and "Fix: add" in problem

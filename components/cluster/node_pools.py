@@ -22,11 +22,10 @@ import pulumi_aws as aws
 from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
-from components.config import ConfigError, NodePoolConfig
+from components.config import NodePoolConfig
 from components.config.node_pools import TAINT_EFFECTS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import efa_interfaces
-from components.facts.zones import is_zone_id
 
 NODE_ROLE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -43,7 +42,7 @@ class NodePoolsArgs:
     cluster: aws.eks.Cluster
     boot_addons: Sequence[aws.eks.Addon]
     private_subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
-    zone_names_by_id: Mapping[str, pulumi.Output[str]]
+    zone_names_by_id: Mapping[str, str]
     """The account's AZ name of every AZ ID a pool names (resolved through the provider)."""
     node_security_group_id: pulumi.Input[str]
     efa_fabric_security_group_id: pulumi.Input[str] | None
@@ -145,7 +144,7 @@ class NodePools(pulumi.ComponentResource):
             # unset version would leave nodes on the old minor forever). See docs/upgrading-and-pins.md.
             version=args.cluster.version,
             node_role_arn=self._node_role.arn,
-            subnet_ids=[self._subnet_id(pool, zone) for zone in pool.availability_zones],
+            subnet_ids=[self._subnet_id(zone) for zone in pool.availability_zones],
             ami_type="AL2023_x86_64_NVIDIA" if pool.gpu else "AL2023_x86_64_STANDARD",
             capacity_type=pool.eks_capacity_type,
             # A capacity block fixes the instance type in the launch template instead.
@@ -173,12 +172,10 @@ class NodePools(pulumi.ComponentResource):
         self._tag_auto_scaling_group(prefix, pool, node_group)
         return node_group
 
-    def _subnet_id(self, pool: NodePoolConfig, zone: str) -> pulumi.Input[str]:
-        """The private subnet of a pool's zone, given by name or by AZ ID (resolved at deploy)."""
-        subnets = self._args.private_subnet_ids_by_az
-        if not is_zone_id(zone):
-            return subnets[zone]
-        return self._args.zone_names_by_id[zone].apply(lambda name: subnet_of_zone_id(pool.name, zone, name, subnets))
+    def _subnet_id(self, zone: str) -> pulumi.Input[str]:
+        """The private subnet of a pool's zone, given by name or by AZ ID (resolved and checked
+        against the network before anything was created: platform.py)."""
+        return self._args.private_subnet_ids_by_az[self._args.zone_names_by_id.get(zone, zone)]
 
     @staticmethod
     def _reserved_capacity_options(pool: NodePoolConfig) -> dict:
@@ -217,13 +214,3 @@ def _auto_scaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResour
     if not groups or not groups[0].name:
         raise ValueError("EKS reported no Auto Scaling group for the node group")
     return groups[0].name
-
-
-def subnet_of_zone_id(pool: str, zone_id: str, zone_name: str, subnets: Mapping[str, pulumi.Input[str]]) -> pulumi.Input[str]:
-    """The network's private subnet in `zone_name`, the account's name of the pool's `zone_id`."""
-    if zone_name not in subnets:
-        raise ConfigError([
-            f"nodePools ({pool}): AZ ID {zone_id} is {zone_name} in this account, where the network has no "
-            f"subnet (network.availabilityZones: {', '.join(sorted(subnets))}). Fix: add {zone_name} to "
-            "network.availabilityZones, or give the pool an AZ ID of one of those zones."])
-    return subnets[zone_name]

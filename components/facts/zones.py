@@ -9,6 +9,7 @@ the account's name through the provider (aws.get_availability_zone) at deploy ti
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 AZ_ID = re.compile(r"^(?P<prefix>[a-z]{2,}[0-9]+)-az(?P<number>[0-9]+)$")
 # How the words of a region name shorten in its AZ IDs: us-east-1 -> use1, ap-northeast-1 ->
@@ -28,3 +29,19 @@ def zone_id_prefix(region: str) -> str | None:
     if not words or any(s is None for s in short) or not number.isdigit():
         return None
     return f"{geo}{''.join(s or '' for s in short)}{number}"
+
+
+def zone_id_problems(zones_by_pool: Mapping[str, Sequence[str]], names_by_id: Mapping[str, str],
+                     network_zones: Sequence[str]) -> list[str]:
+    """One message per AZ ID of a pool that is, in this account, a zone where the network has no
+    subnet (`names_by_id`: the account's name of each ID, from the provider)."""
+    problems = []
+    for pool, zones in zones_by_pool.items():
+        for zone in zones:
+            name = names_by_id.get(zone)
+            if name is not None and name not in network_zones:
+                problems.append(
+                    f"nodePools ({pool}): AZ ID {zone} is {name} in this account, where the network has no subnet "
+                    f"(network.availabilityZones: {', '.join(sorted(network_zones))}). Fix: add {name} to "
+                    "network.availabilityZones, or give the pool an AZ ID of one of those zones.")
+    return problems
