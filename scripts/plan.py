@@ -71,6 +71,9 @@ NON_MANIFEST_K8S_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml")
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+# Set (YYYY-MM-DD), the day every plan judges EKS support on when --today is not given: the tests
+# pin it so that their outcome never depends on the wall clock.
+TODAY_VARIABLE = "PLAN_TODAY"
 # Manifests read best in the usual kubectl order; everything below the top level is sorted.
 MANIFEST_KEY_ORDER = ("apiVersion", "kind", "metadata")
 
@@ -274,7 +277,10 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
                today: date | None = None) -> Plan:
     """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration.
 
-    `today` (None: the current date) is the day the EKS support calendar is read for."""
+    `today` (None: $PLAN_TODAY if set, else the current date) is the day the EKS support
+    calendar is read for."""
+    if today is None and os.environ.get(TODAY_VARIABLE):
+        today = date.fromisoformat(os.environ[TODAY_VARIABLE])
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,21 @@ for path in (ROOT, ROOT / "scripts"):
 from plan import Plan, synthesize  # noqa: E402
 
 from components.config import decode_raw_config  # noqa: E402
+from components.config import stack as stack_model  # noqa: E402
 from components.config.stack_file import stack_config  # noqa: E402
+
+# The suite judges EKS version support as of this day, never the wall clock: the same commit
+# passes or fails the same way on any date (tests/test_kubernetes_versions.py moves the day itself).
+TESTS_TODAY = date(2026, 11, 30)
+os.environ["PLAN_TODAY"] = TESTS_TODAY.isoformat()  # plans, in this process and in subprocesses
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _config_judged_on_a_fixed_day():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stack_model, "current_date", lambda: TESTS_TODAY)
+        yield
+
 
 PROJECT = "gpu-training"
 PLATFORM_STACKS = ("dev", "staging", "prod")

@@ -154,6 +154,11 @@ def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
     return {key for key in raw if runtime_config.is_config_secret(key)}
 
 
+def current_date() -> date:
+    """The day EKS's support calendar is read for when the caller names none (UTC)."""
+    return datetime.now(UTC).date()
+
+
 def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
                       secret_keys: Collection[str] | None = None, today: date | None = None) -> StackConfig | TeamStackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
@@ -162,7 +167,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     `today` (None: the current UTC date) is the day EKS's support calendar is read for.
     Raises ConfigError listing every problem found.
     """
-    today = today or datetime.now(UTC).date()
+    today = today or current_date()
     errors: list[str] = []
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
