@@ -41,10 +41,10 @@ def test_default_pod_shape(types, efa, gpus, expected):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        (("g6.12xlarge",), False, 8, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
-        (("g6.12xlarge",), False, 5, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
-        (("p5.48xlarge",), True, 16, {"cpu": 380, "memory": "3876Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "10240Mi"}),
-        (("g6.2xlarge",), False, 0, {"cpu": 0, "memory": "0Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0, "hugepages-2Mi": "0Mi"}),
+        (("g6.12xlarge",), False, 8, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 0}),
+        (("g6.12xlarge",), False, 5, {"cpu": 94, "memory": "358Gi", "nvidia.com/gpu": 5, "vpc.amazonaws.com/efa": 0}),
+        (("p5.48xlarge",), True, 16, {"cpu": 380, "memory": "3876Gi", "nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64}),
+        (("g6.2xlarge",), False, 0, {"cpu": 0, "memory": "0Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0}),
     ],
 )
 def test_flavor_quota_covers_the_nodes_the_gpus_need(types, efa, gpus, expected):

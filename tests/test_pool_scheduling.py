@@ -45,7 +45,6 @@ def pool(name="gpu", types=("g6.12xlarge",), capacity="onDemand", gpu=True, efa=
             f"{NODE_TEMPLATE}/taint/dedicated": "vision:NoExecute",
             f"{NODE_TEMPLATE}/resources/nvidia.com/gpu": "8",
             f"{NODE_TEMPLATE}/resources/vpc.amazonaws.com/efa": "32",
-            f"{NODE_TEMPLATE}/resources/hugepages-2Mi": "5120Mi",
         }),
     ],
     ids=["cpu", "gpu-spot", "efa-with-user-label-and-taint"],

@@ -18,10 +18,8 @@ from kubernetes.client.exceptions import ApiException
 
 # The labels and resources of the pools, from where the program defines them (pure module).
 from components.cluster.pool_scheduling import (
-    EFA_HUGEPAGES_MIB,
     EFA_RESOURCE,
     GPU_RESOURCE,
-    HUGEPAGES_RESOURCE,
     POOL_LABEL,
 )
 from verify import progress_log
@@ -181,7 +179,6 @@ def check_gpu_devices(ctx: Context) -> CheckResult:
         if not pool.efa_per_node:
             continue
         efa = int(allocatable.get(EFA_RESOURCE, "0"))
-        huge = quantity_mib(allocatable.get(HUGEPAGES_RESOURCE))
         if node_name not in efa_running:
             problems.append((f"{node_name} (pool {pool.name}): no running EFA device plugin pod, "
                              f"{efa} of {pool.efa_per_node} EFA interfaces advertised", Diagnosis(
@@ -192,11 +189,6 @@ def check_gpu_devices(ctx: Context) -> CheckResult:
             problems.append((f"{node_name} (pool {pool.name}): {efa} of {pool.efa_per_node} EFA interfaces",
                              Diagnosis("EFA interfaces missing: the launch template attached fewer network cards",
                                        f"kubectl describe node {node_name}")))
-        if huge < EFA_HUGEPAGES_MIB:
-            problems.append((f"{node_name} (pool {pool.name}): {huge:.0f} MiB of 2 MiB huge pages, EFA pods request "
-                             f"{EFA_HUGEPAGES_MIB} MiB", Diagnosis(
-                                 "no huge pages reserved on the node: EFA pods stay Pending",
-                                 f"kubectl describe node {node_name}")))
     if problems:
         return failed("cluster.gpu-devices", f"{len(problems)} problem(s) on {len(gpu_nodes)} GPU nodes",
                       problems[0][1], *[text for text, _ in problems])

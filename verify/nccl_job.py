@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.cluster.pool_scheduling import (
-    EFA_HUGEPAGES_MIB,
     EFA_RESOURCE,
     GPU_RESOURCE,
-    HUGEPAGES_RESOURCE,
     POOL_LABEL,
 )
 from components.facts.instance_types import INSTANCE_TYPES
@@ -153,7 +151,7 @@ def jobset_manifest(run: NcclRun, outputs: StackOutputs) -> dict[str, Any]:
     pool, port = run.pool, outputs.rendezvous_port
     worker_resources = {"cpu": WORKER_CPU, "memory": WORKER_MEMORY, GPU_RESOURCE: str(pool.gpus_per_node)}
     if pool.efa_per_node:
-        worker_resources |= {EFA_RESOURCE: str(pool.efa_per_node), HUGEPAGES_RESOURCE: f"{EFA_HUGEPAGES_MIB}Mi"}
+        worker_resources |= {EFA_RESOURCE: str(pool.efa_per_node)}
 
     def replicated(role: str, pods: int, script: str, resources: dict[str, str]) -> dict[str, Any]:
         return {"name": role, "replicas": 1, "template": {"spec": {

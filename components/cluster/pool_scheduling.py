@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from components.config import NodePoolConfig, Taint
 from components.facts.instance_types import INSTANCE_TYPES
-from components.facts.node_sizing import EFA_HUGEPAGES_MIB
 
 POOL_LABEL = "gpu-training/pool"
 CAPACITY_LABEL = "gpu-training/capacity"
@@ -22,9 +21,6 @@ EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# libfabric's EFA provider keeps its buffers in 2 MiB huge pages; a container may only touch
-# huge pages it requests (EFA_HUGEPAGES_MIB per whole-node pod, from the node sizing facts).
-HUGEPAGES_RESOURCE = "hugepages-2Mi"
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # Priority expander: higher wins when several pools could host a pending pod. Reserved capacity
@@ -60,7 +56,6 @@ def extended_resources(pool: NodePoolConfig) -> dict[str, str]:
         resources[GPU_RESOURCE] = str(pool.gpus_per_node)
     if pool.efa:
         resources[EFA_RESOURCE] = str(pool.efa_interfaces)
-        resources[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
     return resources
 
 

@@ -33,9 +33,11 @@ MNG_MAX_PODS_SMALL, MNG_MAX_PODS_LARGE, MNG_LARGE_FROM_VCPUS = 110, 250, 30
 # The kernel, firmware and EFA's pre-allocated huge pages never reach the kubelet's capacity:
 # EC2's nominal memory is more than the node reports. A planning margin, not a measurement.
 KERNEL_MEMORY_FRACTION = 0.05
-# Huge pages a pod on an EFA node requests (and the node must pre-allocate): AWS's EKS EFA
-# examples request 5120Mi per whole-node pod (aws-ia/terraform-aws-eks-blueprints
-# patterns/nvidia-gpu-efa, aws-samples/awsome-distributed-training nccl-tests.yaml).
+# 2 MiB huge pages an EFA node may pre-allocate for libfabric (AWS's EKS EFA examples request
+# 5120Mi per whole-node pod: aws-ia/terraform-aws-eks-blueprints patterns/nvidia-gpu-efa,
+# awsome-distributed-training nccl-tests.yaml). Our pods request none: they run libfabric with
+# FI_EFA_USE_HUGE_PAGE=0 (workload/fabric_env.py), so DataLoader workers can fork. Memory a node
+# holds as huge pages is not in its memory capacity, so it is counted as unavailable here.
 EFA_HUGEPAGES_MIB = 5120
 
 

@@ -38,6 +38,7 @@ def fabric_env(instance: InstanceType, *, efa: bool) -> dict[str, str]:
         "FI_PROVIDER": "efa",
         # DataLoader workers fork(); with libfabric's huge-page buffers that fails with
         # "OSError: Cannot allocate memory" (aws-ofi-nccl doc/efa-env-var.md, FI_EFA_USE_HUGE_PAGE).
+        # So the pods request no hugepages-2Mi either (nothing would use them).
         "FI_EFA_USE_HUGE_PAGE": "0",
     }
     if instance.efa_gpudirect_rdma:

@@ -16,13 +16,13 @@ from typing import Any
 
 import pulumi
 
-from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, POOL_LABEL
+from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
 from components.common.manifests import custom_resource
 from components.config import NodePoolConfig
 from components.workload.sizing import flavor_quota
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE]
+COVERED_RESOURCES = ["cpu", "memory", GPU_RESOURCE, EFA_RESOURCE]
 LOCAL_QUEUE = "training"
 GANG_PROVISIONING = "gpu-gang-provisioning"
 # The one provisioning class that scales up: CA asks for all of a gang's nodes in one increase.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.cluster.pool_scheduling import EFA_HUGEPAGES_MIB, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
+from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
 from components.config import NodePoolConfig
 from components.facts import node_sizing
 
@@ -47,8 +47,8 @@ def job_mtbf_seconds(pool: NodePoolConfig, nodes: int) -> int:
 
 
 def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
-    """Kueue nominal quota for `gpus` GPUs of `pool`, with the CPU, memory, EFA interfaces and
-    huge pages of those nodes (Kueue admits nothing that requests a resource it does not cover)."""
+    """Kueue nominal quota for `gpus` GPUs of `pool`, with the CPU, memory and EFA interfaces of
+    those nodes (Kueue admits nothing that requests a resource it does not cover)."""
     nodes = math.ceil(gpus / pool.gpus_per_node)
     cpu, memory = allocatable(pool)
     return {
@@ -56,7 +56,6 @@ def flavor_quota(pool: NodePoolConfig, gpus: int) -> dict[str, int | str]:
         "memory": f"{math.floor(memory) * nodes}Gi",
         GPU_RESOURCE: gpus,
         EFA_RESOURCE: pool.efa_interfaces * nodes if pool.efa else 0,
-        HUGEPAGES_RESOURCE: f"{EFA_HUGEPAGES_MIB * nodes if pool.efa else 0}Mi",
     }
 
 

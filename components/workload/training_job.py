@@ -22,10 +22,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import (
-    EFA_HUGEPAGES_MIB,
     EFA_RESOURCE,
     GPU_RESOURCE,
-    HUGEPAGES_RESOURCE,
     POOL_LABEL,
     node_taints,
 )
@@ -116,7 +114,6 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
     limits = {"memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
     if shape.efa:
         limits[EFA_RESOURCE] = str(shape.efa)
-        limits[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_MIB}Mi"
     requests = {"cpu": str(shape.cpu), **limits}
     if job.cpu is not None:  # a configured CPU count is also a cap
         limits["cpu"] = str(job.cpu)
