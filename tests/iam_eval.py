@@ -4,8 +4,13 @@ IAM's rules as the AWS policy evaluation logic states them: an explicit Deny win
 Allow, otherwise the request is implicitly denied. Actions match case-insensitively with `*`
 and `?`; resources and string conditions match with `*` and `?` (`*` also spans `/` and `:`).
 Condition operators not listed here raise, so a test never passes on a condition it ignored.
-A negated operator (StringNotEquals) on a key missing from the request is true, as in IAM;
-`Null: "false"` means "the key is present".
+A negated operator (StringNotEquals, StringNotLike, ArnNotEquals, ArnNotLike) on a key missing
+from the request is true, as in IAM; `...IfExists` is true when the key is missing; `Null:
+"false"` means "the key is present".
+
+A permissions boundary (IAM User Guide, "Permissions boundaries for IAM entities") caps a
+role's identity policy: a request is allowed only when both allow it and neither denies it
+(`evaluate_bounded`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,18 @@ from collections.abc import Mapping
 from typing import Any
 
 ALLOW, DENY, IMPLICIT_DENY = "Allow", "Deny", "ImplicitDeny"
+
+_POSITIVE = {
+    "StringEquals": lambda actual, wanted: actual == wanted,
+    "ArnEquals": lambda actual, wanted: actual == wanted,
+    "Bool": lambda actual, wanted: actual.lower() == wanted.lower(),
+    "StringLike": lambda actual, wanted: glob_match(wanted, actual),
+    "ArnLike": lambda actual, wanted: glob_match(wanted, actual),
+    "NumericLessThan": lambda actual, wanted: float(actual) < float(wanted),
+}
+# Negated operators: true when no value of the request matches any value of the policy.
+_NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike", "ArnNotEquals": "ArnEquals",
+            "ArnNotLike": "ArnLike"}
 
 
 def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
@@ -36,14 +53,13 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     actual = [str(v) for v in _as_list(context.get(key))] if present else []
     if operator == "Null":
         return (not present) == (wanted[0].lower() == "true")
-    if operator in ("StringEquals", "ArnEquals", "Bool"):
-        return present and any(a == w for a in actual for w in wanted)
-    if operator in ("StringLike", "ArnLike"):
-        return present and any(glob_match(w, a) for a in actual for w in wanted)
-    if operator == "NumericLessThan":
-        return present and any(float(a) < float(w) for a in actual for w in wanted)
-    if operator == "StringNotEquals":
-        return not present or all(a not in wanted for a in actual)
+    if operator.endswith("IfExists"):
+        return not present or _condition_holds(operator.removesuffix("IfExists"), key, expected, context)
+    if operator in _POSITIVE:
+        return present and any(_POSITIVE[operator](a, w) for a in actual for w in wanted)
+    if operator in _NEGATED:
+        matches = _POSITIVE[_NEGATED[operator]]
+        return not present or not any(matches(a, w) for a in actual for w in wanted)
     raise NotImplementedError(f"condition operator {operator} is not modelled by tests/iam_eval.py")
 
 
@@ -74,6 +90,15 @@ def evaluate(document: Mapping[str, Any], action: str, resource: str | None = No
     if any(s["Effect"] == "Allow" for s in matching):
         return ALLOW
     return IMPLICIT_DENY
+
+
+def evaluate_bounded(identity: Mapping[str, Any], boundary: Mapping[str, Any], action: str, resource: str,
+                     context: Mapping[str, Any] | None = None) -> str:
+    """A request of a role with identity policy `identity` and permissions boundary `boundary`."""
+    outcomes = (evaluate(identity, action, resource, context), evaluate(boundary, action, resource, context))
+    if DENY in outcomes:
+        return DENY
+    return ALLOW if outcomes == (ALLOW, ALLOW) else IMPLICIT_DENY
 
 
 def allowed_actions(document: Mapping[str, Any]) -> list[str]:

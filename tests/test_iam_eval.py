@@ -1,0 +1,95 @@
+"""The IAM evaluator the bootstrap tests rely on, checked against IAM's documented rules."""
+
+from __future__ import annotations
+
+import pytest
+from iam_eval import ALLOW, DENY, IMPLICIT_DENY, evaluate, evaluate_bounded, glob_match
+
+
+def policy(*statements: dict) -> dict:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def allow(action="*", resource="*", **condition) -> dict:
+    statement = {"Effect": "Allow", "Action": action, "Resource": resource}
+    return {**statement, "Condition": condition} if condition else statement
+
+
+def deny(action="*", resource="*", **condition) -> dict:
+    return {**allow(action, resource, **condition), "Effect": "Deny"}
+
+
+TAG = "aws:ResourceTag/environment"
+
+
+@pytest.mark.parametrize(("glob", "value", "ignore_case", "matches"), [
+    ("iam:*Role*", "iam:PutRolePolicy", False, True),
+    ("IAM:putrolepolicy", "iam:PutRolePolicy", True, True),
+    ("IAM:putrolepolicy", "iam:PutRolePolicy", False, False),
+    ("arn:aws:s3:::b/*", "arn:aws:s3:::b/a/b:c", False, True),    # `*` spans `/` and `:`
+    ("arn:aws:s3:::b/?", "arn:aws:s3:::b/ab", False, False),
+    ("a.b", "axb", False, False),                                  # `.` is literal
+])
+def test_globs(glob, value, ignore_case, matches):
+    assert glob_match(glob, value, ignore_case=ignore_case) is matches
+
+
+@pytest.mark.parametrize(("condition", "context", "holds"), [
+    ({"StringEquals": {TAG: "dev"}}, {TAG: "dev"}, True),
+    ({"StringEquals": {TAG: "dev"}}, {}, False),                                   # missing key: false
+    ({"StringEquals": {TAG: ["dev", "staging"]}}, {TAG: "staging"}, True),         # values ORed
+    ({"StringNotEquals": {TAG: "dev"}}, {TAG: "prod"}, True),
+    ({"StringNotEquals": {TAG: "dev"}}, {TAG: "dev"}, False),
+    ({"StringNotEquals": {TAG: "dev"}}, {}, True),                                 # missing key: true
+    ({"StringLike": {"k": "repo:o/r:pull_request:*"}}, {"k": "repo:o/r:pull_request:ref:x"}, True),
+    ({"StringNotLike": {"k": "a-*"}}, {"k": "a-1"}, False),
+    ({"StringNotLike": {"k": "a-*"}}, {"k": "b-1"}, True),
+    ({"StringNotLike": {"k": "a-*"}}, {}, True),
+    ({"ArnEquals": {"iam:PolicyARN": "arn:aws:iam::aws:policy/X"}}, {"iam:PolicyARN": "arn:aws:iam::aws:policy/X"}, True),
+    ({"ArnNotEquals": {"k": "arn:a"}}, {"k": "arn:a"}, False),
+    ({"ArnLike": {"k": "arn:aws:iam::*:role/x-*"}}, {"k": "arn:aws:iam::1:role/x-y"}, True),
+    ({"ArnNotLike": {"k": "arn:aws:iam::*:role/x-*"}}, {"k": "arn:aws:iam::1:role/z"}, True),
+    ({"StringEqualsIfExists": {TAG: "dev"}}, {}, True),                            # IfExists: missing is fine
+    ({"StringEqualsIfExists": {TAG: "dev"}}, {TAG: "prod"}, False),
+    ({"Null": {TAG: "true"}}, {}, True),
+    ({"Null": {TAG: "false"}}, {}, False),
+    ({"Null": {TAG: "false"}}, {TAG: "dev"}, True),
+    ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:SecureTransport": "false"}, True),
+    ({"NumericLessThan": {"s3:TlsVersion": "1.2"}}, {"s3:TlsVersion": "1.1"}, True),
+    # Several operators and keys in one block are ANDed.
+    ({"StringEquals": {TAG: "dev"}, "Null": {"iam:PermissionsBoundary": "false"}}, {TAG: "dev"}, False),
+])
+def test_condition_operators(condition, context, holds):
+    document = policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": condition})
+    assert (evaluate(document, "s3:GetObject", "arn:aws:s3:::b/k", context) == ALLOW) is holds
+
+
+def test_an_operator_it_does_not_model_raises_instead_of_passing():
+    document = policy(allow(DateGreaterThan={"aws:CurrentTime": "2020-01-01T00:00:00Z"}))
+    with pytest.raises(NotImplementedError, match="DateGreaterThan"):
+        evaluate(document, "s3:GetObject", "*", {"aws:CurrentTime": "2021-01-01T00:00:00Z"})
+
+
+def test_explicit_deny_wins_then_allow_then_implicit_deny():
+    document = policy(allow("s3:*"), deny("s3:DeleteBucket"))
+    assert evaluate(document, "s3:DeleteBucket", "arn:aws:s3:::b") == DENY
+    assert evaluate(document, "s3:GetObject", "arn:aws:s3:::b/k") == ALLOW
+    assert evaluate(document, "ec2:RunInstances", "*") == IMPLICIT_DENY
+
+
+def test_not_action_and_not_resource():
+    document = policy({"Effect": "Deny", "NotAction": ["s3:ListBucket"], "Resource": "arn:aws:s3:::state"},
+                      {"Effect": "Allow", "Action": "s3:*", "NotResource": "arn:aws:s3:::state/secret*"})
+    assert evaluate(document, "s3:ListBucket", "arn:aws:s3:::state") == ALLOW
+    assert evaluate(document, "s3:PutBucketPolicy", "arn:aws:s3:::state") == DENY
+    assert evaluate(document, "s3:GetObject", "arn:aws:s3:::state/secret-1") == IMPLICIT_DENY
+
+
+def test_a_boundary_caps_the_identity_policy():
+    identity = policy(allow("*"))                                   # an inline *:* policy
+    boundary = policy(allow(["s3:*", "ec2:Describe*"]), deny("s3:*", "arn:aws:s3:::prod-*"))
+    assert evaluate_bounded(identity, boundary, "s3:GetObject", "arn:aws:s3:::dev-data/k") == ALLOW
+    assert evaluate_bounded(identity, boundary, "iam:CreateUser", "*") == IMPLICIT_DENY    # outside the boundary
+    assert evaluate_bounded(identity, boundary, "s3:GetObject", "arn:aws:s3:::prod-data/k") == DENY
+    # The boundary grants nothing by itself.
+    assert evaluate_bounded(policy(allow("s3:GetObject")), boundary, "ec2:DescribeVpcs", "*") == IMPLICIT_DENY
