@@ -13,6 +13,7 @@ import pulumi  # noqa: E402
 import pulumi_aws as aws  # noqa: E402
 
 from bootstrap import policies  # noqa: E402
+from bootstrap.billing import CostAllocationTags  # noqa: E402
 from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
 from bootstrap.config import load_bootstrap_config  # noqa: E402
 from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
@@ -26,6 +27,8 @@ account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(prov
 
 state = StateBackend("state", StateBackendArgs(config=config, account_id=account_id), opts=on_aws)
 identity = CiIdentity("ci", CiIdentityArgs(config=config, account_id=account_id, state=state), opts=on_aws)
+if config.activate_cost_allocation_tags:
+    CostAllocationTags("cost-allocation-tags", opts=on_aws)
 
 backend = state.bucket.bucket.apply(lambda bucket: policies.backend_url(bucket, config.region))
 pulumi.export("backendUrl", backend)
@@ -33,5 +36,7 @@ pulumi.export("secretsProviders", {
     env.name: policies.secrets_provider_url(config.stacks_project, env.name, config.region) for env in config.environments})
 pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.preview_roles.items()})
 pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
+# Each platform stack file's `gpu-training:iamPermissionsBoundary`.
+pulumi.export("permissionsBoundaryArns", {env: policy.arn for env, policy in identity.boundaries.items()})
 # The repository variables the workflows read (docs/delivery.md, "First-time setup").
 pulumi.export("githubVariables", {"AWS_ACCOUNT_ID": account_id, "AWS_REGION": config.region, "PULUMI_BACKEND_URL": backend})

@@ -1,4 +1,5 @@
-"""The GitHub OIDC provider and, per environment, the preview and deploy roles CI assumes.
+"""The GitHub OIDC provider and, per environment, the preview and deploy roles CI assumes and
+the permissions boundary every role of the environment's stacks carries.
 
 No static keys anywhere: a workflow job exchanges its OIDC token for a one-hour (preview) or
 two-hour (deploy) session. The documents themselves are in bootstrap/policies.py.
@@ -7,7 +8,9 @@ two-hour (deploy) session. The documents themselves are in bootstrap/policies.py
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -34,6 +37,8 @@ class CiIdentity(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     preview_roles: dict[str, aws.iam.Role]
     deploy_roles: dict[str, aws.iam.Role]
+    boundaries: dict[str, aws.iam.Policy]
+    """Permissions boundary per environment (the stack files' `iamPermissionsBoundary`)."""
 
     def __init__(self, name: str, args: CiIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:bootstrap:CiIdentity", name, None, opts)
@@ -47,27 +52,35 @@ class CiIdentity(pulumi.ComponentResource):
             self.oidc_provider_arn = aws.iam.OpenIdConnectProvider(
                 f"{name}-github", url=policies.GITHUB_OIDC_URL, client_id_lists=[policies.GITHUB_OIDC_AUDIENCE],
                 opts=pulumi.ResourceOptions(parent=self)).arn
-        self.preview_roles, self.deploy_roles = {}, {}
+        self.preview_roles, self.deploy_roles, self.boundaries = {}, {}, {}
         for env in config.environments:
+            previewed_by = "pull requests and " if env.name in policies.PULL_REQUEST_PREVIEW_ENVIRONMENTS else ""
+            # StringLike: the pull request subject is a pattern; the branch subject holds no wildcard.
             self.preview_roles[env.name] = self._role(
                 f"{name}-preview-{env.name}", policies.preview_role_name(config.stacks_project, env.name),
-                *policies.preview_subject(config.github), env.name, PREVIEW_SESSION_SECONDS, self._preview_policy(env.name),
-                f"pulumi preview of the {env.name} stacks from pull requests of {config.github.repository}")
+                "StringLike", policies.preview_subjects(config.github, env), env.name, PREVIEW_SESSION_SECONDS,
+                self._preview_policy(env.name),
+                f"pulumi preview of the {env.name} stacks from {previewed_by}{env.deploy_branch} of {config.github.repository}")
             self.deploy_roles[env.name] = self._role(
                 f"{name}-deploy-{env.name}", policies.deploy_role_name(config.stacks_project, env.name),
-                "StringEquals", policies.deploy_subject(config.github, env), env.name, DEPLOY_SESSION_SECONDS,
+                "StringEquals", [policies.deploy_subject(config.github, env)], env.name, DEPLOY_SESSION_SECONDS,
                 self._deploy_policy(env.name),
                 f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
+            self.boundaries[env.name] = aws.iam.Policy(
+                f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
+                description=f"Permissions boundary of every IAM role the {env.name} stacks create",
+                policy=self._environment_document(policies.boundary_policy, env.name),
+                tags={"ci-environment": env.name}, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
 
-    def _role(self, resource_name: str, role_name: str, operator: str, subject: str, environment: str, session_seconds: int,
-              permissions: pulumi.Output[str], description: str) -> aws.iam.Role:
+    def _role(self, resource_name: str, role_name: str, operator: str, subjects: list[str], environment: str,
+              session_seconds: int, permissions: pulumi.Output[str], description: str) -> aws.iam.Role:
         role = aws.iam.Role(
             resource_name,
             name=role_name,
             description=description,
             assume_role_policy=self.oidc_provider_arn.apply(
-                lambda arn: json.dumps(policies.github_trust_policy(arn, operator, subject), sort_keys=True)),
+                lambda arn: json.dumps(policies.github_trust_policy(arn, operator, subjects), sort_keys=True)),
             max_session_duration=session_seconds,
             # Not the `environment` tag: the deploy roles may manage roles carrying that tag.
             tags={"ci-environment": environment},
@@ -83,11 +96,15 @@ class CiIdentity(pulumi.ComponentResource):
                 config, environment, bucket_arn=arns[0], state_key_arn=arns[1], secrets_key_arn=arns[2]), sort_keys=True))
 
     def _deploy_policy(self, environment: str) -> pulumi.Output[str]:
+        return self._environment_document(policies.deploy_policy, environment)
+
+    def _environment_document(self, document: Callable[..., dict[str, Any]], environment: str) -> pulumi.Output[str]:
+        """A document of bootstrap/policies.py that names the account and the bootstrap's resources."""
         state, config = self._args.state, self._args.config
         names = sorted(state.secrets_keys)
         inputs = (self._args.account_id, state.bucket.bucket.apply(bucket_arn), state.state_key.arn, self.oidc_provider_arn,
                   *(state.secrets_keys[env].arn for env in names))
         return pulumi.Output.all(*inputs).apply(
-            lambda values: json.dumps(policies.deploy_policy(
+            lambda values: json.dumps(document(
                 config, environment, account_id=values[0], bucket_arn=values[1], state_key_arn=values[2],
                 oidc_provider_arn=values[3], secrets_key_arns=dict(zip(names, values[4:], strict=True))), sort_keys=True))

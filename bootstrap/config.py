@@ -79,6 +79,8 @@ class BootstrapConfig:
     environments: tuple[EnvironmentCi, ...]
     state_version_retention_days: int
     """Old versions of a state file stay this long (a bad `pulumi up` can be rolled back from them)."""
+    activate_cost_allocation_tags: bool = True
+    """Activate the tag keys the stacks' budgets count by, account-wide (docs/cost.md)."""
 
 
 def _optional_id(section: Section, name: str) -> int | None:
@@ -151,9 +153,13 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str) -
     state = root.section("state", {})
     retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
     state.finish()
+    # An object, not a top-level boolean: the engine hands top-level values to the program as strings.
+    cost_tags = root.section("costAllocationTags", {})
+    activate_tags = cost_tags.boolean("activate", True)
+    cost_tags.finish()
     root.finish()
     if errors:
         raise ConfigError(errors)
     return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
                            stacks_project=stacks_project, github=github, environments=environments,
-                           state_version_retention_days=retention)
+                           state_version_retention_days=retention, activate_cost_allocation_tags=activate_tags)

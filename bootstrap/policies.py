@@ -2,24 +2,32 @@
 
 Least privilege, written down (docs/delivery.md repeats it for readers):
 
-- preview role (pull requests): lists the state bucket, reads the state files of its
-  environment's stacks, decrypts their config secrets. `pulumi preview` compares the program with
-  the state and takes no lock in the DIY backend, so it needs nothing else from AWS. No write.
+- preview role: lists the state bucket, reads the state files of its environment's stacks,
+  decrypts their config secrets, and makes the reads the program's invokes make
+  (PROGRAM_INVOKES). `pulumi preview` takes no lock in the DIY backend. No write. Pull requests
+  may assume dev's only (PULL_REQUEST_PREVIEW_ENVIRONMENTS); every environment's is assumed from
+  its deploy branch, before `pulumi up`.
 - deploy role (protected branch + GitHub environment): writes the state files of its
-  environment's stacks only; manages the services the stacks use in its region; creates and
-  changes IAM roles only when they carry its `environment` tag, attaches only the AWS managed
-  policies the stacks attach; never touches anything tagged with another environment.
+  environment's stacks only; manages the services the stacks use in its region; never touches
+  anything tagged with another environment, nor (for the services in PROJECT_SCOPED_RESOURCES)
+  anything without the project's tag. IAM: it creates roles, and changes their policies or trust,
+  only with its environment's permissions boundary on them (`boundary_policy`), attaches only the
+  AWS managed policies the stacks attach, and can neither set nor remove a boundary.
 - neither role can change the bootstrap: the state bucket's settings, the bootstrap's own state,
-  the KMS keys (beyond using them), the OIDC provider and the CI roles are denied explicitly.
+  the KMS keys (beyond using them), the OIDC provider, the CI roles and the boundaries are denied
+  explicitly.
 
 The roles' trust follows GitHub's `sub` claim (see bootstrap/config.py, SUBJECT_CLAIMS).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bootstrap.config import BootstrapConfig, EnvironmentCi, GithubConfig
+from components.config.stack import ENVIRONMENTS
+from components.identity.policies import prod_bucket_patterns
 
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -45,33 +53,111 @@ MANAGED_SERVICES = {
     "aws:sns/": "sns",
     "aws:s3/": "s3",
     "aws:iam/": "iam",
-    # Global services (their API is in us-east-1 whatever the stack's region): scoped by name below.
+    # A global service (its API is in us-east-1 whatever the stack's region): scoped by name below.
     "aws:budgets/": "budgets",
-    "aws:costexplorer/": "ce",
 }
-GLOBAL_SERVICES = ("budgets", "ce")
+GLOBAL_SERVICES = ("budgets",)
 # AWS managed policies the stacks attach to their roles (the deploy role may attach no other, so
-# it cannot hand a role AdministratorAccess); tests check every plan's attachments are listed.
-ATTACHABLE_MANAGED_POLICIES = (
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonEKSClusterPolicy",
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonSSMManagedInstanceCore",
-    "CloudWatchAgentServerPolicy",
+# it cannot hand a role AdministratorAccess), with the actions each grants, by service, read from
+# the policy documents (iann0036/iam-dataset@2073fa52, aws/managedpolicies/<name>.json). Every
+# role's permissions boundary allows them, or the attached policy would not work.
+MANAGED_POLICY_ACTIONS = {
+    "AmazonEC2ContainerRegistryPullOnly": ("ecr:*",),
+    "AmazonEKSClusterPolicy": ("autoscaling:*", "ec2:*", "elasticloadbalancing:*", "iam:CreateServiceLinkedRole", "kms:*"),
+    "AmazonEKSWorkerNodePolicy": ("ec2:*", "eks:*", "eks-auth:*"),
+    "AmazonEKS_CNI_Policy": ("ec2:*",),
+    "AmazonSSMManagedInstanceCore": ("ec2messages:*", "ssm:*", "ssmmessages:*"),
+    "CloudWatchAgentServerPolicy": ("cloudwatch:*", "ec2:*", "logs:*", "ssm:*", "xray:*"),
+}
+ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
+# What the stacks' inline role policies grant, by service (tests/test_bootstrap.py checks every
+# inline action of every plan against the boundary). sts:AssumeRole: External Secrets' role
+# assumes a team stack's secrets role.
+INLINE_POLICY_ACTIONS = ("autoscaling:*", "ec2:*", "eks:*", "elasticfilesystem:*", "kms:*", "logs:*", "s3:*",
+                         "secretsmanager:*", "sts:AssumeRole")
+# Service-linked roles the stacks make AWS create on first use in an account, and what makes it:
+# (resource type, condition on its engine inputs or None, service name). Creating the resource
+# creates the role with the caller's credentials, so the deploy role needs
+# iam:CreateServiceLinkedRole for each (IAM User Guide, "Service-linked role permissions").
+SERVICE_LINKED_ROLE_USES: tuple[tuple[str, Callable[[Mapping[str, Any]], bool] | None, str], ...] = (
+    ("aws:eks/cluster:Cluster", None, "eks.amazonaws.com"),
+    ("aws:eks/nodeGroup:NodeGroup", None, "eks-nodegroup.amazonaws.com"),
+    # The node group's Auto Scaling group, and its spot capacity.
+    ("aws:eks/nodeGroup:NodeGroup", None, "autoscaling.amazonaws.com"),
+    ("aws:eks/nodeGroup:NodeGroup", lambda inputs: inputs.get("capacityType") == "SPOT", "spot.amazonaws.com"),
+    ("aws:efs/fileSystem:FileSystem", None, "elasticfilesystem.amazonaws.com"),
+    # EFS automatic backups run under AWSServiceRoleForBackup, which AWS Backup creates when they
+    # are turned on (AWS Backup Developer Guide, "Service-linked roles for AWS Backup": "When you set
+    # up ... Amazon EFS automatic backup ... AWS Backup creates the service-linked role for you").
+    ("aws:efs/backupPolicy:BackupPolicy", lambda inputs: (inputs.get("backupPolicy") or {}).get("status") == "ENABLED",
+     "backup.amazonaws.com"),
 )
-# Service-linked roles AWS creates on first use of these services in an account.
-SERVICE_LINKED_ROLES = ("autoscaling.amazonaws.com", "eks.amazonaws.com", "eks-nodegroup.amazonaws.com",
-                        "elasticfilesystem.amazonaws.com", "spot.amazonaws.com")
-# Role actions the deploy role may use on roles of its own environment.
+SERVICE_LINKED_ROLES = tuple(sorted({service for _, _, service in SERVICE_LINKED_ROLE_USES}))
+# Invokes the stacks' program calls (scripts/plan.py answers each one offline) and the IAM actions
+# AWS checks for each. `pulumi preview` runs the program, so the preview role needs all of them.
+PROGRAM_INVOKES: dict[str, tuple[str, ...]] = {
+    # Needs no permission and cannot be denied (STS API Reference, GetCallerIdentity); listed so
+    # the documents say what the program calls.
+    "aws:index/getCallerIdentity:getCallerIdentity": ("sts:GetCallerIdentity",),
+    # Answered by the provider from its own configuration: no AWS request.
+    "aws:index/getPartition:getPartition": (),
+    # Zone names from AZ IDs (components/platform.py): EC2 DescribeAvailabilityZones.
+    "aws:index/getAvailabilityZone:getAvailabilityZone": ("ec2:DescribeAvailabilityZones",),
+}
+# Environments whose preview role a pull request may assume. A pull_request run uses the pull
+# request's own workflow file, so anyone who can push a branch can run code with that role and
+# read what it reads (its stacks' config secrets): staging and prod are previewed from the deploy
+# branch only, behind review (docs/delivery.md, "How previews get credentials").
+PULL_REQUEST_PREVIEW_ENVIRONMENTS = ("dev",)
+# IAM actions on roles that the deploy role may use only while the role carries its
+# environment's permissions boundary (all of them take the iam:PermissionsBoundary condition key:
+# Service Authorization Reference for IAM, as iann0036/iam-dataset@08eff2d7 aws/iam_definition.json
+# records it). Put/DeleteRolePermissionsBoundary are denied outright.
+BOUNDED_ROLE_ACTIONS = (
+    "iam:DeleteRole", "iam:DeleteRolePolicy", "iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+)
+# Role actions the deploy role may use on any role of its own environment.
 ROLE_ACTIONS = (
-    "iam:DeleteRole", "iam:DeleteRolePolicy", "iam:GetRole", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies",
-    "iam:ListInstanceProfilesForRole", "iam:ListRolePolicies", "iam:PassRole", "iam:PutRolePolicy", "iam:TagRole",
-    "iam:UntagRole", "iam:UpdateAssumeRolePolicy", "iam:UpdateRole", "iam:UpdateRoleDescription",
+    "iam:GetRole", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole",
+    "iam:ListRolePolicies", "iam:PassRole", "iam:TagRole", "iam:UntagRole",
 )
 ENVIRONMENT_TAG = "environment"
 """The tag the stacks' AWS provider puts on every resource (components/common/tags.py)."""
-
+PROJECT_TAG = "project"
+"""The tag naming the stacks' project (components/common/tags.py): resources without it are another project's."""
+# Resources the deploy role may change only while they carry the project tag. Creation actions
+# and metadata reads are exempt (a new resource has no tags yet; AWS checks the tags of the request
+# instead), and so is tagging in services that check tag-on-create through their TagResource action
+# (docs/delivery.md, "Least privilege", says what that leaves).
+PROJECT_SCOPED_RESOURCES = (
+    *(f"arn:aws:ec2:*:*:{kind}/*" for kind in (
+        "elastic-ip", "instance", "internet-gateway", "launch-template", "natgateway", "network-acl", "placement-group",
+        "route-table", "security-group", "subnet", "volume", "vpc", "vpc-endpoint", "vpc-flow-log")),
+    *(f"arn:aws:eks:*:*:{kind}/*" for kind in (
+        "access-entry", "addon", "cluster", "fargateprofile", "identityproviderconfig", "nodegroup",
+        "podidentityassociation")),
+    "arn:aws:kms:*:*:key/*",
+    "arn:aws:secretsmanager:*:*:secret:*",
+    "arn:aws:elasticfilesystem:*:*:file-system/*",
+    "arn:aws:elasticfilesystem:*:*:access-point/*",
+    "arn:aws:ecr:*:*:repository/*",
+)
+PROJECT_EXEMPT_ACTIONS = (
+    "ec2:Describe*", "ec2:Get*", "ec2:CreateTags", "ec2:AllocateAddress", "ec2:CreateFlowLogs",
+    "ec2:CreateInternetGateway", "ec2:CreateLaunchTemplate", "ec2:CreateNatGateway", "ec2:CreateNetworkInterface",
+    "ec2:CreatePlacementGroup", "ec2:CreateRouteTable", "ec2:CreateSecurityGroup", "ec2:CreateSubnet", "ec2:CreateVpc",
+    "ec2:CreateVpcEndpoint",
+    "eks:Describe*", "eks:List*", "eks:CreateAccessEntry", "eks:CreateAddon", "eks:CreateCluster", "eks:CreateNodegroup",
+    "eks:CreatePodIdentityAssociation", "eks:TagResource",
+    "kms:Describe*", "kms:Get*", "kms:List*", "kms:CreateKey", "kms:TagResource",
+    # Using a key is not changing it; the bootstrap's keys (another project tag) are used this way.
+    "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*",
+    "secretsmanager:DescribeSecret", "secretsmanager:List*", "secretsmanager:CreateSecret", "secretsmanager:TagResource",
+    "elasticfilesystem:Describe*", "elasticfilesystem:CreateAccessPoint", "elasticfilesystem:CreateFileSystem",
+    "elasticfilesystem:TagResource",
+    "ecr:Describe*", "ecr:List*", "ecr:GetAuthorizationToken", "ecr:CreateRepository", "ecr:TagResource",
+)
 
 # --- names (stable: they become ARNs the workflows and stack files name) -----------------------
 
@@ -85,6 +171,22 @@ def deploy_role_name(stacks_project: str, environment: str) -> str:
 
 def ci_role_pattern(stacks_project: str) -> str:
     return f"{stacks_project}-ci-*"
+
+
+def boundary_policy_name(stacks_project: str, environment: str) -> str:
+    """The managed policy every role of the environment's stacks carries as permissions boundary."""
+    return f"{stacks_project}-boundary-{environment}"
+
+
+def boundary_policy_arn(stacks_project: str, environment: str, account_id: str) -> str:
+    """What the stack files set as `iamPermissionsBoundary`."""
+    return f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(stacks_project, environment)}"
+
+
+def services_linked_to(resource_type: str, inputs: Mapping[str, Any]) -> set[str]:
+    """The service-linked roles creating this resource (with these engine inputs) needs."""
+    return {service for type_token, applies, service in SERVICE_LINKED_ROLE_USES
+            if type_token == resource_type and (applies is None or applies(inputs))}
 
 
 def state_bucket_name(stacks_project: str, account_id: str) -> str:
@@ -137,14 +239,31 @@ def state_metadata(bucket_arn: str) -> str:
 
 # --- trust -------------------------------------------------------------------------------------
 
-def preview_subject(github: GithubConfig) -> tuple[str, str]:
-    """(condition operator, `sub` value) a pull request's token carries."""
+def pull_request_subject(github: GithubConfig) -> str:
+    """The `sub` of a pull request's token (a pattern: the pull request's number varies)."""
     repository = github.subject_repository
     if github.subject_claims == "repo-context-ref":
         # The ref of a pull_request run is refs/pull/<number>/merge; the wildcard stands for the
         # number only (GitHub writes any `:` inside a claim value as %3A).
-        return "StringLike", f"repo:{repository}:pull_request:ref:refs/pull/*/merge"
-    return "StringEquals", f"repo:{repository}:pull_request"
+        return f"repo:{repository}:pull_request:ref:refs/pull/*/merge"
+    return f"repo:{repository}:pull_request"
+
+
+def branch_subject(github: GithubConfig, branch: str) -> str:
+    """The `sub` of a job without environment in a run on `branch` (a push, or a workflow it calls)."""
+    subject = f"repo:{github.subject_repository}:ref:refs/heads/{branch}"
+    if github.subject_claims == "repo-context-ref":
+        subject += f":ref:refs/heads/{branch}"   # the `context` claim, then the `ref` claim
+    return subject
+
+
+def preview_subjects(github: GithubConfig, environment: EnvironmentCi) -> list[str]:
+    """Who may preview an environment: runs on its deploy branch (reviewed code, before each
+    `pulumi up`), and pull requests only where PULL_REQUEST_PREVIEW_ENVIRONMENTS allows it."""
+    subjects = [branch_subject(github, environment.deploy_branch)]
+    if environment.name in PULL_REQUEST_PREVIEW_ENVIRONMENTS:
+        subjects.insert(0, pull_request_subject(github))
+    return subjects
 
 
 def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
@@ -155,10 +274,10 @@ def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
     return subject
 
 
-def github_trust_policy(provider_arn: str, operator: str, subject: str) -> dict[str, Any]:
-    """Only tokens of the GitHub OIDC provider, for AWS, with exactly this subject."""
-    conditions: dict[str, dict[str, str]] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE}}
-    conditions.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = subject
+def github_trust_policy(provider_arn: str, operator: str, subjects: list[str]) -> dict[str, Any]:
+    """Only tokens of the GitHub OIDC provider, for AWS, with one of these subjects."""
+    conditions: dict[str, dict[str, Any]] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE}}
+    conditions.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = subjects[0] if len(subjects) == 1 else subjects
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "GitHubActionsOidc",
         "Effect": "Allow",
@@ -174,6 +293,12 @@ def _via_s3(region: str) -> dict[str, Any]:
     return {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
 
 
+def _program_invokes() -> dict[str, Any]:
+    """The reads the program's invokes make (PROGRAM_INVOKES): preview and deploy both run it."""
+    actions = sorted({action for actions in PROGRAM_INVOKES.values() for action in actions})
+    return {"Sid": "RunProgramInvokes", "Effect": "Allow", "Action": actions, "Resource": ["*"]}
+
+
 def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str, state_key_arn: str,
                    secrets_key_arn: str) -> dict[str, Any]:
     project = config.stacks_project
@@ -185,7 +310,61 @@ def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str
         {"Sid": "ReadStateThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [state_key_arn],
          "Condition": _via_s3(config.region)},
         {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn]},
+        _program_invokes(),
     ]}
+
+
+def _bootstrap_resources(config: BootstrapConfig, *, account_id: str, bucket_arn: str, state_key_arn: str,
+                         secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> list[str]:
+    """What the bootstrap owns: the state bucket, its keys, the CI identity and the boundaries."""
+    project = config.stacks_project
+    return [bucket_arn, f"{bucket_arn}/*", state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items())),
+            f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
+            f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]
+
+
+def _other_environments_data(config: BootstrapConfig, environment: str) -> list[str]:
+    """Buckets and Secrets Manager secrets of the other environments, by name (stacks name them so)."""
+    project, others = config.stacks_project, [env for env in ENVIRONMENTS if env != environment]
+    return [arn for env in others for arn in (
+        f"arn:aws:s3:::{project}-{env}-*", f"arn:aws:s3:::{project}-{env}-*/*",
+        f"arn:aws:secretsmanager:*:*:secret:{project}/{env}/*")]
+
+
+def _deny_other_environments(environment: str) -> dict[str, Any]:
+    return {"Sid": "DenyOtherEnvironments", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
+        "StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment},
+        "Null": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": "false"}}}
+
+
+def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
+                    secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
+    """The permissions boundary of every role the environment's stacks create: whatever a role's
+    own policies say, it can act only within the services the stacks' roles use, never on IAM
+    (beyond the service-linked role EKS creates), never on another environment's resources or
+    data, never on the bootstrap, and assume only roles of its own environment."""
+    allowed = sorted({*INLINE_POLICY_ACTIONS, *(a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions)})
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ServicesOfTheStacksRoles", "Effect": "Allow", "Action": allowed, "Resource": ["*"]},
+        {"Sid": "DenyIamWrites", "Effect": "Deny", "Action": [
+            "iam:Add*", "iam:Attach*", "iam:CreateAccessKey", "iam:CreateLoginProfile", "iam:CreatePolicy*",
+            "iam:CreateRole", "iam:CreateUser", "iam:Delete*", "iam:Detach*", "iam:PassRole", "iam:Put*",
+            "iam:Remove*", "iam:Set*", "iam:Tag*", "iam:Untag*", "iam:Update*", "iam:Upload*"], "Resource": ["*"]},
+        _deny_other_environments(environment),
+        {"Sid": "DenyOtherEnvironmentsData", "Effect": "Deny", "Action": ["s3:*", "secretsmanager:*"],
+         "Resource": _other_environments_data(config, environment)},
+        {"Sid": "DenyBootstrap", "Effect": "Deny", "Action": ["*"], "Resource": _bootstrap_resources(
+            config, account_id=account_id, bucket_arn=bucket_arn, state_key_arn=state_key_arn,
+            secrets_key_arns=secrets_key_arns, oidc_provider_arn=oidc_provider_arn)},
+        # An untagged role is not the environment's either (StringNotEquals holds on a missing key).
+        {"Sid": "DenyRolesOutsideEnvironment", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"],
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},
+    ]
+    if environment != "prod":
+        # Prod buckets by any name (a non-prod stack may read an existing datasets bucket).
+        statements.append({"Sid": "DenyProdBuckets", "Effect": "Deny", "Action": ["s3:*"],
+                           "Resource": prod_bucket_patterns()})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
@@ -195,9 +374,11 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     role_arns = f"arn:aws:iam::{account_id}:role/*"
     own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
     services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES})
-    own_tag = {"StringEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}
+    own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
+    bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id)}
     attachable = [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
+    project_tag = {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}
     statements: list[dict[str, Any]] = [
         # The state of this environment's stacks, nothing else in the bucket.
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
@@ -208,33 +389,50 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": [state_key_arn], "Condition": _via_s3(region)},
         {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"],
          "Resource": [secrets_key_arns[environment]]},
+        _program_invokes(),
         # The services the stacks create resources in, in the stacks' region only.
         {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
          "Resource": ["*"], "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
-        # The environment's budgets (named <project>-<environment>[-<team>]-monthly) and the
-        # account's cost-allocation tag activation (components/observability/budget.py).
+        # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
          "Resource": [f"arn:aws:budgets::{account_id}:budget/{project}-{environment}-*"]},
-        {"Sid": "ActivateCostAllocationTags", "Effect": "Allow",
-         "Action": ["ce:ListCostAllocationTags", "ce:UpdateCostAllocationTagsStatus"], "Resource": ["*"]},
         {"Sid": "ManageEnvironmentBuckets", "Effect": "Allow", "Action": ["s3:*"],
          "Resource": [f"arn:aws:s3:::{project}-{environment}-*"]},
-        # IAM: roles of this environment only (they carry its tag from the stacks' provider).
-        {"Sid": "CreateEnvironmentRoles", "Effect": "Allow", "Action": ["iam:CreateRole", "iam:TagRole"],
-         "Resource": [role_arns], "Condition": {"StringEquals": {f"aws:RequestTag/{ENVIRONMENT_TAG}": environment}}},
-        {"Sid": "ManageEnvironmentRoles", "Effect": "Allow", "Action": list(ROLE_ACTIONS), "Resource": [role_arns],
-         "Condition": own_tag},
+        # IAM: roles of this environment only (they carry its tag from the stacks' provider), and
+        # every role it creates or gives permissions to carries the environment's boundary.
+        {"Sid": "CreateBoundedEnvironmentRoles", "Effect": "Allow", "Action": ["iam:CreateRole"],
+         "Resource": [role_arns], "Condition": {"StringEquals": {f"aws:RequestTag/{ENVIRONMENT_TAG}": environment,
+                                                                 **bounded}}},
+        {"Sid": "ChangeBoundedEnvironmentRoles", "Effect": "Allow", "Action": list(BOUNDED_ROLE_ACTIONS),
+         "Resource": [role_arns], "Condition": {"StringEquals": {**own_tag, **bounded}}},
         {"Sid": "AttachListedManagedPolicies", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
-         "Resource": [role_arns], "Condition": {
-             **own_tag, "ArnEquals": {"iam:PolicyARN": attachable}}},
+         "Resource": [role_arns], "Condition": {"StringEquals": {**own_tag, **bounded},
+                                                "ArnEquals": {"iam:PolicyARN": attachable}}},
+        {"Sid": "UseEnvironmentRoles", "Effect": "Allow", "Action": list(ROLE_ACTIONS), "Resource": [role_arns],
+         "Condition": {"StringEquals": own_tag}},
         {"Sid": "ReadManagedPolicies", "Effect": "Allow", "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
          "Resource": ["arn:aws:iam::aws:policy/*"]},
         {"Sid": "CreateServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}}},
-        # Never: another environment's resources, the bootstrap, other roles by chaining.
-        {"Sid": "DenyOtherEnvironments", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
-            "StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment},
-            "Null": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": "false"}}},
+        # Never: another environment's resources, other projects' resources, the bootstrap, the
+        # boundary itself, other roles by chaining.
+        _deny_other_environments(environment),
+        {"Sid": "DenyTaggingIntoOtherEnvironments", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
+            "StringNotEquals": {f"aws:RequestTag/{ENVIRONMENT_TAG}": environment},
+            "Null": {f"aws:RequestTag/{ENVIRONMENT_TAG}": "false"}}},
+        {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(PROJECT_EXEMPT_ACTIONS),
+         "Resource": list(PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
+        # Tagging an existing EC2 resource (no ec2:CreateAction: not tag-on-create) needs it to be
+        # the project's already. Security groups excepted: the VPC's default group is created
+        # untagged by EC2 and adopted by the stack (aws.ec2.DefaultSecurityGroup), which tags it
+        # first, then changes its rules (terraform-provider-aws internal/service/ec2/
+        # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate).
+        {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
+         "Resource": [arn for arn in PROJECT_SCOPED_RESOURCES
+                      if arn.startswith("arn:aws:ec2:") and ":security-group/" not in arn],
+         "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
+        {"Sid": "DenyBoundaryChanges", "Effect": "Deny",
+         "Action": ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"], "Resource": ["*"]},
         {"Sid": "DenyStateBucketSettings", "Effect": "Deny", "NotAction": ["s3:ListBucket"], "Resource": [bucket_arn]},
         {"Sid": "DenyBootstrapState", "Effect": "Deny", "Action": ["s3:*"],
          "Resource": [f"{bucket_arn}/.pulumi/*/{config.project}/*"]},
@@ -242,8 +440,9 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": [state_key_arn, secrets_key_arns[environment]]},
         {"Sid": "DenyBootstrapAliases", "Effect": "Deny", "Action": ["kms:*"],
          "Resource": [f"arn:aws:kms:*:{account_id}:alias/{project}-pulumi-*"]},
-        {"Sid": "DenyCiIdentity", "Effect": "Deny", "Action": ["iam:*"],
-         "Resource": [f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn]},
+        {"Sid": "DenyCiIdentityAndBoundaries", "Effect": "Deny", "Action": ["iam:*"],
+         "Resource": [f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
+                      f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]},
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
     ]
     if other_keys:

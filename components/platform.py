@@ -21,6 +21,7 @@ from components.cluster.control_plane import Cluster, ClusterArgs
 from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
+from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
 from components.common.tags import default_tags
 from components.config import ConfigError, StackConfig, TeamStackConfig
@@ -30,6 +31,7 @@ from components.data.mounts import StorageMounts, StorageMountsArgs
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
 from components.facts.zones import is_zone_id, zone_id_problems
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
+from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.network.vpc import Network, NetworkArgs
@@ -74,6 +76,7 @@ class NetworkStage:
     network: Network
     security_groups: SecurityGroups
     private_subnets_by_az: dict[str, pulumi.Output[str]]
+    ci_runner: CiRunnerAccess
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ class WorkloadStage:
 
 
 def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
+    apply_permissions_boundary(config.iam_permissions_boundary)
     on_aws = _on_aws(config)
     zone_names_by_id = _resolve_zone_ids(config, on_aws)  # may still reject the config: before any resource
     network = _network(config, on_aws)
@@ -151,7 +155,11 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
     ), on_aws.opts)
     private_subnets_by_az = {plan.availability_zone: subnet.id
                              for plan, subnet in zip(config.network.subnets, network.private_subnets, strict=True)}
-    return NetworkStage(network, security_groups, private_subnets_by_az)
+    # CI's preview and deploy jobs reach the private API from a runner in this group (docs/delivery.md).
+    ci_runner = CiRunnerAccess("ci-runner", CiRunnerAccessArgs(
+        vpc_id=network.vpc.id, name_prefix=config.name_prefix, control_plane=security_groups.control_plane,
+    ), on_aws.opts)
+    return NetworkStage(network, security_groups, private_subnets_by_az, ci_runner)
 
 
 def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: NetworkStage,
@@ -379,6 +387,7 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "region": config.region,
         "vpcId": network.network.vpc.id,
         "privateSubnetIds": [s.id for s in network.network.private_subnets],
+        "ciRunnerSecurityGroupId": network.ci_runner.runner.id,
         "clusterName": cluster.cluster.eks.name,
         "kubeconfig": cluster.cluster.kubeconfig,
         "nodePools": pool_outputs(config.node_pools),

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.common.boundary import apply_permissions_boundary
 from components.config import TeamStackConfig
 from components.data.file_system import access_point
 from components.data.mounts import StorageMounts, StorageMountsArgs
@@ -33,6 +34,7 @@ from components.workload.verify_outputs import fabric_outputs, pool_outputs, tra
 
 
 def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
+    apply_permissions_boundary(config.iam_permissions_boundary)
     platform_config = config.platform
     provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])

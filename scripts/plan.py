@@ -34,6 +34,7 @@ import runpy
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -194,6 +195,19 @@ def _availability_zone(region: str, zone_id: str) -> dict:
             "networkBorderGroup": region, "optInStatus": "opt-in-not-required"}
 
 
+# Every invoke the programs make, answered as AWS would (region, invoke arguments -> result).
+# The CI preview role must be allowed what each one calls: tests/test_bootstrap.py checks every
+# token here against bootstrap/policies.py PROGRAM_INVOKES.
+INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
+        "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
+        "userId": "offline-plan", "id": MOCK_ACCOUNT_ID},
+    "aws:index/getPartition:getPartition": lambda region, args: {"partition": "aws", "dnsSuffix": "amazonaws.com",
+                                                                 "id": "aws"},
+    "aws:index/getAvailabilityZone:getAvailabilityZone": lambda region, args: _availability_zone(region, args["zoneId"]),
+}
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Answers as AWS would, with stable fake identifiers; unknown invokes fail loudly."""
 
@@ -213,14 +227,11 @@ class _Mocks(pulumi.runtime.Mocks):
         return self._invoke_result(args), []  # (outputs, no check failures)
 
     def _invoke_result(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
-                    "userId": "offline-plan", "id": MOCK_ACCOUNT_ID}
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
-        if args.token == "aws:index/getAvailabilityZone:getAvailabilityZone":
-            return _availability_zone(self.region, args.args["zoneId"])
-        raise NotImplementedError(f"offline plan has no mock for invoke {args.token}; add one in scripts/plan.py")
+        answer = INVOKE_ANSWERS.get(args.token)
+        if answer is None:
+            raise NotImplementedError(f"offline plan has no mock for invoke {args.token}; add one to INVOKE_ANSWERS in "
+                                      "scripts/plan.py (and its IAM actions to PROGRAM_INVOKES in bootstrap/policies.py)")
+        return answer(self.region, args.args)
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):

@@ -422,6 +422,15 @@ def truncate(markdown: str, max_chars: int) -> str:
 
 # --- command line -------------------------------------------------------------------------------
 
+def stacks_of_environments(stacks: list[str], environments: list[str]) -> list[str]:
+    """The stacks (platform `<env>`, team `team-<team>-<env>`) that belong to one of `environments`;
+    all of them when `environments` is empty."""
+    if not environments:
+        return stacks
+    return [stack for stack in stacks if stack in environments
+            or (stack.startswith("team-") and stack.rsplit("-", 1)[-1] in environments)]
+
+
 def _label(commit: str, ref: str) -> str:
     return f"`{ref}` ({commit[:12]})" if ref != commit else f"`{commit[:12]}`"
 
@@ -433,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", action="append", default=[], help="only these stacks of the main project")
     parser.add_argument("--changed-stacks-file", type=Path,
                         help="write the main project's changed stacks here as a JSON list (CI's preview matrix)")
+    parser.add_argument("--changed-stacks-environment", action="append", default=[], metavar="ENVIRONMENT",
+                        help="only the changed stacks of this environment go into --changed-stacks-file (repeatable)")
     parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, help="cut the summary to this length")
     args = parser.parse_args(argv)
     try:
@@ -455,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.stdout.write(truncate(report.markdown, args.max_chars))
     if args.changed_stacks_file:
-        args.changed_stacks_file.write_text(json.dumps(report.changed_stacks) + "\n")
+        changed = stacks_of_environments(report.changed_stacks, args.changed_stacks_environment)
+        args.changed_stacks_file.write_text(json.dumps(changed) + "\n")
     return 1 if report.failed else 0
 
 

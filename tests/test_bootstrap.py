@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from conftest import PLATFORM_STACKS, ROOT, raw_config
-from iam_eval import ALLOW, DENY, allowed_actions, evaluate
-from plan import Plan, synthesize
+from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded
+from plan import INVOKE_ANSWERS, Plan, synthesize
 
 from bootstrap import policies
 from components.config import ConfigError
+from components.observability.budget import COST_ALLOCATION_TAG_KEYS
 
 BOOTSTRAP = ROOT / "bootstrap"
 REPO = "example-org/gpu-training"
@@ -94,12 +95,18 @@ def test_an_existing_oidc_provider_is_reused_not_created():
 # --- trust: who may assume which role -----------------------------------------------------------
 
 PR = f"repo:{REPO}:pull_request:ref:refs/pull/42/merge"
+MAIN = f"repo:{REPO}:ref:refs/heads/main:ref:refs/heads/main"   # a job without environment on main
 TRUST_CASES = [
     # (role, sub, may assume)
     ("preview-dev", PR, True),
-    ("preview-prod", PR, True),
+    # A pull request runs its own workflow file: it never gets staging's or prod's secrets.
+    ("preview-staging", PR, False),
+    ("preview-prod", PR, False),
+    ("preview-dev", MAIN, True),                                                                   # deploy.yml's preview
+    ("preview-prod", MAIN, True),
+    ("preview-prod", f"repo:{REPO}:ref:refs/heads/feature:ref:refs/heads/feature", False),         # another branch
+    ("preview-prod", f"repo:{REPO}:ref:refs/heads/main*:ref:refs/heads/main", False),
     ("preview-dev", "repo:other-org/gpu-training:pull_request:ref:refs/pull/42/merge", False),   # another repository
-    ("preview-dev", f"repo:{REPO}:ref:refs/heads/main:ref:refs/heads/main", False),                # a push, not a PR
     ("preview-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", False),                   # a deploy job
     ("preview-dev", f"repo:{REPO}:pull_request", False),                                          # template not applied
     ("deploy-prod", f"repo:{REPO}:environment:prod:ref:refs/heads/main", True),
@@ -134,10 +141,15 @@ def test_default_subject_template_and_immutable_ids():
     trust, _ = role(plan, "gpu-training-ci-deploy-prod")
     assert trust["Statement"][0]["Condition"]["StringEquals"][SUB] == \
         "repo:example-org@123456/gpu-training@789012:environment:prod"
-    trust, _ = role(plan, "gpu-training-ci-preview-staging")
+    trust, _ = role(plan, "gpu-training-ci-preview-dev")
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None,
                     token("repo:example-org@123456/gpu-training@789012:pull_request")) == ALLOW
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:pull_request")) != ALLOW
+    trust, _ = role(plan, "gpu-training-ci-preview-staging")
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None,
+                    token("repo:example-org@123456/gpu-training@789012:pull_request")) != ALLOW
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None,
+                    token("repo:example-org@123456/gpu-training@789012:ref:refs/heads/main")) == ALLOW
 
 
 # --- permissions --------------------------------------------------------------------------------
@@ -169,9 +181,34 @@ def test_preview_role_reads_only_its_environments_state(bootstrap):
     assert evaluate(permissions, "s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training-bootstrap/bootstrap.json") != ALLOW
 
 
+def test_the_invokes_the_program_makes_are_the_ones_the_roles_are_written_for():
+    """One list, bootstrap/policies.py PROGRAM_INVOKES: every invoke the offline plan answers (and
+    so every invoke the program makes: an unknown one fails the plan) is in it."""
+    assert set(INVOKE_ANSWERS) == set(policies.PROGRAM_INVOKES)
+
+
+@pytest.mark.parametrize("env", PLATFORM_STACKS)
+def test_preview_and_deploy_roles_may_make_every_invoke_the_program_makes(bootstrap, env):
+    """`pulumi preview` runs the program: e.g. the zone lookups by AZ ID call ec2:DescribeAvailabilityZones."""
+    actions = {a for actions in policies.PROGRAM_INVOKES.values() for a in actions}
+    assert "ec2:DescribeAvailabilityZones" in actions
+    for kind in ("preview", "deploy"):
+        _, permissions = role(bootstrap, f"gpu-training-ci-{kind}-{env}")
+        for action in actions:
+            assert evaluate(permissions, action, "*", {"aws:RequestedRegion": "us-east-1"}) == ALLOW, f"{kind}-{env}: {action}"
+
+
 def key_arn(name: str) -> str:
     return f"arn:aws:mock:us-east-1:{ACCOUNT}:key/{name}"
 
+
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1"
+BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-boundary-dev"
+DEV_ROLE = {"aws:ResourceTag/environment": "dev"}
+BOUNDED_DEV_ROLE = {**DEV_ROLE, "iam:PermissionsBoundary": BOUNDARY}
+IN_REGION = {"aws:RequestedRegion": "us-east-1"}
+OURS = {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "dev"}
+EC2 = f"arn:aws:ec2:us-east-1:{ACCOUNT}"
 
 DEPLOY_DEV_CASES = [
     # (action, resource, request context, expected) for the dev deploy role
@@ -186,35 +223,79 @@ DEPLOY_DEV_CASES = [
     ("s3:PutLifecycleConfiguration", BUCKET, {}, DENY),
     ("s3:DeleteBucket", BUCKET, {}, DENY),
     ("s3:PutBucketVersioning", BUCKET, {}, DENY),
-    ("s3:CreateBucket", "arn:aws:s3:::gpu-training-dev-artifacts-1", {"aws:RequestedRegion": "us-east-1"}, ALLOW),
+    ("s3:CreateBucket", "arn:aws:s3:::gpu-training-dev-artifacts-1", IN_REGION, ALLOW),
     ("s3:DeleteBucket", "arn:aws:s3:::gpu-training-prod-artifacts-1", {}, "not allowed"),
     ("kms:Decrypt", key_arn("state-secrets-dev"), {}, ALLOW),
-    ("kms:Decrypt", key_arn("state-secrets-prod"), {"aws:RequestedRegion": "us-east-1"}, DENY),
-    ("kms:ScheduleKeyDeletion", key_arn("state-state-key"), {"aws:RequestedRegion": "us-east-1"}, DENY),
-    ("kms:PutKeyPolicy", key_arn("state-secrets-dev"), {"aws:RequestedRegion": "us-east-1"}, DENY),
-    ("kms:DeleteAlias", f"arn:aws:kms:us-east-1:{ACCOUNT}:alias/gpu-training-pulumi-secrets-dev",
-     {"aws:RequestedRegion": "us-east-1"}, DENY),
-    ("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev", {}, DENY),
-    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-preview-dev",
-     {"aws:ResourceTag/environment": "dev"}, DENY),
+    ("kms:Decrypt", key_arn("state-secrets-prod"), IN_REGION, DENY),
+    ("kms:ScheduleKeyDeletion", key_arn("state-state-key"), IN_REGION, DENY),
+    ("kms:PutKeyPolicy", key_arn("state-secrets-dev"), IN_REGION, DENY),
+    ("kms:DeleteAlias", f"arn:aws:kms:us-east-1:{ACCOUNT}:alias/gpu-training-pulumi-secrets-dev", IN_REGION, DENY),
+    ("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev", BOUNDED_DEV_ROLE, DENY),
+    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-preview-dev", BOUNDED_DEV_ROLE, DENY),
     ("iam:DeleteOpenIDConnectProvider", "arn:aws:mock:us-east-1:123456789012:openidconnectprovider/ci-github", {}, DENY),
-    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1", {"aws:RequestTag/environment": "dev"}, ALLOW),
-    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1", {"aws:RequestTag/environment": "prod"}, "not allowed"),
-    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1", {}, "not allowed"),
-    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1", {"aws:ResourceTag/environment": "dev"}, ALLOW),
+    ("iam:CreatePolicyVersion", BOUNDARY, {}, DENY),                                  # widen the boundary itself
+    ("iam:DeletePolicy", BOUNDARY, {}, DENY),
+    # Roles: created, changed and given permissions only with the environment's boundary on them.
+    ("iam:CreateRole", ROLE, {"aws:RequestTag/environment": "dev", "iam:PermissionsBoundary": BOUNDARY}, ALLOW),
+    ("iam:CreateRole", ROLE, {"aws:RequestTag/environment": "dev"}, "not allowed"),          # no boundary
+    ("iam:CreateRole", ROLE, {"aws:RequestTag/environment": "dev",
+                              "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-boundary-prod"},
+     "not allowed"),
+    ("iam:CreateRole", ROLE, {"aws:RequestTag/environment": "prod", "iam:PermissionsBoundary": BOUNDARY}, DENY),
+    ("iam:CreateRole", ROLE, {}, "not allowed"),
+    ("iam:PutRolePolicy", ROLE, BOUNDED_DEV_ROLE, ALLOW),
+    ("iam:PutRolePolicy", ROLE, DEV_ROLE, "not allowed"),                                     # a role without it
+    ("iam:UpdateAssumeRolePolicy", ROLE, DEV_ROLE, "not allowed"),
+    ("iam:UpdateAssumeRolePolicy", ROLE, BOUNDED_DEV_ROLE, ALLOW),
+    ("iam:DeleteRolePolicy", ROLE, BOUNDED_DEV_ROLE, ALLOW),
     ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-2", {"aws:ResourceTag/environment": "prod"}, DENY),
-    ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1",
-     {"aws:ResourceTag/environment": "dev", "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}, ALLOW),
-    ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/cluster-role-1",
-     {"aws:ResourceTag/environment": "dev", "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}, "not allowed"),
-    ("ec2:CreateVpc", "*", {"aws:RequestedRegion": "us-east-1"}, ALLOW),
+    ("iam:DeleteRolePermissionsBoundary", ROLE, BOUNDED_DEV_ROLE, DENY),                      # remove the boundary
+    ("iam:PutRolePermissionsBoundary", ROLE, {**DEV_ROLE, "iam:PermissionsBoundary": "arn:aws:iam::aws:policy/AdministratorAccess"}, DENY),
+    ("iam:AttachRolePolicy", ROLE,
+     {**BOUNDED_DEV_ROLE, "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}, ALLOW),
+    ("iam:AttachRolePolicy", ROLE,
+     {**DEV_ROLE, "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}, "not allowed"),
+    ("iam:AttachRolePolicy", ROLE,
+     {**BOUNDED_DEV_ROLE, "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}, "not allowed"),
+    ("iam:PassRole", ROLE, DEV_ROLE, ALLOW),
+    # Tagging: only roles already the environment's; never into another environment.
+    ("iam:TagRole", f"arn:aws:iam::{ACCOUNT}:role/ml-platform-admin", {"aws:RequestTag/environment": "dev"}, "not allowed"),
+    ("iam:TagRole", ROLE, {**DEV_ROLE, "aws:RequestTag/environment": "prod"}, DENY),
+    ("iam:TagRole", ROLE, {**DEV_ROLE, "aws:RequestTag/team": "vision"}, ALLOW),
+    ("ec2:CreateTags", f"{EC2}:vpc/vpc-1", {**OURS, "aws:RequestTag/environment": "prod"}, DENY),
+    ("ec2:CreateVpc", "*", IN_REGION, ALLOW),
     ("ec2:CreateVpc", "*", {"aws:RequestedRegion": "eu-west-1"}, "not allowed"),
     ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-prod",
-     {"aws:RequestedRegion": "us-east-1", "aws:ResourceTag/environment": "prod"}, DENY),
-    ("eks:UpdateNodegroupConfig", f"arn:aws:eks:us-east-1:{ACCOUNT}:nodegroup/gpu-training-dev/gpu/1",
-     {"aws:RequestedRegion": "us-east-1", "aws:ResourceTag/environment": "dev"}, ALLOW),
+     {**IN_REGION, "aws:ResourceTag/environment": "prod", "aws:ResourceTag/project": "gpu-training"}, DENY),
+    ("eks:UpdateNodegroupConfig", f"arn:aws:eks:us-east-1:{ACCOUNT}:nodegroup/gpu-training-dev/gpu/1", OURS, ALLOW),
+    # Other projects' resources in the account: out of reach unless they carry the project tag.
+    ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/other", IN_REGION, DENY),
+    ("eks:UpdateNodegroupConfig", f"arn:aws:eks:us-east-1:{ACCOUNT}:nodegroup/other/gpu/1",
+     {**IN_REGION, "aws:ResourceTag/project": "other"}, DENY),
+    ("ec2:DeleteVpc", f"{EC2}:vpc/vpc-other", IN_REGION, DENY),
+    ("ec2:DeleteVpc", f"{EC2}:vpc/vpc-1", OURS, ALLOW),
+    ("ec2:TerminateInstances", f"{EC2}:instance/i-other", IN_REGION, DENY),
+    ("ec2:DescribeVpcs", "*", IN_REGION, ALLOW),
+    ("ec2:CreateSubnet", f"{EC2}:subnet/*", {**IN_REGION, "aws:RequestTag/environment": "dev"}, ALLOW),
+    # Tag-on-create carries ec2:CreateAction; tagging another project's resource does not.
+    ("ec2:CreateTags", f"{EC2}:subnet/subnet-1", {**IN_REGION, "ec2:CreateAction": "CreateSubnet"}, ALLOW),
+    ("ec2:CreateTags", f"{EC2}:vpc/vpc-other", {**IN_REGION, "aws:RequestTag/project": "gpu-training"}, DENY),
+    # The VPC's default security group is created untagged by EC2 and adopted by the stack.
+    ("ec2:CreateTags", f"{EC2}:security-group/sg-default", {**IN_REGION, "aws:RequestTag/project": "gpu-training"}, ALLOW),
+    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/other", IN_REGION, DENY),
+    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/ours", OURS, ALLOW),
+    ("kms:CreateKey", "*", IN_REGION, ALLOW),
+    ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:other/db-AbC123", IN_REGION, DENY),
+    ("secretsmanager:PutSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/dev/x-AbC123",
+     OURS, ALLOW),
+    ("elasticfilesystem:DeleteFileSystem", f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/fs-other",
+     IN_REGION, DENY),
+    ("ecr:DeleteRepository", f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/other", IN_REGION, DENY),
     ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/anything", {}, DENY),
     ("organizations:LeaveOrganization", "*", {}, "not allowed"),
+    ("ce:UpdateCostAllocationTagsStatus", "*", {}, "not allowed"),       # account-wide: the bootstrap's job
+    ("iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "backup.amazonaws.com"}, ALLOW),
+    ("iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "organizations.amazonaws.com"}, "not allowed"),
 ]
 
 
@@ -239,10 +320,31 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     attached = {r["inputs"]["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
     listed = {f"arn:aws:iam::aws:policy/{name}" for name in policies.ATTACHABLE_MANAGED_POLICIES}
     assert attached <= listed, f"the deploy role may not attach {sorted(attached - listed)}"
-    # The deploy role's IAM rights rest on this tag, which the stacks' provider puts on every role.
+    # The deploy role's rights rest on these tags, which the stacks' provider puts on every resource.
     provider = one(plan, "pulumi:providers:aws")
     tags = json.loads(provider["inputs"]["defaultTags"])["tags"]
     assert tags[policies.ENVIRONMENT_TAG] == stack.rsplit("-", 1)[-1]
+    assert tags[policies.PROJECT_TAG] == "gpu-training"
+
+
+def linked_services(plan: Plan) -> set[str]:
+    return {service for r in plan.resources for service in policies.services_linked_to(r["type"], r["inputs"])}
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_the_deploy_role_may_create_every_service_linked_role_the_stack_needs(bootstrap, plan_of, stack):
+    """A first `pulumi up` in a fresh account makes AWS create these with the deploy role's credentials."""
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    for service in linked_services(plan_of(stack)):
+        assert evaluate(permissions, "iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",
+                        {"iam:AWSServiceName": service}) == ALLOW, f"{stack} needs {service}"
+
+
+def test_efs_automatic_backups_need_aws_backups_service_linked_role(plan_of):
+    """prod turns EFS automatic backups on (storage.efsBackups), dev does not."""
+    assert "backup.amazonaws.com" in linked_services(plan_of("prod"))
+    assert "backup.amazonaws.com" not in linked_services(plan_of("dev"))
+    assert {"eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "spot.amazonaws.com"} <= linked_services(plan_of("dev"))
 
 
 @pytest.mark.parametrize("env", PLATFORM_STACKS)
@@ -252,6 +354,129 @@ def test_platform_stacks_give_the_ci_roles_cluster_access(env):
     readers = {arn.rsplit("/", 1)[-1] for arn in cluster["readOnlyPrincipals"]}
     assert policies.deploy_role_name("gpu-training", env) in admin_roles
     assert policies.preview_role_name("gpu-training", env) in readers
+
+
+# --- the permissions boundary: where a role the deploy role creates can go ---------------------
+
+def boundary(plan: Plan, env: str) -> dict[str, Any]:
+    record = next(r for r in plan.of_type("aws:iam/policy:Policy")
+                  if r["inputs"]["name"] == policies.boundary_policy_name("gpu-training", env))
+    return json.loads(record["inputs"]["policy"])
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, plan_of, stack):
+    env = stack.rsplit("-", 1)[-1]
+    document, plan = boundary(bootstrap, env), plan_of(stack)
+    context = {"aws:ResourceTag/environment": env, "aws:RequestedRegion": "us-east-1"}
+    for attached in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
+        for action in policies.MANAGED_POLICY_ACTIONS[attached["inputs"]["policyArn"].rsplit("/", 1)[-1]]:
+            assert evaluate(document, action, "*", context) == ALLOW, f"{attached['name']}: {action}"
+    for inline in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
+        for statement in json.loads(inline["inputs"]["policy"])["Statement"]:
+            if statement["Effect"] != "Allow":
+                continue
+            for action in as_list(statement["Action"]):
+                for resource in as_list(statement["Resource"]):
+                    outcome = evaluate(document, action, resource, context)
+                    assert outcome == ALLOW, f"{stack} {inline['name']}: {action} on {resource}: {outcome}"
+
+
+INLINE_STAR = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+DEV_TAGGED = {"aws:ResourceTag/environment": "dev"}
+BOUNDED_ROLE_CASES = [
+    # A dev role that somehow holds an inline `*:*` policy: what its boundary still refuses.
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/x", {}, False),
+    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/x", DEV_TAGGED, False),
+    ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/x", DEV_TAGGED, False),
+    ("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/x", DEV_TAGGED, False),
+    ("iam:DeleteRolePermissionsBoundary", f"arn:aws:iam::{ACCOUNT}:role/x", DEV_TAGGED, False),
+    ("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/x", {}, False),
+    ("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/admin", {}, False),
+    ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev", {}, False),  # untagged: not dev's
+    ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/ml-platform-admin", {}, False),
+    ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-prod-team-vision-secrets",
+     {"aws:ResourceTag/environment": "prod"}, False),
+    ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-dev-team-vision-secrets", DEV_TAGGED, True),
+    ("s3:GetObject", "arn:aws:s3:::gpu-training-prod-datasets-1/x", {}, False),
+    ("s3:GetObject", "arn:aws:s3:::customer-data-prod/x", {}, False),
+    ("s3:GetObject", "arn:aws:s3:::gpu-training-staging-artifacts-1/x", {}, False),
+    ("s3:GetObject", "arn:aws:s3:::gpu-training-dev-datasets-1/x", {}, True),
+    ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/hf-token-Ab",
+     {}, False),
+    ("kms:Decrypt", key_arn("state-secrets-dev"), {}, False),                     # the stacks' config secrets
+    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/dev.json", {}, False),  # the state
+    ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-prod",
+     {"aws:ResourceTag/environment": "prod"}, False),
+    ("ec2:DescribeInstances", "*", {}, True),
+    ("organizations:LeaveOrganization", "*", {}, False),
+]
+
+
+@pytest.mark.parametrize(("action", "resource", "context", "allowed"), BOUNDED_ROLE_CASES)
+def test_a_role_with_an_inline_star_policy_stays_inside_the_boundary(bootstrap, action, resource, context, allowed):
+    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, "dev"), action, resource, context)
+    assert (outcome == ALLOW) is allowed, f"{action} on {resource}: {outcome}"
+
+
+def test_the_escalation_chain_of_the_dev_deploy_role_is_closed(bootstrap):
+    """Dev deploys run on every push to main without review. Creating a role, giving it `*:*` and
+    handing it to a pod ends at the boundary: each step without the boundary is refused."""
+    _, deploy = role(bootstrap, "gpu-training-ci-deploy-dev")
+    dev_boundary = f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-boundary-dev"
+    new_role = f"arn:aws:iam::{ACCOUNT}:role/escalate"
+    # 1. create a role without the boundary: refused; with it: allowed.
+    assert evaluate(deploy, "iam:CreateRole", new_role, {"aws:RequestTag/environment": "dev"}) != ALLOW
+    assert evaluate(deploy, "iam:CreateRole", new_role, {"aws:RequestTag/environment": "dev",
+                                                          "iam:PermissionsBoundary": dev_boundary}) == ALLOW
+    # 2. an inline policy on a role without the boundary (one created earlier, or by someone else): refused.
+    assert evaluate(deploy, "iam:PutRolePolicy", new_role, DEV_TAGGED) != ALLOW
+    # 3. removing or replacing the boundary: refused outright.
+    for action in ("iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"):
+        assert evaluate(deploy, action, new_role, {**DEV_TAGGED, "iam:PermissionsBoundary": dev_boundary}) == DENY
+    # 4. widening the boundary itself: refused.
+    assert evaluate(deploy, "iam:CreatePolicyVersion", dev_boundary) == DENY
+    # 5. what the bounded role can do with `*:*`: no IAM, no other environment, no bootstrap.
+    assert evaluate_bounded(INLINE_STAR, boundary(bootstrap, "dev"), "iam:CreateRole", new_role, {}) != ALLOW
+
+
+def test_the_boundary_fits_a_managed_policy_and_the_ci_policies_fit_inline(bootstrap):
+    """IAM quotas (IAM User Guide, "IAM and AWS STS quotas"): a managed policy holds 6,144
+    characters, a role's inline policies 10,240 together; white space does not count."""
+    def size(document: str) -> int:
+        return len(json.dumps(json.loads(document), separators=(",", ":")))
+    for policy in bootstrap.of_type("aws:iam/policy:Policy"):
+        assert size(policy["inputs"]["policy"]) <= 6144, policy["name"]
+    for inline in bootstrap.of_type("aws:iam/rolePolicy:RolePolicy"):
+        assert size(inline["inputs"]["policy"]) <= 10240, inline["name"]
+
+
+def test_the_bootstrap_exports_each_environments_boundary(bootstrap):
+    assert set(bootstrap.outputs["permissionsBoundaryArns"]) == set(PLATFORM_STACKS)
+
+
+# --- cost-allocation tags: activated once, by the bootstrap -------------------------------------
+
+def test_the_bootstrap_activates_every_tag_key_a_budget_counts_by(bootstrap, plan_of):
+    tags = bootstrap.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
+    assert {t["inputs"]["tagKey"] for t in tags} == set(COST_ALLOCATION_TAG_KEYS)
+    assert all(t["inputs"]["status"] == "Active" and t.get("retainOnDelete") is True for t in tags)
+    counted = set()
+    for stack in [*PLATFORM_STACKS, "team-vision-prod"]:
+        for budget in plan_of(stack).of_type("aws:budgets/budget:Budget"):
+            inputs = budget["inputs"]
+            counted |= {f["tags"]["key"] for f in (inputs.get("filterExpression") or {}).get("ands", [])}
+            counted |= {v.split(":", 1)[1].split("$", 1)[0] for f in inputs.get("costFilters", []) for v in f["values"]}
+    assert counted and counted <= set(COST_ALLOCATION_TAG_KEYS), counted
+
+
+def test_tag_activation_can_be_left_to_the_management_account():
+    plan = plan_bootstrap(costAllocationTags={"activate": False})
+    assert not plan.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
 
 
 # --- bad configuration --------------------------------------------------------------------------
@@ -270,6 +495,7 @@ BAD_CONFIG = [
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),
     ({"stackProject": "gpu-training"}, "gpu-training-bootstrap:stackProject", "did you mean 'stacksProject'"),
+    ({"costAllocationTags": {"activate": "yes"}}, "gpu-training-bootstrap:costAllocationTags.activate", "true or false"),
 ]
 
 

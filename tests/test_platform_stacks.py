@@ -55,9 +55,27 @@ def test_no_ingress_from_the_internet(stack, plan_of):
     assert len(default_sg) == 1 and default_sg[0]["inputs"]["ingress"] == [] and default_sg[0]["inputs"]["egress"] == []
 
 
-def test_only_node_egress_reaches_outside(stack, plan_of):
-    open_egress = [r for r in plan_of(stack).of_type(EGRESS) if r["inputs"].get("cidrIpv4") in OPEN_TO_ALL]
-    assert [r["inputs"]["securityGroupId"] for r in open_egress] == [sg_id("nodes")]
+def test_only_node_egress_and_the_ci_runners_https_reach_outside(stack, plan_of):
+    open_egress = {r["inputs"]["securityGroupId"]: r["inputs"] for r in plan_of(stack).of_type(EGRESS)
+                   if r["inputs"].get("cidrIpv4") in OPEN_TO_ALL}
+    assert set(open_egress) == {sg_id("nodes"), CI_RUNNER_GROUP}
+    runner = open_egress[CI_RUNNER_GROUP]
+    assert (runner["ipProtocol"], runner["fromPort"], runner["toPort"]) == ("tcp", 443, 443)
+
+
+CI_RUNNER_GROUP = "ci-runner-group-id"
+
+
+def test_the_ci_runner_reaches_the_private_api_and_nothing_else_of_the_vpc(stack, plan_of):
+    """CI's preview and up jobs run on a runner in this group, inside the VPC (docs/delivery.md)."""
+    plan = plan_of(stack)
+    (group,) = [g for g in plan.of_type("aws:ec2/securityGroup:SecurityGroup") if g["name"] == "ci-runner-group"]
+    assert group["inputs"]["name"] == f"gpu-training-{stack}-ci-runner"
+    admitted = [r["inputs"] for r in plan.of_type(INGRESS) if r["inputs"].get("referencedSecurityGroupId") == CI_RUNNER_GROUP]
+    assert [(r["securityGroupId"], r["ipProtocol"], r["fromPort"], r["toPort"]) for r in admitted] == \
+        [(sg_id("control-plane"), "tcp", 443, 443)]
+    assert [r for r in plan.of_type(EGRESS) if r["inputs"]["securityGroupId"] == CI_RUNNER_GROUP] != []
+    assert plan.outputs["ciRunnerSecurityGroupId"] == CI_RUNNER_GROUP
 
 
 def test_fabric_rules_reference_the_fabric_group_itself(stack, plan_of):

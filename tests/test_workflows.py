@@ -85,17 +85,109 @@ def test_the_plan_diff_is_one_sticky_comment():
     assert comment[0]["with"] == {"header": "offline-plan-diff", "message": "${{ needs.plan-diff.outputs.comment }}"}
 
 
-def test_previews_run_per_changed_stack_with_the_preview_role_and_the_policy_pack():
-    job = workflow("pull-request.yml")["jobs"]["preview"]
-    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.plan-diff.outputs.stacks) }}"
+def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_policy_pack():
+    """A pull_request run uses the pull request's own workflow file: only dev's credentials may be
+    in reach of it (the bootstrap's preview roles of staging and prod do not trust pull requests)."""
+    jobs = workflow("pull-request.yml")["jobs"]
+    diff_step = steps(jobs["plan-diff"])[-1]["run"]
+    environments = re.findall(r"--changed-stacks-environment (\S+)", diff_step)
+    assert tuple(environments) == policies.PULL_REQUEST_PREVIEW_ENVIRONMENTS == ("dev",)
+    job = jobs["preview"]
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.plan-diff.outputs.dev-stacks) }}"
     assert "${{ matrix.stack }}" in job["concurrency"]["group"]
     credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
-    role = policies.preview_role_name("gpu-training", "${{ steps.stack.outputs.environment }}")
+    role = policies.preview_role_name("gpu-training", "dev")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     preview = next(s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@"))["with"]
     assert preview["command"] == "preview" and preview["diff"] is True and preview["comment-on-pr"] is True
     assert preview["policyPacks"] == "policy" and preview["stack-name"] == "${{ matrix.stack }}"
     assert preview["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
+
+
+def test_the_changed_stacks_filter_keeps_the_named_environments_stacks_only():
+    from plan_diff import stacks_of_environments
+    stacks = ["dev", "prod", "staging", "team-vision-dev", "team-vision-prod", "team-dev-ops-staging"]
+    assert stacks_of_environments(stacks, ["dev"]) == ["dev", "team-vision-dev"]
+    assert stacks_of_environments(stacks, ["prod", "staging"]) == ["prod", "staging", "team-vision-prod",
+                                                                   "team-dev-ops-staging"]
+    assert stacks_of_environments(stacks, []) == stacks
+
+
+def test_previews_never_refresh():
+    """Refreshing a Helm release reads its release Secrets (pulumi-kubernetes helm_release.go: Read
+    calls Helm's action.Get), which the preview roles' cluster access (EKS view policy) does not allow."""
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            for step in steps(job):
+                assert not (step.get("with") or {}).get("refresh"), f"{name}/{job_name} refreshes"
+                assert "--refresh" not in step.get("run", ""), f"{name}/{job_name} refreshes"
+    script = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
+                            capture_output=True, text=True, check=True).stdout
+    assert script.count("pulumi preview ") == 2 and "--refresh" not in script and "--yes" not in script
+
+
+# --- runners: a job that talks to a cluster runs inside that environment's VPC -----------------
+
+GITHUB_HOSTED = re.compile(r"^(ubuntu|windows|macos)-")
+CLUSTER_COMMAND = re.compile(r"\b(scripts/deploy-environment|pulumi (up|preview|refresh|destroy))\b")
+RUNNER_PREFIX = "gpu-training-"
+
+
+def touches_cluster(job: dict[str, Any]) -> bool:
+    """`pulumi preview`/`up` of a stack reaches its Kubernetes API (objects and Helm releases)."""
+    return any((s.get("uses", "").startswith("pulumi/actions@") and (s.get("with") or {}).get("command"))
+               or CLUSTER_COMMAND.search(s.get("run", "")) for s in steps(job))
+
+
+def runner_labels(job: dict[str, Any]) -> list[str]:
+    runs_on = job["runs-on"]
+    if isinstance(runs_on, dict):
+        return [runs_on["group"], *runs_on.get("labels", [])] if "group" in runs_on else list(runs_on.get("labels", []))
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def runner_problems(document: dict[str, Any]) -> list[str]:
+    problems = []
+    for name, job in document["jobs"].items():
+        if "uses" in job:  # a call of a reusable workflow: its own jobs are checked there
+            continue
+        labels = runner_labels(job)
+        environments = [label.removeprefix(RUNNER_PREFIX) for label in labels if label.startswith(RUNNER_PREFIX)]
+        if not touches_cluster(job):
+            if not all(GITHUB_HOSTED.match(label) for label in labels):
+                problems.append(f"{name}: needs no cluster, so it stays on a GitHub-hosted runner (got {labels})")
+            continue
+        if any(GITHUB_HOSTED.match(label) for label in labels) or "self-hosted" not in labels or len(environments) != 1:
+            problems.append(f"{name}: runs pulumi against a cluster, so it needs [self-hosted, {RUNNER_PREFIX}<env>] "
+                            f"(a runner inside that environment's VPC), got {labels}")
+            continue
+        for step in steps(job):
+            if step.get("uses", "").startswith("aws-actions/configure-aws-credentials@"):
+                role_arn = step["with"]["role-to-assume"]
+                if not role_arn.endswith(f"-{environments[0]}"):
+                    problems.append(f"{name}: runner of {environments[0]} but credentials {role_arn}")
+    return problems
+
+
+def test_cluster_jobs_run_inside_their_environments_vpc_and_nothing_else_does():
+    for name, document in all_workflows().items():
+        assert runner_problems(document) == [], name
+    cluster_jobs = {(name, job_name) for name, document in all_workflows().items()
+                    for job_name, job in document["jobs"].items() if "uses" not in job and touches_cluster(job)}
+    assert cluster_jobs == {("pull-request.yml", "preview"), ("deploy.yml", "preview"), ("deploy.yml", "up")}
+
+
+@pytest.mark.parametrize(("name", "job_name", "runs_on", "says"), [
+    ("deploy.yml", "up", "ubuntu-24.04", "needs [self-hosted"),
+    ("deploy.yml", "preview", ["self-hosted", "ubuntu-24.04"], "needs [self-hosted"),
+    ("pull-request.yml", "preview", ["ubuntu-24.04"], "needs [self-hosted"),
+    ("pull-request.yml", "preview", ["self-hosted", "gpu-training-prod"], "runner of prod but credentials"),
+    ("pull-request.yml", "test", ["self-hosted", "gpu-training-dev"], "stays on a GitHub-hosted runner"),
+])
+def test_the_runner_check_catches_a_job_on_the_wrong_runner(name, job_name, runs_on, says):
+    document = workflow(name)
+    document["jobs"][job_name]["runs-on"] = runs_on
+    assert any(says in problem for problem in runner_problems(document)), runner_problems(document)
 
 
 def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
@@ -106,12 +198,24 @@ def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
         assert job["uses"] == "./.github/workflows/deploy.yml" and job["needs"] == after
         assert job["with"] == {"environment": environment}
     up = workflow("deploy.yml")["jobs"]["up"]
-    assert up["environment"] == "${{ inputs.environment }}"
+    assert up["environment"] == "${{ inputs.environment }}" and up["needs"] == "preview"
     assert up["concurrency"] == {"group": "deploy-${{ inputs.environment }}", "cancel-in-progress": False}
     credentials = next(s for s in steps(up) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
     role = policies.deploy_role_name("gpu-training", "${{ inputs.environment }}")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     assert "scripts/deploy-environment" in steps(up)[-1]["run"]
+
+
+def test_each_environment_is_previewed_from_main_before_its_approval_and_its_up():
+    """Staging's and prod's previews run reviewed code (main) with the preview role, which trusts
+    the branch's subject, so the job names no environment; prod's reviewers see it before approving."""
+    preview = workflow("deploy.yml")["jobs"]["preview"]
+    assert "environment" not in preview
+    credentials = next(s for s in steps(preview) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
+    role = policies.preview_role_name("gpu-training", "${{ inputs.environment }}")
+    assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
+    assert re.search(r"scripts/deploy-environment --preview \S+", steps(preview)[-1]["run"])
+    assert triggers(workflow("main.yml")) == {"push": {"branches": ["main"]}}
 
 
 def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
@@ -138,11 +242,12 @@ def test_actionlint_runs_and_catches_a_broken_workflow(tmp_path):
     broken = tmp_path / ".github" / "workflows" / "broken.yml"
     broken.parent.mkdir(parents=True)
     text = (WORKFLOWS / "pull-request.yml").read_text()
-    assert "steps.stack.outputs.environment" in text
-    broken.write_text(text.replace("steps.stack.outputs.environment", "steps.stak.outputs.environment", 1))
+    assert "steps.diff.outputs.comment" in text
+    broken.write_text(text.replace("steps.diff.outputs.comment", "steps.dif.outputs.comment", 1))
+    shutil.copy2(WORKFLOWS.parent / "actionlint.yaml", broken.parent.parent / "actionlint.yaml")  # the runner labels
     subprocess.run(["git", "init", "--quiet"], cwd=tmp_path, check=True)
     result = subprocess.run([str(actionlint), "-no-color"], cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert result.returncode == 1 and 'property "stak" is not defined' in result.stdout, result.stdout
+    assert result.returncode == 1 and 'property "dif" is not defined' in result.stdout, result.stdout
     clean = subprocess.run([str(actionlint), "-no-color"], cwd=ROOT, capture_output=True, text=True, check=False,
                            env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
     assert clean.returncode == 0, clean.stdout

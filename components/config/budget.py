@@ -27,8 +27,9 @@ class BudgetConfig:
     actual_percent: tuple[int, ...]
     forecast_percent: tuple[int, ...]
     activate_cost_allocation_tags: bool
-    """Activate this stack's cost-allocation tag keys (only an organization's management account
-    or a standalone account may; see docs/cost.md)."""
+    """Activate this stack's cost-allocation tag keys from the stack too (off by default: the
+    bootstrap activates them once; only an organization's management account or a standalone
+    account may, and only for keys AWS has seen in billing data; see docs/cost.md)."""
 
 
 def parse_budget(section: Section, *, environment: str) -> BudgetConfig | None:
@@ -49,7 +50,7 @@ def parse_budget(section: Section, *, environment: str) -> BudgetConfig | None:
     if len(actual) + len(forecast) > MAX_NOTIFICATIONS:
         section.error(section.path, {"actualPercent": list(actual), "forecastPercent": list(forecast)},
                       f"AWS Budgets allows {MAX_NOTIFICATIONS} notifications per budget", "list fewer thresholds")
-    activate = section.boolean("activateCostAllocationTags", True)
+    activate = section.boolean("activateCostAllocationTags", False)
     section.finish()
     return BudgetConfig(limit, actual, forecast, activate)
 

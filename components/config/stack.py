@@ -21,6 +21,8 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
+from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
+from components.config.permissions_boundary import parse_permissions_boundary
 from components.config.reader import ConfigError, Section, did_you_mean
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.scale_down import ScaleDownConfig, parse_scale_down
@@ -57,6 +59,8 @@ class StackConfig:
     observability: ObservabilityConfig
     budget: BudgetConfig | None = None
     scale_down: ScaleDownConfig = field(default_factory=ScaleDownConfig)
+    iam_permissions_boundary: str | None = None
+    """ARN of the managed policy every IAM role of the stack carries as permissions boundary."""
 
     @property
     def name_prefix(self) -> str:
@@ -101,6 +105,8 @@ class TeamStackConfig:
     secrets: SecretsConfig
     training: TrainingConfig
     budget: BudgetConfig | None = None
+    iam_permissions_boundary: str | None = None
+    """The platform stack's: the same deploy role creates both stacks' roles."""
 
     @property
     def name_prefix(self) -> str:
@@ -217,6 +223,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     observability = parse_observability(root.section("observability", {}), environment=env)
     budget = parse_budget(root.section("budget", {}), environment=env)
     scale_down = parse_scale_down(root.section("scaleDown", {}))
+    boundary = parse_permissions_boundary(root, project=project, environment=env)
     _check_cleanup_image(root, training.cleanup_image)
     root.finish()
 
@@ -240,6 +247,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         observability=observability,
         budget=budget,
         scale_down=scale_down,
+        iam_permissions_boundary=boundary,
     )
 
 
@@ -272,8 +280,13 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"))
     budget = parse_budget(root.section("budget", {}), environment=environment)
+    boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
         _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image)
+        if boundary and boundary != platform.iam_permissions_boundary:
+            root.error(root.key(PERMISSIONS_BOUNDARY_KEY), boundary,
+                       f"differs from the platform stack's ({platform.iam_permissions_boundary or 'none'}): the same "
+                       "deploy role creates both stacks' roles", "remove it; the team stack takes the platform's")
     root.finish()
     if errors:
         raise ConfigError(errors)
@@ -281,7 +294,8 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
         raise ConfigError([f"platform stack '{environment}': could not be read"])
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
-                           secrets=secrets, training=training, budget=budget)
+                           secrets=secrets, training=training, budget=budget,
+                           iam_permissions_boundary=platform.iam_permissions_boundary)
 
 
 def _check_cleanup_image(root: Section, image: str) -> None:

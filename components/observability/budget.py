@@ -8,9 +8,10 @@
 - Alerts: one notification per configured percentage of the limit, on actual and on forecast
   cost, to the platform's alert topic (AWS Budgets cannot publish to another account's topic).
 - Cost-allocation tags: a tag key counts in Budgets only once activated, an account-wide switch.
-  Each stack activates the keys it applies, idempotently (activating an active key is a no-op,
-  UpdateCostAllocationTagsStatus), and never deactivates one on destroy (`retain_on_delete`):
-  another stack in the account may rely on it.
+  The bootstrap activates COST_ALLOCATION_TAG_KEYS once, with an administrator (bootstrap/billing.py).
+  A stack activates the keys it applies only when `budget.activateCostAllocationTags` is true,
+  idempotently (activating an active key is a no-op, UpdateCostAllocationTagsStatus), and never
+  deactivates one on destroy (`retain_on_delete`): another stack in the account may rely on it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from components.config.budget import BudgetConfig
 
 # What a budget counts: unblended cost, as AWS bills it before Savings Plans amortisation.
 METRIC = "UnblendedCost"
+# Every tag key a budget filters by, and the billing tag: what the bootstrap activates.
+COST_ALLOCATION_TAG_KEYS = ("cost-center", "environment", "team")
 
 
 def budget_name(name_prefix: str) -> str:

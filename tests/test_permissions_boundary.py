@@ -1,0 +1,90 @@
+"""Every IAM role a stack creates carries its environment's permissions boundary
+(`iamPermissionsBoundary`), and the config model rejects a value that cannot be that boundary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from conftest import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
+from plan import synthesize
+
+from bootstrap import policies
+from components.common.boundary import bound_roles
+from components.config import ConfigError, load_stack_config
+
+KEY = f"{PROJECT}:iamPermissionsBoundary"
+
+
+def boundary_of(stack: str) -> str:
+    environment = stack.rsplit("-", 1)[-1]
+    return raw_config(environment)[KEY]
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_every_role_of_every_stack_carries_the_environments_boundary(plan_of, stack):
+    roles = plan_of(stack).of_type("aws:iam/role:Role")
+    assert roles, stack
+    boundary = boundary_of(stack)
+    # The bootstrap's name for this environment's boundary (bootstrap/policies.py).
+    assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, stack.rsplit('-', 1)[-1])}")
+    missing = sorted(r["name"] for r in roles if r["inputs"].get("permissionsBoundary") != boundary)
+    assert not missing, f"roles of {stack} without {boundary}: {missing}"
+
+
+def test_without_the_key_no_role_gets_a_boundary(tmp_path: Path):
+    """For accounts that run without the bootstrap."""
+    source = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text("".join(line for line in source.splitlines(keepends=True) if KEY not in line))
+    roles = synthesize("dev", stack_file).of_type("aws:iam/role:Role")
+    assert roles and all("permissionsBoundary" not in r["inputs"] for r in roles)
+
+
+BAD = [
+    ("arn:aws:iam::111122223333:role/gpu-training-boundary-dev", "is not the ARN of an IAM managed policy"),
+    ("gpu-training-boundary-dev", "is not the ARN of an IAM managed policy"),
+    ("arn:aws:iam::1111:policy/gpu-training-boundary-dev", "is not the ARN of an IAM managed policy"),
+    ("arn:aws:iam::111122223333:policy/gpu-training-boundary-prod", "the prod environment's boundary"),
+]
+
+
+@pytest.mark.parametrize(("value", "says"), BAD)
+def test_a_value_that_cannot_be_the_boundary_is_rejected_naming_key_and_fix(value, says):
+    raw = mutate(raw_config("dev"), "iamPermissionsBoundary", value)
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    lines = [line for line in str(raised.value).splitlines() if KEY in line]
+    assert lines and says in lines[0] and "Fix:" in lines[0], str(raised.value)
+
+
+def test_a_boundary_of_another_project_or_path_is_accepted():
+    for value in ("arn:aws:iam::111122223333:policy/platform/org-boundary",
+                  "arn:aws:iam::111122223333:policy/other-project-boundary-prod"):
+        config = load_stack_config(mutate(raw_config("dev"), "iamPermissionsBoundary", value), project=PROJECT, stack="dev")
+        assert config.iam_permissions_boundary == value
+
+
+def test_a_team_stack_takes_the_platforms_boundary_and_may_not_set_another():
+    team = load_stack_config(raw_config("team-vision-prod"), project=PROJECT, stack="team-vision-prod")
+    assert team.iam_permissions_boundary == boundary_of("prod")
+    other = "arn:aws:iam::111122223333:policy/platform/org-boundary"
+    with pytest.raises(ConfigError, match="differs from the platform stack's"):
+        load_stack_config(mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", other), project=PROJECT,
+                          stack="team-vision-prod")
+
+
+def transformation_args(type_token: str, props: dict[str, Any]) -> pulumi.ResourceTransformationArgs:
+    return pulumi.ResourceTransformationArgs(resource=None, type_=type_token, name="r", props=props,  # type: ignore[arg-type]
+                                             opts=pulumi.ResourceOptions())
+
+
+def test_the_transformation_sets_the_boundary_on_roles_only_and_refuses_another():
+    transform = bound_roles("arn:aws:iam::1:policy/b")
+    result = transform(transformation_args("aws:iam/role:Role", {"assume_role_policy": "{}"}))
+    assert result is not None and result.props["permissions_boundary"] == "arn:aws:iam::1:policy/b"
+    assert transform(transformation_args("aws:iam/rolePolicy:RolePolicy", {"policy": "{}"})) is None
+    with pytest.raises(ValueError, match="sets permissions boundary arn:aws:iam::1:policy/other"):
+        transform(transformation_args("aws:iam/role:Role", {"permissions_boundary": "arn:aws:iam::1:policy/other"}))
