@@ -112,7 +112,8 @@ PULL_REQUEST_PREVIEW_ENVIRONMENTS = ("dev",)
 # IAM actions on roles that the deploy role may use only while the role carries its
 # environment's permissions boundary (all of them take the iam:PermissionsBoundary condition key:
 # Service Authorization Reference for IAM, as iann0036/iam-dataset@08eff2d7 aws/iam_definition.json
-# records it). Put/DeleteRolePermissionsBoundary are denied outright.
+# records it). Attach/DetachRolePolicy take it too, in their statement with the policy list;
+# Put/DeleteRolePermissionsBoundary are denied outright.
 BOUNDED_ROLE_ACTIONS = (
     "iam:DeleteRole", "iam:DeleteRolePolicy", "iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:UpdateRole",
     "iam:UpdateRoleDescription",
