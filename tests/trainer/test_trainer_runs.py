@@ -117,7 +117,7 @@ def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch,
     assert selected["path"] == second.path
     assert {s["step"] for s in selected["skipped"]} == {newest.step, newest.step + every}
     skipped = c.of("checkpoint_skipped")
-    assert [s["path"] for s in skipped] == [second.path] and "sha256" in skipped[0]["reason"]
+    assert [s["path"] for s in skipped] == [second.path] and "xxh3_128 mismatch" in skipped[0]["reason"]
     resumed_c = c.of("checkpoint_resumed")[0]
     assert resumed_c["step"] == third.step, "must resume from the newest checkpoint that verifies"
     assert c.steps()[0]["step"] == third.step + 1

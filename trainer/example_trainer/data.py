@@ -1,25 +1,55 @@
-"""Reading packed shards with a multi-process, prefetching DataLoader.
+"""Reading packed shards at the speed of the storage: worker processes fill a shared-memory ring.
 
-The unit of loading is a *chunk*: `batch_size` consecutive samples of one
-shard, read with two positioned reads (features, labels). Each epoch shuffles
-the chunk order with a seeded generator; rank r takes every world_size-th
-chunk. The position in the data is therefore a pure function of
-the global step (epoch = step // chunks per rank), which is all a checkpoint
-needs to resume exactly.
+The unit of loading is a *chunk*: `batch_size` consecutive samples of one shard, read with two
+positioned reads (features, labels) straight into their final place. Each epoch shuffles the
+chunk order with a seeded generator; rank r takes every world_size-th chunk. The position in the
+data is therefore a pure function of the global step, which is all a checkpoint needs to resume
+exactly.
+
+Why not `torch.utils.data.DataLoader` with one chunk per item: every item then crosses a
+multiprocessing queue on its own (pickled, its storage moved into a fresh shared-memory segment
+whose file descriptor is passed over a socket). Measured side by side with a plain memory-mapped
+read of the same shards, that costs more than it hides: 4x (0.5 MB chunks) to 66x (8 KB chunks)
+slower (issue 11). `ShardLoader` instead
+
+- maps one anonymous shared ring of `slots` blocks once, before the workers fork; a block holds
+  `chunks_per_block` chunks (about `block_bytes`);
+- sends each worker only a slot number and a list of chunk indices (a few bytes); the worker
+  reads the chunks with `preadv` directly into the ring (one copy: page cache -> ring);
+- hands the training loop views into the ring, in sampler order: no pickling, no per-item
+  allocation, no copy in the training process;
+- keeps its workers for the whole run (the sampler is endless), `prefetch_blocks` blocks ahead
+  per worker.
+
+A batch is valid until the loop asks for the next one: the loop moves on, the slot is refilled.
+Copy it (`.clone()`, or `.to(device)`) to keep it longer. With CUDA the copy to the device comes
+from pageable shared memory, which the driver stages synchronously, so reusing the slot after
+`next()` is always safe.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import itertools
+import mmap
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+from collections.abc import Iterable, Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .pack_data import HEADER_BYTES, read_header, read_manifest, shard_size
 
+DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB per message: IPC cost vanishes, the ring stays small
+WORKER_POLL_S = 1.0
 
-class ShardChunks(Dataset):
+
+class ShardChunks:
+    """The packed data set as an index of chunks, and a reader of one chunk into given memory."""
+
     def __init__(self, data_dir: str, batch_size: int):
         manifest = read_manifest(data_dir)
         if manifest is None:
@@ -28,7 +58,7 @@ class ShardChunks(Dataset):
         self.batch_size = batch_size
         self.dim = int(manifest["dim"])
         self.classes = int(manifest["classes"])
-        self.shards = []
+        self.shards: list[tuple[str, int]] = []
         self.chunks: list[tuple[int, int]] = []
         for si, entry in enumerate(manifest["shards"]):
             path = os.path.join(data_dir, entry["name"])
@@ -39,38 +69,50 @@ class ShardChunks(Dataset):
             self.shards.append((path, n))
             for start in range(0, n - batch_size + 1, batch_size):
                 self.chunks.append((si, start))
+        self.feature_bytes = batch_size * self.dim * 4
+        self.label_bytes = batch_size * 8
         self._fds: dict[int, int] = {}
+        self._fds_pid = os.getpid()
 
     def __len__(self) -> int:
         return len(self.chunks)
 
     def _fd(self, si: int) -> int:
+        if self._fds_pid != os.getpid():  # a forked worker opens its own descriptors
+            self._fds, self._fds_pid = {}, os.getpid()
         fd = self._fds.get(si)
-        if fd is None:  # opened lazily, per worker process
+        if fd is None:
             fd = os.open(self.shards[si][0], os.O_RDONLY)
             self._fds[si] = fd
         return fd
 
-    def _read(self, fd: int, offset: int, nbytes: int, dtype) -> torch.Tensor:
-        buf = bytearray(nbytes)
-        got = os.preadv(fd, [buf], offset)
-        if got != nbytes:
-            raise OSError(f"short read: {got} of {nbytes} bytes")
-        return torch.frombuffer(buf, dtype=dtype)
-
-    def __getitem__(self, idx: int):
+    def read_into(self, idx: int, features: memoryview, labels: memoryview) -> None:
+        """Read chunk `idx` into `features` (feature_bytes) and `labels` (label_bytes)."""
         si, start = self.chunks[idx]
-        _, n = self.shards[si]
+        n = self.shards[si][1]
         fd = self._fd(si)
-        b, d = self.batch_size, self.dim
-        x = self._read(fd, HEADER_BYTES + start * d * 4, b * d * 4, torch.float32).view(b, d)
-        y = self._read(fd, HEADER_BYTES + n * d * 4 + start * 8, b * 8, torch.int64)
+        for view, offset in ((features, HEADER_BYTES + start * self.dim * 4),
+                             (labels, HEADER_BYTES + n * self.dim * 4 + start * 8)):
+            got = os.preadv(fd, [view], offset)
+            if got != len(view):
+                raise OSError(f"{self.shards[si][0]}: short read, {got} of {len(view)} bytes at {offset}")
+
+    def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.empty(self.batch_size, self.dim, dtype=torch.float32)
+        y = torch.empty(self.batch_size, dtype=torch.int64)
+        self.read_into(idx, _bytes_of(x), _bytes_of(y))
         return x, y
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_fds"] = {}
-        return state
+    def close(self) -> None:
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = {}
+
+
+def _bytes_of(t: torch.Tensor) -> memoryview:
+    """A writable byte view of a contiguous CPU tensor's memory (torch has no buffer protocol)."""
+    return memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())).cast("B")
 
 
 def epoch_order(n_chunks: int, epoch: int, seed: int, rank: int, world_size: int) -> list[int]:
@@ -81,10 +123,10 @@ def epoch_order(n_chunks: int, epoch: int, seed: int, rank: int, world_size: int
     return perm[rank::world_size][:per_rank]
 
 
-class ChunkSampler(Sampler):
-    """Endless stream of this rank's chunk indices, epoch after epoch, starting
-    at global step `start_step`: one DataLoader (and one set of worker
-    processes) serves the whole run, and resuming needs only the step."""
+class ChunkSampler:
+    """Endless stream of this rank's chunk indices, epoch after epoch, starting at global step
+    `start_step`: one loader (and one set of worker processes) serves the whole run, and
+    resuming needs only the step."""
 
     def __init__(self, n_chunks: int, seed: int, rank: int, world_size: int, start_step: int = 0):
         self.n_chunks = n_chunks
@@ -96,41 +138,190 @@ class ChunkSampler(Sampler):
         if self.per_rank < 1:
             raise ValueError("fewer chunks than ranks")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         epoch, offset = divmod(self.start_step, self.per_rank)
         while True:
             yield from epoch_order(self.n_chunks, epoch, self.seed, self.rank, self.world_size)[offset:]
             epoch, offset = epoch + 1, 0
 
 
-def _worker_init(_worker_id: int) -> None:
-    # Stop signals are for the training process, which saves a checkpoint and
-    # shuts the loader down itself. A worker killed by a stray SIGTERM/SIGINT
-    # would instead raise "DataLoader worker exited unexpectedly" in the
-    # trainer in the middle of that save.
+class LoaderWorkerError(RuntimeError):
+    """A loader worker failed or died; the message says which and why."""
+
+
+class ShardLoader:
+    """Iterator of (features, labels) chunks in `indices` order, read ahead into a shared ring."""
+
+    def __init__(self, dataset: ShardChunks, indices: Iterable[int], *, num_workers: int,
+                 prefetch_blocks: int = 2, block_bytes: int = DEFAULT_BLOCK_BYTES):
+        if num_workers < 0 or prefetch_blocks < 1:
+            raise ValueError("num_workers must be >= 0 and prefetch_blocks >= 1")
+        self.dataset = dataset
+        self.num_workers = num_workers
+        chunk_bytes = dataset.feature_bytes + dataset.label_bytes
+        self.chunks_per_block = max(1, block_bytes // chunk_bytes)
+        self._indices = iter(indices)
+        self._slots = max(1, num_workers * prefetch_blocks)
+        k, b = self.chunks_per_block, dataset.batch_size
+        feature_block = k * dataset.feature_bytes
+        self._slot_bytes = feature_block + k * dataset.label_bytes
+        # Anonymous MAP_SHARED memory: forked workers write into the very pages the loop reads.
+        self._ring = mmap.mmap(-1, self._slots * self._slot_bytes)
+        ring = memoryview(self._ring)
+        self._feature_views = []  # per slot: the byte views the workers fill, chunk by chunk
+        self._batches = []  # per slot: the (x, y) tensor views the loop receives, chunk by chunk
+        for slot in range(self._slots):
+            base = slot * self._slot_bytes
+            x = torch.frombuffer(self._ring, dtype=torch.float32, count=k * b * dataset.dim,
+                                 offset=base).view(k * b, dataset.dim)
+            y = torch.frombuffer(self._ring, dtype=torch.int64, count=k * b, offset=base + feature_block)
+            self._batches.append(list(zip(x.split(b), y.split(b), strict=True)))
+            self._feature_views.append([
+                (ring[base + j * dataset.feature_bytes: base + (j + 1) * dataset.feature_bytes],
+                 ring[base + feature_block + j * dataset.label_bytes:
+                      base + feature_block + (j + 1) * dataset.label_bytes])
+                for j in range(k)])
+        self._pending: list[tuple[int, int]] = []  # (slot, worker) in delivery order
+        self._current: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._current_slot: int | None = None
+        self._position = 0
+        self._block_seq = 0
+        self._exhausted = False
+        self._filled = 0  # chunks in the block read in-process (no workers)
+        self._workers: list[multiprocessing.process.BaseProcess] = []
+        self._conns: list[multiprocessing.connection.Connection] = []
+        if num_workers:
+            self._start_workers()
+        for slot in range(self._slots):
+            if not self._dispatch(slot):
+                break
+
+    # ------------------------------------------------------------------ workers
+
+    def _start_workers(self) -> None:
+        # fork: the ring and the dataset index are inherited, nothing is pickled. The workers touch
+        # no torch state, only os.preadv into the ring (fork-safe even after CUDA/gloo started).
+        ctx = multiprocessing.get_context("fork")
+        pipes = [ctx.Pipe(duplex=True) for _ in range(self.num_workers)]
+        parent_ends = [p for p, _ in pipes]
+        for w, (_, child) in enumerate(pipes):
+            others = [c for i, (_, c) in enumerate(pipes) if i != w]
+            proc = ctx.Process(target=_worker_main, name=f"shard-loader-{w}", daemon=True,
+                               args=(self.dataset, self._feature_views, child, [*parent_ends, *others]))
+            proc.start()
+            child.close()
+            self._workers.append(proc)
+        self._conns = parent_ends
+
+    def _next_block(self) -> list[int]:
+        return list(itertools.islice(self._indices, self.chunks_per_block))
+
+    def _dispatch(self, slot: int) -> bool:
+        """Fill `slot` with the next block (in a worker, or here without workers)."""
+        if self._exhausted:
+            return False
+        ids = self._next_block()
+        if not ids:
+            self._exhausted = True
+            return False
+        if self.num_workers:
+            worker = self._block_seq % self.num_workers
+            self._conns[worker].send((slot, ids))
+        else:
+            worker = -1
+            views = self._feature_views[slot]
+            for j, idx in enumerate(ids):
+                self.dataset.read_into(idx, *views[j])
+            self._filled = len(ids)
+        self._pending.append((slot, worker))
+        self._block_seq += 1
+        return True
+
+    def _receive(self, slot: int, worker: int) -> int:
+        if worker < 0:
+            return self._filled
+        conn, proc = self._conns[worker], self._workers[worker]
+        try:
+            while not conn.poll(WORKER_POLL_S):
+                if not proc.is_alive():
+                    raise EOFError
+            got_slot, count = conn.recv()
+        except (EOFError, OSError):  # its end of the pipe closed: the worker is gone
+            proc.join(timeout=WORKER_POLL_S)
+            raise LoaderWorkerError(f"loader worker {worker} (pid {proc.pid}) exited unexpectedly "
+                                    f"with code {proc.exitcode}") from None
+        if got_slot == "error":
+            raise LoaderWorkerError(f"loader worker {worker}: {count}")
+        if got_slot != slot:
+            raise LoaderWorkerError(f"loader worker {worker} filled slot {got_slot}, expected {slot}")
+        return count
+
+    # ---------------------------------------------------------------- iteration
+
+    def __iter__(self) -> ShardLoader:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._position >= len(self._current):
+            if self._current_slot is not None:  # the loop is done with that block: refill it
+                self._dispatch(self._current_slot)
+                self._current_slot = None
+            if not self._pending:
+                raise StopIteration
+            slot, worker = self._pending.pop(0)
+            count = self._receive(slot, worker)
+            self._current, self._current_slot, self._position = self._batches[slot][:count], slot, 0
+        batch = self._current[self._position]
+        self._position += 1
+        return batch
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        for conn in self._conns:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(None)
+        for proc in self._workers:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+        for conn in self._conns:
+            conn.close()
+        self._workers, self._conns, self._pending = [], [], []
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _worker_main(dataset: ShardChunks, feature_views, conn, inherited) -> None:
+    """Loop of one loader worker: read the requested chunks into the ring, report the slot."""
+    for other in inherited:  # so that a dead training process means EOF here
+        other.close()
+    # Stop signals are for the training process, which saves a checkpoint and closes the loader
+    # itself. A worker killed by a stray SIGTERM/SIGINT would break the loop in the middle of it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        slot, ids = message
+        try:
+            views = feature_views[slot]
+            for j, idx in enumerate(ids):
+                dataset.read_into(idx, *views[j])
+        except Exception as e:  # reported to the loop, which raises it
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+            return
+        conn.send((slot, len(ids)))
 
 
-def make_loader(
-    dataset: ShardChunks,
-    sampler: ChunkSampler,
-    *,
-    num_workers: int,
-    prefetch_factor: int,
-    pin_memory: bool,
-) -> DataLoader:
-    kwargs = {}
-    if num_workers > 0:
-        kwargs = {
-            "prefetch_factor": prefetch_factor,
-            "worker_init_fn": _worker_init,
-        }
-    return DataLoader(
-        dataset,
-        batch_size=None,  # each item already is a batch (one chunk)
-        sampler=sampler,
-        num_workers=num_workers,
-        pin_memory=pin_memory,
-        **kwargs,
-    )
+def _die_with_parent() -> None:
+    """SIGKILL this worker when the training process dies (Linux), whatever happens to it."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG

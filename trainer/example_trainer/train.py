@@ -2,11 +2,12 @@
 
 Run it through the launcher (python -m launcher -- -m example_trainer.train).
 What it shows, in order: reading hyperparameters from TRAIN_HPARAMS_FILE,
-packing data into binary shards once, a prefetching multi-process DataLoader,
-resuming from TRAIN_RESUME_FROM with fallback to older complete checkpoints,
-a per-step progress report (heartbeat + JSON log), checkpoints on a schedule
-(Young's interval, or the TRAIN_CHECKPOINT_* overrides), and a final
-checkpoint on SIGTERM/SIGINT before exiting with 143.
+packing data into binary shards once, a loader whose worker processes read ahead
+into shared memory, resuming from TRAIN_RESUME_FROM with fallback to older
+complete checkpoints, a per-step progress report (heartbeat + JSON log),
+asynchronous checkpoints on a schedule (Young's interval, or the
+TRAIN_CHECKPOINT_* overrides: the loop waits only for the copy to host memory),
+and a final checkpoint on SIGTERM/SIGINT before exiting with 143.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from launcher.schedule import CheckpointSchedule
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .data import ChunkSampler, ShardChunks, make_loader
+from .data import ChunkSampler, ShardChunks, ShardLoader
 from .pack_data import DEFAULT_PARAMS, ensure_packed
 
 EXIT_CONFIG = 2
@@ -92,6 +93,22 @@ class StopFlag:
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self)
         signal.signal(signal.SIGINT, self)
+
+
+def _agreement(world: int, timeout_s: float):
+    """`agree(ok)` for the checkpointer: True iff every rank says ok. Its collectives run on the
+    checkpoint's background thread, concurrently with the loop's, so they get a gloo group of their
+    own (a group's collectives must be issued in the same order on every rank)."""
+    if world == 1:
+        return lambda ok: ok
+    group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=float(timeout_s)))
+
+    def agree(ok: bool) -> bool:
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+        return bool(flag.item())
+
+    return agree
 
 
 class MLP(nn.Module):
@@ -218,10 +235,29 @@ def main() -> int:
         checkpoint_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
     )
     last_saved = step
+    checkpointer = checkpoint.AsyncCheckpointer(
+        c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep,
+        agree=_agreement(world, hp["pg_timeout_s"]),
+    )
+    reasons: dict[int, str] = {}
+
+    def report(done: checkpoint.SavedCheckpoint | None) -> None:
+        if done is None:
+            return
+        prog.event(
+            "checkpoint_saved",
+            step=done.step,
+            path=done.path,
+            reason=reasons.pop(done.step, "schedule"),
+            duration_s=round(done.blocked_s + done.write_s, 4),
+            blocked_s=round(done.blocked_s, 4),
+            bytes=done.nbytes,
+            write_mb_per_s=round(done.nbytes / max(done.write_s, 1e-9) / 1e6, 1),
+            next_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
+        )
 
     def save(at_step: int, reason: str) -> None:
         nonlocal last_saved
-        t = time.monotonic()
         state = {
             "step": at_step,
             "model": model.state_dict(),
@@ -230,71 +266,68 @@ def main() -> int:
             "hparams": hp,
             "world_size": world,
         }
-        path = checkpoint.save(
-            c.checkpoint_dir, at_step, state,
-            rank=rank, world_size=world, barrier=dist.barrier,
-            keep=c.checkpoint_keep, meta={"job_id": c.job_id},
-        )
-        cost = time.monotonic() - t
-        sched.record(at_step, cost)
+        reasons[at_step] = reason
+        # The loop stops only for the copy to host memory: that is the cost Young's interval needs.
+        blocked = checkpointer.save(at_step, state, meta={"job_id": c.job_id})
+        sched.record(at_step, blocked)
         last_saved = at_step
-        prog.event(
-            "checkpoint_saved",
-            step=at_step,
-            path=path,
-            reason=reason,
-            duration_s=round(cost, 4),
-            next_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
-        )
         prog.beat(at_step)
 
-    loader = make_loader(
+    loader_started = time.monotonic()
+    loader = ShardLoader(
         ds,
         ChunkSampler(len(ds), hp["seed"], rank, world, start_step=step),
         num_workers=hp["num_workers"],
-        prefetch_factor=hp["prefetch_factor"],
-        pin_memory=use_cuda,
+        prefetch_blocks=hp["prefetch_factor"],
     )
-    batches = iter(loader)
-    while step < hp["steps"]:
-        x, y = next(batches)
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = loss_fn(ddp(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        step += 1
-        # One small all-reduce per step carries the mean loss, "someone got a
-        # stop signal" and rank 0's "checkpoint due" decision, so every rank
-        # takes the same branch at the same step.
-        ctrl = torch.zeros(3, device=device)
-        ctrl[0] = loss.detach()
-        ctrl[1] = 1.0 if stop.signum else 0.0
-        ctrl[2] = 1.0 if rank == 0 and sched.due(step) else 0.0
-        dist.all_reduce(ctrl)
-        mean_loss, stopping, due = ctrl.tolist()
-        mean_loss /= world
+    first_batch = True
+    try:
+        while step < hp["steps"]:
+            x, y = next(loader)
+            if first_batch:
+                prog.event("loader_ready", first_batch_s=round(time.monotonic() - loader_started, 4),
+                           workers=hp["num_workers"], chunks_per_block=loader.chunks_per_block)
+                first_batch = False
+            x = x.to(device, non_blocking=True)
+            y = y.to(device, non_blocking=True)
+            loss = loss_fn(ddp(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            # One small all-reduce per step carries the mean loss, "someone got a
+            # stop signal" and rank 0's "checkpoint due" decision, so every rank
+            # takes the same branch at the same step.
+            ctrl = torch.zeros(3, device=device)
+            ctrl[0] = loss.detach()
+            ctrl[1] = 1.0 if stop.signum else 0.0
+            ctrl[2] = 1.0 if rank == 0 and sched.due(step) else 0.0
+            dist.all_reduce(ctrl)
+            mean_loss, stopping, due = ctrl.tolist()
+            mean_loss /= world
 
-        if hp["stall_after_steps"] and step >= hp["stall_after_steps"]:
-            prog.event("stalling", step=step)  # test hook: a hung loop
-            while True:
-                time.sleep(0.2)
+            if hp["stall_after_steps"] and step >= hp["stall_after_steps"]:
+                prog.event("stalling", step=step)  # test hook: a hung loop
+                while True:
+                    time.sleep(0.2)
 
-        prog.step(step, loss=mean_loss, samples=hp["batch_size"] * world, epoch=(step - 1) // per_rank)
-        if stopping or due or step >= hp["steps"]:
-            reason = "signal" if stopping else ("final" if step >= hp["steps"] else "schedule")
-            if step != last_saved:
-                save(step, reason)
-            if stopping:
-                prog.event("stopped", step=step, signal=stop.signum)
-                del batches
-                dist.destroy_process_group()
-                return EXIT_STOPPED
-        if hp["step_delay_s"]:
-            time.sleep(hp["step_delay_s"])
+            prog.step(step, loss=mean_loss, samples=hp["batch_size"] * world, epoch=(step - 1) // per_rank)
+            report(checkpointer.poll())
+            if stopping or due or step >= hp["steps"]:
+                reason = "signal" if stopping else ("final" if step >= hp["steps"] else "schedule")
+                if step != last_saved:
+                    save(step, reason)
+                if stopping:
+                    report(checkpointer.wait())
+                    prog.event("stopped", step=step, signal=stop.signum)
+                    dist.destroy_process_group()
+                    return EXIT_STOPPED
+            if hp["step_delay_s"]:
+                time.sleep(hp["step_delay_s"])
+        report(checkpointer.wait())
+    finally:
+        loader.close()
 
-    del batches
     prog.event("training_complete", step=step, duration_s=round(time.monotonic() - started, 3))
     dist.destroy_process_group()
     return 0

@@ -3,26 +3,32 @@
 Layout under TRAIN_CHECKPOINT_DIR (a shared file system for multi-node jobs)::
 
     step-000000120/
-        rank-00000.pt             written by each rank that holds state
-        rank-00000.pt.meta.json   {"bytes": N, "sha256": "..."} of that file
-        COMPLETE                  JSON marker, written LAST by rank 0
+        rank-00000.state              written by each rank that holds state (state_file.py)
+        rank-00000.state.meta.json    {"bytes": N, "xxh3_128": "..."} of that file
+        COMPLETE                      JSON marker, written LAST by rank 0
 
-Protocol (`save`): rank 0 clears a stale directory for the step, every writer
-writes its file to a temporary name in the same directory, fsyncs it, renames
-it and fsyncs the directory; after a barrier rank 0 writes the marker the same
-way (listing every file with its size and sha256), fsyncs the parent directory,
-and prunes old checkpoints (marker removed first, so a half-deleted checkpoint
-is never taken for a complete one). A final barrier keeps every rank alive
-until the marker exists.
+Protocol: rank 0 clears a stale directory for the step; every writer writes its file to a
+temporary name in the same directory, fsyncs it, renames it and fsyncs the directory; once every
+rank agrees that its file is there, rank 0 writes the marker the same way (listing every file
+with its size and digest), fsyncs the parent directory, and prunes old checkpoints (marker
+removed first, so a half-deleted checkpoint is never taken for a complete one). A last agreement
+keeps every rank alive until the marker exists.
 
-A checkpoint is *complete* when its marker parses, names the same step and
-every file it lists exists with the recorded size (`inspect`, cheap, no torch:
-that is what the launcher uses). Loading (`load_with_fallback`) additionally
-checks the sha256 and that torch.load succeeds; on any failure it falls back
-to the next older complete checkpoint.
+`AsyncCheckpointer` runs that protocol so that the training loop waits only for the copy of
+the state to host memory (`state_file.Stager`); writing, hashing (during the write, one pass),
+the renames and the marker happen on a background thread. Its collectives go through the
+`agree` callable, which must use a process group of its own (e.g. a gloo group made for
+checkpoints) because they run concurrently with the training loop's collectives. `save` is the
+same protocol, waited for.
 
-Only the standard library is imported at module level; torch is imported
-lazily so the launcher starts fast.
+A checkpoint is *complete* when its marker parses, names the same step and every file it lists
+exists with the recorded size (`inspect`, cheap, no torch: that is what the launcher uses).
+Loading (`load_with_fallback`) additionally checks the digest; on any failure it falls back to
+the next older complete checkpoint. Markers of format 1 (torch.save files `rank-RRRRR.pt` with
+a sha256, written before state files existed) still load.
+
+Only the standard library is imported at module level; torch is imported lazily so the launcher
+starts fast.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -41,7 +48,8 @@ from typing import Any, BinaryIO, cast
 PREFIX = "step-"
 MARKER = "COMPLETE"
 META_SUFFIX = ".meta.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable
 _STEP_RE = re.compile(r"^step-(\d{1,12})$")
 
 
@@ -70,8 +78,8 @@ def parse_step(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def shard_name(rank: int) -> str:
-    return f"rank-{rank:05d}.pt"
+def shard_name(rank: int, format_version: int = FORMAT_VERSION) -> str:
+    return f"rank-{rank:05d}.pt" if format_version == LEGACY_FORMAT else f"rank-{rank:05d}.state"
 
 
 # ---------------------------------------------------------------- durability
@@ -111,23 +119,38 @@ class _HashingWriter:
         return self._h.hexdigest() if self._h is not None else None
 
 
-def atomic_write(path: str, write: Callable[[BinaryIO], object], hashing: bool = True) -> dict:
-    """Write via `write(fileobj)` to a temp file in the same directory, fsync,
-    rename over `path`, fsync the directory. Returns {"bytes", "sha256"}."""
+def atomic_write_fd(path: str, fill: Callable[[int], dict]) -> dict:
+    """Fill a temp file in the same directory through its descriptor (`fill` writes and fsyncs),
+    rename it over `path`, fsync the directory. Returns what `fill` returned."""
     tmp = _tmp_name(path)
     try:
-        with open(tmp, "wb") as f:
-            w = _HashingWriter(f, hashing)
-            write(cast(BinaryIO, w))  # a file-like object: write() and flush()
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            info = fill(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     fsync_dir(os.path.dirname(path) or ".")
-    return {"bytes": w.nbytes, "sha256": w.hexdigest()}
+    return info
+
+
+def atomic_write(path: str, write: Callable[[BinaryIO], object], hashing: bool = True) -> dict:
+    """Write via `write(fileobj)` to a temp file in the same directory, fsync,
+    rename over `path`, fsync the directory. Returns {"bytes", "sha256"}."""
+
+    def fill(fd: int) -> dict:
+        with open(fd, "wb", closefd=False) as f:
+            w = _HashingWriter(f, hashing)
+            write(cast(BinaryIO, w))  # a file-like object: write() and flush()
+            f.flush()
+            os.fsync(fd)
+        return {"bytes": w.nbytes, "sha256": w.hexdigest()}
+
+    return atomic_write_fd(path, fill)
 
 
 def atomic_write_bytes(path: str, data: bytes) -> dict:
@@ -137,12 +160,6 @@ def atomic_write_bytes(path: str, data: bytes) -> dict:
 def atomic_write_json(path: str, obj) -> dict:
     data = (json.dumps(obj, sort_keys=True, indent=1) + "\n").encode()
     return atomic_write_bytes(path, data)
-
-
-def atomic_torch_save(obj, path: str, hashing: bool = True) -> dict:
-    import torch
-
-    return atomic_write(path, lambda f: torch.save(obj, f), hashing=hashing)
 
 
 # ----------------------------------------------------------------- discovery
@@ -239,70 +256,169 @@ def prune(root: str, keep: int) -> list[str]:
     return removed
 
 
-def _noop() -> None:
-    return None
+def _alone(ok: bool) -> bool:
+    """`agree` of a single process."""
+    return ok
 
 
-def save(
-    root: str,
-    step: int,
-    state,
-    *,
-    rank: int = 0,
-    world_size: int = 1,
-    writes: bool | None = None,
-    barrier: Callable[[], object] = _noop,
-    keep: int = 3,
-    meta: dict | None = None,
-    hashing: bool = True,
-) -> str:
-    """Collective checkpoint save; every rank must call it with the same step.
+class CheckpointWriteError(Exception):
+    """A background save failed on this rank or another; the newest complete checkpoint is
+    still the previous one."""
 
-    `writes` says whether this rank writes `state` (default: rank 0 only, right
-    for replicated DDP state; pass True on every rank for sharded state).
-    Returns the checkpoint directory.
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """A committed checkpoint, as this rank saw it."""
+
+    step: int
+    path: str
+    nbytes: int
+    """Bytes this rank wrote (0 for a rank that holds no state)."""
+    blocked_s: float
+    """How long `save` stopped the caller: the copy to host memory (and any wait for the
+    previous save)."""
+    write_s: float
+    """From the end of the copy until the marker existed on every rank."""
+
+
+class AsyncCheckpointer:
+    """Collective checkpoints that stop the training loop only for the copy to host memory.
+
+    Every rank calls `save(step, state)` at the same step. `writes` says whether this rank writes
+    its `state` (default: rank 0 only, right for replicated DDP state; True on every rank for
+    sharded state: each rank writes its own file, all in parallel). `agree(ok) -> bool` is a
+    collective that returns True iff every rank passed True (an all-reduce MIN on a process
+    group of its own); it runs on the background thread.
+
+    `poll()` returns each committed checkpoint once (None until then) and raises
+    CheckpointWriteError if a background save failed; `wait()` blocks until nothing is in
+    flight. Call `wait()` before the process group is destroyed and before exiting.
     """
-    if writes is None:
-        writes = rank == 0
-    path = os.path.join(root, step_dir_name(step))
-    if rank == 0:
-        os.makedirs(root, exist_ok=True)
-        if os.path.exists(path):  # stale partial from an interrupted run
-            _remove_checkpoint(path)
-        os.makedirs(path)
-        fsync_dir(root)
-    barrier()
-    if writes:
-        name = shard_name(rank)
-        info = atomic_torch_save(state, os.path.join(path, name), hashing=hashing)
-        atomic_write_json(os.path.join(path, name + META_SUFFIX), info)
-    barrier()
-    if rank == 0:
-        files = {}
-        for entry in sorted(os.listdir(path)):
-            if entry.endswith(META_SUFFIX) and not entry.startswith("."):
-                with open(os.path.join(path, entry)) as f:
-                    files[entry[: -len(META_SUFFIX)]] = json.load(f)
-        marker = {
-            "format": FORMAT_VERSION,
-            "step": step,
-            "world_size": world_size,
-            "files": files,
-            "created_unix": round(time.time(), 3),
-            **(meta or {}),
-        }
-        atomic_write_json(os.path.join(path, MARKER), marker)
-        fsync_dir(root)
-        prune(root, keep)
-    barrier()
-    return path
+
+    def __init__(self, root: str, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
+                 agree: Callable[[bool], bool] = _alone, keep: int = 3):
+        from . import state_file
+
+        self.root, self.rank, self.world_size = root, rank, world_size
+        self.writes = rank == 0 if writes is None else writes
+        self.keep = keep
+        self._agree = agree
+        self._stager = state_file.Stager()
+        self._thread: threading.Thread | None = None
+        self._done: SavedCheckpoint | None = None
+        self._error: BaseException | None = None
+
+    def save(self, step: int, state: Any, meta: dict | None = None) -> float:
+        """Snapshot `state` and commit it in the background; returns the seconds this blocked."""
+        started = time.monotonic()
+        self._join()  # its buffer is about to be reused
+        self._raise_error()
+        snapshot = self._stager.snapshot(state) if self.writes else None
+        copied = time.monotonic()
+        self._thread = threading.Thread(target=self._commit, name=f"checkpoint-{step}",
+                                        args=(step, snapshot, dict(meta or {}), copied - started, copied))
+        self._thread.start()
+        return copied - started
+
+    def poll(self) -> SavedCheckpoint | None:
+        if self._thread is not None and not self._thread.is_alive():
+            self._join()
+        self._raise_error()
+        done, self._done = self._done, None
+        return done
+
+    def wait(self) -> SavedCheckpoint | None:
+        self._join()
+        return self.poll()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise CheckpointWriteError(str(error)) from error
+
+    def _commit(self, step: int, snapshot, meta: dict, blocked_s: float, copied: float) -> None:
+        try:
+            path, nbytes = self._write(step, snapshot, meta)
+            self._done = SavedCheckpoint(step, path, nbytes, blocked_s, time.monotonic() - copied)
+        except BaseException as e:  # handed to the training loop by poll()/wait()
+            self._error = e
+
+    def _step(self, step: int, what: str, action: Callable[[], object] | None) -> None:
+        """Run `action` (if this rank has one), then agree with every rank that it worked there."""
+        error = None
+        if action is not None:
+            try:
+                action()
+            except Exception as e:  # reported below, after every rank has answered
+                error = e
+        if not self._agree(error is None):
+            where = f"on this rank: {error}" if error is not None else "on another rank"
+            raise CheckpointWriteError(f"step {step}: {what} failed {where}") from error
+
+    def _write(self, step: int, snapshot, meta: dict) -> tuple[str, int]:
+        from . import state_file
+
+        path = os.path.join(self.root, step_dir_name(step))
+        written: dict = {"bytes": 0}
+
+        def prepare() -> None:
+            os.makedirs(self.root, exist_ok=True)
+            if os.path.exists(path):  # stale partial from an interrupted run
+                _remove_checkpoint(path)
+            os.makedirs(path)
+            fsync_dir(self.root)
+
+        def write_file() -> None:
+            name = shard_name(self.rank)
+            written.update(atomic_write_fd(os.path.join(path, name), lambda fd: state_file.write_snapshot(fd, snapshot)))
+            atomic_write_json(os.path.join(path, name + META_SUFFIX), written)
+
+        def commit() -> None:
+            _write_marker(path, step, self.world_size, meta)
+            fsync_dir(self.root)
+            prune(self.root, self.keep)
+
+        self._step(step, "preparing the directory", prepare if self.rank == 0 else None)
+        self._step(step, "writing a rank's file", write_file if snapshot is not None else None)
+        self._step(step, "writing the marker", commit if self.rank == 0 else None)
+        return path, written["bytes"]
+
+
+def _write_marker(path: str, step: int, world_size: int, meta: dict) -> None:
+    files = {}
+    for entry in sorted(os.listdir(path)):
+        if entry.endswith(META_SUFFIX) and not entry.startswith("."):
+            with open(os.path.join(path, entry)) as f:
+                files[entry[: -len(META_SUFFIX)]] = json.load(f)
+    marker = {
+        "format": FORMAT_VERSION,
+        "step": step,
+        "world_size": world_size,
+        "files": files,
+        "created_unix": round(time.time(), 3),
+        **meta,
+    }
+    atomic_write_json(os.path.join(path, MARKER), marker)
+
+
+def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
+         agree: Callable[[bool], bool] = _alone, keep: int = 3, meta: dict | None = None) -> str:
+    """The same collective save, waited for; returns the checkpoint directory."""
+    checkpointer = AsyncCheckpointer(root, rank=rank, world_size=world_size, writes=writes, agree=agree, keep=keep)
+    checkpointer.save(step, state, meta)
+    return checkpointer.wait().path  # pyright: ignore[reportOptionalMemberAccess]  # wait() raises on failure
 
 
 # ---------------------------------------------------------------------- load
 
 
 def verify_file(path: str, meta: dict) -> None:
-    """Check size and (if recorded) sha256 of one checkpoint file."""
+    """Check size and (if recorded) sha256 of one format-1 checkpoint file."""
     try:
         size = os.stat(path).st_size
     except OSError as e:
@@ -319,18 +435,48 @@ def verify_file(path: str, meta: dict) -> None:
             raise CheckpointCorruptError(f"{path}: sha256 mismatch")
 
 
-def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> dict[str, Any]:
-    """Load one rank's file of a complete checkpoint; CheckpointCorruptError on failure."""
+def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> Any:
+    """Load one rank's file of a complete checkpoint; CheckpointCorruptError on failure.
+
+    `verify` checks the file's digest (pass False only for a file another rank just verified)."""
     info = inspect(path)
     if not info.complete:
         raise CheckpointCorruptError(f"{path}: incomplete ({info.reason})")
-    name = shard_name(rank)
+    version = info.marker.get("format", LEGACY_FORMAT)
+    name = shard_name(rank, version)
     files = info.marker["files"]
     if name not in files:
         raise CheckpointCorruptError(f"{path}: no file for rank {rank}")
     fpath = os.path.join(path, name)
+    if version == LEGACY_FORMAT:
+        return _load_legacy(fpath, files[name], map_location, verify)
+    from . import state_file
+
+    meta = files[name] if verify else {"bytes": files[name].get("bytes")}
+    try:
+        state = state_file.read_state(fpath, meta)
+    except (OSError, state_file.StateFileError) as e:
+        raise CheckpointCorruptError(str(e)) from e
+    if map_location not in (None, "cpu"):
+        state = _to_device(state, map_location)
+    return state
+
+
+def _to_device(obj: Any, device) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(v, device) for v in obj)
+    return obj
+
+
+def _load_legacy(fpath: str, meta: dict, map_location, verify: bool) -> Any:
     if verify:
-        verify_file(fpath, files[name])
+        verify_file(fpath, meta)
     import torch
 
     try:

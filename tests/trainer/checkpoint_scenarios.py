@@ -1,0 +1,72 @@
+"""Processes the checkpoint tests start: python checkpoint_scenarios.py SCENARIO ROOT
+
+crash    saves step 10, then starts a background save of step 20 whose writes crawl, prints
+         `writing` once part of the new file is on disk, and waits to be killed.
+sharded  run under torchrun with 2 processes: every rank saves its own shard (writes=True)
+         through an AsyncCheckpointer agreeing over a gloo group of its own, then loads its
+         shard back and checks it; prints `rank R ok`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer"))
+
+import torch  # noqa: E402
+from launcher import checkpoint, state_file  # noqa: E402
+
+
+def crash(root: str) -> None:
+    checkpoint.save(root, 10, {"step": 10, "w": torch.full((256, 1024), 10.0)})
+    state_file.WRITE_PIECE = 64 << 10
+    written = [0]
+
+    def crawl(fd: int, piece: memoryview) -> None:
+        os.write(fd, piece)
+        written[0] += 1
+        if written[0] == 4:
+            print("writing", flush=True)
+        time.sleep(0.2)
+
+    state_file._write_all = crawl  # pyright: ignore[reportPrivateUsage]
+    checkpointer = checkpoint.AsyncCheckpointer(root)
+    checkpointer.save(20, {"step": 20, "w": torch.full((256, 1024), 20.0)})
+    checkpointer.wait()  # never returns: the test kills this process first
+    print("finished", flush=True)
+
+
+def sharded(root: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    group = dist.new_group(backend="gloo")
+
+    def agree(ok: bool) -> bool:
+        flag = torch.tensor([int(ok)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+        return bool(flag.item())
+
+    shard = {"rank": rank, "w": torch.arange(1000, dtype=torch.float32) + 1000 * rank,
+             "nested": {"b": torch.full((3, 5), rank, dtype=torch.bfloat16)}}
+    checkpointer = checkpoint.AsyncCheckpointer(root, rank=rank, world_size=world, writes=True, agree=agree)
+    checkpointer.save(5, shard)
+    done = checkpointer.wait()
+    assert done is not None and done.nbytes > 0
+    info = checkpoint.latest_complete(root)
+    assert info is not None and info.step == 5
+    assert sorted(info.marker["files"]) == [checkpoint.shard_name(r) for r in range(world)]
+    back = checkpoint.load(info.path, rank=rank)
+    assert back["rank"] == rank and torch.equal(back["w"], shard["w"])
+    assert torch.equal(back["nested"]["b"], shard["nested"]["b"])
+    print(f"rank {rank} ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    {"crash": crash, "sharded": sharded}[sys.argv[1]](sys.argv[2])
