@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer"))
 
-import torch  # noqa: E402
-from launcher import checkpoint, state_file  # noqa: E402
+import torch
+from launcher import checkpoint, state_file
 
 
 def crash(root: str) -> None:
@@ -64,7 +64,7 @@ def sharded(root: str) -> None:
     back = checkpoint.load(info.path, rank=rank)
     assert back["rank"] == rank and torch.equal(back["w"], shard["w"])
     assert torch.equal(back["nested"]["b"], shard["nested"]["b"])
-    print(f"rank {rank} ok", flush=True)
+    os.write(1, f"rank {rank} ok\n".encode())  # one write: both ranks share the pipe
     dist.destroy_process_group()
 
 

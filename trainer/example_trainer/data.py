@@ -29,6 +29,7 @@ from pageable shared memory, which the driver stages synchronously, so reusing t
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import itertools
@@ -78,16 +79,25 @@ class ShardChunks:
         return len(self.chunks)
 
     def _fd(self, si: int) -> int:
-        if self._fds_pid != os.getpid():  # a forked worker opens its own descriptors
+        """The shard, opened once per process (a forked worker opens its own)."""
+        if self._fds_pid != os.getpid():
             self._fds, self._fds_pid = {}, os.getpid()
         fd = self._fds.get(si)
         if fd is None:
-            fd = os.open(self.shards[si][0], os.O_RDONLY)
+            path, n = self.shards[si]
+            fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            if size != shard_size(n, self.dim):
+                os.close(fd)
+                raise OSError(f"{path}: {size} bytes, its header says {shard_size(n, self.dim)}")
             self._fds[si] = fd
         return fd
 
     def read_into(self, idx: int, features: memoryview, labels: memoryview) -> None:
-        """Read chunk `idx` into `features` (feature_bytes) and `labels` (label_bytes)."""
+        """Read chunk `idx` into `features` (feature_bytes) and `labels` (label_bytes): two
+        positioned reads, page cache straight into their final place. (Positioned reads rather
+        than a memory map: no page tables to fill in every worker, and a file that shrinks is an
+        error here, not a SIGBUS.)"""
         si, start = self.chunks[idx]
         n = self.shards[si][1]
         fd = self._fd(si)
@@ -158,43 +168,46 @@ class ShardLoader:
             raise ValueError("num_workers must be >= 0 and prefetch_blocks >= 1")
         self.dataset = dataset
         self.num_workers = num_workers
+        self.prefetch_blocks = prefetch_blocks
         chunk_bytes = dataset.feature_bytes + dataset.label_bytes
         self.chunks_per_block = max(1, block_bytes // chunk_bytes)
         self._indices = iter(indices)
-        self._slots = max(1, num_workers * prefetch_blocks)
+        # Each worker keeps `prefetch_blocks` blocks in flight; two more slots let the loop read a
+        # block itself instead of sleeping while the next one is still being read.
+        slots = num_workers * prefetch_blocks + 2
         k, b = self.chunks_per_block, dataset.batch_size
         feature_block = k * dataset.feature_bytes
-        self._slot_bytes = feature_block + k * dataset.label_bytes
+        slot_bytes = feature_block + k * dataset.label_bytes
         # Anonymous MAP_SHARED memory: forked workers write into the very pages the loop reads.
-        self._ring = mmap.mmap(-1, self._slots * self._slot_bytes)
+        self._ring = mmap.mmap(-1, slots * slot_bytes)
         ring = memoryview(self._ring)
-        self._feature_views = []  # per slot: the byte views the workers fill, chunk by chunk
+        self._chunk_views = []  # per slot: the byte views a reader fills, chunk by chunk
         self._batches = []  # per slot: the (x, y) tensor views the loop receives, chunk by chunk
-        for slot in range(self._slots):
-            base = slot * self._slot_bytes
+        for slot in range(slots):
+            base = slot * slot_bytes
             x = torch.frombuffer(self._ring, dtype=torch.float32, count=k * b * dataset.dim,
                                  offset=base).view(k * b, dataset.dim)
             y = torch.frombuffer(self._ring, dtype=torch.int64, count=k * b, offset=base + feature_block)
             self._batches.append(list(zip(x.split(b), y.split(b), strict=True)))
-            self._feature_views.append([
+            self._chunk_views.append([
                 (ring[base + j * dataset.feature_bytes: base + (j + 1) * dataset.feature_bytes],
                  ring[base + feature_block + j * dataset.label_bytes:
                       base + feature_block + (j + 1) * dataset.label_bytes])
                 for j in range(k)])
-        self._pending: list[tuple[int, int]] = []  # (slot, worker) in delivery order
+        self._free = list(range(slots))
+        # Blocks in delivery order: [slot, reader (worker index, or -1: read here), chunks (None
+        # until known)]. A worker answers its blocks in the order it got them.
+        self._queue: collections.deque[list] = collections.deque()
+        self._in_flight = [0] * num_workers
         self._current: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._current_slot: int | None = None
         self._position = 0
-        self._block_seq = 0
         self._exhausted = False
-        self._filled = 0  # chunks in the block read in-process (no workers)
         self._workers: list[multiprocessing.process.BaseProcess] = []
         self._conns: list[multiprocessing.connection.Connection] = []
         if num_workers:
             self._start_workers()
-        for slot in range(self._slots):
-            if not self._dispatch(slot):
-                break
+        self._dispatch()
 
     # ------------------------------------------------------------------ workers
 
@@ -207,42 +220,54 @@ class ShardLoader:
         for w, (_, child) in enumerate(pipes):
             others = [c for i, (_, c) in enumerate(pipes) if i != w]
             proc = ctx.Process(target=_worker_main, name=f"shard-loader-{w}", daemon=True,
-                               args=(self.dataset, self._feature_views, child, [*parent_ends, *others]))
+                               args=(self.dataset, self._chunk_views, child, [*parent_ends, *others]))
             proc.start()
             child.close()
             self._workers.append(proc)
         self._conns = parent_ends
 
     def _next_block(self) -> list[int]:
-        return list(itertools.islice(self._indices, self.chunks_per_block))
-
-    def _dispatch(self, slot: int) -> bool:
-        """Fill `slot` with the next block (in a worker, or here without workers)."""
         if self._exhausted:
+            return []
+        ids = list(itertools.islice(self._indices, self.chunks_per_block))
+        self._exhausted = not ids
+        return ids
+
+    def _dispatch(self) -> None:
+        """Hand the next blocks to workers with room, least busy first, while slots are free."""
+        while self.num_workers and len(self._free) > 2:
+            worker = min(range(self.num_workers), key=self._in_flight.__getitem__)
+            if self._in_flight[worker] >= self.prefetch_blocks:
+                return
+            ids = self._next_block()
+            if not ids:
+                return
+            slot = self._free.pop()
+            self._conns[worker].send((slot, ids))
+            self._in_flight[worker] += 1
+            self._queue.append([slot, worker, None])
+
+    def _read_here(self) -> bool:
+        """Read the next block in this process (instead of waiting idle); False if there is none."""
+        if not self._free:
             return False
         ids = self._next_block()
         if not ids:
-            self._exhausted = True
             return False
-        if self.num_workers:
-            worker = self._block_seq % self.num_workers
-            self._conns[worker].send((slot, ids))
-        else:
-            worker = -1
-            views = self._feature_views[slot]
-            for j, idx in enumerate(ids):
-                self.dataset.read_into(idx, *views[j])
-            self._filled = len(ids)
-        self._pending.append((slot, worker))
-        self._block_seq += 1
+        slot = self._free.pop()
+        views = self._chunk_views[slot]
+        for j, idx in enumerate(ids):
+            self.dataset.read_into(idx, *views[j])
+        self._queue.append([slot, -1, len(ids)])
         return True
 
-    def _receive(self, slot: int, worker: int) -> int:
-        if worker < 0:
-            return self._filled
+    def _receive(self, worker: int, wait: bool) -> bool:
+        """Take the answer of `worker` for its oldest block; False if not there yet and not `wait`."""
         conn, proc = self._conns[worker], self._workers[worker]
         try:
-            while not conn.poll(WORKER_POLL_S):
+            while not conn.poll(WORKER_POLL_S if wait else 0):
+                if not wait:
+                    return False
                 if not proc.is_alive():
                     raise EOFError
             got_slot, count = conn.recv()
@@ -252,9 +277,23 @@ class ShardLoader:
                                     f"with code {proc.exitcode}") from None
         if got_slot == "error":
             raise LoaderWorkerError(f"loader worker {worker}: {count}")
-        if got_slot != slot:
-            raise LoaderWorkerError(f"loader worker {worker} filled slot {got_slot}, expected {slot}")
-        return count
+        entry = next(e for e in self._queue if e[1] == worker and e[2] is None)
+        if got_slot != entry[0]:
+            raise LoaderWorkerError(f"loader worker {worker} filled slot {got_slot}, expected {entry[0]}")
+        entry[2] = count
+        self._in_flight[worker] -= 1
+        return True
+
+    def _next_block_ready(self) -> list:
+        """The oldest block, once read; reads ahead here rather than sleep while it is not."""
+        while True:
+            if not self._queue and not self._read_here():
+                raise StopIteration
+            head = self._queue[0]
+            if head[2] is not None or self._receive(head[1], wait=False):
+                return self._queue.popleft()
+            if not self._read_here():
+                self._receive(head[1], wait=True)
 
     # ---------------------------------------------------------------- iteration
 
@@ -263,14 +302,13 @@ class ShardLoader:
 
     def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._position >= len(self._current):
-            if self._current_slot is not None:  # the loop is done with that block: refill it
-                self._dispatch(self._current_slot)
+            if self._current_slot is not None:  # the loop is done with that block: reuse its slot
+                self._free.append(self._current_slot)
                 self._current_slot = None
-            if not self._pending:
-                raise StopIteration
-            slot, worker = self._pending.pop(0)
-            count = self._receive(slot, worker)
+            self._dispatch()
+            slot, _, count = self._next_block_ready()
             self._current, self._current_slot, self._position = self._batches[slot][:count], slot, 0
+            self._dispatch()
         batch = self._current[self._position]
         self._position += 1
         return batch
@@ -287,11 +325,8 @@ class ShardLoader:
                 proc.join(timeout=5)
         for conn in self._conns:
             conn.close()
-        self._workers, self._conns, self._pending = [], [], []
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()
+        self._workers, self._conns = [], []
+        self._queue.clear()
 
 
 def _worker_main(dataset: ShardChunks, feature_views, conn, inherited) -> None:

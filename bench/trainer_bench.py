@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Trainer I/O against the raw speed of the same bytes, measured side by side in one run.
+
+    python bench/trainer_bench.py [--repeat 5] [--state-mib 1024] [--data-mib 256] [--dir DIR]
+
+Each figure is measured --repeat times, the project's path and its floor interleaved (drift hits
+both alike); min and median are printed, ratios use the medians (project / raw: higher is better,
+except "loop blocked", where lower is better).
+
+- loader, 8 KiB and 512 KiB chunks: one epoch of a persistent `ShardLoader` with 2 workers (as
+  in training; its first epoch is a warm-up), against a plain memory-mapped read of the same
+  chunks in the same order (each chunk copied out of a warm mapping into a reused buffer).
+  Startup to the first batch is printed apart. Goal (issue 11): >= 0.8.
+- checkpoint save: `AsyncCheckpointer.save` + `wait` (copy to host memory, write while hashing,
+  fsync, rename, marker, directory fsyncs) against one write + fsync of the same number of
+  bytes. Goal: >= 0.7.
+- checkpoint restore: `checkpoint.load` (digest verified, tensors mapped) against reading the
+  same file into memory, page cache warm for both; "cold" drops both files from the page cache
+  first (posix_fadvise DONTNEED; a virtual disk may still be cached by its host). Goal: >= 0.7.
+- loop blocked: how long `save` stops the training loop, against a copy of the same state into
+  preallocated host memory. Goal: <= 1.5. The first save allocates the staging buffer; it is
+  a warm-up and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "trainer"))
+
+import torch  # noqa: E402
+from example_trainer.data import ShardChunks, ShardLoader, epoch_order  # noqa: E402
+from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name  # noqa: E402
+from launcher import checkpoint  # noqa: E402
+
+# (label, dim, batch): 60 x (32 x 4 + 8) = 8160 bytes; 128 x (1024 x 4 + 8) = 525312 bytes
+CHUNK_SHAPES = (("8 KiB chunks", 32, 60), ("512 KiB chunks", 1024, 128))
+LOADER_WORKERS = 2
+TENSORS_IN_STATE = 64
+
+
+class Figures:
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.times.setdefault(name, []).append(seconds)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.times[name])
+
+    def line(self, name: str, nbytes: int | None = None) -> str:
+        values = self.times[name]
+        text = f"  {name:<38} median {self.median(name):8.4f} s   min {min(values):8.4f} s"
+        if nbytes:
+            text += f"   {nbytes / self.median(name) / 1e6:8.0f} MB/s"
+        return text
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------- loader
+
+
+def pack(data_dir: Path, dim: int, batch: int, data_bytes: int) -> int:
+    """Two shards of random samples; returns the bytes one epoch delivers."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    per_sample = dim * 4 + 8
+    samples = max(batch, data_bytes // per_sample // 2 // batch * batch)
+    files = []
+    for i in range(2):
+        x, y = torch.randn(samples, dim), torch.randint(0, 10, (samples,))
+        (data_dir / shard_name(i)).write_bytes(encode_shard(x, y, 10))
+        files.append({"name": shard_name(i), "samples": samples})
+    checkpoint.atomic_write_json(str(data_dir / "MANIFEST.json"),
+                                 {"format": "TRSHARD1", "params": {}, "dim": dim, "classes": 10, "shards": files})
+    return 2 * samples * per_sample
+
+
+def raw_mmap_pass(ds: ShardChunks, order: list[int]) -> Callable[[], None]:
+    """Copy every chunk, in `order`, out of warm memory maps of the shards into reused buffers."""
+    views = []
+    for path, n in ds.shards:
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        features = torch.frombuffer(mapped, dtype=torch.float32, count=n * ds.dim, offset=HEADER_BYTES).view(n, ds.dim)
+        labels = torch.frombuffer(mapped, dtype=torch.int64, count=n, offset=HEADER_BYTES + n * ds.dim * 4)
+        features.sum(), labels.sum()  # warm: every page mapped before timing
+        views.append((features, labels))
+    out_x = torch.empty(ds.batch_size, ds.dim)
+    out_y = torch.empty(ds.batch_size, dtype=torch.int64)
+    b = ds.batch_size
+
+    def run() -> None:
+        for idx in order:
+            si, start = ds.chunks[idx]
+            features, labels = views[si]
+            out_x.copy_(features[start:start + b])
+            out_y.copy_(labels[start:start + b])
+
+    return run
+
+
+def bench_loader(work: Path, figures: Figures, repeat: int, data_bytes: int) -> list[tuple[str, int]]:
+    """One persistent loader per chunk size (as in training) over repeat + 1 epochs: the first
+    epoch (worker start, first reads) is a warm-up, each later one is timed against a raw pass."""
+    sizes = []
+    for label, dim, batch in CHUNK_SHAPES:
+        nbytes = pack(work / label.replace(" ", "-"), dim, batch, data_bytes)
+        ds = ShardChunks(str(work / label.replace(" ", "-")), batch)
+        order = epoch_order(len(ds), 0, seed=0, rank=0, world_size=1)
+        raw = raw_mmap_pass(ds, order)
+        raw()  # page cache warm for both
+        started = time.perf_counter()
+        loader = ShardLoader(ds, order * (repeat + 1), num_workers=LOADER_WORKERS)
+        next(loader)
+        figures.add(f"loader first batch, {label}", time.perf_counter() - started)
+        for _ in range(len(order) - 1):  # the rest of the warm-up epoch
+            next(loader)
+        for _ in range(repeat):
+            epoch_started = time.perf_counter()
+            for _ in range(len(order)):
+                next(loader)
+            figures.add(f"loader, {label}", time.perf_counter() - epoch_started)
+            figures.add(f"raw mmap, {label}", timed(raw))
+        loader.close()
+        sizes.append((label, nbytes))
+    return sizes
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def make_state(state_bytes: int) -> dict:
+    per_tensor = max(1, state_bytes // TENSORS_IN_STATE // 4)
+    return {"step": 1, "model": {f"layer{i}.weight": torch.randn(per_tensor) for i in range(TENSORS_IN_STATE)}}
+
+
+def raw_write(path: str, blob: memoryview) -> None:
+    """A new file each time, as each checkpoint is."""
+    if os.path.exists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        while blob:
+            blob = blob[os.write(fd, blob):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def raw_read(path: str, into: bytearray) -> None:
+    with open(path, "rb", buffering=0) as f:
+        f.readinto(into)
+
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def bench_checkpoints(work: Path, figures: Figures, repeat: int, state_bytes: int) -> int:
+    state = make_state(state_bytes)
+    tensors = list(state["model"].values())
+    copies = [torch.empty_like(t) for t in tensors]
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    root = str(work / "checkpoints")
+    checkpointer = checkpoint.AsyncCheckpointer(root, keep=1)
+    checkpointer.save(0, state)  # warm-up: allocates the staging buffer
+    checkpointer.wait()
+    blob = memoryview(bytearray(os.urandom(1 << 20)) * max(1, (nbytes >> 20)))
+    raw_path, read_buffer = str(work / "raw.bin"), bytearray(len(blob))
+    for step in range(1, repeat + 1):
+        figures.add("host memory copy of the state", timed(lambda: [c.copy_(t) for c, t in zip(copies, tensors, strict=True)]))
+        started = time.perf_counter()
+        blocked = checkpointer.save(step, state)
+        checkpointer.wait()
+        figures.add("checkpoint save (blocked + background)", time.perf_counter() - started)
+        figures.add("loop blocked by save", blocked)
+        figures.add("raw write + fsync", timed(lambda: raw_write(raw_path, blob)))
+        latest = checkpoint.latest_complete(root)
+        assert latest is not None and latest.step == step
+        restore = (lambda path: lambda: checkpoint.load(path))(latest.path)
+        figures.add("raw read, warm", timed(lambda: raw_read(raw_path, read_buffer)))
+        figures.add("checkpoint restore, warm", timed(restore))
+        drop_cache(raw_path)
+        figures.add("raw read, cold", timed(lambda: raw_read(raw_path, read_buffer)))
+        drop_cache(os.path.join(latest.path, checkpoint.shard_name(0)))
+        figures.add("checkpoint restore, cold", timed(restore))
+    return nbytes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--state-mib", type=int, default=1024, help="checkpoint state size (default 1 GiB)")
+    parser.add_argument("--data-mib", type=int, default=256, help="data read per loader pass and chunk size")
+    parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    load_before = os.getloadavg()[0]
+    figures = Figures()
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-") as tmp:
+        work = Path(tmp)
+        sizes = bench_loader(work, figures, args.repeat, args.data_mib << 20)
+        state_bytes = bench_checkpoints(work, figures, args.repeat, args.state_mib << 20)
+    m = figures.median
+    print(f"trainer I/O ({args.repeat} runs each; load average {load_before:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs)")
+    for label, nbytes in sizes:
+        print(figures.line(f"raw mmap, {label}", nbytes))
+        print(figures.line(f"loader, {label}", nbytes))
+        print(figures.line(f"loader first batch, {label}"))
+    for name in ("host memory copy of the state", "loop blocked by save", "raw write + fsync",
+                 "checkpoint save (blocked + background)", "raw read, warm", "checkpoint restore, warm",
+                 "raw read, cold", "checkpoint restore, cold"):
+        print(figures.line(name, None if name.startswith(("host", "loop")) else state_bytes))
+    print(f"ratios (medians; project / raw; {state_bytes / 2**30:.2f} GiB checkpoint)")
+    ratios = [(f"loader / raw mmap, {label}", m(f"raw mmap, {label}") / m(f"loader, {label}"), "(goal >= 0.8)")
+              for label, _ in sizes]
+    ratios += [
+        ("save / raw fsync'd write", m("raw write + fsync") / m("checkpoint save (blocked + background)"), "(goal >= 0.7)"),
+        ("restore / raw read, warm", m("raw read, warm") / m("checkpoint restore, warm"), "(goal >= 0.7)"),
+        ("restore / raw read, cold", m("raw read, cold") / m("checkpoint restore, cold"), ""),
+        ("loop blocked / host memory copy", m("loop blocked by save") / m("host memory copy of the state"), "(goal <= 1.5)"),
+    ]
+    for name, ratio, goal in ratios:
+        print(f"  {name:<38} {ratio:6.2f}x   {goal}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
