@@ -99,7 +99,7 @@ def test_read_errors_reach_the_loop(packed, tmp_path, monkeypatch, loop_reads_to
         monkeypatch.setattr(ShardLoader, "_read_here", lambda self: False)
     loader = ShardLoader(ds, range(len(ds)), num_workers=1, prefetch_blocks=1, block_bytes=896)
     expected = (LoaderWorkerError, OSError) if loop_reads_too else LoaderWorkerError
-    with pytest.raises(expected, match="shard-00002.bin: 1000 bytes, its header says 35904"):
+    with pytest.raises(expected, match=r"shard-00002\.bin: 1000 bytes, its header says 35904"):
         list(loader)
     loader.close()
 
