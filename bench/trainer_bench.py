@@ -98,7 +98,8 @@ def raw_mmap_pass(ds: ShardChunks, order: list[int]) -> Callable[[], None]:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
         features = torch.frombuffer(mapped, dtype=torch.float32, count=n * ds.dim, offset=HEADER_BYTES).view(n, ds.dim)
         labels = torch.frombuffer(mapped, dtype=torch.int64, count=n, offset=HEADER_BYTES + n * ds.dim * 4)
-        features.sum(), labels.sum()  # warm: every page mapped before timing
+        features.sum()  # warm: every page mapped before timing
+        labels.sum()
         views.append((features, labels))
     out_x = torch.empty(ds.batch_size, ds.dim)
     out_y = torch.empty(ds.batch_size, dtype=torch.int64)

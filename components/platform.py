@@ -27,7 +27,8 @@ from components.common.tags import default_tags
 from components.config import ConfigError, StackConfig, TeamStackConfig
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
-from components.data.mounts import StorageMounts, StorageMountsArgs
+from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
+from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
 from components.facts.zones import is_zone_id, zone_id_problems
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
@@ -93,6 +94,8 @@ class DataStage:
     checkpoints: CheckpointFileSystem
     registry: TrainerRegistry
     secrets: TrainingSecrets
+    lustre: LustreFileSystem | None = None
+    """storage.lustre: the training namespace's checkpoints and datasets."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
         monitoring_ingress=config.network.monitoring_ingress,
         efa_fabric=any(p.efa for p in pools),
         socket_fabric=any(p.gpu and not p.efa for p in pools),
+        lustre=config.storage.lustre is not None,
     ), on_aws.opts)
     VpcEndpoints("vpc-endpoints", VpcEndpointsArgs(
         region=config.region,
@@ -217,6 +221,7 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStag
         environment=config.environment,
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
+        region=config.region,
     ), on_aws.opts)
     checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
         name_prefix=config.name_prefix,
@@ -235,7 +240,17 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStag
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
     ), on_aws.opts)
-    return DataStage(buckets, checkpoints, registry, secrets)
+    lustre = None
+    if config.storage.lustre is not None and network.security_groups.lustre is not None:
+        lustre = LustreFileSystem("lustre", LustreFileSystemArgs(
+            config=config.storage.lustre,
+            name_prefix=config.name_prefix,
+            account_id=on_aws.account_id,
+            subnet_id=network.private_subnets_by_az[config.storage.lustre.availability_zone],
+            security_group_id=network.security_groups.lustre.id,
+            datasets_bucket=buckets.datasets_bucket,
+        ), on_aws.opts)
+    return DataStage(buckets, checkpoints, registry, secrets, lustre)
 
 
 def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> WorkloadRoles:
@@ -330,6 +345,8 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
         checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
         datasets_bucket=data.buckets.datasets_bucket,
         addons_depend_on=node_groups,
+        lustre=LustreVolume(file_system_id=data.lustre.file_system.id, dns_name=data.lustre.file_system.dns_name,
+                            mount_name=data.lustre.file_system.mount_name) if data.lustre else None,
     ), cluster.in_cluster)
     CheckpointCleanup("checkpoint-cleanup", CheckpointCleanupArgs(
         namespace=config.training_namespace,
@@ -399,6 +416,7 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "datasetsBucket": data.buckets.datasets_bucket,
         "artifactsBucket": data.buckets.artifacts_bucket,
         "checkpointFileSystemId": data.checkpoints.file_system.id,
+        **({"lustreFileSystemId": data.lustre.file_system.id} if data.lustre else {}),
         # What team stacks read through their StackReference.
         "dataKeyArn": data.buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,

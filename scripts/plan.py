@@ -183,6 +183,8 @@ def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[
         return {"latestVersion": 1}
     if type_token == "aws:kms/key:Key":  # aliases and grants name the key by it
         return {"keyId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"kms-key/{name}"))}
+    if type_token == "aws:fsx/lustreFileSystem:LustreFileSystem":  # the CSI volumes mount <dnsName>@tcp:/<mountName>
+        return {"dnsName": f"{name}-id.fsx.offline.amazonaws.com", "mountName": "offline1"}
     return {}
 
 

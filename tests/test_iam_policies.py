@@ -46,6 +46,9 @@ JUSTIFIED = {
     ("logs-key", "CloudWatchLogsOfThisEnvironment"):
         "In a key policy `*` is the key itself; CloudWatch Logs of this region may use it only for "
         "this environment's log groups (kms:EncryptionContext:aws:logs:arn).",
+    ("storage-buckets-data-key", "FsxForLustreReadsTheDatasetsBucket"):
+        "In a key policy `*` is the key itself; only FSx's S3 access roles of this account, only "
+        "through S3, only for the datasets bucket (the statement the FSx guide prescribes).",
 }
 
 

@@ -37,14 +37,15 @@ def pod_identity_trust_policy(account_id: str) -> str:
                                 actions=("sts:AssumeRole", "sts:TagSession"))
 
 
-def key_policy(account_id: str) -> str:
+def key_policy(account_id: str, *extra: dict[str, Any]) -> str:
     """The key policy every customer key gets: the account (through IAM policies) may use and
     administer it. Without this statement a key can become unmanageable; permissions to use
-    the key are then granted, narrowly, by the roles' own IAM policies."""
+    the key are then granted, narrowly, by the roles' own IAM policies. `extra` statements are
+    for AWS services that are not granted through IAM (FSx's S3 access role)."""
     return policy({
         "Sid": "EnableIamPolicies",
         "Effect": "Allow",
         "Principal": {"AWS": f"arn:{PARTITION}:iam::{account_id}:root"},
         "Action": "kms:*",
         "Resource": "*",
-    })
+    }, *extra)

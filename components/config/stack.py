@@ -214,12 +214,13 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     cluster = parse_cluster(root.section("cluster"), environment=env, today=today)
     node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones, region=region)
     check_subnet_ip_budget(root, node_pools, network.subnets)
-    storage = parse_storage(root.section("storage", {}), environment=env)
+    storage = parse_storage(root.section("storage", {}), environment=env,
+                            availability_zones=network.availability_zones)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
-                              trainer_image=root.optional_string("trainerImage"))
+                              trainer_image=root.optional_string("trainerImage"), storage=storage)
     observability = parse_observability(root.section("observability", {}), environment=env)
     budget = parse_budget(root.section("budget", {}), environment=env)
     scale_down = parse_scale_down(root.section("scaleDown", {}))
@@ -278,7 +279,8 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
                             stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
-                              secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"))
+                              secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"),
+                              storage=platform.storage if platform else None, team=True)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:

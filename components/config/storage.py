@@ -1,10 +1,20 @@
-"""The `storage` section: S3 buckets, lifecycle, EFS backups, and which data a stack may read.
+"""The `storage` section: S3 buckets, lifecycle, EFS backups, FSx for Lustre, and which data a
+stack may read.
 
 Each environment gets its own datasets and artifacts buckets (named from project, environment
 and account id) and its own EFS file system. `datasetsBucket` optionally points a stack at an
 existing datasets bucket instead; a non-prod stack may never point at production data (the seed:
 "a test environment must never point at the production data source"). The same rule is enforced
 again in IAM (components/identity/policies.py), so a hand-edited role cannot bypass it either.
+
+`lustre` (optional) gives the environment's training namespace an FSx for Lustre file system for
+its checkpoints and datasets (the datasets bucket linked at /datasets); team stacks keep EFS,
+whose access points give each team a directory of its own (Lustre has no such thing).
+
+    lustre:
+      storageCapacityGiB: 4800     # 1200, 2400, then steps of 2400
+      throughputPerTiB: 500        # MB/s per TiB: 125, 250, 500 or 1000
+      availabilityZone: us-east-1a # one subnet: put it where the GPU pool is (default: first zone)
 """
 
 from __future__ import annotations
@@ -15,6 +25,13 @@ from dataclasses import dataclass, field
 
 from components.config.cleanup import CheckpointCleanupConfig, parse_checkpoint_cleanup
 from components.config.reader import Section
+from components.facts.file_systems import (
+    LUSTRE_DEPLOYMENT_TYPES,
+    LUSTRE_REJECTED_DEPLOYMENT_TYPES,
+    efs_write_mb_s,
+    lustre_capacity_problem,
+    lustre_throughput_mb_s,
+)
 
 # Words that mark a bucket as production data, as dash- or dot-separated parts of its name
 # (`gpu-training-prod-datasets-123456789012`, `acme-production.raw`). Whole parts only, so
@@ -24,6 +41,29 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_RETENTION_DAYS = 3650
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
+
+
+@dataclass(frozen=True)
+class LustreConfig:
+    deployment_type: str
+    storage_capacity_gib: int
+    throughput_per_tib: int
+    """MB/s per TiB of storage."""
+    availability_zone: str
+
+    @property
+    def throughput_mb_s(self) -> float:
+        return lustre_throughput_mb_s(self.storage_capacity_gib, self.throughput_per_tib)
+
+
+@dataclass(frozen=True)
+class CheckpointStore:
+    """Where a job's checkpoints go and how fast they can be written there."""
+
+    name: str
+    write_mb_s: float
+    basis: str
+    """Where the figure comes from, for messages."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +80,24 @@ class StorageConfig:
     checkpoint_cleanup: CheckpointCleanupConfig = field(default_factory=CheckpointCleanupConfig)
     # S3 server access logs of our buckets expire from the access-log bucket after this many days.
     access_log_retention_days: int = PROD_MIN_ACCESS_LOG_RETENTION_DAYS
+    # FSx for Lustre for the training namespace's checkpoints and datasets; None: EFS and S3.
+    lustre: LustreConfig | None = None
+    # Checkpoint write throughput measured on this stack (MB/s, e.g. the write_mb_per_s of the
+    # trainer's checkpoint_saved events); None: the documented figure of the file system.
+    checkpoint_write_mb_s: float | None = None
+
+    def checkpoint_store(self, nodes: int, *, lustre: bool = True) -> CheckpointStore:
+        """The store a job of `nodes` nodes checkpoints to (`lustre=False`: a team stack's EFS)."""
+        on_lustre = lustre and self.lustre is not None
+        name = "FSx for Lustre" if on_lustre else "EFS"
+        if self.checkpoint_write_mb_s is not None:
+            return CheckpointStore(name, self.checkpoint_write_mb_s, "storage.checkpointWriteMBps, as measured")
+        if on_lustre and self.lustre is not None:
+            lustre_config = self.lustre
+            return CheckpointStore(name, lustre_config.throughput_mb_s,
+                                   f"{lustre_config.storage_capacity_gib} GiB x {lustre_config.throughput_per_tib} MB/s per TiB")
+        return CheckpointStore(name, efs_write_mb_s(nodes),
+                               f"EFS Elastic: 1 GiBps per file system, 500 MiBps per node, {nodes} node(s)")
 
 
 def names_prod_data(bucket: str) -> bool:
@@ -70,7 +128,7 @@ def bucket_name(project: str, environment: str, purpose: str, account_id: str) -
     return name
 
 
-def parse_storage(section: Section, *, environment: str) -> StorageConfig:
+def parse_storage(section: Section, *, environment: str, availability_zones: tuple[str, ...] = ()) -> StorageConfig:
     checkpoints = section.integer("checkpointRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
     noncurrent = section.integer("noncurrentVersionRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
     backups = section.boolean("efsBackups", environment == "prod")
@@ -93,6 +151,12 @@ def parse_storage(section: Section, *, environment: str) -> StorageConfig:
         section.error(section.key("accessLogRetentionDays"), access_logs,
                       f"S3 access logs are audit evidence: prod keeps them at least {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} days",
                       f"set accessLogRetentionDays: {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} or more")
+    lustre = _parse_lustre(section.section("lustre"), availability_zones) if section.has("lustre") else None
+    section.ignore("lustre")
+    measured = None
+    if section.has("checkpointWriteMBps"):
+        measured = float(section.integer("checkpointWriteMBps", minimum=1,
+                                         fix="give the MB/s your checkpoints reach here, e.g. 800"))
     section.finish()
     return StorageConfig(
         checkpoint_retention_days=checkpoints,
@@ -101,4 +165,34 @@ def parse_storage(section: Section, *, environment: str) -> StorageConfig:
         datasets_bucket=datasets_bucket,
         checkpoint_cleanup=cleanup,
         access_log_retention_days=access_logs,
+        lustre=lustre,
+        checkpoint_write_mb_s=measured,
     )
+
+
+def _parse_lustre(section: Section, availability_zones: tuple[str, ...]) -> LustreConfig:
+    deployment = section.string("deploymentType", "PERSISTENT_2")
+    if deployment in LUSTRE_REJECTED_DEPLOYMENT_TYPES:
+        section.error(section.key("deploymentType"), deployment, LUSTRE_REJECTED_DEPLOYMENT_TYPES[deployment],
+                      "use PERSISTENT_2")
+    elif deployment and deployment not in LUSTRE_DEPLOYMENT_TYPES:
+        section.error(section.key("deploymentType"), deployment, "is not an FSx for Lustre deployment type",
+                      "use PERSISTENT_2")
+    capacity = section.integer("storageCapacityGiB", minimum=1)
+    problem = lustre_capacity_problem(capacity) if capacity else None
+    if problem:
+        section.error(section.key("storageCapacityGiB"), capacity, problem, "choose one of those sizes")
+    allowed = LUSTRE_DEPLOYMENT_TYPES.get(deployment, LUSTRE_DEPLOYMENT_TYPES["PERSISTENT_2"])
+    throughput = section.integer("throughputPerTiB")
+    if throughput and throughput not in allowed:
+        choices = ", ".join(map(str, allowed))
+        section.error(section.key("throughputPerTiB"), throughput,
+                      f"is not a throughput {deployment or 'PERSISTENT_2'} offers (MB/s per TiB: {choices})",
+                      f"use one of {choices}")
+    zone = section.string("availabilityZone", availability_zones[0] if availability_zones else "")
+    if availability_zones and zone not in availability_zones:
+        section.error(section.key("availabilityZone"), zone, "is not one of the network's availability zones",
+                      f"use one of {', '.join(availability_zones)} (the zone of the GPU pool that uses it)")
+    section.finish()
+    return LustreConfig(deployment_type=deployment, storage_capacity_gib=capacity,
+                        throughput_per_tib=throughput, availability_zone=zone)

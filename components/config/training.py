@@ -23,6 +23,8 @@ import yaml
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
 from components.config.stack_file import REPO_ROOT
+from components.config.storage import StorageConfig
+from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
 from components.facts.node_sizing import allocatable, pod_share
 
 IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
@@ -55,6 +57,8 @@ class JobConfig:
     termination_grace_period_seconds: int
     heartbeat_timeout_seconds: int
     checkpoint_interval_seconds: int | None
+    checkpoint_gib: int | None
+    """Expected size of one checkpoint of the whole job (all ranks); checks the grace period."""
     ttl_seconds_after_finished: int | None
     """Off by default: Kubernetes would delete the finished JobSet, and the next
     `pulumi up --refresh` would create it again and re-run the training. Set it only for jobs you
@@ -83,7 +87,10 @@ class TrainingConfig:
 
 
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
-                   trainer_image: str | None) -> TrainingConfig:
+                   trainer_image: str | None, storage: StorageConfig | None = None,
+                   team: bool = False) -> TrainingConfig:
+    """`storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
+    a job that states its checkpointGiB be checked against the time its final checkpoint takes."""
     by_name = {p.name: p for p in pools}
     quota_section = section.section("gpuQuota", {})
     quota: dict[str, int] = {}
@@ -102,7 +109,10 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
-        jobs.append(_parse_job(job_section, by_name, quota, secret_names, trainer_image))
+        job = _parse_job(job_section, by_name, quota, secret_names, trainer_image)
+        if storage is not None:
+            _check_grace_covers_the_flush(job_section, job, storage, team)
+        jobs.append(job)
     names = [j.name for j in jobs]
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(section.key("jobs"), name, "names two jobs the same", "give every job a unique name")
@@ -162,6 +172,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         termination_grace_period_seconds=grace,
         heartbeat_timeout_seconds=heartbeat,
         checkpoint_interval_seconds=interval,
+        checkpoint_gib=s.integer("checkpointGiB", minimum=1) if s.has("checkpointGiB") else None,
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
     )
@@ -169,6 +180,22 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         _check_pod_fits_node(s, pool, job)
     s.finish()
     return job
+
+
+def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool) -> None:
+    if job.checkpoint_gib is None:
+        return
+    store = storage.checkpoint_store(job.nodes, lustre=not team)
+    needed = grace_needed_seconds(job.checkpoint_gib, store.write_mb_s)
+    if job.termination_grace_period_seconds < needed:
+        flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
+        s.error(s.key("terminationGracePeriodSeconds"), job.termination_grace_period_seconds,
+                f"is too short to stop cleanly: a {job.checkpoint_gib} GiB checkpoint on {store.name} at "
+                f"{store.write_mb_s:.0f} MB/s ({store.basis}) takes {flush:.0f} s to write, and a stop may first "
+                f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
+                f"{STOP_MARGIN_S} s)",
+                f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), or give the job's "
+                "storage more throughput (storage.lustre.throughputPerTiB / storageCapacityGiB)")
 
 
 def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int]) -> None:

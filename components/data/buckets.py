@@ -5,15 +5,19 @@ versioning, all public access blocked (S3.1/S3.8), TLS-only bucket policy (S3.5)
 ownership enforced (ACLs off), and a lifecycle that aborts stale multipart uploads and expires
 old versions. Old checkpoints under `checkpoints/` expire after `checkpointRetentionDays`.
 Server access logs of both go to the environment's access-log bucket (access_logs.py).
+With FSx for Lustre linked to the datasets bucket, the data key also lets FSx's S3 access role
+use it, for that bucket only (data/lustre.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
+from components.common import iam
 from components.common.kms import customer_key
 from components.config.storage import StorageConfig, bucket_name
 from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
@@ -28,6 +32,8 @@ class DataBucketsArgs:
     environment: str
     name_prefix: str
     account_id: pulumi.Input[str]
+    region: str = ""
+    """Needed when FSx for Lustre reads the datasets bucket (storage.lustre)."""
 
 
 class DataBuckets(pulumi.ComponentResource):
@@ -39,10 +45,10 @@ class DataBuckets(pulumi.ComponentResource):
     def __init__(self, name: str, args: DataBucketsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:storage:DataBuckets", name, None, opts)
         self._name, self._args = name, args
+        config = args.config
         self.data_key = customer_key(f"{name}-data-key", alias=f"{args.name_prefix}-data",
                                      description=f"{args.name_prefix}: S3 datasets and artifacts",
-                                     account_id=args.account_id, parent=self)
-        config = args.config
+                                     account_id=args.account_id, parent=self, policy=self._key_policy())
         self._access_logs = self._access_log_bucket()
         if config.datasets_bucket:
             # An existing bucket: we only read it; its owner manages its controls.
@@ -65,6 +71,16 @@ class DataBuckets(pulumi.ComponentResource):
             sources=account.apply(lambda a: [(bucket_name(args.project, args.environment, purpose, a), log_prefix(purpose))
                                              for purpose in logged]),
             account_id=args.account_id, retention_days=args.config.access_log_retention_days, parent=self)
+
+    def _key_policy(self) -> Callable[[str], str]:
+        """The account-root policy, plus FSx's access to our datasets bucket when it is linked to
+        FSx for Lustre (an existing bucket's key is its owner's to extend)."""
+        args = self._args
+        if args.config.lustre is None or args.config.datasets_bucket:
+            return iam.key_policy
+        return lambda account: iam.key_policy(account, policies.fsx_datasets_key_statement(
+            account_id=account, region=args.region,
+            bucket=bucket_name(args.project, args.environment, "datasets", account)))
 
     def _bucket(self, purpose: str, *, checkpoint_expiry: bool) -> aws.s3.Bucket:
         args, child = self._args, pulumi.ResourceOptions(parent=self)

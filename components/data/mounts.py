@@ -9,6 +9,13 @@ no right to create or delete access points, a PVC deletion can never take checkp
 directory each workload gets. The StorageClass `efs-static` exists so the PV/PVC pair reads as
 EFS and nothing else binds it; it has no provisioning parameters.
 
+With FSx for Lustre (`storage.lustre`, the environment's training namespace only) both volumes
+come from the Lustre file system instead, through the FSx CSI driver, statically too: checkpoints
+mount the file system's root (its root directory is world-writable with the sticky bit, as a
+fresh FSx for Lustre file system's is, so the trainer's user makes its own job directories), and
+datasets mount /datasets (the linked datasets bucket) read-only. The driver needs no AWS
+credentials for static volumes: the node plugin only mounts `<dnsname>@tcp:/<mountname>`.
+
 Datasets (/workspace/data): the datasets bucket through the Mountpoint for Amazon S3 CSI driver,
 read-only, with pod-level credentials (`authenticationSource: pod`): Mountpoint reads as the
 trainer's own Pod Identity role, so the driver itself has no S3 access and a namespace without
@@ -28,6 +35,7 @@ import pulumi_kubernetes as k8s
 from components.common.eks_addons import managed_addon
 from components.data import training_data
 from components.data.file_system import TRAINER_GID, TRAINER_UID
+from components.data.lustre import DATASETS_PATH
 from components.identity.workload_roles import EFS_CSI_SERVICE_ACCOUNT
 
 EFS_CSI_DRIVER = "efs.csi.aws.com"
@@ -35,8 +43,21 @@ S3_CSI_DRIVER = "s3.csi.aws.com"
 EFS_STORAGE_CLASS = "efs-static"
 EFS_CSI_ADDON = "aws-efs-csi-driver"
 S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+# POSIX locks work across nodes (the FSx CSI driver's static-provisioning example mounts with it).
+LUSTRE_MOUNT_OPTIONS = ["flock"]
 # Required by the PV/PVC API, ignored by both drivers (EFS and S3 are elastic).
 NOMINAL_CAPACITY = "1Ti"
+
+
+@dataclass(frozen=True)
+class LustreVolume:
+    """An FSx for Lustre file system as the CSI driver mounts it."""
+
+    file_system_id: pulumi.Input[str]
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,8 @@ class StorageMountsArgs:
     out and only add their namespace's volumes."""
     addons_depend_on: Sequence[pulumi.Resource] = ()
     """E.g. the Pod Identity agent add-on: the EFS CSI association needs it."""
+    lustre: LustreVolume | None = None
+    """Given: checkpoints and datasets come from this FSx for Lustre file system."""
 
     @property
     def drivers(self) -> bool:
@@ -66,8 +89,12 @@ class StorageMounts(pulumi.ComponentResource):
         self._name, self._args = name, args
         if args.efs_csi_role_arn is not None:
             self._create_addons(args.efs_csi_role_arn)
-        self._create_checkpoint_volume()
-        self._create_datasets_volume()
+        efs_storage_class = self._efs_storage_class()
+        if args.lustre is not None:
+            self._create_lustre_volumes(args.lustre)
+        else:
+            self._create_checkpoint_volume(efs_storage_class)
+            self._create_datasets_volume()
         self.register_outputs({})
 
     def _addon(self, addon_name: str, **extra) -> aws.eks.Addon:
@@ -81,6 +108,9 @@ class StorageMounts(pulumi.ComponentResource):
             role_arn=efs_csi_role_arn, service_account=EFS_CSI_SERVICE_ACCOUNT)])
         # No driver-level credentials: every S3 volume here uses the mounting pod's own identity.
         self._addon(S3_CSI_ADDON)
+        if self._args.lustre is not None:
+            # Static volumes only: the driver makes no FSx API call, so it gets no role.
+            self._addon(FSX_CSI_ADDON)
 
     def _static_pair(self, volume: training_data.TrainingVolume, *, pv_name: pulumi.Input[str],
                      storage_class: pulumi.Input[str], access_mode: str, csi: k8s.core.v1.CSIPersistentVolumeSourceArgs,
@@ -114,18 +144,21 @@ class StorageMounts(pulumi.ComponentResource):
             opts=child,
         )
 
-    def _create_checkpoint_volume(self) -> None:
+    def _efs_storage_class(self) -> pulumi.Input[str]:
+        """The `efs-static` class (created once, by the platform stack: team stacks use it too)."""
+        if not self._args.drivers:
+            return EFS_STORAGE_CLASS
+        return k8s.storage.v1.StorageClass(
+            f"{self._name}-efs",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=EFS_STORAGE_CLASS),
+            provisioner=EFS_CSI_DRIVER,
+            reclaim_policy="Retain",
+            volume_binding_mode="Immediate",
+            opts=pulumi.ResourceOptions(parent=self),
+        ).metadata.name
+
+    def _create_checkpoint_volume(self, storage_class: pulumi.Input[str]) -> None:
         args = self._args
-        storage_class: pulumi.Input[str] = EFS_STORAGE_CLASS
-        if args.drivers:
-            storage_class = k8s.storage.v1.StorageClass(
-                f"{self._name}-efs",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=EFS_STORAGE_CLASS),
-                provisioner=EFS_CSI_DRIVER,
-                reclaim_policy="Retain",
-                volume_binding_mode="Immediate",
-                opts=pulumi.ResourceOptions(parent=self),
-            ).metadata.name
         self._static_pair(
             training_data.CHECKPOINTS,
             pv_name=pulumi.Output.concat(training_data.CHECKPOINTS.claim_name, "-", args.namespace),
@@ -164,3 +197,23 @@ class StorageMounts(pulumi.ComponentResource):
                 },
             ),
         )
+
+    def _create_lustre_volumes(self, lustre: LustreVolume) -> None:
+        args = self._args
+        for volume, mount_name, access_mode in (
+            (training_data.CHECKPOINTS, lustre.mount_name, "ReadWriteMany"),
+            (training_data.DATASETS, pulumi.Output.concat(lustre.mount_name, DATASETS_PATH), "ReadOnlyMany"),
+        ):
+            self._static_pair(
+                volume,
+                pv_name=pulumi.Output.concat(volume.claim_name, "-", args.namespace),
+                storage_class="",  # static only: nothing provisions or binds it but its claim
+                access_mode=access_mode,
+                mount_options=LUSTRE_MOUNT_OPTIONS,
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=FSX_CSI_DRIVER,
+                    # Unique per volume: the kubelet tells volumes apart by driver and handle.
+                    volume_handle=pulumi.Output.concat(lustre.file_system_id, "::", volume.name),
+                    volume_attributes={"dnsname": lustre.dns_name, "mountname": mount_name},
+                ),
+            )

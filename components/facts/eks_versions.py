@@ -73,6 +73,11 @@ SAME_ON_EVERY_MINOR: dict[str, str] = {
     # 2.7.0 from https://awslabs.github.io/mountpoint-s3-csi-driver (docs/INSTALL.md names both
     # routes and recommends the add-on on EKS).
     "aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.1",
+    # FSx for Lustre CSI (installed only with storage.lustre). Upstream v1.9.0 of 2026-04-20
+    # (kubernetes-sigs/aws-fsx-csi-driver@5b22712, chart 1.17.0). Per minor: 1.35 needs
+    # v1.9.0-eksbuild.1 (plausible: pinned with 1.35 in a public GPU/EFA stack); 1.34 and 1.36
+    # take the same build, assumed, not seen (no public record of a 1.36 build was found).
+    "aws-fsx-csi-driver": "v1.9.0-eksbuild.1",
     # plausible-strong on 1.36, plausible on 1.34/1.35: the newest build EKS returned for 1.36 on
     # 2026-09-27 (a public add-on review), what public 1.36 upgrades resolved to. Its schema
     # carries `dcgmExporter` (describe-addon-configuration excerpt of v6.6.0-eksbuild.1).

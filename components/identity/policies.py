@@ -1,8 +1,9 @@
 """IAM, key, bucket and file-system policy documents for storage, secrets and workload identity.
 
 Pure functions from ARNs to JSON text (built with components/common/iam.py), so tests parse exactly what
-AWS receives. Every Allow names the resources it applies to; the only `*` is the key policy's
-account-root statement, which is how KMS delegates a key to IAM (see `iam.key_policy`).
+AWS receives. Every Allow names the resources it applies to; the only `*` resources are in key
+policies (where `*` means "this key"), and the only `*` principal is FSx's S3 access role,
+pinned by its ARN pattern, account, service and bucket (`fsx_datasets_key_statement`).
 
 Isolation of non-prod from prod data is enforced twice: the config model rejects a non-prod stack
 that points at a prod bucket, and every non-prod workload role carries `deny_prod_data_policy`,
@@ -27,6 +28,32 @@ EKS_PODS_SERVICE = "pods.eks.amazonaws.com"
 
 def bucket_arn(bucket: str) -> str:
     return f"arn:{PARTITION}:s3:::{bucket}"
+
+
+# FSx creates one service-linked role per file system to reach its linked S3 data repositories:
+# AWSServiceRoleForFSxS3Access_<file system id> (FSx for Lustre User Guide, "Working with
+# server-side encrypted Amazon S3 buckets"; IAM policy FSxDeleteServiceLinkedRoleAccess).
+FSX_S3_ACCESS_ROLES = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+
+
+def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str) -> dict:
+    """Key policy statement letting FSx for Lustre read (and, for exports, write) the objects of
+    `bucket` under an SSE-KMS customer key: the statement the FSx guide prescribes, with the
+    file system id left open (the key exists before the file system), so the principal is any
+    FSx S3 access role of this account, and only through S3 for this bucket. The bucket uses S3
+    Bucket Keys, so the encryption context is the bucket's ARN, not the object's."""
+    return {
+        "Sid": "FsxForLustreReadsTheDatasetsBucket",
+        "Effect": "Allow",
+        "Principal": {"AWS": "*"},
+        "Action": ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"],
+        "Resource": "*",
+        "Condition": {
+            "ArnLike": {"aws:PrincipalArn": f"arn:{PARTITION}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"},
+            "StringEquals": {"kms:CallerAccount": account_id, "kms:ViaService": f"s3.{region}.amazonaws.com"},
+            "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn(bucket)},
+        },
+    }
 
 
 def tls_only_bucket_policy(bucket: str) -> str:

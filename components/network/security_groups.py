@@ -1,4 +1,4 @@
-"""Security groups: control plane, nodes, the GPU fabric, EFS and VPC endpoints.
+"""Security groups: control plane, nodes, the GPU fabric, EFS, FSx for Lustre and VPC endpoints.
 
 No rule admits 0.0.0.0/0 or ::/0; the only rule that mentions 0.0.0.0/0 is node egress (image
 pulls and AWS APIs through NAT). GPU-to-GPU traffic lives on dedicated fabric groups attached to
@@ -7,6 +7,8 @@ GPU nodes only, so CPU nodes can never reach training ports:
 - EFA fabric: EFA carries SRD, not TCP, so AWS requires all traffic from and to the group itself.
 - Socket fabric (GPU pools without EFA): only the rendezvous ports and the NCCL port range that
   the pods pin with net.ipv4.ip_local_port_range, from the group itself.
+- FSx for Lustre (when the stack has one): Lustre LNET on TCP 988 and 1018-1023, from the nodes
+  and between the file system's own servers, nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.config import FabricConfig, MonitoringIngress
+from components.facts.file_systems import LUSTRE_PORTS
 
 # Control plane -> node ports (the set terraform-aws-eks calls "recommended"): kubelet for
 # logs/exec, and the ports admission webhooks listen on (Kueue, JobSet and the CloudWatch
@@ -37,6 +40,8 @@ class SecurityGroupsArgs:
     monitoring_ingress: MonitoringIngress
     efa_fabric: bool
     socket_fabric: bool
+    lustre: bool = False
+    """The stack has an FSx for Lustre file system."""
 
 
 class SecurityGroups(pulumi.ComponentResource):
@@ -45,6 +50,7 @@ class SecurityGroups(pulumi.ComponentResource):
     efa_fabric: aws.ec2.SecurityGroup | None
     socket_fabric: aws.ec2.SecurityGroup | None
     efs: aws.ec2.SecurityGroup
+    lustre: aws.ec2.SecurityGroup | None
     vpc_endpoints: aws.ec2.SecurityGroup
 
     def __init__(self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None):
@@ -57,10 +63,12 @@ class SecurityGroups(pulumi.ComponentResource):
         self.vpc_endpoints = self._group("vpc-endpoints", "Interface VPC endpoints: HTTPS from the VPC")
         self.efa_fabric = self._group("efa-fabric", "GPU fabric of EFA pools") if args.efa_fabric else None
         self.socket_fabric = self._group("socket-fabric", "GPU fabric of socket (non-EFA) pools") if args.socket_fabric else None
+        self.lustre = self._group("lustre", "FSx for Lustre: LNET from nodes only") if args.lustre else None
 
         self._create_cluster_rules()
         self._create_fabric_rules()
         self._create_service_rules()
+        self._create_lustre_rules()
 
         self.register_outputs({
             "controlPlaneSecurityGroupId": self.control_plane.id,
@@ -147,3 +155,23 @@ class SecurityGroups(pulumi.ComponentResource):
                       description="NFS from EKS nodes")
         self._ingress("vpc-endpoints-from-vpc", self.vpc_endpoints, protocol="tcp", ports=(HTTPS_PORT, HTTPS_PORT),
                       cidr=str(self._args.vpc_cidr), description="HTTPS to AWS APIs from inside the VPC")
+
+    def _create_lustre_rules(self) -> None:
+        """FSx for Lustre User Guide, "File system access control with Amazon VPC": inbound TCP 988
+        and 1018-1023 from the file system's own group (its servers talk to each other) and from
+        the clients; the clients must be reachable on the same ports from the file system."""
+        lustre, nodes = self.lustre, self.nodes
+        if lustre is None:
+            return
+        for first, last in LUSTRE_PORTS:
+            ports = (first, last)
+            self._ingress(f"lustre-from-nodes-{first}", lustre, protocol="tcp", ports=ports, source=nodes,
+                          description="Lustre LNET from EKS nodes")
+            self._ingress(f"lustre-from-self-{first}", lustre, protocol="tcp", ports=ports, source=lustre,
+                          description="Lustre LNET between the file system's servers")
+            self._egress(f"lustre-to-self-{first}", lustre, protocol="tcp", ports=ports, destination=lustre,
+                         description="Lustre LNET between the file system's servers")
+            self._egress(f"lustre-to-nodes-{first}", lustre, protocol="tcp", ports=ports, destination=nodes,
+                         description="Lustre LNET to the EKS nodes (clients)")
+            self._ingress(f"nodes-from-lustre-{first}", nodes, protocol="tcp", ports=ports, source=lustre,
+                          description="Lustre LNET from the FSx for Lustre file system")

@@ -35,10 +35,11 @@ import ctypes
 import itertools
 import mmap
 import multiprocessing
-import multiprocessing.connection
 import os
 import signal
 from collections.abc import Iterable, Iterator
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 import torch
 
@@ -203,8 +204,8 @@ class ShardLoader:
         self._current_slot: int | None = None
         self._position = 0
         self._exhausted = False
-        self._workers: list[multiprocessing.process.BaseProcess] = []
-        self._conns: list[multiprocessing.connection.Connection] = []
+        self._workers: list[BaseProcess] = []
+        self._conns: list[Any] = []  # the loop's ends of the workers' pipes
         if num_workers:
             self._start_workers()
         self._dispatch()

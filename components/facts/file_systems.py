@@ -1,0 +1,89 @@
+"""Facts of the shared file systems: what FSx for Lustre accepts, how fast each system writes, and
+how long a checkpoint flush takes, so a job's grace period can be checked before anything exists.
+
+Sources (read 2026):
+- FSx for Lustre CreateFileSystem API, StorageCapacity: "For SCRATCH_2, PERSISTENT_2, and
+  PERSISTENT_1 deployment types using SSD storage type, the valid values are 1200 GiB, 2400 GiB,
+  and increments of 2400 GiB."; PerUnitStorageThroughput for PERSISTENT_2 SSD: 125, 250, 500,
+  1000 MB/s/TiB (pulumi-aws 7.51.1 `aws.fsx.LustreFileSystem` docs say the same).
+- FSx for Lustre performance (docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html): a
+  persistent SSD file system's throughput is its storage capacity in TiB times the throughput
+  per unit of storage it was provisioned with.
+- Amazon EFS performance (docs.aws.amazon.com/efs/latest/ug/performance.html), Regional file
+  system, General Purpose, Elastic throughput: per-file-system write 1-5 GiBps depending on the
+  Region; per client 1,500 MiBps with the newest client, 500 MiBps otherwise. The lower figures
+  are used: a grace period must hold in every Region.
+"""
+
+from __future__ import annotations
+
+import math
+
+# ------------------------------------------------------------------------ FSx for Lustre
+
+LUSTRE_DEPLOYMENT_TYPES: dict[str, tuple[int, ...]] = {
+    # deployment type -> the throughput per TiB (MB/s) it can be provisioned with
+    "PERSISTENT_2": (125, 250, 500, 1000),
+}
+LUSTRE_REJECTED_DEPLOYMENT_TYPES: dict[str, str] = {
+    "SCRATCH_1": "scratch file systems keep no second copy of the data and cannot use a customer KMS key",
+    "SCRATCH_2": "scratch file systems keep no second copy of the data and cannot use a customer KMS key",
+    "PERSISTENT_1": "PERSISTENT_1 is the previous generation: lower throughput per TiB, no metadata scaling",
+}
+LUSTRE_FIRST_CAPACITIES_GIB = (1200, 2400)
+LUSTRE_CAPACITY_STEP_GIB = 2400
+LUSTRE_VERSION = "2.15"  # newest Lustre version FSx offers; the FSx CSI driver's AL2023 client speaks it
+# Lustre LNET: TCP 988, and 1018-1023 (FSx for Lustre User Guide, "File system access control with
+# Amazon VPC"; creation fails with "... do not permit Lustre LNET network traffic on port 988").
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+def lustre_capacity_problem(capacity_gib: int) -> str | None:
+    """Why `capacity_gib` is not a valid PERSISTENT_2 SSD capacity, or None."""
+    step = LUSTRE_CAPACITY_STEP_GIB
+    if capacity_gib in LUSTRE_FIRST_CAPACITIES_GIB or (capacity_gib > step and capacity_gib % step == 0):
+        return None
+    if capacity_gib < LUSTRE_FIRST_CAPACITIES_GIB[0]:
+        nearest = str(LUSTRE_FIRST_CAPACITIES_GIB[0])
+    elif capacity_gib < step:
+        nearest = " or ".join(map(str, LUSTRE_FIRST_CAPACITIES_GIB))
+    else:
+        below = capacity_gib // step * step
+        nearest = f"{below} or {below + step}"
+    return f"is not a capacity FSx for Lustre offers: 1200, 2400, then steps of 2400 GiB (nearest: {nearest})"
+
+
+def lustre_throughput_mb_s(capacity_gib: int, throughput_per_tib: int) -> float:
+    """Aggregate throughput (MB/s) of a persistent SSD file system."""
+    return capacity_gib / 1024 * throughput_per_tib
+
+
+# ------------------------------------------------------------------------------------ EFS
+
+MIB = 1024 * 1024
+EFS_WRITE_MB_S = 1 * 1024 * MIB / 1e6  # 1 GiBps per file system: the lowest Region's figure
+EFS_CLIENT_MB_S = 500 * MIB / 1e6  # 500 MiBps per client (node)
+
+
+def efs_write_mb_s(nodes: int) -> float:
+    """Write throughput (MB/s) `nodes` clients can drive together on an Elastic EFS file system."""
+    return min(EFS_WRITE_MB_S, nodes * EFS_CLIENT_MB_S)
+
+
+# ------------------------------------------------------------------------ checkpoint flush
+
+# On SIGTERM a background save may still be writing; the final one waits for it, then writes
+# itself: two checkpoints' worth of bytes. The margin covers the step in flight, the copy to
+# host memory, the marker and the process exit.
+FLUSHES_PER_STOP = 2
+STOP_MARGIN_S = 30
+
+
+def flush_seconds(checkpoint_gib: float, write_mb_s: float) -> float:
+    """Seconds to write one checkpoint of `checkpoint_gib` at `write_mb_s`."""
+    return checkpoint_gib * 1024 * MIB / 1e6 / write_mb_s
+
+
+def grace_needed_seconds(checkpoint_gib: float, write_mb_s: float) -> int:
+    """terminationGracePeriodSeconds that lets a job stop cleanly with its final checkpoint."""
+    return math.ceil(FLUSHES_PER_STOP * flush_seconds(checkpoint_gib, write_mb_s) + STOP_MARGIN_S)

@@ -1,0 +1,281 @@
+"""FSx for Lustre (storage.lustre): its validation, the flush-time check of grace periods, and what
+the prod stack creates: the file system, its data repository association, its security group,
+the key that lets FSx read the datasets bucket, the CSI volumes, and the jobs that mount them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PLATFORM_STACKS, PROJECT, mutate, raw_config
+
+from components.config import ConfigError, load_stack_config
+from components.config.storage import StorageConfig
+from components.facts import file_systems
+from components.facts.eks_versions import ADDON_VERSIONS
+
+ACCOUNT = "123456789012"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+LUSTRE_SG = "security-groups-lustre-id"
+NODES_SG = "security-groups-nodes-id"
+
+
+def load(raw, stack="prod"):
+    return load_stack_config(raw, project=PROJECT, stack=stack)
+
+
+def errors_of(raw, stack="prod") -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        load(raw, stack)
+    return raised.value.errors
+
+
+def with_lustre(stack="dev", **lustre):
+    return mutate(raw_config(stack), "storage.lustre", {"storageCapacityGiB": 2400, "throughputPerTiB": 250, **lustre})
+
+
+# ------------------------------------------------------------------------------ facts
+
+
+@pytest.mark.parametrize(("capacity", "valid"), [
+    (1200, True), (2400, True), (4800, True), (7200, True), (9600, True), (100800, True),
+    (1000, False), (1800, False), (3600, False), (6000, False), (0, False),
+])
+def test_lustre_capacity_steps(capacity, valid):
+    assert (file_systems.lustre_capacity_problem(capacity) is None) is valid
+
+
+@pytest.mark.parametrize(("capacity", "per_tib", "mb_s"), [
+    (1200, 125, 146.48), (2400, 250, 585.94), (4800, 500, 2343.75), (9600, 1000, 9375.0),
+])
+def test_lustre_throughput_is_capacity_times_throughput_per_tib(capacity, per_tib, mb_s):
+    assert file_systems.lustre_throughput_mb_s(capacity, per_tib) == pytest.approx(mb_s, abs=0.01)
+
+
+@pytest.mark.parametrize(("nodes", "mb_s"), [(1, 524.29), (2, 1048.58), (3, 1073.74), (64, 1073.74)])
+def test_efs_write_throughput_is_the_lower_of_client_and_file_system_limits(nodes, mb_s):
+    assert file_systems.efs_write_mb_s(nodes) == pytest.approx(mb_s, abs=0.01)
+
+
+@pytest.mark.parametrize(("gib", "mb_s", "flush_s", "grace_s"), [
+    (100, 2343.75, 45.81, 122),  # prod: 100 GiB on 4.7 TiB x 500 MB/s/TiB
+    (100, 1048.58, 102.4, 235),  # the same on EFS from 2 nodes
+    (1, 1048.58, 1.02, 33),
+    (1000, 9375.0, 114.53, 260),
+])
+def test_flush_time_and_grace_needed(gib, mb_s, flush_s, grace_s):
+    assert file_systems.flush_seconds(gib, mb_s) == pytest.approx(flush_s, abs=0.01)
+    assert file_systems.grace_needed_seconds(gib, mb_s) == grace_s
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_prod_uses_lustre_and_dev_staging_keep_efs():
+    prod = load(raw_config("prod"))
+    assert prod.storage.lustre is not None
+    assert (prod.storage.lustre.deployment_type, prod.storage.lustre.storage_capacity_gib,
+            prod.storage.lustre.throughput_per_tib, prod.storage.lustre.availability_zone) == (
+                "PERSISTENT_2", 4800, 500, "us-east-1a")
+    for stack in ("dev", "staging"):
+        assert load(raw_config(stack), stack).storage.lustre is None
+
+
+def test_lustre_defaults():
+    lustre = load(mutate(raw_config("dev"), "storage.lustre", {"storageCapacityGiB": 1200, "throughputPerTiB": 125}),
+                  "dev").storage.lustre
+    assert lustre is not None and lustre.deployment_type == "PERSISTENT_2"
+    assert lustre.availability_zone == "us-east-1a", "the network's first zone unless told otherwise"
+
+
+# (case id, key under storage.lustre, value, text the error must contain besides key and value)
+INVALID_LUSTRE = [
+    ("capacity-between-steps", "storageCapacityGiB", 3600, "nearest: 2400 or 4800"),
+    ("capacity-too-small", "storageCapacityGiB", 1000, "nearest: 1200"),
+    ("capacity-text", "storageCapacityGiB", "2400", "whole number"),
+    ("throughput-not-offered", "throughputPerTiB", 200, "MB/s per TiB: 125, 250, 500, 1000"),
+    ("scratch", "deploymentType", "SCRATCH_2", "no second copy"),
+    ("persistent-1", "deploymentType", "PERSISTENT_1", "previous generation"),
+    ("not-a-type", "deploymentType", "FAST", "not an FSx for Lustre deployment type"),
+    ("zone-outside-network", "availabilityZone", "us-east-1d", "not one of the network's availability zones"),
+    ("typo", "throughputPerTB", 250, "did you mean 'throughputPerTiB'"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [c[1:] for c in INVALID_LUSTRE], ids=[c[0] for c in INVALID_LUSTRE])
+def test_invalid_lustre_config_names_key_and_value(key, value, expected):
+    errors = errors_of(mutate(with_lustre(), f"storage.lustre.{key}", value), "dev")
+    matching = [e for e in errors if expected in e]
+    assert matching, errors
+    assert matching[0].startswith(f"{PROJECT}:storage.lustre.{key}: ") and "Fix:" in matching[0]
+    assert repr(value) in matching[0] or "unknown key" in matching[0]
+
+
+def test_missing_lustre_keys_are_reported_together():
+    errors = errors_of(mutate(raw_config("dev"), "storage.lustre", {"availabilityZone": "us-east-1b"}), "dev")
+    assert any("storage.lustre.storageCapacityGiB: required key is missing" in e for e in errors)
+    assert any("storage.lustre.throughputPerTiB: required key is missing" in e for e in errors)
+
+
+def prod_job(**changes):
+    raw = raw_config("prod")
+    job = {**raw[f"{PROJECT}:training"]["jobs"][0], **changes}
+    return mutate(raw, "training.jobs", [job])
+
+
+def test_grace_period_shorter_than_the_flush_is_rejected_naming_both_numbers():
+    (error,) = errors_of(prod_job(terminationGracePeriodSeconds=100))
+    assert error.startswith(f"{PROJECT}:training.jobs[0].terminationGracePeriodSeconds: ")
+    assert "(got 100)" in error and "100 GiB checkpoint on FSx for Lustre at 2344 MB/s" in error
+    assert "4800 GiB x 500 MB/s per TiB" in error and "122 s are needed" in error
+    assert "at least 122" in error
+
+
+def test_the_grace_period_follows_the_storage():
+    load(prod_job(terminationGracePeriodSeconds=122))  # exactly enough on FSx
+    slower = mutate(prod_job(terminationGracePeriodSeconds=122), "storage.lustre.throughputPerTiB", 125)
+    (error,) = errors_of(slower)
+    assert "at 586 MB/s" in error and "at least 397" in error
+    measured = mutate(prod_job(terminationGracePeriodSeconds=122), "storage.checkpointWriteMBps", 4000)
+    load(measured)  # measured faster than documented: enough
+    measured_slow = mutate(prod_job(), "storage.checkpointWriteMBps", 500)
+    (error,) = errors_of(measured_slow)
+    assert "at 500 MB/s (storage.checkpointWriteMBps, as measured)" in error
+    raw = prod_job(terminationGracePeriodSeconds=30)
+    del raw[f"{PROJECT}:training"]["jobs"][0]["checkpointGiB"]
+    assert load(raw).training.jobs[0].checkpoint_gib is None, "no size stated: nothing to check"
+
+
+def test_team_jobs_are_checked_against_efs():
+    raw = raw_config("team-vision-prod")
+    job = {**raw[f"{PROJECT}:training"]["jobs"][0], "checkpointGiB": 100, "terminationGracePeriodSeconds": 180}
+    errors = errors_of(mutate(raw, "training.jobs", [job]), "team-vision-prod")
+    assert any("100 GiB checkpoint on EFS at 1049 MB/s" in e and "at least 235" in e for e in errors), errors
+
+
+def test_checkpoint_store_table():
+    prod = load(raw_config("prod")).storage
+    assert isinstance(prod, StorageConfig)
+    assert prod.checkpoint_store(2).name == "FSx for Lustre"
+    assert prod.checkpoint_store(2, lustre=False).name == "EFS"
+    assert prod.checkpoint_store(1, lustre=False).write_mb_s == pytest.approx(524.29, abs=0.01)
+
+
+# ------------------------------------------------------------------------------- plan
+
+
+def by_name(plan, type_token) -> dict[str, dict]:
+    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
+
+
+def manifest(plan, kind, name) -> dict:
+    (found,) = [m for m in plan.manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
+    return found
+
+
+def test_prod_file_system_is_encrypted_persistent_and_in_the_gpu_zone(plan_of):
+    plan = plan_of("prod")
+    (fs,) = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    inputs = fs["inputs"]
+    assert inputs["kmsKeyId"] == f"arn:aws:mock:us-east-1:{ACCOUNT}:key/lustre-key"
+    keys = by_name(plan, "aws:kms/key:Key")
+    assert keys["lustre-key"]["enableKeyRotation"] is True
+    assert by_name(plan, "aws:kms/alias:Alias")["lustre-key"]["name"] == "alias/gpu-training-prod-lustre"
+    assert (inputs["deploymentType"], inputs["storageType"], inputs["storageCapacity"], inputs["perUnitStorageThroughput"]) == (
+        "PERSISTENT_2", "SSD", 4800, 500)
+    assert inputs["fileSystemTypeVersion"] == "2.15" and inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
+    assert inputs["subnetIds"] == "network-private-us-east-1a-id", "one private subnet, the p5 pool's zone"
+    assert inputs["securityGroupIds"] == [LUSTRE_SG]
+    p5 = next(r["inputs"] for r in plan.of_type("aws:eks/nodeGroup:NodeGroup") if "p5-efa" in r["name"])
+    assert inputs["subnetIds"] in p5["subnetIds"]
+
+
+def test_prod_links_the_datasets_bucket_read_only(plan_of):
+    plan = plan_of("prod")
+    (association,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    inputs = association["inputs"]
+    assert inputs["fileSystemId"] == "lustre-fs-id" and inputs["fileSystemPath"] == "/datasets"
+    assert inputs["dataRepositoryPath"] == f"s3://gpu-training-prod-datasets-{ACCOUNT}/"
+    assert inputs["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}, "import only, no export"
+    assert inputs["deleteDataInFilesystem"] is False
+
+
+def test_the_data_key_lets_only_fsx_read_only_the_datasets_bucket(plan_of):
+    for stack in PLATFORM_STACKS:
+        policy = json.loads(by_name(plan_of(stack), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
+        fsx = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
+        assert len(fsx) == (stack == "prod"), stack
+    (statement,) = fsx
+    condition = statement["Condition"]
+    assert condition["ArnLike"]["aws:PrincipalArn"] == (
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*")
+    assert condition["StringEquals"] == {"kms:CallerAccount": ACCOUNT, "kms:ViaService": "s3.us-east-1.amazonaws.com"}
+    assert condition["StringLike"] == {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::gpu-training-prod-datasets-{ACCOUNT}"}
+    assert "kms:*" not in statement["Action"] and "kms:CreateGrant" not in statement["Action"]
+
+
+def test_lustre_security_group_opens_only_lnet_from_nodes_and_itself(plan_of):
+    plan = plan_of("prod")
+    groups = by_name(plan, "aws:ec2/securityGroup:SecurityGroup")
+    assert groups["security-groups-lustre"]["name"] == "gpu-training-prod-lustre"
+    rules = [(t, r) for t in (INGRESS, EGRESS) for r in plan.of_type(t)]
+    lustre_rules = [(t, r["inputs"]) for t, r in rules if r["inputs"]["securityGroupId"] == LUSTRE_SG]
+    assert {(t == INGRESS, i["fromPort"], i["toPort"], i["referencedSecurityGroupId"]) for t, i in lustre_rules} == {
+        (direction, first, last, peer)
+        for direction in (True, False) for first, last in ((988, 988), (1018, 1023)) for peer in (NODES_SG, LUSTRE_SG)}
+    assert all(i["ipProtocol"] == "tcp" and "cidrIpv4" not in i for _, i in lustre_rules), "no CIDR, no other protocol"
+    from_lustre = [r["inputs"] for t, r in rules if r["inputs"].get("referencedSecurityGroupId") == LUSTRE_SG
+                   and r["inputs"]["securityGroupId"] != LUSTRE_SG]
+    assert sorted((i["securityGroupId"], i["fromPort"], i["toPort"]) for i in from_lustre) == [
+        (NODES_SG, 988, 988), (NODES_SG, 1018, 1023)]
+    for stack in ("dev", "staging"):
+        assert "security-groups-lustre" not in by_name(plan_of(stack), "aws:ec2/securityGroup:SecurityGroup")
+
+
+def test_prod_volumes_are_static_fsx_volumes(plan_of):
+    plan = plan_of("prod")
+    addons = {a["addonName"]: a for a in by_name(plan, "aws:eks/addon:Addon").values()}
+    fsx_addon = addons["aws-fsx-csi-driver"]
+    assert fsx_addon["addonVersion"] == ADDON_VERSIONS["1.34"]["aws-fsx-csi-driver"]
+    assert "podIdentityAssociations" not in fsx_addon, "static volumes need no FSx API access"
+    dns = "lustre-fs-id.fsx.offline.amazonaws.com"
+    expected = {"checkpoints": ("offline1", ["ReadWriteMany"]), "datasets": ("offline1/datasets", ["ReadOnlyMany"])}
+    for volume, (mount_name, modes) in expected.items():
+        pv = manifest(plan, "PersistentVolume", f"{volume}-training-prod")["spec"]
+        assert pv["csi"] == {"driver": "fsx.csi.aws.com", "volumeHandle": f"lustre-fs-id::{volume}",
+                             "volumeAttributes": {"dnsname": dns, "mountname": mount_name}}
+        assert pv["accessModes"] == modes and pv["storageClassName"] == "" and pv["mountOptions"] == ["flock"]
+        assert pv["claimRef"] == {"namespace": "training-prod", "name": volume}
+        assert pv["persistentVolumeReclaimPolicy"] == "Retain"
+        pvc = manifest(plan, "PersistentVolumeClaim", volume)
+        assert pvc["spec"]["volumeName"] == f"{volume}-training-prod" and pvc["spec"]["storageClassName"] == ""
+    assert manifest(plan, "StorageClass", "efs-static")["provisioner"] == "efs.csi.aws.com", "team stacks still use EFS"
+
+
+def test_prod_jobs_mount_the_lustre_volumes(plan_of):
+    plan = plan_of("prod")
+    claims_on_lustre = {m["metadata"]["name"] for m in plan.manifests() if m["kind"] == "PersistentVolumeClaim"
+                        and manifest(plan, "PersistentVolume", m["spec"]["volumeName"])["spec"]["csi"]["driver"]
+                        == "fsx.csi.aws.com"}
+    assert claims_on_lustre == {"checkpoints", "datasets"}
+    jobsets = [m for m in plan.manifests() if m["kind"] == "JobSet"]
+    assert jobsets
+    for jobset in jobsets:
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        pod = replicated["template"]["spec"]["template"]["spec"]
+        claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        assert claims == {"checkpoints": {"claimName": "checkpoints", "readOnly": False},
+                          "datasets": {"claimName": "datasets", "readOnly": True}}
+        (container,) = pod["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts["checkpoints"] == "/workspace/checkpoints" and mounts["datasets"] == "/workspace/data"
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TRAIN_CHECKPOINT_DIR"].startswith("/workspace/checkpoints/")
+        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(100, 2343.75)
+
+
+def test_team_stacks_on_a_lustre_platform_keep_efs(plan_of):
+    plan = plan_of("team-vision-prod")
+    drivers = {m["spec"]["csi"]["driver"] for m in plan.manifests() if m["kind"] == "PersistentVolume"}
+    assert drivers == {"efs.csi.aws.com", "s3.csi.aws.com"}
