@@ -86,8 +86,9 @@ verify: $(VENV)/.verify
 	$(PY) scripts/verify --stack $(STACK) $(ARGS)
 
 # Speed goals as ratios against a floor measured in the same run (never timed tests).
-bench: $(VENV)/.runtime
+bench: $(VENV)/.dev
 	$(PY) bench/plan_bench.py
+	$(PY) bench/trainer_bench.py
 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

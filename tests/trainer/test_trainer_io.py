@@ -261,20 +261,30 @@ def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_pat
     assert sorted(os.listdir(again)) == ["COMPLETE", "rank-00000.state", "rank-00000.state.meta.json"]
 
 
-def test_sharded_save_and_restore_with_two_ranks(tmp_path, measurements):
+def _two_ranks(scenario: str, root: Path) -> subprocess.CompletedProcess:
     from trainer_testlib import free_port
 
-    root = tmp_path / "ck"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    started = time.monotonic()
-    p = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--max-restarts", "0",
-         SCENARIOS, "sharded", str(root)],
+         SCENARIOS, scenario, str(root)],
         capture_output=True, text=True, timeout=180, env=env,
     )
+
+
+@pytest.mark.parametrize("scenario", ["sharded", "dcp"])
+def test_sharded_save_and_restore_with_two_ranks(tmp_path, measurements, scenario):
+    """sharded: every rank writes its own state file; dcp: a DTensor through PyTorch DCP."""
+    root = tmp_path / "ck"
+    started = time.monotonic()
+    p = _two_ranks(scenario, root)
     assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(re.findall(r"rank \d ok", p.stdout)) == ["rank 0 ok", "rank 1 ok"]
-    marker = json.loads((root / checkpoint.step_dir_name(5) / checkpoint.MARKER).read_text())
-    assert marker["world_size"] == 2 and set(marker["files"]) == {"rank-00000.state", "rank-00001.state"}
-    measurements.record("sharded 2-rank save+restore (incl. torchrun start)", time.monotonic() - started, "s")
+    newest = checkpoint.latest_complete(str(root))
+    assert newest is not None and newest.marker["world_size"] == 2
+    if scenario == "sharded":
+        assert set(newest.marker["files"]) == {"rank-00000.state", "rank-00001.state"}
+    else:
+        assert set(newest.marker["files"]) == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    measurements.record(f"2-rank {scenario} save+restore (incl. torchrun start)", time.monotonic() - started, "s")

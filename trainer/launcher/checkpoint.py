@@ -164,6 +164,16 @@ def atomic_write_json(path: str, obj) -> dict:
 
 # ----------------------------------------------------------------- discovery
 
+# PyTorch Distributed Checkpoint's own index file (distributed_checkpoint.py); any other name
+# starting with a dot is a temporary file.
+DCP_METADATA = ".metadata"
+
+
+def _listable(name: str) -> bool:
+    """A name a marker may list: a plain file of the checkpoint directory."""
+    return "/" not in name and (not name.startswith(".") or name == DCP_METADATA)
+
+
 
 def inspect(path: str) -> CheckpointInfo:
     """Structural completeness check (no torch, no hashing)."""
@@ -184,7 +194,7 @@ def inspect(path: str) -> CheckpointInfo:
     if not isinstance(files, dict) or not files:
         return CheckpointInfo(step, path, False, "marker lists no files")
     for name, meta in sorted(files.items()):
-        if "/" in name or name.startswith("."):
+        if not _listable(name):
             return CheckpointInfo(step, path, False, f"marker lists a bad name {name!r}")
         try:
             size = os.stat(os.path.join(path, name)).st_size
@@ -281,7 +291,81 @@ class SavedCheckpoint:
     """From the end of the copy until the marker existed on every rank."""
 
 
-class AsyncCheckpointer:
+class BackgroundCommits:
+    """What every asynchronous checkpointer shares: one save in flight on a thread of its own,
+    its outcome handed to the training loop by `poll()`/`wait()`, and collective agreement
+    (`agree`) between the protocol's steps."""
+
+    def __init__(self, root: str, *, rank: int, world_size: int, agree: Callable[[bool], bool], keep: int):
+        self.root, self.rank, self.world_size, self.keep = root, rank, world_size, keep
+        self._agree = agree
+        self._thread: threading.Thread | None = None
+        self._done: SavedCheckpoint | None = None
+        self._error: BaseException | None = None
+
+    def poll(self) -> SavedCheckpoint | None:
+        """The checkpoint committed since the last call, once; raises CheckpointWriteError if the
+        save in the background failed."""
+        if self._thread is not None and not self._thread.is_alive():
+            self._join()
+        self._raise_error()
+        done, self._done = self._done, None
+        return done
+
+    def wait(self) -> SavedCheckpoint | None:
+        """Block until nothing is in flight, then `poll()`."""
+        self._join()
+        return self.poll()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise CheckpointWriteError(str(error)) from error
+
+    def _start(self, step: int, commit: Callable[[], tuple[str, int]], blocked_s: float, copied: float) -> None:
+        def run() -> None:
+            try:
+                path, nbytes = commit()
+                self._done = SavedCheckpoint(step, path, nbytes, blocked_s, time.monotonic() - copied)
+            except BaseException as e:  # handed to the training loop by poll()/wait()
+                self._error = e
+
+        self._thread = threading.Thread(target=run, name=f"checkpoint-{step}")
+        self._thread.start()
+
+    def _step(self, step: int, what: str, action: Callable[[], object] | None) -> None:
+        """Run `action` (if this rank has one), then agree with every rank that it worked there."""
+        error = None
+        if action is not None:
+            try:
+                action()
+            except Exception as e:  # reported below, after every rank has answered
+                error = e
+        if not self._agree(error is None):
+            where = f"on this rank: {error}" if error is not None else "on another rank"
+            raise CheckpointWriteError(f"step {step}: {what} failed {where}") from error
+
+    def _prepare(self, path: str) -> None:
+        """Rank 0: a fresh, empty directory for the step (a stale partial one is removed)."""
+        os.makedirs(self.root, exist_ok=True)
+        if os.path.exists(path):  # stale partial from an interrupted run
+            _remove_checkpoint(path)
+        os.makedirs(path)
+        fsync_dir(self.root)
+
+    def _commit_marker(self, path: str, step: int, meta: dict) -> None:
+        """Rank 0, once every file is there: the marker, last; then pruning."""
+        _write_marker(path, step, self.world_size, meta)
+        fsync_dir(self.root)
+        prune(self.root, self.keep)
+
+
+class AsyncCheckpointer(BackgroundCommits):
     """Collective checkpoints that stop the training loop only for the copy to host memory.
 
     Every rank calls `save(step, state)` at the same step. `writes` says whether this rank writes
@@ -299,14 +383,9 @@ class AsyncCheckpointer:
                  agree: Callable[[bool], bool] = _alone, keep: int = 3):
         from . import state_file
 
-        self.root, self.rank, self.world_size = root, rank, world_size
+        super().__init__(root, rank=rank, world_size=world_size, agree=agree, keep=keep)
         self.writes = rank == 0 if writes is None else writes
-        self.keep = keep
-        self._agree = agree
         self._stager = state_file.Stager()
-        self._thread: threading.Thread | None = None
-        self._done: SavedCheckpoint | None = None
-        self._error: BaseException | None = None
 
     def save(self, step: int, state: Any, meta: dict | None = None) -> float:
         """Snapshot `state` and commit it in the background; returns the seconds this blocked."""
@@ -315,50 +394,8 @@ class AsyncCheckpointer:
         self._raise_error()
         snapshot = self._stager.snapshot(state) if self.writes else None
         copied = time.monotonic()
-        self._thread = threading.Thread(target=self._commit, name=f"checkpoint-{step}",
-                                        args=(step, snapshot, dict(meta or {}), copied - started, copied))
-        self._thread.start()
+        self._start(step, lambda: self._write(step, snapshot, dict(meta or {})), copied - started, copied)
         return copied - started
-
-    def poll(self) -> SavedCheckpoint | None:
-        if self._thread is not None and not self._thread.is_alive():
-            self._join()
-        self._raise_error()
-        done, self._done = self._done, None
-        return done
-
-    def wait(self) -> SavedCheckpoint | None:
-        self._join()
-        return self.poll()
-
-    def _join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise CheckpointWriteError(str(error)) from error
-
-    def _commit(self, step: int, snapshot, meta: dict, blocked_s: float, copied: float) -> None:
-        try:
-            path, nbytes = self._write(step, snapshot, meta)
-            self._done = SavedCheckpoint(step, path, nbytes, blocked_s, time.monotonic() - copied)
-        except BaseException as e:  # handed to the training loop by poll()/wait()
-            self._error = e
-
-    def _step(self, step: int, what: str, action: Callable[[], object] | None) -> None:
-        """Run `action` (if this rank has one), then agree with every rank that it worked there."""
-        error = None
-        if action is not None:
-            try:
-                action()
-            except Exception as e:  # reported below, after every rank has answered
-                error = e
-        if not self._agree(error is None):
-            where = f"on this rank: {error}" if error is not None else "on another rank"
-            raise CheckpointWriteError(f"step {step}: {what} failed {where}") from error
 
     def _write(self, step: int, snapshot, meta: dict) -> tuple[str, int]:
         from . import state_file
@@ -366,33 +403,21 @@ class AsyncCheckpointer:
         path = os.path.join(self.root, step_dir_name(step))
         written: dict = {"bytes": 0}
 
-        def prepare() -> None:
-            os.makedirs(self.root, exist_ok=True)
-            if os.path.exists(path):  # stale partial from an interrupted run
-                _remove_checkpoint(path)
-            os.makedirs(path)
-            fsync_dir(self.root)
-
         def write_file() -> None:
             name = shard_name(self.rank)
             written.update(atomic_write_fd(os.path.join(path, name), lambda fd: state_file.write_snapshot(fd, snapshot)))
             atomic_write_json(os.path.join(path, name + META_SUFFIX), written)
 
-        def commit() -> None:
-            _write_marker(path, step, self.world_size, meta)
-            fsync_dir(self.root)
-            prune(self.root, self.keep)
-
-        self._step(step, "preparing the directory", prepare if self.rank == 0 else None)
+        self._step(step, "preparing the directory", (lambda: self._prepare(path)) if self.rank == 0 else None)
         self._step(step, "writing a rank's file", write_file if snapshot is not None else None)
-        self._step(step, "writing the marker", commit if self.rank == 0 else None)
+        self._step(step, "writing the marker", (lambda: self._commit_marker(path, step, meta)) if self.rank == 0 else None)
         return path, written["bytes"]
 
 
 def _write_marker(path: str, step: int, world_size: int, meta: dict) -> None:
     files = {}
     for entry in sorted(os.listdir(path)):
-        if entry.endswith(META_SUFFIX) and not entry.startswith("."):
+        if entry.endswith(META_SUFFIX) and _listable(entry[: -len(META_SUFFIX)]):
             with open(os.path.join(path, entry)) as f:
                 files[entry[: -len(META_SUFFIX)]] = json.load(f)
     marker = {
@@ -418,21 +443,28 @@ def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1
 
 
 def verify_file(path: str, meta: dict) -> None:
-    """Check size and (if recorded) sha256 of one format-1 checkpoint file."""
+    """Check size and the recorded digest (xxh3_128, or sha256 in format 1) of one file."""
     try:
         size = os.stat(path).st_size
     except OSError as e:
         raise CheckpointCorruptError(f"{path}: {e}") from e
     if size != meta.get("bytes"):
         raise CheckpointCorruptError(f"{path}: {size} bytes, marker says {meta.get('bytes')}")
-    want = meta.get("sha256")
-    if want:
-        h = hashlib.sha256()
+    for algorithm in ("xxh3_128", "sha256"):
+        want = meta.get(algorithm)
+        if not want:
+            continue
+        if algorithm == "xxh3_128":
+            import xxhash
+
+            h = xxhash.xxh3_128()
+        else:
+            h = hashlib.sha256()
         with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
+            for block in iter(lambda: f.read(1 << 24), b""):
                 h.update(block)
         if h.hexdigest() != want:
-            raise CheckpointCorruptError(f"{path}: sha256 mismatch")
+            raise CheckpointCorruptError(f"{path}: {algorithm} mismatch")
 
 
 def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> Any:
