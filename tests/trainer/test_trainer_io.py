@@ -7,7 +7,6 @@ these tests assert what the fast paths must keep doing right.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import signal
