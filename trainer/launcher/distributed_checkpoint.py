@@ -34,10 +34,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 import xxhash
-from torch.distributed.checkpoint import FileSystemWriter
-from torch.distributed.checkpoint.filesystem import FileSystem
+
+# The defining modules of torch.distributed.checkpoint's public names (its __init__ re-exports
+# them with a star import, which type checkers do not follow).
+from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import async_save
 
 from . import checkpoint
 from .checkpoint import META_SUFFIX, BackgroundCommits, CheckpointCorruptError, atomic_write_json, step_dir_name
@@ -129,7 +132,7 @@ class DistributedCheckpointer(BackgroundCommits):
         # Nothing else uses the group now (the previous save is done): agree here, before DCP
         # writes anything into the directory.
         self._step(step, "preparing the directory", (lambda: self._prepare(path)) if self.rank == 0 else None)
-        future = dcp.async_save(state_dict, checkpoint_id=path, storage_writer=self._writer,
+        future = async_save(state_dict, checkpoint_id=path, storage_writer=self._writer,
                                 process_group=self.process_group)
         copied = time.monotonic()
 
@@ -169,7 +172,7 @@ def load(path: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGr
                 break
     if not agree(problem is None):
         raise CheckpointCorruptError(problem or f"{path}: another rank found a damaged file")
-    dcp.load(state_dict, checkpoint_id=path, process_group=process_group)
+    dcp_load(state_dict, checkpoint_id=path, process_group=process_group)
 
 
 def load_newest(root: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGroup | None,
