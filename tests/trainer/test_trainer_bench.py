@@ -29,6 +29,7 @@ def test_trainer_bench_runs_and_prints_every_ratio(tmp_path):
     )
     assert p.returncode == 0, p.stdout + p.stderr
     for name in RATIOS:
-        assert re.search(rf"^  {re.escape(name)} +\d+\.\d\dx", p.stdout, re.M), f"no ratio {name!r}:\n{p.stdout}"
+        assert re.search(rf"^  {re.escape(name)} +\d+\.\d\dx median +\d+\.\d\dx min", p.stdout, re.M), \
+            f"no ratio {name!r}:\n{p.stdout}"
     assert re.search(r"loader first batch, 8 KiB chunks +median", p.stdout)
     assert list(tmp_path.iterdir()) == [], "the bench cleans up after itself"
