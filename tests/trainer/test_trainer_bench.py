@@ -15,6 +15,7 @@ RATIOS = [
     "loader / raw mmap, 8 KiB chunks",
     "loader / raw mmap, 512 KiB chunks",
     "save / raw fsync'd write",
+    "save / raw write into freed blocks",
     "restore / raw read, warm",
     "restore / raw read, cold",
     "loop blocked / host memory copy",
