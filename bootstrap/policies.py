@@ -47,6 +47,7 @@ MANAGED_SERVICES = {
     "aws:vpc/": "ec2",
     "aws:ecr/": "ecr",
     "aws:efs/": "elasticfilesystem",
+    "aws:fsx/": "fsx",
     "aws:eks/": "eks",
     "aws:kms/": "kms",
     "aws:secretsmanager/": "secretsmanager",
@@ -91,8 +92,15 @@ SERVICE_LINKED_ROLE_USES: tuple[tuple[str, Callable[[Mapping[str, Any]], bool] |
     # up ... Amazon EFS automatic backup ... AWS Backup creates the service-linked role for you").
     ("aws:efs/backupPolicy:BackupPolicy", lambda inputs: (inputs.get("backupPolicy") or {}).get("status") == "ENABLED",
      "backup.amazonaws.com"),
+    # FSx for Lustre (storage.lustre) and its S3 data repository association.
+    ("aws:fsx/lustreFileSystem:LustreFileSystem", None, "fsx.amazonaws.com"),
+    ("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", None, "s3.data-source.lustre.fsx.amazonaws.com"),
 )
 SERVICE_LINKED_ROLES = tuple(sorted({service for _, _, service in SERVICE_LINKED_ROLE_USES}))
+# FSx grants the S3 access role of a file system its linked buckets when it creates a data
+# repository association, with the caller's permission (the FSx CSI driver's install.md lists
+# these two actions on this path for the same reason).
+FSX_S3_ACCESS_ROLES = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
 # Invokes the stacks' program calls (scripts/plan.py answers each one offline) and the IAM actions
 # AWS checks for each. `pulumi preview` runs the program, so the preview role needs all of them.
 PROGRAM_INVOKES: dict[str, tuple[str, ...]] = {
@@ -415,6 +423,8 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": ["arn:aws:iam::aws:policy/*"]},
         {"Sid": "CreateServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}}},
+        {"Sid": "LetFsxReachLinkedBuckets", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
+         "Resource": [f"arn:aws:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"]},
         # Never: another environment's resources, other projects' resources, the bootstrap, the
         # boundary itself, other roles by chaining.
         _deny_other_environments(environment),

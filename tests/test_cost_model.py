@@ -34,10 +34,11 @@ EXPECTED_FIXED = {
         "node pool system at min size": 3 * (0.4032 + 50 * GP3) * H,  # 3 x m7i.2xlarge + 50 GiB: 895.008
         "NAT gateways": 3 * 730 * 0.045,                             # one per AZ: 98.55
         "public IPv4 addresses (NAT)": 3 * 730 * 0.005,              # 10.95
-        "KMS keys": 7 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs
+        "KMS keys": 8 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs, Lustre
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
+        "FSx for Lustre": 12000 * 0.145,                             # storage.lustre: 12000 GiB at 125 MB/s/TiB: 1740.00
     },
     "dev": {
         "EKS control plane": 730 * 0.10,
@@ -80,7 +81,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 1260.81
+    assert round(cost.fixed_monthly_usd, 2) == 3001.81
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -219,12 +220,12 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $1,440 + 730 h x $110.19 = $81,879" \
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $3,181 + 730 h x $110.19 = $83,620" \
         in printed["prod"]
-    assert "A month with every GPU pool at max size: $1,440 + 730 h x $175.43 = $129,504" in printed["prod"]
+    assert "A month with every GPU pool at max size: $3,181 + 730 h x $175.43 = $131,245" in printed["prod"]
     assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
-    assert "= fixed + usage + 676 h of every GPU pool at max size" in printed["prod"]
+    assert "= fixed + usage + 666 h of every GPU pool at max size" in printed["prod"]
     assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
 
 
@@ -255,7 +256,7 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
-        "cost: $1,261/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
+        "cost: $3,002/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
         "$175.43/h at max (us-east-1 list prices of 2026-11-30)",
     ]
 

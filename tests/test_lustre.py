@@ -59,7 +59,8 @@ def test_efs_write_throughput_is_the_lower_of_client_and_file_system_limits(node
 
 
 @pytest.mark.parametrize(("gib", "mb_s", "flush_s", "grace_s"), [
-    (100, 2343.75, 45.81, 122),  # prod: 100 GiB on 4.7 TiB x 500 MB/s/TiB
+    (80, 1464.84, 58.64, 148),  # prod: 80 GiB on 11.7 TiB x 125 MB/s/TiB
+    (100, 2343.75, 45.81, 122),  # 100 GiB on 4.7 TiB x 500 MB/s/TiB
     (100, 1048.58, 102.4, 235),  # the same on EFS from 2 nodes
     (1, 1048.58, 1.02, 33),
     (1000, 9375.0, 114.53, 260),
@@ -77,7 +78,7 @@ def test_prod_uses_lustre_and_dev_staging_keep_efs():
     assert prod.storage.lustre is not None
     assert (prod.storage.lustre.deployment_type, prod.storage.lustre.storage_capacity_gib,
             prod.storage.lustre.throughput_per_tib, prod.storage.lustre.availability_zone) == (
-                "PERSISTENT_2", 4800, 500, "us-east-1a")
+                "PERSISTENT_2", 12000, 125, "us-east-1a")
     for stack in ("dev", "staging"):
         assert load(raw_config(stack), stack).storage.lustre is None
 
@@ -127,17 +128,17 @@ def prod_job(**changes):
 def test_grace_period_shorter_than_the_flush_is_rejected_naming_both_numbers():
     (error,) = errors_of(prod_job(terminationGracePeriodSeconds=100))
     assert error.startswith(f"{PROJECT}:training.jobs[0].terminationGracePeriodSeconds: ")
-    assert "(got 100)" in error and "100 GiB checkpoint on FSx for Lustre at 2344 MB/s" in error
-    assert "4800 GiB x 500 MB/s per TiB" in error and "122 s are needed" in error
-    assert "at least 122" in error
+    assert "(got 100)" in error and "80 GiB checkpoint on FSx for Lustre at 1465 MB/s" in error
+    assert "12000 GiB x 125 MB/s per TiB" in error and "148 s are needed" in error
+    assert "at least 148" in error
 
 
 def test_the_grace_period_follows_the_storage():
-    load(prod_job(terminationGracePeriodSeconds=122))  # exactly enough on FSx
-    slower = mutate(prod_job(terminationGracePeriodSeconds=122), "storage.lustre.throughputPerTiB", 125)
-    (error,) = errors_of(slower)
-    assert "at 586 MB/s" in error and "at least 397" in error
-    measured = mutate(prod_job(terminationGracePeriodSeconds=122), "storage.checkpointWriteMBps", 4000)
+    load(prod_job(terminationGracePeriodSeconds=148))  # exactly enough on FSx
+    smaller = mutate(prod_job(terminationGracePeriodSeconds=148), "storage.lustre.storageCapacityGiB", 4800)
+    (error,) = errors_of(smaller)
+    assert "at 586 MB/s" in error and "at least 324" in error
+    measured = mutate(prod_job(terminationGracePeriodSeconds=148), "storage.checkpointWriteMBps", 4000)
     load(measured)  # measured faster than documented: enough
     measured_slow = mutate(prod_job(), "storage.checkpointWriteMBps", 500)
     (error,) = errors_of(measured_slow)
@@ -183,7 +184,7 @@ def test_prod_file_system_is_encrypted_persistent_and_in_the_gpu_zone(plan_of):
     assert keys["lustre-key"]["enableKeyRotation"] is True
     assert by_name(plan, "aws:kms/alias:Alias")["lustre-key"]["name"] == "alias/gpu-training-prod-lustre"
     assert (inputs["deploymentType"], inputs["storageType"], inputs["storageCapacity"], inputs["perUnitStorageThroughput"]) == (
-        "PERSISTENT_2", "SSD", 4800, 500)
+        "PERSISTENT_2", "SSD", 12000, 125)
     assert inputs["fileSystemTypeVersion"] == "2.15" and inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
     assert inputs["subnetIds"] == "network-private-us-east-1a-id", "one private subnet, the p5 pool's zone"
     assert inputs["securityGroupIds"] == [LUSTRE_SG]
@@ -195,7 +196,7 @@ def test_prod_links_the_datasets_bucket_read_only(plan_of):
     plan = plan_of("prod")
     (association,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     inputs = association["inputs"]
-    assert inputs["fileSystemId"] == "lustre-fs-id" and inputs["fileSystemPath"] == "/datasets"
+    assert inputs["fileSystemId"] == "lustre-fs-id" and inputs["fileSystemPath"] == "/_datasets"
     assert inputs["dataRepositoryPath"] == f"s3://gpu-training-prod-datasets-{ACCOUNT}/"
     assert inputs["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}, "import only, no export"
     assert inputs["deleteDataInFilesystem"] is False
@@ -237,10 +238,11 @@ def test_prod_volumes_are_static_fsx_volumes(plan_of):
     plan = plan_of("prod")
     addons = {a["addonName"]: a for a in by_name(plan, "aws:eks/addon:Addon").values()}
     fsx_addon = addons["aws-fsx-csi-driver"]
-    assert fsx_addon["addonVersion"] == ADDON_VERSIONS["1.34"]["aws-fsx-csi-driver"]
+    (cluster,) = plan.of_type("aws:eks/cluster:Cluster")
+    assert fsx_addon["addonVersion"] == ADDON_VERSIONS[cluster["inputs"]["version"]]["aws-fsx-csi-driver"]
     assert "podIdentityAssociations" not in fsx_addon, "static volumes need no FSx API access"
     dns = "lustre-fs-id.fsx.offline.amazonaws.com"
-    expected = {"checkpoints": ("offline1", ["ReadWriteMany"]), "datasets": ("offline1/datasets", ["ReadOnlyMany"])}
+    expected = {"checkpoints": ("offline1", ["ReadWriteMany"]), "datasets": ("offline1/_datasets", ["ReadOnlyMany"])}
     for volume, (mount_name, modes) in expected.items():
         pv = manifest(plan, "PersistentVolume", f"{volume}-training-prod")["spec"]
         assert pv["csi"] == {"driver": "fsx.csi.aws.com", "volumeHandle": f"lustre-fs-id::{volume}",
@@ -272,7 +274,7 @@ def test_prod_jobs_mount_the_lustre_volumes(plan_of):
         assert mounts["checkpoints"] == "/workspace/checkpoints" and mounts["datasets"] == "/workspace/data"
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["TRAIN_CHECKPOINT_DIR"].startswith("/workspace/checkpoints/")
-        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(100, 2343.75)
+        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 1464.84)
 
 
 def test_team_stacks_on_a_lustre_platform_keep_efs(plan_of):

@@ -44,9 +44,9 @@ CASES = [
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
     ("disruption-restarts-unbounded", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=100000)]},
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
-    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 695m of DaemonSets leaves 7.215 for the trainer.
+    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 705m of DaemonSets leaves 7.205 for the trainer.
     ("cpu-into-the-daemons-room", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=8)]}, "jobs[0].cpu",
-     "exceeds this job's share of a g6.2xlarge node (7.215 vCPU)"),
+     "exceeds this job's share of a g6.2xlarge node (7.205 vCPU)"),
 ]
 
 

@@ -8,7 +8,7 @@ existing datasets bucket instead; a non-prod stack may never point at production
 again in IAM (components/identity/policies.py), so a hand-edited role cannot bypass it either.
 
 `lustre` (optional) gives the environment's training namespace an FSx for Lustre file system for
-its checkpoints and datasets (the datasets bucket linked at /datasets); team stacks keep EFS,
+its checkpoints and datasets (the datasets bucket linked at /_datasets); team stacks keep EFS,
 whose access points give each team a directory of its own (Lustre has no such thing).
 
     lustre:

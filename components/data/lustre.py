@@ -7,7 +7,7 @@
   with the file system (AUTOMATIC).
 - One subnet (FSx for Lustre lives in one zone): the private subnet of `availabilityZone`,
   which should be the GPU pool's, so checkpoint traffic never crosses zones.
-- The datasets bucket is linked at /datasets (data repository association): objects appear as
+- The datasets bucket is linked at /_datasets (data repository association): objects appear as
   files, their contents load on first read, and new, changed and deleted objects follow
   automatically. Nothing is exported back: datasets are read-only here.
 - Guarded by the Lustre security group (LNET from nodes only, network/security_groups.py).
@@ -27,7 +27,10 @@ from components.common.kms import customer_key
 from components.config.storage import LustreConfig
 from components.facts.file_systems import LUSTRE_VERSION
 
-DATASETS_PATH = "/datasets"
+# Not a DNS label: no job's checkpoint directory (/workspace/checkpoints/<job>, the file system's
+# root) can be this path, and the checkpoint cleanup, which judges only job-named directories,
+# leaves it alone.
+DATASETS_PATH = "/_datasets"
 # New, changed and deleted objects of the datasets bucket show up on the file system by themselves.
 AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 

@@ -13,7 +13,7 @@ With FSx for Lustre (`storage.lustre`, the environment's training namespace only
 come from the Lustre file system instead, through the FSx CSI driver, statically too: checkpoints
 mount the file system's root (its root directory is world-writable with the sticky bit, as a
 fresh FSx for Lustre file system's is, so the trainer's user makes its own job directories), and
-datasets mount /datasets (the linked datasets bucket) read-only. The driver needs no AWS
+datasets mount /_datasets (the linked datasets bucket) read-only. The driver needs no AWS
 credentials for static volumes: the node plugin only mounts `<dnsname>@tcp:/<mountname>`.
 
 Datasets (/workspace/data): the datasets bucket through the Mountpoint for Amazon S3 CSI driver,

@@ -77,6 +77,12 @@ NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
                  "kubernetes-sigs/aws-efs-csi-driver v2.2.0 charts/aws-efs-csi-driver/values.yaml: resources {}"),
     DaemonSetPod("s3-csi-node", "aws-mountpoint-s3-csi-driver", 10, 40,
                  "awslabs/mountpoint-s3-csi-driver v2.2.2 charts/aws-mountpoint-s3-csi-driver/values.yaml node.resources"),
+    # Counted on every stack's nodes, though only a stack with storage.lustre installs it. Like the
+    # S3 row, the plugin container only: its two sidecars (10m / 32Mi each) fit in the rounding
+    # that leaves every pod share short of a whole vCPU and GiB.
+    DaemonSetPod("fsx-csi-node", "aws-fsx-csi-driver", 10, 40,
+                 "kubernetes-sigs/aws-fsx-csi-driver@5b22712 charts/aws-fsx-csi-driver/values.yaml (chart 1.17.0) "
+                 "node.resources"),
     DaemonSetPod("nvidia-device-plugin", "nvidia-device-plugin", 0, 0,
                  "NVIDIA/k8s-device-plugin v0.18.0 deployments/helm/nvidia-device-plugin/values.yaml: resources {}"),
     DaemonSetPod("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", 10, 20,
