@@ -327,7 +327,7 @@ class ShardLoader:
         self._queue.clear()
 
 
-def _worker_main(dataset: ShardChunks, feature_views, conn, inherited) -> None:
+def _worker_main(dataset: ShardChunks, chunk_views, conn, inherited) -> None:
     """Loop of one loader worker: read the requested chunks into the ring, report the slot."""
     for other in inherited:  # so that a dead training process means EOF here
         other.close()
@@ -345,7 +345,7 @@ def _worker_main(dataset: ShardChunks, feature_views, conn, inherited) -> None:
             return
         slot, ids = message
         try:
-            views = feature_views[slot]
+            views = chunk_views[slot]
             for j, idx in enumerate(ids):
                 dataset.read_into(idx, *views[j])
         except Exception as e:  # reported to the loop, which raises it
