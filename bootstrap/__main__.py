@@ -17,9 +17,11 @@ from bootstrap.billing import CostAllocationTags  # noqa: E402
 from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
 from bootstrap.config import load_bootstrap_config  # noqa: E402
 from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
-from components.config import read_raw_config  # noqa: E402
+from components.config import read_raw_config, read_secret_keys  # noqa: E402
 
-config = load_bootstrap_config(read_raw_config(), project=pulumi.get_project(), stack=pulumi.get_stack())
+raw_config = read_raw_config()
+config = load_bootstrap_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
+                               secret_keys=read_secret_keys(raw_config))
 provider = aws.Provider("aws", region=config.region, default_tags=aws.ProviderDefaultTagsArgs(tags={
     "project": config.project, "stack": config.stack, "cost-center": config.cost_center, "managed-by": "pulumi"}))
 on_aws = pulumi.ResourceOptions(provider=provider)

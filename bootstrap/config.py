@@ -7,23 +7,23 @@ exists. Nothing else in bootstrap/ reads raw config.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.config.reader import ConfigError, Section
-from components.config.stack import COST_CENTER, ENVIRONMENTS, REGION
+from components.config.reader import ConfigError, ErrorLog, Section
+from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
 # hyphens, repository names 1-100 of [A-Za-z0-9._-].
-GITHUB_REPOSITORY = re.compile(r"^(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})/(?P<name>[A-Za-z0-9._-]{1,100})$")
+GITHUB_REPOSITORY = re.compile(r"(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})/(?P<name>[A-Za-z0-9._-]{1,100})")
 # A branch name as `git check-ref-format --branch` accepts it, minus what would break an IAM
 # condition: no wildcard (`*`, `?`) and no `:` (GitHub writes a `:` in a claim as %3A).
-BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock$)[^\s~^:?*\[\\]+(?<![/.])$")
+BRANCH = re.compile(r"(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock\Z)[^\s~^:?*\[\\]+(?<![/.])")
 # GitHub environment names: up to 255 characters, none of them a `:` or a wildcard here.
-GITHUB_ENVIRONMENT = re.compile(r"^[^\s:*?]{1,255}$")
-PULUMI_PROJECT = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-OIDC_PROVIDER_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
+GITHUB_ENVIRONMENT = re.compile(r"[^\s:*?]{1,255}")
+PULUMI_PROJECT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+OIDC_PROVIDER_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com")
 
 # How the repository's OIDC tokens spell their `sub` claim (docs.github.com, "OpenID Connect
 # reference", github/docs@051718f2 content/actions/reference/security/oidc.md):
@@ -91,17 +91,17 @@ def _optional_id(section: Section, name: str) -> int | None:
 
 
 def _parse_github(section: Section) -> GithubConfig:
-    repository = section.string("repository", check=lambda v: None if GITHUB_REPOSITORY.match(v) else "is not OWNER/REPO",
+    repository = section.string("repository", check=lambda v: None if GITHUB_REPOSITORY.fullmatch(v) else "is not OWNER/REPO",
                                 fix="write the repository as it appears in its URL, e.g. example-org/gpu-training")
     subject_claims = section.string("subjectClaims", "repo-context-ref", choices=SUBJECT_CLAIMS)
     ids = section.section("immutableIds", {})
     owner_id, repository_id = _optional_id(ids, "owner"), _optional_id(ids, "repository")
-    if (owner_id is None) != (repository_id is None):
+    if (owner_id is None) != (repository_id is None) and ids.ok("owner", "repository"):
         section.error(ids.path, ids.data, "needs both the owner and the repository id",
                       "set immutableIds: {owner: <id>, repository: <id>}, or leave immutableIds out")
     ids.finish()
     provider = section.optional_string(
-        "oidcProviderArn", check=lambda v: None if OIDC_PROVIDER_ARN.match(v) else "is not the ARN of a GitHub OIDC provider",
+        "oidcProviderArn", check=lambda v: None if OIDC_PROVIDER_ARN.fullmatch(v) else "is not the ARN of a GitHub OIDC provider",
         fix="use arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or leave it out to create one")
     section.finish()
     return GithubConfig(repository=repository, subject_claims=subject_claims, owner_id=owner_id,
@@ -121,32 +121,33 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
                           "use the environment names of the platform stacks")
             continue
         entry = Section(section.errors, section.key(name), section.data[name] if section.data[name] is not None else {})
-        branch = entry.string("deployBranch", "main", check=lambda v: None if BRANCH.match(v) else "is not a plain branch name",
+        branch = entry.string("deployBranch", "main",
+                              check=lambda v: None if BRANCH.fullmatch(v) else "is not a plain branch name",
                               fix="name one branch, without wildcards or colons, e.g. main")
         github_environment = entry.string(
             "githubEnvironment", name,
-            check=lambda v: None if GITHUB_ENVIRONMENT.match(v) else "is not a usable environment name",
+            check=lambda v: None if GITHUB_ENVIRONMENT.fullmatch(v) else "is not a usable environment name",
             fix="use the GitHub environment's name, without spaces, colons or wildcards")
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
     return tuple(environments)
 
 
-def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str) -> BootstrapConfig:
-    """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every problem."""
-    errors: list[str] = []
+def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
+                          secret_keys: Collection[str] = ()) -> BootstrapConfig:
+    """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every
+    problem, never showing the value of a key in `secret_keys`."""
+    errors = ErrorLog(secret_keys)
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
     for key in sorted(raw):
         if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
             errors.append(f"{key}: unknown key for the bootstrap. Fix: remove it, or write it as {prefix}<key>.")
     root = Section(errors, project, own, separator=":")
-    region = root.string("region", check=lambda v: None if REGION.match(v) else "is not an AWS region name",
-                         fix="use a region name like us-east-1")
-    cost_center = root.string("costCenter", check=lambda v: None if COST_CENTER.match(v) else "is not a valid AWS tag value",
-                              fix="use letters, digits, spaces and . _ : / = + - @")
+    region = root.string("region", check=region_problem, fix=REGION_FIX)
+    cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
     stacks_project = root.string("stacksProject",
-                                 check=lambda v: None if PULUMI_PROJECT.match(v) else "is not a Pulumi project name",
+                                 check=lambda v: None if PULUMI_PROJECT.fullmatch(v) else "is not a Pulumi project name",
                                  fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")
     github = _parse_github(root.section("github"))
     environments = _parse_environments(root)
@@ -159,7 +160,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str) -
     cost_tags.finish()
     root.finish()
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(errors.without_secret_values(raw))
     return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
                            stacks_project=stacks_project, github=github, environments=environments,
                            state_version_retention_days=retention, activate_cost_allocation_tags=activate_tags)

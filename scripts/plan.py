@@ -16,14 +16,14 @@ each input depends on, and retainOnDelete where set), <out>/outputs.json (the st
 redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes object), and prints a
 summary. The files are deterministic: the same commit writes the same bytes, whether a stack is
 planned alone or with others. Warnings of the config (e.g. the end of EKS standard support
-approaching) are printed in the summary, as `pulumi up` shows them. Invalid configuration exits 2
-with every error listed and no traceback. The tests import `synthesize` from here: one
-synthesiser, not two.
+approaching) are printed in the summary, as `pulumi up` shows them. Invalid configuration and bad
+arguments exit 2 with every error listed and no traceback, and leave no files behind (a plan
+directory is written beside its place and swapped in). The tests import `synthesize` from here:
+one synthesiser, not two.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import faulthandler
 import gc
@@ -48,11 +48,13 @@ if str(ROOT) not in sys.path:
 
 import pulumi  # noqa: E402
 from architecture import mermaid  # noqa: E402
+from cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
-from components.config.stack_file import project_file, stack_config  # noqa: E402
+from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
+from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 
 REDACTED = "[secret]"
@@ -350,11 +352,21 @@ def manifest_filename(manifest: dict[str, Any]) -> str:
     return "-".join(str(p).lower() for p in parts) + ".yaml"
 
 
+# What a plan directory holds; --out refuses a directory holding anything else (it is replaced).
+PLAN_ENTRIES = {"resources.json", "outputs.json", "architecture.md", "manifests"}
+
+
 def write_plan(plan: Plan, out_dir: Path) -> None:
+    """Write the plan beside `out_dir` and swap it in; UsageError for an --out that is not a plan's."""
+    if out_dir.is_symlink() or (out_dir.exists() and (not out_dir.is_dir() or not set(os.listdir(out_dir)) <= PLAN_ENTRIES)):
+        raise UsageError(f"{path_for_message(out_dir)} exists and is not a plan directory (it would be replaced). "
+                         "Fix: name a new or empty directory, or an earlier plan's")
+    replace_atomically(out_dir, lambda staging: _write_files(plan, staging), directory=True)
+
+
+def _write_files(plan: Plan, out_dir: Path) -> None:
     manifests_dir = out_dir / "manifests"
-    manifests_dir.mkdir(parents=True, exist_ok=True)
-    for old in manifests_dir.glob("*.yaml"):
-        old.unlink()
+    manifests_dir.mkdir()
     (out_dir / "resources.json").write_text(json.dumps(plan.resources, indent=2, sort_keys=True) + "\n")
     (out_dir / "outputs.json").write_text(json.dumps(plan.outputs, indent=2, sort_keys=True) + "\n")
     (out_dir / "architecture.md").write_text(mermaid(plan.stack, plan.resources, plan.parents, plan.dependencies))
@@ -389,15 +401,21 @@ def summary(plan: Plan, out_dir: Path) -> str:
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, Any]:
+    """KEY=VALUE arguments; a VALUE starting with [ or { is JSON. A --secret's value is never shown."""
+    secret = flag == "--secret"
     result = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"{flag} expects KEY=VALUE, got {item!r}")
+        if not sep or not key.strip():
+            shown = "value not shown" if secret else f"got {path_for_message(repr(item))}"
+            raise UsageError(f"{flag} expects KEY=VALUE with a key ({shown})")
+        if key in result:
+            raise UsageError(f"{flag} sets {path_for_message(key)} twice. Fix: set it once")
         try:
-            result[key] = json.loads(value) if value[:1] in "[{" else value
-        except json.JSONDecodeError:
-            result[key] = value
+            result[key] = load_json_text(value, source=f"{flag} {path_for_message(key)}") if value[:1] in "[{" else value
+        except YamlError as problem:
+            raise UsageError(f"{flag} {path_for_message(key)}: the value is not valid JSON (value not shown). Fix: correct it"
+                             if secret else str(problem)) from None
     return result
 
 
@@ -407,7 +425,7 @@ def all_stacks(project_dir: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = ArgumentParser(prog="plan.py", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", action="append", default=[], help="a stack to plan; repeat for several")
     parser.add_argument("--all", action="store_true", help="plan every stack of the project")
     parser.add_argument("--project", type=Path, default=ROOT,
@@ -422,24 +440,44 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     project_dir = args.project.resolve()
     if not (project_dir / "Pulumi.yaml").is_file():
-        parser.error(f"--project {args.project}: no Pulumi.yaml there")
+        parser.error(f"--project {path_for_message(args.project)}: no Pulumi.yaml there")
+    if args.all and args.stack:
+        parser.error("--all plans every stack; leave out --stack")
     stacks = all_stacks(project_dir) if args.all else args.stack
     if not stacks:
         parser.error("name a stack with --stack, or --all")
     if len(stacks) > 1 and (args.out or args.stack_file):
         parser.error("--out and --stack-file take one stack")
+    for stack in stacks:
+        if not STACK_NAME.fullmatch(stack):
+            parser.error(f"--stack {path_for_message(repr(stack))[:120]} is not a Pulumi stack name "
+                         "(1 to 100 letters, digits, '-', '_' or '.')")
+    if len(set(stacks)) != len(stacks):
+        parser.error("a stack is named twice")
+    try:
+        overrides, secret_overrides = _pairs(args.set, "--set"), _pairs(args.secret, "--secret")
+    except UsageError as error:
+        return fail(parser.prog, str(error))
     failed = False
     for stack in stacks:
         out_dir = args.out or args.build_dir / stack
         try:
-            plan = synthesize(stack, args.stack_file, overrides=_pairs(args.set, "--set"),
-                              secret_overrides=_pairs(args.secret, "--secret"), project_dir=project_dir,
-                              today=args.today)
+            plan = synthesize(stack, args.stack_file, overrides=overrides, secret_overrides=secret_overrides,
+                              project_dir=project_dir, today=args.today)
         except ConfigError as error:
             print(f"stack {stack}: {error}", file=sys.stderr)
             failed = True
             continue
-        write_plan(plan, out_dir)
+        try:
+            write_plan(plan, out_dir)
+        except UsageError as error:
+            fail(parser.prog, f"--out {error}")
+            failed = True
+            continue
+        except OSError as error:
+            fail(parser.prog, f"cannot write {path_for_message(out_dir)}: {error.strerror or error}")
+            failed = True
+            continue
         print(summary(plan, out_dir))
         print(f"  {plan_cost(plan.resources).summary_line()}")
     return 2 if failed else 0

@@ -384,7 +384,7 @@ def test_plain_text_secrets_in_a_stack_file_stop_the_plan(tmp_path):
         [sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "dev", "--out", str(tmp_path / "out"),
          "--set", f"secrets={json.dumps(PLANTED)}"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 2 and "gpu-training:secrets: values are stored in plain text" in result.stderr
+    assert result.returncode == 2 and "gpu-training:secrets.wandb-api-key: is stored in plain text" in result.stderr
     assert not any(value in result.stdout + result.stderr for value in PLANTED.values())
 
 

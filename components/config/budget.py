@@ -61,6 +61,6 @@ def _percents(section: Section, name: str, default: list[int]) -> tuple[int, ...
     for index, raw in enumerate(section.items(name, default)):
         values.append(section.check_integer(f"{key}[{index}]", raw, minimum=1, maximum=MAX_PERCENT,
                                             fix=f"write a percentage of monthlyLimitUsd between 1 and {MAX_PERCENT}"))
-    if len(set(values)) != len(values):
+    if len(set(values)) != len(values) and section.ok(name):
         section.error(key, values, "lists a threshold twice", "list each percentage once")
     return tuple(sorted(set(values)))

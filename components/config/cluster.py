@@ -15,7 +15,8 @@ from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
 from components.facts.eks_versions import EKS_CALENDAR, SUPPORTED_KUBERNETES_VERSIONS, KubernetesRelease, next_minor
 
-PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+# IAM names are ASCII: without re.ASCII, \w would also take any Unicode letter.
+PRINCIPAL_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,576}", re.ASCII)
 # EKS's cluster upgrade policy (UpgradePolicy.supportType): what happens when the minor leaves
 # standard support. STANDARD: EKS upgrades the control plane to the next minor itself.
 # EXTENDED: the cluster stays, billed at the extended-support rate, for 12 more months.
@@ -169,7 +170,7 @@ def _principals(section: Section, name: str, *, required: bool) -> tuple[str, ..
         section.error(key, values, "at least one IAM role must administer the cluster (the creator gets no implicit access)",
                       "list the ARN of the role that runs `pulumi up` and of your platform admins")
     for index, arn in enumerate(values):
-        if not isinstance(arn, str) or not PRINCIPAL_ARN.match(arn):
+        if not isinstance(arn, str) or not PRINCIPAL_ARN.fullmatch(arn):
             section.error(f"{key}[{index}]", arn, "is not an IAM role or user ARN",
                           "use arn:aws:iam::<account-id>:role/<name>")
     if len(set(map(str, values))) != len(values):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 
 from components.config.reader import Section
 from components.facts.cidr_plan import AzSubnets, CidrPlanError, is_private, plan_subnets
+from components.facts.regions import REGIONS_AS_OF, availability_zones
 
 # CloudWatch Logs accepts only these retention periods.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
@@ -41,14 +41,15 @@ class NetworkConfig:
 
 def parse_network(section: Section, *, region: str, environment: str) -> NetworkConfig:
     vpc_key = section.key("vpcCidr")
-    vpc_cidr = section.network(vpc_key, section.string("vpcCidr"))
+    vpc_text = section.string("vpcCidr")
+    vpc_cidr = section.network(vpc_key, vpc_text) if section.ok("vpcCidr") else None
     if vpc_cidr is not None and not is_private(vpc_cidr):
         section.error(vpc_key, str(vpc_cidr), "is not a private (RFC 1918) range",
                       "use a block inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
 
     azs = tuple(_parse_zones(section, region=region, environment=environment))
     subnets: tuple[AzSubnets, ...] = ()
-    if vpc_cidr is not None and azs and is_private(vpc_cidr):
+    if vpc_cidr is not None and azs and is_private(vpc_cidr) and section.ok("availabilityZones"):
         try:
             subnets = plan_subnets(vpc_cidr, azs)
         except CidrPlanError as exc:
@@ -65,7 +66,8 @@ def parse_network(section: Section, *, region: str, environment: str) -> Network
                       f"use one of {', '.join(map(str, LOG_RETENTION_DAYS[:12]))}, ...")
 
     service_key = section.key("kubernetesServiceCidr")
-    service_cidr = section.network(service_key, section.string("kubernetesServiceCidr", "172.20.0.0/16"))
+    service_text = section.string("kubernetesServiceCidr", "172.20.0.0/16")
+    service_cidr = section.network(service_key, service_text) if section.ok("kubernetesServiceCidr") else None
     if service_cidr is not None:
         if not is_private(service_cidr) or not 12 <= service_cidr.prefixlen <= 24:
             section.error(service_key, str(service_cidr), "EKS needs a private block between /12 and /24",
@@ -97,11 +99,12 @@ def _parse_zones(section: Section, *, region: str, environment: str) -> list[str
                       f"list {minimum} or more zones of {region or 'the region'}")
     if len(set(map(str, zones))) != len(zones):
         section.error(key, zones, "lists a zone twice", "list each zone once")
-    pattern = re.compile(rf"^{re.escape(region)}[a-z]$") if region else None
+    known = availability_zones(region)
     for index, zone in enumerate(zones):
-        if not isinstance(zone, str) or (pattern and not pattern.match(zone)):
-            section.error(f"{key}[{index}]", zone, f"is not an availability zone of region {region}",
-                          f"use names like {region}a")
+        if not isinstance(zone, str) or (known and zone not in known):
+            section.error(f"{key}[{index}]", zone, f"is not an availability zone of region {region or '(invalid)'} "
+                          f"(components/facts/regions.py, as of {REGIONS_AS_OF})", f"use one of {', '.join(known)}"
+                          if known else "fix the region first")
     return [str(z) for z in zones]
 
 

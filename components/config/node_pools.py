@@ -16,23 +16,31 @@ live in exactly one, the reservation's.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from components.config.reader import Section
 from components.facts.cidr_plan import AzSubnets
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 from components.facts.pod_network import node_ip_addresses, usable_ips
+from components.facts.regions import REGIONS_AS_OF, availability_zone_ids
 from components.facts.zones import AZ_ID, is_zone_id, zone_id_prefix
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Kubernetes qualified names (label and taint keys): an optional DNS-subdomain prefix and '/'.
+LABEL_KEY = re.compile(rf"({DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+# EKS CreateNodegroup: label keys and values 1-63 characters, taint keys 1-63 and values 0-63
+# (prefix included, stricter than Kubernetes), at most 50 taints.
+MAX_EKS_LABEL_CHARS = 63
+MAX_TAINTS = 50
 # A targeted On-Demand Capacity Reservation runs as ordinary on-demand capacity: the launch
 # template names the reservation (EKS User Guide, capacity-blocks-mng / ml-node-groups).
 CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAPACITY_BLOCK", "reservation": "ON_DEMAND"}
 RESERVED_CAPACITY = ("capacityBlock", "reservation")
 # EC2 capacity reservation ids (capacity blocks use the same form): cr- and 17 hex digits.
-CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+CAPACITY_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{17}")
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
@@ -83,18 +91,26 @@ class NodePoolConfig:
         return CAPACITY_TYPES[self.capacity]
 
 
-def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...],
+def declared_pool_names(raw_pools: list[Any]) -> set[str]:
+    """The names the `nodePools` list gives, valid or not."""
+    return {p["name"] for p in raw_pools if isinstance(p, Mapping) and isinstance(p.get("name"), str)}
+
+
+def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...] | None,
                      region: str = "") -> tuple[NodePoolConfig, ...]:
-    """`section` is the stack root; `raw_pools` the value of its `nodePools` key."""
+    """`section` is the stack root; `raw_pools` the value of its `nodePools` key. Only the pools that
+    passed are returned; `network_zones` is None when the network's zones failed (not judged then)."""
     key = section.key("nodePools")
     pools = []
     for index, raw in enumerate(raw_pools):
         pool_section = Section(section.errors, f"{key}[{index}]", raw)
-        pools.append(_parse_pool(pool_section, network_zones, region))
-    names = [p.name for p in pools]
+        pool = _parse_pool(pool_section, network_zones, region)
+        if not pool_section.failed:
+            pools.append(pool)
+    names = [p["name"] for p in raw_pools if isinstance(p, Mapping) and isinstance(p.get("name"), str)]
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(key, name, "names two pools the same", "give every pool a unique name")
-    if pools and not any(not p.gpu and p.min_size >= 1 for p in pools):
+    if len(pools) == len(raw_pools) and pools and not any(not p.gpu and p.min_size >= 1 for p in pools):
         section.error(key, names, "needs a CPU pool with min >= 1: CoreDNS, controllers and the autoscaler "
                       "cannot run on tainted GPU pools that scale to zero",
                       "add e.g. {name: system, instanceTypes: [m7i.xlarge], capacity: onDemand, gpu: false, "
@@ -104,7 +120,7 @@ def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[
     return tuple(pools)
 
 
-def _parse_pool(s: Section, network_zones: tuple[str, ...], region: str) -> NodePoolConfig:
+def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) -> NodePoolConfig:
     name = s.string("name", check=_pool_name_problem,
                     fix=f"use lowercase letters, digits and '-', at most {MAX_POOL_NAME} characters")
     capacity = s.string("capacity", choices=tuple(CAPACITY_TYPES))
@@ -117,20 +133,21 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...], region: str) -> Node
     desired = size.integer("desired", minimum=0)
     maximum = size.integer("max", minimum=1)
     size.finish()
-    if not minimum <= desired <= maximum:
+    if size.ok("min", "desired", "max") and not minimum <= desired <= maximum:
         s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
                 "order the sizes, e.g. {min: 0, desired: 0, max: 4}")
 
     zones = _parse_zones(s, network_zones, region, gpu=gpu, one_zone=efa or capacity in RESERVED_CAPACITY)
     reservation = s.optional_string(
-        "capacityReservationId", check=lambda v: None if CAPACITY_RESERVATION_ID.match(v) else "is not a capacity reservation id",
+        "capacityReservationId",
+        check=lambda v: None if CAPACITY_RESERVATION_ID.fullmatch(v) else "is not a capacity reservation id",
         fix="copy the id from `aws ec2 describe-capacity-reservations` (cr- and 17 hex digits)")
     if capacity in RESERVED_CAPACITY:
         kind = "capacity block" if capacity == "capacityBlock" else "capacity reservation"
-        if not reservation:
+        if not reservation and s.ok("capacityReservationId"):
             s.error(s.key("capacityReservationId"), reservation, f"a pool on a {kind} needs its reservation id",
                     f"set capacityReservationId: cr-... (the id of the {kind})")
-        if len(types) != 1:
+        if len(types) != 1 and s.ok("instanceTypes"):
             s.error(s.key("instanceTypes"), list(types), f"a {kind} reserves exactly one instance type",
                     f"list the one type of the {kind}")
     elif reservation:
@@ -149,20 +166,29 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...], region: str) -> Node
     )
 
 
-def _parse_zones(s: Section, network_zones: tuple[str, ...], region: str, *, gpu: bool, one_zone: bool) -> tuple[str, ...]:
+def _parse_zones(s: Section, network_zones: tuple[str, ...] | None, region: str, *, gpu: bool,
+                 one_zone: bool) -> tuple[str, ...]:
     """A pool's zones: AZ IDs (GPU pools; required for EFA and reserved pools, exactly one), or
-    names of the network's zones (CPU pools); left out, a pool spreads over the network's zones."""
+    names of the network's zones (CPU pools); left out, a pool spreads over the network's zones.
+    `network_zones` is None when the network's zones failed: names are not judged then."""
     key = s.key("availabilityZones")
     given = s.has("availabilityZones")
-    zones = tuple(str(z) for z in s.items("availabilityZones", list(network_zones)))
+    zones = tuple(s.string_list("availabilityZones", list(network_zones or ())))
+    if given and not zones and s.ok("availabilityZones"):
+        s.error(key, [], "needs at least one zone (EKS needs a subnet to place nodes in)",
+                "list zones, or remove the key to use all of the network's")
     prefix = zone_id_prefix(region) if region else None
+    known_ids = availability_zone_ids(region)
     lookup = (f"aws ec2 describe-availability-zones --region {region or '<region>'} "
               "--query 'AvailabilityZones[].[ZoneName,ZoneId]'")
     for index, zone in enumerate(zones):
-        match = AZ_ID.match(zone)
+        match = AZ_ID.fullmatch(zone)
         if match and prefix and match["prefix"] != prefix:
             s.error(f"{key}[{index}]", zone, f"is an AZ ID of another region than {region}", f"use an ID like {prefix}-az4")
-        elif not match and zone not in network_zones:
+        elif match and known_ids and zone not in known_ids:
+            s.error(f"{key}[{index}]", zone, f"is not an AZ ID of {region} (components/facts/regions.py, as of "
+                    f"{REGIONS_AS_OF})", f"use one of {', '.join(known_ids)}")
+        elif not match and network_zones is not None and zone not in network_zones:
             s.error(f"{key}[{index}]", zone, "is neither an AZ ID nor one of the network's availability zones",
                     f"use an AZ ID like {prefix or 'use1'}-az4 (see `{lookup}`)")
         elif not match and gpu and given:
@@ -172,7 +198,7 @@ def _parse_zones(s: Section, network_zones: tuple[str, ...], region: str, *, gpu
                     "the same physical zone in every account", f"use the zone's ID (`{lookup}`), e.g. {prefix or 'use1'}-az4")
     if len(set(zones)) != len(zones):
         s.error(key, list(zones), "lists a zone twice", "list each zone once")
-    if one_zone and (not given or len(zones) != 1):
+    if one_zone and (not given or len(zones) != 1) and s.ok("availabilityZones"):
         s.error(key, list(zones) if given else None,
                 "an EFA pool, or one on a capacity reservation or block, runs in exactly one AZ "
                 "(its placement group, its reservation)",
@@ -201,7 +227,7 @@ def check_subnet_ip_budget(section: Section, pools: tuple[NodePoolConfig, ...], 
 
 
 def _pool_name_problem(name: str) -> str | None:
-    if not DNS_LABEL.match(name) or len(name) > MAX_POOL_NAME:
+    if not DNS_LABEL.fullmatch(name) or len(name) > MAX_POOL_NAME:
         return "is not a valid pool name"
     return None
 
@@ -210,7 +236,8 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
     key = s.key("instanceTypes")
     raw = s.items("instanceTypes")
     if not raw:
-        s.error(key, raw, "needs at least one instance type", "list e.g. [g6.12xlarge]")
+        if s.ok("instanceTypes"):
+            s.error(key, raw, "needs at least one instance type", "list e.g. [g6.12xlarge]")
         return ()
     known = []
     for index, name in enumerate(raw):
@@ -222,7 +249,7 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         known.append(facts)
         if gpu and not facts.has_gpu:
             s.error(f"{key}[{index}]", name, "has no GPU but the pool says gpu: true", "use a GPU type or set gpu: false")
-        if not gpu and facts.has_gpu:
+        if not gpu and facts.has_gpu and s.ok("gpu"):
             s.error(f"{key}[{index}]", name, "has GPUs but the pool says gpu: false (it would get no GPU taint)",
                     "set gpu: true or use a CPU type")
         if efa and not facts.has_efa:
@@ -233,7 +260,8 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         if capacity == "capacityBlock" and not facts.capacity_block:
             s.error(f"{key}[{index}]", name, "is not offered as a capacity block",
                     "use capacity: reservation (an On-Demand Capacity Reservation) or onDemand")
-    if len(set(raw)) != len(raw):
+    names = [t.name for t in known]
+    if len(set(names)) != len(names):
         s.error(key, raw, "lists a type twice", "list each type once")
     if capacity == "spot" and len(raw) < 2:
         s.error(key, raw, "a spot pool needs at least 2 instance types: one type is one spot pool, and "
@@ -242,12 +270,21 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         shapes = ", ".join(f"{t.name}={t.gpus}x{t.gpu_memory_mib // 1024}GiB" for t in known)
         s.error(key, raw, f"mixes GPU count or GPU memory ({shapes}); a job sized for one would not fit the other",
                 "use types with the same GPUs per node and GPU memory")
-    return tuple(str(t) for t in raw)
+    return tuple(names)
 
 
-def _label_problem(key: str, value: str) -> str | None:
-    if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value) or len(value) > 63:
-        return "is not a valid Kubernetes label or taint"
+def _label_problem(key: str, value: str, *, empty_value: bool) -> str | None:
+    if len(key) > MAX_EKS_LABEL_CHARS or len(value) > MAX_EKS_LABEL_CHARS:
+        return (f"is not a valid Kubernetes label or taint for EKS: key and value may have at most "
+                f"{MAX_EKS_LABEL_CHARS} characters each (the key's prefix included)")
+    if not LABEL_KEY.fullmatch(key):
+        return ("is not a valid Kubernetes label or taint key: [prefix/]name of letters, digits, '-', '_' and '.', "
+                "starting and ending with a letter or digit")
+    if not LABEL_VALUE.fullmatch(value):
+        return ("is not a valid Kubernetes label or taint value: letters, digits, '-', '_' and '.', starting and "
+                "ending with a letter or digit")
+    if not value and not empty_value:
+        return "is not a valid EKS node label: its value is empty (EKS needs 1 to 63 characters)"
     prefix = key.rpartition("/")[0]
     if prefix.endswith(RESERVED_LABEL_DOMAINS):
         return "uses a prefix reserved for Kubernetes (and the kubelet refuses to set it)"
@@ -258,24 +295,31 @@ def _label_problem(key: str, value: str) -> str | None:
 
 def _parse_labels(s: Section) -> dict[str, str]:
     labels = {}
-    for label, value in s.mapping("labels", {}).items():
-        problem = _label_problem(str(label), str(value))
+    for label, value in s.string_map("labels").items():
+        problem = _label_problem(label, value, empty_value=False)
         if problem:
-            s.error(f"{s.key('labels')}.{label}", str(value), problem,
+            s.error(f"{s.key('labels')}.{label}", value, problem,
                     "use keys like team or example.com/tier and values of letters, digits, '-', '_' or '.'")
         else:
-            labels[str(label)] = str(value)
+            labels[label] = value
     return labels
 
 
 def _parse_taints(s: Section) -> tuple[Taint, ...]:
     taints = []
-    for index, raw in enumerate(s.items("taints", [])):
+    raw_taints = s.items("taints", [])
+    if len(raw_taints) > MAX_TAINTS:
+        s.error(s.key("taints"), raw_taints, f"EKS allows at most {MAX_TAINTS} taints per node group", "remove some")
+    for index, raw in enumerate(raw_taints):
         t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
         taint = Taint(t.string("key"), t.string("value", ""), t.string("effect", choices=tuple(TAINT_EFFECTS)))
-        problem = _label_problem(taint.key, taint.value) if taint.key else None
+        problem = _label_problem(taint.key, taint.value, empty_value=True) if t.ok("key", "value") else None
         if problem:
             t.error(t.path, f"{taint.key}={taint.value}", problem, "use a key like example.com/dedicated and a simple value")
         t.finish()
         taints.append(taint)
+    pairs = [(t.key, t.effect) for t in taints]
+    for key, effect in sorted({p for p in pairs if pairs.count(p) > 1}):
+        s.error(s.key("taints"), f"{key}:{effect}", "repeats a key and effect (Kubernetes allows each pair once)",
+                "keep one taint per key and effect")
     return tuple(taints)

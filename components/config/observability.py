@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
 
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-E164 = re.compile(r"^\+[1-9]\d{7,14}$")
+# The common form of an address (no quoted local parts or raw Unicode domains): SNS e-mails it as is.
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,63}")
+E164 = re.compile(r"\+[1-9][0-9]{7,14}")
 # Node logs (the host group carries authpriv, i.e. /var/log/secure: logins, sudo, SSM sessions)
 # are audit evidence: prod keeps them a year at least.
 PROD_MIN_NODE_LOG_RETENTION_DAYS = 365
@@ -81,7 +82,7 @@ def parse_observability(section: Section, *, environment: str) -> ObservabilityC
 def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix: str) -> tuple[str, ...]:
     values = section.items(name, [])
     for index, value in enumerate(values):
-        if not isinstance(value, str) or not pattern.match(value):
+        if not isinstance(value, str) or not pattern.fullmatch(value):
             section.error(f"{section.key(name)}[{index}]", value, f"is not {what}", fix)
     if len({str(v).lower() for v in values}) != len(values):
         section.error(section.key(name), values, "lists a recipient twice", "list each recipient once")

@@ -1,18 +1,39 @@
 """Reading raw stack configuration while collecting every error at once.
 
-Each `Section` wraps one mapping of the stack file. Its getters return a usable placeholder
-when a value is bad, so parsing carries on and the user sees all problems in one run; the
-messages name the full key, the value received and how to fix it.
+Each `Section` wraps one mapping of the stack file. The messages name the full key, the value
+received (never a secret's) and how to fix it. Parsing carries on past a bad value so the user
+sees every problem in one run, under one rule: a value that failed validation is never used by
+a later check.
+
+- A getter that rejects a value records the error and returns an inert placeholder ("", 0,
+  False, [], {}, None), never the bad value; no later rule reports on that key again.
+- A check that combines values runs only when they passed: `section.ok("min", "max")`; an item
+  (a pool, a job) whose section `failed` is left out of checks that depend on it, and references
+  to it are not judged again.
+- Integers are bounded by the 32-bit range the Kubernetes and AWS APIs store them in, unless a
+  tighter bound is given; free-form values that reach a pod or an API as text must be text
+  (whole numbers are written in decimal): `true` would arrive as "True".
 """
 
 from __future__ import annotations
 
 import difflib
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import pulumi
+
+from components.config.strict_yaml import escape_control
+
+# Kubernetes (int32 fields such as ttlSecondsAfterFinished) and most AWS APIs (Integer) store
+# numbers in 32 bits; a larger value passes here only where a field says so.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# A report stays readable (and small enough for any CI log) however broken the input is: long
+# values are cut, and past the budget the remaining errors are only counted.
+MAX_SHOWN_VALUE_CHARS = 80
+MAX_MESSAGE_CHARS = 1000
+MAX_REPORT_CHARS = 16_000
 
 
 class ConfigError(pulumi.RunError):
@@ -21,8 +42,88 @@ class ConfigError(pulumi.RunError):
     def __init__(self, errors: list[str]):
         self.errors = list(errors)
         count = len(self.errors)
-        heading = f"{count} configuration error{'s' if count != 1 else ''}; nothing was created:"
-        super().__init__("\n".join([heading, *(f"  - {e}" for e in self.errors)]))
+        lines = [f"{count} configuration error{'s' if count != 1 else ''}; nothing was created:"]
+        budget = MAX_REPORT_CHARS
+        for shown_count, error in enumerate(self.errors):
+            line = f"  - {one_line(error)}"
+            if len(line) > budget:
+                lines.append(f"  ... and {count - shown_count} more (fix the ones above and run again)")
+                break
+            lines.append(line)
+            budget -= len(line) + 1
+        super().__init__("\n".join(lines))
+
+
+def one_line(message: str) -> str:
+    """A message as one bounded line: control characters escaped, the end of a long one cut."""
+    text = escape_control(message)
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def shown(value: Any) -> str:
+    """`repr` of a received value, cut short in the middle: an error must not echo a whole file
+    back, and the end stays visible (a trailing newline is a mistake too)."""
+    text = repr(value)
+    if len(text) <= MAX_SHOWN_VALUE_CHARS:
+        return text
+    half = (MAX_SHOWN_VALUE_CHARS - 3) // 2
+    return f"{text[:half]}...{text[-half:]}"
+
+
+def is_under(message: str, key: str) -> bool:
+    """Whether an error message is about `key` or a key inside it (messages start with their key)."""
+    return message.startswith(key) and message[len(key):len(key) + 1] in (":", ".", "[")
+
+
+class ErrorLog(list[str]):
+    """The errors of one load, and the keys whose values must never appear in them (secrets,
+    including anything set with `--secret`)."""
+
+    def __init__(self, secret_keys: Collection[str] = ()):
+        super().__init__()
+        self.secret_keys = frozenset(secret_keys)
+        self._keys: dict[int, str] = {}
+
+    def record(self, key: str, message: str) -> None:
+        """Append a message that starts with `key` (a key of plain config is no secret)."""
+        self._keys[len(self)] = key
+        self.append(message)
+
+    def hides(self, key: str) -> bool:
+        return any(is_under(f"{key}:", secret) for secret in self.secret_keys)
+
+    def without_secret_values(self, raw: Mapping[str, Any], *, also: Any = None) -> list[str]:
+        """The errors with every text of a secret replaced by [secret]: a secret (a key of `raw`
+        that is hidden, and `also`) must not appear whatever path it took into a message (a pool
+        name listed in a fix, say). The last line of defence behind `hides`."""
+        values: set[str] = set()
+
+        def collect(value: Any) -> None:
+            if isinstance(value, str):
+                values.add(value)
+            elif isinstance(value, Mapping):
+                for item in value.values():
+                    collect(item)
+            elif isinstance(value, list):
+                for item in value:
+                    collect(item)
+
+        collect(also)
+        for key, value in raw.items():
+            if self.hides(key):
+                collect(value)
+        # Very short values would blank out ordinary words; no real secret is that short.
+        hidden = sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        result = []
+        for index, error in enumerate(self):
+            key = self._keys.get(index, "")
+            # The key itself was written in plain text unless it lies inside a secret.
+            start = len(key) if key and not self.hides(key) and error.startswith(key) else 0
+            rest = error[start:]
+            for value in hidden:
+                rest = rest.replace(value, "[secret]")
+            result.append(error[:start] + rest)
+        return result
 
 
 _MISSING = object()
@@ -37,30 +138,61 @@ def did_you_mean(word: str, choices: list[str]) -> str:
 class Section:
     """One mapping of config; `path` is the dotted key users see (e.g. `gpu-training:network`)."""
 
-    def __init__(self, errors: list[str], path: str, data: Any, *, separator: str = "."):
+    def __init__(self, errors: list[str], path: str, data: Any, *, separator: str = ".", missing: bool = False):
         self.errors = errors
         self.path = path
         self.separator = separator
         self._read: set[str] = set()
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
+        self._first_error = len(errors)
+        # Keys found missing or of the wrong type: nothing inside them is judged again (each rule
+        # would only repeat the same mistake in other words).
+        self._unusable_keys: list[str] = []
+        self._unusable = missing or not isinstance(data, Mapping)
+        if not missing and not isinstance(data, Mapping):
             self.error(path, data, "must be a mapping of keys to values", "write it as `key: value` lines")
-            data = {}
-        self.data = data
+        if self._unusable:
+            self._unusable_keys.append(path)
+        self.data: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
 
     def key(self, name: str) -> str:
         return f"{self.path}{self.separator}{name}"
 
     def error(self, key: str, value: Any, problem: str, fix: str) -> None:
-        self.errors.append(f"{key}: {problem} (got {value!r}). Fix: {fix}")
+        if any(is_under(f"{key}:", unusable) for unusable in self._unusable_keys):
+            return  # reported already as missing or of the wrong type
+        hidden = isinstance(self.errors, ErrorLog) and self.errors.hides(key)
+        self._append(key, f"{key}: {problem} ({'value not shown' if hidden else f'got {shown(value)}'}). Fix: {fix}")
+
+    def _append(self, key: str, message: str) -> None:
+        if isinstance(self.errors, ErrorLog):
+            self.errors.record(key, message)
+        else:
+            self.errors.append(message)
+
+    def unusable(self, key: str, value: Any, problem: str, fix: str) -> None:
+        """Report a value that cannot be used at all (wrong type, unparsable): rules about it,
+        or about anything inside it, are not reported after this."""
+        self.error(key, value, problem, fix)
+        self._unusable_keys.append(key)
+
+    @property
+    def failed(self) -> bool:
+        """Whether this section, or anything inside it, was reported since it was read."""
+        return self._unusable or any(is_under(e, self.path) for e in self.errors[self._first_error:])
+
+    def ok(self, *names: str) -> bool:
+        """Whether the named keys (and everything inside them) passed: guard checks that combine them."""
+        keys = [self.key(name) for name in names]
+        return not self._unusable and not any(
+            is_under(e, key) for e in self.errors[self._first_error:] for key in keys)
 
     def _get(self, name: str, default: Any) -> Any:
         self._read.add(name)
         if name in self.data and self.data[name] is not None:
             return self.data[name]
-        if default is _MISSING:
-            self.errors.append(f"{self.key(name)}: required key is missing. Fix: set it in the stack file.")
+        if default is _MISSING and not self._unusable:
+            self._append(self.key(name), f"{self.key(name)}: required key is missing. Fix: set it in the stack file.")
+            self._unusable_keys.append(self.key(name))
         return default
 
     def has(self, name: str) -> bool:
@@ -77,15 +209,16 @@ class Section:
         if value is _MISSING:
             return ""
         if not isinstance(value, str):
-            self.error(self.key(name), value, "must be a string", fix or "quote the value")
+            self.unusable(self.key(name), value, "must be a string", fix or "quote the value")
             return ""
         if choices and value not in choices:
-            self.error(self.key(name), value, f"must be one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
-            return value
+            self.unusable(self.key(name), value, f"must be one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
+            return ""
         if check is not None:
             problem = check(value)
             if problem:
-                self.error(self.key(name), value, problem, fix)
+                self.unusable(self.key(name), value, problem, fix)
+                return ""
         return value
 
     def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
@@ -97,13 +230,23 @@ class Section:
 
     def check_integer(self, key: str, value: Any, *, minimum: int | None = None,
                       maximum: int | None = None, fix: str = "") -> int:
+        placeholder = minimum if minimum is not None else 0
         # bool is an int subclass in Python; `true` is never a valid count or port.
         if isinstance(value, bool) or not isinstance(value, int):
-            self.error(key, value, "must be a whole number", fix or "write a number without quotes")
-            return minimum or 0
+            self.unusable(key, value, "must be a whole number", fix or "write a number without quotes")
+            return placeholder
+        if maximum is None and value > INT32_MAX:
+            self.unusable(key, value, f"must be at most {INT32_MAX}: the Kubernetes and AWS APIs store it as a 32-bit integer",
+                          fix or "choose a smaller value")
+            return placeholder
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-            self.error(key, value, f"must be {bounds}", fix or f"choose a value {bounds}")
+            self.unusable(key, value, f"must be {bounds}", fix or f"choose a value {bounds}")
+            return placeholder
+        if value < INT32_MIN:
+            self.unusable(key, value, f"must be at least {INT32_MIN}: the APIs store it as a 32-bit integer",
+                          fix or "choose a larger value")
+            return placeholder
         return value
 
     def boolean(self, name: str, default: Any = _MISSING) -> bool:
@@ -111,7 +254,7 @@ class Section:
         if value is _MISSING:
             return False
         if not isinstance(value, bool):
-            self.error(self.key(name), value, "must be true or false", "write true or false without quotes")
+            self.unusable(self.key(name), value, "must be true or false", "write true or false without quotes")
             return False
         return value
 
@@ -120,7 +263,7 @@ class Section:
         if value is _MISSING:
             return []
         if not isinstance(value, list):
-            self.error(self.key(name), value, "must be a list", "write it as a YAML list: [a, b]")
+            self.unusable(self.key(name), value, "must be a list", "write it as a YAML list: [a, b]")
             return []
         return value
 
@@ -129,20 +272,52 @@ class Section:
         if value is _MISSING:
             return {}
         if not isinstance(value, Mapping):
-            self.error(self.key(name), value, "must be a mapping", "write it as `key: value` lines")
+            self.unusable(self.key(name), value, "must be a mapping", "write it as `key: value` lines")
             return {}
         return dict(value)
 
     def section(self, name: str, default: Any = _MISSING) -> Section:
         value = self._get(name, default)
-        return Section(self.errors, self.key(name), None if value is _MISSING else value)
+        return Section(self.errors, self.key(name), value, missing=value is _MISSING)
+
+    def text(self, key: str, value: Any) -> str | None:
+        """A free-form value that reaches a pod or an API as text (env values, labels, args).
+
+        Text passes as it is and whole numbers in decimal (`8` -> "8"); anything else would change
+        on the way (`true` -> "True", `0.10` -> "0.1", an empty value -> "None") and is rejected.
+        """
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        self.unusable(key, value, "must be text: a YAML true/false, decimal, null, list or mapping would not reach "
+                      "its destination as written", 'quote it, e.g. "true" or "0.10" (an empty value is "")')
+        return None
+
+    def string_map(self, name: str) -> dict[str, str]:
+        """An optional mapping of names to text values (see `text`); rejected entries are left out."""
+        result = {}
+        for entry, value in self.mapping(name, {}).items():
+            converted = self.text(f"{self.key(name)}.{entry}", value)
+            if converted is not None:
+                result[str(entry)] = converted
+        return result
+
+    def string_list(self, name: str, default: list[str]) -> list[str]:
+        """An optional list of text values (see `text`); rejected items are left out."""
+        result = []
+        for index, value in enumerate(self.items(name, default)):
+            converted = self.text(f"{self.key(name)}[{index}]", value)
+            if converted is not None:
+                result.append(converted)
+        return result
 
     def network(self, key: str, value: Any) -> ipaddress.IPv4Network | None:
         """Parse an IPv4 CIDR (host bits must be zero); None after recording an error."""
         try:
             return ipaddress.IPv4Network(value, strict=True)
         except (ValueError, TypeError) as exc:
-            self.error(key, value, f"is not a valid IPv4 CIDR ({exc})", "write it like 10.20.0.0/16 with the host bits zero")
+            self.unusable(key, value, f"is not a valid IPv4 CIDR ({exc})", "write it like 10.20.0.0/16 with the host bits zero")
             return None
 
     def ignore(self, *names: str) -> None:
@@ -151,8 +326,6 @@ class Section:
 
     def finish(self) -> None:
         """Report keys nobody read: usually a typo that would otherwise be silently ignored."""
-        for unknown in sorted(set(self.data) - self._read):
-            self.errors.append(
-                f"{self.key(unknown)}: unknown key. Fix: remove it or correct the spelling; "
-                f"{did_you_mean(unknown, sorted(self._read))}"
-            )
+        for unknown in sorted(set(map(str, self.data)) - self._read):
+            self._append(self.key(unknown), f"{self.key(unknown)}: unknown key. Fix: remove it or correct the spelling; "
+                         f"{did_you_mean(unknown, sorted(self._read))}")

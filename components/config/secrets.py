@@ -14,7 +14,7 @@ generic `Section.error` prints `got <value>`, so this module reports problems it
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ import pulumi
 
 # A DNS-1123 label: valid as a Kubernetes Secret key, inside a Secrets Manager name, and it
 # maps one-to-one onto an env var name.
-SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SET_COMMAND = "pulumi config set --path --secret 'secrets.{name}' <value>"
 
 
@@ -50,9 +50,16 @@ def env_var_name(secret_name: str) -> str:
     return secret_name.upper().replace("-", "_")
 
 
-def parse_secrets(errors: list[str], key: str, raw: Any, *, stored_as_secret: bool | None = None) -> SecretsConfig:
-    """Parse the `secrets` map. `stored_as_secret` says whether the engine marked the key secret
-    (None when unknown, e.g. in pure config tests): plain-text values in a stack file are an error."""
+def declared_names(raw: Any) -> tuple[str, ...]:
+    """Every name the `secrets` map declares, valid or not: a job may refer to any of them without a
+    second error (a bad entry is reported once, by parse_secrets)."""
+    return tuple(sorted(name for name in raw if isinstance(name, str))) if isinstance(raw, Mapping) else ()
+
+
+def parse_secrets(errors: list[str], key: str, raw: Any, *, secret_keys: Collection[str] | None = None) -> SecretsConfig:
+    """Parse the `secrets` map. `secret_keys` are the config keys stored encrypted (None when
+    unknown, e.g. in pure config tests): the whole map (`pulumi up` marks a key secret as a whole)
+    or single entries (the offline plan sees each one). A plain-text value is an error."""
     if raw is None:
         return SecretsConfig()
     if not isinstance(raw, Mapping):
@@ -63,7 +70,7 @@ def parse_secrets(errors: list[str], key: str, raw: Any, *, stored_as_secret: bo
     entries = []
     for name, value in sorted(raw.items(), key=lambda item: str(item[0])):
         entry_key = f"{key}.{name}"
-        if not isinstance(name, str) or not SECRET_NAME.match(name):
+        if not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
             errors.append(f"{entry_key}: is not a valid secret name (lowercase letters, digits and '-', at most 63, "
                           f"e.g. wandb-api-key). Fix: rename it.")
             continue
@@ -71,14 +78,13 @@ def parse_secrets(errors: list[str], key: str, raw: Any, *, stored_as_secret: bo
             errors.append(f"{entry_key}: is declared without a value. Fix: run `{SET_COMMAND.format(name=name)}`, "
                           "or remove the entry.")
             continue
+        if secret_keys is not None and key not in secret_keys and entry_key not in secret_keys:
+            errors.append(f"{entry_key}: is stored in plain text in the stack file (value not shown). Fix: remove it, "
+                          f"run `{SET_COMMAND.format(name=name)}`, and rotate the value: it may have been committed.")
+            continue
         if not isinstance(value, str):
             errors.append(f"{entry_key}: must be a string (value not shown). "
                           f"Fix: run `{SET_COMMAND.format(name=name)}`.")
             continue
         entries.append(SecretEntry(name=name, value=pulumi.Output.secret(value)))
-
-    if entries and stored_as_secret is False:
-        errors.append(f"{key}: values are stored in plain text in the stack file (values not shown). "
-                      f"Fix: remove them and set each with `{SET_COMMAND.format(name='<name>')}`; "
-                      "rotate any value that was committed.")
     return SecretsConfig(entries=tuple(entries))

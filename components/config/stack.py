@@ -19,23 +19,31 @@ from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.network import NetworkConfig, parse_network
-from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, parse_node_pools
+from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, declared_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
-from components.config.reader import ConfigError, Section, did_you_mean
+from components.config.reader import ConfigError, ErrorLog, Section, did_you_mean, shown
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.scale_down import ScaleDownConfig, parse_scale_down
-from components.config.secrets import SecretsConfig, parse_secrets
+from components.config.secrets import SecretsConfig, declared_names, parse_secrets
 from components.config.stack_file import stack_config
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, parse_training
+from components.facts.regions import REGIONS_AS_OF, ZONES
 
 ENVIRONMENTS = ("dev", "staging", "prod")
-TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
-REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-COST_CENTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,254}$")
+TEAM_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+TEAM_STACK = re.compile(rf"team-(?P<team>{TEAM_NAME.pattern})-(?P<env>dev|staging|prod)")
+# An AWS tag value (`cost-center` on every resource) may hold up to 256 letters, digits, spaces and
+# _ . : / = + - @; we take the ASCII ones and ask for a letter or digit first (an empty or blank
+# cost center bills nobody).
+COST_CENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,255}")
 MAX_TEAM_NAME = 20
+REGION_FIX = "use a region name like us-east-1, or add the new region's row to that table"
+COST_CENTER_FIX = "start with a letter or digit; then letters, digits, spaces and . _ : / = + - @"
+# <organization>/<project>/<stack>, each part a Pulumi name.
+STACK_REFERENCE = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 # Config keys of other namespaces that this program knowingly accepts.
 FOREIGN_KEYS = ("pulumi:disable-default-providers", "pulumi:tags")
 
@@ -130,7 +138,7 @@ def stack_kind(stack: str) -> tuple[str | None, str | None]:
     """(team, environment) implied by a stack name; (None, None) for an unknown form."""
     if stack in ENVIRONMENTS:
         return None, stack
-    match = TEAM_STACK.match(stack)
+    match = TEAM_STACK.fullmatch(stack)
     if match:
         return match["team"], match["env"]
     return None, None
@@ -150,14 +158,19 @@ def _decode(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON after all (or absurdly deep): a plain string
             return value
     return value
 
 
 def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
-    """The keys of `raw` the engine marks secret (set with `pulumi config set --secret`)."""
-    return {key for key in raw if runtime_config.is_config_secret(key)}
+    """The keys of `raw` the engine marks secret (set with `pulumi config set --secret`), and the
+    single entries the offline plan marks in a mapping that mixes secret and plain values."""
+    keys = {key for key in raw if runtime_config.is_config_secret(key)}
+    for key, value in raw.items():
+        if isinstance(value, Mapping):
+            keys |= {f"{key}.{name}" for name in value if runtime_config.is_config_secret(f"{key}.{name}")}
+    return keys
 
 
 def current_date() -> date:
@@ -174,7 +187,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     Raises ConfigError listing every problem found.
     """
     today = today or current_date()
-    errors: list[str] = []
+    errors = ErrorLog(secret_keys or ())
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
     # Secret values must never reach Section's generic messages (they print the value): the
@@ -198,10 +211,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
         root.error(root.key("environment"), environment,
                    f"differs from the stack name '{stack}', which implies '{implied_env}'",
                    f"set environment: {implied_env}, or select the stack you meant")
-    region = root.string("region", check=lambda v: None if REGION.match(v) else "is not an AWS region name",
-                         fix="use a region name like us-east-1")
-    cost_center = root.string("costCenter", check=lambda v: None if COST_CENTER.match(v) else "is not a valid AWS tag value",
-                              fix="use letters, digits, spaces and . _ : / = + - @")
+    region = root.string("region", check=region_problem, fix=REGION_FIX)
+    cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
 
     # Environment rules follow the stack name: a prod stack gets prod rules even when its
     # `environment` key is wrong (that mismatch is reported above).
@@ -209,18 +220,23 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
                           environment=env, region=region, cost_center=cost_center, today=today)
-    network = parse_network(root.section("network"), region=region, environment=env)
+    network_section = root.section("network")
+    network = parse_network(network_section, region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
     cluster = parse_cluster(root.section("cluster"), environment=env, today=today)
-    node_pools = parse_node_pools(root, root.items("nodePools"), network_zones=network.availability_zones, region=region)
-    check_subnet_ip_budget(root, node_pools, network.subnets)
-    storage = parse_storage(root.section("storage", {}), environment=env,
-                            availability_zones=network.availability_zones)
+    raw_pools = root.items("nodePools")
+    # Pools are checked against the network's zones only when those passed.
+    network_zones = network.availability_zones if network_section.ok("availabilityZones") and region else None
+    node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
+    if network_section.ok("vpcCidr", "availabilityZones"):
+        check_subnet_ip_budget(root, node_pools, network.subnets)
+    storage = parse_storage(root.section("storage", {}), environment=env, availability_zones=network_zones or ())
     registry = parse_registry(root.section("registry", {}))
-    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
-                            stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
-    training = parse_training(root.section("training", {}), pools=node_pools, secret_names=secrets.names,
-                              trainer_image=root.optional_string("trainerImage"), storage=storage)
+    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
+    training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
+                              trainer_image=_trainer_image(root),
+                              invalid_pools=declared_pool_names(raw_pools) - {p.name for p in node_pools},
+                              storage=storage if root.ok("storage") else None)
     observability = parse_observability(root.section("observability", {}), environment=env)
     budget = parse_budget(root.section("budget", {}), environment=env)
     scale_down = parse_scale_down(root.section("scaleDown", {}))
@@ -229,7 +245,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     root.finish()
 
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(errors.without_secret_values(raw, also=raw_secrets))
     return StackConfig(
         project=project,
         stack=stack,
@@ -252,7 +268,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     )
 
 
-def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: Collection[str] | None, *,
+def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
                project: str, stack: str, team: str, environment: str, region: str, cost_center: str,
                today: date) -> TeamStackConfig:
     for key in PLATFORM_ONLY_KEYS:
@@ -260,8 +276,10 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
             errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
                           f"network, cluster, node pool or bucket. Fix: remove it (or change stacks/Pulumi.{environment}.yaml).")
     root.ignore(*PLATFORM_ONLY_KEYS)  # reported just above, not as unknown keys
-    reference = root.string("platformStack", f"organization/{project}/{environment}")
-    if reference.rsplit("/", 1)[-1] != environment:
+    reference = root.string("platformStack", f"organization/{project}/{environment}",
+                            check=lambda v: None if STACK_REFERENCE.fullmatch(v) else "is not a stack reference",
+                            fix=f"use <organization>/<project>/<stack>, e.g. organization/{project}/{environment}")
+    if reference and reference.rsplit("/", 1)[-1] != environment:
         root.error(root.key("platformStack"), reference,
                    f"a {environment} team stack must use the {environment} platform (its cluster and data)",
                    f"use organization/{project}/{environment}")
@@ -276,10 +294,10 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
         root.error(root.key("region"), region, f"differs from the platform's region {platform.region}",
                    f"set region: {platform.region}")
 
-    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets,
-                            stored_as_secret=None if secret_keys is None else root.key("secrets") in secret_keys)
+    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
-                              secret_names=secrets.names, trainer_image=root.optional_string("trainerImage"),
+                              secret_names=declared_names(raw_secrets), trainer_image=_trainer_image(root),
+                              invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
@@ -291,7 +309,7 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
                        "deploy role creates both stacks' roles", "remove it; the team stack takes the platform's")
     root.finish()
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(errors.without_secret_values({root.key(k): v for k, v in root.data.items()}, also=raw_secrets))
     if platform is None:  # only when loading it reported errors, raised just above
         raise ConfigError([f"platform stack '{environment}': could not be read"])
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
@@ -301,17 +319,35 @@ def _load_team(root: Section, errors: list[str], raw_secrets: Any, secret_keys: 
 
 
 def _check_cleanup_image(root: Section, image: str) -> None:
-    if not IMAGE_BY_DIGEST.match(image):
+    if not IMAGE_BY_DIGEST.fullmatch(image):
         root.error(root.key("trainerImage"), image or None,
                    "the checkpoint cleanup CronJob runs on the trainer image, which must be pinned by digest",
                    "run scripts/build-image <stack> and set the printed trainerImage")
 
 
-def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: list[str]) -> None:
+def region_problem(region: str) -> str | None:
+    return None if region in ZONES else f"is not an AWS region of components/facts/regions.py (as of {REGIONS_AS_OF})"
+
+
+def cost_center_problem(cost_center: str) -> str | None:
+    return None if COST_CENTER.fullmatch(cost_center) else \
+        "is not usable as the AWS tag value `cost-center` (1 to 256 characters)"
+
+
+def _trainer_image(root: Section) -> str | None:
+    """The stack's default trainer image ("" for none); None when it failed (reported here once)."""
+    image = root.optional_string("trainerImage", check=lambda v: None if not v or IMAGE_BY_DIGEST.fullmatch(v) else
+                                 "must be an image pinned by digest (repo@sha256:<64 hex>)",
+                                 fix="run scripts/build-image <stack> and set the trainerImage it prints")
+    return (image or "") if root.ok("trainerImage") else None
+
+
+def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:
     providers_off = raw.get("pulumi:disable-default-providers")
     if not isinstance(providers_off, list) or "*" not in providers_off:
+        shown_value = "value not shown" if errors.hides("pulumi:disable-default-providers") else f"got {shown(providers_off)}"
         errors.append(
-            f"pulumi:disable-default-providers: must list \"*\" (got {providers_off!r}). Fix: add "
+            f"pulumi:disable-default-providers: must list \"*\" ({shown_value}). Fix: add "
             "`pulumi:disable-default-providers: [\"*\"]` to the stack file so no resource can land on "
             "an ambient AWS account or kubeconfig."
         )

@@ -7,35 +7,70 @@ the node pools and fabric of their platform stack's file in the same commit.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.config.reader import ConfigError
+from components.config.reader import ConfigError, did_you_mean
+from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The Pulumi CLI's rule for stack names (sdk/go/common/tokens: stackNameAndProjectRegexp); checked
+# before the name becomes part of a file name.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+# The top-level keys of a stack settings file (Pulumi's "Stack settings file reference").
+STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
 
 
 def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
-    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    data, _ = read_yaml_file(project_dir / "Pulumi.yaml")
+    return data
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The `config:` block of a stack file, read strictly; ConfigError naming the file otherwise."""
+    shown = path_for_message(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
+    try:
+        document, _ = read_yaml_file(path, source=shown)
+    except YamlError as problem:
+        raise ConfigError([str(problem)]) from None
+    if document is None:
+        document = {}
+    if not isinstance(document, Mapping):
+        raise ConfigError([f"{shown}: must be a mapping with a `config:` block (got a {type(document).__name__}). "
+                           "Fix: start the file with `config:` and indent the keys below it"])
+    errors = [f"{shown}: top-level key {json.dumps(key)} is not part of a stack file. Fix: remove it or correct the "
+              f"spelling; {did_you_mean(key, list(STACK_FILE_KEYS))}"
+              for key in document if key not in STACK_FILE_KEYS]
+    if "environment" in document:
+        errors.append(f"{shown}: `environment` (Pulumi ESC) is not read by this project: the offline plan and its "
+                      "checks could not see those values. Fix: set the values under `config:`")
+    config = document.get("config")
+    if config is not None and not isinstance(config, Mapping):
+        errors.append(f"{shown}: `config` must be a mapping of keys to values (got a {type(config).__name__}). "
+                      "Fix: indent the keys below `config:`")
+    if errors:
+        raise ConfigError(errors)
+    return dict(config or {})
 
 
 def _qualify(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
-def _replace_secure(value: Any, key: str) -> tuple[Any, bool]:
-    """Swap `secure:` ciphertexts (undecryptable without the stack's key) for placeholders."""
+def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str]) -> Any:
+    """Swap `secure:` ciphertexts (undecryptable without the stack's key) for placeholders; record
+    the paths of the secure leaves and of the plain ones."""
     if isinstance(value, dict) and set(value) == {"secure"}:
-        return f"offline-placeholder-for-{key}", True
+        secure.append(key)
+        return f"offline-placeholder-for-{key}"
     if isinstance(value, dict):
-        pairs = {k: _replace_secure(v, f"{key}.{k}") for k, v in value.items()}
-        return {k: p[0] for k, p in pairs.items()}, any(p[1] for p in pairs.values())
+        return {k: _replace_secure(v, f"{key}.{k}", secure, plain) for k, v in value.items()}
     if isinstance(value, list):
-        pairs = [_replace_secure(v, f"{key}[{i}]") for i, v in enumerate(value)]
-        return [p[0] for p in pairs], any(p[1] for p in pairs)
-    return value, False
+        return [_replace_secure(v, f"{key}[{i}]", secure, plain) for i, v in enumerate(value)]
+    plain.append(key)
+    return value
 
 
 def _encode(value: Any) -> str:
@@ -48,13 +83,16 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
     """(project, fully-qualified config as the engine passes it, secret keys).
 
     `project_dir` holds the Pulumi.yaml: the repository root, or bootstrap/ for the bootstrap."""
+    if not STACK_NAME.fullmatch(stack):
+        raise ConfigError([f"stack {path_for_message(repr(stack))}: is not a Pulumi stack name (1 to 100 letters, digits, "
+                           "'-', '_' or '.'). Fix: use dev, staging, prod or team-<team>-<env>"])
     project = project_file(project_dir)
     name = project["name"]
     path = stack_file or project_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
-    if not path.exists():
+    if stack_file is None and not path.is_file():
         raise ConfigError([f"stack '{stack}': no stack file at {path}. Fix: create it "
                            "(scripts/new-team-stack writes team stacks) or check the name."])
-    stack_values = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    stack_values = read_stack_file(path)
 
     values: dict[str, Any] = {}
     # Project-level defaults apply first, as the CLI applies them (the SDK alone does not).
@@ -70,10 +108,12 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
 
     config, secret_keys = {}, []
     for key, value in values.items():
-        value, secret = _replace_secure(value, key)
-        config[key] = _encode(value)
-        if secret:
-            secret_keys.append(key)
+        secure: list[str] = []
+        plain: list[str] = []
+        config[key] = _encode(_replace_secure(value, key, secure, plain))
+        # The engine marks a key secret as a whole; a plain leaf beside secure ones would pass
+        # unnoticed (and be committed), so a mixed key names only its secure leaves.
+        secret_keys.extend(([key] if not plain else secure) if secure else [])
     for key, value in (secret_overrides or {}).items():
         key = _qualify(key, name)
         config[key] = _encode(value)

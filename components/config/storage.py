@@ -37,7 +37,7 @@ from components.facts.file_systems import (
 # (`gpu-training-prod-datasets-123456789012`, `acme-production.raw`). Whole parts only, so
 # `prodigy-data` is not mistaken for production.
 PROD_NAME_WORDS = ("prod", "production")
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 MAX_RETENTION_DAYS = 3650
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
@@ -107,7 +107,7 @@ def names_prod_data(bucket: str) -> bool:
 
 def bucket_name_problem(name: str) -> str | None:
     """Why `name` is not a valid S3 general purpose bucket name, or None."""
-    if not BUCKET_NAME.match(name):
+    if not BUCKET_NAME.fullmatch(name):
         return "is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens; starting and ending alphanumeric)"
     if ".." in name or ".-" in name or "-." in name:
         return "is not a valid S3 bucket name (no adjacent dots, no dot next to a hyphen)"

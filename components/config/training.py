@@ -16,19 +16,26 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-
-import yaml
 
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
+from components.config.secrets import env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import StorageConfig
+from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
 from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
 from components.facts.node_sizing import allocatable, pod_share
 
-IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Env vars the workload sets itself (components/workload/training_job.py, fabric_env.py; a test
+# keeps this in step). A job's `env` may override them; a secret may not: a pod holds each name once.
+PLATFORM_ENV_PREFIXES = ("TRAIN_", "NCCL_", "TORCH_", "FI_")
+PLATFORM_ENV_NAMES = frozenset({"HOME", "SCRATCH_DIR"})
+# The hyperparameters become a ConfigMap, whose data Kubernetes caps at 1 MiB.
+MAX_HYPERPARAMETERS_BYTES = 1024 * 1024
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
 DEFAULT_ARGS = ("-m", "example_trainer.train")
@@ -87,17 +94,24 @@ class TrainingConfig:
 
 
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
-                   trainer_image: str | None, storage: StorageConfig | None = None,
-                   team: bool = False) -> TrainingConfig:
-    """`storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
-    a job that states its checkpointGiB be checked against the time its final checkpoint takes."""
+                   trainer_image: str | None, invalid_pools: Collection[str] | None = (),
+                   storage: StorageConfig | None = None, team: bool = False) -> TrainingConfig:
+    """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
+    nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
+    `trainer_image` is the stack's default image ("" for none), None when it failed validation.
+    `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
+    a job that states its checkpointGiB be checked against the time its final checkpoint takes;
+    None when it failed validation (not judged then)."""
     by_name = {p.name: p for p in pools}
+    unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota", {})
     quota: dict[str, int] = {}
     for pool_name in list(quota_section.data):
         key = quota_section.key(pool_name)
         gpus = quota_section.integer(pool_name, minimum=0)
         pool = by_name.get(pool_name)
+        if unjudged is None or pool_name in unjudged or not quota_section.ok(pool_name):
+            continue
         if pool is None or not pool.gpu:
             section.error(key, pool_name, "is not a GPU pool of this stack",
                           f"use one of {', '.join(p.name for p in pools if p.gpu) or '(no GPU pools)'}")
@@ -109,8 +123,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
-        job = _parse_job(job_section, by_name, quota, secret_names, trainer_image)
-        if storage is not None:
+        job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok)
+        if storage is not None and job_section.ok("nodes", "checkpointGiB", "terminationGracePeriodSeconds"):
             _check_grace_covers_the_flush(job_section, job, storage, team)
         jobs.append(job)
     names = [j.name for j in jobs]
@@ -121,38 +135,49 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
-               secret_names: tuple[str, ...], trainer_image: str | None) -> JobConfig:
-    name = s.string("name", check=lambda v: None if DNS_LABEL.match(v) and len(v) <= MAX_JOB_NAME else "is not a valid job name",
+               secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
+               quota_ok: Callable[..., bool]) -> JobConfig:
+    name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
+                    "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
     pool_name = s.string("pool")
     nodes = s.integer("nodes", minimum=1)
     gpus = s.integer("gpusPerNode", minimum=1)
     pool = pools.get(pool_name)
-    if pool is None or not pool.gpu:
+    if unjudged is None or pool_name in unjudged or not s.ok("pool"):
+        pool = None  # reported already; nothing here can be judged against it
+    elif pool is None or not pool.gpu:
         s.error(s.key("pool"), pool_name, "is not a GPU pool of this stack",
                 f"use one of {', '.join(n for n, p in pools.items() if p.gpu) or '(no GPU pools)'}")
-    else:
-        _check_fit(s, pool, nodes, gpus, quota)
+        pool = None
+    elif s.ok("nodes", "gpusPerNode"):
+        _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None)
 
     image = s.string("image", trainer_image or "")
-    if not IMAGE_BY_DIGEST.match(image):
+    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
         s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
                 "run scripts/build-image <stack> and set the printed trainerImage (or the job's image)")
 
     hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
 
-    secrets = tuple(str(x) for x in s.items("secrets", []))
+    secrets = tuple(s.string_list("secrets", []))
     for secret in secrets:
         if secret not in secret_names:
             s.error(s.key("secrets"), secret, "is not declared in the stack's secrets",
                     f"declare it: pulumi config set --path --secret 'secrets.{secret}' <value>")
-    env = {str(k): str(v) for k, v in s.mapping("env", {}).items()}
+    if len(set(secrets)) != len(secrets):
+        s.error(s.key("secrets"), list(secrets), "lists a secret twice (a pod holds each env var once)", "list each once")
+    env = s.string_map("env")
     for env_name in env:
-        if not ENV_NAME.match(env_name) or env_name.startswith("TRAIN_"):
+        if not ENV_NAME.fullmatch(env_name) or env_name.startswith("TRAIN_"):
             s.error(f"{s.key('env')}.{env_name}", env_name,
                     "is not a valid env var name, or overrides the platform's TRAIN_* contract",
                     "use UPPER_CASE names outside TRAIN_*")
+    for secret in secrets:
+        if env_var_name(secret) in env or platform_sets(env_var_name(secret)):
+            s.error(s.key("secrets"), secret, f"arrives as env var {env_var_name(secret)}, which the pod already "
+                    "sets (a pod holds each name once)", f"rename the secret, or remove {env_var_name(secret)} from env")
 
     cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
     memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
@@ -162,7 +187,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
         name=name, pool=pool_name, nodes=nodes, gpus_per_node=gpus, image=image,
-        args=tuple(str(a) for a in s.items("args", list(DEFAULT_ARGS))),
+        args=tuple(s.string_list("args", list(DEFAULT_ARGS))),
         hyperparameters_file=hyperparameters_file, hyperparameters=hyperparameters,
         secrets=secrets, env=env, cpu=cpu, memory_gib=memory, shared_memory_gib=shared_memory,
         max_restarts=s.integer("maxRestarts", 3, minimum=0, maximum=100),
@@ -176,7 +201,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
     )
-    if pool is not None and pool.gpu:
+    if pool is not None and s.ok("gpusPerNode", "cpu", "memoryGiB", "sharedMemoryGiB"):
         _check_pod_fits_node(s, pool, job)
     s.finish()
     return job
@@ -198,7 +223,13 @@ def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageCo
                 "storage more throughput (storage.lustre.throughputPerTiB / storageCapacityGiB)")
 
 
-def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int]) -> None:
+def platform_sets(env_name: str) -> bool:
+    """Whether the workload may set this env var itself."""
+    return env_name in PLATFORM_ENV_NAMES or env_name.startswith(PLATFORM_ENV_PREFIXES)
+
+
+def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int] | None) -> None:
+    """`quota` is None when the quota failed validation (not judged then)."""
     if gpus > pool.gpus_per_node:
         s.error(s.key("gpusPerNode"), gpus, f"exceeds the {pool.gpus_per_node} GPUs of one {pool.instance_types[0]} node",
                 f"use at most {pool.gpus_per_node} GPUs per node and more nodes")
@@ -209,7 +240,7 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
         s.error(s.key("nodes"), nodes, f"exceeds pool {pool.name}'s size.max of {pool.max_size} nodes",
                 "use fewer nodes or raise the pool's size.max")
     gang = nodes * gpus
-    if gang > quota.get(pool.name, 0):
+    if quota is not None and gang > quota.get(pool.name, 0):
         s.error(s.key("nodes"), f"{nodes} x {gpus} GPUs",
                 f"the gang needs {gang} GPUs but the queue's quota on {pool.name} is {quota.get(pool.name, 0)}: "
                 "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
@@ -235,15 +266,23 @@ def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> No
 
 
 def _read_hyperparameters(s: Section, relative_path: str) -> str:
-    path = (REPO_ROOT / relative_path).resolve()
-    if REPO_ROOT not in path.parents or not path.is_file():
+    if not relative_path:
+        return ""  # reported by the getter
+    path = REPO_ROOT / relative_path
+    try:
+        path = path.resolve()
+        inside = REPO_ROOT in path.parents and path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte, a loop
+        inside = False
+    if not inside:
         s.error(s.key("hyperparameters"), relative_path, "is not a file in this repository",
                 "give a path relative to the repository root, e.g. trainer/example_trainer/hparams.yaml")
         return ""
-    text = path.read_text()
     try:
-        if not isinstance(yaml.safe_load(text), dict):
-            raise yaml.YAMLError("not a mapping")
-    except yaml.YAMLError as exc:
-        s.error(s.key("hyperparameters"), relative_path, f"is not a YAML mapping ({exc})", "fix the YAML file")
+        document, text = read_yaml_file(path, source=path_for_message(relative_path), max_bytes=MAX_HYPERPARAMETERS_BYTES)
+    except YamlError as problem:
+        s.error(s.key("hyperparameters"), relative_path, f"is not usable: {problem}", "fix the file")
+        return ""
+    if not isinstance(document, dict):
+        s.error(s.key("hyperparameters"), relative_path, "must hold a YAML mapping (name: value lines)", "fix the file")
     return text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-AZ_ID = re.compile(r"^(?P<prefix>[a-z]{2,}[0-9]+)-az(?P<number>[0-9]+)$")
+AZ_ID = re.compile(r"(?P<prefix>[a-z]{2,}[0-9]+)-az(?P<number>[0-9]+)")
 # How the words of a region name shorten in its AZ IDs: us-east-1 -> use1, ap-northeast-1 ->
 # apne1, us-gov-west-1 -> usgw1, eu-central-2 -> euc2 (EC2 DescribeAvailabilityZones ZoneId).
 _REGION_WORDS = {"east": "e", "west": "w", "north": "n", "south": "s", "central": "c", "northeast": "ne",
@@ -19,7 +19,7 @@ _REGION_WORDS = {"east": "e", "west": "w", "north": "n", "south": "s", "central"
 
 
 def is_zone_id(zone: str) -> bool:
-    return AZ_ID.match(zone) is not None
+    return AZ_ID.fullmatch(zone) is not None
 
 
 def zone_id_prefix(region: str) -> str | None:

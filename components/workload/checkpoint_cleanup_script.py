@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 FINISHED_CONDITIONS = ("Completed", "Failed")
 JOBSETS_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
 SECONDS_PER_DAY = 86400
@@ -75,7 +75,7 @@ def select(directories: Iterable[Directory], *, unfinished: Collection[str], now
     decisions = []
     for directory in sorted(directories, key=lambda d: d.name):
         age_days = (now - directory.newest_change) / SECONDS_PER_DAY
-        if not JOB_NAME.match(directory.name):
+        if not JOB_NAME.fullmatch(directory.name):
             keep = "not a job directory (the name is not a job name)"
         elif not directory.is_plain_directory:
             keep = "not a plain directory (a file or a symlink)"

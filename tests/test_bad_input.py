@@ -1,0 +1,503 @@
+"""Bad input, family by family (issue 12): every example of the issue, and more of each kind.
+
+Each case must end in ConfigError (exit 2 from the CLIs) whose messages name the key or the file
+and line, say how to fix it, show no secret and stay small; never in a traceback, and never in a
+config that passes only to be refused by AWS or Kubernetes later.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from conftest import DELETE, PROJECT, ROOT, mutate, raw_config
+from plan import main as plan_main
+
+from components.config import ConfigError, decode_raw_config, load_stack_config
+from components.config.stack_file import stack_config
+
+CANARY = "canary-5ecret-value-7a1f"
+MAX_REPORT_BYTES = 20_000
+JOB = {"name": "ddp", "pool": "gpu-spot", "nodes": 2, "gpusPerNode": 1}
+DEV_STACK_TEXT = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+
+
+def refused(raw: dict[str, Any], stack: str = "dev", *, secret_keys: Any = None) -> list[str]:
+    """The errors of loading `raw`; fails on success, on any other exception, or on a bad report."""
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack=stack, secret_keys=secret_keys)
+    return checked(raised.value)
+
+
+def checked(error: ConfigError) -> list[str]:
+    report = str(error)
+    assert len(report.encode()) <= MAX_REPORT_BYTES and CANARY not in report, report[:3000]
+    assert all("Fix:" in e and "\n" not in e for e in error.errors), error.errors
+    return error.errors
+
+
+def refused_file(tmp_path: Path, text: str | bytes, stack: str = "dev") -> list[str]:
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    with pytest.raises(ConfigError) as raised:
+        _, raw, secret_keys = stack_config(stack, path)
+        load_stack_config(decode_raw_config(raw), project=PROJECT, stack=stack, secret_keys=secret_keys)
+    return checked(raised.value)
+
+
+def with_jobs(raw: dict[str, Any], *jobs: dict[str, Any], quota: int = 4) -> dict[str, Any]:
+    return mutate(raw, "training", {"gpuQuota": {"gpu-spot": quota}, "jobs": list(jobs)})
+
+
+def dev_pools(**gpu_changes: Any) -> list[dict[str, Any]]:
+    system, gpu = raw_config("dev")[f"{PROJECT}:nodePools"]
+    return [system, {**gpu, **gpu_changes}]
+
+
+def one(errors: list[str], key: str, text: str) -> None:
+    """Exactly one error: about `key`, saying `text` (a second one would be a follow-on)."""
+    assert len(errors) == 1 and errors[0].startswith(f"{PROJECT}:{key}") and text in errors[0], errors
+
+
+# --- 1. a value that failed validation is never used by a later check -----------------------------
+
+FAILED_VALUES = [
+    # the issue's example: a one-letter typo in a pool a job and the quota use (was KeyError)
+    ("typo-in-second-type", {"instanceTypes": ["g6.2xlarge", "g5.2xlarg"]}, "nodePools[1].instanceTypes[1]", "not an instance type"),
+    ("typo-in-first-type", {"instanceTypes": ["g6.2xlarg", "g5.2xlarge"]}, "nodePools[1].instanceTypes[0]", "not an instance type"),
+    ("types-without-brackets", {"instanceTypes": "g6.48xlarge"}, "nodePools[1].instanceTypes", "must be a list"),
+    ("no-types", {"instanceTypes": []}, "nodePools[1].instanceTypes", "needs at least one instance type"),
+    ("list-inside-the-list", {"instanceTypes": [["g6.2xlarge"], "g5.2xlarge"]}, "nodePools[1].instanceTypes[0]", "not an instance type"),
+    ("size-not-a-mapping", {"size": 4}, "nodePools[1].size", "must be a mapping"),
+    ("size-quoted", {"size": {"min": 0, "desired": 0, "max": "4"}}, "nodePools[1].size.max", "whole number"),
+    ("gpu-quoted", {"gpu": "true"}, "nodePools[1].gpu", "true or false"),
+]
+
+
+@pytest.mark.parametrize(("changes", "key", "expected"), [c[1:] for c in FAILED_VALUES], ids=[c[0] for c in FAILED_VALUES])
+def test_a_failed_pool_value_is_reported_once_and_used_by_nothing(changes, key, expected):
+    raw = with_jobs(mutate(raw_config("dev"), "nodePools", dev_pools(**changes)), JOB)
+    one(refused(raw), key, expected)
+
+
+def test_failed_values_elsewhere_are_not_judged_again():
+    one(refused(mutate(raw_config("dev"), "nodePools", [*dev_pools(), None])), "nodePools[2]", "must be a mapping")
+    one(refused(mutate(with_jobs(raw_config("dev"), JOB), "training.gpuQuota", {"gpu-spot": "4"})),
+        "training.gpuQuota.gpu-spot", "whole number")
+    one(refused(mutate(raw_config("dev"), "region", "us-east")), "region", "not an AWS region")
+    one(refused(mutate(raw_config("dev"), "network", DELETE)), "network", "required key is missing")
+    one(refused(with_jobs(raw_config("dev"), {**JOB, "nodes": "2"})), "training.jobs[0].nodes", "whole number")
+
+
+# --- 2. the loader ----------------------------------------------------------------------------------
+
+LOADER_CASES = [
+    ("syntax-error", DEV_STACK_TEXT.replace("[us-east-1a, us-east-1b]", "[us-east-1a, us-east-1b"), "line"),
+    ("python-tag", DEV_STACK_TEXT.replace("costCenter: ml-platform-dev", "costCenter: !!python/object/apply:os.system ['true']"),
+     "is not allowed"),
+    ("file-is-a-list", "- config\n", "must be a mapping with a `config:` block"),
+    ("config-is-a-list", "config:\n  - a\n", "`config` must be a mapping"),
+    ("numeric-key", DEV_STACK_TEXT.replace("  gpu-training:region: us-east-1", "  1: us-east-1"), "is not text"),
+    ("unquoted-date", DEV_STACK_TEXT.replace("costCenter: ml-platform-dev", "costCenter: 2024-01-01"), "date or time"),
+    ("duplicate-key", DEV_STACK_TEXT.replace("  gpu-training:environment: dev\n",
+                                             "  gpu-training:environment: dev\n  gpu-training:environment: prod\n"), "appears twice"),
+    ("misspelt-top-level", DEV_STACK_TEXT.replace("config:", "confg:", 1), "did you mean 'config'"),
+    ("yes-for-true", DEV_STACK_TEXT.replace("endpointPublicAccess: true", "endpointPublicAccess: yes"), "ambiguous"),
+    ("octal", DEV_STACK_TEXT.replace("flowLogRetentionDays: 30", "flowLogRetentionDays: 030"), "ambiguous"),
+    ("two-documents", DEV_STACK_TEXT + "---\nconfig: {}\n", "more than one YAML document"),
+    ("merge-key", "base: &b {a: 1}\nconfig:\n  <<: *b\n", "merge keys"),
+    ("tab-indent", DEV_STACK_TEXT.replace("  gpu-training:region", "\tgpu-training:region"), "line"),
+    ("not-utf8", DEV_STACK_TEXT.encode() + b"\xff\xfe", "not UTF-8"),
+    ("nul-byte", DEV_STACK_TEXT.replace("ml-platform-dev", "ml\x00dev"), "control character"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in LOADER_CASES], ids=[c[0] for c in LOADER_CASES])
+def test_the_loader_refuses_what_yaml_readers_disagree_on(tmp_path, text, expected):
+    errors = refused_file(tmp_path, text)
+    assert any(expected in e and e.startswith(str(tmp_path)) for e in errors), errors
+
+
+def hyperparameters_errors(relative: str) -> list[str]:
+    return refused(with_jobs(raw_config("dev"), {**JOB, "hyperparameters": relative}))
+
+
+@pytest.fixture
+def repo_scratch():
+    """A directory inside the repository (hyperparameters must live there); removed afterwards."""
+    directory = ROOT / "build" / "test-bad-input"
+    directory.mkdir(parents=True, exist_ok=True)
+    yield directory
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("binary.yaml", bytes(range(256)), "not UTF-8"),
+    ("huge.yaml", b"a: " + b"x" * (1024 * 1024 + 1) + b"\n", "KiB allowed"),
+    ("list.yaml", b"- 1\n- 2\n", "must hold a YAML mapping"),
+    ("dates.yaml", b"start: 2024-01-01\n", "date or time"),
+    ("duplicates.yaml", b"lr: 0.1\nlr: 0.2\n", "appears twice"),
+])
+def test_hyperparameters_files_are_read_strictly(repo_scratch, name, content, expected):
+    (repo_scratch / name).write_bytes(content)
+    one(hyperparameters_errors(f"build/test-bad-input/{name}"), "training.jobs[0].hyperparameters", expected)
+
+
+@pytest.mark.parametrize("relative", ["trainer", "x" * 300 + ".yaml", "a\x00b.yaml", "../../etc/passwd", "/etc/hostname"])
+def test_hyperparameters_paths_that_are_not_repository_files(relative):
+    one(hyperparameters_errors(relative), "training.jobs[0].hyperparameters", "not a file in this repository")
+
+
+# --- 3. patterns match the whole value ----------------------------------------------------------------
+
+DIGEST = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-training-dev/trainer@sha256:" + "0" * 64
+TRAILING_NEWLINE = [
+    ("folded-image", "trainerImage", DIGEST + "\n", "trainerImage"),
+    ("cost-center", "costCenter", "ml-platform-dev\n", "costCenter"),
+    ("region", "region", "us-east-1\n", "region"),
+    ("alert-email", "observability.alertEmails", ["ml@example.com\n"], "observability.alertEmails[0]"),
+    ("admin-arn", "cluster.adminPrincipals", ["arn:aws:iam::111122223333:role/admin\n"], "cluster.adminPrincipals[0]"),
+    ("datasets-bucket", "storage.datasetsBucket", "acme-datasets\n", "storage.datasetsBucket"),
+    ("platform-reference", "platformStack", "organization/gpu-training/dev\n", "platformStack"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key"), [c[1:] for c in TRAILING_NEWLINE], ids=[c[0] for c in TRAILING_NEWLINE])
+def test_a_trailing_newline_never_passes_a_pattern(path, value, key):
+    raw = with_jobs(mutate(raw_config("dev"), path, value), JOB) if path == "trainerImage" else mutate(raw_config("dev"), path, value)
+    errors = refused(raw)
+    assert any(e.startswith(f"{PROJECT}:{key}") for e in errors), errors
+
+
+@pytest.mark.parametrize(("field", "value"), [("name", "ddp\n"), ("image", DIGEST + "\n"), ("pool", "gpu-spot\n")])
+def test_a_trailing_newline_in_a_job(field, value):
+    errors = refused(with_jobs(raw_config("dev"), {**JOB, field: value}))
+    assert any(e.startswith(f"{PROJECT}:training.jobs[0].{field}") for e in errors), errors
+
+
+def test_no_pattern_in_the_program_is_anchored_with_dollar():
+    """`$` also matches before a trailing newline: every pattern is used with fullmatch instead."""
+    offenders = []
+    scripts = [p for p in (ROOT / "scripts").iterdir() if p.is_file() and p.read_text().startswith(("#!/usr/bin/env python", '"""'))]
+    for path in [*ROOT.glob("components/**/*.py"), *ROOT.glob("bootstrap/*.py"), *scripts]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            # (A MULTILINE pattern's ^ and $ are line anchors on purpose: it edits lines of a file.)
+            if re.search(r"re\.compile\(r?f?\"\^|re\.compile\(.*\$\"|\.match\(", line) and "re.MULTILINE" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, offenders
+
+
+# --- 4. free-form values reach the pod as written, or not at all --------------------------------------
+
+FREE_FORM = [
+    ("env-true", {"env": {"NCCL_IB_DISABLE": True}}, "training.jobs[0].env.NCCL_IB_DISABLE"),
+    ("env-empty", {"env": {"NCCL_DEBUG": None}}, "training.jobs[0].env.NCCL_DEBUG"),
+    ("env-decimal", {"env": {"LR": 0.10}}, "training.jobs[0].env.LR"),
+    ("env-list", {"env": {"HOSTS": ["a", "b"]}}, "training.jobs[0].env.HOSTS"),
+    ("arg-bool", {"args": ["-m", "train", "--resume", False]}, "training.jobs[0].args[3]"),
+    ("secret-not-text", {"secrets": [{"name": "x"}]}, "training.jobs[0].secrets[0]"),
+]
+
+
+@pytest.mark.parametrize(("changes", "key"), [c[1:] for c in FREE_FORM], ids=[c[0] for c in FREE_FORM])
+def test_free_form_values_must_be_text(changes, key):
+    one(refused(with_jobs(raw_config("dev"), {**JOB, **changes})), key, "must be text")
+
+
+def test_a_label_value_must_be_text():
+    one(refused(mutate(raw_config("dev"), "nodePools", dev_pools(labels={"spot": True}))), "nodePools[1].labels.spot",
+        "must be text")
+
+
+def test_whole_numbers_are_written_in_decimal(plan_of):
+    raw = with_jobs(raw_config("dev"), {**JOB, "env": {"OMP_NUM_THREADS": 8, "NCCL_DEBUG": "INFO"}})
+    (job,) = load_stack_config(raw, project=PROJECT, stack="dev").training.jobs
+    assert job.env == {"OMP_NUM_THREADS": "8", "NCCL_DEBUG": "INFO"}
+
+
+# --- 5. secrets: none in plain text, none echoed ---------------------------------------------------------
+
+def test_one_plain_secret_beside_encrypted_ones_is_refused(tmp_path, capfd):
+    text = DEV_STACK_TEXT.replace("    hf-token: {secure: placeholder-set-with-pulumi-config-set-secret}",
+                                  f"    hf-token: {CANARY}")
+    one(refused_file(tmp_path, text), "secrets.hf-token", "stored in plain text")
+    # The same through the program as `make plan` runs it: only the plain entry is named.
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(tmp_path / "Pulumi.dev.yaml"), "--out", str(tmp_path / "o"))
+    assert "secrets.hf-token: is stored in plain text" in err and "wandb-api-key" not in err and CANARY not in err
+
+
+def test_plain_secrets_are_named_one_by_one(tmp_path):
+    text = DEV_STACK_TEXT.replace("{secure: placeholder-set-with-pulumi-config-set-secret}", CANARY)
+    errors = refused_file(tmp_path, text)
+    assert sorted(e.split(":", 2)[1] for e in errors) == ["secrets.hf-token", "secrets.wandb-api-key"], errors
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("region", CANARY),
+    ("costCenter", CANARY + "\n"),
+    ("nodePools", [{"name": CANARY}]),
+    ("trainerImage", CANARY),
+    ("secrets", {CANARY.upper(): "x", "ok-name": 5}),
+])
+def test_a_value_set_as_a_secret_is_never_shown(key, value):
+    raw = with_jobs(mutate(raw_config("dev"), key, value), JOB)
+    errors = refused(raw, secret_keys={f"{PROJECT}:{key}", f"{PROJECT}:secrets"})
+    assert any(e.startswith(f"{PROJECT}:{key}") for e in errors), errors
+
+
+def test_a_secret_that_names_something_is_blanked_wherever_it_appears():
+    """A pool named by a --secret value would appear in the fix of a job's error: blanked there too,
+    while the keys of plain config stay readable even where they contain a secret's text."""
+    pools = dev_pools(name=CANARY)
+    raw = with_jobs(mutate(raw_config("dev"), "nodePools", pools), {**JOB, "pool": "gpu"})
+    errors = refused(raw, secret_keys={f"{PROJECT}:nodePools", f"{PROJECT}:secrets"})
+    assert any("[secret]" in e for e in errors), errors
+    # `spot` (the secret pools' capacity) is text of the secret, `gpu-spot` a plain quota key.
+    assert any(e.startswith(f"{PROJECT}:training.gpuQuota.gpu-spot: ") and "got 'gpu-[secret]'" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("argument", [CANARY, f"secrets={{{CANARY}", f"={CANARY}", f'secrets={{"a": "{CANARY}", "a": 1}}'])
+def test_bad_secret_arguments_are_not_echoed(capfd, argument):
+    err = plan_error(capfd, "--stack", "dev", "--secret", argument)
+    assert CANARY not in err and len(err.splitlines()) == 1, err
+
+
+# --- 6. what AWS or Kubernetes would refuse is refused here first ----------------------------------------
+
+API_LIMITS = [
+    ("duplicate-env-with-secret", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "secrets": ["wandb-api-key"],
+                                                                                       "env": {"WANDB_API_KEY": "x"}}]},
+     "training.jobs[0].secrets", "a pod holds each name once"),
+    ("secret-shadows-platform-env", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "secrets": ["home"]}]},
+     "training.jobs[0].secrets", "which the pod already sets"),
+    ("ttl-beyond-int32", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "ttlSecondsAfterFinished": 2**31}]},
+     "training.jobs[0].ttlSecondsAfterFinished", "32-bit"),
+    ("pool-size-beyond-int32", "nodePools", dev_pools(size={"min": 0, "desired": 0, "max": 2**31}), "nodePools[1].size.max", "32-bit"),
+    ("no-pool-zones", "nodePools", dev_pools(availabilityZones=[]), "nodePools[1].availabilityZones", "at least one zone"),
+    ("no-network-zones", "network.availabilityZones", [], "network.availabilityZones", "at least 2"),
+    ("zone-the-region-lacks", "network.availabilityZones", ["us-east-1a", "us-east-1g"], "network.availabilityZones[1]",
+     "not an availability zone of region us-east-1"),
+    ("label-key-over-63", "nodePools", dev_pools(labels={"example.com/" + "k" * 60: "v"}), "nodePools[1].labels", "63"),
+    ("empty-label-value", "nodePools", dev_pools(labels={"tier": ""}), "nodePools[1].labels.tier", "value is empty"),
+    ("taint-key-over-63", "nodePools", dev_pools(taints=[{"key": "t" * 64, "value": "", "effect": "NoSchedule"}]),
+     "nodePools[1].taints[0]", "63"),
+    ("empty-taint-key", "nodePools", dev_pools(taints=[{"key": "", "effect": "NoSchedule"}]), "nodePools[1].taints[0]",
+     "not a valid Kubernetes label or taint key"),
+    ("repeated-taint", "nodePools", dev_pools(taints=[{"key": "a", "effect": "NoSchedule"}] * 2), "nodePools[1].taints",
+     "repeats a key and effect"),
+    ("tag-value-with-parentheses", "costCenter", "ml (platform)", "costCenter", "AWS tag value"),
+    ("tag-value-over-256", "costCenter", "c" * 257, "costCenter", "AWS tag value"),
+    ("empty-cost-center", "costCenter", "", "costCenter", "AWS tag value"),
+    ("blank-cost-center", "costCenter", "   ", "costCenter", "AWS tag value"),
+    ("unknown-region", "region", "us-east-9", "region", "not an AWS region"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key", "expected"), [c[1:] for c in API_LIMITS], ids=[c[0] for c in API_LIMITS])
+def test_what_the_apis_refuse_is_refused_first(path, value, key, expected):
+    errors = refused(mutate(raw_config("dev"), path, value))
+    assert any(e.startswith(f"{PROJECT}:{key}") and expected in e for e in errors), errors
+
+
+# --- 7. the command-line tools --------------------------------------------------------------------------
+
+def plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_plan_cli_bad_arguments_exit_2_in_one_line():
+    """Through a real process: the exit status and stderr a user sees."""
+    for args in (["--stack", "x" * 5000], ["--stack", "dev", "--set", "region"], ["--stack"], ["--stak", "dev"]):
+        result = plan_cli(*args)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr) < 1000
+
+
+def plan_error(capfd, *args: str) -> str:
+    try:
+        code = plan_main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("make", ["directory", "binary", "fifo", "missing", "huge"])
+def test_plan_stack_file_that_is_no_yaml_file(tmp_path, capfd, make):
+    path = tmp_path / "stack.yaml"
+    if make == "directory":
+        path.mkdir()
+    elif make == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif make == "fifo":
+        import os
+        os.mkfifo(path)
+    elif make == "huge":
+        path.write_bytes(b"config: {}\n" + b"#" * (1024 * 1024 + 1))
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(path), "--out", str(tmp_path / "out"))
+    assert str(path) in err and not (tmp_path / "out").exists(), err
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--stack", "dev", "--set", "region"], "--set expects KEY=VALUE"),
+    (["--stack", "dev", "--set", "=x"], "--set expects KEY=VALUE"),
+    (["--stack", "dev", "--set", "fabric={bad json"], "not valid JSON"),
+    (["--stack", "dev", "--set", "region=a", "--set", "region=b"], "twice"),
+    (["--all", "--stack", "dev"], "--all plans every stack"),
+    (["--stack", "dev", "--stack", "dev"], "named twice"),
+    (["--stack", "dev\nprod"], "not a Pulumi stack name"),
+    (["--stack", "../../etc/passwd"], "not a Pulumi stack name"),
+])
+def test_plan_bad_arguments(capfd, args, expected):
+    err = plan_error(capfd, *args)
+    assert expected in err and len(err.splitlines()) == 1, err
+
+
+def test_plan_never_replaces_what_is_not_a_plan(tmp_path, capfd):
+    not_a_plan = tmp_path / "notes"
+    not_a_plan.mkdir()
+    (not_a_plan / "keep.txt").write_text("mine")
+    a_file = tmp_path / "file"
+    a_file.write_text("mine")
+    for out in (not_a_plan, a_file):
+        err = plan_error(capfd, "--stack", "team-vision-prod", "--out", str(out))
+        assert "is not a plan directory" in err
+    assert (not_a_plan / "keep.txt").read_text() == "mine" and a_file.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "notes"], "no partial plan left behind"
+
+
+def load_script(name: str) -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def new_team_stack():
+    return load_script("new-team-stack")
+
+
+def new_team_error(new_team_stack, capsys, *args: str) -> str:
+    try:
+        code = new_team_stack.main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("team", "extra", "expected"), [
+    ("t" * 21, [], "at most 20"),
+    ("x" * 300, [], "at most 20"),
+    ("vision\nprod", [], "lowercase letters"),
+    ("a/../b", [], "lowercase letters"),
+    ("Vision", [], "lowercase letters"),
+    ("vision", ["--cost-center", ""], "AWS tag value"),
+    ("vision", ["--cost-center", "a\nb"], "AWS tag value"),
+])
+def test_new_team_stack_bad_arguments_write_nothing(new_team_stack, capsys, tmp_path, team, extra, expected):
+    err = new_team_error(new_team_stack, capsys, team, "dev", "--out-dir", str(tmp_path), *extra)
+    assert expected in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == [], "nothing may be written, not even a directory"
+
+
+def test_new_team_stack_needs_an_existing_out_dir(new_team_stack, capsys, tmp_path):
+    err = new_team_error(new_team_stack, capsys, "vision", "dev", "--out-dir", str(tmp_path / "a" / "b"))
+    assert "not an existing directory" in err and not (tmp_path / "a").exists()
+
+
+def test_new_team_stack_quotes_a_cost_center_with_colons(new_team_stack, capsys, tmp_path):
+    """`: ` once broke the YAML the template wrote; the value is now written as one quoted scalar."""
+    assert "AWS tag value" in new_team_error(new_team_stack, capsys, "vision", "dev", "--out-dir", str(tmp_path),
+                                             "--cost-center", "ml: research #1")  # '#' is no tag character
+    assert new_team_stack.main(["nlp", "dev", "--out-dir", str(tmp_path), "--cost-center", "ml: research"]) == 0
+    _, raw, _ = stack_config("team-nlp-dev", tmp_path / "Pulumi.team-nlp-dev.yaml")
+    assert decode_raw_config(raw)[f"{PROJECT}:costCenter"] == "ml: research"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Pulumi.team-nlp-dev.yaml"]
+
+
+def test_new_team_stack_on_a_platform_without_gpu_pools(new_team_stack, capsys, tmp_path, monkeypatch):
+    real = new_team_stack.load_stack_config
+
+    def without_gpu_pools(raw, **kwargs):
+        config = real(raw, **kwargs)
+        return config if kwargs["stack"].startswith("team-") else \
+            __import__("dataclasses").replace(config, node_pools=tuple(p for p in config.node_pools if not p.gpu))
+
+    monkeypatch.setattr(new_team_stack, "load_stack_config", without_gpu_pools)
+    err = new_team_error(new_team_stack, capsys, "vision", "dev", "--out-dir", str(tmp_path))
+    assert "has no GPU pool" in err and list(tmp_path.iterdir()) == []
+
+
+def test_new_team_stack_through_a_real_process(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "a/../b", "dev",
+                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- 8. size: however broken the input, the report stays small ------------------------------------------
+
+def test_an_alias_bomb_is_refused_in_one_short_line(tmp_path):
+    bomb = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else 'x, x, x, x, x, x, x, x, x'}]\n"
+                   for i in range(9))
+    errors = refused_file(tmp_path, DEV_STACK_TEXT + "  gpu-training:bomb:\n" + bomb.replace("  l", "    l"))
+    assert len(errors) == 1 and "expands to more than" in errors[0] and len(errors[0]) < 300, errors
+
+
+def test_ten_thousand_bad_ports_make_a_bounded_report():
+    raw = mutate(raw_config("dev"), "fabric.rendezvousPorts", list(range(10_000)))
+    errors = refused(raw)
+    report = str(ConfigError(errors))
+    assert len(errors) > 1000 and "more (fix the ones above" in report
+
+
+def test_a_huge_value_is_cut_in_the_message():
+    errors = refused(mutate(raw_config("dev"), "costCenter", "ml" * 50_000))
+    one(errors, "costCenter", "...")
+    assert len(errors[0]) < 1000
+
+
+def test_a_huge_key_from_the_engine_is_cut_in_the_message():
+    """`pulumi up` hands over keys our loader never saw: the report is bounded all the same."""
+    errors = refused(mutate(raw_config("dev"), "network." + "k" * 50_000, 1))
+    assert all(len(line) < 1100 for line in str(ConfigError(errors)).splitlines())
+
+
+def test_deep_nesting_and_big_files_are_refused(tmp_path):
+    assert "nests deeper" in refused_file(tmp_path, "config:\n  a: " + "[" * 5000 + "]" * 5000 + "\n")[0]
+    assert "KiB" in refused_file(tmp_path, "config: {}\n" + "#" * (2 * 1024 * 1024))[0]
+    assert "digits" in refused_file(tmp_path, "config:\n  gpu-training:x: " + "9" * 5000 + "\n")[0]
+
+
+def test_deep_json_from_the_engine_or_set_is_not_a_traceback(capfd):
+    """The engine hands structured values over as JSON text: absurd nesting stays a plain string."""
+    raw = dict(raw_config("dev"), **{f"{PROJECT}:fabric": "[" * 100_000})
+    one(refused(decode_raw_config(raw)), "fabric", "must be a mapping")
+    assert "nests deeper" in plan_error(capfd, "--stack", "dev", "--set", "fabric=" + "[" * 100_000)
+
+
+def test_the_json_of_an_error_report_is_what_the_cli_prints(tmp_path):
+    """One end-to-end run of the worst file above through plan.py: exit 2, bounded, one line per error."""
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(DEV_STACK_TEXT.replace("rendezvousPorts: [29400]", f"rendezvousPorts: {json.dumps(list(range(3000)))}"))
+    result = plan_cli("--stack", "dev", "--stack-file", str(path), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and len(result.stderr.encode()) <= MAX_REPORT_BYTES
+    assert all(line.startswith(("stack dev:", "  - gpu-training:", "  ... and")) for line in result.stderr.splitlines())
+    assert not (tmp_path / "out").exists()
