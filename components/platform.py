@@ -206,8 +206,8 @@ def _resolve_zone_ids(config: StackConfig, on_aws: OnAws) -> dict[str, str]:
     zone_ids = sorted({zone for pool in config.node_pools for zone in pool.availability_zones if is_zone_id(zone)})
     lookup = pulumi.InvokeOptions(provider=on_aws.provider)
     names = {zone_id: str(aws.get_availability_zone(zone_id=zone_id, opts=lookup).name) for zone_id in zone_ids}
-    problems = zone_id_problems({p.name: p.availability_zones for p in config.node_pools}, names,
-                                config.network.availability_zones)
+    problems = zone_id_problems({f"{config.project}:nodePools[{index}].availabilityZones": pool.availability_zones
+                                 for index, pool in enumerate(config.node_pools)}, names, config.network.availability_zones)
     if problems:
         raise ConfigError(problems)
     return names

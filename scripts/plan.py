@@ -295,7 +295,11 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     `today` (None: $PLAN_TODAY if set, else the current date) is the day the EKS support
     calendar is read for."""
     if today is None and os.environ.get(TODAY_VARIABLE):
-        today = date.fromisoformat(os.environ[TODAY_VARIABLE])
+        try:
+            today = date.fromisoformat(os.environ[TODAY_VARIABLE])
+        except ValueError:
+            raise ConfigError([f"{TODAY_VARIABLE}: {path_for_message(repr(os.environ[TODAY_VARIABLE]))[:40]} is not a "
+                               "date. Fix: set it as YYYY-MM-DD, or unset it to judge as of today"]) from None
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))

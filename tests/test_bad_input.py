@@ -316,6 +316,12 @@ def plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, cwd=ROOT)
 
 
+def test_a_bad_plan_day_is_a_clean_error(capfd, monkeypatch):
+    monkeypatch.setenv("PLAN_TODAY", "tomorrow")
+    err = plan_error(capfd, "--stack", "dev")
+    assert "PLAN_TODAY: 'tomorrow' is not a date" in err
+
+
 def test_plan_cli_bad_arguments_exit_2_in_one_line():
     """Through a real process: the exit status and stderr a user sees."""
     for args in (["--stack", "x" * 5000], ["--stack", "dev", "--set", "region"], ["--stack"], ["--stak", "dev"]):

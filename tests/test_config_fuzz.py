@@ -39,6 +39,7 @@ from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError, decode_raw_config, load_stack_config
 from components.config.stack_file import project_file, stack_config
 from components.config.strict_yaml import load_yaml_text, path_for_message
+from components.facts.regions import availability_zone_ids, availability_zones
 
 NIGHTLY = os.environ.get("FUZZ_PROFILE") == "nightly"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000" if NIGHTLY else "80"))
@@ -126,6 +127,9 @@ INTEGERS = st.sampled_from(NUMBERS) | st.integers(-3, 70) | st.integers(0, 2**33
 TAG_TEXT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,40}", fullmatch=True) | \
     st.text(st.characters(categories=("L", "N", "Zs")) | st.sampled_from(list("_.:/=+-@()#")), max_size=20) | \
     st.integers(254, 258).map(lambda length: "c" * length)
+# Zone names and AZ IDs of the stacks' region, and a few that do not exist there.
+ZONES = st.sampled_from([*availability_zones("us-east-1"), *availability_zone_ids("us-east-1"), "us-east-1g", "use1-az9",
+                         "usw2-az1", "us-west-2a"])
 TAINTS = st.lists(st.fixed_dictionaries({"key": LABEL_KEYS, "value": LABEL_VALUES,
                                          "effect": st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule", "Never"])}),
                   max_size=3)
@@ -137,6 +141,7 @@ def _edge_targets(config: dict[str, Any], project: str) -> list[tuple[dict[str, 
     for pool in pools if isinstance(pools, list) else ():
         if isinstance(pool, dict):
             targets += [(pool, "labels", st.dictionaries(LABEL_KEYS, LABEL_VALUES | TEXT, max_size=3)), (pool, "taints", TAINTS),
+                        (pool, "availabilityZones", st.lists(ZONES, max_size=3)),
                         (pool, "rootVolumeGiB", INTEGERS), (pool, "name", NAMES),
                         (pool, "size", st.fixed_dictionaries({"min": st.integers(0, 2), "desired": st.integers(0, 3),
                                                               "max": INTEGERS}))]
@@ -326,8 +331,15 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
         event("outcome: config refused")
         check_refusal(error, stack=stack, paths=_key_paths(decoded), file_shown="", canaries=[canary], documented=documented)
         return
+    try:
+        # The program still refuses, before any resource exists, what only the account can tell
+        # (the offline plan's stand-in account, here): an AZ ID outside the network, say.
+        plan = synthesize(stack, path, secret_overrides=secrets, project_dir=project_dir)
+    except ConfigError as error:
+        event("outcome: refused by the program")
+        check_refusal(error, stack=stack, paths=_key_paths(decoded), file_shown="", canaries=[canary], documented=documented)
+        return
     event("outcome: planned")
-    plan = synthesize(stack, path, secret_overrides=secrets, project_dir=project_dir)
     assert violations(plan, decoded[f"{project}:region"]) == []
 
 

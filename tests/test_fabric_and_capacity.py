@@ -203,7 +203,7 @@ def test_kueue_and_the_autoscaler_start_after_the_provisioning_request_api(stack
     ({"p5": ["us-east-1a"]}, {}, []),                                            # a name: checked by the config model
     ({"p5": ["use1-az2"]}, {"use1-az2": "us-east-1d"}, ["AZ ID use1-az2 is us-east-1d"]),
     ({"a": ["use1-az2"], "b": ["use1-az5"]}, {"use1-az2": "us-east-1d", "use1-az5": "us-east-1e"},
-     ["(a): AZ ID use1-az2", "(b): AZ ID use1-az5"]),                             # every problem, not the first
+     ["a: AZ ID use1-az2", "b: AZ ID use1-az5"]),                                 # every problem, not the first
 ])
 def test_zone_ids_outside_the_network_are_reported_before_anything_is_created(zones_by_pool, names_by_id, expected):
     problems = zone_id_problems(zones_by_pool, names_by_id, ("us-east-1a", "us-east-1b", "us-east-1c"))

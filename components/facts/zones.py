@@ -31,17 +31,18 @@ def zone_id_prefix(region: str) -> str | None:
     return f"{geo}{''.join(s or '' for s in short)}{number}"
 
 
-def zone_id_problems(zones_by_pool: Mapping[str, Sequence[str]], names_by_id: Mapping[str, str],
+def zone_id_problems(zones_by_key: Mapping[str, Sequence[str]], names_by_id: Mapping[str, str],
                      network_zones: Sequence[str]) -> list[str]:
     """One message per AZ ID of a pool that is, in this account, a zone where the network has no
-    subnet (`names_by_id`: the account's name of each ID, from the provider)."""
+    subnet (`zones_by_key`: each pool's zones under the config key that names them;
+    `names_by_id`: the account's name of each ID, from the provider)."""
     problems = []
-    for pool, zones in zones_by_pool.items():
+    for key, zones in zones_by_key.items():
         for zone in zones:
             name = names_by_id.get(zone)
             if name is not None and name not in network_zones:
                 problems.append(
-                    f"nodePools ({pool}): AZ ID {zone} is {name} in this account, where the network has no subnet "
+                    f"{key}: AZ ID {zone} is {name} in this account, where the network has no subnet "
                     f"(network.availabilityZones: {', '.join(sorted(network_zones))}). Fix: add {name} to "
                     "network.availabilityZones, or give the pool an AZ ID of one of those zones.")
     return problems
