@@ -309,6 +309,15 @@ def test_what_the_apis_refuse_is_refused_first(path, value, key, expected):
     assert any(e.startswith(f"{PROJECT}:{key}") and expected in e for e in errors), errors
 
 
+def test_an_az_id_outside_the_network_stops_before_any_resource_exists(capfd, tmp_path):
+    """Which zone an AZ ID is, only the account knows: the program asks before creating anything
+    (here the offline plan's stand-in account, where use1-az1 is us-east-1c)."""
+    pools = json.dumps(dev_pools(availabilityZones=["use1-az1"]))
+    err = plan_error(capfd, "--stack", "dev", "--set", f"nodePools={pools}", "--out", str(tmp_path / "out"))
+    assert f"{PROJECT}:nodePools[1].availabilityZones: AZ ID use1-az1 is us-east-1c" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 # --- 7. the command-line tools --------------------------------------------------------------------------
 
 def plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
