@@ -130,13 +130,17 @@ TAG_TEXT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,40}", fullmatch=Tru
 # Zone names and AZ IDs of the stacks' region, and a few that do not exist there.
 ZONES = st.sampled_from([*availability_zones("us-east-1"), *availability_zone_ids("us-east-1"), "us-east-1g", "use1-az9",
                          "usw2-az1", "us-west-2a"])
+BOUNDARIES = st.sampled_from(["", "arn:aws:iam::111122223333:policy/gpu-training-boundary-dev",
+                              "arn:aws:iam::111122223333:policy/gpu-training-boundary-prod",
+                              "arn:aws:iam::aws:policy/PowerUserAccess", "arn:aws:iam::1:policy/x", "boundary"])
 TAINTS = st.lists(st.fixed_dictionaries({"key": LABEL_KEYS, "value": LABEL_VALUES,
                                          "effect": st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule", "Never"])}),
                   max_size=3)
 
 
 def _edge_targets(config: dict[str, Any], project: str) -> list[tuple[dict[str, Any], str, st.SearchStrategy[Any]]]:
-    targets: list[tuple[dict[str, Any], str, st.SearchStrategy[Any]]] = [(config, f"{project}:costCenter", TAG_TEXT)]
+    targets: list[tuple[dict[str, Any], str, st.SearchStrategy[Any]]] = [
+        (config, f"{project}:costCenter", TAG_TEXT), (config, f"{project}:iamPermissionsBoundary", BOUNDARIES)]
     pools = config.get(f"{project}:nodePools")
     for pool in pools if isinstance(pools, list) else ():
         if isinstance(pool, dict):

@@ -15,18 +15,18 @@ import re
 from components.config.reader import Section
 
 KEY = "iamPermissionsBoundary"
-# A customer or AWS managed policy (IAM identifiers: path and name of [\w+=,.@-]).
-POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})$")
+# A customer or AWS managed policy (IAM identifiers: path and name of [\w+=,.@-], ASCII only).
+POLICY_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})", re.ASCII)
 # The bootstrap's names (bootstrap/policies.py boundary_policy_name): <project>-boundary-<env>.
-BOOTSTRAP_NAME = re.compile(r"^(?P<project>.+)-boundary-(?P<environment>dev|staging|prod)$")
+BOOTSTRAP_NAME = re.compile(r"(?P<project>.+)-boundary-(?P<environment>dev|staging|prod)")
 
 
 def boundary_problem(arn: str, *, project: str, environment: str) -> str | None:
     """Why `arn` cannot be this stack's boundary, or None."""
-    match = POLICY_ARN.match(arn)
+    match = POLICY_ARN.fullmatch(arn)
     if not match:
         return "is not the ARN of an IAM managed policy"
-    names = BOOTSTRAP_NAME.match(match["name"])
+    names = BOOTSTRAP_NAME.fullmatch(match["name"])
     if names and names["project"] == project and names["environment"] != environment:
         return (f"is the {names['environment']} environment's boundary; the deploy role of {environment} creates roles "
                 f"only with {environment}'s")
