@@ -156,7 +156,8 @@ def _edge_targets(config: dict[str, Any], project: str) -> list[tuple[dict[str, 
             targets += [(job, "env", st.dictionaries(ENV_NAMES, TEXT, max_size=3)), (job, "args", st.lists(TEXT, max_size=4)),
                         (job, "name", NAMES), (job, "ttlSecondsAfterFinished", INTEGERS),
                         (job, "checkpointIntervalSeconds", INTEGERS), (job, "maxRestarts", INTEGERS),
-                        (job, "sharedMemoryGiB", INTEGERS), (job, "secrets", st.lists(NAMES, max_size=2))]
+                        (job, "sharedMemoryGiB", INTEGERS), (job, "secrets", st.lists(NAMES, max_size=2)),
+                        (job, "checkpointGiB", INTEGERS), (job, "terminationGracePeriodSeconds", INTEGERS)]
     observability = config.get(f"{project}:observability")
     if isinstance(observability, dict):
         targets.append((observability, "alertEmails", st.lists(st.emails(), min_size=1, max_size=2)))
