@@ -55,6 +55,12 @@ def test_the_readme_starts_with_the_two_commands_and_shows_a_diagram():
     assert "```mermaid" in text
 
 
+def test_every_docs_page_is_linked_from_the_readme():
+    text = (ROOT / "README.md").read_text()
+    unlinked = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{page.name}" not in text]
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
+
+
 def test_the_link_checker_sees_a_broken_link(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Title\n[ok](#title) [missing](nowhere.md) [bad anchor](#nope)\n")
