@@ -10,6 +10,10 @@ values 1-63; taints: key 1-63, value 0-63, at most 50; scaling sizes); IAM Creat
 DNS-1123 label, 63), label keys (optional DNS-subdomain prefix of 253, name of 63) and values
 (63), container names (DNS label), env vars (unique per container), ports (1-65535); the 32-bit
 integers of the Kubernetes API and AWS `Integer` members.
+
+Volumes: a PersistentVolume's access modes reach its CSI driver as CSI access modes (the kubelet's
+mapping, kubernetes pkg/volume/csi/csi_client.go asCSIAccessModeV1), and a driver refuses to
+mount a mode it does not support; a claim binds only a volume that offers all of its modes.
 """
 
 from __future__ import annotations
@@ -30,6 +34,21 @@ LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 IAM_NAME = re.compile(r"[\w+=,.@-]{1,64}", re.ASCII)
 TAG_PUNCTUATION = set("_.:/=+-@")
 LABEL_NAMED_KINDS = ("Namespace", "Service")
+# PersistentVolume access mode -> the CSI access mode the kubelet asks the driver for
+# (kubernetes pkg/volume/csi/csi_client.go asCSIAccessModeV1).
+CSI_ACCESS_MODES = {"ReadWriteOnce": "SINGLE_NODE_WRITER", "ReadOnlyMany": "MULTI_NODE_READER_ONLY",
+                    "ReadWriteMany": "MULTI_NODE_MULTI_WRITER"}
+# The CSI access modes each driver's node plugin accepts (anything else: "Volume capability not
+# supported"), at the versions the plan pins (components/facts/eks_versions.py).
+CSI_DRIVER_MODES = {
+    # kubernetes-sigs/aws-fsx-csi-driver v1.9.0, pkg/driver/controller.go volumeCaps (node.go checks the same)
+    "fsx.csi.aws.com": {"SINGLE_NODE_WRITER", "MULTI_NODE_MULTI_WRITER"},
+    # kubernetes-sigs/aws-efs-csi-driver v3.4.1, pkg/driver/node.go volumeCapAccessModes
+    "efs.csi.aws.com": {"SINGLE_NODE_WRITER", "MULTI_NODE_MULTI_WRITER"},
+    # awslabs/mountpoint-s3-csi-driver v2.7.0, pkg/driver/node/node.go; docs/CONFIGURATION.md:
+    # "Supported options: ReadWriteMany / ReadOnlyMany"
+    "s3.csi.aws.com": {"MULTI_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY"},
+}
 
 
 def violations(plan: Any, region: str) -> list[str]:
@@ -40,9 +59,37 @@ def violations(plan: Any, region: str) -> list[str]:
         found += [f"{where}: {problem}" for problem in _resource_problems(resource["type"], inputs, region)]
         found += [f"{where}: {path} = {value} is outside int32" for path, value in _integers(inputs, "")
                   if not INT32[0] <= value <= INT32[1]]
-    for manifest in plan.manifests():
+    manifests = list(plan.manifests())
+    for manifest in manifests:
         name = f"{manifest.get('kind')} {(manifest.get('metadata') or {}).get('name')}"
         found += [f"{name}: {problem}" for problem in _manifest_problems(manifest)]
+    found += _claim_problems(manifests)
+    return found
+
+
+def volume_mode_problems(volume_spec: dict[str, Any]) -> list[str]:
+    """What a CSI driver would refuse to mount: access modes it does not support."""
+    driver = (volume_spec.get("csi") or {}).get("driver")
+    if driver is None:
+        return []
+    if driver not in CSI_DRIVER_MODES:
+        return [f"CSI driver {driver!r} has no access-mode table here (add its supported modes, with the source)"]
+    supported = CSI_DRIVER_MODES[driver]
+    return [f"access mode {mode} is CSI {CSI_ACCESS_MODES.get(mode, 'UNKNOWN')}, which {driver} does not support "
+            f"(it supports {', '.join(sorted(supported))}): the volume never mounts"
+            for mode in volume_spec.get("accessModes") or [] if CSI_ACCESS_MODES.get(mode) not in supported]
+
+
+def _claim_problems(manifests: list[dict[str, Any]]) -> list[str]:
+    """A claim that names a volume binds only if the volume offers every mode the claim asks for."""
+    volumes = {m["metadata"].get("name"): m.get("spec") or {} for m in manifests if m.get("kind") == "PersistentVolume"}
+    found = []
+    for claim in (m for m in manifests if m.get("kind") == "PersistentVolumeClaim"):
+        spec, name = claim.get("spec") or {}, claim["metadata"].get("name")
+        volume = volumes.get(spec.get("volumeName"))
+        if volume is not None and not set(spec.get("accessModes") or []) <= set(volume.get("accessModes") or []):
+            found.append(f"PersistentVolumeClaim {name}: access modes {spec.get('accessModes')} are not all offered by "
+                         f"PersistentVolume {spec.get('volumeName')} ({volume.get('accessModes')}): it never binds")
     return found
 
 
@@ -145,6 +192,8 @@ def _manifest_problems(manifest: dict[str, Any]) -> Iterator[str]:
         problem = label_problem(key, None)
         if problem:
             yield problem
+    if manifest.get("kind") == "PersistentVolume":
+        yield from volume_mode_problems(manifest.get("spec") or {})
     for containers in _container_lists(manifest):
         for container in containers:
             yield from _container_problems(container)

@@ -4,8 +4,10 @@ the key that lets FSx read the datasets bucket, the CSI volumes, and the jobs th
 
 from __future__ import annotations
 
+import copy
 import json
 
+import api_limits
 import pytest
 from conftest import PLATFORM_STACKS, PROJECT, mutate, raw_config
 
@@ -242,16 +244,19 @@ def test_prod_volumes_are_static_fsx_volumes(plan_of):
     assert fsx_addon["addonVersion"] == ADDON_VERSIONS[cluster["inputs"]["version"]]["aws-fsx-csi-driver"]
     assert "podIdentityAssociations" not in fsx_addon, "static volumes need no FSx API access"
     dns = "lustre-fs-id.fsx.offline.amazonaws.com"
-    expected = {"checkpoints": ("offline1", ["ReadWriteMany"]), "datasets": ("offline1/_datasets", ["ReadOnlyMany"])}
-    for volume, (mount_name, modes) in expected.items():
+    # ReadWriteMany both: the FSx driver refuses ReadOnlyMany (MULTI_NODE_READER_ONLY); the datasets
+    # are read-only through the `ro` mount option and the pods' readOnly.
+    expected = {"checkpoints": ("offline1", ["flock"]), "datasets": ("offline1/_datasets", ["flock", "ro"])}
+    for volume, (mount_name, options) in expected.items():
         pv = manifest(plan, "PersistentVolume", f"{volume}-training-prod")["spec"]
         assert pv["csi"] == {"driver": "fsx.csi.aws.com", "volumeHandle": f"lustre-fs-id::{volume}",
                              "volumeAttributes": {"dnsname": dns, "mountname": mount_name}}
-        assert pv["accessModes"] == modes and pv["storageClassName"] == "" and pv["mountOptions"] == ["flock"]
+        assert pv["accessModes"] == ["ReadWriteMany"] and pv["storageClassName"] == "" and pv["mountOptions"] == options
         assert pv["claimRef"] == {"namespace": "training-prod", "name": volume}
         assert pv["persistentVolumeReclaimPolicy"] == "Retain"
         pvc = manifest(plan, "PersistentVolumeClaim", volume)
         assert pvc["spec"]["volumeName"] == f"{volume}-training-prod" and pvc["spec"]["storageClassName"] == ""
+        assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     assert manifest(plan, "StorageClass", "efs-static")["provisioner"] == "efs.csi.aws.com", "team stacks still use EFS"
 
 
@@ -281,3 +286,37 @@ def test_team_stacks_on_a_lustre_platform_keep_efs(plan_of):
     plan = plan_of("team-vision-prod")
     drivers = {m["spec"]["csi"]["driver"] for m in plan.manifests() if m["kind"] == "PersistentVolume"}
     assert drivers == {"efs.csi.aws.com", "s3.csi.aws.com"}
+
+
+# Each CSI driver's supported access modes, as the API oracle (tests/api_limits.py) knows them.
+ACCESS_MODES = [
+    ("fsx.csi.aws.com", "ReadWriteMany", True), ("fsx.csi.aws.com", "ReadWriteOnce", True),
+    ("fsx.csi.aws.com", "ReadOnlyMany", False),
+    ("efs.csi.aws.com", "ReadWriteMany", True), ("efs.csi.aws.com", "ReadWriteOnce", True),
+    ("efs.csi.aws.com", "ReadOnlyMany", False),
+    ("s3.csi.aws.com", "ReadWriteMany", True), ("s3.csi.aws.com", "ReadOnlyMany", True),
+    ("s3.csi.aws.com", "ReadWriteOnce", False),
+]
+
+
+@pytest.mark.parametrize(("driver", "mode", "mounts"), ACCESS_MODES)
+def test_the_oracle_knows_which_access_modes_each_csi_driver_mounts(driver, mode, mounts):
+    problems = api_limits.volume_mode_problems({"accessModes": [mode], "csi": {"driver": driver}})
+    assert (problems == []) is mounts, problems
+
+
+def test_the_oracle_refuses_the_read_only_many_lustre_volume_and_an_unbindable_claim(plan_of):
+    """The datasets volume as it was (ReadOnlyMany on the FSx driver) never mounts; a claim asking for
+    a mode its volume lacks never binds; a driver the oracle has no table for is not waved through."""
+    plan = copy.deepcopy(plan_of("prod"))
+    assert api_limits.violations(plan, "us-east-1") == []
+    datasets = manifest(plan, "PersistentVolume", "datasets-training-prod")
+    datasets["spec"]["accessModes"] = ["ReadOnlyMany"]
+    checkpoints = manifest(plan, "PersistentVolume", "checkpoints-training-prod")
+    checkpoints["spec"]["csi"]["driver"] = "example.csi.vendor.io"
+    found = "\n".join(api_limits.violations(plan, "us-east-1"))
+    assert "PersistentVolume datasets-training-prod: access mode ReadOnlyMany is CSI MULTI_NODE_READER_ONLY, which " \
+           "fsx.csi.aws.com does not support" in found, found
+    assert "PersistentVolumeClaim datasets: access modes ['ReadWriteMany'] are not all offered" in found, found
+    assert "'example.csi.vendor.io' has no access-mode table" in found, found
+

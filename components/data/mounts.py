@@ -13,7 +13,8 @@ With FSx for Lustre (`storage.lustre`, the environment's training namespace only
 come from the Lustre file system instead, through the FSx CSI driver, statically too: checkpoints
 mount the file system's root (its root directory is world-writable with the sticky bit, as a
 fresh FSx for Lustre file system's is, so the trainer's user makes its own job directories), and
-datasets mount /_datasets (the linked datasets bucket) read-only. The driver needs no AWS
+datasets mount /_datasets (the linked datasets bucket) read-only: ReadWriteMany as the driver
+requires, mounted `ro`. The driver needs no AWS
 credentials for static volumes: the node plugin only mounts `<dnsname>@tcp:/<mountname>`.
 
 Datasets (/workspace/data): the datasets bucket through the Mountpoint for Amazon S3 CSI driver,
@@ -47,6 +48,15 @@ FSX_CSI_DRIVER = "fsx.csi.aws.com"
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 # POSIX locks work across nodes (the FSx CSI driver's static-provisioning example mounts with it).
 LUSTRE_MOUNT_OPTIONS = ["flock"]
+# Every volume is ReadWriteMany, the datasets too: the kubelet hands the CSI driver ReadOnlyMany as
+# MULTI_NODE_READER_ONLY (kubernetes pkg/volume/csi/csi_client.go asCSIAccessModeV1), which neither
+# the FSx nor the EFS driver supports (aws-fsx-csi-driver v1.9.0 pkg/driver/controller.go volumeCaps,
+# node.go "Volume capability not supported"; aws-efs-csi-driver v3.4.1 pkg/driver/node.go
+# volumeCapAccessModes: SINGLE_NODE_WRITER and MULTI_NODE_MULTI_WRITER only): such a volume never
+# mounts. Read-only comes from the mount instead: the pod's `readOnly: true` (the FSx node plugin adds
+# `ro` for it, node.go NodePublishVolume) and, on the PV itself, `ro` among the mount options, which
+# the plugin passes to `mount -t lustre` as they are.
+LUSTRE_READ_ONLY_MOUNT_OPTIONS = [*LUSTRE_MOUNT_OPTIONS, "ro"]
 # Required by the PV/PVC API, ignored by both drivers (EFS and S3 are elastic).
 NOMINAL_CAPACITY = "1Ti"
 
@@ -200,16 +210,17 @@ class StorageMounts(pulumi.ComponentResource):
 
     def _create_lustre_volumes(self, lustre: LustreVolume) -> None:
         args = self._args
-        for volume, mount_name, access_mode in (
-            (training_data.CHECKPOINTS, lustre.mount_name, "ReadWriteMany"),
-            (training_data.DATASETS, pulumi.Output.concat(lustre.mount_name, DATASETS_PATH), "ReadOnlyMany"),
+        for volume, mount_name, mount_options in (
+            (training_data.CHECKPOINTS, lustre.mount_name, LUSTRE_MOUNT_OPTIONS),
+            (training_data.DATASETS, pulumi.Output.concat(lustre.mount_name, DATASETS_PATH),
+             LUSTRE_READ_ONLY_MOUNT_OPTIONS),
         ):
             self._static_pair(
                 volume,
                 pv_name=pulumi.Output.concat(volume.claim_name, "-", args.namespace),
                 storage_class="",  # static only: nothing provisions or binds it but its claim
-                access_mode=access_mode,
-                mount_options=LUSTRE_MOUNT_OPTIONS,
+                access_mode="ReadWriteMany",  # the only multi-node mode the FSx driver supports (above)
+                mount_options=mount_options,
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=FSX_CSI_DRIVER,
                     # Unique per volume: the kubelet tells volumes apart by driver and handle.
