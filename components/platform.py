@@ -354,6 +354,7 @@ def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataSt
         system_pool=config.system_pool.name,
         cleanup=config.storage.checkpoint_cleanup,
         depends_on=[training_ns, volumes],
+        checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), cluster.in_cluster)
     secrets_sync = SecretsSync("secrets-sync", SecretsSyncArgs(
         cluster_name=cluster.cluster.eks.name,
@@ -394,6 +395,7 @@ def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: Workl
             local_queue=LOCAL_QUEUE,
             # Its pods mount the volumes' claims and read the synced secret.
             depends_on=[queue, workload.volumes, workload.secrets_sync, workload.trainer_identity, workload.namespace],
+            checkpoints_sub_path=workload.volumes.checkpoints_sub_path,
         ), cluster.in_cluster)
 
 

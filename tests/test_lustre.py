@@ -282,6 +282,48 @@ def test_prod_jobs_mount_the_lustre_volumes(plan_of):
         assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 1464.84)
 
 
+def pod_specs(manifest_: dict) -> list[dict]:
+    """Every pod spec in a manifest (JobSet, CronJob, ...), wherever it is nested."""
+    found, stack = [], [manifest_]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if "containers" in value and "volumes" in value:
+                found.append(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
+def checkpoint_mounts(plan) -> list[tuple[str, dict]]:
+    """(object, volumeMount) of every container that mounts the `checkpoints` claim."""
+    mounts = []
+    for m in plan.manifests():
+        for pod in pod_specs(m):
+            names = {v["name"] for v in pod["volumes"]
+                     if v.get("persistentVolumeClaim", {}).get("claimName") == "checkpoints"}
+            mounts += [(f"{m['kind']} {m['metadata']['name']}", mount) for c in pod.get("initContainers", []) + pod["containers"]
+                       for mount in c.get("volumeMounts", []) if mount["name"] in names]
+    return mounts
+
+
+def test_no_pod_can_write_the_linked_datasets_through_its_checkpoint_mount(plan_of):
+    """The checkpoint volume is the file system's root, with the datasets at /_datasets: every pod
+    mounts only the checkpoints directory beside them."""
+    from components.data.lustre import CHECKPOINTS_DIR, DATASETS_PATH
+
+    assert not DATASETS_PATH.lstrip("/").startswith(CHECKPOINTS_DIR.rstrip("/") + "/")
+    pv = manifest(plan_of("prod"), "PersistentVolume", "checkpoints-training-prod")["spec"]
+    assert pv["csi"]["volumeAttributes"]["mountname"] == "offline1", "the root: the kubelet makes the subPath in it"
+    mounts = checkpoint_mounts(plan_of("prod"))
+    assert {owner.split()[0] for owner, _ in mounts} == {"JobSet", "CronJob"}, mounts
+    for owner, mount in mounts:
+        assert mount.get("subPath") == "checkpoints" and mount["mountPath"] == "/workspace/checkpoints", owner
+    for stack in ("dev", "team-vision-prod"):  # EFS: the access point is already the workload's own directory
+        assert all("subPath" not in mount for _, mount in checkpoint_mounts(plan_of(stack))), stack
+
+
 def test_team_stacks_on_a_lustre_platform_keep_efs(plan_of):
     plan = plan_of("team-vision-prod")
     drivers = {m["spec"]["csi"]["driver"] for m in plan.manifests() if m["kind"] == "PersistentVolume"}

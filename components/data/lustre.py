@@ -10,6 +10,9 @@
 - The datasets bucket is linked at /_datasets (data repository association): objects appear as
   files, their contents load on first read, and new, changed and deleted objects follow
   automatically. Nothing is exported back: datasets are read-only here.
+- Checkpoints live in /checkpoints, beside it: the pods mount the checkpoint volume (the root)
+  with `subPath: checkpoints` (data/mounts.py), so no trainer can reach /_datasets through its
+  writable mount.
 - Guarded by the Lustre security group (LNET from nodes only, network/security_groups.py).
 
 FSx takes no backups of a file system linked to S3 (FSx for Lustre User Guide, "Using data
@@ -27,10 +30,12 @@ from components.common.kms import customer_key
 from components.config.storage import LustreConfig
 from components.facts.file_systems import LUSTRE_VERSION
 
-# Not a DNS label: no job's checkpoint directory (/workspace/checkpoints/<job>, the file system's
-# root) can be this path, and the checkpoint cleanup, which judges only job-named directories,
-# leaves it alone.
+# Not a DNS label, so not a job's name; and outside CHECKPOINTS_DIR, so outside everything a pod
+# that mounts the checkpoint volume sees.
 DATASETS_PATH = "/_datasets"
+# The one directory of the file system the training pods and the checkpoint cleanup see (as
+# /workspace/checkpoints). The kubelet makes it, with the root's mode, when the first pod mounts it.
+CHECKPOINTS_DIR = "checkpoints"
 # New, changed and deleted objects of the datasets bucket show up on the file system by themselves.
 AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 

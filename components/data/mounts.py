@@ -10,11 +10,14 @@ directory each workload gets. The StorageClass `efs-static` exists so the PV/PVC
 EFS and nothing else binds it; it has no provisioning parameters.
 
 With FSx for Lustre (`storage.lustre`, the environment's training namespace only) both volumes
-come from the Lustre file system instead, through the FSx CSI driver, statically too: checkpoints
-mount the file system's root (its root directory is world-writable with the sticky bit, as a
-fresh FSx for Lustre file system's is, so the trainer's user makes its own job directories), and
-datasets mount /_datasets (the linked datasets bucket) read-only: ReadWriteMany as the driver
-requires, mounted `ro`. The driver needs no AWS
+come from the Lustre file system instead, through the FSx CSI driver, statically too. The
+checkpoints volume is the file system's root, and every pod mounts only its `checkpoints`
+directory (`subPath`, `checkpoints_sub_path` below): the linked datasets at /_datasets sit beside
+that directory, outside anything a pod can write through its checkpoint mount. The kubelet creates
+the directory on the first mount with the mode of the root, which on a fresh FSx for Lustre file
+system is world-writable with the sticky bit, so the trainer's user makes its own job directories
+in it. Datasets mount /_datasets (the linked datasets bucket) read-only: ReadWriteMany as the
+driver requires, mounted `ro`. The driver needs no AWS
 credentials for static volumes: the node plugin only mounts `<dnsname>@tcp:/<mountname>`.
 
 Datasets (/workspace/data): the datasets bucket through the Mountpoint for Amazon S3 CSI driver,
@@ -36,7 +39,7 @@ import pulumi_kubernetes as k8s
 from components.common.eks_addons import managed_addon
 from components.data import training_data
 from components.data.file_system import TRAINER_GID, TRAINER_UID
-from components.data.lustre import DATASETS_PATH
+from components.data.lustre import CHECKPOINTS_DIR, DATASETS_PATH
 from components.identity.workload_roles import EFS_CSI_SERVICE_ACCOUNT
 
 EFS_CSI_DRIVER = "efs.csi.aws.com"
@@ -94,9 +97,14 @@ class StorageMountsArgs:
 
 
 class StorageMounts(pulumi.ComponentResource):
+    checkpoints_sub_path: str | None
+    """What pods mount of the checkpoints volume: None, all of it (an EFS access point is already
+    the workload's own directory); on Lustre, the checkpoints directory beside the datasets."""
+
     def __init__(self, name: str, args: StorageMountsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:storage:StorageMounts", name, None, opts)
         self._name, self._args = name, args
+        self.checkpoints_sub_path = CHECKPOINTS_DIR if args.lustre is not None else None
         if args.efs_csi_role_arn is not None:
             self._create_addons(args.efs_csi_role_arn)
         efs_storage_class = self._efs_storage_class()

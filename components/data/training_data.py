@@ -45,9 +45,13 @@ def pod_volumes() -> list[dict[str, Any]]:
             for v in VOLUMES]
 
 
-def volume_mounts() -> list[dict[str, Any]]:
-    """`volumeMounts` of the trainer container."""
-    return [{"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only} for v in VOLUMES]
+def volume_mounts(checkpoints_sub_path: str | None = None) -> list[dict[str, Any]]:
+    """`volumeMounts` of the trainer container; `checkpoints_sub_path`: the directory of the
+    checkpoints volume that the container sees (data/mounts.py StorageMounts.checkpoints_sub_path)."""
+    # The kubelet creates a missing subPath directory with the mode of the volume's root.
+    return [{"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only,
+             **({"subPath": checkpoints_sub_path} if v is CHECKPOINTS and checkpoints_sub_path else {})}
+            for v in VOLUMES]
 
 
 def secret_env(secret_names: Iterable[str]) -> list[dict[str, Any]]:

@@ -48,7 +48,8 @@ def role_rules() -> list[k8s.rbac.v1.PolicyRuleArgsDict]:
     return [{"api_groups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]}]
 
 
-def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig) -> dict[str, Any]:
+def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig,
+                     checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     resources = {"cpu": "250m", "memory": "256Mi"}
     env = {
         "CHECKPOINT_ROOT": training_data.CHECKPOINTS.mount_path,
@@ -66,7 +67,9 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
                 *({"name": k, "value": v} for k, v in env.items())],
         "resources": {"requests": resources, "limits": dict(resources)},
         "volumeMounts": [
-            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path},
+            # The same directory the training pods see, and nothing above it.
+            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
+             **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
         ],
@@ -136,6 +139,8 @@ class CheckpointCleanupArgs:
     system_pool: str
     cleanup: CheckpointCleanupConfig
     depends_on: Sequence[pulumi.Resource]
+    checkpoints_sub_path: str | None = None
+    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 
 
 class CheckpointCleanup(pulumi.ComponentResource):
@@ -155,7 +160,7 @@ class CheckpointCleanup(pulumi.ComponentResource):
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata, data={SCRIPT.name: SCRIPT.read_text()},
                                        opts=child)
         manifest = cronjob_manifest(namespace=args.namespace, image=args.image, system_pool=args.system_pool,
-                                    cleanup=args.cleanup)
+                                    cleanup=args.cleanup, checkpoints_sub_path=args.checkpoints_sub_path)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=manifest["metadata"], spec=manifest["spec"],
                              opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role, script]))
         self.register_outputs({})

@@ -109,7 +109,8 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> l
 
 
 def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: NodePoolConfig,
-                    fabric: FabricConfig, hyperparameters_config_map: str) -> dict[str, Any]:
+                    fabric: FabricConfig, hyperparameters_config_map: str,
+                    checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     shape = pod_shape(job, pool)
     limits = {"memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
     if shape.efa:
@@ -136,7 +137,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         "livenessProbe": {"exec": {"command": heartbeat_check}, "periodSeconds": PROBE_PERIOD_SECONDS,
                           "failureThreshold": 3},
         "volumeMounts": [
-            *training_data.volume_mounts(),
+            *training_data.volume_mounts(checkpoints_sub_path),
             {"name": "hyperparameters", "mountPath": HPARAMS_DIR, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -246,6 +247,8 @@ class TrainingJobArgs:
     namespace: str
     local_queue: str
     depends_on: Sequence[pulumi.Resource]
+    checkpoints_sub_path: str | None = None
+    """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -260,7 +263,8 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         manifest = jobset_manifest(job, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
-                                   fabric=args.fabric, hyperparameters_config_map=f"{job.name}-hyperparameters")
+                                   fabric=args.fabric, hyperparameters_config_map=f"{job.name}-hyperparameters",
+                                   checkpoints_sub_path=args.checkpoints_sub_path)
         custom_resource(
             f"{name}-jobset",
             manifest,
