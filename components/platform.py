@@ -25,12 +25,14 @@ from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
 from components.common.tags import default_tags
 from components.config import ConfigError, StackConfig, TeamStackConfig
+from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
+from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
 from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
-from components.facts.zones import is_zone_id, zone_id_problems
+from components.facts.zones import is_zone_id, zone_id_problems, zone_mismatch_problems
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
 from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
@@ -108,11 +110,12 @@ class WorkloadStage:
 
 def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     apply_permissions_boundary(config.iam_permissions_boundary)
-    on_aws = _on_aws(config)
-    zone_names_by_id = _resolve_zone_ids(config, on_aws)  # may still reject the config: before any resource
+    provider = aws_provider(config)
+    zone_names_by_id = _resolve_zone_ids(config, provider)  # may still reject the config: before any resource
+    on_aws = _on_aws(config, provider)
     network = _network(config, on_aws)
     cluster = _cluster_and_node_pools(config, on_aws, network, zone_names_by_id)
-    data = _data(config, on_aws, network)
+    data = _data(config, on_aws, network, zone_names_by_id)
     roles = _workload_roles(config, on_aws, data)
     provisioning_api = _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
@@ -122,8 +125,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     return _outputs(config, network, cluster, data, roles, observability)
 
 
-def _on_aws(config: StackConfig) -> OnAws:
-    provider = aws_provider(config)
+def _on_aws(config: StackConfig, provider: aws.Provider) -> OnAws:
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
     opts = pulumi.ResourceOptions(providers=[provider])
     logs_key = LogsKey("logs", name_prefix=config.name_prefix, region=config.region, account_id=account_id, opts=opts)
@@ -199,21 +201,31 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
     return ClusterStage(cluster, node_groups, in_cluster)
 
 
-def _resolve_zone_ids(config: StackConfig, on_aws: OnAws) -> dict[str, str]:
-    """This account's AZ name of every AZ ID a pool names (IDs mean the same zone in every
-    account), looked up before any resource is created, so a zone outside the network is a
-    configuration error while nothing exists yet."""
-    zone_ids = sorted({zone for pool in config.node_pools for zone in pool.availability_zones if is_zone_id(zone)})
-    lookup = pulumi.InvokeOptions(provider=on_aws.provider)
+def _resolve_zone_ids(config: StackConfig, provider: aws.Provider) -> dict[str, str]:
+    """This account's AZ name of every AZ ID a pool or the Lustre file system names (IDs mean the
+    same zone in every account), looked up before any resource is created, so a zone outside the
+    network, or a Lustre file system away from the pools that write to it, is a configuration
+    error while nothing exists yet."""
+    zones_by_key = {f"{config.project}:nodePools[{index}].availabilityZones": pool.availability_zones
+                    for index, pool in enumerate(config.node_pools)}
+    lustre = config.storage.lustre
+    lustre_key = f"{config.project}:{LUSTRE_ZONE_KEY}"
+    if lustre is not None:
+        zones_by_key[lustre_key] = (lustre.availability_zone,)
+    zone_ids = sorted({zone for zones in zones_by_key.values() for zone in zones if is_zone_id(zone)})
+    lookup = pulumi.InvokeOptions(provider=provider)
     names = {zone_id: str(aws.get_availability_zone(zone_id=zone_id, opts=lookup).name) for zone_id in zone_ids}
-    problems = zone_id_problems({f"{config.project}:nodePools[{index}].availabilityZones": pool.availability_zones
-                                 for index, pool in enumerate(config.node_pools)}, names, config.network.availability_zones)
+    problems = zone_id_problems(zones_by_key, names, config.network.availability_zones)
+    if lustre is not None:
+        problems += zone_mismatch_problems(lustre_key, lustre.availability_zone,
+                                           pools_that_fix_the_zone(config.node_pools, config.training.jobs), names,
+                                           why=WHY_ONE_ZONE)
     if problems:
         raise ConfigError(problems)
     return names
 
 
-def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStage:
+def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_by_id: dict[str, str]) -> DataStage:
     """Buckets, the checkpoint file system, the trainer registry and the secrets (AWS side)."""
     buckets = DataBuckets("storage-buckets", DataBucketsArgs(
         config=config.storage,
@@ -246,7 +258,9 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage) -> DataStag
             config=config.storage.lustre,
             name_prefix=config.name_prefix,
             account_id=on_aws.account_id,
-            subnet_id=network.private_subnets_by_az[config.storage.lustre.availability_zone],
+            # Its zone as this account names it (an AZ ID was looked up by _resolve_zone_ids).
+            subnet_id=network.private_subnets_by_az[zone_names_by_id.get(config.storage.lustre.availability_zone,
+                                                                         config.storage.lustre.availability_zone)],
             security_group_id=network.security_groups.lustre.id,
             datasets_bucket=buckets.datasets_bucket,
         ), on_aws.opts)

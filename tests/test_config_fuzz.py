@@ -158,6 +158,10 @@ def _edge_targets(config: dict[str, Any], project: str) -> list[tuple[dict[str, 
                         (job, "checkpointIntervalSeconds", INTEGERS), (job, "maxRestarts", INTEGERS),
                         (job, "sharedMemoryGiB", INTEGERS), (job, "secrets", st.lists(NAMES, max_size=2)),
                         (job, "checkpointGiB", INTEGERS), (job, "terminationGracePeriodSeconds", INTEGERS)]
+    storage = config.get(f"{project}:storage")
+    lustre = storage.get("lustre") if isinstance(storage, dict) else None
+    if isinstance(lustre, dict):  # names, IDs and zones away from the EFA pool: refused by the config or the program
+        targets.append((lustre, "availabilityZone", ZONES))
     observability = config.get(f"{project}:observability")
     if isinstance(observability, dict):
         targets.append((observability, "alertEmails", st.lists(st.emails(), min_size=1, max_size=2)))

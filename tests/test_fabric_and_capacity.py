@@ -172,10 +172,15 @@ def test_a_capacity_block_pool_gets_no_placement_group():
 
 
 def test_an_az_id_outside_the_network_fails_with_the_fix():
+    # The Lustre file system follows the p5 pool when its zone is left out (and must when it is given).
+    storage = raw_config("prod")[f"{PROJECT}:storage"]
+    del storage["lustre"]["availabilityZone"]
     with pytest.raises(ConfigError) as raised:  # use1-az2 is us-east-1d in the offline account
-        synthesize("prod", overrides={"nodePools": prod_pools_with(availabilityZones=["use1-az2"])})
-    (message,) = raised.value.errors
-    assert "AZ ID use1-az2 is us-east-1d in this account" in message and "Fix: add us-east-1d to network.availabilityZones" in message
+        synthesize("prod", overrides={"nodePools": prod_pools_with(availabilityZones=["use1-az2"]), "storage": storage})
+    pool, lustre = raised.value.errors
+    for message, key in ((pool, "nodePools[1].availabilityZones"), (lustre, "storage.lustre.availabilityZone")):
+        assert message.startswith(f"{PROJECT}:{key}: AZ ID use1-az2 is us-east-1d in this account"), message
+        assert "Fix: add us-east-1d to network.availabilityZones" in message
 
 
 def waits_for(plan, key) -> set:

@@ -9,7 +9,7 @@ import json
 
 import api_limits
 import pytest
-from conftest import PLATFORM_STACKS, PROJECT, mutate, raw_config
+from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from components.config.storage import StorageConfig
@@ -80,7 +80,7 @@ def test_prod_uses_lustre_and_dev_staging_keep_efs():
     assert prod.storage.lustre is not None
     assert (prod.storage.lustre.deployment_type, prod.storage.lustre.storage_capacity_gib,
             prod.storage.lustre.throughput_per_tib, prod.storage.lustre.availability_zone) == (
-                "PERSISTENT_2", 12000, 125, "us-east-1a")
+                "PERSISTENT_2", 12000, 125, "use1-az4")
     for stack in ("dev", "staging"):
         assert load(raw_config(stack), stack).storage.lustre is None
 
@@ -101,7 +101,9 @@ INVALID_LUSTRE = [
     ("scratch", "deploymentType", "SCRATCH_2", "no second copy"),
     ("persistent-1", "deploymentType", "PERSISTENT_1", "previous generation"),
     ("not-a-type", "deploymentType", "FAST", "not an FSx for Lustre deployment type"),
-    ("zone-outside-network", "availabilityZone", "us-east-1d", "not one of the network's availability zones"),
+    ("zone-outside-network", "availabilityZone", "us-east-1d", "neither an AZ ID nor one of the network's"),
+    ("zone-id-of-another-region", "availabilityZone", "usw2-az1", "an AZ ID of another region than us-east-1"),
+    ("zone-id-unknown", "availabilityZone", "use1-az9", "not an AZ ID of us-east-1"),
     ("typo", "throughputPerTB", 250, "did you mean 'throughputPerTiB'"),
 ]
 
@@ -119,6 +121,71 @@ def test_missing_lustre_keys_are_reported_together():
     errors = errors_of(mutate(raw_config("dev"), "storage.lustre", {"availabilityZone": "us-east-1b"}), "dev")
     assert any("storage.lustre.storageCapacityGiB: required key is missing" in e for e in errors)
     assert any("storage.lustre.throughputPerTiB: required key is missing" in e for e in errors)
+
+
+def test_lustre_zone_defaults_to_the_zone_of_the_pools_its_jobs_run_on():
+    without_zone = mutate(raw_config("prod"), "storage.lustre.availabilityZone", DELETE)
+    assert load(without_zone).storage.lustre.availability_zone == "use1-az4", "the p5-efa pool's, where pretrain-p5 runs"
+    # No EFA or reserved pool: the first GPU pool of the jobs that runs in one zone.
+    raw = with_lustre()
+    pools = [dict(pool) for pool in raw[f"{PROJECT}:nodePools"]]
+    pools[1]["availabilityZones"] = ["use1-az6"]
+    pinned = mutate(raw, "nodePools", pools)
+    assert load(pinned, "dev").storage.lustre.availability_zone == "use1-az6"
+    # Jobs on pools spread over zones: the network's first.
+    assert load(with_lustre(), "dev").storage.lustre.availability_zone == "us-east-1a"
+
+
+# (lustre zone, the message's text) against prod's p5-efa pool in use1-az4; None: accepted.
+LUSTRE_ZONE_AGAINST_EFA_POOL = [
+    ("use1-az4", None),
+    ("use1-az6", "use1-az6 is not the zone of pool p5-efa, use1-az4"),
+    ("us-east-1b", None),  # a name against an AZ ID: judged by the program, once the account resolves the ID
+]
+
+
+@pytest.mark.parametrize(("zone", "expected"), LUSTRE_ZONE_AGAINST_EFA_POOL)
+def test_a_lustre_zone_away_from_the_efa_pool_is_refused_naming_the_key(zone, expected):
+    raw = mutate(raw_config("prod"), "storage.lustre.availabilityZone", zone)
+    if expected is None:
+        assert load(raw).storage.lustre.availability_zone == zone
+        return
+    (error,) = errors_of(raw)
+    assert error.startswith(f"{PROJECT}:storage.lustre.availabilityZone: ") and expected in error, error
+    assert "cross zones" in error and "Fix: set availabilityZone: use1-az4" in error
+
+
+def registered_types_until_refused(monkeypatch, stack: str, raw: dict) -> tuple[str, list[str]]:
+    """(the refusal, the type of every resource registered before it) of the plan of `stack` with
+    the storage section of `raw`."""
+    import plan
+
+    registered: list[str] = []
+    register = plan._RecordingMonitor.RegisterResource
+
+    def recording(self, request):
+        registered.append(request.type)
+        return register(self, request)
+
+    monkeypatch.setattr(plan._RecordingMonitor, "RegisterResource", recording)
+    with pytest.raises(ConfigError) as refused:
+        plan.synthesize(stack, overrides={"storage": raw[f"{PROJECT}:storage"]})
+    return str(refused.value), [t for t in registered if t != "pulumi:pulumi:Stack"]
+
+
+@pytest.mark.parametrize(("stack", "zone", "expected"), [
+    # The p5 pool's use1-az4 is us-east-1a in the offline account: the name of another zone is refused...
+    ("prod", "us-east-1b", "us-east-1b is not the zone of pool p5-efa, use1-az4 (use1-az4 is us-east-1a in this account)"),
+    # ... and an AZ ID whose zone has no subnet in the network (dev: us-east-1a and b).
+    ("dev", "use1-az2", "AZ ID use1-az2 is us-east-1d in this account, where the network has no subnet"),
+])
+def test_the_program_refuses_a_lustre_zone_only_the_account_can_judge_before_any_resource(monkeypatch, stack, zone,
+                                                                                            expected):
+    raw = mutate(raw_config(stack) if stack == "prod" else with_lustre(), "storage.lustre.availabilityZone", zone)
+    load(raw, stack)  # the config alone cannot tell
+    message, registered = registered_types_until_refused(monkeypatch, stack, raw)
+    assert f"{PROJECT}:storage.lustre.availabilityZone: " in message and expected in message, message
+    assert registered == ["pulumi:providers:aws"], "nothing but the provider (which creates nothing) exists yet"
 
 
 def prod_job(**changes):

@@ -24,8 +24,7 @@ from components.config.reader import Section
 from components.facts.cidr_plan import AzSubnets
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 from components.facts.pod_network import node_ip_addresses, usable_ips
-from components.facts.regions import REGIONS_AS_OF, availability_zone_ids
-from components.facts.zones import AZ_ID, is_zone_id, zone_id_prefix
+from components.facts.zones import AZ_ID, is_zone_id, zone_id_prefix, zone_id_problem
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Kubernetes qualified names (label and taint keys): an optional DNS-subdomain prefix and '/'.
@@ -178,16 +177,13 @@ def _parse_zones(s: Section, network_zones: tuple[str, ...] | None, region: str,
         s.error(key, [], "needs at least one zone (EKS needs a subnet to place nodes in)",
                 "list zones, or remove the key to use all of the network's")
     prefix = zone_id_prefix(region) if region else None
-    known_ids = availability_zone_ids(region)
     lookup = (f"aws ec2 describe-availability-zones --region {region or '<region>'} "
               "--query 'AvailabilityZones[].[ZoneName,ZoneId]'")
     for index, zone in enumerate(zones):
         match = AZ_ID.fullmatch(zone)
-        if match and prefix and match["prefix"] != prefix:
-            s.error(f"{key}[{index}]", zone, f"is an AZ ID of another region than {region}", f"use an ID like {prefix}-az4")
-        elif match and known_ids and zone not in known_ids:
-            s.error(f"{key}[{index}]", zone, f"is not an AZ ID of {region} (components/facts/regions.py, as of "
-                    f"{REGIONS_AS_OF})", f"use one of {', '.join(known_ids)}")
+        id_problem = zone_id_problem(zone, region)
+        if id_problem:
+            s.error(f"{key}[{index}]", zone, *id_problem)
         elif not match and network_zones is not None and zone not in network_zones:
             s.error(f"{key}[{index}]", zone, "is neither an AZ ID nor one of the network's availability zones",
                     f"use an AZ ID like {prefix or 'use1'}-az4 (see `{lookup}`)")

@@ -18,6 +18,7 @@ from pulumi.runtime import config as runtime_config
 from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
+from components.config.lustre_zone import place_lustre
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, declared_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
@@ -230,13 +231,15 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
-    storage = parse_storage(root.section("storage", {}), environment=env, availability_zones=network_zones or ())
+    storage = parse_storage(root.section("storage", {}), environment=env, availability_zones=network_zones or (),
+                            region=region)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root),
                               invalid_pools=declared_pool_names(raw_pools) - {p.name for p in node_pools},
                               storage=storage if root.ok("storage") else None)
+    storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     observability = parse_observability(root.section("observability", {}), environment=env)
     budget = parse_budget(root.section("budget", {}), environment=env)
     scale_down = parse_scale_down(root.section("scaleDown", {}))

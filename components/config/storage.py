@@ -14,7 +14,8 @@ whose access points give each team a directory of its own (Lustre has no such th
     lustre:
       storageCapacityGiB: 4800     # 1200, 2400, then steps of 2400
       throughputPerTiB: 500        # MB/s per TiB: 125, 250, 500 or 1000
-      availabilityZone: us-east-1a # one subnet: put it where the GPU pool is (default: first zone)
+      availabilityZone: use1-az4   # one subnet; an AZ ID (or a network zone name); default: the
+                                   # zone of the GPU pools whose jobs use it (config/lustre_zone.py)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from components.facts.file_systems import (
     lustre_capacity_problem,
     lustre_throughput_mb_s,
 )
+from components.facts.zones import is_zone_id, zone_id_prefix, zone_id_problem
 
 # Words that mark a bucket as production data, as dash- or dot-separated parts of its name
 # (`gpu-training-prod-datasets-123456789012`, `acme-production.raw`). Whole parts only, so
@@ -50,6 +52,8 @@ class LustreConfig:
     throughput_per_tib: int
     """MB/s per TiB of storage."""
     availability_zone: str
+    """An AZ ID (the same physical zone in every account) or one of the network's zone names;
+    "" until config/lustre_zone.py places a file system whose stack left it out."""
 
     @property
     def throughput_mb_s(self) -> float:
@@ -128,7 +132,8 @@ def bucket_name(project: str, environment: str, purpose: str, account_id: str) -
     return name
 
 
-def parse_storage(section: Section, *, environment: str, availability_zones: tuple[str, ...] = ()) -> StorageConfig:
+def parse_storage(section: Section, *, environment: str, availability_zones: tuple[str, ...] = (),
+                  region: str = "") -> StorageConfig:
     checkpoints = section.integer("checkpointRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
     noncurrent = section.integer("noncurrentVersionRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
     backups = section.boolean("efsBackups", environment == "prod")
@@ -151,7 +156,7 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
         section.error(section.key("accessLogRetentionDays"), access_logs,
                       f"S3 access logs are audit evidence: prod keeps them at least {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} days",
                       f"set accessLogRetentionDays: {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} or more")
-    lustre = _parse_lustre(section.section("lustre"), availability_zones) if section.has("lustre") else None
+    lustre = _parse_lustre(section.section("lustre"), availability_zones, region) if section.has("lustre") else None
     section.ignore("lustre")
     measured = None
     if section.has("checkpointWriteMBps"):
@@ -170,7 +175,7 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
     )
 
 
-def _parse_lustre(section: Section, availability_zones: tuple[str, ...]) -> LustreConfig:
+def _parse_lustre(section: Section, availability_zones: tuple[str, ...], region: str) -> LustreConfig:
     deployment = section.string("deploymentType", "PERSISTENT_2")
     if deployment in LUSTRE_REJECTED_DEPLOYMENT_TYPES:
         section.error(section.key("deploymentType"), deployment, LUSTRE_REJECTED_DEPLOYMENT_TYPES[deployment],
@@ -189,10 +194,15 @@ def _parse_lustre(section: Section, availability_zones: tuple[str, ...]) -> Lust
         section.error(section.key("throughputPerTiB"), throughput,
                       f"is not a throughput {deployment or 'PERSISTENT_2'} offers (MB/s per TiB: {choices})",
                       f"use one of {choices}")
-    zone = section.string("availabilityZone", availability_zones[0] if availability_zones else "")
-    if availability_zones and zone not in availability_zones:
-        section.error(section.key("availabilityZone"), zone, "is not one of the network's availability zones",
-                      f"use one of {', '.join(availability_zones)} (the zone of the GPU pool that uses it)")
+    # Left out (""): placed in the zone of the GPU pools that use it, once they are known.
+    zone = section.string("availabilityZone", "")
+    id_problem = zone_id_problem(zone, region) if zone else None
+    if id_problem:
+        section.error(section.key("availabilityZone"), zone, *id_problem)
+    elif zone and not is_zone_id(zone) and availability_zones and zone not in availability_zones:
+        section.error(section.key("availabilityZone"), zone, "is neither an AZ ID nor one of the network's availability zones",
+                      f"use the AZ ID of the GPU pool that uses it (e.g. {zone_id_prefix(region) or 'use1'}-az4), "
+                      f"or one of {', '.join(availability_zones)}")
     section.finish()
     return LustreConfig(deployment_type=deployment, storage_capacity_gib=capacity,
                         throughput_per_tib=throughput, availability_zone=zone)
