@@ -157,7 +157,8 @@ def _edge_targets(config: dict[str, Any], project: str) -> list[tuple[dict[str, 
                         (job, "name", NAMES), (job, "ttlSecondsAfterFinished", INTEGERS),
                         (job, "checkpointIntervalSeconds", INTEGERS), (job, "maxRestarts", INTEGERS),
                         (job, "sharedMemoryGiB", INTEGERS), (job, "secrets", st.lists(NAMES, max_size=2)),
-                        (job, "checkpointGiB", INTEGERS), (job, "terminationGracePeriodSeconds", INTEGERS)]
+                        (job, "checkpointGiB", INTEGERS), (job, "terminationGracePeriodSeconds", INTEGERS),
+                        (job, "checkpointWriters", st.sampled_from(["rank0", "allRanks", "all", "", 1]))]
     storage = config.get(f"{project}:storage")
     lustre = storage.get("lustre") if isinstance(storage, dict) else None
     if isinstance(lustre, dict):  # names, IDs and zones away from the EFA pool: refused by the config or the program

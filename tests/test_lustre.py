@@ -55,9 +55,9 @@ def test_lustre_throughput_is_capacity_times_throughput_per_tib(capacity, per_ti
     assert file_systems.lustre_throughput_mb_s(capacity, per_tib) == pytest.approx(mb_s, abs=0.01)
 
 
-@pytest.mark.parametrize(("nodes", "mb_s"), [(1, 524.29), (2, 1048.58), (3, 1073.74), (64, 1073.74)])
-def test_efs_write_throughput_is_the_lower_of_client_and_file_system_limits(nodes, mb_s):
-    assert file_systems.efs_write_mb_s(nodes) == pytest.approx(mb_s, abs=0.01)
+@pytest.mark.parametrize(("clients", "mb_s"), [(1, 524.29), (2, 1048.58), (3, 1073.74), (64, 1073.74)])
+def test_efs_write_throughput_is_the_lower_of_client_and_file_system_limits(clients, mb_s):
+    assert file_systems.efs_write_mb_s(clients) == pytest.approx(mb_s, abs=0.01)
 
 
 @pytest.mark.parametrize(("gib", "mb_s", "flush_s", "grace_s"), [
@@ -197,14 +197,18 @@ def prod_job(**changes):
 def test_grace_period_shorter_than_the_flush_is_rejected_naming_both_numbers():
     (error,) = errors_of(prod_job(terminationGracePeriodSeconds=100))
     assert error.startswith(f"{PROJECT}:training.jobs[0].terminationGracePeriodSeconds: ")
-    assert "(got 100)" in error and "80 GiB checkpoint on FSx for Lustre at 1465 MB/s" in error
-    assert "12000 GiB x 125 MB/s per TiB" in error and "148 s are needed" in error
-    assert "at least 148" in error
+    assert "(got 100)" in error and "80 GiB checkpoint on FSx for Lustre at 732 MB/s" in error
+    assert "rank 0 writing one file: 1 x 80 GiB striped over 5 of 10 OSTs" in error and "265 s are needed" in error
+    assert "at least 265" in error and "checkpointWriters: allRanks" in error
 
 
-def test_the_grace_period_follows_the_storage():
-    load(prod_job(terminationGracePeriodSeconds=148))  # exactly enough on FSx
-    smaller = mutate(prod_job(terminationGracePeriodSeconds=148), "storage.lustre.storageCapacityGiB", 4800)
+def test_the_grace_period_follows_the_storage_and_the_writers():
+    load(prod_job(terminationGracePeriodSeconds=265))  # exactly enough on FSx from rank 0
+    (error,) = errors_of(prod_job(terminationGracePeriodSeconds=264))
+    assert "at least 265" in error
+    load(prod_job(terminationGracePeriodSeconds=148, checkpointWriters="allRanks"))  # 16 files: all 10 OSTs
+    smaller = mutate(prod_job(terminationGracePeriodSeconds=148, checkpointWriters="allRanks"),
+                     "storage.lustre.storageCapacityGiB", 4800)
     (error,) = errors_of(smaller)
     assert "at 586 MB/s" in error and "at least 324" in error
     measured = mutate(prod_job(terminationGracePeriodSeconds=148), "storage.checkpointWriteMBps", 4000)
@@ -217,19 +221,61 @@ def test_the_grace_period_follows_the_storage():
     assert load(raw).training.jobs[0].checkpoint_gib is None, "no size stated: nothing to check"
 
 
-def test_team_jobs_are_checked_against_efs():
+@pytest.mark.parametrize(("writers", "expected"), [
+    (None, ("100 GiB checkpoint on EFS at 524 MB/s (EFS Elastic, rank 0 writing", "at least 440")),
+    ("allRanks", ("100 GiB checkpoint on EFS at 1049 MB/s (EFS Elastic, every rank writing", "at least 235")),
+])
+def test_team_jobs_are_checked_against_efs(writers, expected):
     raw = raw_config("team-vision-prod")
     job = {**raw[f"{PROJECT}:training"]["jobs"][0], "checkpointGiB": 100, "terminationGracePeriodSeconds": 180}
+    if writers:
+        job["checkpointWriters"] = writers
     errors = errors_of(mutate(raw, "training.jobs", [job]), "team-vision-prod")
-    assert any("100 GiB checkpoint on EFS at 1049 MB/s" in e and "at least 235" in e for e in errors), errors
+    assert any(all(text in e for text in expected) for e in errors), errors
 
 
-def test_checkpoint_store_table():
-    prod = load(raw_config("prod")).storage
-    assert isinstance(prod, StorageConfig)
-    assert prod.checkpoint_store(2).name == "FSx for Lustre"
-    assert prod.checkpoint_store(2, lustre=False).name == "EFS"
-    assert prod.checkpoint_store(1, lustre=False).write_mb_s == pytest.approx(524.29, abs=0.01)
+@pytest.mark.parametrize("value", ["rank-0", "all", "allranks", "", True, 0])
+def test_checkpoint_writers_must_be_rank0_or_all_ranks(value):
+    (error,) = errors_of(prod_job(checkpointWriters=value))
+    assert error.startswith(f"{PROJECT}:training.jobs[0].checkpointWriters: ") and "Fix:" in error, error
+    assert "rank0, allRanks" in error or "must be a string" in error, error
+
+
+# (store, nodes, ranks, writers, checkpoint GiB, MB/s, grace period needed)
+CHECKPOINT_STORES = [
+    # The review's case: 4 nodes, 20 GiB. All nodes writing: 1 GiBps; rank 0 alone: one client's 500 MiBps.
+    ("efs", 4, 32, "rank0", 20, 524.29, 112),
+    ("efs", 4, 32, "allRanks", 20, 1073.74, 70),
+    ("efs", 1, 8, "allRanks", 20, 524.29, 112),
+    # prod's file system: 12000 GiB = 10 OSTs of 1200 GiB; one file of more than 1 GiB spans 5 of them.
+    ("lustre", 2, 16, "rank0", 80, 732.42, 265),
+    ("lustre", 2, 16, "allRanks", 80, 1464.84, 148),
+    ("lustre", 1, 1, "allRanks", 80, 732.42, 265),  # one rank: one file whatever the setting
+    ("lustre", 1, 1, "rank0", 0.5, 146.48, 38),  # under 1 GiB: one stripe, one OST
+]
+
+
+@pytest.mark.parametrize(("store", "nodes", "ranks", "writers", "gib", "mb_s", "grace"), CHECKPOINT_STORES)
+def test_checkpoint_write_rate_and_grace_period_table(store, nodes, ranks, writers, gib, mb_s, grace):
+    storage = load(raw_config("prod")).storage
+    assert isinstance(storage, StorageConfig)
+    found = storage.checkpoint_store(nodes=nodes, ranks=ranks, writers=writers, checkpoint_gib=gib,
+                                     lustre=store == "lustre")
+    assert found.name == ("FSx for Lustre" if store == "lustre" else "EFS")
+    assert found.write_mb_s == pytest.approx(mb_s, abs=0.01)
+    assert file_systems.grace_needed_seconds(gib, found.write_mb_s) == grace
+
+
+@pytest.mark.parametrize(("capacity", "per_tib", "files", "file_gib", "mb_s"), [
+    (1200, 125, 1, 80, 146.48),  # one OST: the whole file system
+    (12000, 125, 1, 80, 732.42),  # 5 of 10 OSTs
+    (12000, 125, 16, 5, 1464.84),  # every OST
+    (12000, 125, 1, 0.5, 146.48),  # a small file: one stripe
+    (4800, 500, 2, 40, 2343.75),  # 4 OSTs, 10 stripes wanted: all 4
+    (100800, 1000, 1, 80, 3125.0),  # 5 stripes x one 5 Gbps flow each, below 5/84 of 98 GB/s
+])
+def test_lustre_write_rate_table(capacity, per_tib, files, file_gib, mb_s):
+    assert file_systems.lustre_write_mb_s(capacity, per_tib, files=files, file_gib=file_gib) == pytest.approx(mb_s, abs=0.01)
 
 
 # ------------------------------------------------------------------------------- plan
@@ -346,7 +392,7 @@ def test_prod_jobs_mount_the_lustre_volumes(plan_of):
         assert mounts["checkpoints"] == "/workspace/checkpoints" and mounts["datasets"] == "/workspace/data"
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["TRAIN_CHECKPOINT_DIR"].startswith("/workspace/checkpoints/")
-        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 1464.84)
+        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 732.42), "rank 0 writes"
 
 
 def pod_specs(manifest_: dict) -> list[dict]:

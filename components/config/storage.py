@@ -31,7 +31,10 @@ from components.facts.file_systems import (
     LUSTRE_REJECTED_DEPLOYMENT_TYPES,
     efs_write_mb_s,
     lustre_capacity_problem,
+    lustre_osts,
+    lustre_stripes,
     lustre_throughput_mb_s,
+    lustre_write_mb_s,
 )
 from components.facts.zones import is_zone_id, zone_id_prefix, zone_id_problem
 
@@ -43,6 +46,10 @@ BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 MAX_RETENTION_DAYS = 3650
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
+# Who writes a job's checkpoint (`checkpointWriters`): rank 0 alone (the example trainer:
+# trainer/launcher/checkpoint.py AsyncCheckpointer without `writes`), or every rank its own file.
+RANK0, ALL_RANKS = "rank0", "allRanks"
+CHECKPOINT_WRITERS = (RANK0, ALL_RANKS)
 
 
 @dataclass(frozen=True)
@@ -90,18 +97,31 @@ class StorageConfig:
     # trainer's checkpoint_saved events); None: the documented figure of the file system.
     checkpoint_write_mb_s: float | None = None
 
-    def checkpoint_store(self, nodes: int, *, lustre: bool = True) -> CheckpointStore:
-        """The store a job of `nodes` nodes checkpoints to (`lustre=False`: a team stack's EFS)."""
+    def checkpoint_store(self, *, nodes: int, ranks: int, writers: str, checkpoint_gib: float,
+                         lustre: bool = True) -> CheckpointStore:
+        """The store a job checkpoints to (`lustre=False`: a team stack's EFS) and how fast its
+        `writers` (CHECKPOINT_WRITERS: rank 0 alone, or each of its `ranks` on `nodes` nodes)
+        write a checkpoint of `checkpoint_gib` there."""
         on_lustre = lustre and self.lustre is not None
         name = "FSx for Lustre" if on_lustre else "EFS"
         if self.checkpoint_write_mb_s is not None:
             return CheckpointStore(name, self.checkpoint_write_mb_s, "storage.checkpointWriteMBps, as measured")
+        all_ranks = writers == ALL_RANKS
         if on_lustre and self.lustre is not None:
-            lustre_config = self.lustre
-            return CheckpointStore(name, lustre_config.throughput_mb_s,
-                                   f"{lustre_config.storage_capacity_gib} GiB x {lustre_config.throughput_per_tib} MB/s per TiB")
-        return CheckpointStore(name, efs_write_mb_s(nodes),
-                               f"EFS Elastic: 1 GiBps per file system, 500 MiBps per node, {nodes} node(s)")
+            capacity, per_tib = self.lustre.storage_capacity_gib, self.lustre.throughput_per_tib
+            files = ranks if all_ranks else 1
+            file_gib = checkpoint_gib / files
+            stripes = lustre_stripes(capacity, files=files, file_gib=file_gib)
+            return CheckpointStore(
+                name, lustre_write_mb_s(capacity, per_tib, files=files, file_gib=file_gib),
+                f"{'every rank writing its own file' if all_ranks else 'rank 0 writing one file'}: {files} x "
+                f"{file_gib:.3g} GiB striped over {stripes} of {lustre_osts(capacity)} OSTs, each 1/{lustre_osts(capacity)} "
+                f"of {capacity} GiB x {per_tib} MB/s per TiB")
+        if all_ranks:
+            return CheckpointStore(name, efs_write_mb_s(nodes),
+                                   f"EFS Elastic, every rank writing: 1 GiBps per file system, 500 MiBps per node, "
+                                   f"{nodes} node(s)")
+        return CheckpointStore(name, efs_write_mb_s(1), "EFS Elastic, rank 0 writing: 500 MiBps per client")
 
 
 def names_prod_data(bucket: str) -> bool:

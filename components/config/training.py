@@ -23,7 +23,7 @@ from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import env_var_name
 from components.config.stack_file import REPO_ROOT
-from components.config.storage import StorageConfig
+from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
 from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
 from components.facts.node_sizing import allocatable, pod_share
@@ -66,6 +66,8 @@ class JobConfig:
     checkpoint_interval_seconds: int | None
     checkpoint_gib: int | None
     """Expected size of one checkpoint of the whole job (all ranks); checks the grace period."""
+    checkpoint_writers: str
+    """storage.CHECKPOINT_WRITERS: rank 0 writes it all (the example trainer), or every rank its own file."""
     ttl_seconds_after_finished: int | None
     """Off by default: Kubernetes would delete the finished JobSet, and the next
     `pulumi up --refresh` would create it again and re-run the training. Set it only for jobs you
@@ -124,7 +126,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok)
-        if storage is not None and job_section.ok("nodes", "checkpointGiB", "terminationGracePeriodSeconds"):
+        if storage is not None and job_section.ok("nodes", "gpusPerNode", "checkpointGiB", "checkpointWriters",
+                                                  "terminationGracePeriodSeconds"):
             _check_grace_covers_the_flush(job_section, job, storage, team)
         jobs.append(job)
     names = [j.name for j in jobs]
@@ -198,6 +201,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         heartbeat_timeout_seconds=heartbeat,
         checkpoint_interval_seconds=interval,
         checkpoint_gib=s.integer("checkpointGiB", minimum=1) if s.has("checkpointGiB") else None,
+        checkpoint_writers=s.string("checkpointWriters", RANK0, choices=CHECKPOINT_WRITERS),
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
     )
@@ -210,7 +214,8 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool) -> None:
     if job.checkpoint_gib is None:
         return
-    store = storage.checkpoint_store(job.nodes, lustre=not team)
+    store = storage.checkpoint_store(nodes=job.nodes, ranks=job.total_gpus, writers=job.checkpoint_writers,
+                                     checkpoint_gib=job.checkpoint_gib, lustre=not team)
     needed = grace_needed_seconds(job.checkpoint_gib, store.write_mb_s)
     if job.termination_grace_period_seconds < needed:
         flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
@@ -219,8 +224,9 @@ def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageCo
                 f"{store.write_mb_s:.0f} MB/s ({store.basis}) takes {flush:.0f} s to write, and a stop may first "
                 f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
                 f"{STOP_MARGIN_S} s)",
-                f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), or give the job's "
-                "storage more throughput (storage.lustre.throughputPerTiB / storageCapacityGiB)")
+                f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), give the job's storage more "
+                "throughput (storage.lustre.throughputPerTiB / storageCapacityGiB), or, if every rank writes its own "
+                f"file, say so (checkpointWriters: {ALL_RANKS})")
 
 
 def platform_sets(env_name: str) -> bool:

@@ -13,6 +13,19 @@ Sources (read 2026):
   system, General Purpose, Elastic throughput: per-file-system write 1-5 GiBps depending on the
   Region; per client 1,500 MiBps with the newest client, 500 MiBps otherwise. The lower figures
   are used: a grace period must hold in every Region.
+- FSx for Lustre User Guide, performance.md (awsdocs/amazon-fsx-lustre-user-guide@c55836f, the
+  last published source, 2023): "Each OST is approximately 1 to 2 TiB in size, depending on the
+  file system's deployment type"; file systems created after 2020-12-18 have "a progressive file
+  layout in which files under 1GiB in size are stored in one stripe, and larger files are
+  assigned a stripe count of five".
+- EC2 User Guide, "Amazon EC2 instance network bandwidth": one flow (5-tuple) between instances
+  outside one cluster placement group is limited to 5 Gbps; the file servers are never in a GPU
+  pool's placement group.
+
+Who writes matters (a job's `checkpointWriters`): the example trainer writes its whole checkpoint
+from rank 0 (trainer/launcher/checkpoint.py AsyncCheckpointer, `writes` left out), so one client
+and one file carry all of it; with every rank writing its own file (sharded state), the clients
+and files add up until the file system's own limit.
 """
 
 from __future__ import annotations
@@ -58,6 +71,36 @@ def lustre_throughput_mb_s(capacity_gib: int, throughput_per_tib: int) -> float:
     return capacity_gib / 1024 * throughput_per_tib
 
 
+# The lower of "approximately 1 to 2 TiB" per OST: the most OSTs, so the smallest share of the
+# file system's throughput behind each one (the conservative reading for a grace period).
+LUSTRE_OST_GIB = 1200
+# The default layout: one stripe below 1 GiB, five above (the first GiB of a large file is one
+# stripe too; counted as five, which a checkpoint of many GiB barely notices).
+LUSTRE_LARGE_FILE_GIB = 1
+LUSTRE_LARGE_FILE_STRIPES = 5
+LUSTRE_FLOW_MB_S = 5e9 / 8 / 1e6  # one TCP flow outside a placement group: 5 Gbps = 625 MB/s
+
+
+def lustre_osts(capacity_gib: int) -> int:
+    """How many OSTs (storage targets) the file system has, at LUSTRE_OST_GIB each."""
+    return max(1, capacity_gib // LUSTRE_OST_GIB)
+
+
+def lustre_stripes(capacity_gib: int, *, files: int, file_gib: float) -> int:
+    """How many OSTs `files` files of `file_gib` each are striped over under the default layout."""
+    per_file = LUSTRE_LARGE_FILE_STRIPES if file_gib >= LUSTRE_LARGE_FILE_GIB else 1
+    return min(lustre_osts(capacity_gib), files * per_file)
+
+
+def lustre_write_mb_s(capacity_gib: int, throughput_per_tib: int, *, files: int, file_gib: float) -> float:
+    """Write throughput (MB/s) of `files` files of `file_gib` each, written at once: each OST a
+    file is striped over gives its share of the file system's throughput, and each stripe travels
+    one TCP flow (assumed: one flow per OST, whose file server is outside the placement group)."""
+    stripes = lustre_stripes(capacity_gib, files=files, file_gib=file_gib)
+    share = lustre_throughput_mb_s(capacity_gib, throughput_per_tib) * stripes / lustre_osts(capacity_gib)
+    return min(share, stripes * LUSTRE_FLOW_MB_S)
+
+
 # ------------------------------------------------------------------------------------ EFS
 
 MIB = 1024 * 1024
@@ -65,9 +108,9 @@ EFS_WRITE_MB_S = 1 * 1024 * MIB / 1e6  # 1 GiBps per file system: the lowest Reg
 EFS_CLIENT_MB_S = 500 * MIB / 1e6  # 500 MiBps per client (node)
 
 
-def efs_write_mb_s(nodes: int) -> float:
-    """Write throughput (MB/s) `nodes` clients can drive together on an Elastic EFS file system."""
-    return min(EFS_WRITE_MB_S, nodes * EFS_CLIENT_MB_S)
+def efs_write_mb_s(clients: int) -> float:
+    """Write throughput (MB/s) `clients` nodes can drive together on an Elastic EFS file system."""
+    return min(EFS_WRITE_MB_S, clients * EFS_CLIENT_MB_S)
 
 
 # ------------------------------------------------------------------------ checkpoint flush
