@@ -5,7 +5,9 @@ Mutations, anywhere in the file: deleted keys and items, values of another type,
 range, Unicode and control characters, long strings, unknown and misspelt keys at every level,
 repeated items, and in the text itself repeated keys, ambiguous scalars (dates, yes/no, octal),
 tags, alias bombs, tabs, cut-off files, extra documents and bytes that are not UTF-8; some
-examples also set a key with `--secret` to a canary value.
+examples also set a key with `--secret` to a canary value. Every file the reader accepts is read
+again as the Pulumi CLI reads it (tests/yaml_readers.py, go-yaml v3's resolver) and must mean the
+same, value for value.
 
 The property: either the stack is refused with ConfigError (exit 2 from the CLI) whose every
 message names a key of this config (or a missing key directly inside one, or the file and line)
@@ -34,6 +36,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from plan import synthesize
+from yaml_readers import go_document, same_data
 
 from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError, decode_raw_config, load_stack_config
@@ -55,7 +58,7 @@ TYPE_FLIPS: list[Any] = ["text", "", 0, -1, 1.5, True, False, None, [], {}, ["x"
 NUMBERS = [-1, 0, 1, 63, 64, 2**31 - 1, 2**31, -(2**31) - 1, 2**63, 10**30]
 LONG_LENGTHS = [64, 101, 257, 5000, 100_000]
 AMBIGUOUS = ["2024-01-01", "2024-01-01T10:00:00Z", "yes", "no", "on", "off", "0x1F", "017", "1_000", "1:30", ".inf",
-             ".nan", "1e3", "=", "~", "", "!!python/object/apply:os.system ['true']", "!!binary aGk=", "!custom x",
+             ".nan", "1e3", "1.5e3", "+.5", "-.5", "08", "2024-1-1", "2015-2-3T3:4:5Z", "99999999999999999999", "=", "~", "", "!!python/object/apply:os.system ['true']", "!!binary aGk=", "!custom x",
              "*undefined", "&anchor", "'unterminated", "[1, 2", "{a: 1", "@x", "`x`", "%x", "|", ">", "- x", "? x"]
 ALIAS_BOMB = ("bomb:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
               "  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
@@ -331,6 +334,9 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
         event(f"file: {error.errors[0].split(': ', 2)[-1][:50]}")
         check_refusal(error, stack=stack, paths=None, file_shown=path_for_message(path), canaries=[canary])
         return
+    # Differential: an accepted file means to our reader exactly what it means to the Pulumi CLI's.
+    accepted = content.decode()
+    assert same_data(load_yaml_text(accepted, source=stack), go_document(accepted)), "the readers differ"
     decoded = decode_raw_config(raw)
     try:
         if project_dir == BOOTSTRAP:

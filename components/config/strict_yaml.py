@@ -11,6 +11,11 @@ plain data that means the same to every YAML reader and to JSON, or the reader s
 - scalars that are text, whole or decimal numbers in JSON's spelling, true/false or null;
   anything else a reader could take two ways (dates, yes/no/on/off, octal and hex numbers,
   `1_000`, `.inf`, `1e3`) must be quoted;
+- every plain (unquoted, untagged) scalar means the same to PyYAML (YAML 1.1, this reader) and to
+  the Pulumi CLI, which reads stack files with go-yaml v3 (YAML 1.2): `go_yaml_plain_scalar` is
+  its resolver, resolve.go at v3.0.1 (pulumi/pulumi sdk/go/common/encoding/marshal.go imports
+  gopkg.in/yaml.v3; sdk/go.mod pins v3.0.1). `LR: 1.5e3` is the text "1.5e3" to PyYAML and the
+  number 1500 to the CLI, so it is refused: the plan would show one value and the pod get another;
 - no tags beyond the core ones, no merge keys (`<<`).
 
 Every problem is one line naming the source, the line and column, what is wrong and the fix; it
@@ -19,6 +24,7 @@ never quotes the document beyond a short token (a secret may sit on that line).
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import os
@@ -47,11 +53,30 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null"))
 _SEQ, _MAP = f"{_TAG}seq", f"{_TAG}map"
 _JSON_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
-# YAML 1.2's core schema float (the Pulumi CLI's reading), finite values only.
+# YAML 1.2's core schema float: go-yaml's yamlStyleFloat (resolve.go), finite values only.
 _DECIMAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-# Plain scalars YAML 1.2 reads as numbers or null while PyYAML (YAML 1.1) reads them as text.
-_NUMBER_IN_YAML_1_2 = re.compile(r"[-+]?([0-9][0-9_]*([eE][-+]?[0-9]+)?|0o[0-7]+|0x[0-9a-fA-F]+|\.(inf|Inf|INF)|\.(nan|NaN|NAN))")
+# go-yaml v3.0.1 resolve.go: the first character of a plain scalar says what it may be (resolveTable).
+_GO_SIGN, _GO_DIGIT, _GO_MAP, _GO_DOT = "S", "D", "M", "."
+_GO_HINTS = {**dict.fromkeys("+-", _GO_SIGN), **dict.fromkeys("0123456789", _GO_DIGIT),
+             **dict.fromkeys("yYnNtTfFoO~", _GO_MAP), ".": _GO_DOT}
+# resolveMap: whole values with a fixed meaning (YAML 1.2 core schema; no yes/no/on/off).
+_GO_MAP_VALUES: dict[str, tuple[str, Any]] = {
+    **{v: ("bool", True) for v in ("true", "True", "TRUE")}, **{v: ("bool", False) for v in ("false", "False", "FALSE")},
+    **{v: ("null", None) for v in ("", "~", "null", "Null", "NULL")},
+    **{v: ("float", math.nan) for v in (".nan", ".NaN", ".NAN")},
+    **{v: ("float", math.inf) for v in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
+    **{v: ("float", -math.inf) for v in ("-.inf", "-.Inf", "-.INF")},
+}
+_GO_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")  # what strconv.ParseFloat takes after a leading '.'
+# strconv.ParseInt(s, 0, 64): a sign, then 0x/0o/0b, a leading 0 (octal) or decimal digits.
+_GO_INT = re.compile(r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)"
+                     r"|0(?P<oct0>[0-7]*)|(?P<dec>[1-9][0-9]*))")
+# allowedTimestampFormats: Go layouts with 1-2 digit month, day, hour, minute and second.
+_GO_DATE = r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
+_GO_TIME = r"(?P<h>[0-9]{1,2}):(?P<mi>[0-9]{1,2}):(?P<s>[0-9]{1,2})(?:[.,][0-9]+)?"
+_GO_TIMESTAMPS = (re.compile(rf"{_GO_DATE}[Tt]{_GO_TIME}(?:Z|[-+](?P<zh>[0-9]{{2}}):(?P<zm>[0-9]{{2}}))"),
+                  re.compile(rf"{_GO_DATE} {_GO_TIME}"), re.compile(_GO_DATE))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -77,6 +102,13 @@ class _Composer(yaml.SafeLoader):
     def __init__(self, text: str):
         super().__init__(text)
         self.depth = 0
+
+    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
+        # Remember an explicit tag (`!!str 1e3`): such a scalar is not resolved by either reader.
+        tag = self.peek_event().tag
+        node = super().compose_scalar_node(anchor)
+        node.explicit_tag = tag not in (None, "!")  # pyright: ignore[reportAttributeAccessIssue]
+        return node
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
@@ -201,13 +233,86 @@ def _bad_tag(node: Node, source: str) -> YamlError:
                        "(text, numbers, true/false, null, lists, mappings). Fix: remove the tag")
 
 
+def go_yaml_plain_scalar(value: str) -> tuple[str, Any]:
+    """(kind, value) the Pulumi CLI's YAML reader, go-yaml v3.0.1, gives a plain untagged scalar:
+    kind is str, bool, null, int, float or timestamp (resolve.go `resolve("", value)`)."""
+    hint = _GO_HINTS.get(value[:1], "") if value else _GO_MAP
+    if not hint:
+        return "str", value
+    if value in _GO_MAP_VALUES:
+        return _GO_MAP_VALUES[value]
+    if hint == _GO_DOT and _GO_DOT_FLOAT.fullmatch(value) and math.isfinite(float(value)):
+        return "float", float(value)
+    if hint in (_GO_SIGN, _GO_DIGIT):
+        if _go_timestamp(value):
+            return "timestamp", value
+        plain = value.replace("_", "")
+        number = _go_integer(plain)
+        if number is not None:
+            return "int", number
+        # strconv.ParseFloat fails beyond float64 (±Inf, ErrRange); the value then stays text.
+        if _DECIMAL.fullmatch(plain) and math.isfinite(float(plain)):
+            return "float", float(plain)
+    return "str", value
+
+
+def _go_integer(text: str) -> int | None:
+    """strconv.ParseInt(text, 0, 64), else ParseUint (no sign): the value, or None."""
+    match = _GO_INT.fullmatch(text)
+    if match is None or len(text) > 2 * MAX_DIGITS:
+        return None
+    digits, base = next((match[name], base) for name, base in (("hex", 16), ("oct", 8), ("bin", 2), ("oct0", 8), ("dec", 10))
+                        if match[name] is not None)
+    number = int(digits or "0", base) * (-1 if match["sign"] == "-" else 1)
+    if -(2**63) <= number < 2**63 or (not match["sign"] and 0 <= number < 2**64):
+        return number
+    return None
+
+
+def _go_timestamp(text: str) -> bool:
+    """Whether time.Parse takes `text` in one of go-yaml's timestamp layouts (ranges checked)."""
+    for layout in _GO_TIMESTAMPS:
+        match = layout.fullmatch(text)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        year, month, day = int(fields["y"]), int(fields["mo"]), int(fields["d"])
+        if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
+            return False
+        if fields.get("h") is not None and not (int(fields["h"]) < 24 and int(fields["mi"]) < 60 and int(fields["s"]) < 60):
+            return False
+        return fields.get("zh") is None or (int(fields["zh"]) <= 24 and int(fields["zm"]) < 60)
+    return False
+
+
+def _same_reading(ours: Any, go_kind: str, go_value: Any) -> bool:
+    """Whether the value this reader built is what go-yaml gives the same scalar."""
+    if go_kind in ("str", "null", "bool"):
+        kind = {str: "str", type(None): "null", bool: "bool"}.get(type(ours))
+        return kind == go_kind and ours == go_value
+    if go_kind in ("int", "float"):
+        return type(ours) is {"int": int, "float": float}[go_kind] and ours == go_value
+    return False  # a timestamp: this reader never builds one
+
+
 def _scalar(node: ScalarNode, source: str) -> Any:
-    value, tag, plain = node.value, node.tag, node.style is None
+    value = _scalar_value(node, source)
+    if node.style is None and not getattr(node, "explicit_tag", False):
+        go_kind, go_value = go_yaml_plain_scalar(node.value)
+        if not _same_reading(value, go_kind, go_value):
+            seen = "a date or time" if go_kind == "timestamp" else f"{go_kind} {go_value!r}"
+            raise _ambiguous(node, source, f"the Pulumi CLI (go-yaml, YAML 1.2) reads it as {seen}, this reader as "
+                             f"{type(value).__name__} {value!r}, so the plan and the deployment would differ")
+    return value
+
+
+def _scalar_value(node: ScalarNode, source: str) -> Any:
+    value, tag = node.value, node.tag
     if tag == _STR:
-        if plain and _NUMBER_IN_YAML_1_2.fullmatch(value):
-            raise _ambiguous(node, source, "some YAML readers take it as a number")
         return value
     if tag == _NULL:
+        if value not in _GO_MAP_VALUES or _GO_MAP_VALUES[value][0] != "null":
+            raise _ambiguous(node, source, "it is tagged null but is not ~, null or empty")
         return None
     if tag == _BOOL:
         if value in _BOOLS:
