@@ -155,6 +155,22 @@ def test_a_lustre_zone_away_from_the_efa_pool_is_refused_naming_the_key(zone, ex
     assert "cross zones" in error and "Fix: set availabilityZone: use1-az4" in error
 
 
+def test_jobs_on_efa_pools_of_two_zones_cannot_share_one_file_system():
+    raw = raw_config("prod")
+    pools = [dict(pool) for pool in raw[f"{PROJECT}:nodePools"]]
+    second = {**next(p for p in pools if p["name"] == "p5-efa"), "name": "p5-efa-b", "availabilityZones": ["use1-az6"],
+              "capacityReservationId": "cr-0fedcba9876543210"}
+    training = raw[f"{PROJECT}:training"]
+    jobs = [*training["jobs"], {**training["jobs"][0], "name": "pretrain-b", "pool": "p5-efa-b"}]
+    raw = mutate(mutate(raw, "nodePools", [*pools, second]), "training",
+                 {**training, "gpuQuota": {**training["gpuQuota"], "p5-efa-b": 16}, "jobs": jobs})
+    errors = [e for e in errors_of(mutate(raw, "storage.lustre.availabilityZone", DELETE)) if "availabilityZone" in e]
+    (error,) = errors
+    assert error.startswith(f"{PROJECT}:storage.lustre.availabilityZone: the jobs' EFA or reserved pools run in different "
+                            "zones (p5-efa in use1-az4, p5-efa-b in use1-az6)"), error
+    assert "Fix: run the jobs of this stack on EFA or reserved pools of one zone" in error
+
+
 def registered_types_until_refused(monkeypatch, stack: str, raw: dict) -> tuple[str, list[str]]:
     """(the refusal, the type of every resource registered before it) of the plan of `stack` with
     the storage section of `raw`."""

@@ -9,7 +9,8 @@ a name resolved in the account, says whether the two are the same zone.
 - Left out, the file system goes where the GPU pools of the stack's jobs are: the zone of the
   first of those pools that runs in exactly one zone (EFA and reserved pools first); if none
   does, the network's first zone.
-- Given, it must be the zone of every EFA or reserved pool whose jobs use the file system.
+- Given or not, it must be the zone of every EFA or reserved pool whose jobs use the file system
+  (so jobs on such pools of two zones cannot share it).
   Compared here when both are AZ IDs (or both names); a name against an AZ ID is compared by the
   program once the account has resolved the ID, still before any resource exists
   (platform.py `_resolve_zone_ids`).
@@ -60,6 +61,12 @@ def place_lustre(root: Section, storage: StorageConfig, *, pools: Sequence[NodeP
     if lustre is None or any(is_under(error, key) for error in root.errors):
         return storage  # no file system, or its zone failed already
     zone = lustre.availability_zone or default_zone(pools, jobs, network_zones)
-    for problem in zone_mismatch_problems(key, zone, pools_that_fix_the_zone(pools, jobs), {}, why=WHY_ONE_ZONE):
-        root.errors.append(problem)
+    fixed = pools_that_fix_the_zone(pools, jobs)
+    if len(set(fixed.values())) > 1:  # no zone can serve them all
+        listed = ", ".join(f"{pool} in {pool_zone}" for pool, pool_zone in fixed.items())
+        root.errors.append(f"{key}: the jobs' EFA or reserved pools run in different zones ({listed}), and one file "
+                           "system lives in one zone: the jobs of all but one would checkpoint across zones. Fix: run the "
+                           "jobs of this stack on EFA or reserved pools of one zone")
+    else:
+        root.errors.extend(zone_mismatch_problems(key, zone, fixed, {}, why=WHY_ONE_ZONE))
     return replace(storage, lustre=replace(lustre, availability_zone=zone))
