@@ -75,6 +75,7 @@ _GO_INT = re.compile(r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct
 # allowedTimestampFormats: Go layouts with 1-2 digit month, day, hour, minute and second.
 _GO_DATE = r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
 _GO_TIME = r"(?P<h>[0-9]{1,2}):(?P<mi>[0-9]{1,2}):(?P<s>[0-9]{1,2})(?:[.,][0-9]+)?"
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _GO_TIMESTAMPS = (re.compile(rf"{_GO_DATE}[Tt]{_GO_TIME}(?:Z|[-+](?P<zh>[0-9]{{2}}):(?P<zm>[0-9]{{2}}))"),
                   re.compile(rf"{_GO_DATE} {_GO_TIME}"), re.compile(_GO_DATE))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -277,7 +278,8 @@ def _go_timestamp(text: str) -> bool:
             continue
         fields = match.groupdict()
         year, month, day = int(fields["y"]), int(fields["mo"]), int(fields["d"])
-        if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
+        # Go's years start at 0000 (Python's datetime at 1): the month's length by the leap rule.
+        if not (1 <= month <= 12 and 1 <= day <= _DAYS_IN_MONTH[month - 1] + (month == 2 and calendar.isleap(year))):
             return False
         if fields.get("h") is not None and not (int(fields["h"]) < 24 and int(fields["mi"]) < 60 and int(fields["s"]) < 60):
             return False

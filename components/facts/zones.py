@@ -89,5 +89,5 @@ def zone_id_problems(zones_by_key: Mapping[str, Sequence[str]], names_by_id: Map
                 problems.append(
                     f"{key}: AZ ID {zone} is {name} in this account, where the network has no subnet "
                     f"(network.availabilityZones: {', '.join(sorted(network_zones))}). Fix: add {name} to "
-                    "network.availabilityZones, or give the pool an AZ ID of one of those zones.")
+                    "network.availabilityZones, or use an AZ ID of one of those zones.")
     return problems
