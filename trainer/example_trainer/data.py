@@ -74,7 +74,8 @@ class ShardChunks:
                 self.chunks.append((si, start))
         self.feature_bytes = batch_size * self.dim * 4
         self.label_bytes = batch_size * 8
-        self._maps: dict[int, memoryview] = {}
+        self._labels_at = [HEADER_BYTES + n * self.dim * 4 for _, n in self.shards]
+        self._maps: list[memoryview | None] = [None] * len(self.shards)
         self._maps_pid = os.getpid()
 
     def __len__(self) -> int:
@@ -82,31 +83,42 @@ class ShardChunks:
 
     def _shard(self, si: int) -> memoryview:
         """The shard's bytes, memory-mapped once per process (a forked worker maps its own)."""
-        if self._maps_pid != os.getpid():
-            self._maps, self._maps_pid = {}, os.getpid()
-        view = self._maps.get(si)
-        if view is None:
-            path, n = self.shards[si]
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size != shard_size(n, self.dim):  # bytes mapped past the end would be a SIGBUS
-                    raise OSError(f"{path}: {size} bytes, its header says {shard_size(n, self.dim)}")
-                view = self._maps[si] = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        path, n = self.shards[si]
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != shard_size(n, self.dim):  # bytes mapped past the end would be a SIGBUS
+                raise OSError(f"{path}: {size} bytes, its header says {shard_size(n, self.dim)}")
+            view = self._maps[si] = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
         return view
 
+    def read_chunks_into(self, ids: Iterable[int], views: Iterable[tuple[memoryview, memoryview]]) -> None:
+        """Copy chunk ids[j] into views[j] = (features: feature_bytes, labels: label_bytes), for
+        each id: two copies per chunk out of the shard's mapping, straight from the page cache.
+
+        (A mapping rather than positioned reads: the kernel's copy per 4 KiB page ran at half the
+        speed of a memcpy out of a mapping for 512 KiB chunks, measured with
+        bench/trainer_bench.py. The price: a shard that shrinks while mapped is a SIGBUS instead
+        of an error; shards are written once.) The loop does nothing but the offset arithmetic
+        and the two copies, with everything it needs in local names: for 8 KiB chunks this
+        per-chunk work in Python, not the copying, bounds the loader."""
+        if self._maps_pid != os.getpid():  # forked: the parent's mappings are not ours to use
+            self._maps, self._maps_pid = [None] * len(self.shards), os.getpid()
+        maps, chunks, labels_at = self._maps, self.chunks, self._labels_at
+        row_bytes, feature_bytes, label_bytes = self.dim * 4, self.feature_bytes, self.label_bytes
+        # Not strict: a block's last message may fill fewer chunks than it has views.
+        for idx, (features, labels) in zip(ids, views, strict=False):
+            si, start = chunks[idx]
+            shard = maps[si]
+            if shard is None:
+                shard = self._shard(si)
+            at = HEADER_BYTES + start * row_bytes
+            features[:] = shard[at:at + feature_bytes]
+            at = labels_at[si] + start * 8
+            labels[:] = shard[at:at + label_bytes]
+
     def read_into(self, idx: int, features: memoryview, labels: memoryview) -> None:
-        """Copy chunk `idx` into `features` (feature_bytes) and `labels` (label_bytes): two copies
-        out of the shard's mapping, straight from the page cache. (A mapping rather than
-        positioned reads: the kernel's copy per 4 KiB page ran at half the speed of a memcpy out
-        of a mapping for 512 KiB chunks, measured with bench/trainer_bench.py. The price: a shard
-        that shrinks while mapped is a SIGBUS instead of an error; shards are written once.)"""
-        si, start = self.chunks[idx]
-        n = self.shards[si][1]
-        shard = self._shard(si)
-        features_at = HEADER_BYTES + start * self.dim * 4
-        labels_at = HEADER_BYTES + n * self.dim * 4 + start * 8
-        features[:] = shard[features_at:features_at + len(features)]
-        labels[:] = shard[labels_at:labels_at + len(labels)]
+        """Copy chunk `idx` into `features` (feature_bytes) and `labels` (label_bytes)."""
+        self.read_chunks_into((idx,), ((features, labels),))
 
     def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.empty(self.batch_size, self.dim, dtype=torch.float32)
@@ -115,7 +127,7 @@ class ShardChunks:
         return x, y
 
     def close(self) -> None:
-        self._maps = {}  # the mappings close when no tensor uses them any more
+        self._maps = [None] * len(self.shards)  # the mappings close when no tensor uses them any more
 
 
 def _bytes_of(t: torch.Tensor) -> memoryview:
@@ -253,9 +265,7 @@ class ShardLoader:
         if not ids:
             return False
         slot = self._free.pop()
-        views = self._chunk_views[slot]
-        for j, idx in enumerate(ids):
-            self.dataset.read_into(idx, *views[j])
+        self.dataset.read_chunks_into(ids, self._chunk_views[slot])
         self._queue.append([slot, -1, len(ids)])
         return True
 
@@ -345,9 +355,7 @@ def _worker_main(dataset: ShardChunks, chunk_views, conn, inherited) -> None:
             return
         slot, ids = message
         try:
-            views = chunk_views[slot]
-            for j, idx in enumerate(ids):
-                dataset.read_into(idx, *views[j])
+            dataset.read_chunks_into(ids, chunk_views[slot])
         except Exception as e:  # reported to the loop, which raises it
             conn.send(("error", f"{type(e).__name__}: {e}"))
             return
