@@ -4,10 +4,14 @@ crash    saves step 10, then starts a background save of step 20 whose writes cr
          `writing` once part of the new file is on disk, and waits to be killed.
 sharded  run under torchrun with 2 processes: every rank saves its own shard (writes=True)
          through an AsyncCheckpointer agreeing over a gloo group of its own, then loads its
-         shard back and checks it; prints `rank R ok`.
+         shard back and checks it; then rank 1's file of the next save vanishes before the
+         marker (as a stale NFS view would hide it): that save fails on both ranks, no marker;
+         prints `rank R ok`.
 dcp      run under torchrun with 2 processes: a DTensor sharded over both ranks goes through
-         DistributedCheckpointer (DCP async_save) twice, loads back into zeros; then a damaged
-         shard of the newest checkpoint makes every rank fall back to the older one together.
+         DistributedCheckpointer (DCP async_save) four times and loads back into zeros; then
+         the three newest are damaged three ways (a shard DCP cannot read although the marker
+         agrees with it, a shard the marker leaves out, a shard that fails its digest) and every
+         rank falls back to the oldest together.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer"))
 
 import torch
+import xxhash
 from launcher import checkpoint, state_file
+from launcher.collective import ProcessGroupCollective
 
 
 def crash(root: str) -> None:
@@ -49,15 +55,10 @@ def sharded(root: str) -> None:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     group = dist.new_group(backend="gloo")
-
-    def agree(ok: bool) -> bool:
-        flag = torch.tensor([int(ok)])
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
-        return bool(flag.item())
-
     shard = {"rank": rank, "w": torch.arange(1000, dtype=torch.float32) + 1000 * rank,
              "nested": {"b": torch.full((3, 5), rank, dtype=torch.bfloat16)}}
-    checkpointer = checkpoint.AsyncCheckpointer(root, rank=rank, world_size=world, writes=True, agree=agree)
+    checkpointer = checkpoint.AsyncCheckpointer(root, rank=rank, world_size=world, writes=True,
+                                                collective=ProcessGroupCollective(group))
     checkpointer.save(5, shard)
     done = checkpointer.wait()
     assert done is not None and done.nbytes > 0
@@ -67,6 +68,26 @@ def sharded(root: str) -> None:
     back = checkpoint.load(info.path, rank=rank)
     assert back["rank"] == rank and torch.equal(back["w"], shard["w"])
     assert torch.equal(back["nested"]["b"], shard["nested"]["b"])
+
+    if rank == 1:  # its file is written, then gone before rank 0 writes the marker
+        write = checkpoint.atomic_write_fd
+
+        def write_then_lose(path: str, fill):
+            meta = write(path, fill)
+            os.unlink(path)
+            return meta
+
+        checkpoint.atomic_write_fd = write_then_lose
+    checkpointer.save(6, shard)
+    try:
+        checkpointer.wait()
+        raise AssertionError("a save with a missing rank file committed")
+    except checkpoint.CheckpointWriteError as e:
+        expected = "rank-00001.state is missing" if rank == 0 else "failed on another rank"
+        assert "writing the marker failed" in str(e) and expected in str(e), e
+    assert not os.path.exists(os.path.join(root, checkpoint.step_dir_name(6), checkpoint.MARKER))
+    latest = checkpoint.latest_complete(root)
+    assert latest is not None and latest.step == 5
     os.write(1, f"rank {rank} ok\n".encode())  # one write: both ranks share the pipe
     dist.destroy_process_group()
 
@@ -87,35 +108,69 @@ def dcp_sharded(root: str) -> None:
         return {"model": {"w": distribute_tensor(value, mesh, [Shard(0)])}, "step": torch.tensor(step)}
 
     checkpointer = distributed_checkpoint.DistributedCheckpointer(root, rank=rank, world_size=world,
-                                                                  process_group=group, keep=3)
-    for step, value in ((5, full), (6, full * 2)):
-        checkpointer.save(step, state(value, step))
+                                                                  process_group=group, keep=10)
+    for step in (5, 6, 7, 8):
+        checkpointer.save(step, state(full * step, step))
         done = checkpointer.wait()
         assert done is not None and done.step == step and done.nbytes > 0
     newest = checkpoint.latest_complete(root)
-    assert newest is not None and newest.step == 6
+    assert newest is not None and newest.step == 8
     assert ".metadata" in newest.marker["files"] and len(newest.marker["files"]) == 1 + world
 
     target = state(torch.zeros(8, 8), 0)
     path = distributed_checkpoint.load_newest(root, target, process_group=group)
-    assert path == newest.path and torch.equal(target["model"]["w"].full_tensor(), full * 2)
-    assert int(target["step"]) == 6
+    assert path == newest.path and torch.equal(target["model"]["w"].full_tensor(), full * 8)
+    assert int(target["step"]) == 8
 
-    if rank == 0:  # same-size damage to one shard: the cheap check passes, the digest does not
-        shard = os.path.join(newest.path, "__1_0.distcp")
-        with open(shard, "r+b") as f:
-            f.seek(os.path.getsize(shard) // 2)
-            f.write(b"\xff" * 8)
+    if rank == 0:
+        _damage_dcp_checkpoints(root)
     dist.barrier()
     skipped: list[str] = []
     target = state(torch.zeros(8, 8), 0)
     path = distributed_checkpoint.load_newest(root, target, process_group=group,
-                                              on_skip=lambda p, e: skipped.append(str(e)))
-    assert path is not None and path.endswith(checkpoint.step_dir_name(5)), path
-    assert torch.equal(target["model"]["w"].full_tensor(), full) and int(target["step"]) == 5
-    assert len(skipped) == 1 and ("mismatch" in skipped[0] or "another rank" in skipped[0]), skipped
+                                              on_skip=lambda p, e: skipped.append(f"{os.path.basename(p)}: {e}"))
+    assert path is not None and path.endswith(checkpoint.step_dir_name(5)), (path, skipped)
+    assert torch.equal(target["model"]["w"].full_tensor(), full * 5) and int(target["step"]) == 5
+    assert [s.split(":")[0] for s in skipped] == [checkpoint.step_dir_name(s) for s in (8, 7, 6)], skipped
+    assert "DCP could not load it: " in skipped[0] and "rank 1: RuntimeError" in skipped[0], skipped
+    assert ("reads ['__1_0.distcp'], which the marker does not list" if rank == 0 else "another rank") in skipped[1], \
+        skipped
+    assert "mismatch" in skipped[2] or "another rank" in skipped[2], skipped
     os.write(1, f"rank {rank} ok\n".encode())
     dist.destroy_process_group()
+
+
+def _damage_dcp_checkpoints(root: str) -> None:
+    """Rank 1's shard of steps 8, 7 and 6 damaged three ways."""
+    import json
+
+    def shard_of(step: int) -> str:
+        return os.path.join(root, checkpoint.step_dir_name(step), "__1_0.distcp")
+
+    def rewrite_marker(step: int, change) -> None:
+        marker_path = os.path.join(root, checkpoint.step_dir_name(step), checkpoint.MARKER)
+        with open(marker_path) as f:
+            marker = json.load(f)
+        change(marker["files"])
+        checkpoint.atomic_write_json(marker_path, marker)
+
+    # 8: cut short, and the marker agrees with the short file (a writer that reported what it
+    # wrote, not what DCP needed): every digest passes, DCP's own read fails.
+    with open(shard_of(8), "r+b") as f:
+        f.truncate(os.path.getsize(shard_of(8)) // 2)
+    with open(shard_of(8), "rb") as f:
+        short = f.read()
+    rewrite_marker(8, lambda files: files.update(
+        {"__1_0.distcp": {"bytes": len(short), state_file.DIGEST: xxhash.xxh3_128(short).hexdigest()}}))
+    # 7: the marker leaves the shard out (what a stale directory listing on NFS wrote), and the
+    # shard is cut short: nothing the marker lists is damaged.
+    rewrite_marker(7, lambda files: files.pop("__1_0.distcp"))
+    with open(shard_of(7), "r+b") as f:
+        f.truncate(10)
+    # 6: same-size damage: the cheap size check passes, the digest does not.
+    with open(shard_of(6), "r+b") as f:
+        f.seek(os.path.getsize(shard_of(6)) // 2)
+        f.write(b"\xff" * 8)
 
 
 if __name__ == "__main__":

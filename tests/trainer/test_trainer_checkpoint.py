@@ -84,6 +84,7 @@ def test_schedule_step_mode_and_override():
     [
         ("step-000000120", 120),
         ("step-0", 0),
+        ("step-000000120\n", None),  # `$` would match before the newline
         ("step-000000120.tmp", None),
         (".step-000000120", None),
         ("step-", None),
@@ -256,5 +257,5 @@ def test_save_replaces_a_stale_partial_directory(tmp_path):
     _fake_checkpoint(tmp_path, 50, marker=False)
     (tmp_path / checkpoint.step_dir_name(50) / "junk").write_text("x")
     path = checkpoint.save(str(tmp_path), 50, {"ok": True})
-    assert sorted(os.listdir(path)) == ["COMPLETE", "rank-00000.state", "rank-00000.state.meta.json"]
+    assert sorted(os.listdir(path)) == ["COMPLETE", "rank-00000.state"]
     assert checkpoint.load(path) == {"ok": True}

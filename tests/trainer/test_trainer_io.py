@@ -226,12 +226,95 @@ def test_a_failed_background_save_is_raised_and_leaves_no_marker(tmp_path):
     assert checkpoint.latest_complete(str(root)).step == 10
 
     # Another rank failed: this one writes its file but never the marker.
-    refused = checkpoint.AsyncCheckpointer(str(root), agree=lambda ok: False)
+    refused = checkpoint.AsyncCheckpointer(str(root), collective=_Refusing())
     refused.save(30, {"w": torch.ones(3)})
     with pytest.raises(checkpoint.CheckpointWriteError, match="failed on another rank"):
         refused.wait()
     assert not (root / checkpoint.step_dir_name(30) / checkpoint.MARKER).exists()
     assert checkpoint.latest_complete(str(root)).step == 10
+
+
+class _Refusing:
+    """The collectives of a job in which another rank always fails."""
+
+    def agree(self, ok: bool) -> bool:
+        return False
+
+    def all_gather(self, value):
+        return [value]
+
+
+class _RankOneReports:
+    """Rank 0's collectives in a 2-rank job whose rank 1 reports `report` as what it wrote."""
+
+    def __init__(self, report: dict):
+        self.report = report
+
+    def agree(self, ok: bool) -> bool:
+        return ok
+
+    def all_gather(self, value):
+        return [value, self.report]
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", r".*step-000000020: rank-00001\.state is missing \(No such file"),  # a stale NFS view, a lost write
+        ("short", r".*step-000000020: rank-00001\.state has 5 bytes, its writer wrote 1000"),
+        ("reported twice", r"rank 1 reports 'rank-00000\.state': not a file name, or reported twice"),
+        ("not a plain name", r"rank 1 reports '\.\./x': not a file name"),
+    ],
+)
+def test_rank_0_writes_no_marker_unless_every_reported_file_is_there(tmp_path, case, message):
+    """Rank 0 learns what to expect from the writers, never from a directory listing (a stale
+    one on NFS could leave a rank out), and checks each file before the marker."""
+    import torch
+
+    root = tmp_path / "ck"
+    checkpoint.save(str(root), 10, {"w": torch.ones(3)})
+    step_dir = root / checkpoint.step_dir_name(20)
+    report = {"missing": {"rank-00001.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
+              "short": {"rank-00001.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
+              "reported twice": {"rank-00000.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
+              "not a plain name": {"../x": {"bytes": 1, "xxh3_128": "0" * 32}}}[case]
+    collective = _RankOneReports(report)
+    if case == "short":  # rank 1's file is there, but not all of it (yet)
+        original = collective.all_gather
+
+        def gather_after_a_short_write(value):
+            (step_dir / "rank-00001.state").write_bytes(b"12345")
+            return original(value)
+
+        collective.all_gather = gather_after_a_short_write
+    checkpointer = checkpoint.AsyncCheckpointer(str(root), rank=0, world_size=2, writes=True, collective=collective)
+    checkpointer.save(20, {"w": torch.ones(3)})
+    with pytest.raises(checkpoint.CheckpointWriteError, match=rf"step 20: writing the marker failed on this rank: {message}"):
+        checkpointer.wait()
+    assert not (step_dir / checkpoint.MARKER).exists()
+    assert checkpoint.latest_complete(str(root)).step == 10
+
+
+def test_the_marker_lists_what_every_rank_reports(tmp_path):
+    import torch
+
+    root = tmp_path / "ck"
+    collective = _RankOneReports({"rank-00001.state": {"bytes": 4, "xxh3_128": "1" * 32}})
+    original = collective.all_gather
+
+    def gather_after_rank_1_wrote(value):
+        (root / checkpoint.step_dir_name(20) / "rank-00001.state").write_bytes(b"abcd")
+        return original(value)
+
+    collective.all_gather = gather_after_rank_1_wrote
+    checkpointer = checkpoint.AsyncCheckpointer(str(root), rank=0, world_size=2, writes=True, collective=collective)
+    checkpointer.save(20, {"w": torch.ones(3)})
+    done = checkpointer.wait()
+    assert done is not None and done.nbytes == os.path.getsize(os.path.join(done.path, "rank-00000.state"))
+    info = checkpoint.latest_complete(str(root))
+    assert info is not None and info.step == 20 and info.marker["world_size"] == 2
+    assert info.marker["files"]["rank-00001.state"] == {"bytes": 4, "xxh3_128": "1" * 32}
+    assert info.marker["files"]["rank-00000.state"]["bytes"] == done.nbytes
 
 
 def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_path, measurements):
@@ -257,7 +340,7 @@ def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_pat
     import torch
 
     again = checkpoint.save(str(root), 20, {"step": 20, "w": torch.zeros(2)})
-    assert sorted(os.listdir(again)) == ["COMPLETE", "rank-00000.state", "rank-00000.state.meta.json"]
+    assert sorted(os.listdir(again)) == ["COMPLETE", "rank-00000.state"]
 
 
 def _two_ranks(scenario: str, root: Path) -> subprocess.CompletedProcess:

@@ -136,9 +136,39 @@ def test_shards_round_trip_and_loader_order(tmp_path):
     [
         ("steps: 10\nbogus: 1\n", "unknown keys ['bogus']"),
         ("- a\n- b\n", "must be a mapping"),
-        ("steps: 0\n", "steps must be an integer >= 1"),
-        ("data: {colour: red}\n", "unknown data keys"),
+        ("steps: 0\n", "steps must be an integer >= 1, got 0"),
+        ("data: {colour: red}\n", "unknown data keys ['colour']"),
         ("steps: [\n", "invalid YAML"),
+        # Every key the trainer reads: its type and its range.
+        ("num_workers: -1\n", "num_workers must be an integer from 0 to 64, got -1"),
+        ("num_workers: 1000\n", "num_workers must be an integer from 0 to 64, got 1000"),
+        ("num_workers: true\n", "num_workers must be an integer from 0 to 64, got True"),
+        ("prefetch_factor: 0\n", "prefetch_factor must be an integer from 1 to 64, got 0"),
+        ("prefetch_factor: '4'\n", "prefetch_factor must be an integer from 1 to 64, got '4'"),
+        ("prefetch_factor: 2.0\n", "prefetch_factor must be an integer from 1 to 64, got 2.0"),
+        ("seed: -3\n", "seed must be an integer from 0 to 4294967295, got -3"),
+        ("batch_size: 64.5\n", "batch_size must be an integer >= 1, got 64.5"),
+        ("hidden: null\n", "hidden must be an integer >= 1, got None"),
+        ("log_every: 0\n", "log_every must be an integer >= 1, got 0"),
+        ("lr: 0\n", "lr must be a number > 0, got 0"),
+        ("lr: .inf\n", "lr must be a number > 0, got inf"),
+        ("lr: 3e-4\n", "got '3e-4' (YAML read it as text: write it unquoted, and an exponent after a decimal point"),
+        ("weight_decay: -0.1\n", "weight_decay must be a number >= 0, got -0.1"),
+        ("pg_timeout_s: 0\n", "pg_timeout_s must be a number > 0, got 0"),
+        ("checkpoint_cost_estimate_s: -1\n", "checkpoint_cost_estimate_s must be a number > 0, got -1"),
+        ("checkpoint_min_interval_s: .nan\n", "checkpoint_min_interval_s must be a number >= 0, got nan"),
+        ("device: gpu\n", "device must be one of auto, cpu, cuda, got 'gpu'"),
+        ("step_delay_s: -1\n", "step_delay_s must be a number >= 0, got -1"),
+        ("stall_after_steps: -1\n", "stall_after_steps must be an integer >= 0, got -1"),
+        ("data: [1]\n", "data must be a mapping"),
+        ("data: {shards: 0}\n", "data.shards must be an integer >= 1, got 0"),
+        ("data: {samples_per_shard: '8'}\n", "data.samples_per_shard must be an integer >= 1, got '8'"),
+        ("data: {dim: 0}\n", "data.dim must be an integer >= 1, got 0"),
+        ("data: {classes: 1}\n", "data.classes must be an integer >= 2, got 1"),
+        ("data: {noise: -1}\n", "data.noise must be a number >= 0, got -1"),
+        ("data: {seed: 1.5}\n", "data.seed must be an integer from 0 to 4294967295, got 1.5"),
+        ("batch_size: 128\ndata: {samples_per_shard: 100}\n",
+         "batch_size 128 is larger than data.samples_per_shard 100: lower it, or raise data.samples_per_shard"),
     ],
 )
 def test_hparams_validation(tmp_path, text, message):
@@ -148,7 +178,36 @@ def test_hparams_validation(tmp_path, text, message):
     f.write_text(text)
     with pytest.raises(ConfigError, match="TRAIN_HPARAMS_FILE") as err:
         load_hparams(str(f))
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert len(err.value.errors) == 1 and message in err.value.errors[0], err.value.errors
+    assert err.value.errors[0].startswith(f"TRAIN_HPARAMS_FILE {str(f)!r}: ") and "\n" not in err.value.errors[0]
+
+
+@requires_torch
+def test_hparams_rules_cover_every_key_the_trainer_reads():
+    from example_trainer.pack_data import DEFAULT_PARAMS
+    from example_trainer.train import DATA_RULES, HPARAM_DEFAULTS, HPARAM_RULES
+
+    assert set(HPARAM_RULES) == set(HPARAM_DEFAULTS) - {"data"}
+    assert set(DATA_RULES) == set(DEFAULT_PARAMS)
+
+
+@requires_torch
+def test_bad_hparams_exit_2_with_one_line_per_problem(tmp_path):
+    """Before any process group: exit 2 (the launcher's config error, which fails the JobSet at
+    once) rather than a traceback after the nodes are up."""
+    import sys
+
+    hp = tmp_path / "hp.yaml"
+    hp.write_text("num_workers: -1\nprefetch_factor: '4'\nlr: 0\n")
+    env = {**os.environ, "TRAIN_JOB_ID": "j", "TRAIN_HPARAMS_FILE": str(hp),
+           "PYTHONPATH": str(TRAINER_DIR), "PYTHONWARNINGS": "ignore"}
+    p = subprocess.run([sys.executable, "-m", "example_trainer.train"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith("example_trainer: error: TRAIN_HPARAMS_FILE") for line in lines), lines
+    assert [line.split(": ")[3].split()[0] for line in lines] == ["lr", "num_workers", "prefetch_factor"], lines
+    assert "Traceback" not in p.stderr
 
 
 @requires_torch

@@ -43,6 +43,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import torch
+from launcher.state_file import bytes_of
 
 from .pack_data import HEADER_BYTES, read_header, read_manifest, shard_size
 
@@ -75,11 +76,15 @@ class ShardChunks:
         self.feature_bytes = batch_size * self.dim * 4
         self.label_bytes = batch_size * 8
         self._labels_at = [HEADER_BYTES + n * self.dim * 4 for _, n in self.shards]
-        self._maps: list[memoryview | None] = [None] * len(self.shards)
-        self._maps_pid = os.getpid()
+        self._forget_maps()
 
     def __len__(self) -> int:
         return len(self.chunks)
+
+    def _forget_maps(self) -> None:
+        """Map every shard anew when next read (the mappings close when no tensor uses them)."""
+        self._maps: list[memoryview | None] = [None] * len(self.shards)
+        self._maps_pid = os.getpid()
 
     def _shard(self, si: int) -> memoryview:
         """The shard's bytes, memory-mapped once per process (a forked worker maps its own)."""
@@ -102,7 +107,7 @@ class ShardChunks:
         and the two copies, with everything it needs in local names: for 8 KiB chunks this
         per-chunk work in Python, not the copying, bounds the loader."""
         if self._maps_pid != os.getpid():  # forked: the parent's mappings are not ours to use
-            self._maps, self._maps_pid = [None] * len(self.shards), os.getpid()
+            self._forget_maps()
         maps, chunks, labels_at = self._maps, self.chunks, self._labels_at
         row_bytes, feature_bytes, label_bytes = self.dim * 4, self.feature_bytes, self.label_bytes
         # Not strict: a block's last message may fill fewer chunks than it has views.
@@ -123,16 +128,11 @@ class ShardChunks:
     def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.empty(self.batch_size, self.dim, dtype=torch.float32)
         y = torch.empty(self.batch_size, dtype=torch.int64)
-        self.read_into(idx, _bytes_of(x), _bytes_of(y))
+        self.read_into(idx, bytes_of(x), bytes_of(y))
         return x, y
 
     def close(self) -> None:
-        self._maps = [None] * len(self.shards)  # the mappings close when no tensor uses them any more
-
-
-def _bytes_of(t: torch.Tensor) -> memoryview:
-    """A writable byte view of a contiguous CPU tensor's memory (torch has no buffer protocol)."""
-    return memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())).cast("B")
+        self._forget_maps()
 
 
 def epoch_order(n_chunks: int, epoch: int, seed: int, rank: int, world_size: int) -> list[int]:

@@ -13,15 +13,19 @@ and a final checkpoint on SIGTERM/SIGINT before exiting with 143.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import yaml
 from launcher import checkpoint, contract
+from launcher.collective import checkpoint_collective
 from launcher.progress import Progress
 from launcher.schedule import CheckpointSchedule
 from torch import nn
@@ -54,30 +58,120 @@ HPARAM_DEFAULTS = {
 }
 
 
+@dataclass(frozen=True)
+class Number:
+    """What a number-valued hyperparameter accepts: an integer (never a bool, a float or a
+    quoted string) or any finite number, from `low` (excluded if `above`) to `high`."""
+
+    integer: bool
+    low: int
+    high: float = math.inf
+    above: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is refused, or None."""
+        number = isinstance(value, int if self.integer else (int, float)) and not isinstance(value, bool)
+        if number and math.isfinite(value) and (value > self.low if self.above else value >= self.low) \
+                and value <= self.high:
+            return None
+        kind = "an integer" if self.integer else "a number"
+        bounds = (f"from {self.low} to {self.high}" if self.high != math.inf
+                  else f"{'>' if self.above else '>='} {self.low}")
+        hint = ""
+        if isinstance(value, str) and _looks_numeric(value):
+            hint = " (YAML read it as text: write it unquoted, and an exponent after a decimal point, e.g. 3.0e-4)"
+        return f"must be {kind} {bounds}, got {value!r}{hint}"
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+SEED = Number(integer=True, low=0, high=2**32 - 1)  # torch.Generator.manual_seed takes 64 bits: room for the epoch
+# Every key the trainer reads, checked before any process group exists: a bad value is exit 2
+# (the launcher's contract: a config error fails the JobSet at once) instead of a traceback
+# after the nodes are up that consumes the job's restarts.
+HPARAM_RULES: dict[str, Number | tuple[str, ...]] = {
+    "seed": SEED,
+    "steps": Number(integer=True, low=1),
+    "batch_size": Number(integer=True, low=1),
+    "lr": Number(integer=False, low=0, above=True),
+    "weight_decay": Number(integer=False, low=0),
+    "hidden": Number(integer=True, low=1),
+    "log_every": Number(integer=True, low=1),
+    # Upper bounds catch typos: every worker is a process, every prefetched block 4 MiB of ring.
+    "num_workers": Number(integer=True, low=0, high=64),
+    "prefetch_factor": Number(integer=True, low=1, high=64),
+    "pg_timeout_s": Number(integer=False, low=0, above=True),
+    "checkpoint_cost_estimate_s": Number(integer=False, low=0, above=True),
+    "checkpoint_min_interval_s": Number(integer=False, low=0),
+    "device": ("auto", "cpu", "cuda"),
+    "step_delay_s": Number(integer=False, low=0),
+    "stall_after_steps": Number(integer=True, low=0),
+}
+DATA_RULES: dict[str, Number] = {
+    "seed": SEED,
+    "shards": Number(integer=True, low=1),
+    "samples_per_shard": Number(integer=True, low=1),
+    "dim": Number(integer=True, low=1),
+    "classes": Number(integer=True, low=2),
+    "noise": Number(integer=False, low=0),
+}
+
+
 class ConfigError(Exception):
-    pass
+    """The hyperparameters file is unusable; `errors` has one line per problem."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
 
 
 def load_hparams(path: str) -> dict:
+    where = f"TRAIN_HPARAMS_FILE {path!r}"
     try:
         with open(path) as f:
             raw = yaml.safe_load(f) or {}
     except OSError as e:
-        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: {e.strerror}") from e
+        raise ConfigError([f"{where}: {e.strerror}"]) from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: invalid YAML ({e})".replace("\n", " ")) from e
+        raise ConfigError([f"{where}: invalid YAML ({e})".replace("\n", " ")]) from e
     if not isinstance(raw, dict):
-        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: top level must be a mapping")
-    unknown = sorted(set(raw) - set(HPARAM_DEFAULTS))
+        raise ConfigError([f"{where}: top level must be a mapping"])
+    unknown = sorted(set(raw) - set(HPARAM_DEFAULTS), key=str)
     if unknown:
-        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: unknown keys {unknown}")
+        raise ConfigError([f"{where}: unknown keys {unknown}; known: {sorted(HPARAM_DEFAULTS)}"])
     hp = {**HPARAM_DEFAULTS, **raw}
-    bad_data = sorted(set(hp["data"]) - set(DEFAULT_PARAMS))
+    errors = []
+    for key, rule in HPARAM_RULES.items():
+        if isinstance(rule, Number):
+            problem = rule.problem(hp[key])
+        else:
+            problem = None if hp[key] in rule else f"must be one of {', '.join(rule)}, got {hp[key]!r}"
+        if problem:
+            errors.append(f"{where}: {key} {problem}")
+    data = hp["data"] if hp["data"] is not None else {}
+    if not isinstance(data, dict):
+        errors.append(f"{where}: data must be a mapping of {sorted(DATA_RULES)}, got {data!r}")
+        data = {}
+    bad_data = sorted(set(data) - set(DATA_RULES), key=str)
     if bad_data:
-        raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: unknown data keys {bad_data}")
-    for key in ("steps", "batch_size", "hidden", "log_every"):
-        if not isinstance(hp[key], int) or hp[key] < 1:
-            raise ConfigError(f"TRAIN_HPARAMS_FILE {path!r}: {key} must be an integer >= 1")
+        errors.append(f"{where}: unknown data keys {bad_data}; known: {sorted(DATA_RULES)}")
+    for key in sorted(set(data) & set(DATA_RULES)):
+        problem = DATA_RULES[key].problem(data[key])
+        if problem:
+            errors.append(f"{where}: data.{key} {problem}")
+    per_shard = data.get("samples_per_shard", DEFAULT_PARAMS["samples_per_shard"])
+    if not errors and hp["batch_size"] > per_shard:  # a chunk is batch_size samples of one shard
+        errors.append(f"{where}: batch_size {hp['batch_size']} is larger than data.samples_per_shard "
+                      f"{per_shard}: lower it, or raise data.samples_per_shard")
+    if errors:
+        raise ConfigError(errors)
+    hp["data"] = data
     return hp
 
 
@@ -93,22 +187,6 @@ class StopFlag:
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self)
         signal.signal(signal.SIGINT, self)
-
-
-def _agreement(world: int, timeout_s: float):
-    """`agree(ok)` for the checkpointer: True iff every rank says ok. Its collectives run on the
-    checkpoint's background thread, concurrently with the loop's, so they get a gloo group of their
-    own (a group's collectives must be issued in the same order on every rank)."""
-    if world == 1:
-        return lambda ok: ok
-    group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=float(timeout_s)))
-
-    def agree(ok: bool) -> bool:
-        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
-        return bool(flag.item())
-
-    return agree
 
 
 class MLP(nn.Module):
@@ -131,7 +209,7 @@ def main() -> int:
         c = contract.from_env()
         hp = load_hparams(c.hparams_file)
     except (contract.ContractError, ConfigError) as e:
-        sys.stderr.write(f"example_trainer: error: {e}\n")
+        sys.stderr.write("".join(f"example_trainer: error: {line}\n" for line in e.errors))
         return EXIT_CONFIG
 
     rank = int(os.environ.get("RANK", "0"))
@@ -237,7 +315,7 @@ def main() -> int:
     last_saved = step
     checkpointer = checkpoint.AsyncCheckpointer(
         c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep,
-        agree=_agreement(world, hp["pg_timeout_s"]),
+        collective=checkpoint_collective(world, hp["pg_timeout_s"]),
     )
     reasons: dict[int, str] = {}
 

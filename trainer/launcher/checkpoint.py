@@ -4,22 +4,24 @@ Layout under TRAIN_CHECKPOINT_DIR (a shared file system for multi-node jobs)::
 
     step-000000120/
         rank-00000.state              written by each rank that holds state (state_file.py)
-        rank-00000.state.meta.json    {"bytes": N, "xxh3_128": "..."} of that file
-        COMPLETE                      JSON marker, written LAST by rank 0
+        COMPLETE                      JSON marker, written LAST by rank 0: every file with its
+                                      {"bytes": N, "xxh3_128": "..."}
 
 Protocol: rank 0 clears a stale directory for the step; every writer writes its file to a
 temporary name in the same directory, fsyncs it, renames it and fsyncs the directory; once every
-rank agrees that its file is there, rank 0 writes the marker the same way (listing every file
-with its size and digest), fsyncs the parent directory, and prunes old checkpoints (marker
-removed first, so a half-deleted checkpoint is never taken for a complete one). A last agreement
-keeps every rank alive until the marker exists.
+rank agrees that its file is there, every rank sends rank 0 the {name: size and digest} of the
+files it wrote (an all-gather), rank 0 checks that each of them is there with that size and only
+then writes the marker the same way, fsyncs the parent directory, and prunes old checkpoints
+(marker removed first, so a half-deleted checkpoint is never taken for a complete one). A last
+agreement keeps every rank alive until the marker exists. (Rank 0 never lists the directory to
+learn what was written: on NFS, EFS included, a listing may be stale and leave a rank out.)
 
 `AsyncCheckpointer` runs that protocol so that the training loop waits only for the copy of
 the state to host memory (`state_file.Stager`); writing, hashing (during the write, one pass),
-the renames and the marker happen on a background thread. Its collectives go through the
-`agree` callable, which must use a process group of its own (e.g. a gloo group made for
-checkpoints) because they run concurrently with the training loop's collectives. `save` is the
-same protocol, waited for.
+the renames and the marker happen on a background thread. Its collectives go through a
+`Collective` (`collective.ProcessGroupCollective`), which must use a process group of its own
+(e.g. a gloo group made for checkpoints) because they run concurrently with the training loop's
+collectives. `save` is the same protocol, waited for.
 
 A checkpoint is *complete* when its marker parses, names the same step and every file it lists
 exists with the recorded size (`inspect`, cheap, no torch: that is what the launcher uses).
@@ -43,14 +45,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Protocol, cast
 
 PREFIX = "step-"
 MARKER = "COMPLETE"
-META_SUFFIX = ".meta.json"
 FORMAT_VERSION = 2
 LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable
-_STEP_RE = re.compile(r"^step-(\d{1,12})$")
+_STEP_RE = re.compile(r"step-(\d{1,12})")
 
 
 class CheckpointCorruptError(Exception):
@@ -74,7 +75,7 @@ def step_dir_name(step: int) -> str:
 
 def parse_step(name: str) -> int | None:
     """Step number of a checkpoint directory name, None for anything else."""
-    m = _STEP_RE.match(name)
+    m = _STEP_RE.fullmatch(name)
     return int(m.group(1)) if m else None
 
 
@@ -266,9 +267,29 @@ def prune(root: str, keep: int) -> list[str]:
     return removed
 
 
-def _alone(ok: bool) -> bool:
-    """`agree` of a single process."""
-    return ok
+class Collective(Protocol):
+    """The collectives the protocol runs between its steps, on a process group of its own."""
+
+    def agree(self, ok: bool) -> bool:
+        """True iff every rank passed True (an all-reduce MIN)."""
+        ...
+
+    def all_gather(self, value: Any) -> list[Any]:
+        """Every rank's `value`, in rank order, on every rank."""
+        ...
+
+
+class _Solo:
+    """The collectives of a single process."""
+
+    def agree(self, ok: bool) -> bool:
+        return ok
+
+    def all_gather(self, value: Any) -> list[Any]:
+        return [value]
+
+
+SOLO: Collective = _Solo()
 
 
 class CheckpointWriteError(Exception):
@@ -293,12 +314,12 @@ class SavedCheckpoint:
 
 class BackgroundCommits:
     """What every asynchronous checkpointer shares: one save in flight on a thread of its own,
-    its outcome handed to the training loop by `poll()`/`wait()`, and collective agreement
-    (`agree`) between the protocol's steps."""
+    its outcome handed to the training loop by `poll()`/`wait()`, collective agreement between
+    the protocol's steps, and the marker written from what every writer reports."""
 
-    def __init__(self, root: str, *, rank: int, world_size: int, agree: Callable[[bool], bool], keep: int):
+    def __init__(self, root: str, *, rank: int, world_size: int, collective: Collective, keep: int):
         self.root, self.rank, self.world_size, self.keep = root, rank, world_size, keep
-        self._agree = agree
+        self._collective = collective
         self._thread: threading.Thread | None = None
         self._done: SavedCheckpoint | None = None
         self._error: BaseException | None = None
@@ -346,7 +367,7 @@ class BackgroundCommits:
                 action()
             except Exception as e:  # reported below, after every rank has answered
                 error = e
-        if not self._agree(error is None):
+        if not self._collective.agree(error is None):
             where = f"on this rank: {error}" if error is not None else "on another rank"
             raise CheckpointWriteError(f"step {step}: {what} failed {where}") from error
 
@@ -358,11 +379,47 @@ class BackgroundCommits:
         os.makedirs(path)
         fsync_dir(self.root)
 
-    def _commit_marker(self, path: str, step: int, meta: dict) -> None:
-        """Rank 0, once every file is there: the marker, last; then pruning."""
-        _write_marker(path, step, self.world_size, meta)
+    def _commit(self, path: str, step: int, written: dict[str, dict], meta: dict) -> None:
+        """Every rank, once each has written its files (`written`: {name: {"bytes", digest}}):
+        rank 0 gathers every rank's report, checks that each file is there with its size, and
+        only then writes the marker, last; then prunes. Agreed, like every step."""
+        reports = self._collective.all_gather(written)
+        commit = (lambda: self._commit_marker(path, step, reports, meta)) if self.rank == 0 else None
+        self._step(step, "writing the marker", commit)
+
+    def _commit_marker(self, path: str, step: int, reports: list[dict[str, dict]], meta: dict) -> None:
+        files = expected_files(path, reports)
+        atomic_write_json(os.path.join(path, MARKER), {
+            "format": FORMAT_VERSION,
+            "step": step,
+            "world_size": self.world_size,
+            "files": files,
+            "created_unix": round(time.time(), 3),
+            **meta,
+        })
         fsync_dir(self.root)
         prune(self.root, self.keep)
+
+
+def expected_files(path: str, reports: list[dict[str, dict]]) -> dict[str, dict]:
+    """The files every rank reports it wrote into `path`, merged; CheckpointWriteError unless
+    each is a plain name reported once and is there with the reported size."""
+    files: dict[str, dict] = {}
+    for rank, report in enumerate(reports):
+        for name, meta in report.items():
+            if not _listable(name) or name in files:
+                raise CheckpointWriteError(f"rank {rank} reports {name!r}: not a file name, or reported twice")
+            files[name] = meta
+    if not files:
+        raise CheckpointWriteError(f"{path}: no rank reports a file")
+    for name, meta in sorted(files.items()):
+        try:
+            size = os.stat(os.path.join(path, name)).st_size
+        except OSError as e:
+            raise CheckpointWriteError(f"{path}: {name} is missing ({e.strerror})") from e
+        if size != meta.get("bytes"):
+            raise CheckpointWriteError(f"{path}: {name} has {size} bytes, its writer wrote {meta.get('bytes')}")
+    return files
 
 
 class AsyncCheckpointer(BackgroundCommits):
@@ -370,9 +427,9 @@ class AsyncCheckpointer(BackgroundCommits):
 
     Every rank calls `save(step, state)` at the same step. `writes` says whether this rank writes
     its `state` (default: rank 0 only, right for replicated DDP state; True on every rank for
-    sharded state: each rank writes its own file, all in parallel). `agree(ok) -> bool` is a
-    collective that returns True iff every rank passed True (an all-reduce MIN on a process
-    group of its own); it runs on the background thread.
+    sharded state: each rank writes its own file, all in parallel). `collective` (needed when
+    world_size > 1: `collective.checkpoint_collective`) runs on the background thread, over a
+    process group of its own.
 
     `poll()` returns each committed checkpoint once (None until then) and raises
     CheckpointWriteError if a background save failed; `wait()` blocks until nothing is in
@@ -380,10 +437,10 @@ class AsyncCheckpointer(BackgroundCommits):
     """
 
     def __init__(self, root: str, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
-                 agree: Callable[[bool], bool] = _alone, keep: int = 3):
+                 collective: Collective = SOLO, keep: int = 3):
         from . import state_file
 
-        super().__init__(root, rank=rank, world_size=world_size, agree=agree, keep=keep)
+        super().__init__(root, rank=rank, world_size=world_size, collective=collective, keep=keep)
         self.writes = rank == 0 if writes is None else writes
         self._stager = state_file.Stager()
 
@@ -401,40 +458,23 @@ class AsyncCheckpointer(BackgroundCommits):
         from . import state_file
 
         path = os.path.join(self.root, step_dir_name(step))
-        written: dict = {"bytes": 0}
+        written: dict[str, dict] = {}
 
         def write_file() -> None:
             name = shard_name(self.rank)
-            written.update(atomic_write_fd(os.path.join(path, name), lambda fd: state_file.write_snapshot(fd, snapshot)))
-            atomic_write_json(os.path.join(path, name + META_SUFFIX), written)
+            written[name] = atomic_write_fd(os.path.join(path, name), lambda fd: state_file.write_snapshot(fd, snapshot))
 
         self._step(step, "preparing the directory", (lambda: self._prepare(path)) if self.rank == 0 else None)
         self._step(step, "writing a rank's file", write_file if snapshot is not None else None)
-        self._step(step, "writing the marker", (lambda: self._commit_marker(path, step, meta)) if self.rank == 0 else None)
-        return path, written["bytes"]
-
-
-def _write_marker(path: str, step: int, world_size: int, meta: dict) -> None:
-    files = {}
-    for entry in sorted(os.listdir(path)):
-        if entry.endswith(META_SUFFIX) and _listable(entry[: -len(META_SUFFIX)]):
-            with open(os.path.join(path, entry)) as f:
-                files[entry[: -len(META_SUFFIX)]] = json.load(f)
-    marker = {
-        "format": FORMAT_VERSION,
-        "step": step,
-        "world_size": world_size,
-        "files": files,
-        "created_unix": round(time.time(), 3),
-        **meta,
-    }
-    atomic_write_json(os.path.join(path, MARKER), marker)
+        self._commit(path, step, written, meta)
+        return path, sum(m["bytes"] for m in written.values())
 
 
 def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
-         agree: Callable[[bool], bool] = _alone, keep: int = 3, meta: dict | None = None) -> str:
+         collective: Collective = SOLO, keep: int = 3, meta: dict | None = None) -> str:
     """The same collective save, waited for; returns the checkpoint directory."""
-    checkpointer = AsyncCheckpointer(root, rank=rank, world_size=world_size, writes=writes, agree=agree, keep=keep)
+    checkpointer = AsyncCheckpointer(root, rank=rank, world_size=world_size, writes=writes, collective=collective,
+                                     keep=keep)
     checkpointer.save(step, state, meta)
     return checkpointer.wait().path  # pyright: ignore[reportOptionalMemberAccess]  # wait() raises on failure
 

@@ -33,10 +33,10 @@ OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS")
 # Set by the launcher for the trainer, never read from the workload.
 RESUME_VAR = "TRAIN_RESUME_FROM"
 
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOSTNAME_RE = re.compile(
-    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+    r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
 )
 
 
@@ -160,7 +160,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     nproc = _int(env, "TRAIN_NPROC_PER_NODE", errors, lo=1)
 
     host = _get(env, "TRAIN_RDZV_HOST")
-    host_ok = bool(_HOSTNAME_RE.match(host))
+    host_ok = bool(_HOSTNAME_RE.fullmatch(host))
     if not host_ok:
         try:
             ipaddress.ip_address(host)
@@ -174,7 +174,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     job_id = env.get("TRAIN_JOB_ID", "").strip()
     if not job_id:
         errors.append("TRAIN_JOB_ID is required (the rendezvous id / run name) but is not set")
-    elif not _JOB_ID_RE.match(job_id):
+    elif not _JOB_ID_RE.fullmatch(job_id):
         errors.append(
             "TRAIN_JOB_ID must be 1-128 characters of [A-Za-z0-9._-] starting with a "
             f"letter or digit, got {job_id!r}"

@@ -7,9 +7,11 @@ on load, and `async_save` stops the loop only while it stages the state in host 
 
 What this module adds is the launcher's protocol (checkpoint.py): a fresh `step-NNNNNNNNN`
 directory, every file recorded with its size and XXH3-128 digest (computed while DCP writes it,
-one pass), the `COMPLETE` marker written last by rank 0 after every rank has agreed, pruning,
-and on load a verified, collective fallback: every rank checks a share of the files, and if any
-rank finds damage, all of them skip that checkpoint together.
+one pass) and reported to rank 0, the `COMPLETE` marker written last by rank 0 after every rank
+has agreed and every reported file is there, pruning, and on load a verified, collective
+fallback: every rank checks a share of the files, the checkpoint's DCP metadata may name no file
+the marker does not list, and if any rank finds damage, or DCP fails to load on any rank, all of
+them skip that checkpoint together.
 
     checkpointer = DistributedCheckpointer(root, rank=r, world_size=w, process_group=gloo_group)
     checkpointer.save(step, {"model": model_sd, "optim": optim_sd})   # returns the blocked seconds
@@ -38,26 +40,15 @@ import xxhash
 
 # The defining modules of torch.distributed.checkpoint's public names (its __init__ re-exports
 # them with a star import, which type checkers do not follow).
-from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save
 
 from . import checkpoint
-from .checkpoint import META_SUFFIX, BackgroundCommits, CheckpointCorruptError, atomic_write_json, step_dir_name
+from .checkpoint import BackgroundCommits, CheckpointCorruptError, step_dir_name
+from .collective import ProcessGroupCollective
 from .state_file import DIGEST
-
-
-def group_agree(process_group: dist.ProcessGroup | None) -> Callable[[bool], bool]:
-    """`agree(ok)`: True iff every rank of `process_group` says ok (all-reduce MIN)."""
-
-    def agree(ok: bool) -> bool:
-        if process_group is None and not dist.is_initialized():
-            return ok
-        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=process_group)
-        return bool(flag.item())
-
-    return agree
 
 
 class _HashingStream:
@@ -82,8 +73,17 @@ class _HashingStream:
 
 
 class _RecordingFileSystem(FileSystem):
-    """DCP's file system, recording `<file>.meta.json` ({"bytes", "xxh3_128"}) for every file it
-    writes, hashed while written, so the marker can list them without reading anything back."""
+    """DCP's file system, recording {"bytes", "xxh3_128"} of every file it writes in this process,
+    hashed while written, so the marker can list them without reading anything back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: dict[str, dict[str, dict]] = {}  # directory -> {file name: meta}
+
+    @staticmethod
+    def _split(path: str | os.PathLike) -> tuple[str, str]:
+        directory, name = os.path.split(os.path.normpath(path))
+        return directory, name
 
     @contextlib.contextmanager
     def create_stream(self, path: str | os.PathLike, mode: str) -> Generator[Any, None, None]:
@@ -94,11 +94,19 @@ class _RecordingFileSystem(FileSystem):
         with super().create_stream(path, mode) as stream:
             recorder = _HashingStream(stream)
             yield recorder
-        atomic_write_json(str(path) + META_SUFFIX, {"bytes": recorder.nbytes, DIGEST: recorder.hexdigest()})
+        directory, name = self._split(path)
+        self.written.setdefault(directory, {})[name] = {"bytes": recorder.nbytes, DIGEST: recorder.hexdigest()}
 
     def rename(self, path: str | os.PathLike, new_path: str | os.PathLike) -> None:
         super().rename(path, new_path)  # .metadata.tmp -> .metadata
-        os.replace(str(path) + META_SUFFIX, str(new_path) + META_SUFFIX)
+        (directory, name), (new_directory, new_name) = self._split(path), self._split(new_path)
+        meta = self.written.get(directory, {}).pop(name, None)
+        if meta is not None:
+            self.written.setdefault(new_directory, {})[new_name] = meta
+
+    def take(self, directory: str) -> dict[str, dict]:
+        """What this process wrote into `directory` (forgotten here)."""
+        return self.written.pop(os.path.normpath(directory), {})
 
 
 class _Writer(FileSystemWriter):
@@ -108,7 +116,7 @@ class _Writer(FileSystemWriter):
         # pins cached buffers, which needs CUDA, so on CPU every save stages a fresh copy.
         super().__init__(path, single_file_per_rank=True, sync_files=True, thread_count=1, overwrite=True,
                          cache_staged_state_dict=torch.cuda.is_available())
-        self.fs = _RecordingFileSystem()
+        self.fs: _RecordingFileSystem = _RecordingFileSystem()
 
 
 class DistributedCheckpointer(BackgroundCommits):
@@ -116,7 +124,8 @@ class DistributedCheckpointer(BackgroundCommits):
 
     def __init__(self, root: str, *, rank: int, world_size: int, process_group: dist.ProcessGroup | None,
                  keep: int = 3):
-        super().__init__(root, rank=rank, world_size=world_size, agree=group_agree(process_group), keep=keep)
+        super().__init__(root, rank=rank, world_size=world_size, collective=ProcessGroupCollective(process_group),
+                         keep=keep)
         self.process_group = process_group
         self._writer = _Writer(root)  # one writer, reused: it owns the cached staging buffers
 
@@ -136,43 +145,72 @@ class DistributedCheckpointer(BackgroundCommits):
                                 process_group=self.process_group)
         copied = time.monotonic()
 
+        def shards_written() -> None:
+            try:
+                future.result()  # pyright: ignore[reportAttributeAccessIssue]
+            except CheckpointException as e:  # a BaseException: as it is, _step would not report it to the other ranks
+                raise RuntimeError(f"DCP: {_describe(e)}") from e
+
         def commit() -> tuple[str, int]:
-            self._step(step, "writing the shards", future.result)  # pyright: ignore[reportAttributeAccessIssue]
-            self._step(step, "writing the marker",
-                       (lambda: self._commit_marker(path, step, dict(meta or {}))) if self.rank == 0 else None)
-            return path, _bytes_written_by(path, self.rank)
+            self._step(step, "writing the shards", shards_written)
+            written = self._writer.fs.take(path)
+            self._commit(path, step, written, dict(meta or {}))
+            return path, sum(m["bytes"] for m in written.values())
 
         self._start(step, commit, copied - started, copied)
         return copied - started
 
 
-def _bytes_written_by(path: str, rank: int) -> int:
-    total = 0
-    for entry in os.listdir(path):
-        if entry.startswith(f"__{rank}_") and not entry.endswith(META_SUFFIX):
-            total += os.path.getsize(os.path.join(path, entry))
-    return total
-
-
 def load(path: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGroup | None) -> None:
     """Load a complete checkpoint into `state_dict` in place (collective). Every rank verifies
-    its share of the files first; CheckpointCorruptError on every rank if any file is damaged."""
-    agree = group_agree(process_group)
+    its share of the files first; CheckpointCorruptError on every rank if any file is damaged,
+    if DCP's metadata names a file the marker does not list, or if DCP fails on any rank."""
+    collective = ProcessGroupCollective(process_group)
     rank = dist.get_rank(process_group) if dist.is_initialized() else 0
     world = dist.get_world_size(process_group) if dist.is_initialized() else 1
     info = checkpoint.inspect(path)
     problem = None if info.complete else f"{path}: incomplete ({info.reason})"
     if problem is None:
         files = info.marker["files"]
-        for name in sorted(files)[rank::world]:
-            try:
+        try:
+            for name in sorted(files)[rank::world]:
                 checkpoint.verify_file(os.path.join(path, name), files[name])
-            except CheckpointCorruptError as e:
-                problem = str(e)
-                break
-    if not agree(problem is None):
+            if rank == 0:  # .metadata is verified by now: the marker lists it, rank 0 checks it first
+                _check_references(path, files)
+        except CheckpointCorruptError as e:
+            problem = str(e)
+    if not collective.agree(problem is None):
         raise CheckpointCorruptError(problem or f"{path}: another rank found a damaged file")
-    dcp_load(state_dict, checkpoint_id=path, process_group=process_group)
+    try:
+        dcp_load(state_dict, checkpoint_id=path, process_group=process_group)
+    except (Exception, CheckpointException) as e:  # DCP's own is a BaseException, holding every rank's
+        problem = f"{path}: DCP could not load it: {_describe(e)}"
+    # Every rank returns the same way, whether DCP failed on all ranks or on one.
+    if not collective.agree(problem is None):
+        raise CheckpointCorruptError(problem or f"{path}: DCP could not load it on another rank")
+
+
+def _describe(error: BaseException) -> str:
+    """One line: each failing rank's exception (DCP's CheckpointException holds every rank's,
+    with tracebacks), each cut to its first line."""
+    failures = error.failures if isinstance(error, CheckpointException) else {None: (error, None)}
+    parts = []
+    for rank, (exc, _) in sorted(failures.items(), key=lambda item: str(item[0])):
+        text = (f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__).splitlines()[0][:300]
+        parts.append(text if rank is None else f"rank {rank}: {text}")
+    return "; ".join(parts)
+
+
+def _check_references(path: str, files: dict[str, dict]) -> None:
+    """Every file DCP's metadata reads from is one the marker lists (and so was verified)."""
+    try:
+        metadata = FileSystemReader(path).read_metadata()
+    except Exception as e:  # unpickling a damaged file raises many types
+        raise CheckpointCorruptError(f"{path}: unreadable DCP metadata: {type(e).__name__}: {e}") from e
+    referenced = {info.relative_path for info in (metadata.storage_data or {}).values()}
+    unlisted = sorted(referenced - set(files))
+    if unlisted:
+        raise CheckpointCorruptError(f"{path}: DCP metadata reads {unlisted}, which the marker does not list")
 
 
 def load_newest(root: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGroup | None,

@@ -40,7 +40,7 @@ POLL_SECONDS = 1.0
 EFA_NETWORKS = ("Libfabric", "AWS Libfabric", "OFI")
 NCCL_SUBSYSTEMS = ("INIT", "NET")
 
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<network>\S.*?)\s*$")
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<network>\S.*?)\s*\Z")
 _PROVIDER = re.compile(r"NET/OFI Selected provider is (?P<provider>[\w-]+)", re.IGNORECASE)
 _NO_NET_PLUGIN = "Failed to initialize any NET plugin"
 _FORWARDED = (" NCCL WARN ", "Using network", "Selected provider", "Selected Provider")

@@ -30,6 +30,7 @@ against about 1.7 GB/s for SHA-256 on the same CPU), so hashing never limits a s
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import pickle
@@ -142,7 +143,7 @@ class Stager:
         data_offset = _align(HEADER.size + len(skeleton_bytes), DATA_ALIGN)
         prefix = HEADER.pack(MAGIC, len(skeleton_bytes), data_offset, offset) + skeleton_bytes
         prefix += b"\0" * (data_offset - len(prefix))
-        return Snapshot(prefix=prefix, data=_bytes_of(buffer)[:offset])
+        return Snapshot(prefix=prefix, data=bytes_of(buffer)[:offset])
 
     def _buffer_of(self, nbytes: int, *, pinned: bool) -> torch.Tensor:
         buffer = self._buffer
@@ -151,10 +152,9 @@ class Stager:
         return buffer
 
 
-def _bytes_of(t: torch.Tensor) -> memoryview:
-    """The bytes of a contiguous CPU tensor as a memoryview (no copy)."""
-    import ctypes
-
+def bytes_of(t: torch.Tensor) -> memoryview:
+    """A writable byte view of a contiguous CPU tensor's memory, no copy (torch tensors have no
+    buffer protocol)."""
     return memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())).cast("B")
 
 
