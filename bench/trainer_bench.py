@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -145,8 +146,9 @@ def bench_loader(work: Path, figures: Figures, repeat: int, data_bytes: int) -> 
     and a pass of the loader's reader in this process alone."""
     sizes = []
     for label, dim, batch in CHUNK_SHAPES:
-        nbytes = pack(work / label.replace(" ", "-"), dim, batch, data_bytes)
-        ds = ShardChunks(str(work / label.replace(" ", "-")), batch)
+        data_dir = work / label.replace(" ", "-")
+        nbytes = pack(data_dir, dim, batch, data_bytes)
+        ds = ShardChunks(str(data_dir), batch)
         order = epoch_order(len(ds), 0, seed=0, rank=0, world_size=1)
         raw = raw_mmap_pass(ds, order, memoryview(bytearray(ds.feature_bytes)), memoryview(bytearray(ds.label_bytes)))
         raw()  # page cache warm for all
@@ -165,6 +167,9 @@ def bench_loader(work: Path, figures: Figures, repeat: int, data_bytes: int) -> 
             figures.add(f"raw mmap, {label}", timed(raw))
             figures.add(f"reader in one process, {label}", timed(reader))
         loader.close()
+        del raw, reader  # their mappings of the shards
+        ds.close()
+        shutil.rmtree(data_dir)  # the disk holds one data set at a time, then the checkpoints
         sizes.append((label, nbytes))
     return sizes
 
