@@ -192,25 +192,6 @@ def test_hparams_rules_cover_every_key_the_trainer_reads():
 
 
 @requires_torch
-def test_bad_hparams_exit_2_with_one_line_per_problem(tmp_path):
-    """Before any process group: exit 2 (the launcher's config error, which fails the JobSet at
-    once) rather than a traceback after the nodes are up."""
-    import sys
-
-    hp = tmp_path / "hp.yaml"
-    hp.write_text("num_workers: -1\nprefetch_factor: '4'\nlr: 0\n")
-    env = {**os.environ, "TRAIN_JOB_ID": "j", "TRAIN_HPARAMS_FILE": str(hp),
-           "PYTHONPATH": str(TRAINER_DIR), "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, "-m", "example_trainer.train"], env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.splitlines()
-    assert len(lines) == 3 and all(line.startswith("example_trainer: error: TRAIN_HPARAMS_FILE") for line in lines), lines
-    assert [line.split(": ")[3].split()[0] for line in lines] == ["lr", "num_workers", "prefetch_factor"], lines
-    assert "Traceback" not in p.stderr
-
-
-@requires_torch
 def test_default_hparams_file_is_valid():
     from example_trainer.train import load_hparams
 

@@ -53,6 +53,22 @@ def test_two_process_run_trains_and_loss_falls(trainer_env, launch, measurements
     measurements.record("2-proc run: wall time incl. startup", wall, "s")
 
 
+def test_bad_hparams_fail_the_pod_with_exit_2_and_one_line_per_problem(trainer_env, launch):
+    """Found by the trainer before any process group exists, reported through
+    TRAIN_CONFIG_ERROR_FILE: the launcher exits 2 (a config error fails the JobSet at once)
+    instead of torchrun's 1, which would spend a restart."""
+    env = trainer_env({"num_workers": -1, "prefetch_factor": "4", "lr": 0})
+    run = launch(env, "bad-hparams")
+    assert run.wait(timeout=120) == 2, run.stderr_tail()
+    (reported,) = run.of("trainer_config_error")
+    assert [line.split(": ")[3].split()[0] for line in reported["errors"]] == ["lr", "num_workers", "prefetch_factor"]
+    assert all(line.startswith("example_trainer: error: TRAIN_HPARAMS_FILE ") for line in reported["errors"])
+    assert run.of("launcher_exit")[0]["rc"] == 2 and run.of("launcher_exit")[0]["torchrun_rc"] == 1
+    assert not run.of("trainer_start")
+    stderr = run.err_path.read_text()
+    assert stderr.count("prefetch_factor must be an integer from 1 to 64, got '4'") == 2  # once per rank
+
+
 def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch, measurements):
     every = 20
     hp = {"steps": 100000, "step_delay_s": 0.02}

@@ -1,10 +1,10 @@
 """Reading packed shards at the speed of the storage: worker processes fill a shared-memory ring.
 
 The unit of loading is a *chunk*: `batch_size` consecutive samples of one shard, read with two
-positioned reads (features, labels) straight into their final place. Each epoch shuffles the
-chunk order with a seeded generator; rank r takes every world_size-th chunk. The position in the
-data is therefore a pure function of the global step, which is all a checkpoint needs to resume
-exactly.
+memory copies (features, labels) out of the shard's mapping straight into their final place.
+Each epoch shuffles the chunk order with a seeded generator; rank r takes every world_size-th
+chunk. The position in the data is therefore a pure function of the global step, which is all a
+checkpoint needs to resume exactly.
 
 Why not `torch.utils.data.DataLoader` with one chunk per item: every item then crosses a
 multiprocessing queue on its own (pickled, its storage moved into a fresh shared-memory segment

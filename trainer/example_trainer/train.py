@@ -202,6 +202,20 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+def config_error(lines: list[str]) -> int:
+    """Report a configuration that cannot work: one line each on stderr and, for the launcher, in
+    TRAIN_CONFIG_ERROR_FILE (so the pod exits 2 and the JobSet fails at once); returns the exit code."""
+    text = "".join(f"example_trainer: error: {line}\n" for line in lines)
+    sys.stderr.write(text)
+    report = os.environ.get(contract.CONFIG_ERROR_VAR)
+    if report:
+        try:
+            checkpoint.atomic_write_bytes(report, text.encode())
+        except OSError as e:
+            sys.stderr.write(f"example_trainer: cannot write {contract.CONFIG_ERROR_VAR} {report!r}: {e.strerror}\n")
+    return EXIT_CONFIG
+
+
 def main() -> int:
     stop = StopFlag()
     stop.install()
@@ -209,8 +223,7 @@ def main() -> int:
         c = contract.from_env()
         hp = load_hparams(c.hparams_file)
     except (contract.ContractError, ConfigError) as e:
-        sys.stderr.write("".join(f"example_trainer: error: {line}\n" for line in e.errors))
-        return EXIT_CONFIG
+        return config_error(e.errors)
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -235,8 +248,9 @@ def main() -> int:
     ds = ShardChunks(c.data_dir, hp["batch_size"])
     per_rank = len(ds) // world
     if per_rank < 1:
-        sys.stderr.write("example_trainer: error: data set too small for this world size\n")
-        return EXIT_CONFIG
+        return config_error([f"the data set has {len(ds)} chunks of batch_size {hp['batch_size']} samples, "
+                             f"fewer than the {world} ranks: raise data.shards or data.samples_per_shard, "
+                             "or lower batch_size"])
 
     torch.manual_seed(hp["seed"])
     model = MLP(ds.dim, hp["hidden"], ds.classes).to(device)

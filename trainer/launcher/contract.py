@@ -32,6 +32,16 @@ OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS")
 
 # Set by the launcher for the trainer, never read from the workload.
 RESUME_VAR = "TRAIN_RESUME_FROM"
+# A trainer that finds its own configuration unusable writes one line per problem to this file
+# and exits 2. torchrun turns any failed worker into its own exit 1, which would spend one of
+# the job's restarts; the launcher exits 2 instead when the file is there (a config error fails
+# the JobSet at once).
+CONFIG_ERROR_VAR = "TRAIN_CONFIG_ERROR_FILE"
+
+
+def config_error_file(heartbeat_file: str) -> str:
+    """Where the trainer reports a config error: next to the heartbeat, on the pod's own disk."""
+    return os.path.join(os.path.dirname(heartbeat_file), "config-error")
 
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOSTNAME_RE = re.compile(

@@ -115,9 +115,11 @@ def prepare_dirs(c: contract.Contract) -> None:
         errors.append(f"TRAIN_HPARAMS_FILE {c.hparams_file!r} is not readable: {e.strerror or e}")
     try:
         os.makedirs(os.path.dirname(c.heartbeat_file), exist_ok=True)
-        # A heartbeat from an earlier container must not satisfy the probes.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(c.heartbeat_file)
+        # A heartbeat from an earlier container must not satisfy the probes, nor its config error
+        # fail this one.
+        for stale in (c.heartbeat_file, contract.config_error_file(c.heartbeat_file)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
     except OSError as e:
         errors.append(f"TRAIN_HEARTBEAT_FILE {c.heartbeat_file!r} is not usable: {e.strerror or e}")
     if errors:
@@ -207,6 +209,15 @@ class Supervisor:
         return 128 - rc if rc < 0 else rc
 
 
+def _config_errors(path: str) -> list[str]:
+    """The lines a trainer wrote to TRAIN_CONFIG_ERROR_FILE, if it did."""
+    try:
+        with open(path, errors="replace") as f:
+            return [line.strip() for line in f.read(64 << 10).splitlines() if line.strip()]
+    except OSError:
+        return []
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     opts, command = parse_args(argv)
@@ -231,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.update(c.to_env())
     env[contract.RESUME_VAR] = resume
+    env[contract.CONFIG_ERROR_VAR] = contract.config_error_file(c.heartbeat_file)
     nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
     if on_fabric == "efa":
         env.update(fabric.nccl_log_env(env, nccl_log_dir))
@@ -281,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         return error(f"cannot start torchrun: {e}")
     # A finished run stays a success even if a stop signal raced with its end.
     rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
+    config_errors = _config_errors(env[contract.CONFIG_ERROR_VAR]) if rc != 0 and sup.received is None else []
+    if config_errors:
+        progress.log("trainer_config_error", errors=config_errors)
+        rc = 2  # torchrun's 1 would spend a restart on a config that cannot work
     network = watch.finish() if watch else None
     if network is not None:
         progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)
