@@ -73,6 +73,9 @@ def test_efa_layer_is_pinned_and_checked():
     assert 'sha256sum -c -' in efa and "efa-installer.amazonaws.com/aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" in efa
     assert "./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in efa
     assert "test -e /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so" in efa and "grep 'not found'" in efa
+    # ... with torch's wheel-shipped CUDA runtime on the library path (no toolkit in the base).
+    assert re.search(r'LD_LIBRARY_PATH="\$\{wheel_libs\}" ldd /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so', efa)
+    assert '"nvidia", "**", "libcudart.so*"' in efa
     assert "fi_info --version" in efa
     # Root installs it, before the image drops to UID 1000.
     assert text.index("FROM base AS efa") < text.index("USER 1000:1000")
