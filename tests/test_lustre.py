@@ -232,9 +232,22 @@ def test_the_grace_period_follows_the_storage_and_the_writers():
     measured_slow = mutate(prod_job(), "storage.checkpointWriteMBps", 500)
     (error,) = errors_of(measured_slow)
     assert "at 500 MB/s (storage.checkpointWriteMBps, as measured)" in error
-    raw = prod_job(terminationGracePeriodSeconds=30)
-    del raw[f"{PROJECT}:training"]["jobs"][0]["checkpointGiB"]
-    assert load(raw).training.jobs[0].checkpoint_gib is None, "no size stated: nothing to check"
+
+
+@pytest.mark.parametrize("stack", ["prod", "team-vision-prod"])
+def test_a_prod_job_must_state_its_checkpoint_size(stack):
+    raw = raw_config(stack)
+    job = {k: v for k, v in raw[f"{PROJECT}:training"]["jobs"][0].items() if k != "checkpointGiB"}
+    (error,) = errors_of(mutate(raw, "training.jobs", [job]), stack)
+    assert error.startswith(f"{PROJECT}:training.jobs[0].checkpointGiB: required key is missing: a prod stack")
+    assert "Fix: set checkpointGiB" in error
+
+
+def test_outside_prod_a_job_without_a_checkpoint_size_is_not_checked():
+    raw = raw_config("dev")
+    job = {**raw[f"{PROJECT}:training"]["jobs"][0], "terminationGracePeriodSeconds": 30}
+    assert "checkpointGiB" not in job
+    assert load(mutate(raw, "training.jobs", [job]), "dev").training.jobs[0].checkpoint_gib is None
 
 
 @pytest.mark.parametrize(("writers", "expected"), [

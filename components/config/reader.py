@@ -195,6 +195,10 @@ class Section:
             self._unusable_keys.append(self.key(name))
         return default
 
+    def missing(self, name: str, why: str, fix: str) -> None:
+        """Report `name` as required here though the schema lets it be left out elsewhere."""
+        self._append(self.key(name), f"{self.key(name)}: required key is missing: {why}. Fix: {fix}")
+
     def has(self, name: str) -> bool:
         return self.data.get(name) is not None
 

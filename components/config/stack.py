@@ -238,7 +238,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root),
                               invalid_pools=declared_pool_names(raw_pools) - {p.name for p in node_pools},
-                              storage=storage if root.ok("storage") else None)
+                              storage=storage if root.ok("storage") else None, environment=env)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     observability = parse_observability(root.section("observability", {}), environment=env)
     budget = parse_budget(root.section("budget", {}), environment=env)
@@ -301,7 +301,8 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets), trainer_image=_trainer_image(root),
                               invalid_pools=frozenset() if platform else None,
-                              storage=platform.storage if platform else None, team=True)
+                              storage=platform.storage if platform else None, team=True,
+                              environment=environment)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:

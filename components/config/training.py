@@ -97,13 +97,14 @@ class TrainingConfig:
 
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
                    trainer_image: str | None, invalid_pools: Collection[str] | None = (),
-                   storage: StorageConfig | None = None, team: bool = False) -> TrainingConfig:
+                   storage: StorageConfig | None = None, team: bool = False,
+                   environment: str = "dev") -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
     `trainer_image` is the stack's default image ("" for none), None when it failed validation.
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
-    None when it failed validation (not judged then)."""
+    None when it failed validation (not judged then). In a prod stack every job must state it."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota", {})
@@ -126,6 +127,14 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok)
+        if environment == "prod" and not job_section.has("checkpointGiB"):
+            # Without it the grace period cannot be checked, and a prod job cut off mid-flush
+            # loses everything since its last complete checkpoint.
+            job_section.missing("checkpointGiB",
+                                "a prod stack checks each job's terminationGracePeriodSeconds against the time "
+                                "its final checkpoint takes to write",
+                                "set checkpointGiB to the size of one full checkpoint of all ranks together, in GiB "
+                              "(fp32 weights and AdamW's two moments: about 12 bytes per parameter)")
         if storage is not None and job_section.ok("nodes", "gpusPerNode", "checkpointGiB", "checkpointWriters",
                                                   "terminationGracePeriodSeconds"):
             _check_grace_covers_the_flush(job_section, job, storage, team)
