@@ -128,6 +128,13 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
             "githubEnvironment", name,
             check=lambda v: None if GITHUB_ENVIRONMENT.fullmatch(v) else "is not a usable environment name",
             fix="use the GitHub environment's name, without spaces, colons or wildcards")
+        # Each deploy role trusts the jobs of its GitHub environment: two stages sharing one would
+        # let the less protected stage's jobs (e.g. dev, no required reviewers) assume the other's role.
+        shared_with = next((e.name for e in environments if e.github_environment == github_environment), None)
+        if shared_with is not None and entry.ok("githubEnvironment"):
+            entry.error(entry.key("githubEnvironment"), github_environment,
+                        f"is also {shared_with}'s: its deploy jobs could assume {name}'s deploy role",
+                        "give every stage a GitHub environment of its own (by default, one named after the stage)")
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
     return tuple(environments)

@@ -492,6 +492,11 @@ BAD_CONFIG = [
     ({"environments": {}}, "gpu-training-bootstrap:environments", "names no environment"),
     ({"environments": {"prod": {"deployBranch": "release/*"}}}, "gpu-training-bootstrap:environments.prod.deployBranch", "branch"),
     ({"environments": {"prod": {"githubEnvironment": "prod:eu"}}}, "gpu-training-bootstrap:environments.prod.githubEnvironment", "environment"),
+    # A dev job (no required reviewers) must never be able to assume prod's deploy role.
+    ({"environments": {"dev": {}, "prod": {"githubEnvironment": "dev"}}},
+     "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also dev's"),
+    ({"environments": {"staging": {"githubEnvironment": "prod"}, "prod": {}}},
+     "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also staging's"),
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),
     ({"stackProject": "gpu-training"}, "gpu-training-bootstrap:stackProject", "did you mean 'stacksProject'"),
