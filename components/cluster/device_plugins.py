@@ -13,6 +13,8 @@ import pulumi
 from components.cluster.pool_scheduling import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT
 from components.common.helm import helm_release
 
+# NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca9, 2025-10-21); its gh-pages index.yaml lists chart
+# 0.18.0, whose default image is nvcr.io/nvidia/k8s-device-plugin:v0.18.0 (_helpers.tpl: v + appVersion).
 NVIDIA_CHART_VERSION = "0.18.0"
 NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 # v0.5.30 (image v0.5.20): its DaemonSet's required node affinity lists every EFA type the config

@@ -35,6 +35,8 @@ from components.common.namespaces import namespace as pod_security_namespace
 from components.data import training_data
 from components.identity.workload_roles import SECRETS_SYNC_NAMESPACE, SECRETS_SYNC_SERVICE_ACCOUNT
 
+# external-secrets tag helm-chart-2.9.0 (cc5bfbc2, 2026-08-08; the app tag v2.9.0 still carries Chart.yaml
+# 2.8.0); charts.external-secrets.io index.yaml lists 2.9.0, image ghcr.io/external-secrets/external-secrets:v2.9.0.
 # Must match the CRD schemas in /work/shared/schemas/crds (external-secrets v2.9.0).
 ESO_CHART_VERSION = "2.9.0"
 ESO_CHART_REPOSITORY = "https://charts.external-secrets.io"

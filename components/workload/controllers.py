@@ -16,8 +16,12 @@ from components.common.helm import helm_release
 from components.common.namespaces import controller_network_policies, namespace
 from components.workload.training_job import STARTUP_BUDGET_SECONDS
 
+# kubernetes-sigs/jobset tag v0.12.0 (f22e565a, 2026-05-08): hack/helm-chart-package.sh strips the "v" and
+# pushes the chart here, image registry.k8s.io/jobset/jobset:v0.12.0; chart README: --version 0.12.0.
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_VERSION = "0.12.0"
+# kubernetes-sigs/kueue tag v0.19.2 (8eab6877, 2026-08-20): chart README --version="0.19.2", image
+# registry.k8s.io/kueue/kueue:v0.19.2; its go.mod requires sigs.k8s.io/jobset v0.12.0, the JobSet above.
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.19.2"
 # What the API server calls in the controllers' namespaces: admission webhooks (9443), Kueue's
