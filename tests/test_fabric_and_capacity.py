@@ -171,6 +171,27 @@ def test_a_capacity_block_pool_gets_no_placement_group():
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
 
 
+def test_a_reservation_made_in_a_placement_group_launches_into_that_group():
+    plan = synthesize("prod", overrides={"nodePools": prod_pools_with(placementGroup="p5-reservation-cpg")})
+    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    assert template["placement"] == {"groupName": "p5-reservation-cpg"}
+    assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
+        "capacityReservationId": "cr-0123456789abcdef0"}
+    assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup"), "the existing group is used, none is made"
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"placementGroup": "cpg one"}, "is not a placement group name"),
+    ({"placementGroup": "cpg", "capacity": "capacityBlock"}, "is only used by EFA pools"),
+    ({"placementGroup": "cpg", "efa": False}, "is only used by EFA pools"),
+])
+def test_a_placement_group_is_named_only_where_one_is_used(changes, says):
+    with pytest.raises(ConfigError) as raised:
+        synthesize("prod", overrides={"nodePools": prod_pools_with(**changes)})
+    messages = [m for m in raised.value.errors if m.startswith(f"{PROJECT}:nodePools[1].placementGroup: ")]
+    assert len(messages) == 1 and says in messages[0] and "Fix:" in messages[0], raised.value.errors
+
+
 def test_an_az_id_outside_the_network_fails_with_the_fix():
     # The Lustre file system follows the p5 pool when its zone is left out (and must when it is given).
     storage = raw_config("prod")[f"{PROJECT}:storage"]

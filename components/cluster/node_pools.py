@@ -3,7 +3,8 @@
 Every node: IMDSv2 only with hop limit 1 (pods cannot reach the node's credentials), encrypted
 gp3 root volume, the node security group; GPU pools add their fabric group and the GPU taint;
 EFA pools get one EFA device per network card (efa-only interfaces, which take no IP) and, unless
-they run on a capacity block, a cluster placement group in their one AZ. Types with local NVMe
+they run on a capacity block, a cluster placement group in their one AZ: their own, or the existing
+one their reservation was made in (placementGroup). Types with local NVMe
 put it in a RAID0 array for images and emptyDirs (node_bootstrap.py). Pools on reserved capacity
 name their reservation in the launch template. GPU pools update with the MINIMAL strategy: an
 update replaces nodes in place instead of first launching spare GPU nodes.
@@ -92,9 +93,16 @@ class NodePools(pulumi.ComponentResource):
         # A capacity block's instances are already placed together in an EC2 UltraCluster (EC2 API
         # CapacityBlock), and AWS ParallelCluster rejects placement groups with capacity blocks
         # (aws/aws-parallelcluster#6311): no placement group there.
+        # A reservation made in a cluster placement group (EC2 recommends it for cluster launches,
+        # EC2 User Guide "Placement group rules and limitations") is launched into that group, so
+        # the pool names it (placementGroup) instead of getting a new, empty one.
         if pool.efa and pool.capacity != "capacityBlock":
-            placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster", opts=child)
-            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+            if pool.placement_group:
+                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
+            else:
+                placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
+                                                         opts=child)
+                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
 
         security_groups = self._security_groups(pool)
         interfaces = efa_interfaces(INSTANCE_TYPES[pool.instance_types[0]]) if pool.efa else ()

@@ -40,6 +40,9 @@ CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAP
 RESERVED_CAPACITY = ("capacityBlock", "reservation")
 # EC2 capacity reservation ids (capacity blocks use the same form): cr- and 17 hex digits.
 CAPACITY_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{17}")
+# EC2 placement group names: up to 255 ASCII characters (EC2 API CreatePlacementGroup, GroupName);
+# held here to the characters a shell and a tag take without quoting.
+PLACEMENT_GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
@@ -71,6 +74,9 @@ class NodePoolConfig:
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     capacity_reservation_id: str | None = None
+    placement_group: str | None = None
+    """An existing cluster placement group to launch into (the one a reservation was created in);
+    None: an EFA pool gets one of its own, a capacity-block pool none."""
 
     @property
     def instance_facts(self) -> InstanceType:
@@ -154,6 +160,16 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                 f"is only used with capacity: capacityBlock or reservation, not {capacity}",
                 "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
+    placement_group = s.optional_string(
+        "placementGroup",
+        check=lambda v: None if PLACEMENT_GROUP_NAME.fullmatch(v) else "is not a placement group name",
+        fix="copy the GroupName from `aws ec2 describe-placement-groups` (letters, digits, . _ -)")
+    if placement_group and s.ok("placementGroup", "efa", "capacity") and (not efa or capacity == "capacityBlock"):
+        s.error(s.key("placementGroup"), placement_group,
+                "is only used by EFA pools on onDemand, spot or reservation capacity (a capacity block is "
+                "placed by EC2, and a pool without EFA needs no placement group)",
+                "remove it, or set efa: true")
+
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
     taints = _parse_taints(s)
@@ -162,6 +178,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
+        placement_group=placement_group,
     )
 
 
