@@ -29,7 +29,8 @@ CRD_FILE = REPO_ROOT / "schemas" / "crds" / "autoscaling.x-k8s.io_provisioningre
 def provisioning_request_crd() -> dict[str, Any]:
     """The upstream CustomResourceDefinition (kubernetes/autoscaler cluster-autoscaler-1.34.0,
     cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml)."""
-    return yaml.safe_load(CRD_FILE.read_text())
+    # libyaml's loader where PyYAML has it: the pure-Python one takes ~0.08 s of every plan here.
+    return yaml.load(CRD_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @dataclass(frozen=True)
