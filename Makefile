@@ -52,8 +52,7 @@ plan: $(VENV)/.runtime
 	$(PY) scripts/plan.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK)
 
 plans: $(VENV)/.runtime
-	$(PY) scripts/plan.py --all
-	$(PY) scripts/plan.py --project bootstrap --all
+	$(PY) scripts/plan.py --all --project . --project bootstrap
 
 plan-diff: $(VENV)/.runtime
 	scripts/plan-diff $(BASE)

@@ -27,6 +27,7 @@ GROUPS = {
     "identity": "Identity and secrets", "secrets": "Identity and secrets",
     "workload": "Workload",
     "observability": "Observability",
+    "data": "Data", "common": "Shared",
 }
 
 

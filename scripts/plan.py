@@ -7,6 +7,7 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
                            [--set KEY=VALUE ...] [--secret KEY=VALUE ...]
     python scripts/plan.py --stack dev --stack prod ...   # several stacks, one process
     python scripts/plan.py --all                          # every stack in stacks/
+    python scripts/plan.py --all --project . --project bootstrap   # and the bootstrap's (make plans)
     python scripts/plan.py --project bootstrap --stack bootstrap   # the bootstrap program
     python scripts/plan.py --stack prod --today 2027-02-01  # judge versions as of that day
 
@@ -374,8 +375,16 @@ def _write_files(plan: Plan, out_dir: Path) -> None:
     (out_dir / "resources.json").write_text(json.dumps(plan.resources, indent=2, sort_keys=True) + "\n")
     (out_dir / "outputs.json").write_text(json.dumps(plan.outputs, indent=2, sort_keys=True) + "\n")
     (out_dir / "architecture.md").write_text(mermaid(plan.stack, plan.resources, plan.parents, plan.dependencies))
+    written: dict[str, str] = {}
     for manifest in plan.manifests():
-        (manifests_dir / manifest_filename(manifest)).write_text(
+        name = manifest_filename(manifest)
+        # kind-namespace-name is unique within one API group: two groups' kinds of one name would
+        # overwrite each other silently.
+        if name in written:
+            raise RuntimeError(f"two manifests would both be written to manifests/{name} "
+                               f"({written[name]} and {manifest.get('apiVersion')}): give manifest_filename the group")
+        written[name] = str(manifest.get("apiVersion"))
+        (manifests_dir / name).write_text(
             yaml.dump(canonical_manifest(manifest), Dumper=YAML_DUMPER, sort_keys=False))
 
 
@@ -432,8 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="plan.py", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", action="append", default=[], help="a stack to plan; repeat for several")
     parser.add_argument("--all", action="store_true", help="plan every stack of the project")
-    parser.add_argument("--project", type=Path, default=ROOT,
-                        help="directory of the Pulumi project (default: the repository root; bootstrap for the bootstrap)")
+    parser.add_argument("--project", type=Path, action="append",
+                        help="directory of the Pulumi project (default: the repository root; bootstrap for the "
+                             "bootstrap); repeat with --all to plan several projects in one process")
     parser.add_argument("--out", type=Path, help="output directory of a single stack (default <build-dir>/<stack>)")
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build", help="where <stack>/ directories go")
     parser.add_argument("--stack-file", type=Path, help="read this file instead of stacks/Pulumi.<stack>.yaml")
@@ -442,12 +452,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--today", type=date.fromisoformat, metavar="YYYY-MM-DD",
                         help="judge Kubernetes versions against EKS's calendar as of this day (default: today)")
     args = parser.parse_args(argv)
-    project_dir = args.project.resolve()
-    if not (project_dir / "Pulumi.yaml").is_file():
-        parser.error(f"--project {path_for_message(args.project)}: no Pulumi.yaml there")
+    project_dirs = [p.resolve() for p in args.project or [ROOT]]
+    for given, project_dir in zip(args.project or [ROOT], project_dirs, strict=True):
+        if not (project_dir / "Pulumi.yaml").is_file():
+            parser.error(f"--project {path_for_message(given)}: no Pulumi.yaml there")
     if args.all and args.stack:
         parser.error("--all plans every stack; leave out --stack")
-    stacks = all_stacks(project_dir) if args.all else args.stack
+    if len(project_dirs) > 1 and not args.all:
+        parser.error("several --project take --all")
+    planned = [(d, s) for d in project_dirs for s in all_stacks(d)] if args.all else \
+        [(project_dirs[0], s) for s in args.stack]
+    stacks = [s for _, s in planned]
     if not stacks:
         parser.error("name a stack with --stack, or --all")
     if len(stacks) > 1 and (args.out or args.stack_file):
@@ -463,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         return fail(parser.prog, str(error))
     failed = False
-    for stack in stacks:
+    for project_dir, stack in planned:
         out_dir = args.out or args.build_dir / stack
         try:
             plan = synthesize(stack, args.stack_file, overrides=overrides, secret_overrides=secret_overrides,

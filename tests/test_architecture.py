@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from architecture import component_edges, mermaid, transitive_reduction
+from architecture import GROUPS, component_edges, mermaid, transitive_reduction
 from conftest import MANIFEST_STACKS, ROOT
 
 A, B, C, D = (("t:m:X", n) for n in "abcd")
@@ -44,6 +44,14 @@ def test_every_component_of_the_stack_is_drawn(stack, plan_of):
     for record in plan.resources:
         if record["type"].startswith("gpu-training:") and record["parent"] is None:
             assert f'["{record["name"]}<br/>' in text, record["name"]
+
+
+@pytest.mark.parametrize("stack", MANIFEST_STACKS)
+def test_every_component_lands_in_a_named_group(stack, plan_of):
+    """A component whose type token names a module GROUPS does not know would be drawn under
+    "Other", apart from its domain."""
+    modules = {r["type"].split(":")[1] for r in plan_of(stack).resources if r["type"].startswith("gpu-training:")}
+    assert modules and modules <= set(GROUPS), modules - set(GROUPS)
 
 
 def test_the_prod_view_shows_the_main_links_and_nothing_implied(plan_of):

@@ -32,12 +32,20 @@ def imported_modules(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("components"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("components"):
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("components")):
+            # A relative import (`from ..cluster import x`) counts like its absolute spelling.
+            package = module_name(path).split(".")
+            if path.name != "__init__.py":
+                package = package[:-1]
+            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(filter(None, (base, node.module)))
+            if not module.startswith("components"):
+                continue
             for alias in node.names:
-                candidate = f"{node.module}.{alias.name}"
+                candidate = f"{module}.{alias.name}"
                 is_module = (ROOT / Path(*candidate.split("."))).with_suffix(".py").exists() or \
                     (ROOT / Path(*candidate.split(".")) / "__init__.py").exists()
-                found.add(candidate if is_module else node.module)
+                found.add(candidate if is_module else module)
     return found
 
 
@@ -103,3 +111,16 @@ def test_the_cycle_check_would_see_one(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "COMPONENTS", tmp_path / "components")
     with pytest.raises(pytest.fail.Exception, match="import cycle"):
         test_there_is_no_import_cycle()
+
+
+def test_relative_imports_count_like_absolute_ones(tmp_path, monkeypatch):
+    package = tmp_path / "components" / "config"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import reader\n")
+    (package / "reader.py").write_text("")
+    (package / "stack.py").write_text("from ..cluster import node_pools\nfrom .reader import Section\n")
+    (tmp_path / "components" / "cluster").mkdir()
+    (tmp_path / "components" / "cluster" / "node_pools.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert imported_modules(package / "stack.py") == {"components.cluster.node_pools", "components.config.reader"}
+    assert imported_modules(package / "__init__.py") == {"components.config.reader"}

@@ -1,5 +1,6 @@
 """Small building blocks every domain uses: IAM policy documents, cost tags, customer KMS keys,
-pinned Helm releases and EKS add-ons, Pod Security namespaces that start from deny-all.
+pinned Helm releases and EKS add-ons, Pod Security namespaces that start from deny-all, the
+permissions boundary on every role (boundary.py), custom resources from manifests (manifests.py).
 
 May import: facts, config.
 """

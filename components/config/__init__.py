@@ -1,4 +1,7 @@
-"""The config model: stack YAML -> frozen, validated objects. See stack.py for the entry point."""
+"""The config model: stack YAML -> frozen, validated objects. See stack.py for the entry point.
+
+May import: facts (and nothing else of components: everything above depends on it).
+"""
 
 from components.config.cluster import ClusterConfig
 from components.config.fabric import FabricConfig, PortRange
