@@ -21,16 +21,16 @@ def pool(types, capacity="onDemand", efa=False, max_size=4):
 @pytest.mark.parametrize(
     ("types", "efa", "gpus", "expected"),
     [
-        # g6.12xlarge: 48 vCPU - 190m kube-reserved - 705m DaemonSets = 47.105 vCPU; 192 GiB - 5 %
-        # - 100 MiB eviction - 2829 MiB kube-reserved - 391 MiB DaemonSets = 179.2 GiB
+        # g6.12xlarge: 48 vCPU - 190m kube-reserved - 770m DaemonSets = 47.04 vCPU; 192 GiB - 5 %
+        # - 100 MiB eviction - 2829 MiB kube-reserved - 535 MiB DaemonSets = 179.0 GiB
         (("g6.12xlarge",), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=179)),
         (("g6.12xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=11, memory_gib=44)),
-        # g6.2xlarge: 8 vCPU - 90m - 705m = 7.205; 32 GiB -> 29.0 GiB
-        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=7, memory_gib=29)),
+        # g6.2xlarge: 8 vCPU - 90m - 770m = 7.14; 32 GiB -> 28.9 GiB
+        (("g6.2xlarge",), False, 1, PodShape(gpus=1, efa=0, cpu=7, memory_gib=28)),
         # a spot pool may launch either type: the smaller (g6e.12xlarge: 48 vCPU, 384 GiB) decides
         (("g6e.24xlarge", "g6e.12xlarge"), False, 4, PodShape(gpus=4, efa=0, cpu=47, memory_gib=360)),
-        # p5.48xlarge: 192 vCPU - 550m - 715m (with the EFA plugin) = 190.735; 2048 GiB - 5 % - 100 MiB
-        # - 1355 MiB - 411 MiB - 5120 MiB of huge pages = 1938.8 GiB; 32 EFA interfaces
+        # p5.48xlarge: 192 vCPU - 550m - 780m (with the EFA plugin) = 190.67; 2048 GiB - 5 % - 100 MiB
+        # - 1355 MiB - 555 MiB - 5120 MiB of huge pages = 1938.6 GiB; 32 EFA interfaces
         (("p5.48xlarge",), True, 8, PodShape(gpus=8, efa=32, cpu=190, memory_gib=1938)),
     ],
 )

@@ -1,10 +1,13 @@
 """Headroom by computation: what EKS reserves and the platform's DaemonSets take, per GPU type."""
 
 import math
+import re
 
 import pytest
 
+from components.cluster.device_plugins import EFA_CHART_VERSION, NVIDIA_CHART_VERSION
 from components.config.node_pools import CAPACITY_TYPES
+from components.facts.eks_versions import ADDON_VERSIONS, SUPPORTED_KUBERNETES_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.node_sizing import (
     NODE_DAEMONSETS,
@@ -42,10 +45,18 @@ def test_max_pods_and_reserved_memory(name, eni_pods, kubelet_pods, reserved_mib
 
 
 def test_daemonsets_on_an_efa_node():
-    """715m CPU / 411 MiB on an EFA node: the EFA device plugin's 10m / 20Mi on top of the rest
-    (the FSx CSI node's 10m / 40Mi counted everywhere)."""
-    assert daemonset_requests(efa=True) == (715, 411)
-    assert daemonset_requests(efa=False) == (705, 391)
+    """780m CPU / 555 MiB on an EFA node: the EFA device plugin's 10m / 20Mi on top of the rest
+    (the FSx CSI node's 30m / 104Mi, sidecars included, counted everywhere)."""
+    assert daemonset_requests(efa=True) == (780, 555)
+    assert daemonset_requests(efa=False) == (770, 535)
+
+
+def test_a_csi_node_pod_counts_its_sidecars():
+    """The S3 chart gives its sidecars the plugin's requests; the FSx chart gives them 10m / 32Mi."""
+    rows = {p.pod: p for p in NODE_DAEMONSETS}
+    assert (rows["s3-csi-node"].cpu_millis, rows["s3-csi-node"].memory_mib) == (30, 120)
+    assert (rows["fsx-csi-node"].cpu_millis, rows["fsx-csi-node"].memory_mib) == (30, 104)
+    assert rows["aws-node"].cpu_millis == 50  # aws-node + the network policy agent
 
 
 @pytest.mark.parametrize(("name", "efa"), [(n, False) for n in GPU_TYPES] + [(n, True) for n in GPU_TYPES if INSTANCE_TYPES[n].has_efa])
@@ -65,14 +76,14 @@ def test_a_whole_node_pod_fits_beside_everything_the_platform_runs(name, efa):
 
 def test_p5_numbers():
     room = node_headroom("p5.48xlarge", efa=True)
-    assert (room.kube_reserved_cpu_millis, room.daemonset_cpu_millis, room.pod_cpu) == (550, 715, 190.735)
+    assert (room.kube_reserved_cpu_millis, room.daemonset_cpu_millis, room.pod_cpu) == (550, 780, 190.67)
     assert pod_share(["p5.48xlarge"], gpus=8, gpus_per_node=8, efa=True) == (190, 1938)
 
 
 def test_a_spot_pool_is_sized_by_its_smallest_type():
     assert pod_share(["g6.48xlarge", "g5.48xlarge"], gpus=8, gpus_per_node=8)[0] == 190
     # g5.12xlarge's 15 ENIs make nodeadm reserve 8362 MiB (g6.12xlarge: 2829): g5 decides.
-    # 192 GiB - 5 % - 100 MiB - 8362 MiB - 391 MiB of DaemonSets = 173.8 GiB; half of it is 86.
+    # 192 GiB - 5 % - 100 MiB - 8362 MiB - 535 MiB of DaemonSets = 173.6 GiB; half of it is 86.
     assert pod_share(["g6.12xlarge", "g5.12xlarge"], gpus=2, gpus_per_node=4) == (23, 86)
     assert pod_share(["g5.12xlarge"], gpus=2, gpus_per_node=4) == pod_share(["g6.12xlarge", "g5.12xlarge"], gpus=2, gpus_per_node=4)
 
@@ -89,6 +100,41 @@ def test_the_table_names_every_daemonset_the_plans_install(plan_of):
         installed |= {a["inputs"]["addonName"] for a in plan.of_type("aws:eks/addon:Addon")}
         installed |= {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
     assert installed - NOT_ON_GPU_NODES == {p.installed_by for p in NODE_DAEMONSETS}
+
+
+# The Helm charts the platform pins outside the add-on table (components/cluster/device_plugins.py).
+CHART_PINS = {"nvidia-device-plugin": NVIDIA_CHART_VERSION, "aws-efa-k8s-device-plugin": EFA_CHART_VERSION}
+
+
+def pinned_versions(installed_by: str) -> set[str]:
+    """Every version the platform pins for an add-on (one per supported minor) or a chart."""
+    if installed_by in CHART_PINS:
+        return {CHART_PINS[installed_by]}
+    return {ADDON_VERSIONS[minor][installed_by] for minor in SUPPORTED_KUBERNETES_VERSIONS}
+
+
+def names_version(source: str, version: str) -> bool:
+    """`version` as a whole token of `source`, with or without a leading v ("v1.7.0-eksbuild.1"
+    does not name "v1.7.0-eksbuild.10", nor "0.5.3" "0.5.30")."""
+    bare = re.escape(version.removeprefix("v"))
+    return re.search(rf"(?<![\w.-])v?{bare}(?![\w-]|\.\d)", source) is not None
+
+
+def test_names_version_takes_whole_tokens():
+    assert names_version("add-on v1.7.0-eksbuild.1: ...", "v1.7.0-eksbuild.1")
+    assert names_version("chart v0.5.30.", "0.5.30")
+    assert not names_version("add-on v1.7.0-eksbuild.10", "v1.7.0-eksbuild.1")
+    assert not names_version("chart 0.5.30", "0.5.3")
+    assert not names_version("chart 10.5.3", "0.5.3")
+
+
+@pytest.mark.parametrize("row", NODE_DAEMONSETS, ids=lambda row: row.pod)
+def test_each_row_was_read_at_the_pinned_version(row):
+    """A pin bump (an add-on build on any supported minor, or a chart) without reading the row's
+    requests again at the new version fails here: the source must name every pinned version."""
+    versions = pinned_versions(row.installed_by)
+    missing = sorted(v for v in versions if not names_version(row.source, v))
+    assert not missing, f"{row.pod}: its source names none of {missing}, pinned for {row.installed_by}; read its requests there"
 
 
 def test_every_capacity_type_has_planning_numbers():

@@ -36,7 +36,7 @@ CASES = [
      "jobs[0].hyperparameters", "not a file in this repository"),
     ("cpu-above-node", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=64)]}, "jobs[0].cpu", "exceeds this job's share"),
     ("shm-above-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(memoryGiB=8, sharedMemoryGiB=8)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory"),
-    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=40)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory (29 GiB)"),
+    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=40)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory (28 GiB)"),
     ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
     ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
     ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),
@@ -44,9 +44,9 @@ CASES = [
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
     ("disruption-restarts-unbounded", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=100000)]},
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
-    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 705m of DaemonSets leaves 7.205 for the trainer.
+    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 770m of DaemonSets leaves 7.14 for the trainer.
     ("cpu-into-the-daemons-room", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=8)]}, "jobs[0].cpu",
-     "exceeds this job's share of a g6.2xlarge node (7.205 vCPU)"),
+     "exceeds this job's share of a g6.2xlarge node (7.14 vCPU)"),
 ]
 
 

@@ -55,38 +55,74 @@ class DaemonSetPod:
 
 # Every DaemonSet the platform installs that lands on a GPU node (their charts tolerate every
 # taint or are given the GPU taint's toleration), with the requests of the pinned versions.
-# tests/test_node_sizing.py checks that this table names every add-on and chart the plans install.
+# A row is one pod: the sum of its containers' requests, sidecars included (a CSI node pod's
+# node-driver-registrar and liveness-probe request CPU too; the whole-node pod is rounded down to
+# whole CPUs, but what that leaves over is whatever the arithmetic gives, from 0 up, so it is no
+# room to count on). An init container counts only where it asks more than the pod's containers
+# together; none here does (aws-vpc-cni-init: 25m of aws-node's 50m). Each source names the pinned build it was read from, which
+# tests/test_node_sizing.py holds against the pin tables (eks_versions.ADDON_VERSIONS for every
+# supported minor, the chart pins in cluster/device_plugins.py): a pin bump fails that test until
+# the row is read again. EKS publishes no add-on manifests; an add-on is read from the upstream
+# chart or manifest at the tag its build is made from; where that was not found, the source says
+# what stands in for it. The same test checks that the table names every add-on and chart the
+# plans install.
 NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
-    DaemonSetPod("aws-node", "vpc-cni", 25, 0,
-                 "aws/eks-charts@5239609 stable/aws-vpc-cni/values.yaml resources.requests"),
+    DaemonSetPod("aws-node", "vpc-cni", 25 + 25, 0,
+                 "add-on v1.22.4-eksbuild.3: aws/amazon-vpc-cni-k8s tag v1.22.4 (7bd5eef) config/master/aws-k8s-cni.yaml, "
+                 "rendered from its chart aws-vpc-cni 1.22.4 (the same values.yaml as aws/eks-charts@5239609): "
+                 "containers aws-node and aws-eks-nodeagent (the network policy agent, always in the pod) "
+                 "request cpu 25m each and no memory; the init container aws-vpc-cni-init 25m"),
     DaemonSetPod("kube-proxy", "kube-proxy", 100, 0,
-                 "observed: kubectl describe of eks/kube-proxy v1.34.3-eksbuild.5 (not documented)"),
+                 "add-ons v1.34.6-eksbuild.13, v1.35.3-eksbuild.13, v1.36.0-eksbuild.14: not found (EKS publishes no "
+                 "kube-proxy manifest); v1.34.3-eksbuild.5's value, cpu 100m and no memory, observed with kubectl "
+                 "describe, the only one found"),
     DaemonSetPod("eks-pod-identity-agent", "eks-pod-identity-agent", 0, 0,
-                 "aws/eks-pod-identity-agent@d4dc0f3 charts/eks-pod-identity-agent/values.yaml: resources {}"),
+                 "add-on v1.3.10-eksbuild.3 (its DaemonSet is chart eks-pod-identity-agent 1.3.10, agent 0.1.37): "
+                 "chart 1.3.10 not found; aws/eks-pod-identity-agent@d4dc0f3 (release 0.1.37) "
+                 "charts/eks-pod-identity-agent/values.yaml, chart 1.2.0, the only one found: resources {} "
+                 "(the template gives the agent container no other)"),
     DaemonSetPod("eks-node-monitoring-agent", "eks-node-monitoring-agent", 10, 30,
-                 "aws/eks-node-monitoring-agent chart 1.4.0 values.yaml nodeAgent.resources.requests"),
+                 "add-on v1.7.0-eksbuild.1: aws/eks-node-monitoring-agent tag v1.7.0 (c399089) "
+                 "charts/eks-node-monitoring-agent/values.yaml (chart 1.7.0) nodeAgent.resources.requests, one container"),
     DaemonSetPod("dcgm-server", "eks-node-monitoring-agent", 0, 0,
-                 "aws/eks-node-monitoring-agent chart 1.4.0 values.yaml dcgmAgent.resources: {}"),
+                 "add-on v1.7.0-eksbuild.1: aws/eks-node-monitoring-agent tag v1.7.0 (c399089) "
+                 "charts/eks-node-monitoring-agent/values.yaml (chart 1.7.0) dcgmAgent.resources: {}, one container"),
     DaemonSetPod("cloudwatch-agent", "amazon-cloudwatch-observability", 250, 128,
-                 "aws-observability/helm-charts amazon-cloudwatch-observability-4.7.0 values.yaml agent.resources"),
+                 "add-on v6.7.0-eksbuild.1: chart 6.7.0 not found; aws-observability/helm-charts "
+                 "charts/amazon-cloudwatch-observability/values.yaml agent.resources.requests of chart 6.5.0 "
+                 "(branch release-6.5.0, a44f1b3) and 6.4.0 (tag, f4ad2e3), the newest found, equal (the larger of "
+                 "the two is either); one container (operator internal/manifests/collector)"),
     DaemonSetPod("fluent-bit", "amazon-cloudwatch-observability", 50, 25,
-                 "same file, containerLogs.fluentBit.resources"),
+                 "add-on v6.7.0-eksbuild.1: chart 6.7.0 not found; aws-observability/helm-charts "
+                 "charts/amazon-cloudwatch-observability/values.yaml containerLogs.fluentBit.resources.requests of "
+                 "chart 6.5.0 (a44f1b3) and 6.4.0 (f4ad2e3), equal; one container"),
     DaemonSetPod("dcgm-exporter", "amazon-cloudwatch-observability", 250, 128,
-                 "same file, dcgmExporter.resources"),
+                 "add-on v6.7.0-eksbuild.1: chart 6.7.0 not found; aws-observability/helm-charts "
+                 "charts/amazon-cloudwatch-observability/values.yaml dcgmExporter.resources.requests of "
+                 "chart 6.5.0 (a44f1b3) and 6.4.0 (f4ad2e3), equal; one container (operator "
+                 "internal/manifests/dcgmexporter). node-exporter needs otelContainerInsights, off by default"),
     DaemonSetPod("efs-csi-node", "aws-efs-csi-driver", 0, 0,
-                 "kubernetes-sigs/aws-efs-csi-driver v2.2.0 charts/aws-efs-csi-driver/values.yaml: resources {}"),
-    DaemonSetPod("s3-csi-node", "aws-mountpoint-s3-csi-driver", 10, 40,
-                 "awslabs/mountpoint-s3-csi-driver v2.2.2 charts/aws-mountpoint-s3-csi-driver/values.yaml node.resources"),
-    # Counted on every stack's nodes, though only a stack with storage.lustre installs it. Like the
-    # S3 row, the plugin container only: its two sidecars (10m / 32Mi each) fit in the rounding
-    # that leaves every pod share short of a whole vCPU and GiB.
-    DaemonSetPod("fsx-csi-node", "aws-fsx-csi-driver", 10, 40,
-                 "kubernetes-sigs/aws-fsx-csi-driver@5b22712 charts/aws-fsx-csi-driver/values.yaml (chart 1.17.0) "
-                 "node.resources"),
+                 "add-on v3.4.1-eksbuild.1: kubernetes-sigs/aws-efs-csi-driver tag v3.4.1 (3fcc6bd) "
+                 "charts/aws-efs-csi-driver/values.yaml (chart 4.4.1): node.resources, "
+                 "sidecars.nodeDriverRegistrar.resources and sidecars.livenessProbe.resources all {}"),
+    DaemonSetPod("s3-csi-node", "aws-mountpoint-s3-csi-driver", 10 + 10 + 10, 40 + 40 + 40,
+                 "add-on v2.7.0-eksbuild.1: awslabs/mountpoint-s3-csi-driver tag v2.7.0 (a2d4b06) "
+                 "charts/aws-mountpoint-s3-csi-driver (chart 2.7.0): node.resources.requests 10m/40Mi, which "
+                 "templates/node.yaml also gives node-driver-registrar and liveness-probe (their resources {} "
+                 "default to it; deploy/kubernetes/base/node.yaml agrees). Mountpoint Pods request nothing "
+                 "unless the PV sets mountpointContainerResources*, which ours do not"),
+    # Counted on every stack's nodes, though only a stack with storage.lustre installs it.
+    DaemonSetPod("fsx-csi-node", "aws-fsx-csi-driver", 10 + 10 + 10, 40 + 32 + 32,
+                 "add-on v1.9.0-eksbuild.1: kubernetes-sigs/aws-fsx-csi-driver tag v1.9.0 (0267bab) "
+                 "charts/aws-fsx-csi-driver/values.yaml (chart 1.17.0): node.resources.requests 10m/40Mi, "
+                 "sidecars.nodeDriverRegistrar and sidecars.livenessProbe 10m/32Mi each"),
     DaemonSetPod("nvidia-device-plugin", "nvidia-device-plugin", 0, 0,
-                 "NVIDIA/k8s-device-plugin v0.18.0 deployments/helm/nvidia-device-plugin/values.yaml: resources {}"),
+                 "chart 0.18.0: NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca) "
+                 "deployments/helm/nvidia-device-plugin/values.yaml: resources {}; no config, so no "
+                 "config-manager sidecar; gfd and nfd off"),
     DaemonSetPod("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", 10, 20,
-                 "aws/eks-charts@5239609 stable/aws-efa-k8s-device-plugin/values.yaml (chart v0.5.30)",
+                 "chart 0.5.30: aws/eks-charts@bfe91c4 (the chart's v0.5.30, unchanged at 5239609) "
+                 "stable/aws-efa-k8s-device-plugin/values.yaml resources.requests, one container",
                  efa_nodes_only=True),
 )
 
