@@ -18,6 +18,7 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -26,6 +27,7 @@ if str(ROOT) not in sys.path:
 from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
 from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
 from components.config.stack_file import stack_config  # noqa: E402
+from components.config.strict_yaml import path_for_message  # noqa: E402
 from components.facts import prices  # noqa: E402
 from components.facts.cost_model import (  # noqa: E402
     STATED_USAGE,
@@ -43,8 +45,29 @@ def stack_cost(plan_dir: Path, *, on: date = prices.REVIEWED_ON, usage: Usage = 
     """The cost of the stack planned into `plan_dir` (e.g. build/prod), read from its resources.json.
 
     Totals: `.fixed_monthly_usd`, `.usage_monthly_usd`, `.gpu_hourly_at_min_usd`,
-    `.gpu_hourly_at_max_usd`; `.summary_line()` is the plan summary's line."""
-    return plan_cost(json.loads((plan_dir / "resources.json").read_text()), on=on, usage=usage)
+    `.gpu_hourly_at_max_usd`; `.summary_line()` is the plan summary's line. PlanDirError when
+    the directory holds no readable plan."""
+    return plan_cost(read_resources(plan_dir), on=on, usage=usage)
+
+
+class PlanDirError(Exception):
+    """A --plan-dir without a readable resources.json; the message is one line with the fix."""
+
+
+def read_resources(plan_dir: Path) -> list[dict[str, Any]]:
+    path = plan_dir / "resources.json"
+    fix = "Fix: name a directory scripts/plan.py wrote (e.g. build/<stack>), or leave out --plan-dir to plan now"
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PlanDirError(f"{path_for_message(path)}: cannot be read ({error.strerror or type(error).__name__}). "
+                           f"{fix}") from None
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, absurdly deep
+        raise PlanDirError(f"{path_for_message(path)}: is not the JSON scripts/plan.py writes. {fix}") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("type"), str)
+                                                and isinstance(r.get("inputs"), dict) for r in records):
+        raise PlanDirError(f"{path_for_message(path)}: is not a plan's list of resources. {fix}")
+    return records
 
 
 def _usd(value: float | None, digits: int = 2) -> str:
@@ -169,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             cost = plan_cost(synthesize(args.stack).resources, on=args.on, usage=usage)
     except ConfigError as error:
         print(f"stack {args.stack}: {error}", file=sys.stderr)
+        return 2
+    except PlanDirError as error:
+        print(f"cost.py: error: --plan-dir {error}", file=sys.stderr)
         return 2
     print(breakdown(args.stack, cost, config))
     return 0

@@ -460,8 +460,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--all plans every stack; leave out --stack")
     if len(project_dirs) > 1 and not args.all:
         parser.error("several --project take --all")
-    planned = [(d, s) for d in project_dirs for s in all_stacks(d)] if args.all else \
-        [(project_dirs[0], s) for s in args.stack]
+    planned = [(project_dirs[0], s) for s in args.stack]
+    for given, project_dir in zip(args.project or [ROOT], project_dirs, strict=True):
+        try:
+            planned += [(project_dir, s) for s in all_stacks(project_dir)] if args.all else []
+        except ConfigError as error:
+            print(f"project {path_for_message(given)}: {error}", file=sys.stderr)
+            return 2
     stacks = [s for _, s in planned]
     if not stacks:
         parser.error("name a stack with --stack, or --all")

@@ -467,7 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(truncate(report.markdown, args.max_chars))
     if args.changed_stacks_file:
         changed = stacks_of_environments(report.changed_stacks, args.changed_stacks_environment)
-        args.changed_stacks_file.write_text(json.dumps(changed) + "\n")
+        try:
+            args.changed_stacks_file.write_text(json.dumps(changed) + "\n")
+        except OSError as error:
+            print(f"plan-diff: --changed-stacks-file {args.changed_stacks_file}: cannot be written "
+                  f"({error.strerror or type(error).__name__}). Fix: name a file in an existing directory",
+                  file=sys.stderr)
+            return 2
     return 1 if report.failed else 0
 
 

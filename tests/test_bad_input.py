@@ -350,11 +350,13 @@ def plan_error(capfd, *args: str) -> str:
     return err
 
 
-@pytest.mark.parametrize("make", ["directory", "binary", "fifo", "missing", "huge"])
+@pytest.mark.parametrize("make", ["directory", "binary", "fifo", "missing", "huge", "unreadable"])
 def test_plan_stack_file_that_is_no_yaml_file(tmp_path, capfd, make):
     path = tmp_path / "stack.yaml"
     if make == "directory":
         path.mkdir()
+    elif make == "unreadable":  # a "regular file" whose read fails with EIO (was an OSError traceback)
+        path.symlink_to("/proc/self/mem")
     elif make == "binary":
         path.write_bytes(bytes(range(256)) * 4)
     elif make == "fifo":
@@ -379,6 +381,25 @@ def test_plan_stack_file_that_is_no_yaml_file(tmp_path, capfd, make):
 def test_plan_bad_arguments(capfd, args, expected):
     err = plan_error(capfd, *args)
     assert expected in err and len(err.splitlines()) == 1, err
+
+
+def test_plan_unreadable_stack_file_through_a_real_process():
+    result = plan_cli("--stack", "dev", "--stack-file", "/proc/self/mem", "--out", "/nonexistent/out")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "/proc/self/mem: cannot be read (Input/output error)" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("name: [\n", "line 2"),
+    ("- a\n", "must be a mapping with `name:`"),
+    ("name: x\nstackConfigDir: 5\n", "`stackConfigDir` must be a directory name"),
+])
+def test_plan_broken_project_file(tmp_path, capfd, text, expected):
+    (tmp_path / "Pulumi.yaml").write_text(text)
+    for selection in (["--all"], ["--stack", "dev"]):
+        err = plan_error(capfd, "--project", str(tmp_path), *selection, "--build-dir", str(tmp_path / "build"))
+        assert f"{tmp_path}/Pulumi.yaml: " in err and expected in err, err
+    assert not (tmp_path / "build").exists()
 
 
 def test_plan_never_replaces_what_is_not_a_plan(tmp_path, capfd):
@@ -466,6 +487,35 @@ def test_new_team_stack_through_a_real_process(tmp_path):
                              "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def cost_cli():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from cost import main
+    return main
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    ("missing", "cannot be read (No such file or directory)"),
+    ("directory", "cannot be read (Is a directory)"),
+    ("not-json", "is not the JSON scripts/plan.py writes"),
+    ("not-utf8", "is not the JSON scripts/plan.py writes"),
+    ("not-a-list", "is not a plan's list of resources"),
+    ("deep", "is not the JSON scripts/plan.py writes"),
+])
+def test_cost_plan_dir_without_a_plan(tmp_path, capsys, cost_cli, make, expected):
+    """`cost.py --plan-dir` read resources.json with no check: a traceback for each of these."""
+    resources = tmp_path / "resources.json"
+    contents = {"not-json": b"{bad", "not-utf8": b"\xff\xfe", "not-a-list": b'{"a": 1}', "deep": b"[" * 100_000}
+    if make == "directory":
+        resources.mkdir()
+    elif make in contents:
+        resources.write_bytes(contents[make])
+    assert cost_cli(["--stack", "dev", "--plan-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cost.py: error: --plan-dir {resources}: {expected}") and "Fix:" in err, err
+    assert len(err.splitlines()) == 1
 
 
 # --- 8. size: however broken the input, the report stays small ------------------------------------------

@@ -24,8 +24,24 @@ STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt"
 
 
 def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
-    data, _ = read_yaml_file(project_dir / "Pulumi.yaml")
-    return data
+    """The project's Pulumi.yaml, with the keys read here of the right type; ConfigError otherwise."""
+    path = project_dir / "Pulumi.yaml"
+    shown = path_for_message(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
+    try:
+        data, _ = read_yaml_file(path, source=shown)
+    except YamlError as problem:
+        raise ConfigError([str(problem)]) from None
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{shown}: must be a mapping with `name:` (got a {type(data).__name__}). "
+                           "Fix: write the project file as `key: value` lines"])
+    errors = [f"{shown}: `{key}` must be {kind}. Fix: correct it"
+              for key, kind, ok in (("name", "the project's name", isinstance(data.get("name"), str) and data["name"]),
+                                    ("stackConfigDir", "a directory name", isinstance(data.get("stackConfigDir", "."), str)),
+                                    ("config", "a mapping of keys", isinstance(data.get("config") or {}, Mapping)))
+              if not ok]
+    if errors:
+        raise ConfigError(errors)
+    return dict(data)
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:

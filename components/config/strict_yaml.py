@@ -362,20 +362,10 @@ def read_yaml_file(path: Path, *, source: str | None = None, max_bytes: int = MA
         reason = error.strerror if isinstance(error, OSError) and error.strerror else "not a usable path"
         raise YamlError(f"{shown}: cannot be read ({reason}). Fix: check the path") from None
     try:
-        info = os.fstat(descriptor)
-        if stat.S_ISDIR(info.st_mode):
-            raise YamlError(f"{shown}: is a directory, not a YAML file. Fix: name the file")
-        if not stat.S_ISREG(info.st_mode):
-            raise YamlError(f"{shown}: is not a regular file. Fix: name a YAML file")
-        if info.st_size > max_bytes:
-            raise YamlError(f"{shown}: is {info.st_size} bytes, more than the {max_bytes // 1024} KiB allowed. "
-                              "Fix: keep it small; large data belongs in S3")
-        data = b""
-        while len(data) <= max_bytes:
-            chunk = os.read(descriptor, max_bytes + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
+        data = _read_regular_file(descriptor, shown, max_bytes)
+    except OSError as error:  # EIO (/proc/self/mem is a "regular file" whose read fails), ESTALE, ...
+        raise YamlError(f"{shown}: cannot be read ({error.strerror or type(error).__name__}). "
+                        "Fix: check the path") from None
     finally:
         os.close(descriptor)
     if len(data) > max_bytes:
@@ -386,6 +376,25 @@ def read_yaml_file(path: Path, *, source: str | None = None, max_bytes: int = MA
         raise YamlError(f"{shown}: byte {error.start} is not UTF-8 text (a binary file?). "
                           "Fix: name a YAML text file") from None
     return load_yaml_text(text, source=shown), text
+
+
+def _read_regular_file(descriptor: int, shown: str, max_bytes: int) -> bytes:
+    """At most `max_bytes` + 1 bytes of an open regular file; YamlError for anything else."""
+    info = os.fstat(descriptor)
+    if stat.S_ISDIR(info.st_mode):
+        raise YamlError(f"{shown}: is a directory, not a YAML file. Fix: name the file")
+    if not stat.S_ISREG(info.st_mode):
+        raise YamlError(f"{shown}: is not a regular file. Fix: name a YAML file")
+    if info.st_size > max_bytes:
+        raise YamlError(f"{shown}: is {info.st_size} bytes, more than the {max_bytes // 1024} KiB allowed. "
+                          "Fix: keep it small; large data belongs in S3")
+    data = b""
+    while len(data) <= max_bytes:
+        chunk = os.read(descriptor, max_bytes + 1 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def escape_control(text: str) -> str:
