@@ -117,6 +117,14 @@ LOADER_CASES = [
     ("tab-indent", DEV_STACK_TEXT.replace("  gpu-training:region", "\tgpu-training:region"), "line"),
     ("not-utf8", DEV_STACK_TEXT.encode() + b"\xff\xfe", "not UTF-8"),
     ("nul-byte", DEV_STACK_TEXT.replace("ml-platform-dev", "ml\x00dev"), "control character"),
+    # One key in two spellings: the Pulumi CLI qualifies `costCenter` as gpu-training:costCenter and
+    # keeps one of the two at random (a Go map); this loader kept the later one silently.
+    ("key-in-two-spellings", DEV_STACK_TEXT.replace("  gpu-training:costCenter: ml-platform-dev\n",
+                                                    "  gpu-training:costCenter: a\n  costCenter: b\n"),
+     'gpu-training:costCenter is set twice, as "gpu-training:costCenter" and "costCenter"'),
+    ("region-in-two-spellings", DEV_STACK_TEXT.replace("  gpu-training:region: us-east-1\n",
+                                                       "  region: us-east-2\n  gpu-training:region: us-east-1\n"),
+     'gpu-training:region is set twice, as "region" and "gpu-training:region"'),
 ]
 
 
@@ -241,6 +249,17 @@ def test_plain_secrets_are_named_one_by_one(tmp_path):
     text = DEV_STACK_TEXT.replace("{secure: placeholder-set-with-pulumi-config-set-secret}", CANARY)
     errors = refused_file(tmp_path, text)
     assert sorted(e.split(":", 2)[1] for e in errors) == ["secrets.hf-token", "secrets.wandb-api-key"], errors
+
+
+@pytest.mark.parametrize("ciphertext", ["''", "~", "12345", "[a]", "{a: b}", "'  '"],
+                         ids=["empty", "null", "number", "list", "mapping", "blank"])
+def test_a_secure_value_must_be_a_ciphertext(tmp_path, ciphertext):
+    """`{secure: ''}` and the like were accepted (and planned with an offline placeholder)."""
+    text = DEV_STACK_TEXT.replace("    hf-token: {secure: placeholder-set-with-pulumi-config-set-secret}",
+                                  f"    hf-token: {{secure: {ciphertext}}}")
+    errors = refused_file(tmp_path, text)
+    assert len(errors) == 1 and errors[0].startswith(f"{tmp_path}/Pulumi.dev.yaml: {PROJECT}:secrets.hf-token: "), errors
+    assert "a non-empty string (value not shown)" in errors[0] and "got " not in errors[0]
 
 
 @pytest.mark.parametrize(("key", "value"), [
@@ -400,6 +419,12 @@ def test_plan_broken_project_file(tmp_path, capfd, text, expected):
         err = plan_error(capfd, "--project", str(tmp_path), *selection, "--build-dir", str(tmp_path / "build"))
         assert f"{tmp_path}/Pulumi.yaml: " in err and expected in err, err
     assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("flag", ["--set", "--secret"])
+def test_plan_one_key_in_two_spellings_on_the_command_line(capfd, flag):
+    err = plan_error(capfd, "--stack", "dev", flag, "region=us-east-2", flag, "gpu-training:region=us-east-1")
+    assert f'  - {flag}: gpu-training:region is set twice, as "region" and "gpu-training:region"' in err, err
 
 
 def test_plan_never_replaces_what_is_not_a_plan(tmp_path, capfd):

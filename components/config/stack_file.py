@@ -44,9 +44,14 @@ def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
     return dict(data)
 
 
+def shown_path(path: Path) -> str:
+    """A file as messages name it: relative to the repository when inside it."""
+    return path_for_message(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
+
+
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The `config:` block of a stack file, read strictly; ConfigError naming the file otherwise."""
-    shown = path_for_message(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
+    shown = shown_path(path)
     try:
         document, _ = read_yaml_file(path, source=shown)
     except YamlError as problem:
@@ -75,16 +80,41 @@ def _qualify(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
-def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str]) -> Any:
+def _qualified(values: dict[str, Any], project: str, source: str, errors: list[str]) -> dict[str, Any]:
+    """`values` with every key qualified by the project name, as the Pulumi CLI qualifies a stack
+    file's keys (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject: a key
+    without ':' becomes <project>:<key>). A key given in both spellings would reach the CLI twice
+    and keep whichever its map iteration (random in Go) writes last: an error naming both."""
+    result: dict[str, Any] = {}
+    spelling: dict[str, str] = {}
+    for key, value in values.items():
+        full = _qualify(key, project)
+        if full in spelling:
+            errors.append(f"{source}: {full} is set twice, as {path_for_message(json.dumps(spelling[full]))} and "
+                          f"{path_for_message(json.dumps(key))} (a key without a namespace is {project}:<key>); "
+                          f"which value the Pulumi CLI keeps is not defined. Fix: keep one, written as {full}")
+            continue
+        spelling[full] = key
+        result[full] = value
+    return result
+
+
+def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], errors: list[str]) -> Any:
     """Swap `secure:` ciphertexts (undecryptable without the stack's key) for placeholders; record
-    the paths of the secure leaves and of the plain ones."""
+    the paths of the secure leaves and of the plain ones, and an error for a `secure:` that cannot
+    be a ciphertext (`pulumi config set --secret` writes a non-empty base64 string)."""
     if isinstance(value, dict) and set(value) == {"secure"}:
+        ciphertext = value["secure"]
+        if not isinstance(ciphertext, str) or not ciphertext.strip():
+            errors.append(f"{key}: `secure:` must hold the ciphertext `pulumi config set --secret` writes, a "
+                          "non-empty string (value not shown). Fix: set it again with `pulumi config set "
+                          f"--secret{' --path' if '.' in key or '[' in key else ''} '{key}' <value>`")
         secure.append(key)
         return f"offline-placeholder-for-{key}"
     if isinstance(value, dict):
-        return {k: _replace_secure(v, f"{key}.{k}", secure, plain) for k, v in value.items()}
+        return {k: _replace_secure(v, f"{key}.{k}", secure, plain, errors) for k, v in value.items()}
     if isinstance(value, list):
-        return [_replace_secure(v, f"{key}[{i}]", secure, plain) for i, v in enumerate(value)]
+        return [_replace_secure(v, f"{key}[{i}]", secure, plain, errors) for i, v in enumerate(value)]
     plain.append(key)
     return value
 
@@ -109,7 +139,9 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
         raise ConfigError([f"stack '{stack}': no stack file at {path}. Fix: create it "
                            "(scripts/new-team-stack writes team stacks) or check the name."])
     stack_values = read_stack_file(path)
+    shown = shown_path(path)
 
+    errors: list[str] = []
     values: dict[str, Any] = {}
     # Project-level defaults apply first, as the CLI applies them (the SDK alone does not).
     for key, spec in (project.get("config") or {}).items():
@@ -117,21 +149,24 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
             values[_qualify(key, name)] = spec.get("default", spec.get("value"))
         elif not isinstance(spec, dict):
             values[_qualify(key, name)] = spec
-    for key, value in stack_values.items():
-        values[_qualify(key, name)] = value
-    for key, value in (overrides or {}).items():
-        values[_qualify(key, name)] = value
+    values.update(_qualified(stack_values, name, shown, errors))
+    set_values = _qualified(overrides or {}, name, "--set", errors)
+    values.update(set_values)
+    secret_values = _qualified(secret_overrides or {}, name, "--secret", errors)
 
     config, secret_keys = {}, []
     for key, value in values.items():
         secure: list[str] = []
         plain: list[str] = []
-        config[key] = _encode(_replace_secure(value, key, secure, plain))
+        secure_errors: list[str] = []
+        config[key] = _encode(_replace_secure(value, key, secure, plain, secure_errors))
+        errors.extend(f"{'--set' if key in set_values else shown}: {error}" for error in secure_errors)
         # The engine marks a key secret as a whole; a plain leaf beside secure ones would pass
         # unnoticed (and be committed), so a mixed key names only its secure leaves.
         secret_keys.extend(([key] if not plain else secure) if secure else [])
-    for key, value in (secret_overrides or {}).items():
-        key = _qualify(key, name)
+    for key, value in secret_values.items():
         config[key] = _encode(value)
         secret_keys.append(key)
+    if errors:
+        raise ConfigError(errors)
     return name, config, secret_keys
