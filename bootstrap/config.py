@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.config.reader import ConfigError, ErrorLog, Section
+from components.config.reader import ConfigError, ErrorLog, Section, refuse_plain_keys_set_as_secrets
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
@@ -150,6 +150,9 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     for key in sorted(raw):
         if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
             errors.append(f"{key}: unknown key for the bootstrap. Fix: remove it, or write it as {prefix}<key>.")
+    refuse_plain_keys_set_as_secrets(errors, project=project, readable=(), also=("pulumi:disable-default-providers",),
+                                     fix="set it without --secret (a `secure:` value: `pulumi config rm`, then "
+                                     "`pulumi config set` without --secret): the bootstrap reads no secrets")
     root = Section(errors, project, own, separator=":")
     region = root.string("region", check=region_problem, fix=REGION_FIX)
     cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)

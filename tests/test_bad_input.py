@@ -262,6 +262,47 @@ def test_a_secure_value_must_be_a_ciphertext(tmp_path, ciphertext):
     assert "a non-empty string (value not shown)" in errors[0] and "got " not in errors[0]
 
 
+SECRET_ON_PLAIN_KEYS = [
+    # the audit's examples: planned with exit 0, the canary in plain text in the `cost-center` tag
+    # of resources.json and in the manifests' `image:`
+    ("cost-center", "dev", "costCenter", "S3CR3TCANARYzq"),
+    ("trainer-image", "dev", "trainerImage", DIGEST),
+    ("region", "dev", "region", "us-east-1"),
+    ("structured", "dev", "observability", json.dumps({"alertEmails": ["ml@example.com"]})),
+    ("team-stack", "team-vision-prod", "costCenter", "ml-research"),
+    ("foreign-key", "dev", "pulumi:disable-default-providers", '["*"]'),
+]
+
+
+@pytest.mark.parametrize(("stack", "key", "value"), [c[1:] for c in SECRET_ON_PLAIN_KEYS],
+                         ids=[c[0] for c in SECRET_ON_PLAIN_KEYS])
+def test_a_key_the_program_reads_in_plain_text_cannot_be_secret(capfd, tmp_path, stack, key, value):
+    err = plan_error(capfd, "--stack", stack, "--secret", f"{key}={value}", "--out", str(tmp_path / "out"))
+    full = key if ":" in key else f"{PROJECT}:{key}"
+    assert f"  - {full}: is set as a secret" in err and "(value not shown)" in err, err
+    assert f"only the entries of {PROJECT}:secrets may be secret" in err and value not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("line", "replacement", "key"), [
+    ("  gpu-training:costCenter: ml-platform-dev", "  gpu-training:costCenter: {secure: AAABBBCCC}", "costCenter"),
+    ("  gpu-training:region: us-east-1", "  region: {secure: AAABBBCCC}", "region"),
+    ("        env: {NCCL_DEBUG: INFO}", "        env: {NCCL_DEBUG: {secure: AAABBBCCC}}", "training.jobs[0].env.NCCL_DEBUG"),
+])
+def test_a_secure_value_on_a_plain_key_is_refused(tmp_path, line, replacement, key):
+    """It was validated as an offline placeholder string, never as the value `pulumi up` would use."""
+    assert line in DEV_STACK_TEXT
+    errors = refused_file(tmp_path, DEV_STACK_TEXT.replace(line, replacement))
+    assert any(e.startswith(f"{PROJECT}:{key}: is set as a secret") for e in errors), errors
+
+
+def test_the_bootstrap_reads_no_secrets(capfd, tmp_path):
+    err = plan_error(capfd, "--project", "bootstrap", "--stack", "bootstrap", "--secret", "costCenter=S3CR3TCANARYzq",
+                     "--out", str(tmp_path / "out"))
+    assert "gpu-training-bootstrap:costCenter: is set as a secret" in err and "the bootstrap reads no secrets" in err, err
+    assert "S3CR3TCANARYzq" not in err
+
+
 @pytest.mark.parametrize(("key", "value"), [
     ("region", CANARY),
     ("costCenter", CANARY + "\n"),

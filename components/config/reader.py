@@ -126,6 +126,24 @@ class ErrorLog(list[str]):
         return result
 
 
+def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable: Collection[str],
+                                     fix: str, also: Collection[str] = ()) -> None:
+    """A key marked secret (`secure:` in the stack file, `pulumi config set --secret`, plan.py's
+    --secret) that the program reads as plain config: its value would reach resources, tags,
+    manifests and plans in plain text, and the offline plan would validate a placeholder instead
+    of it. Only the keys in `readable` (and what lies inside them) are read as secrets. Keys of
+    other namespaces are judged here only when in `also`: the rest are reported as unknown."""
+    readable_keys = [f"{project}:{key}" for key in readable]
+    for key in sorted(errors.secret_keys):
+        if any(key == allowed or is_under(key, allowed) for allowed in readable_keys):
+            continue
+        if not key.startswith(f"{project}:") and key not in also:
+            continue
+        errors.record(key, f"{key}: is set as a secret (`secure:` in the stack file, `pulumi config set --secret` or "
+                      "plan.py --secret), but the program reads it as plain config: its value would reach resources, "
+                      f"tags and manifests in plain text (value not shown). Fix: {fix}")
+
+
 _MISSING = object()
 
 

@@ -24,7 +24,14 @@ from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget,
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
-from components.config.reader import ConfigError, ErrorLog, Section, did_you_mean, shown
+from components.config.reader import (
+    ConfigError,
+    ErrorLog,
+    Section,
+    did_you_mean,
+    refuse_plain_keys_set_as_secrets,
+    shown,
+)
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.scale_down import ScaleDownConfig, parse_scale_down
 from components.config.secrets import SecretsConfig, declared_names, parse_secrets
@@ -47,6 +54,13 @@ COST_CENTER_FIX = "start with a letter or digit; then letters, digits, spaces an
 STACK_REFERENCE = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 # Config keys of other namespaces that this program knowingly accepts.
 FOREIGN_KEYS = ("pulumi:disable-default-providers", "pulumi:tags")
+# The keys the program reads as secrets: components/config/secrets.py wraps each entry in
+# pulumi.Output.secret. Nothing else is read with get_secret/require_secret or kept secret, so a
+# secret anywhere else would be planned and deployed in plain text.
+SECRET_KEYS = ("secrets",)
+SECRET_KEYS_FIX = ("set it without --secret (a `secure:` value: `pulumi config rm`, then `pulumi config set` without "
+                   "--secret); only the entries of {project}:secrets may be secret, set with "
+                   "`pulumi config set --path --secret 'secrets.<name>' <value>`")
 
 
 @dataclass(frozen=True)
@@ -195,6 +209,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
     _check_foreign_keys(raw, prefix, errors)
+    refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
+                                     fix=SECRET_KEYS_FIX.format(project=project))
 
     root = Section(errors, project, own, separator=":")
     team, implied_env = stack_kind(stack)
