@@ -9,7 +9,9 @@ values 1-63; taints: key 1-63, value 0-63, at most 50; scaling sizes); IAM Creat
 1-64 of [\\w+=,.@-]); Kubernetes object names (DNS-1123 subdomain, 253; namespaces and services
 DNS-1123 label, 63), label keys (optional DNS-subdomain prefix of 253, name of 63) and values
 (63), container names (DNS label), env vars (unique per container), ports (1-65535); the 32-bit
-integers of the Kubernetes API and AWS `Integer` members.
+integers of the Kubernetes API and AWS `Integer` members; Linux's execve, which refuses any one
+argument or "NAME=value" environment string over MAX_ARG_STRLEN (PAGE_SIZE * 32, its NUL
+included: include/uapi/linux/binfmts.h).
 
 Volumes: a PersistentVolume's access modes reach its CSI driver as CSI access modes (the kubelet's
 mapping, kubernetes pkg/volume/csi/csi_client.go asCSIAccessModeV1), and a driver refuses to
@@ -27,6 +29,7 @@ from typing import Any
 from components.facts.regions import availability_zones
 
 INT32 = (-(2**31), 2**31 - 1)
+MAX_ARG_STRLEN = 32 * 4096
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -222,9 +225,13 @@ def _container_problems(container: dict[str, Any]) -> Iterator[str]:
             yield f"env name {entry.get('name')!r}"
         if "valueFrom" not in entry and not isinstance(entry.get("value", ""), str):
             yield f"env {entry.get('name')!r} value {entry.get('value')!r} is not text"
+        elif len(f"{entry.get('name')}={entry.get('value', '')}".encode()) >= MAX_ARG_STRLEN:
+            yield f"env {entry.get('name')!r}: its NAME=value string is over MAX_ARG_STRLEN"
     for port in container.get("ports") or []:
         if not 1 <= port.get("containerPort", 0) <= 65535:
             yield f"containerPort {port.get('containerPort')!r}"
     for arg in container.get("args") or []:
         if not isinstance(arg, str):
             yield f"arg {arg!r} is not text"
+        elif len(arg.encode()) >= MAX_ARG_STRLEN:
+            yield f"an arg of {len(arg.encode())} bytes is over MAX_ARG_STRLEN"

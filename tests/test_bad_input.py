@@ -361,6 +361,15 @@ API_LIMITS = [
     ("empty-cost-center", "costCenter", "", "costCenter", "AWS tag value"),
     ("blank-cost-center", "costCenter", "   ", "costCenter", "AWS tag value"),
     ("unknown-region", "region", "us-east-9", "region", "not an AWS region"),
+    # execve refuses a string over MAX_ARG_STRLEN (E2BIG): the container would never start
+    ("env-over-max-arg-strlen", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "env": {"NCCL_DEBUG": "A" * 140_000}}]},
+     "training.jobs[0].env.NCCL_DEBUG", "MAX_ARG_STRLEN"),
+    ("env-one-byte-over", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "env": {"NCCL_DEBUG": "A" * 131_061}}]},
+     "training.jobs[0].env.NCCL_DEBUG", "the environment string 131072 bytes long"),
+    ("env-multibyte", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "env": {"NOTE": "é" * 65_534}}]},
+     "training.jobs[0].env.NOTE", "MAX_ARG_STRLEN"),
+    ("arg-over-max-arg-strlen", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "args": ["-m", "x" * 131_072]}]},
+     "training.jobs[0].args[1]", "an argument 131072 bytes long"),
 ]
 
 
@@ -368,6 +377,13 @@ API_LIMITS = [
 def test_what_the_apis_refuse_is_refused_first(path, value, key, expected):
     errors = refused(mutate(raw_config("dev"), path, value))
     assert any(e.startswith(f"{PROJECT}:{key}") and expected in e for e in errors), errors
+
+
+def test_the_longest_exec_strings_linux_takes_pass():
+    """131071 bytes of UTF-8 (NAME=value for an env var), the NUL making MAX_ARG_STRLEN = 131072."""
+    job = {**JOB, "env": {"NCCL_DEBUG": "A" * 131_060}, "args": ["-m", "x" * 131_071]}
+    (loaded,) = load_stack_config(with_jobs(raw_config("dev"), job), project=PROJECT, stack="dev").training.jobs
+    assert len(f"NCCL_DEBUG={loaded.env['NCCL_DEBUG']}") == 131_071 and len(loaded.args[1]) == 131_071
 
 
 def test_an_az_id_outside_the_network_stops_before_any_resource_exists(capfd, tmp_path):

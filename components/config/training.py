@@ -36,6 +36,11 @@ PLATFORM_ENV_PREFIXES = ("TRAIN_", "NCCL_", "TORCH_", "FI_")
 PLATFORM_ENV_NAMES = frozenset({"HOME", "SCRATCH_DIR"})
 # The hyperparameters become a ConfigMap, whose data Kubernetes caps at 1 MiB.
 MAX_HYPERPARAMETERS_BYTES = 1024 * 1024
+# Linux refuses execve with E2BIG when one argument or environment string, its NUL included, is
+# longer than MAX_ARG_STRLEN = PAGE_SIZE * 32 (include/uapi/linux/binfmts.h): 131072 bytes on the
+# 4 KiB pages of x86_64 and arm64 EKS nodes, so 131071 bytes of UTF-8. An env var is the one string
+# "NAME=value". A longer one is accepted by Kubernetes, and the container never starts.
+MAX_ARG_STRLEN = 4096 * 32
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
 DEFAULT_ARGS = ("-m", "example_trainer.train")
@@ -181,11 +186,16 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     if len(set(secrets)) != len(secrets):
         s.error(s.key("secrets"), list(secrets), "lists a secret twice (a pod holds each env var once)", "list each once")
     env = s.string_map("env")
-    for env_name in env:
+    for env_name, env_value in env.items():
         if not ENV_NAME.fullmatch(env_name) or env_name.startswith("TRAIN_"):
             s.error(f"{s.key('env')}.{env_name}", env_name,
                     "is not a valid env var name, or overrides the platform's TRAIN_* contract",
                     "use UPPER_CASE names outside TRAIN_*")
+        else:
+            _check_exec_string(s, f"{s.key('env')}.{env_name}", env_value, f"{env_name}=", "the environment string")
+    args = tuple(s.string_list("args", list(DEFAULT_ARGS)))
+    for index, arg in enumerate(args):
+        _check_exec_string(s, f"{s.key('args')}[{index}]", arg, "", "an argument")
     for secret in secrets:
         if env_var_name(secret) in env or platform_sets(env_var_name(secret)):
             s.error(s.key("secrets"), secret, f"arrives as env var {env_var_name(secret)}, which the pod already "
@@ -199,7 +209,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
         name=name, pool=pool_name, nodes=nodes, gpus_per_node=gpus, image=image,
-        args=tuple(s.string_list("args", list(DEFAULT_ARGS))),
+        args=args,
         hyperparameters_file=hyperparameters_file, hyperparameters=hyperparameters,
         secrets=secrets, env=env, cpu=cpu, memory_gib=memory, shared_memory_gib=shared_memory,
         max_restarts=s.integer("maxRestarts", 3, minimum=0, maximum=100),
@@ -218,6 +228,15 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         _check_pod_fits_node(s, pool, job)
     s.finish()
     return job
+
+
+def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str) -> None:
+    """One string of the container's execve (an argument, or NAME=value) within MAX_ARG_STRLEN."""
+    size = len(f"{prefix}{value}".encode("utf-8", "surrogatepass")) + 1
+    if size > MAX_ARG_STRLEN:
+        s.error(key, value, f"makes {what} {size - 1} bytes long (UTF-8); Linux refuses one longer than "
+                f"{MAX_ARG_STRLEN - 1} bytes (MAX_ARG_STRLEN), so the container would never start (execve: E2BIG)",
+                "shorten it; pass large data in the hyperparameters file or in S3")
 
 
 def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool) -> None:
