@@ -161,6 +161,26 @@ def test_hyperparameters_files_are_read_strictly(repo_scratch, name, content, ex
     one(hyperparameters_errors(f"build/test-bad-input/{name}"), "training.jobs[0].hyperparameters", expected)
 
 
+@pytest.mark.parametrize("relative", ["stacks/Pulumi.team-vision-prod.yaml", "Pulumi.yaml", "stacks/Pulumi.dev.yaml",
+                                      "trainer/../stacks/Pulumi.prod.yaml", "bootstrap/Pulumi.bootstrap.yaml",
+                                      "bootstrap/Pulumi.yaml", "policy/PulumiPolicy.yaml"])
+def test_hyperparameters_are_never_a_pulumi_file(relative):
+    """A stack file (with its `secure:` ciphertexts) became the job's ConfigMap."""
+    one(hyperparameters_errors(relative), "training.jobs[0].hyperparameters", "is a Pulumi project or stack file")
+
+
+def test_hyperparameters_through_a_link_to_a_stack_file(repo_scratch):
+    (repo_scratch / "hparams.yaml").symlink_to(ROOT / "stacks" / "Pulumi.dev.yaml")
+    one(hyperparameters_errors("build/test-bad-input/hparams.yaml"), "training.jobs[0].hyperparameters",
+        "is a Pulumi project or stack file")
+
+
+def test_the_stacks_directory_is_the_projects():
+    from components.config.stack_file import project_file
+    from components.config.training import STACKS_DIR
+    assert project_file()["stackConfigDir"] == STACKS_DIR
+
+
 @pytest.mark.parametrize("relative", ["trainer", "x" * 300 + ".yaml", "a\x00b.yaml", "../../etc/passwd", "/etc/hostname"])
 def test_hyperparameters_paths_that_are_not_repository_files(relative):
     one(hyperparameters_errors(relative), "training.jobs[0].hyperparameters", "not a file in this repository")

@@ -14,10 +14,12 @@ cannot fit one node, the pool, or the queue's quota would wait forever instead o
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
@@ -45,6 +47,8 @@ MAX_ARG_STRLEN = 4096 * 32
 MAX_JOB_NAME = 40
 DEFAULT_ARGS = ("-m", "example_trainer.train")
 DEFAULT_HYPERPARAMETERS = "trainer/example_trainer/hparams.yaml"
+# The stack files' directory (Pulumi.yaml stackConfigDir): never a job's hyperparameters.
+STACKS_DIR = "stacks"
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,13 @@ def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> No
                 "lower memoryGiB or leave it unset for the default share")
 
 
+def _is_pulumi_file(path: Path) -> bool:
+    """A resolved path inside the repository: a stack file's directory, or a Pulumi*.yaml anywhere
+    (the project files, the bootstrap's stack file, the policy pack's)."""
+    relative = path.relative_to(REPO_ROOT)
+    return relative.parts[:1] == (STACKS_DIR,) or fnmatch.fnmatch(path.name.lower(), "pulumi*.y*ml")
+
+
 def _read_hyperparameters(s: Section, relative_path: str) -> str:
     if not relative_path:
         return ""  # reported by the getter
@@ -311,6 +322,12 @@ def _read_hyperparameters(s: Section, relative_path: str) -> str:
     if not inside:
         s.error(s.key("hyperparameters"), relative_path, "is not a file in this repository",
                 "give a path relative to the repository root, e.g. trainer/example_trainer/hparams.yaml")
+        return ""
+    if _is_pulumi_file(path):
+        s.error(s.key("hyperparameters"), relative_path,
+                f"is a Pulumi project or stack file ({STACKS_DIR}/, Pulumi*.yaml): the stack's configuration, with its "
+                "`secure:` ciphertexts, would become the job's ConfigMap",
+                f"point it at the job's own hyperparameters file, e.g. {DEFAULT_HYPERPARAMETERS}")
         return ""
     try:
         document, text = read_yaml_file(path, source=path_for_message(relative_path), max_bytes=MAX_HYPERPARAMETERS_BYTES)
