@@ -380,6 +380,8 @@ API_LIMITS = [
     ("tag-value-over-256", "costCenter", "c" * 257, "costCenter", "AWS tag value"),
     ("empty-cost-center", "costCenter", "", "costCenter", "AWS tag value"),
     ("blank-cost-center", "costCenter", "   ", "costCenter", "AWS tag value"),
+    # a non-ASCII letter: the message said "letters", which ä is
+    ("non-ascii-cost-center", "costCenter", "ml-plätform", "costCenter", "then ASCII letters, digits"),
     ("unknown-region", "region", "us-east-9", "region", "not an AWS region"),
     # execve refuses a string over MAX_ARG_STRLEN (E2BIG): the container would never start
     ("env-over-max-arg-strlen", "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "env": {"NCCL_DEBUG": "A" * 140_000}}]},
@@ -549,6 +551,7 @@ def new_team_error(new_team_stack, capsys, *args: str) -> str:
     ("Vision", [], "lowercase letters"),
     ("vision", ["--cost-center", ""], "AWS tag value"),
     ("vision", ["--cost-center", "a\nb"], "AWS tag value"),
+    ("vision", ["--cost-center", "ml-plätform"], "then ASCII letters, digits"),
 ])
 def test_new_team_stack_bad_arguments_write_nothing(new_team_stack, capsys, tmp_path, team, extra, expected):
     err = new_team_error(new_team_stack, capsys, team, "dev", "--out-dir", str(tmp_path), *extra)

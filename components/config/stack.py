@@ -45,11 +45,13 @@ TEAM_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 TEAM_STACK = re.compile(rf"team-(?P<team>{TEAM_NAME.pattern})-(?P<env>dev|staging|prod)")
 # An AWS tag value (`cost-center` on every resource) may hold up to 256 letters, digits, spaces and
 # _ . : / = + - @; we take the ASCII ones and ask for a letter or digit first (an empty or blank
-# cost center bills nobody).
+# cost center bills nobody). ASCII on purpose, though the value is a tag only (no Kubernetes label):
+# which Unicode letters a service's tag pattern takes differs from service to service, and the
+# provider's default tags land on all of them. The messages say "ASCII letters" (`ml-plätform`).
 COST_CENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,255}")
 MAX_TEAM_NAME = 20
 REGION_FIX = "use a region name like us-east-1, or add the new region's row to that table"
-COST_CENTER_FIX = "start with a letter or digit; then letters, digits, spaces and . _ : / = + - @"
+COST_CENTER_FIX = "start with an ASCII letter or digit; then ASCII letters, digits, spaces and . _ : / = + - @"
 # <organization>/<project>/<stack>, each part a Pulumi name.
 STACK_REFERENCE = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 # Config keys of other namespaces that this program knowingly accepts.
