@@ -587,6 +587,23 @@ def test_new_team_stack_on_a_platform_without_gpu_pools(new_team_stack, capsys, 
     assert "has no GPU pool" in err and list(tmp_path.iterdir()) == []
 
 
+def test_new_team_stack_names_a_broken_platform_stack_file(new_team_stack, capsys, tmp_path, monkeypatch):
+    """`nodePools` renamed in stacks/Pulumi.prod.yaml: the error named the key but not the file."""
+    broken = tmp_path / "Pulumi.prod.yaml"
+    broken.write_text((ROOT / "stacks" / "Pulumi.prod.yaml").read_text().replace("gpu-training:nodePools:",
+                                                                                  "gpu-training:nodePool:"))
+    real = new_team_stack.stack_config
+    monkeypatch.setattr(new_team_stack, "stack_config",
+                        lambda stack, path=None, **kwargs: real(stack, path or (broken if stack == "prod" else None), **kwargs))
+    out = tmp_path / "out"
+    out.mkdir()
+    err = new_team_error(new_team_stack, capsys, "vision", "prod", "--out-dir", str(out))
+    assert "  - platform stack 'prod' (stacks/Pulumi.prod.yaml): gpu-training:nodePools: required key is missing" in err, err
+    assert all(line.startswith("  - platform stack 'prod' (stacks/Pulumi.prod.yaml): ")
+               for line in err.splitlines()[1:]), err
+    assert list(out.iterdir()) == []
+
+
 def test_new_team_stack_through_a_real_process(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "a/../b", "dev",
                              "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)

@@ -310,7 +310,7 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
         loaded = load_stack_config(decode_raw_config(platform_raw), project=project, stack=environment, today=today)
         platform = loaded if isinstance(loaded, StackConfig) else None
     except ConfigError as error:
-        errors.extend(f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {e}" for e in error.errors)
+        errors.extend(platform_stack_errors(environment, error.errors))
     if platform is not None and region and region != platform.region:
         root.error(root.key("region"), region, f"differs from the platform's region {platform.region}",
                    f"set region: {platform.region}")
@@ -338,6 +338,11 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
                            iam_permissions_boundary=platform.iam_permissions_boundary)
+
+
+def platform_stack_errors(environment: str, errors: list[str]) -> list[str]:
+    """The errors of a platform stack read on behalf of a team stack, each naming the stack and its file."""
+    return [f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {error}" for error in errors]
 
 
 def _check_cleanup_image(root: Section, image: str) -> None:
