@@ -51,10 +51,11 @@ def _available(namespace: str, name: str, replicas: int = 1) -> dict[str, Any]:
             "status": {"availableReplicas": replicas, "conditions": [{"type": "Available", "status": "True"}]}}
 
 
-def trainer_log(now: float, *, loss=None, saves_until: float | None = None) -> str:
+def trainer_log(now: float, *, loss=None, saves_until: float | None = None, initialised: bool = True) -> str:
     """Rank 0's log of a run that started RUN_SECONDS ago: launcher, trainer start, a step every
     STEP_EVERY_S with the loss `loss(i)`, a checkpoint every CHECKPOINT_INTERVAL_S (until
-    `saves_until` seconds into the run)."""
+    `saves_until` seconds into the run). Not `initialised`: the launcher's lines only (the
+    trainer never got past its first collective)."""
     rng = random.Random(7)
     loss = loss or (lambda i: 2.3 * math.exp(-i / 120) + 0.2 + rng.uniform(-0.03, 0.03))
     out = io.StringIO()
@@ -67,8 +68,10 @@ def trainer_log(now: float, *, loss=None, saves_until: float | None = None) -> s
                                        "some_future_field": {"ignored": True}}),
         (start + 46, "loader_warmup", {"note": "an event verify does not know"}),
     ]
+    if not initialised:
+        del lines[2:]
     t, step = start + 50, 0
-    while t < now - 5:
+    while initialised and t < now - 5:
         step += 1
         lines.append((t, "step", {"step": step, "loss": round(loss(step), 6), "samples_per_s": 5120.0, "epoch": 0}))
         since = t - (start + 45)
