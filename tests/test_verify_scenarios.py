@@ -136,8 +136,10 @@ BROKEN = [
      f"--field-selector spec.nodeName={sc.GPU_NODES[2]}", ()),
     # A hung collective keeps its kernel spinning: DCGM reports the GPUs busy, so only the logs tell.
     ("hang-ports-blocked", _hang_before_init, 93.0, f"job.{sc.JOB}.progress",
-     "hang: nodes cannot talk (ports blocked by the fabric security group",
-     f"kubectl -n {{ns}} exec {sc.JOB}-node-0-0-x7k2p -- cat /proc/sys/net/ipv4/ip_local_port_range",
+     "hang: nodes cannot talk (ports blocked by the fabric security group {cluster}-efa-fabric, which must allow all "
+     "traffic between its members (EFA), or a node outside it; or the pod's ip_local_port_range is not {first}-{last}",
+     f"kubectl -n {{ns}} exec {sc.JOB}-node-0-0-x7k2p -- cat /proc/sys/net/ipv4/ip_local_port_range; "
+     "aws ec2 describe-security-groups --region {region} --filters Name=group-name,Values={cluster}-efa-fabric",
      # No trainer_start, so no checkpoint period to hold the run to.
      (f"job.{sc.JOB}.checkpoints",)),
 ]
@@ -147,7 +149,8 @@ BROKEN = [
                          ids=[b[0] for b in BROKEN])
 def test_each_broken_scenario_fails_exactly_its_check(prod_outputs, healthy, tmp_path, case, breaks, gpu, check,
                                                       cause, command, skips):
-    ns = prod_outputs[0]["training"]["namespace"]
+    outputs = prod_outputs[0]
+    ns = outputs["training"]["namespace"]
     scenario = clone(healthy)
     if breaks:
         breaks(scenario, ns)
@@ -157,8 +160,9 @@ def test_each_broken_scenario_fails_exactly_its_check(prod_outputs, healthy, tmp
     assert by_status(report, "skip") == list(skips), json.dumps(report, indent=1)
     assert len(by_status(report, "pass")) == len(report["checks"]) - 1 - len(skips)
     diagnosis = next(c for c in report["checks"] if c["name"] == check)["diagnosis"]
-    assert cause in diagnosis["cause"]
-    assert command.format(ns=ns) in diagnosis["command"]
+    values = {"ns": ns, "cluster": outputs["clusterName"], "region": outputs["region"], **outputs["ncclPortRange"]}
+    assert cause.format(**values) in diagnosis["cause"]
+    assert command.format(**values) in diagnosis["command"]
 
 
 def nccl_scenario(healthy: Scenario, sample: str) -> Scenario:

@@ -12,7 +12,7 @@ import pytest
 from conftest import MANIFEST_STACKS
 
 from verify import checks, nccl_job, nccl_output, nccl_reference, progress_log
-from verify.stack_outputs import UsageError, parse_outputs
+from verify.stack_outputs import JobPromise, UsageError, parse_outputs
 
 SAMPLES = Path(__file__).parent / "fixtures" / "nccl"
 
@@ -220,3 +220,20 @@ def test_controllers_verify_expects_are_the_releases_the_plan_installs(plan_of):
                 "nvidia-device-plugin": "nvidia-device-plugin", "aws-efa-k8s-device-plugin": "aws-efa-k8s-device-plugin"}
     for controller in checks.CONTROLLERS:
         assert (controller.namespace, chart_of[controller.name]) in releases, controller
+
+
+def test_the_hang_diagnosis_names_the_fabric_security_group_the_plan_creates_for_each_pool(plan_of):
+    plan = plan_of("prod")  # an EFA pool and a socket pool
+    outputs = parse_outputs("prod", plan.outputs)
+    groups = {r["inputs"]["name"] for r in plan.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    ctx = checks.Context("prod", outputs, kube=None, cloudwatch=lambda: None, now=0.0)  # the diagnosis reads outputs only
+    causes = {}
+    for pool in (p for p in outputs.pools.values() if p.gpu):
+        group = checks.fabric_security_group(outputs.cluster_name, pool)
+        assert group in groups, (group, sorted(groups))
+        hang = checks._hang(ctx, checks.JobState(JobPromise("j", pool.name, 2, pool.gpus_per_node)), "j-node-0-0-abcde")
+        assert f"fabric security group {group}," in hang.cause and f"Values={group} " in hang.command
+        assert "kubectl -n training-prod exec j-node-0-0-abcde -- cat /proc/sys/net/ipv4/ip_local_port_range" in hang.command
+        causes["efa" if pool.efa_per_node else "socket"] = hang.cause
+    assert "all traffic between its members" in causes["efa"]
+    assert "opens only TCP 29400 and 50000-51999 between its members" in causes["socket"]

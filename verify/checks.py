@@ -25,7 +25,7 @@ from components.cluster.pool_scheduling import (
 from verify import progress_log
 from verify.kube import ClusterUnreachableError, Kube
 from verify.report import CheckResult, Diagnosis, failed, passed, skipped
-from verify.stack_outputs import JobPromise, StackOutputs
+from verify.stack_outputs import JobPromise, PoolPromise, StackOutputs
 
 TRAINER_CONTAINER = "trainer"
 # JobSet labels every pod with its JobSet's name (jobset api/jobset/v1alpha2 JobSetNameKey).
@@ -349,11 +349,26 @@ def check_pods(ctx: Context, state: JobState) -> CheckResult:
                   pods=len(running), gang_restarts=gang_restarts, container_restarts=restarts)
 
 
-def _hang(ctx: Context, pod: str) -> Diagnosis:
+def fabric_security_group(cluster_name: str, pool: PoolPromise | None) -> str:
+    """The name of the security group that carries a GPU pool's node-to-node traffic:
+    components/network/security_groups.py names it <name prefix>-efa-fabric (EFA pools) or
+    <name prefix>-socket-fabric, and the platform's name prefix is its cluster name (a team stack
+    exports the platform's cluster)."""
+    return f"{cluster_name}-{'efa' if pool is not None and pool.efa_per_node else 'socket'}-fabric"
+
+
+def _hang(ctx: Context, state: JobState, pod: str) -> Diagnosis:
     first, last = ctx.outputs.nccl_ports
-    return Diagnosis("hang: nodes cannot talk (ports blocked by the fabric security group, or the pod's "
-                     f"ip_local_port_range is not the {first}-{last} range it opens)",
-                     f"kubectl -n {ctx.outputs.namespace} exec {pod} -- cat /proc/sys/net/ipv4/ip_local_port_range")
+    pool = ctx.outputs.pools.get(state.promise.pool)
+    group = fabric_security_group(ctx.outputs.cluster_name, pool)
+    allows = ("which must allow all traffic between its members (EFA), or a node outside it"
+              if pool is not None and pool.efa_per_node else
+              f"which opens only TCP {ctx.outputs.rendezvous_port} and {first}-{last} between its members")
+    return Diagnosis(f"hang: nodes cannot talk (ports blocked by the fabric security group {group}, {allows}; or "
+                     f"the pod's ip_local_port_range is not {first}-{last}, the stack's ncclPortRange)",
+                     f"kubectl -n {ctx.outputs.namespace} exec {pod} -- cat /proc/sys/net/ipv4/ip_local_port_range; "
+                     f"aws ec2 describe-security-groups --region {ctx.outputs.region} "
+                     f"--filters Name=group-name,Values={group} --query 'SecurityGroups[].IpPermissions'")
 
 
 def check_progress(ctx: Context, state: JobState) -> CheckResult:
@@ -375,7 +390,7 @@ def check_progress(ctx: Context, state: JobState) -> CheckResult:
     if started is None:
         launch = max(e.ts or 0 for e in events if e.name == progress_log.LAUNCHER_START)
         return failed(check, f"trainer not initialised {ctx.now - launch:.0f} s after the launcher started",
-                      _hang(ctx, pod0))
+                      _hang(ctx, state, pod0))
     steps = [e for e in run if e.name == progress_log.STEP]
     if not steps:
         return failed(check, f"trainer initialised, no step {ctx.now - (started.ts or ctx.now):.0f} s later "
@@ -385,7 +400,7 @@ def check_progress(ctx: Context, state: JobState) -> CheckResult:
     last_step = max(e.ts or 0 for e in steps)
     ended = any(e.name in progress_log.END_EVENTS for e in run)
     if not ended and ctx.now - last_step > STALL_SECONDS:
-        return failed(check, f"no step for {ctx.now - last_step:.0f} s", _hang(ctx, steps[-1].pod))
+        return failed(check, f"no step for {ctx.now - last_step:.0f} s", _hang(ctx, state, steps[-1].pod))
     trend = progress_log.loss_trend(progress_log.losses(steps))
     measured = {"steps_logged": trend.points, "mann_kendall_z": round(trend.z, 2),
                 "loss_first": round(trend.first, 4), "loss_last": round(trend.last, 4)}
