@@ -388,8 +388,13 @@ def check_progress(ctx: Context, state: JobState) -> CheckResult:
     run = progress_log.current_run(events)
     started = next((e for e in run if e.name == progress_log.TRAINER_START), None)
     if started is None:
-        launch = max(e.ts or 0 for e in events if e.name == progress_log.LAUNCHER_START)
-        return failed(check, f"trainer not initialised {ctx.now - launch:.0f} s after the launcher started",
+        waited = ctx.now - max(e.ts or 0 for e in events if e.name == progress_log.LAUNCHER_START)
+        if waited <= STALL_SECONDS:  # the rendezvous waits for every pod: not a hang yet
+            return failed(check, f"trainer not initialised yet, {waited:.0f} s after the launcher started",
+                          Diagnosis("still starting: torchrun waits for every node at the rendezvous, then the trainer "
+                                    "prepares its data and joins the process group; no trainer_start after "
+                                    f"{STALL_SECONDS} s is a hang: rerun then", f"kubectl -n {ns} logs -f {pod0}"))
+        return failed(check, f"trainer not initialised {waited:.0f} s after the launcher started",
                       _hang(ctx, state, pod0))
     steps = [e for e in run if e.name == progress_log.STEP]
     if not steps:
