@@ -237,3 +237,22 @@ def test_the_hang_diagnosis_names_the_fabric_security_group_the_plan_creates_for
         causes["efa" if pool.efa_per_node else "socket"] = hang.cause
     assert "all traffic between its members" in causes["efa"]
     assert "opens only TCP 29400 and 50000-51999 between its members" in causes["socket"]
+
+
+def test_each_node_not_ready_shows_its_own_reason_and_the_kubelets_message(plan_of):
+    class Kube:
+        def nodes(self):
+            return [{"metadata": {"name": "ip-10-0-0-5"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+                    {"metadata": {"name": "ip-10-0-0-6"}, "status": {"conditions": [
+                        {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                         "message": "container runtime network not ready: NetworkReady=false\n cni plugin not initialized"}]}},
+                    {"metadata": {"name": "ip-10-0-0-7"}, "status": {}}]  # registered, no status posted yet
+
+    ctx = checks.Context("prod", parse_outputs("prod", plan_of("prod").outputs), kube=Kube(), cloudwatch=lambda: None, now=0.0)
+    result = checks.check_nodes(ctx)
+    assert result.summary == "2 of 3 nodes not Ready"
+    assert result.details == (
+        "ip-10-0-0-6: Ready=False (KubeletNotReady: container runtime network not ready: NetworkReady=false cni plugin "
+        "not initialized)",
+        "ip-10-0-0-7: Ready=Unknown (no reason)")
+    assert result.diagnosis is not None and result.diagnosis.command == "kubectl describe node ip-10-0-0-6"

@@ -142,15 +142,20 @@ def check_nodes(ctx: Context) -> CheckResult:
             "the node groups did not start any node (the system pool must have at least one)",
             f"aws eks list-nodegroups --cluster-name {ctx.outputs.cluster_name} --region {ctx.outputs.region}"))
     if not_ready:
-        first = name(not_ready[0])
-        reason = condition(not_ready[0], "Ready")
         return failed(
             "cluster.nodes", f"{len(not_ready)} of {len(nodes)} nodes not Ready",
             Diagnosis("abnormal node state: kubelet, the VPC CNI (aws-node) or the node's network; a GPU node with "
-                      "failed hardware is replaced by node auto-repair", f"kubectl describe node {first}"),
-            *[f"{name(n)}: Ready={condition(n, 'Ready').get('status', 'Unknown')} "
-              f"({condition(n, 'Ready').get('reason', reason.get('reason', 'no reason'))})" for n in not_ready])
+                      "failed hardware is replaced by node auto-repair", f"kubectl describe node {name(not_ready[0])}"),
+            *[_not_ready(n) for n in not_ready])
     return passed("cluster.nodes", f"{len(nodes)} nodes Ready", nodes=len(nodes))
+
+
+def _not_ready(node: dict[str, Any]) -> str:
+    """Each node's own reason and message (the kubelet's, e.g. "cni plugin not initialized")."""
+    ready = condition(node, "Ready")
+    message = " ".join(str(ready.get("message", "")).split())[:200]
+    return (f"{name(node)}: Ready={ready.get('status', 'Unknown')} ({ready.get('reason', 'no reason')}"
+            + (f": {message})" if message else ")"))
 
 
 def check_gpu_devices(ctx: Context) -> CheckResult:
