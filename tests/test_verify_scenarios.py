@@ -115,6 +115,30 @@ def _device_plugin_missing(s: Scenario, ns: str) -> None:
     next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == spare)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
 
 
+def _node_not_ready(s: Scenario, ns: str) -> None:
+    # A second system node joined, but the VPC CNI never came up on it: nothing of ours runs there.
+    s.add(key("nodes"), sc._node("ip-10-0-0-6", "system", {"cpu": "8", "memory": "30Gi"}, ready="False"))
+    ready = s.objects[key("nodes")][-1]["status"]["conditions"][0]
+    ready.update(reason="KubeletNotReady", message="container runtime network not ready: NetworkReady=false "
+                 "reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized")
+
+
+def _kueue_unavailable(s: Scenario, ns: str) -> None:
+    # Both replicas crash: the API leaves availableReplicas out when it is 0.
+    kueue = s.objects[key("deployments", "kueue-system", "apps")][0]
+    kueue["status"] = {"replicas": 2, "unavailableReplicas": 2, "conditions": [
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}]}
+
+
+def _secret_not_synced(s: Scenario, ns: str) -> None:
+    # The Secret is gone and the store cannot read Secrets Manager to recreate it: the running pods
+    # keep their env, the next start has nothing to read.
+    s.objects[key("secrets", ns)] = []
+    s.objects[key("externalsecrets", ns, "external-secrets.io")][0]["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "SecretSyncedError",
+         "message": "could not get secret data from provider"}]
+
+
 def _hang_before_init(s: Scenario, ns: str) -> None:
     # Ports blocked between the nodes: the launchers started 40 min ago, the trainer never got past
     # its first collective (trainer_start comes after the barrier and the resume broadcast).
@@ -140,6 +164,15 @@ BROKEN = [
     ("device-plugin-missing-on-a-node", _device_plugin_missing, 93.0, "cluster.gpu-devices",
      "GPU not detected: the device plugin is missing",
      f"--field-selector spec.nodeName={sc.GPU_NODES[2]}", ()),
+    ("node-not-ready", _node_not_ready, 93.0, "cluster.nodes", "abnormal node state: kubelet, the VPC CNI (aws-node)",
+     "kubectl describe node ip-10-0-0-6", ()),
+    ("controller-unavailable", _kueue_unavailable, 93.0, "cluster.controllers",
+     "Kueue 0/2 replicas available: no job is admitted",
+     "kubectl -n kueue-system describe deployment kueue-controller-manager; "
+     "kubectl -n kueue-system logs deployment/kueue-controller-manager", ()),
+    ("training-secret-not-synced", _secret_not_synced, 93.0, "cluster.training-secret",
+     "crash at start (missing config/env): the trainer's secretKeyRef has nothing to read",
+     "kubectl -n {ns} describe externalsecret training-secrets", ()),
     # A hung collective keeps its kernel spinning: DCGM reports the GPUs busy, so only the logs tell.
     ("hang-ports-blocked", _hang_before_init, 93.0, f"job.{sc.JOB}.progress",
      "hang: nodes cannot talk (ports blocked by the fabric security group {cluster}-efa-fabric, which must allow all "
