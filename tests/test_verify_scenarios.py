@@ -139,6 +139,17 @@ def _secret_not_synced(s: Scenario, ns: str) -> None:
          "message": "could not get secret data from provider"}]
 
 
+def _not_admitted(s: Scenario, ns: str) -> None:
+    # Other jobs hold the p5 quota: Kueue keeps the JobSet suspended, so it has no pods.
+    workload = s.objects[key("workloads", ns, "kueue.x-k8s.io")][0]
+    workload["status"] = {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+         "message": "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor "
+                    "p5-efa, 16 more needed"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation"}]}
+    s.objects[key("pods", ns)] = [p for p in s.objects[key("pods", ns)] if p not in sc.job_pods(s, ns)]
+
+
 def _hang_before_init(s: Scenario, ns: str) -> None:
     # Ports blocked between the nodes: the launchers started 40 min ago, the trainer never got past
     # its first collective (trainer_start comes after the barrier and the resume broadcast).
@@ -173,6 +184,10 @@ BROKEN = [
     ("training-secret-not-synced", _secret_not_synced, 93.0, "cluster.training-secret",
      "crash at start (missing config/env): the trainer's secretKeyRef has nothing to read",
      "kubectl -n {ns} describe externalsecret training-secrets", ()),
+    ("job-not-admitted", _not_admitted, 93.0, f"job.{sc.JOB}.admitted",
+     "waiting for quota (Pending: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu",
+     f"kubectl -n {{ns}} describe workload jobset-{sc.JOB}-3f2a1",
+     tuple(f"job.{sc.JOB}.{c}" for c in ("pods", "progress", "checkpoints", "gpu-utilisation"))),
     # A hung collective keeps its kernel spinning: DCGM reports the GPUs busy, so only the logs tell.
     ("hang-ports-blocked", _hang_before_init, 93.0, f"job.{sc.JOB}.progress",
      "hang: nodes cannot talk (ports blocked by the fabric security group {cluster}-efa-fabric, which must allow all "
