@@ -150,6 +150,12 @@ def _not_admitted(s: Scenario, ns: str) -> None:
     s.objects[key("pods", ns)] = [p for p in s.objects[key("pods", ns)] if p not in sc.job_pods(s, ns)]
 
 
+def _gang_restart_loop(s: Scenario, ns: str) -> None:
+    # The gang failed twice and JobSet replaced every pod each time (restartPolicy Never): the pods
+    # of the third attempt run, with no restarted container to read --previous from.
+    s.objects[key("jobsets", ns, "jobset.x-k8s.io")][0]["status"] = {"restarts": 2, "restartsCountTowardsMax": 2}
+
+
 def _hang_before_init(s: Scenario, ns: str) -> None:
     # Ports blocked between the nodes: the launchers started 40 min ago, the trainer never got past
     # its first collective (trainer_start comes after the barrier and the resume broadcast).
@@ -166,6 +172,11 @@ BROKEN = [
     # (scenario, GPU %, the one check that must fail, words of its cause, words of its command,
     #  the checks skipped because of it: every other check passes)
     ("oom-killed-pod", _oom, 93.0, f"job.{sc.JOB}.pods", "out of memory", "kubectl -n {ns} describe pod", ()),
+    ("gang-restart-loop", _gang_restart_loop, 93.0, f"job.{sc.JOB}.pods",
+     "the trainer fails again after every gang restart",
+     f"kubectl -n {{ns}} get events --sort-by=.lastTimestamp | grep {sc.JOB}; aws logs tail "
+     f"/aws/containerinsights/{{cluster}}/application --region {{region}} --since 6h "
+     f"--filter-pattern '\"{sc.JOB}\" \"launcher_exit\"'", ()),
     ("loss-not-falling", _flat_loss, 93.0, f"job.{sc.JOB}.progress", "not learning", "grep '\"event\":\"step\"'",
      ()),
     ("no-checkpoint-in-two-periods", _no_checkpoint, 93.0, f"job.{sc.JOB}.checkpoints", "shared file system",

@@ -314,11 +314,21 @@ def check_pods(ctx: Context, state: JobState) -> CheckResult:
     looping = [name(p) for p, s in statuses if int(s.get("restartCount") or 0) >= RESTART_LOOP_CONTAINER_RESTARTS
                or (s.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"]
     if looping or gang_restarts >= RESTART_LOOP_GANG_RESTARTS:
-        first = looping[0] if looping else (name(state.pods[0]) if state.pods else job)
-        return failed(check, f"restart loop: gang restarted {gang_restarts} times for failures"
-                      + (f"; restarting: {', '.join(looping)}" if looping else ""), Diagnosis(
-                          "the trainer fails again after every restart; the previous container's log says why "
-                          "(crash at start: missing config or env)", f"kubectl -n {ns} logs {first} --previous"))
+        summary = (f"restart loop: gang restarted {gang_restarts} times for failures"
+                   + (f"; restarting: {', '.join(looping)}" if looping else ""))
+        if looping:
+            return failed(check, summary, Diagnosis(
+                "the trainer fails again after every restart; the previous container's log says why "
+                "(crash at start: missing config or env)", f"kubectl -n {ns} logs {looping[0]} --previous"))
+        # restartPolicy Never: a gang restart replaces every pod (no --previous to read), so the failed
+        # attempts' logs live on in Container Insights' application log group (Fluent Bit).
+        return failed(check, summary, Diagnosis(
+            "the trainer fails again after every gang restart (crash at start: missing config or env; a bad node); "
+            "JobSet replaced the failed pods, so their logs are in CloudWatch: each attempt's launcher_exit names "
+            "its pod and exit code, and the Warning events name the first failed Job",
+            f"kubectl -n {ns} get events --sort-by=.lastTimestamp | grep {job}; "
+            f"aws logs tail /aws/containerinsights/{ctx.outputs.cluster_name}/application --region {ctx.outputs.region} "
+            f"--since 6h --filter-pattern '\"{job}\" \"launcher_exit\"'"))
     bad_start = [(name(p), s) for p, s in statuses
                  if terminated(s, "state").get("exitCode") == 2
                  or (s.get("state") or {}).get("waiting", {}).get("reason") in ("CreateContainerConfigError",
