@@ -115,6 +115,12 @@ def _device_plugin_missing(s: Scenario, ns: str) -> None:
     next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == spare)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
 
 
+def _efa_short(s: Scenario, ns: str) -> None:
+    # The EFA plugin runs on the spare, but finds half the p5's 32 interfaces.
+    spare = next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == sc.GPU_NODES[2])
+    spare["status"]["allocatable"]["vpc.amazonaws.com/efa"] = "16"
+
+
 def _node_not_ready(s: Scenario, ns: str) -> None:
     # A second system node joined, but the VPC CNI never came up on it: nothing of ours runs there.
     s.add(key("nodes"), sc._node("ip-10-0-0-6", "system", {"cpu": "8", "memory": "30Gi"}, ready="False"))
@@ -186,6 +192,9 @@ BROKEN = [
     ("device-plugin-missing-on-a-node", _device_plugin_missing, 93.0, "cluster.gpu-devices",
      "GPU not detected: the device plugin is missing",
      f"--field-selector spec.nodeName={sc.GPU_NODES[2]}", ()),
+    ("efa-interfaces-missing-on-a-node", _efa_short, 93.0, "cluster.gpu-devices",
+     "EFA interfaces missing: the launch template attached fewer network cards",
+     f"kubectl describe node {sc.GPU_NODES[2]}", ()),
     ("node-not-ready", _node_not_ready, 93.0, "cluster.nodes", "abnormal node state: kubelet, the VPC CNI (aws-node)",
      "kubectl describe node ip-10-0-0-6", ()),
     ("controller-unavailable", _kueue_unavailable, 93.0, "cluster.controllers",
