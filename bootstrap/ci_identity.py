@@ -66,6 +66,7 @@ class CiIdentity(pulumi.ComponentResource):
                 "StringEquals", [policies.deploy_subject(config.github, env)], env.name, DEPLOY_SESSION_SECONDS,
                 self._deploy_policy(env.name),
                 f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
+            self._attach_scope(f"{name}-deploy-{env.name}", self.deploy_roles[env.name], env.name)
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",
@@ -87,6 +88,17 @@ class CiIdentity(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self))
         aws.iam.RolePolicy(resource_name, role=role.id, policy=permissions, opts=pulumi.ResourceOptions(parent=self))
         return role
+
+    def _attach_scope(self, resource_name: str, role: aws.iam.Role, environment: str) -> None:
+        """The deploy role's project scope, a managed policy of its own (policies.deploy_scope_policy)."""
+        scope = aws.iam.Policy(
+            f"{resource_name}-project-scope",
+            name=policies.deploy_scope_policy_name(self._args.config.stacks_project, environment),
+            description=f"Keeps the {environment} deploy role off other projects' resources",
+            policy=self._environment_document(policies.deploy_scope_policy, environment),
+            tags={"ci-environment": environment}, opts=pulumi.ResourceOptions(parent=self))
+        aws.iam.RolePolicyAttachment(f"{resource_name}-project-scope", role=role.name, policy_arn=scope.arn,
+                                     opts=pulumi.ResourceOptions(parent=self))
 
     def _preview_policy(self, environment: str) -> pulumi.Output[str]:
         state, config = self._args.state, self._args.config

@@ -10,8 +10,11 @@ Least privilege, written down (docs/delivery.md repeats it for readers):
 - deploy role (protected branch + GitHub environment): writes the state files of its
   environment's stacks only; manages the services the stacks use in its region; never touches
   anything tagged with another environment, nor (for the services in PROJECT_SCOPED_RESOURCES)
-  anything without the project's tag. IAM: it creates roles, and changes their policies or trust,
-  only with its environment's permissions boundary on them (`boundary_policy`), attaches only the
+  anything without the project's tag, nor log groups and alarms outside its environment's names
+  (NAME_SCOPED_SERVICES), nor Auto Scaling groups but its cluster's; never shares a snapshot or an
+  image, nor peers a VPC (NEVER_ACTIONS). The project scope is a managed policy of its own
+  (`deploy_scope_policy`) beside the inline one. IAM: it creates roles, and changes their policies
+  or trust, only with its environment's permissions boundary on them (`boundary_policy`), attaches only the
   AWS managed policies the stacks attach, and can neither set nor remove a boundary.
 - neither role can change the bootstrap: the state bucket's settings, the bootstrap's own state,
   the KMS keys (beyond using them), the OIDC provider, the CI roles and the boundaries are denied
@@ -26,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bootstrap.config import BootstrapConfig, EnvironmentCi, GithubConfig
+from components.common.kms import log_group_pattern
 from components.config.stack import ENVIRONMENTS
 from components.identity.policies import prod_bucket_patterns
 
@@ -138,11 +142,15 @@ PROJECT_TAG = "project"
 # Resources the deploy role may change only while they carry the project tag. Creation actions
 # and metadata reads are exempt (a new resource has no tags yet; AWS checks the tags of the request
 # instead), and so is tagging in services that check tag-on-create through their TagResource action
-# (docs/delivery.md, "Least privilege", says what that leaves).
+# (docs/delivery.md, "Least privilege", says what that leaves). Every resource type listed takes
+# aws:ResourceTag in the Service Authorization Reference (as udondan/iam-floyd@50d8b534
+# lib/generated/policy-statements/<service>.ts records it: every FSx type, SNS's topic, which
+# Subscribe/Unsubscribe/Publish/GetSubscriptionAttributes are checked against too).
 PROJECT_SCOPED_RESOURCES = (
     *(f"arn:aws:ec2:*:*:{kind}/*" for kind in (
-        "elastic-ip", "instance", "internet-gateway", "launch-template", "natgateway", "network-acl", "placement-group",
-        "route-table", "security-group", "subnet", "volume", "vpc", "vpc-endpoint", "vpc-flow-log")),
+        "elastic-ip", "image", "instance", "internet-gateway", "launch-template", "natgateway", "network-acl",
+        "placement-group", "route-table", "security-group", "snapshot", "subnet", "volume", "vpc", "vpc-endpoint",
+        "vpc-flow-log", "vpc-peering-connection")),
     *(f"arn:aws:eks:*:*:{kind}/*" for kind in (
         "access-entry", "addon", "cluster", "fargateprofile", "identityproviderconfig", "nodegroup",
         "podidentityassociation")),
@@ -151,6 +159,8 @@ PROJECT_SCOPED_RESOURCES = (
     "arn:aws:elasticfilesystem:*:*:file-system/*",
     "arn:aws:elasticfilesystem:*:*:access-point/*",
     "arn:aws:ecr:*:*:repository/*",
+    "arn:aws:fsx:*:*:*",
+    "arn:aws:sns:*:*:*",
 )
 PROJECT_EXEMPT_ACTIONS = (
     "ec2:Describe*", "ec2:Get*", "ec2:CreateTags", "ec2:AllocateAddress", "ec2:CreateFlowLogs",
@@ -166,7 +176,44 @@ PROJECT_EXEMPT_ACTIONS = (
     "elasticfilesystem:Describe*", "elasticfilesystem:CreateAccessPoint", "elasticfilesystem:CreateFileSystem",
     "elasticfilesystem:TagResource",
     "ecr:Describe*", "ecr:List*", "ecr:GetAuthorizationToken", "ecr:CreateRepository", "ecr:TagResource",
+    # A new data repository association has no tags: DenyLinkingOtherFileSystems (deploy_scope_policy)
+    # checks the file system it links instead.
+    "fsx:Describe*", "fsx:CreateFileSystem", "fsx:CreateDataRepositoryAssociation", "fsx:TagResource",
+    # Topic names carry the environment's prefix: SNS_TOPIC_ACTIONS are scoped by name instead.
+    "sns:CreateTopic", "sns:TagResource",
 )
+# The creation and tagging of a topic, exempt from the project tag above, are allowed only on the
+# environment's topic names (<project>-<environment>-...), so no other topic can be tagged into it.
+SNS_TOPIC_ACTIONS = ("sns:CreateTopic", "sns:TagResource")
+# Services the deploy role uses only on its environment's resources by name, not by tag:
+# - logs: log streams are where the events are (GetLogEvents), and whether aws:ResourceTag is
+#   checked on them is recent and undocumented beyond the reference's table; TagLogGroup's API
+#   reference says tag conditions cannot restrict which tags a log group gets. Every log group of
+#   an environment is named /aws/<service>/<project>-<env>/<what> (components/common/kms.py).
+# - cloudwatch: PutMetricAlarm both creates an alarm and overwrites an existing one of that name,
+#   so exempting it from the tag check (a new alarm has no tags) would let it rewrite any alarm.
+#   Alarms are named <project>-<env>-<what> (components/observability).
+NAME_SCOPED_SERVICES = ("logs", "cloudwatch")
+# The reads the provider makes of those services on no particular resource: it finds a log group
+# by DescribeLogGroups with a name prefix and an alarm by DescribeAlarms with its name
+# (terraform-provider-aws internal/service/logs/group.go, internal/service/cloudwatch/metric_alarm.go).
+NAME_SCOPED_READS = ("cloudwatch:DescribeAlarms", "logs:DescribeLogGroups")
+# Never, on any resource, the project's own included: sharing a snapshot or an image with another
+# account (ModifySnapshotAttribute/ModifyImageAttribute add createVolumePermission/launchPermission)
+# or joining the VPC to another network. The stacks do none of this.
+NEVER_ACTIONS = ("ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnection", "ec2:ModifyImageAttribute",
+                 "ec2:ModifySnapshotAttribute")
+# The Auto Scaling groups of an environment are EKS's, for its managed node groups: EKS creates
+# them without the provider's default tags (aws/containers-roadmap#608) but tagged for the Cluster
+# Autoscaler's discovery, k8s.io/cluster-autoscaler/<cluster> = owned (EKS User Guide, "Managed
+# node groups"; the autoscaler's own role is scoped by that tag in components/cluster/autoscaler.py).
+AUTOSCALING_GROUPS = "arn:aws:autoscaling:*:*:autoScalingGroup:*"
+
+
+def cluster_name(stacks_project: str, environment: str) -> str:
+    """The environment's EKS cluster (components/config/stack.py, StackConfig.cluster_name)."""
+    return f"{stacks_project}-{environment}"
+
 
 # --- names (stable: they become ARNs the workflows and stack files name) -----------------------
 
@@ -180,6 +227,11 @@ def deploy_role_name(stacks_project: str, environment: str) -> str:
 
 def ci_role_pattern(stacks_project: str) -> str:
     return f"{stacks_project}-ci-*"
+
+
+def deploy_scope_policy_name(stacks_project: str, environment: str) -> str:
+    """The managed policy that keeps the deploy role to the project (`deploy_scope_policy`)."""
+    return f"{deploy_role_name(stacks_project, environment)}-project-scope"
 
 
 def boundary_policy_name(stacks_project: str, environment: str) -> str:
@@ -382,12 +434,12 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     project, region = config.stacks_project, config.region
     role_arns = f"arn:aws:iam::{account_id}:role/*"
     own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
-    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES})
+    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES, *NAME_SCOPED_SERVICES})
+    prefix = cluster_name(project, environment)
     own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
     bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id)}
     attachable = [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
-    project_tag = {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}
     statements: list[dict[str, Any]] = [
         # The state of this environment's stacks, nothing else in the bucket.
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
@@ -400,8 +452,12 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": [secrets_key_arns[environment]]},
         _program_invokes(),
         # The services the stacks create resources in, in the stacks' region only.
-        {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
+        {"Sid": "ManagePlatformServices", "Effect": "Allow",
+         "Action": [*(f"{service}:*" for service in services), *NAME_SCOPED_READS],
          "Resource": ["*"], "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
+        {"Sid": "ManageEnvironmentLogsAndAlarms", "Effect": "Allow", "Action": ["cloudwatch:*", "logs:*"], "Resource": [
+            f"arn:aws:logs:{region}:{account_id}:log-group:{log_group_pattern(prefix)}",
+            f"arn:aws:cloudwatch:{region}:{account_id}:alarm:{prefix}-*"]},
         # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
          "Resource": [f"arn:aws:budgets::{account_id}:budget/{project}-{environment}-*"]},
@@ -425,23 +481,12 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}}},
         {"Sid": "LetFsxReachLinkedBuckets", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
          "Resource": [f"arn:aws:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"]},
-        # Never: another environment's resources, other projects' resources, the bootstrap, the
-        # boundary itself, other roles by chaining.
+        # Never: another environment's resources, the bootstrap, the boundary itself, other roles
+        # by chaining (other projects' resources: deploy_scope_policy).
         _deny_other_environments(environment),
         {"Sid": "DenyTaggingIntoOtherEnvironments", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
             "StringNotEquals": {f"aws:RequestTag/{ENVIRONMENT_TAG}": environment},
             "Null": {f"aws:RequestTag/{ENVIRONMENT_TAG}": "false"}}},
-        {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(PROJECT_EXEMPT_ACTIONS),
-         "Resource": list(PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
-        # Tagging an existing EC2 resource (no ec2:CreateAction: not tag-on-create) needs it to be
-        # the project's already. Security groups excepted: the VPC's default group is created
-        # untagged by EC2 and adopted by the stack (aws.ec2.DefaultSecurityGroup), which tags it
-        # first, then changes its rules (terraform-provider-aws internal/service/ec2/
-        # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate).
-        {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
-         "Resource": [arn for arn in PROJECT_SCOPED_RESOURCES
-                      if arn.startswith("arn:aws:ec2:") and ":security-group/" not in arn],
-         "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
         {"Sid": "DenyBoundaryChanges", "Effect": "Deny",
          "Action": ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"], "Resource": ["*"]},
         {"Sid": "DenyStateBucketSettings", "Effect": "Deny", "NotAction": ["s3:ListBucket"], "Resource": [bucket_arn]},
@@ -453,9 +498,44 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": [f"arn:aws:kms:*:{account_id}:alias/{project}-pulumi-*"]},
         {"Sid": "DenyCiIdentityAndBoundaries", "Effect": "Deny", "Action": ["iam:*"],
          "Resource": [f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
-                      f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]},
+                      f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}",
+                      f"arn:aws:iam::{account_id}:policy/{ci_role_pattern(project)}"]},
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
     ]
     if other_keys:
         statements.append({"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": other_keys})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> dict[str, Any]:
+    """What keeps the deploy role off other projects' resources in the account: a managed policy
+    attached to the deploy role beside its inline one, which it could not hold as well (IAM User
+    Guide, "IAM and AWS STS quotas": 10,240 characters of inline policy per role, 6,144 per
+    managed policy). The deploy role can neither change nor detach it (DenyCiIdentityAndBoundaries)."""
+    project = config.stacks_project
+    prefix = cluster_name(project, environment)
+    project_tag = {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(PROJECT_EXEMPT_ACTIONS),
+         "Resource": list(PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
+        {"Sid": "DenyOtherTopicNames", "Effect": "Deny", "Action": list(SNS_TOPIC_ACTIONS),
+         "NotResource": [f"arn:aws:sns:*:*:{prefix}-*"]},
+        # The cluster's node group groups, or the project's (keys of one operator: both must fail).
+        {"Sid": "DenyOtherAutoScalingGroups", "Effect": "Deny", "NotAction": ["autoscaling:Describe*"],
+         "Resource": [AUTOSCALING_GROUPS], "Condition": {"StringNotEquals": {
+             f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{prefix}": "owned"}}},
+        {"Sid": "DenySharingAndPeering", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
+        # A data repository association exports a file system's files to a bucket: its creation is
+        # exempt above (the new association has no tags), not on another project's file system.
+        {"Sid": "DenyLinkingOtherFileSystems", "Effect": "Deny", "Action": ["fsx:CreateDataRepositoryAssociation"],
+         "Resource": ["arn:aws:fsx:*:*:file-system/*"], "Condition": project_tag},
+        # Tagging an existing EC2 resource (no ec2:CreateAction: not tag-on-create) needs it to be
+        # the project's already. Security groups excepted: the VPC's default group is created
+        # untagged by EC2 and adopted by the stack (aws.ec2.DefaultSecurityGroup), which tags it
+        # first, then changes its rules (terraform-provider-aws internal/service/ec2/
+        # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate).
+        {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
+         "Resource": [arn for arn in PROJECT_SCOPED_RESOURCES
+                      if arn.startswith("arn:aws:ec2:") and ":security-group/" not in arn],
+         "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
+    ]}

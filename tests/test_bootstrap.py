@@ -39,10 +39,21 @@ def one(plan: Plan, type_token: str, name: str | None = None) -> dict[str, Any]:
 
 
 def role(plan: Plan, role_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(trust policy, permissions policy) of the role named `role_name`."""
+    """(trust policy, permissions) of the role named `role_name`: its inline policy and the
+    customer managed policies attached to it, as one document (IAM evaluates them together)."""
     record = next(r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == role_name)
-    attached = one(plan, "aws:iam/rolePolicy:RolePolicy", record["name"])
-    return json.loads(record["inputs"]["assumeRolePolicy"]), json.loads(attached["inputs"]["policy"])
+    inline = json.loads(one(plan, "aws:iam/rolePolicy:RolePolicy", record["name"])["inputs"]["policy"])
+    return json.loads(record["inputs"]["assumeRolePolicy"]), {
+        **inline, "Statement": [*inline["Statement"], *(s for d in attached_policies(plan, role_name) for s in d["Statement"])]}
+
+
+def attached_policies(plan: Plan, role_name: str) -> list[dict[str, Any]]:
+    """The documents of the bootstrap's own managed policies attached to the role (the mock ARN
+    ends in the policy's resource name)."""
+    arns = {a["inputs"]["policyArn"] for a in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if a["inputs"]["role"] == role_name}
+    return [json.loads(p["inputs"]["policy"]) for p in plan.of_type("aws:iam/policy:Policy")
+            if any(arn.endswith(f"/{p['name']}") for arn in arns)]
 
 
 def token(sub: str, aud: str = "sts.amazonaws.com") -> dict[str, str]:
@@ -209,6 +220,13 @@ BOUNDED_DEV_ROLE = {**DEV_ROLE, "iam:PermissionsBoundary": BOUNDARY}
 IN_REGION = {"aws:RequestedRegion": "us-east-1"}
 OURS = {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "dev"}
 EC2 = f"arn:aws:ec2:us-east-1:{ACCOUNT}"
+FSX = f"arn:aws:fsx:us-east-1:{ACCOUNT}"
+SNS = f"arn:aws:sns:us-east-1:{ACCOUNT}"
+LOGS = f"arn:aws:logs:us-east-1:{ACCOUNT}"
+ALARMS = f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm"
+ASG = f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:6d1f2a9e-0000-4000-8000-000000000000"
+DEV_NODE_GROUP_ASG = "aws:ResourceTag/k8s.io/cluster-autoscaler/gpu-training-dev"
+DEV_SCOPE = f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-ci-deploy-dev-project-scope"
 
 DEPLOY_DEV_CASES = [
     # (action, resource, request context, expected) for the dev deploy role
@@ -292,6 +310,56 @@ DEPLOY_DEV_CASES = [
      IN_REGION, DENY),
     ("ecr:DeleteRepository", f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/other", IN_REGION, DENY),
     ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/anything", {}, DENY),
+    # FSx, SNS and EC2 snapshots and images: the project's tag, as above.
+    ("fsx:DeleteFileSystem", f"{FSX}:file-system/fs-other", IN_REGION, DENY),
+    ("fsx:DeleteFileSystem", f"{FSX}:file-system/fs-1", OURS, ALLOW),
+    ("fsx:DeleteDataRepositoryAssociation", f"{FSX}:association/fs-other/dra-1", IN_REGION, DENY),
+    ("fsx:CreateFileSystem", f"{FSX}:file-system/*", IN_REGION, ALLOW),
+    ("fsx:CreateDataRepositoryAssociation", f"{FSX}:association/fs-1/*", IN_REGION, ALLOW),   # the new association
+    ("fsx:CreateDataRepositoryAssociation", f"{FSX}:file-system/fs-1", OURS, ALLOW),
+    ("fsx:CreateDataRepositoryAssociation", f"{FSX}:file-system/fs-other", IN_REGION, DENY),  # export its files
+    ("sns:Subscribe", f"{SNS}:billing-alerts", IN_REGION, DENY),
+    ("sns:Subscribe", f"{SNS}:gpu-training-dev-training-alerts", OURS, ALLOW),
+    ("sns:CreateTopic", f"{SNS}:gpu-training-dev-training-alerts", IN_REGION, ALLOW),
+    ("sns:CreateTopic", f"{SNS}:billing-alerts", IN_REGION, DENY),
+    # Tag-on-create goes through sns:TagResource: only on the environment's topic names.
+    ("sns:TagResource", f"{SNS}:billing-alerts", {**IN_REGION, "aws:RequestTag/project": "gpu-training"}, DENY),
+    ("ec2:DeleteSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-other", IN_REGION, DENY),
+    ("ec2:DeleteSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-1", OURS, ALLOW),
+    ("ec2:DeregisterImage", "arn:aws:ec2:us-east-1::image/ami-other", IN_REGION, DENY),
+    # Sharing a snapshot or an image, peering a VPC: never, not even the project's own.
+    ("ec2:ModifySnapshotAttribute", "arn:aws:ec2:us-east-1::snapshot/snap-other", IN_REGION, DENY),
+    ("ec2:ModifySnapshotAttribute", "arn:aws:ec2:us-east-1::snapshot/snap-1", OURS, DENY),
+    ("ec2:ModifyImageAttribute", "arn:aws:ec2:us-east-1::image/ami-1", OURS, DENY),
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-other", IN_REGION, DENY),
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-1", OURS, DENY),
+    ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1", OURS, DENY),
+    # Auto Scaling groups: EKS's for the cluster's node groups (tagged for the Cluster Autoscaler).
+    ("autoscaling:DeleteAutoScalingGroup", f"{ASG}:autoScalingGroupName/other", IN_REGION, DENY),
+    ("autoscaling:DeleteAutoScalingGroup", f"{ASG}:autoScalingGroupName/eks-gpu-training-dev-system-1",
+     {**IN_REGION, DEV_NODE_GROUP_ASG: "owned"}, ALLOW),
+    ("autoscaling:CreateOrUpdateTags", f"{ASG}:autoScalingGroupName/eks-gpu-training-prod-system-1",
+     {**IN_REGION, "aws:ResourceTag/k8s.io/cluster-autoscaler/gpu-training-prod": "owned"}, DENY),
+    ("autoscaling:CreateOrUpdateTags", f"{ASG}:autoScalingGroupName/eks-gpu-training-dev-system-1",
+     {**IN_REGION, DEV_NODE_GROUP_ASG: "owned"}, ALLOW),
+    ("autoscaling:DescribeAutoScalingGroups", "*", IN_REGION, ALLOW),
+    # Log groups and alarms: the environment's by name (the services' tag checks cannot do it).
+    ("logs:DeleteLogGroup", f"{LOGS}:log-group:/aws/lambda/billing", IN_REGION, "not allowed"),
+    ("logs:DeleteLogGroup", f"{LOGS}:log-group:/aws/eks/gpu-training-prod/cluster", IN_REGION, "not allowed"),
+    ("logs:DeleteLogGroup", f"{LOGS}:log-group:/aws/eks/gpu-training-dev/cluster", OURS, ALLOW),
+    ("logs:GetLogEvents", f"{LOGS}:log-group:/aws/lambda/billing:log-stream:2026/01/01", IN_REGION, "not allowed"),
+    ("logs:GetLogEvents", f"{LOGS}:log-group:/aws/containerinsights/gpu-training-dev/application:log-stream:node-1",
+     IN_REGION, ALLOW),
+    ("logs:DescribeLogGroups", "*", IN_REGION, ALLOW),
+    ("cloudwatch:PutMetricAlarm", f"{ALARMS}:billing-spike", IN_REGION, "not allowed"),          # overwrite it
+    ("cloudwatch:DeleteAlarms", f"{ALARMS}:gpu-training-dev-gpu-idle", OURS, ALLOW),
+    ("cloudwatch:DescribeAlarms", "*", IN_REGION, ALLOW),
+    ("cloudwatch:PutMetricData", "*", IN_REGION, "not allowed"),
+    # The project scope is a managed policy of the bootstrap: the deploy role cannot lift it.
+    ("iam:DetachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev",
+     {"iam:PolicyARN": DEV_SCOPE}, DENY),
+    ("iam:CreatePolicyVersion", DEV_SCOPE, {}, DENY),
+    ("iam:DeletePolicy", DEV_SCOPE, {}, DENY),
     ("organizations:LeaveOrganization", "*", {}, "not allowed"),
     ("ce:UpdateCostAllocationTagsStatus", "*", {}, "not allowed"),       # account-wide: the bootstrap's job
     ("iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "backup.amazonaws.com"}, ALLOW),
@@ -325,6 +393,67 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     tags = json.loads(provider["inputs"]["defaultTags"])["tags"]
     assert tags[policies.ENVIRONMENT_TAG] == stack.rsplit("-", 1)[-1]
     assert tags[policies.PROJECT_TAG] == "gpu-training"
+
+
+def default_tags(plan: Plan) -> dict[str, str]:
+    """The tags the stacks' provider puts on every resource it creates, as request context."""
+    tags = json.loads(one(plan, "pulumi:providers:aws")["inputs"]["defaultTags"])["tags"]
+    return {f"aws:ResourceTag/{key}": value for key, value in tags.items()}
+
+
+def scoped_requests(plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
+    """What `pulumi up` asks of the deploy role for the resources it may touch only by name or by
+    the cluster's tags: (action, resource, request context), creation without tags, changes with
+    the tags the resource then carries."""
+    new, tagged = IN_REGION, {**IN_REGION, **default_tags(plan)}
+    requests: list[tuple[str, str, dict[str, Any]]] = []
+    for group in plan.of_type("aws:cloudwatch/logGroup:LogGroup"):
+        arn = f"{LOGS}:log-group:{group['inputs']['name']}"
+        requests += [("logs:CreateLogGroup", arn, new), ("logs:PutRetentionPolicy", arn, tagged),
+                     ("logs:AssociateKmsKey", arn, tagged), ("logs:DeleteLogGroup", arn, tagged)]
+    for alarm in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm"):
+        arn = f"{ALARMS}:{alarm['inputs']['name']}"
+        requests += [("cloudwatch:PutMetricAlarm", arn, new), ("cloudwatch:TagResource", arn, new),
+                     ("cloudwatch:DeleteAlarms", arn, tagged)]
+    topics = [f"{SNS}:{topic['inputs']['name']}" for topic in plan.of_type("aws:sns/topic:Topic")]
+    for arn in topics:
+        requests += [("sns:CreateTopic", arn, new), ("sns:TagResource", arn, new),
+                     ("sns:SetTopicAttributes", arn, tagged), ("sns:DeleteTopic", arn, tagged)]
+    if plan.of_type("aws:sns/topicSubscription:TopicSubscription"):
+        requests += [(action, arn, tagged) for arn in topics for action in ("sns:Subscribe", "sns:Unsubscribe")]
+    for _ in plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        requests += [("fsx:CreateFileSystem", f"{FSX}:file-system/*", new), ("fsx:TagResource", f"{FSX}:file-system/*", new),
+                     ("fsx:UpdateFileSystem", f"{FSX}:file-system/fs-1", tagged)]
+    for _ in plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
+        requests += [("fsx:CreateDataRepositoryAssociation", f"{FSX}:file-system/fs-1", tagged),
+                     ("fsx:CreateDataRepositoryAssociation", f"{FSX}:association/fs-1/*", new),
+                     ("fsx:UpdateDataRepositoryAssociation", f"{FSX}:association/fs-1/dra-1", tagged)]
+    for tag in plan.of_type("aws:autoscaling/tag:Tag"):
+        # EKS tags the node groups' groups for its cluster, not with the provider's default tags.
+        cluster = one(plan, "aws:eks/cluster:Cluster")["inputs"]["name"]
+        arn = f"{ASG}:autoScalingGroupName/{tag['inputs']['autoscalingGroupName']}"
+        eks_tags = {**IN_REGION, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}": "owned",
+                    "aws:ResourceTag/eks:cluster-name": cluster}
+        requests += [("autoscaling:CreateOrUpdateTags", arn, eks_tags), ("autoscaling:DeleteTags", arn, eks_tags)]
+    return requests
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_the_deploy_role_may_create_and_change_what_the_stack_plans_by_name_or_cluster(bootstrap, plan_of, stack):
+    """The log groups, alarms, topics, file systems and node group tags of every plan stay inside
+    the deploy role's name patterns and tag scopes (a rename out of them would fail `pulumi up`)."""
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    requests = scoped_requests(plan_of(stack))
+    if stack in PLATFORM_STACKS:
+        kinds = {action.split(":")[0] for action, _, _ in requests}
+        assert {"logs", "cloudwatch", "sns", "autoscaling"} <= kinds, kinds
+    refused = [f"{action} on {arn}: {outcome}" for action, arn, context in requests
+               if (outcome := evaluate(permissions, action, arn, context)) != ALLOW]
+    assert not refused, "\n".join(refused)
+
+
+def test_prod_plans_the_file_system_the_deploy_role_is_checked_against(plan_of):
+    assert any(action.startswith("fsx:") for action, _, _ in scoped_requests(plan_of("prod")))
 
 
 def linked_services(plan: Plan) -> set[str]:
