@@ -206,6 +206,66 @@ def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
     assert "scripts/deploy-environment" in steps(up)[-1]["run"]
 
 
+def test_an_older_commit_is_never_deployed_over_a_newer_one():
+    """The deploy-<env> group keeps one pending job and a newer one replaces it, and runs reach it
+    in any order: `pulumi up` runs only while the run's commit is the branch's tip, and a
+    superseded run goes no further (its newer run deploys the next environments)."""
+    deploy = workflow("deploy.yml")
+    up = deploy["jobs"]["up"]
+    names = [s.get("id") for s in steps(up)]
+    tip = steps(up)[names.index("tip")]
+    assert tip["run"] == "scripts/check-branch-tip" and tip["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    assert steps(up)[names.index("tip") + 1] is steps(up)[-1], "the check runs right before pulumi up"
+    assert steps(up)[-1]["if"] == "steps.tip.outputs.current == 'true'"
+    assert up["outputs"] == {"deployed": "${{ steps.tip.outputs.current }}"}
+    assert triggers(deploy)["workflow_call"]["outputs"]["deployed"]["value"] == "${{ jobs.up.outputs.deployed }}"
+    jobs = workflow("main.yml")["jobs"]
+    assert "if" not in jobs["deploy-dev"]
+    assert jobs["deploy-staging"]["if"] == "needs.deploy-dev.outputs.deployed == 'true'"
+    assert jobs["deploy-prod"]["if"] == "needs.deploy-staging.outputs.deployed == 'true'"
+
+
+HEAD_SHA, NEWER_SHA = "a" * 40, "b" * 40
+
+
+def check_branch_tip(tmp_path: Path, answer: str | None, ref: str = "refs/heads/main") -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run scripts/check-branch-tip with a curl that answers `answer` (None: the request fails)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    curl = bin_dir / "curl"
+    curl.write_text("#!/bin/sh\n" + (f'echo "$@" > "{tmp_path}/curl-args"\nprintf %s {answer}\n' if answer
+                                     else 'echo "curl: (22) The requested URL returned error: 404" >&2; exit 22\n'))
+    curl.chmod(0o755)
+    output = tmp_path / "github-output"
+    output.write_text("")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GITHUB_SHA": HEAD_SHA, "GITHUB_REF": ref, "GH_TOKEN": "t",
+           "GITHUB_REPOSITORY": "example-org/gpu-training", "GITHUB_API_URL": "https://api.github.com",
+           "GITHUB_OUTPUT": str(output)}
+    result = subprocess.run([str(ROOT / "scripts" / "check-branch-tip")], capture_output=True, text=True, env=env,
+                            check=False)
+    return result, output.read_text()
+
+
+def test_the_tip_check_deploys_the_tip_and_stops_a_superseded_commit(tmp_path):
+    result, output = check_branch_tip(tmp_path, HEAD_SHA)
+    assert result.returncode == 0 and output == "current=true\n", result.stderr
+    args = (tmp_path / "curl-args").read_text()
+    assert "https://api.github.com/repos/example-org/gpu-training/commits/heads/main" in args
+    assert "Accept: application/vnd.github.sha" in args
+    result, output = check_branch_tip(tmp_path, NEWER_SHA)
+    assert result.returncode == 0 and output == "current=false\n"
+    assert f"::notice title=Not deployed: superseded::main moved on to {NEWER_SHA}" in result.stdout
+
+
+@pytest.mark.parametrize(("answer", "ref", "says"), [
+    (None, "refs/heads/main", "could not read the tip of main"),
+    (HEAD_SHA, "refs/pull/42/merge", "is not a branch"),
+])
+def test_the_tip_check_refuses_to_deploy_when_it_cannot_tell(tmp_path, answer, ref, says):
+    result, output = check_branch_tip(tmp_path, answer, ref)
+    assert result.returncode == 1 and says in result.stderr and output == ""
+
+
 def test_each_environment_is_previewed_from_main_before_its_approval_and_its_up():
     """Staging's and prod's previews run reviewed code (main) with the preview role, which trusts
     the branch's subject, so the job names no environment; prod's reviewers see it before approving."""
