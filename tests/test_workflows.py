@@ -177,6 +177,52 @@ def test_cluster_jobs_run_inside_their_environments_vpc_and_nothing_else_does():
     assert cluster_jobs == {("pull-request.yml", "preview"), ("deploy.yml", "preview"), ("deploy.yml", "up")}
 
 
+RUNNER_TOOLS = re.compile(r"^need (\S+) ", re.MULTILINE)
+
+
+def test_cluster_jobs_check_their_runners_tools_before_using_them():
+    """Self-hosted runners carry what their image has: the check names a missing tool up front."""
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            if "uses" in job or not touches_cluster(job):
+                continue
+            uses = [s.get("uses", "") or s.get("run", "") for s in steps(job)]
+            assert uses[0].startswith("actions/checkout@") and uses[1] == "scripts/check-runner-tools", \
+                f"{name}/{job_name}: check the runner's tools right after the checkout, before setup-python"
+
+
+def test_the_runner_tools_are_the_ones_the_runner_section_lists():
+    tools = RUNNER_TOOLS.findall((ROOT / "scripts" / "check-runner-tools").read_text())
+    assert tools == ["git", "make", "tar", "gzip", "curl", "aws"]
+    runners = (ROOT / "docs" / "delivery.md").read_text().split("### The runner image", 1)[1].split("\n## ", 1)[0]
+    for tool in tools:
+        assert f"`{tool}`" in runners, f"docs/delivery.md, The runner image, does not list {tool}"
+
+
+def check_runner_tools(tmp_path: Path, tools: list[str], aws_version: str = "aws-cli/2.31.0 Python/3.13.7") -> subprocess.CompletedProcess[str]:
+    """Run scripts/check-runner-tools with only `tools` (and bash) on PATH."""
+    bin_dir = tmp_path / "bin"
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    bin_dir.mkdir()
+    (bin_dir / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
+    for tool in tools:
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho '{aws_version}'\n" if tool == "aws" else "#!/bin/sh\n")
+        (bin_dir / tool).chmod(0o755)
+    return subprocess.run([str(ROOT / "scripts" / "check-runner-tools")], capture_output=True, text=True,
+                          env={"PATH": str(bin_dir)}, check=False)
+
+
+def test_the_runner_check_names_each_missing_tool(tmp_path):
+    every = RUNNER_TOOLS.findall((ROOT / "scripts" / "check-runner-tools").read_text())
+    assert check_runner_tools(tmp_path, every).returncode == 0
+    for tool in every:
+        result = check_runner_tools(tmp_path, [t for t in every if t != tool])
+        assert result.returncode == 1 and f"::error title=Runner image lacks a tool::{tool}: " in result.stdout, tool
+        assert "docs/delivery.md" in result.stderr
+    old_cli = check_runner_tools(tmp_path, every, aws_version="aws-cli/1.45.11 Python/3.11.7")
+    assert old_cli.returncode == 0 and "::warning" in old_cli.stdout and "AWS CLI v2" in old_cli.stdout
+
+
 @pytest.mark.parametrize(("name", "job_name", "runs_on", "says"), [
     ("deploy.yml", "up", "ubuntu-24.04", "needs [self-hosted"),
     ("deploy.yml", "preview", ["self-hosted", "ubuntu-24.04"], "needs [self-hosted"),
