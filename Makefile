@@ -16,7 +16,13 @@ CHECKOV_VENV := .venv-checkov
 POLICY_VENV := policy/venv
 STACK ?= dev
 
-.PHONY: venv plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
+.PHONY: venv torch-cpu plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
+
+# PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins (as
+# <version>+cpu, which `torch==<version>` accepts); PyPI's wheel of it is the CUDA build, with
+# several GB of nvidia-* wheels. GitHub-hosted CI runs this before `make test`; locally pip finds
+# the CPU wheel in the local wheel cache and nothing calls it.
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +50,12 @@ $(POLICY_VENV)/.installed: policy/requirements.txt policy/requirements-test.txt
 	touch $@
 
 policy-venv: $(POLICY_VENV)/.installed
+
+# Only torch (and what it depends on) comes from that index: everything else stays on PyPI.
+torch-cpu:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_CPU_INDEX) \
+		"$$(grep -E '^torch==' requirements-dev.txt)"
 
 venv: $(VENV)/.runtime
 

@@ -335,6 +335,25 @@ def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
     assert pin[3]["with"]["add-paths"] == "stacks/Pulumi.dev.yaml"
 
 
+def test_github_hosted_tests_install_the_cpu_build_of_torch_and_local_installs_stay_as_they_are():
+    """PyPI's torch wheel is the CUDA build (several GB of nvidia-* wheels); `make torch-cpu` takes
+    the pinned version from PyTorch's CPU index first, and `make test` then finds it installed."""
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            runs = [s.get("run", "") for s in steps(job)]
+            if "make test" in runs:
+                assert "make torch-cpu" in runs and runs.index("make torch-cpu") < runs.index("make test"), \
+                    f"{name}/{job_name} would install the CUDA build of torch from PyPI"
+    pins = [line for line in (ROOT / "requirements-dev.txt").read_text().splitlines() if line.startswith("torch==")]
+    assert len(pins) == 1, pins
+    dry_run = subprocess.run(["make", "-n", "torch-cpu"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "--index-url https://download.pytorch.org/whl/cpu" in dry_run and "'^torch=='" in dry_run
+    # Local installs (make test, .ci/run) never ask that index: pip's own configuration decides.
+    makefile = (ROOT / "Makefile").read_text()
+    assert makefile.count("$(TORCH_CPU_INDEX)") == 1 and not re.search(r"^test:.*torch-cpu", makefile, re.MULTILINE)
+    assert "torch-cpu" not in (ROOT / ".ci" / "run").read_text()
+
+
 def test_the_cli_version_is_the_sdk_version():
     sdk = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE)
     assert sdk
