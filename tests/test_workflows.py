@@ -383,9 +383,10 @@ def test_actionlint_runs_and_catches_a_broken_workflow(tmp_path):
 def test_deploy_environment_updates_the_platform_stack_before_its_team_stacks():
     result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "prod"], capture_output=True,
                             text=True, check=True)
-    stacks = [re.search(r"--stack (\S+)", line)[1] for line in result.stdout.splitlines()]  # type: ignore[index]
+    updates = [line for line in result.stdout.splitlines() if line.startswith("+ pulumi ")]
+    stacks = [re.search(r"--stack (\S+)", line)[1] for line in updates]  # type: ignore[index]
     assert stacks == ["prod", "team-vision-prod"]
-    assert all("--policy-pack" in line and "--yes" in line for line in result.stdout.splitlines())
+    assert all("--policy-pack" in line and "--yes" in line for line in updates)
     dev = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "dev"], capture_output=True,
                          text=True, check=True)
     assert "team-vision-prod" not in dev.stdout

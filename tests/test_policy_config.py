@@ -1,0 +1,99 @@
+"""The policy pack's per-stack configuration (scripts/policy_config.py): the CIDRs a stack's
+security groups may admit, handed to every credentialed preview and `pulumi up`, and wide enough
+for what each stack plans."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import yaml
+from conftest import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
+from policy_config import ALLOWED_CIDRS, CIDR_POLICY, load_config, main, policy_config
+
+from components.config import load_stack_config
+
+EXPECTED = {
+    "dev": ["10.10.0.0/16"],                          # no collectors: the VPC's endpoints only
+    "staging": ["10.20.0.0/16", "10.100.0.0/24"],
+    "prod": ["10.30.0.0/16", "10.100.0.0/24"],
+    "team-vision-prod": ["10.30.0.0/16", "10.100.0.0/24"],   # its platform stack's network
+}
+
+
+@pytest.mark.parametrize(("stack", "cidrs"), EXPECTED.items())
+def test_the_allowed_cidrs_are_the_vpc_and_the_monitoring_collectors(stack, cidrs):
+    assert policy_config(load_config(stack)) == {CIDR_POLICY: {ALLOWED_CIDRS: cidrs}}
+
+
+def test_a_new_collector_in_the_stack_config_is_allowed_and_nothing_else():
+    raw = mutate(raw_config("prod"), "network.monitoringIngress.cidrs", ["10.100.0.0/24", "192.168.7.0/24"])
+    config = load_stack_config(raw, project=PROJECT, stack="prod")
+    assert policy_config(config)[CIDR_POLICY][ALLOWED_CIDRS] == ["10.30.0.0/16", "10.100.0.0/24", "192.168.7.0/24"]
+
+
+def cidr_sources(resources: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(resource name, CIDR) of every CIDR-sourced ingress, in the three forms the pack reads."""
+    found = []
+    for record in resources:
+        inputs = record["inputs"]
+        if record["type"] == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
+            found += [(record["name"], inputs[key]) for key in ("cidrIpv4", "cidrIpv6") if inputs.get(key)]
+        elif record["type"] == "aws:ec2/securityGroupRule:SecurityGroupRule" and inputs.get("type") == "ingress":
+            found += [(record["name"], cidr) for cidr in inputs.get("cidrBlocks") or []]
+        elif record["type"] in ("aws:ec2/securityGroup:SecurityGroup", "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"):
+            found += [(record["name"], cidr) for block in inputs.get("ingress") or [] for cidr in block.get("cidrBlocks") or []]
+    return found
+
+
+@pytest.mark.parametrize("stack", EXPECTED)
+def test_every_cidr_a_stack_plans_is_inside_its_allowed_cidrs(plan_of, stack):
+    """Or its first credentialed preview would be blocked by the pack: the generator and the
+    program must agree on where CIDR ingress comes from."""
+    allowed = [ipaddress.ip_network(c) for c in policy_config(load_config(stack))[CIDR_POLICY][ALLOWED_CIDRS]]
+    sources = cidr_sources(plan_of(stack).resources)
+    if stack in PLATFORM_STACKS:
+        assert sources, f"{stack} plans no CIDR ingress: the test reads the wrong inputs"
+    outside = [(name, cidr) for name, cidr in sources
+               if not any(ipaddress.ip_network(cidr).subnet_of(a) for a in allowed)]  # pyright: ignore[reportArgumentType]
+    assert not outside, outside
+
+
+def test_the_generator_names_the_packs_policy_and_option():
+    """The pack lives in its own virtualenv (no components/ there): its source names them."""
+    network = (ROOT / "policy" / "gpu_training_policy" / "network.py").read_text()
+    assert f'name="{CIDR_POLICY}"' in network and f'"{ALLOWED_CIDRS}": {{' in network
+    assert f'get("{ALLOWED_CIDRS}")' in network
+
+
+def test_the_command_writes_the_file_and_rejects_an_unknown_stack(tmp_path, capsys):
+    output = tmp_path / "prod.json"
+    assert main(["prod", "--output", str(output)]) == 0
+    assert json.loads(output.read_text()) == {CIDR_POLICY: {ALLOWED_CIDRS: EXPECTED["prod"]}}
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "policy_config.py"), "qa"], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 2 and "no stack file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration():
+    result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
+                            capture_output=True, text=True, check=True)
+    lines = result.stdout.splitlines()
+    for stack in ("prod", "team-vision-prod"):
+        written = next(i for i, line in enumerate(lines) if f"scripts/policy_config.py {stack} --output " in line)
+        config = lines[written].rsplit("--output ", 1)[1]
+        assert config.endswith(f"/{stack}.json")
+        assert f"--stack {stack} " in lines[written + 1] and f"--policy-pack-config {config}" in lines[written + 1]
+    preview = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]["preview"]
+    steps = preview["steps"]
+    action = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions@"))
+    generate = steps[action - 1]["run"]
+    match = re.fullmatch(r'\.venv/bin/python scripts/policy_config\.py "\$STACK" --output "\$RUNNER_TEMP/(\S+)"', generate)
+    assert match and steps[action - 1]["env"] == {"STACK": "${{ matrix.stack }}"}
+    assert steps[action]["with"]["policyPackConfigs"] == f"${{{{ runner.temp }}}}/{match[1]}"
+    assert steps[action]["with"]["policyPacks"] == "policy"
