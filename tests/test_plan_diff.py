@@ -3,7 +3,6 @@ of this repository whose commits change a pool's size, change nothing, or break 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -166,11 +165,10 @@ def test_a_commit_that_raises_a_pools_max_size_shows_that_change(repo, tmp_path)
     assert "Replaced, not updated" not in out, "a size change is an in-place update"
     assert "`spec.hard.requests.nvidia.com/gpu`: `4` → `6`" in out, "the namespace quota follows the pool"
     assert json.loads(changed.read_text()) == ["dev"]
-    if importlib.util.find_spec("components.facts.cost_model") is not None:
-        row = next(line for line in out.splitlines() if line.startswith("| GPU pools at maximum size"))
-        assert not row.endswith("| +0.00 |"), row
-    else:
-        assert "the stack cost model is not in this checkout yet" in out
+    # The cost model is part of the checkout: the delta is always there, and not zero.
+    rows = [line for line in out.splitlines() if line.startswith("| GPU pools at maximum size")]
+    assert len(rows) == 1 and not rows[0].endswith("| +0.00 |"), out
+    assert "the stack cost model is not in this checkout yet" not in out
     assert not subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True,
                               text=True, check=True).stdout.count("worktree ") > 1, "temporary worktrees are removed"
 
