@@ -66,7 +66,9 @@ def test_bad_hparams_fail_the_pod_with_exit_2_and_one_line_per_problem(trainer_e
     assert run.of("launcher_exit")[0]["rc"] == 2 and run.of("launcher_exit")[0]["torchrun_rc"] == 1
     assert not run.of("trainer_start")
     stderr = run.err_path.read_text()
-    assert stderr.count("prefetch_factor must be an integer from 1 to 64, got '4'") == 2  # once per rank
+    # Each rank reports it, but torchrun stops the other ranks as soon as one exits: the second
+    # rank may be gone before it prints.
+    assert stderr.count("prefetch_factor must be an integer from 1 to 64, got '4'") in (1, 2)
 
 
 def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch, measurements):
