@@ -130,7 +130,9 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
             fix="use the GitHub environment's name, without spaces, colons or wildcards")
         # Each deploy role trusts the jobs of its GitHub environment: two stages sharing one would
         # let the less protected stage's jobs (e.g. dev, no required reviewers) assume the other's role.
-        shared_with = next((e.name for e in environments if e.github_environment == github_environment), None)
+        # GitHub environment names are not case-sensitive (GitHub Docs, "Managing environments").
+        shared_with = next((e.name for e in environments
+                            if e.github_environment.casefold() == github_environment.casefold()), None)
         if shared_with is not None and entry.ok("githubEnvironment"):
             entry.error(entry.key("githubEnvironment"), github_environment,
                         f"is also {shared_with}'s: its deploy jobs could assume {name}'s deploy role",

@@ -624,7 +624,7 @@ BAD_CONFIG = [
     # A dev job (no required reviewers) must never be able to assume prod's deploy role.
     ({"environments": {"dev": {}, "prod": {"githubEnvironment": "dev"}}},
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also dev's"),
-    ({"environments": {"staging": {"githubEnvironment": "prod"}, "prod": {}}},
+    ({"environments": {"staging": {"githubEnvironment": "Prod"}, "prod": {}}},  # GitHub ignores case
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also staging's"),
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),

@@ -4,6 +4,7 @@ order behind environments, roles named as the bootstrap names them; and the scri
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -279,7 +280,7 @@ def check_branch_tip(tmp_path: Path, answer: str | None, ref: str = "refs/heads/
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     curl = bin_dir / "curl"
-    curl.write_text("#!/bin/sh\n" + (f'echo "$@" > "{tmp_path}/curl-args"\nprintf %s {answer}\n' if answer
+    curl.write_text("#!/bin/sh\n" + (f'echo "$@" > "{tmp_path}/curl-args"\nprintf %s {shlex.quote(answer)}\n' if answer
                                      else 'echo "curl: (22) The requested URL returned error: 404" >&2; exit 22\n'))
     curl.chmod(0o755)
     output = tmp_path / "github-output"
@@ -306,6 +307,9 @@ def test_the_tip_check_deploys_the_tip_and_stops_a_superseded_commit(tmp_path):
 @pytest.mark.parametrize(("answer", "ref", "says"), [
     (None, "refs/heads/main", "could not read the tip of main"),
     (HEAD_SHA, "refs/pull/42/merge", "is not a branch"),
+    # A 200 that is not a SHA (an HTML or JSON body) must not read as "superseded" and skip prod.
+    ("<html>rate limited</html>", "refs/heads/main", "unexpected answer for the tip of main"),
+    ('{"message": "Not Found"}', "refs/heads/main", "unexpected answer for the tip of main"),
 ])
 def test_the_tip_check_refuses_to_deploy_when_it_cannot_tell(tmp_path, answer, ref, says):
     result, output = check_branch_tip(tmp_path, answer, ref)

@@ -71,15 +71,20 @@ class Number:
     def problem(self, value: Any) -> str | None:
         """Why `value` is refused, or None."""
         number = isinstance(value, int if self.integer else (int, float)) and not isinstance(value, bool)
-        if number and math.isfinite(value) and (value > self.low if self.above else value >= self.low) \
+        # An int is exact at any size (math.isfinite would overflow converting a huge one to float).
+        if number and (isinstance(value, int) or math.isfinite(value)) \
+                and (value > self.low if self.above else value >= self.low) \
                 and value <= self.high:
             return None
         kind = "an integer" if self.integer else "a number"
-        bounds = (f"from {self.low} to {self.high}" if self.high != math.inf
-                  else f"{'>' if self.above else '>='} {self.low}")
+        if self.high == math.inf:
+            bounds = f"{'>' if self.above else '>='} {self.low}"
+        else:
+            bounds = f"> {self.low} and <= {self.high}" if self.above else f"from {self.low} to {self.high}"
         hint = ""
         if isinstance(value, str) and _looks_numeric(value):
-            hint = " (YAML read it as text: write it unquoted, and an exponent after a decimal point, e.g. 3.0e-4)"
+            hint = (" (YAML read it as text: write it unquoted, with a decimal point and a signed exponent, "
+                    "e.g. 3.0e-4 or 1.0e+15)")
         return f"must be {kind} {bounds}, got {value!r}{hint}"
 
 
@@ -91,7 +96,10 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-SEED = Number(integer=True, low=0, high=2**32 - 1)  # torch.Generator.manual_seed takes 64 bits: room for the epoch
+SEED = Number(integer=True, low=0, high=2**32 - 1)
+# Seconds: a year at most. datetime.timedelta (the process group's timeout) overflows past about
+# 8.6e13 s, which would otherwise surface inside init_process_group, after the nodes are up.
+SECONDS_LIMIT = 365 * 86400  # torch.Generator.manual_seed takes 64 bits: room for the epoch
 # Every key the trainer reads, checked before any process group exists: a bad value is exit 2
 # (the launcher's contract: a config error fails the JobSet at once) instead of a traceback
 # after the nodes are up that consumes the job's restarts.
@@ -106,11 +114,11 @@ HPARAM_RULES: dict[str, Number | tuple[str, ...]] = {
     # Upper bounds catch typos: every worker is a process, every prefetched block 4 MiB of ring.
     "num_workers": Number(integer=True, low=0, high=64),
     "prefetch_factor": Number(integer=True, low=1, high=64),
-    "pg_timeout_s": Number(integer=False, low=0, above=True),
-    "checkpoint_cost_estimate_s": Number(integer=False, low=0, above=True),
-    "checkpoint_min_interval_s": Number(integer=False, low=0),
+    "pg_timeout_s": Number(integer=False, low=0, high=SECONDS_LIMIT, above=True),
+    "checkpoint_cost_estimate_s": Number(integer=False, low=0, high=SECONDS_LIMIT, above=True),
+    "checkpoint_min_interval_s": Number(integer=False, low=0, high=SECONDS_LIMIT),
     "device": ("auto", "cpu", "cuda"),
-    "step_delay_s": Number(integer=False, low=0),
+    "step_delay_s": Number(integer=False, low=0, high=SECONDS_LIMIT),
     "stall_after_steps": Number(integer=True, low=0),
 }
 DATA_RULES: dict[str, Number] = {
