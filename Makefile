@@ -59,17 +59,27 @@ torch-cpu:
 
 venv: $(VENV)/.runtime
 
+# Cached bytecode of the project's own modules. Python writes it on import unless
+# PYTHONDONTWRITEBYTECODE is set (it is on the machines this project is built on): then every plan
+# compiled its ~90 modules again (0.06 s of a 2 s prod plan). compileall writes it all the same, as pip
+# does for installed packages; Python ignores a cached file whose source has changed since (mtime, size).
+PROJECT_SOURCES := $(wildcard components/*.py components/*/*.py scripts/*.py bootstrap/*.py)
+BYTECODE := $(VENV)/.bytecode
+$(BYTECODE): $(VENV)/.runtime $(PROJECT_SOURCES)
+	$(PY) -m compileall -q components scripts bootstrap
+	touch $@
+
 # The bootstrap is a Pulumi project of its own (bootstrap/Pulumi.yaml); its stack is `bootstrap`.
-plan: $(VENV)/.runtime
+plan: $(BYTECODE)
 	$(PY) scripts/plan.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK)
 
-plans: $(VENV)/.runtime
+plans: $(BYTECODE)
 	$(PY) scripts/plan.py --all --project . --project bootstrap
 
-plan-diff: $(VENV)/.runtime
+plan-diff: $(BYTECODE)
 	scripts/plan-diff $(BASE)
 
-cost: $(VENV)/.runtime
+cost: $(BYTECODE)
 	$(PY) scripts/cost.py --stack $(STACK) $(ARGS)
 
 lint: $(VENV)/.dev $(POLICY_VENV)/.installed
@@ -80,7 +90,7 @@ lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
-pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed
+pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
 # The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.
@@ -97,7 +107,7 @@ verify: $(VENV)/.verify
 	$(PY) scripts/verify --stack $(STACK) $(ARGS)
 
 # Speed goals as ratios against a floor measured in the same run (never timed tests).
-bench: $(VENV)/.dev
+bench: $(VENV)/.dev $(BYTECODE)
 	$(PY) bench/plan_bench.py
 	$(PY) bench/trainer_bench.py
 

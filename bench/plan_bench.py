@@ -9,7 +9,10 @@ Each figure is the wall time of a fresh process, as `make plan` / `make plans` p
                     bootstrap), one process
 - floor:            bench/plan_floor.py with as many trivial resources as the prod plan has
 - floor + imports:  the same, after importing every provider SDK module the real plan loads
+- typed floor:      floor + imports, the resources being provider SDK resources with one tag
+                    each: the SDK's own work for a typed resource, which no real program avoids
 Goals (issue 18): all plans <= 2x prod plan; prod plan <= 1.1x floor + imports.
+Then bench/plan_profile.py: where a prod synthesis spends its time.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# The typed floor's resources: a type every stack has, with no required inputs and fewer output
+# properties than most (Buckets cost twice as much to register: bench/plan_floor.py --typed).
+TYPED_FLOOR_CLASS = "pulumi_aws.ec2.SecurityGroup"
 
 LOADED_MODULES = """
 import sys
@@ -61,6 +67,8 @@ def main() -> int:
                            "--build-dir", str(work / "all")]],
             "floor": [[PY, "bench/plan_floor.py", str(count)]],
             "floor + imports": [[PY, "bench/plan_floor.py", str(count), "--imports", str(work / "modules.txt")]],
+            "typed floor": [[PY, "bench/plan_floor.py", str(count), "--imports", str(work / "modules.txt"),
+                             "--typed", TYPED_FLOOR_CLASS]],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.repeat):
@@ -74,6 +82,11 @@ def main() -> int:
     print(f"  all plans / prod plan          {median['all plans'] / median['prod plan']:5.2f}x   (goal <= 2.0)")
     print(f"  prod plan / floor + imports    {median['prod plan'] / median['floor + imports']:5.2f}x   (goal <= 1.1)")
     print(f"  prod plan / floor              {median['prod plan'] / median['floor']:5.2f}x")
+    print(f"  prod plan / typed floor        {median['prod plan'] / median['typed floor']:5.2f}x   "
+          f"({TYPED_FLOOR_CLASS.rsplit('.', 1)[-1]}s with a tag, not the untyped floor's trivial resources)")
+    sys.stdout.flush()
+    # What the gap to the floor is made of: the program's own code, or the SDK's work per resource.
+    subprocess.run([PY, "bench/plan_profile.py", "--stack", "prod"], check=True, cwd=ROOT)
     return 0
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The SDK floor of an offline plan: N trivial resources through the same mock runtime.
 
-    python bench/plan_floor.py N [--imports FILE]
+    python bench/plan_floor.py N [--imports FILE] [--typed MODULE.CLASS]
 
 What `scripts/plan.py` cannot go below: interpreter start, the Pulumi SDK, one mock engine and
 N resource registrations. With --imports it first imports every module named in FILE (one per
 line): the provider SDK modules the real program loads, so the difference to the real plan is
-the program's own work. Exits like plan.py does (no interpreter teardown).
+the program's own work. With --typed the N resources are of that provider SDK class, each with
+only a tag (e.g. pulumi_aws.ec2.SecurityGroup): the SDK's own work for a typed resource (an
+Output per output property, typed translation of its outputs), which no real program avoids.
+Exits like plan.py does (no interpreter teardown).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import sys
 from pathlib import Path
 
 import pulumi
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from mock_shortcuts import no_source_positions  # what plan.py skips, the floor skips
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -43,12 +49,21 @@ def main() -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(_Mocks(), project="bench", stack="floor", preview=False)
 
+    resource_class = None
+    if "--typed" in sys.argv:
+        module, _, class_name = sys.argv[sys.argv.index("--typed") + 1].rpartition(".")
+        resource_class = getattr(importlib.import_module(module), class_name)
+
     @pulumi.runtime.test
     def program():
-        things = [Thing(f"thing-{i}", i) for i in range(count)]
+        if resource_class is not None:
+            things = [resource_class(f"thing-{i}", tags={"stack": "bench"}) for i in range(count)]
+        else:
+            things = [Thing(f"thing-{i}", i) for i in range(count)]
         return pulumi.Output.all(*[t.id for t in things])
 
-    program()
+    with no_source_positions():
+        program()
     sys.stdout.flush()
     os._exit(0)
 

@@ -50,6 +50,7 @@ if str(ROOT) not in sys.path:
 import pulumi  # noqa: E402
 from architecture import mermaid  # noqa: E402
 from cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
+from mock_shortcuts import no_source_positions  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
@@ -218,8 +219,12 @@ class _Mocks(pulumi.runtime.Mocks):
 
     def __init__(self, region: str):
         self.region = region
+        self.inputs: dict[ResourceKey, dict[str, Any]] = {}
+        """Each resource's inputs as the mock monitor deserialised them, until the recording
+        monitor takes them: one deserialisation per resource, not two."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        self.inputs[(args.typ, args.name)] = args.inputs
         state = dict(args.inputs)
         state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
         state.setdefault("name", args.name)
@@ -242,8 +247,9 @@ class _Mocks(pulumi.runtime.Mocks):
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
     """MockMonitor that also records the parent and provider of each resource."""
 
-    def __init__(self, mocks: pulumi.runtime.Mocks):
+    def __init__(self, mocks: _Mocks):
         super().__init__(mocks)
+        self.plan_mocks = mocks
         self.records: list[dict[str, Any]] = []
         self.parents: dict[ResourceKey, ResourceKey | None] = {}
         self.dependencies: dict[ResourceKey, frozenset[ResourceKey]] = {}
@@ -251,8 +257,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            from pulumi.runtime import rpc
-            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            inputs = self.plan_mocks.inputs.pop((request.type, request.name))
             parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else ""
             top_level = parent_type == "pulumi:pulumi:Stack" or not request.parent
             record = {
@@ -340,7 +345,8 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     collecting = gc.isenabled()
     gc.disable()
     try:
-        run_program()
+        with no_source_positions():
+            run_program()
     finally:
         if collecting:
             gc.enable()

@@ -3,7 +3,13 @@ whether a resource is custom, and which resources each input was computed from."
 
 from __future__ import annotations
 
-from plan import engine_urn
+import contextlib
+
+import mock_shortcuts
+import plan as plan_module
+import pytest
+from plan import engine_urn, synthesize
+from pulumi.runtime import resource as resource_runtime
 
 
 def test_urns_are_the_engines(plan_of):
@@ -38,3 +44,26 @@ def test_inputs_name_the_resources_they_come_from(plan_of):
 def test_engine_urn_only_drops_the_root_stack():
     assert engine_urn("urn:pulumi:dev::p::pulumi:pulumi:Stack$aws:s3/bucket:Bucket::b") == "urn:pulumi:dev::p::aws:s3/bucket:Bucket::b"
     assert engine_urn("urn:pulumi:dev::p::c:m:C$aws:s3/bucket:Bucket::b") == "urn:pulumi:dev::p::c:m:C$aws:s3/bucket:Bucket::b"
+
+
+def test_the_sdk_still_has_the_stack_walk_the_plan_skips():
+    # An SDK upgrade that renames it would silently bring back a quarter of every plan's time.
+    walk = getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION)
+    assert callable(walk)
+    assert type(walk()).__name__ == "StackTrace"
+
+
+def test_the_stack_walk_comes_back_after_the_plan_even_when_the_program_fails():
+    walk = getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION)
+    with pytest.raises(RuntimeError), mock_shortcuts.no_source_positions():
+        assert getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION) is not walk
+        raise RuntimeError("the program failed")
+    assert getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION) is walk
+
+
+def test_skipping_source_positions_changes_nothing_in_the_plan(monkeypatch, plan_of):
+    monkeypatch.setattr(plan_module, "no_source_positions", contextlib.nullcontext)
+    walked = synthesize("team-vision-prod")
+    skipped = plan_of("team-vision-prod")
+    assert len(walked.resources) > 10
+    assert (walked.resources, walked.outputs, walked.dependencies) == (skipped.resources, skipped.outputs, skipped.dependencies)
