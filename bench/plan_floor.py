@@ -14,6 +14,7 @@ Exits like plan.py does (no interpreter teardown).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import importlib
@@ -41,17 +42,22 @@ class Thing(pulumi.CustomResource):
 
 
 def main() -> None:
-    count = int(sys.argv[1])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("count", type=int, help="how many resources to register")
+    parser.add_argument("--imports", type=Path, help="a file naming the modules to import first, one per line")
+    parser.add_argument("--typed", metavar="MODULE.CLASS", help="register provider SDK resources of this class")
+    args = parser.parse_args()
+    count = args.count
     gc.disable()  # before the imports, as plan.py runs them: with the collector on they cost ~0.3 s more
-    if "--imports" in sys.argv:
-        for module in Path(sys.argv[sys.argv.index("--imports") + 1]).read_text().split():
+    if args.imports:
+        for module in args.imports.read_text().split():
             importlib.import_module(module)
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(_Mocks(), project="bench", stack="floor", preview=False)
 
     resource_class = None
-    if "--typed" in sys.argv:
-        module, _, class_name = sys.argv[sys.argv.index("--typed") + 1].rpartition(".")
+    if args.typed:
+        module, _, class_name = args.typed.rpartition(".")
         resource_class = getattr(importlib.import_module(module), class_name)
 
     @pulumi.runtime.test

@@ -35,6 +35,7 @@ PLACES = (
     ("PyYAML (reading the stack files)", ("/site-packages/yaml/",)),
     ("asyncio (the SDK's event loop)", ("/asyncio/", "selectors.py")),
     ("typing (the SDK's type hints)", ("/typing.py",)),
+    ("other libraries the SDK uses (protobuf, grpc, ...)", ("/site-packages/",)),
 )
 
 

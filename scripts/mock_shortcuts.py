@@ -13,8 +13,8 @@ from pulumi.runtime import resource as resource_runtime
 from pulumi.runtime.proto import source_pb2
 
 # The SDK function that a registration calls to walk the Python stack (pulumi 3.272.0,
-# sdk/python/lib/pulumi/runtime/resource.py). tests/test_plan_output.py fails when an SDK
-# upgrade renames it, so that this shortcut is not silently lost.
+# sdk/python/lib/pulumi/runtime/resource.py). tests/test_plan_records.py fails when an SDK
+# upgrade renames it or stops calling it through the module, so that this shortcut is not silently lost.
 STACK_TRACE_FUNCTION = "_get_stack_trace"
 
 

@@ -221,7 +221,8 @@ class _Mocks(pulumi.runtime.Mocks):
         self.region = region
         self.inputs: dict[ResourceKey, dict[str, Any]] = {}
         """Each resource's inputs as the mock monitor deserialised them, until the recording
-        monitor takes them: one deserialisation per resource, not two."""
+        monitor takes them: one deserialisation per resource, not two. The mock monitor drops
+        unknown values; with preview=False every output resolves, so there are none."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         self.inputs[(args.typ, args.name)] = args.inputs
@@ -249,7 +250,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def __init__(self, mocks: _Mocks):
         super().__init__(mocks)
-        self.plan_mocks = mocks
+        self.plan_mocks = mocks  # MockMonitor keeps it as `self.mocks`, typed as any Mocks
         self.records: list[dict[str, Any]] = []
         self.parents: dict[ResourceKey, ResourceKey | None] = {}
         self.dependencies: dict[ResourceKey, frozenset[ResourceKey]] = {}

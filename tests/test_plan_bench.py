@@ -30,6 +30,7 @@ def _profile_module():
     ("/x/.venv/lib/python3.11/site-packages/pulumi_aws/ec2/vpc.py", "provider SDKs"),
     ("/usr/lib/python3.11/asyncio/base_events.py", "asyncio"),
     ("/usr/lib/python3.11/typing.py", "typing"),
+    ("/x/.venv/lib/python3.11/site-packages/google/protobuf/json_format.py", "other libraries"),
     ("/usr/lib/python3.11/pathlib.py", "the rest of the standard library"),
 ])
 def test_profile_places_code_by_where_it_lives(filename, label):
@@ -46,10 +47,18 @@ def test_profile_shares_add_up():
     assert sum(shares.values()) == pytest.approx(100, abs=0.5)
 
 
-def test_floor_runs_with_a_list_of_imports(tmp_path):
+@pytest.mark.parametrize("typed", [[], ["--typed", "pulumi_aws.ec2.SecurityGroup"]])
+def test_floor_runs_with_a_list_of_imports(tmp_path, typed):
     modules = tmp_path / "modules.txt"
     modules.write_text("pulumi_aws.s3\n")
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", "--imports", str(modules)],
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", "--imports", str(modules), *typed],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert not re.search(r"Traceback|Error", run.stderr)
+
+
+def test_floor_refuses_a_missing_class():
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", "--typed"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 2
+    assert "--typed" in run.stderr and "Traceback" not in run.stderr

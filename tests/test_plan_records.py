@@ -10,6 +10,7 @@ import plan as plan_module
 import pytest
 from plan import engine_urn, synthesize
 from pulumi.runtime import resource as resource_runtime
+from pulumi.runtime.proto import source_pb2
 
 
 def test_urns_are_the_engines(plan_of):
@@ -61,9 +62,26 @@ def test_the_stack_walk_comes_back_after_the_plan_even_when_the_program_fails():
     assert getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION) is walk
 
 
-def test_skipping_source_positions_changes_nothing_in_the_plan(monkeypatch, plan_of):
+def test_a_plan_walks_the_stack_only_for_the_root_stack(monkeypatch):
+    walks = []
+
+    def counting_walk():
+        walks.append(1)
+        return source_pb2.StackTrace()
+
+    monkeypatch.setattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION, counting_walk)
+    plan = synthesize("team-vision-prod")
+    assert len(plan.resources) > 10
+    assert len(walks) <= 1  # the root stack, which the mock runtime registers before the program runs
+
+
+def test_skipping_source_positions_changes_nothing_in_the_plan(monkeypatch):
+    skipped = synthesize("team-vision-prod")
     monkeypatch.setattr(plan_module, "no_source_positions", contextlib.nullcontext)
+    walks = []
+    walk = getattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION)
+    monkeypatch.setattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION, lambda: walks.append(1) or walk())
     walked = synthesize("team-vision-prod")
-    skipped = plan_of("team-vision-prod")
-    assert len(walked.resources) > 10
-    assert (walked.resources, walked.outputs, walked.dependencies) == (skipped.resources, skipped.outputs, skipped.dependencies)
+    assert len(walks) > len(walked.resources) / 2  # this one did walk
+    assert (walked.resources, walked.outputs, walked.parents, walked.dependencies, walked.warnings) == (
+        skipped.resources, skipped.outputs, skipped.parents, skipped.dependencies, skipped.warnings)
