@@ -21,6 +21,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pulumi
 
@@ -49,16 +50,20 @@ def main() -> None:
     args = parser.parse_args()
     count = args.count
     gc.disable()  # before the imports, as plan.py runs them: with the collector on they cost ~0.3 s more
-    if args.imports:
-        for module in args.imports.read_text().split():
+    try:
+        for module in args.imports.read_text().split() if args.imports else []:
             importlib.import_module(module)
+        resource_class: Any = None  # a provider class: its constructor takes the resource's own inputs
+        if args.typed:
+            module, _, class_name = args.typed.rpartition(".")
+            resource_class = getattr(importlib.import_module(module), class_name)
+    except (OSError, ImportError, AttributeError, ValueError) as error:
+        parser.error(str(error))
+    if resource_class is not None and not (isinstance(resource_class, type)
+                                           and issubclass(resource_class, pulumi.CustomResource)):
+        parser.error(f"--typed {args.typed} is not a provider SDK resource class")
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(_Mocks(), project="bench", stack="floor", preview=False)
-
-    resource_class = None
-    if args.typed:
-        module, _, class_name = args.typed.rpartition(".")
-        resource_class = getattr(importlib.import_module(module), class_name)
 
     @pulumi.runtime.test
     def program():

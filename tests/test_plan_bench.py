@@ -57,8 +57,16 @@ def test_floor_runs_with_a_list_of_imports(tmp_path, typed):
     assert not re.search(r"Traceback|Error", run.stderr)
 
 
-def test_floor_refuses_a_missing_class():
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", "--typed"],
+@pytest.mark.parametrize("arguments", [
+    ["--typed"],
+    ["--typed", "nosuch.Thing"],
+    ["--typed", "pulumi_aws.ec2.Nope"],
+    ["--typed", "pulumi_aws.ec2.SecurityGroupArgs"],
+    ["--imports", "/nonexistent/modules.txt"],
+])
+def test_floor_refuses_bad_arguments_without_a_traceback(arguments):
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", *arguments],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 2
-    assert "--typed" in run.stderr and "Traceback" not in run.stderr
+    assert arguments[0] in run.stderr or "No such file" in run.stderr or "module" in run.stderr
+    assert "Traceback" not in run.stderr
