@@ -53,15 +53,15 @@ def main() -> None:
     try:
         for module in args.imports.read_text().split() if args.imports else []:
             importlib.import_module(module)
-        resource_class: Any = None  # a provider class: its constructor takes the resource's own inputs
+        found = None
         if args.typed:
             module, _, class_name = args.typed.rpartition(".")
-            resource_class = getattr(importlib.import_module(module), class_name)
+            found = getattr(importlib.import_module(module), class_name)
     except (OSError, ImportError, AttributeError, ValueError) as error:
         parser.error(str(error))
-    if resource_class is not None and not (isinstance(resource_class, type)
-                                           and issubclass(resource_class, pulumi.CustomResource)):
+    if found is not None and not (isinstance(found, type) and issubclass(found, pulumi.CustomResource)):
         parser.error(f"--typed {args.typed} is not a provider SDK resource class")
+    resource_class: Any = found  # a provider class: its constructor takes the resource's own inputs
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(_Mocks(), project="bench", stack="floor", preview=False)
 
