@@ -120,8 +120,44 @@ PLATFORM_ONLY_TYPES = {
     "aws:ecr/repository:Repository": "a container registry",
     "aws:iam/user:User": "an IAM user",
     "aws:iam/accessKey:AccessKey": "an IAM access key",
+    "aws:iam/group:Group": "an IAM group",
+    # Cluster access: an access entry with an access policy makes any principal a cluster user,
+    # cluster-admin included (EKS access entries replace the aws-auth ConfigMap).
+    "aws:eks/accessEntry:AccessEntry": "an EKS access entry",
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": "an EKS access policy association",
+    "aws:eks/identityProviderConfig:IdentityProviderConfig": "an EKS identity provider",
+    # A bucket has one policy: a team's would replace the platform's on a shared bucket.
+    "aws:s3/bucketPolicy:BucketPolicy": "a bucket policy",
+    # What it installs is applied by Helm, not registered with the engine: no policy sees it.
+    "kubernetes:helm.sh/v3:Release": "a Helm release",
 }
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+# Kubernetes types that are components, not objects: Helm charts, YAML and Kustomize, whose objects
+# are registered, and checked, one by one.
+NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v4:", "kubernetes:yaml",
+                               "kubernetes:kustomize")
+# The cluster-scoped Kubernetes objects a team stack makes (components/team.py), each bound to the
+# team: its namespace, the persistent volumes its claims bind, its Kueue ClusterQueue (named as the
+# namespace: components/workload/queues.py). Every other
+# Kubernetes object of a team stack lives in the team's namespace: a ClusterRoleBinding, a CRD or
+# a webhook configuration would reach the whole cluster.
+TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "PersistentVolume", "ClusterQueue")
+
+
+def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | None:
+    """Why a team stack's Kubernetes object reaches beyond the team's namespace, or None."""
+    metadata = get(props, "metadata") or {}
+    if kind == "PersistentVolume":
+        claim_namespace = get(get(get(props, "spec") or {}, "claimRef") or {}, "namespace")
+        return None if claim_namespace == namespace else (
+            f"is a cluster-scoped volume bound to namespace {claim_namespace}, not {namespace} (spec.claimRef)")
+    if kind in TEAM_CLUSTER_SCOPED_KINDS:
+        name = get(metadata, "name")
+        return None if name == namespace else f"is a cluster-scoped {kind} named {name}, not {namespace}"
+    object_namespace = get(metadata, "namespace")
+    if object_namespace is None:
+        return f"is a {kind} without a namespace: cluster-scoped, or placed in the provider's default namespace"
+    return None if object_namespace == namespace else f"lives in namespace {object_namespace}"
 
 
 def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
@@ -129,20 +165,24 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
     if not stack.is_team:
         return
     what = describe(args.name, args.resource_type)
-    kind = PLATFORM_ONLY_TYPES.get(args.resource_type)
-    if kind:
-        report(f"team stack {stack.name} creates {kind}: {what}. Shared infrastructure belongs to the "
+    shared = PLATFORM_ONLY_TYPES.get(args.resource_type)
+    if shared:
+        report(f"team stack {stack.name} creates {shared}: {what}. Shared infrastructure belongs to the "
                f"{stack.environment} platform stack; a team stack creates only team-scoped things.")
-    if args.resource_type == POD_IDENTITY:
+    elif args.resource_type == POD_IDENTITY:
         namespace = get(args.props, "namespace")
         if namespace != stack.team_namespace:
             report(f"{what} binds a role into namespace {namespace}; team {stack.team} owns only {stack.team_namespace}.")
+    elif package_of(args.resource_type) == "kubernetes" and not args.resource_type.startswith(NON_OBJECT_KUBERNETES_TYPES):
+        problem = _kubernetes_scope_problem(args.resource_type.rsplit(":", 1)[-1], args.props, stack.team_namespace)
+        if problem:
+            report(f"{what} {problem}; team {stack.team} owns only namespace {stack.team_namespace}.")
 
 
 team_stack_scope = ResourceValidationPolicy(
     name="team-stack-scope",
-    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...) and bind "
-                "roles only into their own namespace.",
+    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, cluster access, ...), "
+                "bind roles only into their own namespace, and put every Kubernetes object there.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
 
 
@@ -151,9 +191,22 @@ team_stack_scope = ResourceValidationPolicy(
 IAM_DOCUMENT_FIELDS = {
     "aws:iam/rolePolicy:RolePolicy": "policy",
     "aws:iam/policy:Policy": "policy",
+    "aws:iam/groupPolicy:GroupPolicy": "policy",
+    "aws:iam/userPolicy:UserPolicy": "policy",
 }
 ROLE = "aws:iam/role:Role"
-ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+# Every way pulumi-aws attaches a managed policy, and the input that names it (or them). None of
+# them is scoped to a team: AWS managed policies reach every bucket and secret of the account.
+MANAGED_POLICY_ATTACHMENTS = {
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "policyArn",
+    "aws:iam/groupPolicyAttachment:GroupPolicyAttachment": "policyArn",
+    "aws:iam/userPolicyAttachment:UserPolicyAttachment": "policyArn",
+    "aws:iam/policyAttachment:PolicyAttachment": "policyArn",
+    "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive": "policyArns",
+    "aws:iam/groupPolicyAttachmentsExclusive:GroupPolicyAttachmentsExclusive": "policyArns",
+    "aws:iam/userPolicyAttachmentsExclusive:UserPolicyAttachmentsExclusive": "policyArns",
+    ROLE: "managedPolicyArns",
+}
 # Services whose permissions administer identity or the account: never a team's.
 ADMIN_SERVICES = ("iam", "sts", "organizations", "account")
 READ_ONLY_S3 = re.compile(r"^s3:(Get|List|Head)")
@@ -191,15 +244,18 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
     if not stack.is_team or package_of(args.resource_type) != "aws":
         return
     what = describe(args.name, args.resource_type)
-    field = IAM_DOCUMENT_FIELDS.get(args.resource_type)
-    if field:
-        for statement in statements(json_document(get(args.props, field))):
+    documents = [get(args.props, field)] if (field := IAM_DOCUMENT_FIELDS.get(args.resource_type)) else []
+    if args.resource_type == ROLE:  # a role's inline_policies are policies of their own, as RolePolicy's
+        documents += [get(inline, "policy") for inline in as_list(get(args.props, "inlinePolicies"))]
+    for document in documents:
+        for statement in statements(json_document(document)):
             if statement.get("Effect") == "Allow":
                 for problem in _allow_problems(statement, stack):
                     report(f"{what} {problem}. A team's roles reach only its own prefixes "
                            f"({stack.team_object_prefix}, {stack.team_secret_prefix}) and shared data read-only.")
-    if args.resource_type == ATTACHMENT:
-        report(f"{what} attaches a managed policy ({get(args.props, 'policyArn')}), which is not scoped to the team. "
+    attached = as_list(get(args.props, arn_field)) if (arn_field := MANAGED_POLICY_ATTACHMENTS.get(args.resource_type)) else []
+    if attached:
+        report(f"{what} attaches managed policies ({', '.join(map(str, attached))}), which are not scoped to the team. "
                "Write the permissions inline (aws.iam.RolePolicy).")
     if args.resource_type == ROLE:
         name = get(args.props, "name")

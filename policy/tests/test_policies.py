@@ -228,6 +228,50 @@ FAILING = [
     Case("team-iam-scope", "managed policy", lambda: plan(resource("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "admin", {
         "role": "r", "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, stack="team-vision-prod"),
         stack="team-vision-prod"), "AdministratorAccess"),
+    Case("team-iam-scope", "role with a wildcard inline policy", lambda: plan(resource(ROLE, "team-role", {
+        "assumeRolePolicy": policy_document(), "inlinePolicies": [{"name": "all", "policy": policy_document(
+            allow(["s3:*"], ["arn:aws:s3:::gpu-training-prod-artifacts-1/*"]))}]}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "grants every action of s3"),
+    Case("team-iam-scope", "role with managed policy ARNs", lambda: plan(resource(ROLE, "team-role", {
+        "assumeRolePolicy": policy_document(), "managedPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]},
+        stack="team-vision-prod"), stack="team-vision-prod"), "AdministratorAccess"),
+    Case("team-iam-scope", "policy attachment", lambda: plan(resource("aws:iam/policyAttachment:PolicyAttachment", "admin", {
+        "roles": ["r"], "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "AdministratorAccess"),
+    Case("team-iam-scope", "exclusive attachments", lambda: plan(resource(
+        "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive", "admin", {
+            "roleName": "r", "policyArns": ["arn:aws:iam::aws:policy/AmazonS3FullAccess"]}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "AmazonS3FullAccess"),
+    Case("team-stack-scope", "EKS access entry", lambda: plan(resource("aws:eks/accessEntry:AccessEntry", "admin", {
+        "clusterName": "c", "principalArn": "arn:aws:iam::1:role/x"}, stack="team-vision-prod"), stack="team-vision-prod"),
+        "creates an EKS access entry"),
+    Case("team-stack-scope", "cluster-admin association", lambda: plan(resource(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "admin", {
+            "clusterName": "c", "principalArn": "arn:aws:iam::1:role/x", "accessScope": {"type": "cluster"},
+            "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "creates an EKS access policy association"),
+    Case("team-stack-scope", "a policy on a shared bucket", lambda: plan(resource(BUCKET_POLICY, "artifacts", {
+        "bucket": "gpu-training-prod-artifacts-1", "policy": policy_document()}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "creates a bucket policy"),
+    Case("team-stack-scope", "a Helm release", lambda: plan(resource("kubernetes:helm.sh/v3:Release", "tools", {
+        "chart": "x", "namespace": "team-vision"}, stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"),
+        "creates a Helm release"),
+    Case("team-stack-scope", "ClusterRoleBinding", lambda: plan(resource(
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "admin", {
+            "metadata": {"name": "team-vision-admin"}, "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"}]},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "ClusterRoleBinding without a namespace"),
+    Case("team-stack-scope", "RoleBinding in another team's namespace", lambda: plan(resource(
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "peek", {
+            "metadata": {"name": "peek", "namespace": "team-nlp"}, "roleRef": {"kind": "ClusterRole", "name": "edit"}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "lives in namespace team-nlp"),
+    Case("team-stack-scope", "another team's namespace", lambda: plan(resource("kubernetes:core/v1:Namespace", "ns", {
+        "metadata": {"name": "team-nlp"}}, stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"),
+        "Namespace named team-nlp"),
+    Case("team-stack-scope", "a volume bound into another namespace", lambda: plan(resource(
+        "kubernetes:core/v1:PersistentVolume", "pv", {"metadata": {"name": "pv"}, "spec": {
+            "claimRef": {"name": "checkpoints", "namespace": "team-nlp"}}}, stack="team-vision-prod", provider="k8s"),
+        stack="team-vision-prod"), "bound to namespace team-nlp"),
     Case("no-prod-data-outside-prod", "allow on a prod bucket", lambda: plan(resource(ROLE_POLICY, "reader", {
         "role": "r", "policy": policy_document(allow(["s3:GetObject"], ["arn:aws:s3:::gpu-training-prod-datasets-1/*"]))})),
         "bucket gpu-training-prod-datasets-1"),
@@ -272,6 +316,13 @@ PASSING = [
             "bucket": "data-bucket", "versioning": {"enabled": False, "mfaDelete": False}})]),
     Case("eks-endpoint-access", "public dev endpoint with an allow-list", lambda: plan(resource(CLUSTER, "eks", CLUSTER_OK | {
         "vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))),
+    Case("team-stack-scope", "a Helm v4 chart, whose objects are checked one by one", lambda: plan(resource(
+        "kubernetes:helm.sh/v4:Chart", "tools", {"chart": "x", "namespace": "team-vision"}, stack="team-vision-prod",
+        provider="k8s", custom=False), stack="team-vision-prod")),
+    Case("team-iam-scope", "role with an inline policy on the team's prefix and no managed policies", lambda: plan(resource(
+        ROLE, "team-role", {"assumeRolePolicy": policy_document(), "managedPolicyArns": [], "inlinePolicies": [{
+            "name": "own", "policy": policy_document(allow(["s3:PutObject"], ["arn:aws:s3:::b/teams/vision/*"]))}]},
+        stack="team-vision-prod"), stack="team-vision-prod")),
     Case("no-prod-stack-reference", "a dev team stack reads dev", lambda: plan(resource(
         "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/dev"}, stack="team-vision-dev",
         provider=None), stack="team-vision-dev")),
