@@ -101,6 +101,20 @@ def test_fabric_rules_reference_the_fabric_group_itself(stack, plan_of):
     assert socket == (expected if wanted["socket-fabric"] else set()), "exactly the rendezvous ports and the NCCL range"
 
 
+def test_the_control_plane_reaches_every_port_the_controllers_serve_it(stack, plan_of):
+    """A controller's webhook or aggregated API (Kueue's visibility API on 8082) that the node
+    security group keeps the API server from reaching fails admission or discovery cluster-wide."""
+    plan = plan_of(stack)
+    served = {port["port"] for policy in plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+              if policy["inputs"]["metadata"]["name"] == "allow-webhook-ingress"
+              for rule in policy["inputs"]["spec"]["ingress"] for port in rule["ports"]}
+    reachable = {r["inputs"]["fromPort"] for r in plan.of_type(INGRESS)
+                 if r["inputs"]["securityGroupId"] == sg_id("nodes")
+                 and r["inputs"].get("referencedSecurityGroupId") == sg_id("control-plane")}
+    assert {8082, 9443, 10250} <= served, "the controllers' API ports, as the charts serve them"
+    assert served <= reachable, f"the node security group blocks the control plane on {sorted(served - reachable)}"
+
+
 def test_efs_accepts_nfs_from_nodes_only(stack, plan_of):
     rules = [r["inputs"] for r in plan_of(stack).of_type(INGRESS) if r["inputs"]["securityGroupId"] == sg_id("efs")]
     assert rules == [{"description": "NFS from EKS nodes", "fromPort": 2049, "toPort": 2049, "ipProtocol": "tcp",

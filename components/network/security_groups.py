@@ -24,8 +24,11 @@ from components.facts.file_systems import LUSTRE_PORTS
 
 # Control plane -> node ports (the set terraform-aws-eks calls "recommended"): kubelet for
 # logs/exec, and the ports admission webhooks listen on (Kueue, JobSet and the CloudWatch
-# operator use 9443, External Secrets 10250, metrics-server 4443).
-CONTROL_PLANE_TO_NODE_PORTS = (443, 4443, 6443, 8443, 9443, 10250)
+# operator use 9443, External Secrets 10250, metrics-server 4443). Plus Kueue's visibility API
+# (8082, the kueue-visibility-server Service's targetPort in the chart): the API server dials the
+# pod behind its APIService; unreachable, discovery fails cluster-wide and namespaces hang in
+# Terminating. tests/test_platform_stacks.py checks every port the controllers serve is here.
+CONTROL_PLANE_TO_NODE_PORTS = (443, 4443, 6443, 8082, 8443, 9443, 10250)
 NFS_PORT = 2049
 HTTPS_PORT = 443
 DNS_PORT = 53
