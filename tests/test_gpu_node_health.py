@@ -8,9 +8,11 @@ import json
 import jsonschema
 import pytest
 from conftest import PLATFORM_STACKS, PROJECT, raw_config
+from plan import synthesize
 
 from components.cluster.pool_scheduling import node_taints
 from components.config import load_stack_config
+from components.facts.instance_types import INSTANCE_TYPES
 
 ADDON = "aws:eks/addon:Addon"
 # The node monitoring agent's add-on configuration schema at v1.7.0 as far as we use it
@@ -91,3 +93,25 @@ def test_the_gpu_alarms_keep_their_exporter(stack, plan_of):
     assert addon_configuration(plan, "amazon-cloudwatch-observability") == {"dcgmExporter": {"enabled": True}}
     metrics = {a["inputs"]["metricName"] for a in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
     assert {"node_gpu_utilization", "node_gpu_memory_utilization"} <= metrics
+
+
+def test_device_plugins_run_on_gpu_pools_with_taints_of_their_own():
+    """A plugin that does not tolerate a pool's own taint never starts there: the nodes never
+    advertise nvidia.com/gpu or vpc.amazonaws.com/efa and the gang stays Pending."""
+    pools = raw_config("staging")[f"{PROJECT}:nodePools"]
+    own_taint = {"key": "example.com/dedicated", "value": "training", "effect": "NoSchedule"}
+    for pool in pools:
+        if INSTANCE_TYPES[pool["instanceTypes"][0]].gpus:
+            pool["taints"] = [own_taint]
+    plan = synthesize("staging", overrides={"nodePools": pools})
+    config = load_stack_config(raw_config("staging") | {f"{PROJECT}:nodePools": pools}, project=PROJECT, stack="staging")
+    releases = {r["inputs"]["chart"]: r["inputs"]["values"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
+    plugins = {"nvidia-device-plugin": [p for p in config.node_pools if p.gpu],
+               "aws-efa-k8s-device-plugin": [p for p in config.node_pools if p.efa]}
+    assert all(plugins.values()), "staging has GPU pools with and without EFA"
+    for chart, served_pools in plugins.items():
+        for pool in served_pools:
+            taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node_taints(pool)]
+            assert own_taint in taints
+            for taint in taints:
+                assert any(tolerates(t, taint) for t in releases[chart]["tolerations"]), f"{chart} on {pool.name}: {taint}"

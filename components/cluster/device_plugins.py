@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.cluster.pool_scheduling import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT
+from components.cluster.pool_scheduling import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL
 from components.common.helm import helm_release
 
 # NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca9, 2025-10-21); its gh-pages index.yaml lists chart
@@ -36,11 +36,11 @@ NAMESPACE = "kube-system"
 
 
 def only_on_nodes_labelled(label: str) -> dict:
-    """The values both charts accept to pin their DaemonSet to labelled (GPU-tainted) nodes."""
-    return {
-        "nodeSelector": {label: "true"},
-        "tolerations": [{"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}],
-    }
+    """The values both charts accept to pin their DaemonSet to labelled GPU nodes, whatever their
+    taints: besides nvidia.com/gpu a pool may carry its own (nodePools[].taints), and a plugin
+    kept off a node leaves its GPUs or EFA devices unadvertised, the training pods Pending. The
+    label keeps the DaemonSet off every other node (as the node monitoring agent's DCGM: addons.py)."""
+    return {"nodeSelector": {label: "true"}, "tolerations": [{"operator": "Exists"}]}
 
 
 # The NVIDIA chart's default affinity also admits nodes found by Node Feature Discovery; ours
