@@ -308,12 +308,19 @@ def test_a_key_the_program_reads_in_plain_text_cannot_be_secret(capfd, tmp_path,
     ("  gpu-training:costCenter: ml-platform-dev", "  gpu-training:costCenter: {secure: AAABBBCCC}", "costCenter"),
     ("  gpu-training:region: us-east-1", "  region: {secure: AAABBBCCC}", "region"),
     ("        env: {NCCL_DEBUG: INFO}", "        env: {NCCL_DEBUG: {secure: AAABBBCCC}}", "training.jobs[0].env.NCCL_DEBUG"),
+    ("        secrets: [wandb-api-key]", "        secrets: [{secure: AAABBBCCC}]", "training.jobs[0].secrets[0]"),
 ])
-def test_a_secure_value_on_a_plain_key_is_refused(tmp_path, line, replacement, key):
-    """It was validated as an offline placeholder string, never as the value `pulumi up` would use."""
+def test_a_secure_value_on_a_plain_key_is_refused(capfd, tmp_path, line, replacement, key):
+    """It was validated as an offline placeholder string, never as the value `pulumi up` would use,
+    and the value would reach the manifests in plain text. Through the CLI: the program reads the
+    secret keys from the runtime (read_secret_keys), at any depth."""
     assert line in DEV_STACK_TEXT
     errors = refused_file(tmp_path, DEV_STACK_TEXT.replace(line, replacement))
     assert any(e.startswith(f"{PROJECT}:{key}: is set as a secret") for e in errors), errors
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(stack_file), "--out", str(tmp_path / "out"))
+    assert f"  - {PROJECT}:{key}: is set as a secret" in err, err
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_bootstrap_reads_no_secrets(capfd, tmp_path):

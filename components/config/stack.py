@@ -182,12 +182,19 @@ def _decode(value: Any) -> Any:
 
 def read_secret_keys(raw: Mapping[str, Any]) -> set[str]:
     """The keys of `raw` the engine marks secret (set with `pulumi config set --secret`), and the
-    single entries the offline plan marks in a mapping that mixes secret and plain values."""
-    keys = {key for key in raw if runtime_config.is_config_secret(key)}
-    for key, value in raw.items():
-        if isinstance(value, Mapping):
-            keys |= {f"{key}.{name}" for name in value if runtime_config.is_config_secret(f"{key}.{name}")}
-    return keys
+    paths the offline plan marks in a value that mixes secret and plain leaves, at any depth
+    (`key.name`, `key.jobs[0].env.NAME`: stack_file.py's paths): a `secure:` deep inside a plain
+    key must be refused as one at the top, or its value reaches manifests in plain text."""
+    return {path for key, value in raw.items() for path in _paths(key, value) if runtime_config.is_config_secret(path)}
+
+
+def _paths(path: str, value: Any) -> list[str]:
+    """`path` and the path of everything inside `value`, as `pulumi config set --path` writes them."""
+    if isinstance(value, Mapping):
+        return [path, *(inner for name, item in value.items() for inner in _paths(f"{path}.{name}", item))]
+    if isinstance(value, list):
+        return [path, *(inner for index, item in enumerate(value) for inner in _paths(f"{path}[{index}]", item))]
+    return [path]
 
 
 def current_date() -> date:
