@@ -696,3 +696,39 @@ def test_the_json_of_an_error_report_is_what_the_cli_prints(tmp_path):
     assert result.returncode == 2 and len(result.stderr.encode()) <= MAX_REPORT_BYTES
     assert all(line.startswith(("stack dev:", "  - gpu-training:", "  ... and")) for line in result.stderr.splitlines())
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("line", "replacement", "key"), [
+    # each was planned with exit 0: the default (30 days, 200 GiB) or no file system at all
+    ("    checkpointRetentionDays: 14", "    checkpointRetentionDays:", "storage.checkpointRetentionDays"),
+    ("    checkpointRetentionDays: 14", "    checkpointRetentionDays: ~", "storage.checkpointRetentionDays"),
+    ("  gpu-training:costCenter: ml-platform-dev", "  gpu-training:costCenter:", "costCenter"),
+])
+def test_an_empty_value_is_refused_not_read_as_the_default(capfd, tmp_path, line, replacement, key):
+    assert line in DEV_STACK_TEXT
+    (tmp_path / "Pulumi.dev.yaml").write_text(DEV_STACK_TEXT.replace(line, replacement))
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(tmp_path / "Pulumi.dev.yaml"), "--out", str(tmp_path / "out"))
+    (message,) = [m for m in err.splitlines() if f"{PROJECT}:{key}: " in m]
+    assert "is empty (YAML null)" in message and "Fix: give it a value, or remove the key" in message, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_section_in_prod_is_refused(tmp_path):
+    """`lustre:` with nothing below it planned prod without its Lustre file system."""
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    emptied, found = re.subn(r"^    lustre:.*\n(?:      .*\n)+", "    lustre:\n", prod, flags=re.M)
+    assert found == 1
+    errors = refused_file(tmp_path, emptied, stack="prod")
+    assert any(e.startswith(f"{PROJECT}:storage.lustre: is empty") for e in errors), errors
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("0.10", 'is the YAML decimal 0.1, which reaches the program as the text "0.1"'),
+    ("True", 'is the YAML boolean true, which reaches the program as the text "true"'),
+])
+def test_a_top_level_text_key_keeps_its_written_form(tmp_path, value, says):
+    """A top-level value reaches the program as text: a decimal or boolean changes on the way,
+    and the cost-center tag would read "0.1" or "true"."""
+    errors = refused_file(tmp_path, DEV_STACK_TEXT.replace("  gpu-training:costCenter: ml-platform-dev",
+                                                           f"  gpu-training:costCenter: {value}"))
+    assert len(errors) == 1 and errors[0].startswith(f"{tmp_path}/Pulumi.dev.yaml: {PROJECT}:costCenter: {says}"), errors

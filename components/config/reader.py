@@ -171,6 +171,13 @@ class Section:
         if self._unusable:
             self._unusable_keys.append(path)
         self.data: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+        # `key:` with nothing after it is YAML's null: never a value of this config, and read as
+        # "not set" it would silently become the default (or no Lustre at all).
+        self._empty = {str(name) for name, value in self.data.items() if value is None}
+        for name in sorted(self._empty):
+            self._append(self.key(name), f"{self.key(name)}: is empty (YAML null). Fix: give it a value, or remove "
+                         "the key to use its default")
+            self._unusable_keys.append(self.key(name))
 
     def key(self, name: str) -> str:
         return f"{self.path}{self.separator}{name}"
@@ -208,7 +215,7 @@ class Section:
         self._read.add(name)
         if name in self.data and self.data[name] is not None:
             return self.data[name]
-        if default is _MISSING and not self._unusable:
+        if default is _MISSING and not self._unusable and name not in self._empty:
             self._append(self.key(name), f"{self.key(name)}: required key is missing. Fix: set it in the stack file.")
             self._unusable_keys.append(self.key(name))
         return default

@@ -154,6 +154,16 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
     values.update(set_values)
     secret_values = _qualified(secret_overrides or {}, name, "--secret", errors)
 
+    own = f"{name}:"
+    for key, value in values.items():
+        if key.startswith(own) and (value is None or isinstance(value, bool | float)):
+            source = "--set" if key in set_values else shown
+            errors.append(f"{source}: {key}: " + (
+                "is empty (YAML null): the Pulumi CLI would pass the text \"null\". Fix: give it a value, or remove the "
+                "key to use its default" if value is None else
+                f"is the YAML {'boolean' if isinstance(value, bool) else 'decimal'} {json.dumps(value)}, which reaches the "
+                f"program as the text {json.dumps(json.dumps(value))}, not as written (0.10 becomes \"0.1\", True "
+                "becomes \"true\"). Fix: quote the value as you mean it"))
     config, secret_keys = {}, []
     for key, value in values.items():
         secure: list[str] = []
