@@ -90,8 +90,9 @@ lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
+# $(CURDIR) quoted: the checkout's path may hold a space (tests/test_delivery_scripts.py).
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
+	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest
 
 # The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.
 policy-test: plans $(POLICY_VENV)/.installed

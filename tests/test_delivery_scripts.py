@@ -1,0 +1,304 @@
+"""The delivery scripts run for real, against fake `pulumi`, `aws`, `docker` and a fake venv
+python first on PATH: what they refuse, what they call and in which order, what they leave on
+disk. (tests/test_workflows.py checks their --dry-run output against the workflows.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from bootstrap import policies
+
+DEPLOY = ROOT / "scripts" / "deploy-environment"
+BUILD_IMAGE = ROOT / "scripts" / "build-image"
+NEW_TEAM_STACK = ROOT / "scripts" / "new-team-stack"
+# What `pulumi stack init --secrets-provider awskms://...` adds to a stack file.
+CREATED = ("secretsprovider: awskms://alias/gpu-training-pulumi-secrets-{env}?region=us-east-1\n"
+           "encryptedkey: AQICAHhZZmFrZWtleQ==\n")
+
+
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def fake_path(bin_dir: Path) -> str:
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+# --- deploy-environment ------------------------------------------------------------------------
+
+@pytest.fixture
+def deploy_root(tmp_path) -> Path:
+    """A checkout holding the script, Pulumi.yaml, dev's stacks and a fake venv python that writes
+    the policy configuration where it is told and logs the path; a fake pulumi that logs its calls
+    and fails unless the policy configuration it is given exists."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(DEPLOY, root / "scripts" / "deploy-environment")
+    shutil.copy2(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    (root / "stacks").mkdir()
+    region = "  gpu-training:region: us-east-1\n"
+    (root / "stacks" / "Pulumi.dev.yaml").write_text(CREATED.format(env="dev") + "config:\n" + region)
+    (root / "stacks" / "Pulumi.team-new-dev.yaml").write_text(CREATED.format(env="dev") + "config:\n" + region)
+    log = tmp_path / "calls.log"
+    executable(root / ".venv" / "bin" / "python", f"""#!/bin/bash
+while [ "$#" -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done
+echo "policy_config $out" >> {shlex.quote(str(log))}
+echo '{{}}' > "$out"
+""")
+    executable(tmp_path / "bin" / "pulumi", f"""#!/bin/bash
+echo "pulumi $*" >> {shlex.quote(str(log))}
+while [ "$#" -gt 0 ]; do [ "$1" = --policy-pack-config ] && config=$2; shift; done
+[ -f "$config" ] || {{ echo "no policy config at $config" >&2; exit 3; }}
+exit "${{FAKE_PULUMI_RC:-0}}"
+""")
+    return root
+
+
+def deploy(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {"PATH": fake_path(root.parent / "bin"), "TMPDIR": str(root.parent / "tmp"), **env}
+    (root.parent / "tmp").mkdir(exist_ok=True)
+    return subprocess.run([str(root / "scripts" / "deploy-environment"), *args], capture_output=True, text=True,
+                          check=False, env=environment, timeout=60)
+
+
+def calls(root: Path) -> list[str]:
+    log = root.parent / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_deploy_environment_deploys_created_stacks_platform_first(deploy_root):
+    result = deploy(deploy_root, "dev")
+    assert result.returncode == 0, result.stderr
+    pulumi = [line for line in calls(deploy_root) if line.startswith("pulumi ")]
+    assert [re.search(r"--stack (\S+)", line)[1] for line in pulumi] == ["dev", "team-new-dev"]  # type: ignore[index]
+    assert all(line.startswith("pulumi up ") and "--yes" in line for line in pulumi)
+
+
+@pytest.mark.parametrize("header", [
+    "",                                                            # never `stack init`ed
+    "encryptionsalt: v1:abc:v1:def:ghi\n",                         # passphrase provider: CI cannot decrypt
+    "secretsprovider: awskms://alias/gpu-training-pulumi-secrets-dev?region=us-east-1\n",  # no data key
+], ids=["uncreated", "passphrase", "no-encryptedkey"])
+def test_deploy_environment_refuses_a_stack_not_created_with_the_kms_provider(deploy_root, header):
+    """A new team stack merged before `pulumi stack init` broke every preview and deploy of its
+    environment half-way (pulumi selects stacks, never creates them): now nothing runs, and the
+    message names the file and the exact `stack init`."""
+    (deploy_root / "stacks" / "Pulumi.team-new-dev.yaml").write_text(header + "config:\n  gpu-training:region: us-east-1\n")
+    for args in (["dev"], ["--preview", "dev"]):
+        result = deploy(deploy_root, *args)
+        assert result.returncode == 2, result.stdout + result.stderr
+        provider = policies.secrets_provider_url("gpu-training", "dev", "us-east-1")
+        assert "stacks/Pulumi.team-new-dev.yaml" in result.stderr and "Pulumi.dev.yaml" not in result.stderr
+        assert f'pulumi stack init team-new-dev --secrets-provider "{provider}"' in result.stderr
+        assert calls(deploy_root) == [], "nothing may run before the check, not even the platform stack"
+
+
+def test_deploy_environment_dry_run_only_warns(deploy_root):
+    """The repository's own stack files are templates until the first-time setup: a dry run
+    still shows the commands (tests/test_workflows.py reads them) and warns."""
+    (deploy_root / "stacks" / "Pulumi.team-new-dev.yaml").write_text("config: {}\n")
+    result = deploy(deploy_root, "--dry-run", "dev")
+    assert result.returncode == 0 and "warning: stacks/Pulumi.team-new-dev.yaml" in result.stderr
+    assert result.stdout.count("+ pulumi up ") == 2 and calls(deploy_root) == []
+
+
+def test_deploy_environment_policy_configs_go_to_a_private_directory_removed_on_exit(deploy_root):
+    """Outside CI the configurations went to the fixed ${TMPDIR:-/tmp}/policy-config: another
+    local user could create it first and choose the CIDRs the policy pack allows."""
+    planted = deploy_root.parent / "tmp" / "policy-config"
+    planted.mkdir(parents=True)
+    (planted / "dev.json").write_text('{"planted": true}')
+    for rc in ("0", "1"):  # removed after a failed `pulumi up` too
+        (deploy_root.parent / "calls.log").unlink(missing_ok=True)
+        result = deploy(deploy_root, "dev", FAKE_PULUMI_RC=rc)
+        assert result.returncode == int(rc), result.stderr
+        written = [Path(line.split(" ", 1)[1]) for line in calls(deploy_root) if line.startswith("policy_config ")]
+        assert written, calls(deploy_root)
+        directory = written[0].parent
+        assert directory != planted and directory.parent == planted.parent
+        assert directory.name.startswith("policy-config.") and not directory.exists()
+    assert (planted / "dev.json").read_text() == '{"planted": true}'
+
+
+def test_deploy_environment_keeps_runner_temp_in_ci(deploy_root, tmp_path):
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    result = deploy(deploy_root, "--preview", "dev", RUNNER_TEMP=str(runner_temp))
+    assert result.returncode == 0, result.stderr
+    written = [line.split(" ", 1)[1] for line in calls(deploy_root) if line.startswith("policy_config ")]
+    assert written == [f"{runner_temp}/policy-config/dev.json", f"{runner_temp}/policy-config/team-new-dev.json"]
+
+
+# --- new-team-stack and docs/team-stacks.md: stack init first, with the KMS provider ---------
+
+def test_new_team_stack_prints_stack_init_with_the_environments_kms_key_first(tmp_path):
+    result = subprocess.run([sys.executable, str(NEW_TEAM_STACK), "nlp", "staging", "--out-dir", str(tmp_path)],
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    bootstrap = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())["config"]
+    provider = policies.secrets_provider_url(bootstrap["gpu-training-bootstrap:stacksProject"], "staging",
+                                             bootstrap["gpu-training-bootstrap:region"])
+    init = next(i for i, line in enumerate(lines)
+                if f'pulumi stack init team-nlp-staging --secrets-provider "{provider}"' in line)
+    secret = next(i for i, line in enumerate(lines) if "pulumi config set --stack team-nlp-staging" in line)
+    commit = next(i for i, line in enumerate(lines) if "commit" in line and "secretsprovider:" in line)
+    assert init < secret < commit
+
+
+def test_new_team_stack_takes_the_platform_stacks_own_provider(tmp_path):
+    from test_bad_input import load_script
+
+    script = load_script("new-team-stack")
+    own = "awskms:///arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab?region=us-east-1"
+    (tmp_path / "Pulumi.prod.yaml").write_text(f"secretsprovider: {own}\nencryptedkey: abc\nconfig: {{}}\n")
+    assert script.secrets_provider("prod", "gpu-training", "us-east-1", stacks_dir=tmp_path) == own
+    assert script.secrets_provider("dev", "gpu-training", "us-east-1", stacks_dir=tmp_path,
+                                   bootstrap_dir=tmp_path) == policies.secrets_provider_url("gpu-training", "dev",
+                                                                                            "us-east-1")
+
+
+def test_team_stacks_doc_creates_the_stack_before_setting_secrets():
+    text = (ROOT / "docs" / "team-stacks.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    provider = policies.secrets_provider_url("gpu-training", "prod", "us-east-1")
+    init = block.index(f'pulumi stack init team-nlp-prod --secrets-provider "{provider}"')
+    assert init < block.index("pulumi config set --stack team-nlp-prod") < block.index("git add stacks/Pulumi.team-nlp-prod.yaml")
+    assert "secretsprovider:" in text and "encryptedkey:" in text
+
+
+# --- build-image: a re-run for a pushed commit -------------------------------------------------
+
+REPOSITORY = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-training-dev/trainer"
+DIGEST = "sha256:" + "ab" * 32
+PUSHED = "sha256:" + "cd" * 32
+
+
+@pytest.fixture
+def image_checkout(tmp_path) -> tuple[Path, str]:
+    """A clean git checkout with the script and a trainer/ (tag = its 12-char commit), and fake
+    aws and docker that log their calls."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(BUILD_IMAGE, root / "scripts" / "build-image")
+    (root / "trainer").mkdir()
+    (root / "trainer" / "Dockerfile").write_text("FROM scratch AS trainer\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "--quiet"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "trainer"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    log = shlex.quote(str(tmp_path / "calls.log"))
+    executable(tmp_path / "bin" / "aws", f"""#!/bin/bash
+echo "aws $*" >> {log}
+case "$1 $2" in
+    "ecr describe-images")
+        case "$FAKE_TAG" in
+            exists) echo {DIGEST} ;;
+            missing) echo "An error occurred (ImageNotFoundException) when calling the DescribeImages operation: \
+The image with imageId {{imageDigest:'null', imageTag:'x'}} does not exist" >&2; exit 254 ;;
+            *) echo "An error occurred (AccessDeniedException) when calling the DescribeImages operation" >&2; exit 254 ;;
+        esac ;;
+    "ecr get-login-password") echo password ;;
+esac
+""")
+    executable(tmp_path / "bin" / "docker", f"""#!/bin/bash
+echo "docker $*" >> {log}
+case "$1 $2" in
+    "login --username") cat > /dev/null ;;
+    "buildx build") ;;
+    "buildx imagetools") echo '{{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "{PUSHED}"}}' ;;
+    *) exit 9 ;;
+esac
+""")
+    return root, commit
+
+
+def build_image(root: Path, tag_state: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(root / "scripts" / "build-image"), "--repository", REPOSITORY, *args, "dev"],
+                          capture_output=True, text=True, check=False, timeout=60,
+                          env={"PATH": fake_path(root.parent / "bin"), "FAKE_TAG": tag_state, "HOME": str(root.parent)})
+
+
+def test_build_image_rerun_reuses_the_pushed_tag(image_checkout):
+    """ECR tags are immutable: pushing the commit's tag again ("Re-run all jobs") failed."""
+    root, commit = image_checkout
+    result = build_image(root, "exists")
+    assert result.returncode == 0, result.stderr
+    log = calls(root)
+    assert log == [f"aws ecr describe-images --region us-east-1 --registry-id 111122223333 --repository-name "
+                   f"gpu-training-dev/trainer --image-ids imageTag={commit} --query imageDetails[0].imageDigest "
+                   "--output text"], "no login, build or push"
+    assert f"exists: {REPOSITORY}:{commit}" in result.stdout
+    assert f"digest: {REPOSITORY}@{DIGEST}\n" in result.stdout  # what main.yml's image job reads
+    assert result.stdout.rstrip().splitlines()[-1] == f"  pulumi config set --stack dev trainerImage {REPOSITORY}@{DIGEST}"
+
+
+def test_build_image_pushes_a_new_tag(image_checkout):
+    root, commit = image_checkout
+    result = build_image(root, "missing")
+    assert result.returncode == 0, result.stderr
+    log = calls(root)
+    assert log[0].startswith("aws ecr describe-images ") and "aws ecr get-login-password --region us-east-1" in log
+    build = next(line for line in log if line.startswith("docker buildx build "))
+    assert f"--tag {REPOSITORY}:{commit}" in build and "--push" in build
+    assert f"pushed: {REPOSITORY}:{commit}" in result.stdout and f"digest: {REPOSITORY}@{PUSHED}\n" in result.stdout
+
+
+def test_build_image_stops_when_ecr_gives_no_answer(image_checkout):
+    root, _ = image_checkout
+    result = build_image(root, "denied")
+    assert result.returncode == 2 and "cannot tell whether" in result.stderr and "AccessDenied" in result.stderr
+    assert not any(line.startswith("docker ") for line in calls(root))
+
+
+def test_build_image_dry_run_shows_the_tag_check_and_runs_nothing(image_checkout):
+    root, commit = image_checkout
+    result = build_image(root, "exists", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    check = next(i for i, line in enumerate(lines) if line.startswith("+ aws ecr describe-images "))
+    assert f"imageTag={commit}" in lines[check]
+    assert check < next(i for i, line in enumerate(lines) if line.startswith("+ docker buildx build "))
+    assert calls(root) == []
+
+
+# --- docs/delivery.md: the repository setting the pin pull request needs -----------------------
+
+def test_setup_checklist_names_the_setting_pin_image_needs_without_its_token():
+    main = yaml.safe_load((ROOT / ".github" / "workflows" / "main.yml").read_text())
+    step = next(s for s in main["jobs"]["pin-image"]["steps"] if s.get("uses", "").startswith("peter-evans/create-pull-request@"))
+    assert step["with"]["token"] == "${{ secrets.PIN_IMAGE_TOKEN || github.token }}"  # falls back to GITHUB_TOKEN
+    text = (ROOT / "docs" / "delivery.md").read_text()
+    checklist = " ".join(text.split("### 3. The GitHub repository", 1)[1].split("\n## ", 1)[0].split())
+    assert "Allow GitHub Actions to create and approve pull requests" in checklist
+
+
+# --- Makefile: a checkout path with a space -----------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_pytest_passes_checkov_path_with_a_space(tmp_path):
+    checkout = tmp_path / "my checkout"
+    checkout.mkdir()
+    shutil.copy2(ROOT / "Makefile", checkout / "Makefile")
+    python = executable(tmp_path / "bin" / "python", '#!/bin/sh\nprintf "%s\\n" "$CHECKOV"\n')
+    # -o: take the venvs as made; PY: a stand-in that prints what the recipe hands pytest.
+    result = subprocess.run(["make", "-s", "-o", ".venv/.dev", "-o", ".venv-checkov/.installed", "-o", ".venv/.bytecode",
+                             "pytest", f"PY={python}"], cwd=checkout, capture_output=True, text=True, check=False,
+                            timeout=60, env={**os.environ, "MAKEFLAGS": ""})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{checkout}/.venv-checkov/bin/checkov"
