@@ -70,7 +70,8 @@ POOL_CASES = [
      "only used with capacity: capacityBlock or reservation, not spot"),
     ("reservation-id-on-on-demand-pool", {**RESERVED_P5, "capacity": "onDemand", "capacityReservationId": RESERVATION},
      "nodePools[1].capacityReservationId", "not onDemand"),
-    ("reservation-without-zone", {**RESERVED_P5, "efa": False, "capacityReservationId": RESERVATION, "availabilityZones": None},
+    ("reservation-without-zone", {**{k: v for k, v in RESERVED_P5.items() if k != "availabilityZones"}, "efa": False,
+                                  "capacityReservationId": RESERVATION},
      "nodePools[1].availabilityZones", "exactly one AZ"),
     ("capacity-block-in-two-zones", {**RESERVED_P5, "capacity": "capacityBlock", "capacityReservationId": RESERVATION,
                                      "availabilityZones": ["use1-az4", "use1-az6"]}, "nodePools[1].availabilityZones", "exactly one AZ"),
@@ -94,9 +95,33 @@ def test_bad_pool_is_rejected(pool, key, expected):
     assert any(e.startswith(f"{PROJECT}:{key}") and expected in e for e in errors), errors
 
 
-def test_cluster_needs_a_system_pool():
-    errors = errors_for("dev", "nodePools", [gpu_pool()])
-    assert any(e.startswith(f"{PROJECT}:nodePools:") and "needs a CPU pool with min >= 1" in e for e in errors), errors
+@pytest.mark.parametrize("pools", [
+    [gpu_pool()],
+    [{**SYSTEM, "size": {"min": 0, "desired": 0, "max": 2}}, gpu_pool()],
+    # no controller tolerates a pool's own taint: they would never schedule
+    [{**SYSTEM, "taints": [{"key": "dedicated", "value": "sys", "effect": "NoSchedule"}]}, gpu_pool()],
+    [{**SYSTEM, "taints": [{"key": "dedicated", "value": "sys", "effect": "NoExecute"}]}, gpu_pool()],
+], ids=["gpu-only", "cpu-pool-scales-to-zero", "cpu-pool-no-schedule", "cpu-pool-no-execute"])
+def test_cluster_needs_a_system_pool(pools):
+    errors = errors_for("dev", "nodePools", pools)
+    assert any(e.startswith(f"{PROJECT}:nodePools:") and "needs a CPU pool with min >= 1 and no NoSchedule" in e
+               for e in errors), errors
+
+
+def test_a_system_pool_may_prefer_other_pods_away():
+    preferring = {**SYSTEM, "taints": [{"key": "dedicated", "value": "sys", "effect": "PreferNoSchedule"}]}
+    config = load_stack_config(mutate(without_jobs("dev"), "nodePools", [preferring, gpu_pool()]), project=PROJECT, stack="dev")
+    assert config.system_pool.name == "system"
+
+
+def test_an_efa_pool_does_not_mix_efa_interface_counts():
+    """The launch template names one EFA interface per network card of the first type: a
+    g6e.12xlarge (1 card) cannot launch from a g6e.24xlarge's template (2)."""
+    pool = gpu_pool(instanceTypes=["g6e.24xlarge", "g6e.12xlarge"], capacity="onDemand", efa=True,
+                    availabilityZones=["us-east-1a"])
+    errors = errors_for("dev", "nodePools", [SYSTEM, pool])
+    assert any(e.startswith(f"{PROJECT}:nodePools[1].instanceTypes:") and "mixes EFA interface counts "
+               "(g6e.24xlarge=2, g6e.12xlarge=1)" in e for e in errors), errors
 
 
 CLUSTER_CASES = [

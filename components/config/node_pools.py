@@ -95,6 +95,12 @@ class NodePoolConfig:
     def eks_capacity_type(self) -> str:
         return CAPACITY_TYPES[self.capacity]
 
+    @property
+    def hosts_system_pods(self) -> bool:
+        """A CPU pool that never scales to zero and repels no pod: CoreDNS, the controllers and the
+        autoscaler tolerate none of a pool's own taints (PreferNoSchedule only steers them)."""
+        return not self.gpu and self.min_size >= 1 and all(t.effect == "PreferNoSchedule" for t in self.taints)
+
 
 def declared_pool_names(raw_pools: list[Any]) -> set[str]:
     """The names the `nodePools` list gives, valid or not."""
@@ -115,9 +121,9 @@ def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[
     names = [p["name"] for p in raw_pools if isinstance(p, Mapping) and isinstance(p.get("name"), str)]
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(key, name, "names two pools the same", "give every pool a unique name")
-    if len(pools) == len(raw_pools) and pools and not any(not p.gpu and p.min_size >= 1 for p in pools):
-        section.error(key, names, "needs a CPU pool with min >= 1: CoreDNS, controllers and the autoscaler "
-                      "cannot run on tainted GPU pools that scale to zero",
+    if len(pools) == len(raw_pools) and pools and not any(p.hosts_system_pods for p in pools):
+        section.error(key, names, "needs a CPU pool with min >= 1 and no NoSchedule or NoExecute taint: CoreDNS, "
+                      "controllers and the autoscaler cannot run on tainted pools or on GPU pools that scale to zero",
                       "add e.g. {name: system, instanceTypes: [m7i.xlarge], capacity: onDemand, gpu: false, "
                       "size: {min: 2, desired: 2, max: 4}}")
     if not raw_pools:
@@ -283,6 +289,13 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         shapes = ", ".join(f"{t.name}={t.gpus}x{t.gpu_memory_mib // 1024}GiB" for t in known)
         s.error(key, raw, f"mixes GPU count or GPU memory ({shapes}); a job sized for one would not fit the other",
                 "use types with the same GPUs per node and GPU memory")
+    elif efa and len({t.efa_interfaces for t in known}) > 1:
+        # The launch template lays out one EFA interface per network card of one type: a type with
+        # fewer cards cannot launch from it, one with more would run on part of its fabric.
+        cards = ", ".join(f"{t.name}={t.efa_interfaces}" for t in known)
+        s.error(key, raw, f"mixes EFA interface counts ({cards}); the pool's launch template names each network "
+                "card, and a type with other cards cannot launch from it or loses bandwidth",
+                "use one EFA instance type per pool (or types with the same number of EFA interfaces)")
     return tuple(names)
 
 

@@ -102,8 +102,8 @@ class StackConfig:
 
     @property
     def system_pool(self) -> NodePoolConfig:
-        """The pool for CoreDNS and controllers: the first CPU pool that never scales to zero."""
-        return next(p for p in self.node_pools if not p.gpu and p.min_size >= 1)
+        """The pool for CoreDNS and controllers: the first that can host them (never scales to zero, no taint)."""
+        return next(p for p in self.node_pools if p.hosts_system_pods)
 
     @property
     def warnings(self) -> tuple[str, ...]:
