@@ -732,3 +732,13 @@ def test_a_top_level_text_key_keeps_its_written_form(tmp_path, value, says):
     errors = refused_file(tmp_path, DEV_STACK_TEXT.replace("  gpu-training:costCenter: ml-platform-dev",
                                                            f"  gpu-training:costCenter: {value}"))
     assert len(errors) == 1 and errors[0].startswith(f"{tmp_path}/Pulumi.dev.yaml: {PROJECT}:costCenter: {says}"), errors
+
+
+@pytest.mark.parametrize("value", ["482913375501284467120934", "0755123", "0x9f3a77c2e1d04b5a", "On", "2024-05-05T10:00:00Z"])
+def test_a_plain_secret_the_yaml_reader_stops_at_is_not_shown(tmp_path, value):
+    """The reader stops at an ambiguous scalar before the secrets check runs: it must not quote a
+    secret, nor tell the user to quote it and commit it in plain text."""
+    text = DEV_STACK_TEXT.replace("    hf-token: {secure: placeholder-set-with-pulumi-config-set-secret}", f"    hf-token: {value}")
+    (error,) = refused_file(tmp_path, text)
+    assert "a value of the secrets map (value not shown) is ambiguous" in error and value not in error, error
+    assert "pulumi config set --path --secret" in error and "quote it" not in error, error

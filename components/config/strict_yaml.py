@@ -191,13 +191,19 @@ def _check_size(root: Node, source: str) -> None:
     size(root)
 
 
-def _construct(node: Node, source: str) -> Any:
+def _holds_secrets(key: str) -> bool:
+    """A stack file's `secrets` map (`<project>:secrets` or, unqualified, `secrets`): its values are
+    never quoted in a message, even when a mistake in them stops the reading."""
+    return key == "secrets" or key.endswith(":secrets")
+
+
+def _construct(node: Node, source: str, secret: bool = False) -> Any:
     if isinstance(node, ScalarNode):
-        return _scalar(node, source)
+        return _scalar(node, source, secret)
     if isinstance(node, SequenceNode):
         if node.tag != _SEQ:
             raise _bad_tag(node, source)
-        return [_construct(item, source) for item in node.value]
+        return [_construct(item, source, secret) for item in node.value]
     if isinstance(node, MappingNode):
         if node.tag != _MAP:
             raise _bad_tag(node, source)
@@ -209,7 +215,7 @@ def _construct(node: Node, source: str) -> Any:
                 raise YamlError(f"{_at(source, key_node)}: key {_token(key)} appears twice (first on line "
                                   f"{first_line[key]}); YAML readers keep only one of them. Fix: remove or merge one")
             first_line[key] = key_node.start_mark.line + 1
-            result[key] = _construct(value_node, source)
+            result[key] = _construct(value_node, source, secret or _holds_secrets(key))
         return result
     raise _bad_tag(node, source)
 
@@ -297,42 +303,43 @@ def _same_reading(ours: Any, go_kind: str, go_value: Any) -> bool:
     return False  # a timestamp: this reader never builds one
 
 
-def _scalar(node: ScalarNode, source: str) -> Any:
-    value = _scalar_value(node, source)
+def _scalar(node: ScalarNode, source: str, secret: bool = False) -> Any:
+    value = _scalar_value(node, source, secret)
     if node.style is None and not getattr(node, "explicit_tag", False):
         go_kind, go_value = go_yaml_plain_scalar(node.value)
         if not _same_reading(value, go_kind, go_value):
-            seen = "a date or time" if go_kind == "timestamp" else f"{go_kind} {go_value!r}"
+            seen = ("a date or time" if go_kind == "timestamp" else go_kind if secret else f"{go_kind} {go_value!r}")
+            ours = type(value).__name__ if secret else f"{type(value).__name__} {value!r}"
             raise _ambiguous(node, source, f"the Pulumi CLI (go-yaml, YAML 1.2) reads it as {seen}, this reader as "
-                             f"{type(value).__name__} {value!r}, so the plan and the deployment would differ")
+                             f"{ours}, so the plan and the deployment would differ", secret)
     return value
 
 
-def _scalar_value(node: ScalarNode, source: str) -> Any:
+def _scalar_value(node: ScalarNode, source: str, secret: bool = False) -> Any:
     value, tag = node.value, node.tag
     if tag == _STR:
         return value
     if tag == _NULL:
         if value not in _GO_MAP_VALUES or _GO_MAP_VALUES[value][0] != "null":
-            raise _ambiguous(node, source, "it is tagged null but is not ~, null or empty")
+            raise _ambiguous(node, source, "it is tagged null but is not ~, null or empty", secret)
         return None
     if tag == _BOOL:
         if value in _BOOLS:
             return _BOOLS[value]
-        raise _ambiguous(node, source, "it is true/false to some YAML readers and text to others; write true or false")
+        raise _ambiguous(node, source, "it is true/false to some YAML readers and text to others; write true or false", secret)
     if tag == _INT:
         if _JSON_INT.fullmatch(value):
             return _integer(value, lambda: _at(source, node))
         raise _ambiguous(node, source, "readers disagree on octal, hex, binary, '_' and base-60 numbers; "
-                         "write a plain decimal number")
+                         "write a plain decimal number", secret)
     if tag == _FLOAT:
         if _DECIMAL.fullmatch(value) and math.isfinite(float(value)):
             return float(value)
-        raise _ambiguous(node, source, "it is not a finite decimal number")
+        raise _ambiguous(node, source, "it is not a finite decimal number", secret)
     if tag == f"{_TAG}timestamp":
-        raise _ambiguous(node, source, "it is a date or time to some YAML readers and text to others")
+        raise _ambiguous(node, source, "it is a date or time to some YAML readers and text to others", secret)
     if tag in (f"{_TAG}merge", f"{_TAG}value"):
-        raise _ambiguous(node, source, "YAML 1.1 readers give it a meaning of its own")
+        raise _ambiguous(node, source, "YAML 1.1 readers give it a meaning of its own", secret)
     raise _bad_tag(node, source)
 
 
@@ -343,7 +350,11 @@ def _integer(digits: str, where: Callable[[], str]) -> int:
     return int(digits)
 
 
-def _ambiguous(node: ScalarNode, source: str, why: str) -> YamlError:
+def _ambiguous(node: ScalarNode, source: str, why: str, secret: bool = False) -> YamlError:
+    if secret:  # a secret in plain text: the fix is to encrypt it, never to quote it and commit it
+        return YamlError(f"{_at(source, node)}: a value of the secrets map (value not shown) is ambiguous: {why}. "
+                         "Fix: set it with `pulumi config set --path --secret 'secrets.<name>' <value>`, which writes "
+                         "`secure:` in its place")
     return YamlError(f"{_at(source, node)}: {_token(node.value)} is ambiguous: {why}. Fix: quote it "
                        "if you mean text")
 
