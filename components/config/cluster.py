@@ -7,6 +7,7 @@ of `today`: see `version_support`.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -21,6 +22,12 @@ PRINCIPAL_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]{
 # standard support. STANDARD: EKS upgrades the control plane to the next minor itself.
 # EXTENDED: the cluster stays, billed at the extended-support rate, for 12 more months.
 UPGRADE_POLICIES = ("STANDARD", "EXTENDED")
+# Sources no request over the internet comes from (RFC 1918, shared CGNAT space RFC 6598, this
+# network, loopback, link-local, multicast, reserved: IANA's special-purpose registry). The
+# documentation ranges stay allowed: the stack files use them as placeholders.
+UNROUTABLE_SOURCES = tuple(ipaddress.IPv4Network(cidr) for cidr in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16",
+    "224.0.0.0/4", "240.0.0.0/4"))
 # EKS announces the end of standard support at least 60 days ahead (EKS version FAQ); the plan
 # warns from then on, so an upgrade is planned before the date, not discovered after it.
 WARNING_WINDOW_DAYS = 60
@@ -123,6 +130,12 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
         if network.prefixlen < 8:
             section.error(f"{cidrs_key}[{index}]", raw, "would expose the Kubernetes API to (most of) the internet",
                           "list only your office/VPN egress ranges")
+        elif any(network.overlaps(unroutable) for unroutable in UNROUTABLE_SOURCES):
+            # The public endpoint is reached over the internet: a private, loopback or link-local
+            # source never matches, and traffic from the VPC uses the private endpoint.
+            section.error(f"{cidrs_key}[{index}]", raw, "is a private or reserved range, which never reaches the public "
+                          "endpoint", "list the public egress ranges of your office or VPN (from inside the VPC, "
+                          "the private endpoint is used)")
         else:
             cidrs.append(str(network))
     if environment == "prod" and public:
