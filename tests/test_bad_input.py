@@ -169,6 +169,11 @@ def test_hyperparameters_are_never_a_pulumi_file(relative):
     one(hyperparameters_errors(relative), "training.jobs[0].hyperparameters", "is a Pulumi project or stack file")
 
 
+def test_hyperparameters_are_never_an_empty_path():
+    """`hyperparameters: ''` planned a ConfigMap with an empty hparams.yaml."""
+    one(hyperparameters_errors(""), "training.jobs[0].hyperparameters", "is empty")
+
+
 def test_hyperparameters_through_a_link_to_a_stack_file(repo_scratch):
     (repo_scratch / "hparams.yaml").symlink_to(ROOT / "stacks" / "Pulumi.dev.yaml")
     one(hyperparameters_errors("build/test-bad-input/hparams.yaml"), "training.jobs[0].hyperparameters",

@@ -312,7 +312,10 @@ def _is_pulumi_file(path: Path) -> bool:
 
 def _read_hyperparameters(s: Section, relative_path: str) -> str:
     if not relative_path:
-        return ""  # reported by the getter
+        if s.ok("hyperparameters"):  # otherwise reported by the getter (not text)
+            s.error(s.key("hyperparameters"), relative_path, "is empty: the job would get an empty hyperparameters file",
+                    f"name the job's file, or remove the key to use {DEFAULT_HYPERPARAMETERS}")
+        return ""
     path = REPO_ROOT / relative_path
     try:
         path = path.resolve()
