@@ -509,9 +509,17 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser.prog, f"cannot write {path_for_message(out_dir)}: {error.strerror or error}")
             failed = True
             continue
-        print(summary(plan, out_dir))
-        print(f"  {plan_cost(plan.resources).summary_line()}")
+        say(f"{summary(plan, out_dir)}\n  {plan_cost(plan.resources).summary_line()}")
     return 2 if failed else 0
+
+
+def say(text: str) -> None:
+    """Print a summary. A reader that stops reading (`plan.py --all | head`) does not stop the
+    plan: its files are the result, so the rest of the output goes to /dev/null instead."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def exit_now(code: int) -> None:

@@ -86,3 +86,15 @@ def test_one_bad_stack_among_several_exits_2_and_the_others_are_still_written(tm
     assert "no stack file" in result.stderr
     assert (tmp_path / "dev" / "resources.json").is_file()
     assert not (tmp_path / "qa").exists()
+
+
+def test_a_reader_that_stops_reading_stops_no_plan(tmp_path):
+    """`plan.py ... | head -1` ended in a BrokenPipeError traceback, exit 1, and the stacks after it unplanned."""
+    with subprocess.Popen([*PLAN, "--stack", "team-vision-prod", "--stack", "dev", "--build-dir", str(tmp_path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as process:
+        assert process.stdout and process.stderr
+        assert process.stdout.readline().startswith("stack team-vision-prod: ")
+        process.stdout.close()
+        err = process.stderr.read()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    assert (tmp_path / "dev" / "resources.json").is_file()
