@@ -73,3 +73,18 @@ def test_a_valid_job_parses():
     config = load_stack_config(raw, project=PROJECT, stack="dev")
     (parsed,) = config.training.jobs
     assert (parsed.total_gpus, parsed.cpu, parsed.image, parsed.ttl_seconds_after_finished) == (2, 4, DIGEST, 3600)
+
+
+@pytest.mark.parametrize(("nodes", "zones", "warned"), [
+    (2, ["use1-az4", "use1-az6"], True),  # the gang may straddle the two AZs
+    (1, ["use1-az4", "use1-az6"], False),  # one node is in one AZ
+    (2, ["use1-az4"], False),  # the pool keeps the gang in one AZ
+])
+def test_a_gang_over_several_azs_is_warned_about(nodes, zones, warned):
+    raw = mutate(raw_config("dev"), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(nodes=nodes, image=DIGEST)]})
+    pools = [dict(pool, availabilityZones=zones) if pool["name"] == "gpu-spot" else pool for pool in raw[f"{PROJECT}:nodePools"]]
+    config = load_stack_config(mutate(raw, "nodePools", pools), project=PROJECT, stack="dev")
+    zone_warnings = [w for w in config.warnings if w.startswith("training job ddp: ")]
+    assert bool(zone_warnings) is warned, config.warnings
+    if warned:
+        assert "spans 2 AZs" in zone_warnings[0] and "give the pool one AZ" in zone_warnings[0]

@@ -37,7 +37,7 @@ from components.config.scale_down import ScaleDownConfig, parse_scale_down
 from components.config.secrets import SecretsConfig, declared_names, parse_secrets
 from components.config.stack_file import stack_config
 from components.config.storage import StorageConfig, parse_storage
-from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, parse_training
+from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, parse_training
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -110,7 +110,7 @@ class StackConfig:
         """What is valid but due soon (e.g. the end of standard support). The model only
         collects them: __main__.py hands them to the engine (`pulumi up` shows them), and the
         offline plan prints them in its summary."""
-        return self.cluster.warnings
+        return self.cluster.warnings + gang_zone_warnings(self.training.jobs, self.node_pools)
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,9 @@ class TeamStackConfig:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """The platform's warnings: the team's jobs run on its cluster."""
-        return tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.warnings)
+        """The platform's cluster warnings (the team's jobs run on its cluster), and the team's jobs'."""
+        return (tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
+                + gang_zone_warnings(self.training.jobs, self.platform.node_pools))
 
 
 # Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.

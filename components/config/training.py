@@ -104,6 +104,19 @@ class TrainingConfig:
         return self.trainer_image or next((job.image for job in self.jobs), "")
 
 
+def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig, ...]) -> tuple[str, ...]:
+    """Multi-node jobs on a pool over several AZs. Valid, and the spot pools' capacity comes from
+    spreading, but nothing keeps one gang in one AZ: NCCL across AZs is slower, the slowest link
+    sets every step's pace, and AWS bills the traffic in both directions. EFA pools are one AZ."""
+    by_name = {pool.name: pool for pool in pools}
+    return tuple(
+        f"training job {job.name}: its {job.nodes} nodes run on pool {job.pool}, which spans "
+        f"{len(pool.availability_zones)} AZs: the gang may land in several of them (slower "
+        "NCCL, cross-AZ traffic billed both ways). To keep it in one, give the pool one AZ (availabilityZones) "
+        "or add a pool per AZ"
+        for job in jobs if job.nodes > 1 and (pool := by_name.get(job.pool)) and len(pool.availability_zones) != 1)
+
+
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
                    trainer_image: str | None, invalid_pools: Collection[str] | None = (),
                    storage: StorageConfig | None = None, team: bool = False,
