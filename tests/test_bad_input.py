@@ -747,3 +747,25 @@ def test_a_plain_secret_the_yaml_reader_stops_at_is_not_shown(tmp_path, value):
     (error,) = refused_file(tmp_path, text)
     assert "a value of the secrets map (value not shown) is ambiguous" in error and value not in error, error
     assert "pulumi config set --path --secret" in error and "quote it" not in error, error
+
+
+@pytest.mark.parametrize(("job_key", "suggested"), [
+    ("memoryGib", "memoryGiB"), ("checkpointGib", "checkpointGiB"),
+    ("checkpointIntervalSecs", "checkpointIntervalSeconds"), ("ttlSecondsAfterFinish", "ttlSecondsAfterFinished"),
+])
+def test_a_misspelt_optional_key_gets_the_right_suggestion(job_key, suggested):
+    """Keys looked up before being read were missing from the suggestions: `memoryGib` got
+    'sharedMemoryGiB', `checkpointGib` 'checkpointWriters'."""
+    errors = refused(with_jobs(raw_config("dev"), {**JOB, job_key: 3}))
+    (message,) = [e for e in errors if e.startswith(f"{PROJECT}:training.jobs[0].{job_key}: unknown key")]
+    assert message.endswith(f"did you mean '{suggested}'?"), message
+
+
+def test_an_empty_required_key_is_reported_once(tmp_path):
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    emptied, found = re.subn(r"^(        checkpointGiB:).*$", r"\1", prod, count=1, flags=re.M)
+    assert found == 1
+    errors = refused_file(tmp_path, emptied, stack="prod")
+    assert [e for e in errors if "checkpointGiB" in e] == [
+        f"{PROJECT}:training.jobs[0].checkpointGiB: is empty (YAML null). Fix: give it a value, or remove the key to use "
+        "its default"], errors

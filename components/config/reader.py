@@ -161,6 +161,8 @@ class Section:
         self.path = path
         self.separator = separator
         self._read: set[str] = set()
+        self._asked: set[str] = set()
+        """Keys looked for with `has` (read or not): spellings `finish` may suggest."""
         self._first_error = len(errors)
         # Keys found missing or of the wrong type: nothing inside them is judged again (each rule
         # would only repeat the same mistake in other words).
@@ -222,9 +224,12 @@ class Section:
 
     def missing(self, name: str, why: str, fix: str) -> None:
         """Report `name` as required here though the schema lets it be left out elsewhere."""
+        if name in self._empty:
+            return  # reported as empty
         self._append(self.key(name), f"{self.key(name)}: required key is missing: {why}. Fix: {fix}")
 
     def has(self, name: str) -> bool:
+        self._asked.add(name)
         return self.data.get(name) is not None
 
     def optional_string(self, name: str, *, check: Callable[[str], str | None] | None = None,
@@ -355,6 +360,6 @@ class Section:
 
     def finish(self) -> None:
         """Report keys nobody read: usually a typo that would otherwise be silently ignored."""
-        for unknown in sorted(set(map(str, self.data)) - self._read):
+        for unknown in sorted(set(map(str, self.data)) - self._read - self._empty):
             self._append(self.key(unknown), f"{self.key(unknown)}: unknown key. Fix: remove it or correct the spelling; "
-                         f"{did_you_mean(unknown, sorted(self._read))}")
+                         f"{did_you_mean(unknown, sorted(self._read | self._asked))}")
