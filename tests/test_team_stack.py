@@ -80,6 +80,7 @@ def load_team(raw, stack=STACK):
         ("network", {"vpcCidr": "10.99.0.0/16"}, "gpu-training:network: belongs to the platform stack"),
         ("nodePools", [], "gpu-training:nodePools: belongs to the platform stack"),
         ("platformStack", "organization/gpu-training/dev", "gpu-training:platformStack: a prod team stack must use the prod platform"),
+        ("platformStack", "organization/other-project/prod", "gpu-training:platformStack: names the project other-project"),
         ("region", "eu-west-1", "gpu-training:region: differs from the platform's region"),
         ("training.gpuQuota", {"gpu-spot": 8}, "gpu-training:training.jobs[0].nodes"),
         ("training.gpuQuota", {"system": 1}, "gpu-training:training.gpuQuota.system: is not a GPU pool"),

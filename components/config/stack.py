@@ -312,6 +312,13 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
         root.error(root.key("platformStack"), reference,
                    f"a {environment} team stack must use the {environment} platform (its cluster and data)",
                    f"use organization/{project}/{environment}")
+    elif reference and reference.split("/")[1] != project:
+        # The jobs are checked against this repository's platform stack file: another project's
+        # platform would run them on pools, quotas and storage nobody checked.
+        root.error(root.key("platformStack"), reference,
+                   f"names the project {reference.split('/')[1]}, but the team's jobs are validated against this "
+                   f"repository's {project} platform (stacks/Pulumi.{environment}.yaml)",
+                   f"use <organization>/{project}/{environment}")
     platform: StackConfig | None = None
     try:
         _, platform_raw, _ = stack_config(environment)
