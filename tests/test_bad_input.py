@@ -769,3 +769,19 @@ def test_an_empty_required_key_is_reported_once(tmp_path):
     assert [e for e in errors if "checkpointGiB" in e] == [
         f"{PROJECT}:training.jobs[0].checkpointGiB: is empty (YAML null). Fix: give it a value, or remove the key to use "
         "its default"], errors
+
+
+@pytest.mark.parametrize("key", ["regi\u200bon", "region ", "r\u0435gion"], ids=["zero-width-space", "trailing-space", "cyrillic-e"])
+def test_a_key_that_only_looks_known_is_shown_escaped(key):
+    raw = {(f"{PROJECT}:{key}" if k == f"{PROJECT}:region" else k): v for k, v in raw_config("dev").items()}
+    errors = refused(raw)
+    (message,) = [e for e in errors if "unknown key" in e]
+    assert f'(spelled {json.dumps(key)}: it holds invisible, space or non-ASCII characters)' in message, message
+    assert message.endswith("did you mean 'region'?"), message
+
+
+def test_a_job_secret_of_lookalike_letters_is_not_a_secret_name():
+    """The fix told the user to declare `secrets.wandb-api-key` spelled with a Cyrillic a: itself an invalid name."""
+    errors = refused(with_jobs(raw_config("dev"), {**JOB, "secrets": ["w\u0430ndb-api-key"]}))
+    (message,) = [e for e in errors if e.startswith(f"{PROJECT}:training.jobs[0].secrets: ")]
+    assert "is not a secret name" in message and "pulumi config set" not in message, message

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -361,5 +362,9 @@ class Section:
     def finish(self) -> None:
         """Report keys nobody read: usually a typo that would otherwise be silently ignored."""
         for unknown in sorted(set(map(str, self.data)) - self._read - self._empty):
-            self._append(self.key(unknown), f"{self.key(unknown)}: unknown key. Fix: remove it or correct the spelling; "
-                         f"{did_you_mean(unknown, sorted(self._read | self._asked))}")
+            # A zero-width space or a Cyrillic a (U+0430) makes a key unknown that reads like a known one:
+            # such a key is shown with its characters escaped.
+            odd = not (unknown.isascii() and unknown.isprintable() and unknown.strip() == unknown)
+            spelled = f" (spelled {json.dumps(unknown)}: it holds invisible, space or non-ASCII characters)" if odd else ""
+            self._append(self.key(unknown), f"{self.key(unknown)}: unknown key{spelled}. Fix: remove it or correct the "
+                         f"spelling; {did_you_mean(unknown, sorted(self._read | self._asked))}")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
-from components.config.secrets import env_var_name
+from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
@@ -197,7 +197,10 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 
     secrets = tuple(s.string_list("secrets", []))
     for secret in secrets:
-        if secret not in secret_names:
+        if secret not in secret_names and not SECRET_NAME.fullmatch(secret):
+            s.error(s.key("secrets"), secret, "is not a secret name (lowercase letters, digits and '-')",
+                    "name a secret of the stack's secrets")
+        elif secret not in secret_names:
             s.error(s.key("secrets"), secret, "is not declared in the stack's secrets",
                     f"declare it: pulumi config set --path --secret 'secrets.{secret}' <value>")
     if len(set(secrets)) != len(secrets):
