@@ -90,3 +90,31 @@ def test_all_errors_are_reported_together():
         load(raw, "prod")
     assert len(raised.value.errors) == 4, raised.value.errors
     assert str(raised.value).startswith("4 configuration errors; nothing was created:")
+
+
+@pytest.mark.parametrize(("path", "value", "wanted", "never"), [
+    # a rejected value stood in as a placeholder, and rules over several values reported it
+    ("fabric.ncclPortRange", {"first": "50000", "last": 51999}, "fabric.ncclPortRange.first: must be a whole number",
+     "inside ncclPortRange"),
+    ("fabric.ncclPortRange", {"first": "50000", "last": "51999"}, "fabric.ncclPortRange.last: must be a whole number",
+     "at least 1024 ports"),
+    ("fabric.rendezvousPorts", ["x", "y"], "fabric.rendezvousPorts[1]: must be a whole number", "lists a port twice"),
+    ("network.monitoringIngress", {"cidrs": ["10.100.0.0/24"], "ports": ["a", "b"]},
+     "network.monitoringIngress.ports[1]: must be a whole number", "lists a CIDR or port twice"),
+    ("training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [None, []]}, "training.jobs[1]: must be a mapping",
+     "names two jobs the same"),
+])
+def test_a_rejected_value_is_not_judged_again_as_its_placeholder(path, value, wanted, never):
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(mutate(raw_config("dev"), path, value), project=PROJECT, stack="dev")
+    errors = raised.value.errors
+    assert any(e.startswith(f"{PROJECT}:{wanted}") for e in errors), errors
+    assert not [e for e in errors if never in e], errors
+
+
+def test_a_rejected_taint_repeats_no_pair():
+    pools = raw_config("dev")[f"{PROJECT}:nodePools"]
+    pools[1]["taints"] = ["dedicated", "dedicated"]  # not mappings: every field reads as a placeholder
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(mutate(raw_config("dev"), "nodePools", pools), project=PROJECT, stack="dev")
+    assert not [e for e in raised.value.errors if "repeats a key and effect" in e], raised.value.errors

@@ -48,7 +48,10 @@ def parse_fabric(section: Section) -> FabricConfig:
         section.check_integer(f"{ports_key}[{i}]", p, minimum=FIRST_UNPRIVILEGED_PORT, maximum=65535)
         for i, p in enumerate(raw_ports)
     )
-    if len(set(ports)) != len(ports):
+    # Rules over several values judge only values that passed: a rejected one stands in as a
+    # placeholder, and a rule about it would report what the user never wrote.
+    ports_ok = section.ok("rendezvousPorts")
+    if ports_ok and len(set(ports)) != len(ports):
         section.error(ports_key, raw_ports, "lists a port twice", "list each port once")
 
     range_section = section.section("ncclPortRange", {"first": 50000, "last": 51999})
@@ -56,11 +59,12 @@ def parse_fabric(section: Section) -> FabricConfig:
     last = range_section.integer("last", minimum=FIRST_UNPRIVILEGED_PORT, maximum=65535)
     range_section.finish()
     nccl = PortRange(first, last)
-    if last - first + 1 < MIN_NCCL_PORTS:
+    range_ok = not range_section.failed
+    if range_ok and last - first + 1 < MIN_NCCL_PORTS:
         section.error(range_section.path, {"first": first, "last": last},
                       f"must span at least {MIN_NCCL_PORTS} ports with first < last",
                       "use e.g. first: 50000, last: 51999")
-    for port in ports:
+    for port in ports if ports_ok and range_ok else ():
         if port in nccl:
             # An outgoing connection could take the rendezvous port first; the c10d store
             # would then fail to bind and the whole gang would never start.

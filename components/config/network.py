@@ -130,7 +130,10 @@ def _parse_monitoring(section: Section) -> MonitoringIngress:
     ports = []
     for index, raw in enumerate(raw_ports):
         key = f"{section.key('ports')}[{index}]"
+        reported = len(section.errors)
         port = section.check_integer(key, raw, minimum=1, maximum=65535)
+        if len(section.errors) > reported:
+            continue  # its placeholder is no port of the list
         if port in ADMIN_PORTS:
             section.error(key, raw, "is an administration port and is never opened",
                           "reach nodes with SSM Session Manager instead")

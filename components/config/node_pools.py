@@ -344,7 +344,8 @@ def _parse_taints(s: Section) -> tuple[Taint, ...]:
             t.error(t.path, f"{taint.key}={taint.value}", problem, "use a key like example.com/dedicated and a simple value")
         t.finish()
         taints.append(taint)
-    pairs = [(t.key, t.effect) for t in taints]
+    # Only the taints read whole: a rejected one's placeholders (key "", effect "") are no pair.
+    pairs = [(t.key, t.effect) for t in taints if t.key and t.effect]
     for key, effect in sorted({p for p in pairs if pairs.count(p) > 1}):
         s.error(s.key("taints"), f"{key}:{effect}", "repeats a key and effect (Kubernetes allows each pair once)",
                 "keep one taint per key and effect")

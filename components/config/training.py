@@ -161,7 +161,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                                                   "terminationGracePeriodSeconds"):
             _check_grace_covers_the_flush(job_section, job, storage, team)
         jobs.append(job)
-    names = [j.name for j in jobs]
+    names = [j.name for j in jobs if j.name]  # a rejected name reads "": no name to repeat
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(section.key("jobs"), name, "names two jobs the same", "give every job a unique name")
     section.finish()
