@@ -13,6 +13,7 @@ from typing import Any
 
 from components.config.reader import ConfigError, ErrorLog, Section, refuse_plain_keys_set_as_secrets
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
+from components.facts.regions import ARN_PARTITION
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
 # hyphens, repository names 1-100 of [A-Za-z0-9._-].
@@ -23,7 +24,7 @@ BRANCH = re.compile(r"(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!.*\.lock\Z)[^\s~^:?*\[\
 # GitHub environment names: up to 255 characters, none of them a `:` or a wildcard here.
 GITHUB_ENVIRONMENT = re.compile(r"[^\s:*?]{1,255}")
 PULUMI_PROJECT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-OIDC_PROVIDER_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com")
+OIDC_PROVIDER_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com")
 
 # How the repository's OIDC tokens spell their `sub` claim (docs.github.com, "OpenID Connect
 # reference", github/docs@051718f2 content/actions/reference/security/oidc.md):

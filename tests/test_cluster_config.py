@@ -139,6 +139,8 @@ CLUSTER_CASES = [
      "needs an allow-list"),
     ("no-admin", "dev", "cluster.adminPrincipals", [], "cluster.adminPrincipals", "at least one IAM role"),
     ("admin-not-an-arn", "dev", "cluster.adminPrincipals", ["admin"], "cluster.adminPrincipals[0]", "not an IAM role"),
+    ("admin-of-no-partition", "dev", "cluster.adminPrincipals", ["arn:aws-foo:iam::123456789012:role/admin"],
+     "cluster.adminPrincipals[0]", "not an IAM role"),
 ]
 
 

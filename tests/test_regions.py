@@ -1,8 +1,12 @@
 """The zone table (components/facts/regions.py) agrees with EC2's own list (as shipped in moto)."""
 
+import json
+from pathlib import Path
+
+import botocore
 from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
 
-from components.facts.regions import ZONES, availability_zone_ids, availability_zones
+from components.facts.regions import ARN_PARTITIONS, ZONES, availability_zone_ids, availability_zones
 from components.facts.zones import zone_id_prefix
 
 EC2_ZONES = {region: [z for z in zones if z.zone_type == "availability-zone"]
@@ -30,3 +34,8 @@ def test_zone_names_and_ids():
     assert availability_zone_ids("us-west-1") == ("usw1-az1", "usw1-az3")
     assert "us-east-1g" not in availability_zones("us-east-1")
     assert availability_zones("mars-north-1") == availability_zone_ids("mars-north-1") == ()
+
+
+def test_the_arn_partitions_are_botocores():
+    partitions = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())["partitions"]
+    assert sorted(p["id"] for p in partitions) == sorted(ARN_PARTITIONS)

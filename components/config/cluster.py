@@ -15,9 +15,10 @@ from datetime import date
 from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
 from components.facts.eks_versions import EKS_CALENDAR, SUPPORTED_KUBERNETES_VERSIONS, KubernetesRelease, next_minor
+from components.facts.regions import ARN_PARTITION
 
 # IAM names are ASCII: without re.ASCII, \w would also take any Unicode letter.
-PRINCIPAL_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,576}", re.ASCII)
+PRINCIPAL_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::\d{12}:(role|user)/[\w+=,.@/-]{1,576}", re.ASCII)
 # EKS's cluster upgrade policy (UpgradePolicy.supportType): what happens when the minor leaves
 # standard support. STANDARD: EKS upgrades the control plane to the next minor itself.
 # EXTENDED: the cluster stays, billed at the extended-support rate, for 12 more months.

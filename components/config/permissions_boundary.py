@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 
 from components.config.reader import Section
+from components.facts.regions import ARN_PARTITION
 
 KEY = "iamPermissionsBoundary"
 # A customer or AWS managed policy (IAM identifiers: path and name of [\w+=,.@-], ASCII only).
-POLICY_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})", re.ASCII)
+POLICY_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})",
+                        re.ASCII)
 # The bootstrap's names (bootstrap/policies.py boundary_policy_name): <project>-boundary-<env>.
 BOOTSTRAP_NAME = re.compile(r"(?P<project>.+)-boundary-(?P<environment>dev|staging|prod)")
 

@@ -19,6 +19,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 REGIONS_AS_OF = "2026-11"
+# The ARN partitions (botocore 1.44.8 data/partitions.json, ids; tests/test_regions.py checks them
+# against the botocore installed): an ARN of any other partition names nothing.
+ARN_PARTITIONS = ("aws", "aws-cn", "aws-eusc", "aws-iso", "aws-iso-b", "aws-iso-e", "aws-iso-f", "aws-us-gov")
+ARN_PARTITION = "(?:" + "|".join(sorted(ARN_PARTITIONS, key=len, reverse=True)) + ")"
+"""A regular expression of one partition, for ARN patterns."""
 
 
 class Zones(NamedTuple):
