@@ -43,6 +43,9 @@ from components.facts.zones import is_zone_id, zone_id_prefix, zone_id_problem
 # `prodigy-data` is not mistaken for production.
 PROD_NAME_WORDS = ("prod", "production")
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# Reserved by S3 (User Guide, "General purpose bucket naming rules"): CreateBucket refuses them.
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 MAX_RETENTION_DAYS = 3650
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
@@ -135,6 +138,9 @@ def bucket_name_problem(name: str) -> str | None:
         return "is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens; starting and ending alphanumeric)"
     if ".." in name or ".-" in name or "-." in name:
         return "is not a valid S3 bucket name (no adjacent dots, no dot next to a hyphen)"
+    if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
+        return ("is not a valid S3 bucket name: S3 reserves the prefixes " + ", ".join(RESERVED_BUCKET_PREFIXES)
+                + " and the suffixes " + ", ".join(RESERVED_BUCKET_SUFFIXES) + " (access point aliases, directory buckets, ...)")
     try:
         ipaddress.IPv4Address(name)
         return "is not a valid S3 bucket name (it looks like an IP address)"
