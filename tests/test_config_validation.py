@@ -52,6 +52,7 @@ INVALID = [
     ("ssh-monitoring", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"], "ports": [22]}, "administration port"),
     ("monitoring-duplicate-port", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"], "ports": [9400, 9400]}, "lists a CIDR or port twice"),
     ("monitoring-without-ports", "dev", "network.monitoringIngress", {"cidrs": ["10.100.0.0/24"]}, "needs both cidrs and ports"),
+    ("cidr-without-length", "dev", "network.vpcCidr", "10.10.0.0", "has no prefix length"),
     ("typo-in-section", "dev", "network.vpcCIDR", "10.10.0.0/16", "did you mean 'vpcCidr'"),
     ("typo-top-level", "dev", "netwrok", {}, "did you mean 'network'"),
     ("missing-network", "dev", "network", DELETE, "required key is missing"),

@@ -349,6 +349,9 @@ class Section:
 
     def network(self, key: str, value: Any) -> ipaddress.IPv4Network | None:
         """Parse an IPv4 CIDR (host bits must be zero); None after recording an error."""
+        if isinstance(value, str) and "/" not in value:  # Python would read a single address (/32)
+            self.unusable(key, value, "has no prefix length (a CIDR is address/length)", "add it, e.g. 10.20.0.0/16")
+            return None
         try:
             return ipaddress.IPv4Network(value, strict=True)
         except (ValueError, TypeError) as exc:
