@@ -785,3 +785,12 @@ def test_a_job_secret_of_lookalike_letters_is_not_a_secret_name():
     errors = refused(with_jobs(raw_config("dev"), {**JOB, "secrets": ["w\u0430ndb-api-key"]}))
     (message,) = [e for e in errors if e.startswith(f"{PROJECT}:training.jobs[0].secrets: ")]
     assert "is not a secret name" in message and "pulumi config set" not in message, message
+
+
+@pytest.mark.parametrize(("flag", "item"), [("--set", "network.vpcCidr=10.0.0.0/16"), ("--secret", "secrets.hf-token=abc"),
+                                            ("--set", "nodePools[0].name=x")])
+def test_set_takes_whole_keys_not_paths(capfd, tmp_path, flag, item):
+    """`--set network.vpcCidr=...` (the style of `pulumi config set --path`) was an unknown key."""
+    err = plan_error(capfd, "--stack", "dev", flag, item, "--out", str(tmp_path / "out"))
+    assert f"{flag}: {PROJECT}:{item.split('=')[0]}: is a path" in err and "pass the whole value" in err, err
+    assert "abc" not in err

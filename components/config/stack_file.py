@@ -151,6 +151,12 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
             values[_qualify(key, name)] = spec
     values.update(_qualified(stack_values, name, shown, errors))
     set_values = _qualified(overrides or {}, name, "--set", errors)
+    for flag, given in (("--set", set_values), ("--secret", _qualified(secret_overrides or {}, name, "--secret", []))):
+        for key in given:
+            if key.startswith(f"{name}:") and any(mark in key for mark in ".["):
+                top = key.split(".")[0].split("[")[0]
+                errors.append(f"{flag}: {key}: is a path; {flag} sets whole top-level keys (not `pulumi config set "
+                              f"--path`). Fix: pass the whole value of {top} as JSON, e.g. {flag} '{top}={{...}}'")
     values.update(set_values)
     secret_values = _qualified(secret_overrides or {}, name, "--secret", errors)
 
