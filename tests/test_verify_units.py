@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,16 @@ from conftest import MANIFEST_STACKS
 from verify import checks, nccl_job, nccl_output, nccl_reference, progress_log
 from verify.stack_outputs import JobPromise, UsageError, parse_outputs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "trainer"))
+from launcher import fabric, gang
+
 SAMPLES = Path(__file__).parent / "fixtures" / "nccl"
+# NCCL falling back to sockets on an EFA pool, as it logs it (tests/trainer/test_fabric_check.py).
+FABRIC_FALLBACK_LINES = ["node-0:10208:10226 [0] NCCL INFO Using network Socket"]
+
+
+def _refuse(_address: tuple[str, int], _timeout: float) -> object:
+    raise ConnectionRefusedError("no rendezvous yet")
 
 
 # --- nccl-tests output -------------------------------------------------------------------------
@@ -194,6 +204,40 @@ def test_log_lines_are_read_by_event_name_only():
             'launcher: error: TRAIN_RDZV_PORT must be between 1024 and 65535, got 80\n')
     assert [e.name for e in progress_log.parse_events(text)] == ["step", "brand_new_event"]
     assert progress_log.launcher_errors(text) == ["launcher: error: TRAIN_RDZV_PORT must be between 1024 and 65535, got 80"]
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("launcher: error: TRAIN_RDZV_PORT must be between 1024 and 65535, got 80", "config"),
+    ("launcher: error: the rendezvous host job-node-0-0.job:29400 was not reachable within 900 s", "rendezvous"),
+    ("launcher: error: fabric check failed on an EFA pool: NCCL chose Socket", "fabric"),
+    ("launcher: error: cannot start torchrun: [Errno 2] No such file or directory", "start"),
+])
+def test_launcher_errors_are_told_apart(line, kind):
+    """Every `launcher: error:` line was "the launcher rejected its configuration", an unreachable
+    rendezvous and a fabric failure included."""
+    assert progress_log.launcher_error_kind(line) == kind
+    summary, cause = checks.LAUNCHER_ERRORS[kind]
+    assert summary and cause
+
+
+def test_the_launchers_own_messages_are_told_apart():
+    """The words verify matches are the launcher's: a reworded message would read as a config error."""
+    with pytest.raises(gang.GangError) as unreachable:
+        gang.wait_for_rendezvous("job-node-0-0.job", 29400, 0.0, connect=_refuse, sleep=lambda _s: None)
+    assert progress_log.launcher_error_kind(f"launcher: error: {unreachable.value}") == "rendezvous"
+    check = fabric.NetworkCheck()
+    line = next(line for line in FABRIC_FALLBACK_LINES if check.feed(line))
+    assert line and progress_log.launcher_error_kind(f"launcher: error: {fabric.failure_message(check)}") == "fabric"
+
+
+@pytest.mark.parametrize(("step_times", "stall"), [
+    ([], 600.0),                              # nothing to learn from: the floor
+    ([0.0, 10.0, 20.0, 30.0], 600.0),         # steps logged every 10 s: the floor
+    ([0.0, 400.0, 800.0, 1200.0], 1200.0),    # logged every 400 s (log_every steps): three gaps
+    ([0.0, 400.0, 800.0, 800.0], 1200.0),     # a repeated stamp is no gap
+])
+def test_a_hang_is_judged_against_how_often_steps_are_logged(step_times, stall):
+    assert progress_log.stall_after_seconds(step_times, 600.0) == stall
 
 
 # --- what the stacks export, and the names verify looks for ---------------------------------------

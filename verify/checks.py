@@ -42,6 +42,17 @@ DEFAULT_GPU_THRESHOLD = 80.0
 DEFAULT_GPU_WINDOW_MINUTES = 10
 # No step for this long is a hang (the jobs' default heartbeatTimeoutSeconds).
 STALL_SECONDS = 600
+# (summary, cause) of a `launcher: error:` line, by progress_log.launcher_error_kind.
+LAUNCHER_ERRORS = {
+    "config": ("the launcher rejected its configuration",
+               "crash at start: missing or invalid config/env (TRAIN_* variables)"),
+    "rendezvous": ("a worker pod could not reach the rendezvous",
+                   "pod 0's rendezvous did not answer in time: pod 0 not running or restarting, its headless Service's "
+                   "DNS, or the fabric security group's rendezvous port"),
+    "fabric": ("the fabric check stopped the run",
+               "NCCL did not use EFA on an EFA pool (its NCCL log names the transport it fell back to)"),
+    "start": ("the launcher could not start torchrun", "crash at start: the image cannot run torchrun"),
+}
 # Container Insights (enhanced, accelerated compute) publishes pod_gpu_utilization with these
 # dimensions: aws/amazon-cloudwatch-agent translator/translate/otel/exporter/awsemf/kubernetes.go
 # getGPUMetricDeclarations (commit ab55b8da, 2026-08-07).
@@ -394,8 +405,8 @@ def check_progress(ctx: Context, state: JobState) -> CheckResult:
     events = [e for pod, text in logs.items() for e in progress_log.parse_events(text, pod)]
     errors = [line for text in logs.values() for line in progress_log.launcher_errors(text)]
     if errors:
-        return failed(check, "the launcher rejected its configuration", Diagnosis(
-            "crash at start: missing or invalid config/env (TRAIN_* variables)", f"kubectl -n {ns} logs {pod0}"), errors[0])
+        summary, cause = LAUNCHER_ERRORS[progress_log.launcher_error_kind(errors[0])]
+        return failed(check, summary, Diagnosis(cause, f"kubectl -n {ns} logs {pod0}"), errors[0])
     if not any(e.name == progress_log.LAUNCHER_START for e in events):
         return failed(check, "no launcher_start in the logs", Diagnosis(
             "crash at start: the container did not reach the launcher (image entrypoint, dependency conflict)",
@@ -419,7 +430,7 @@ def check_progress(ctx: Context, state: JobState) -> CheckResult:
                           "nodes that cannot talk", f"kubectl -n {ns} exec {started.pod} -- ls /workspace/data"))
     last_step = max(e.ts or 0 for e in steps)
     ended = any(e.name in progress_log.END_EVENTS for e in run)
-    if not ended and ctx.now - last_step > STALL_SECONDS:
+    if not ended and ctx.now - last_step > progress_log.stall_after_seconds([e.ts for e in steps if e.ts], STALL_SECONDS):
         return failed(check, f"no step for {ctx.now - last_step:.0f} s", _hang(ctx, state, steps[-1].pod))
     trend = progress_log.loss_trend(progress_log.losses(steps))
     measured = {"steps_logged": trend.points, "mann_kendall_z": round(trend.z, 2),

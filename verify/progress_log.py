@@ -29,6 +29,8 @@ FALLING_Z = -1.645
 MAX_TREND_POINTS = 400
 # A checkpoint is late when the gap exceeds this many periods (the seed: "on the expected period").
 LATE_PERIODS = 2
+# No logged step for this many of the usual gaps between logged steps is a hang.
+STALL_INTERVALS = 3
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,26 @@ def parse_events(text: str, pod: str = "") -> list[Event]:
 
 def launcher_errors(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith(LAUNCHER_ERROR_PREFIX)]
+
+
+# What a `launcher: error:` line is about, by the words the launcher writes (trainer/launcher:
+# gang.py's unreachable rendezvous, fabric.py's failure_message, main.py's torchrun start); any
+# other is a contract error: a TRAIN_* variable missing or invalid.
+LAUNCHER_ERROR_KINDS = (("rendezvous", "the rendezvous host "), ("fabric", "fabric check failed"),
+                        ("start", "cannot start torchrun"))
+
+
+def launcher_error_kind(line: str) -> str:
+    """rendezvous, fabric, start or config."""
+    message = line.removeprefix(LAUNCHER_ERROR_PREFIX).strip()
+    return next((kind for kind, words in LAUNCHER_ERROR_KINDS if message.startswith(words)), "config")
+
+
+def stall_after_seconds(step_times: list[float], floor: float) -> float:
+    """How long without a logged step is a hang: `floor`, or more when the trainer logs its steps
+    further apart (every `log_every` steps): STALL_INTERVALS of its median gap."""
+    gaps = sorted(b - a for a, b in itertools.pairwise(sorted(step_times)) if b > a)
+    return max(floor, STALL_INTERVALS * gaps[len(gaps) // 2]) if gaps else floor
 
 
 def current_run(events: list[Event]) -> list[Event]:
