@@ -133,6 +133,47 @@ def test_disruptions_restart_the_gang_without_spending_restarts(stack, plan_of):
         assert env_of(jobset)["TRAIN_RDZV_HOST"] == f"{jobset['metadata']['name']}-node-0-0.{jobset['metadata']['name']}"
 
 
+def _job_failure(job_spec, exit_code, conditions):
+    """(reason, message) of the Job that one failed pod fails, as the Job controller words them
+    (kubernetes pkg/controller/job/pod_failure_policy.go; backoffLimit 0: no rule, no retry)."""
+    for index, rule in enumerate(job_spec["podFailurePolicy"]["rules"]):
+        if "onExitCodes" in rule:
+            codes = rule["onExitCodes"]
+            if exit_code != 0 and (exit_code in codes["values"]) == (codes["operator"] == "In"):
+                return "PodFailurePolicy", (f"Container {codes['containerName']} for pod ns/pod failed with exit code "
+                                            f"{exit_code} matching {rule['action']} rule at index {index}")
+        else:
+            matched = [c["type"] for c in rule["onPodConditions"] if c["type"] in conditions]
+            if matched:
+                return "PodFailurePolicy", f"Pod ns/pod has condition {matched[0]} matching {rule['action']} rule at index {index}"
+    return "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+
+
+def _jobset_action(jobset, reason, message):
+    """The first failure policy rule that matches the Job's failure (an empty list matches all)."""
+    for rule in jobset["spec"]["failurePolicy"]["rules"]:
+        reasons, patterns = rule.get("onJobFailureReasons", []), rule.get("onJobFailureMessagePatterns", [])
+        if (not reasons or reason in reasons) and (not patterns or any(re.search(p, message) for p in patterns)):
+            return rule["action"]
+    return "RestartJobSet"  # JobSet's default: restart, counting against maxRestarts
+
+
+@pytest.mark.parametrize(("exit_code", "conditions", "action"), [
+    (143, {"DisruptionTarget"}, "RestartJobSetAndIgnoreMaxRestarts"),  # the pod a spot reclaim evicted
+    (143, set(), "RestartJobSetAndIgnoreMaxRestarts"),                 # a peer whose workers stopped with it
+    (2, set(), "FailJobSet"),                                          # contract or hparams error
+    (1, set(), "RestartJobSet"),                                       # a crash spends a restart
+    (137, set(), "RestartJobSet"),                                     # OOM kill
+])
+def test_the_gang_fails_or_restarts_by_what_the_first_failed_pod_says(stack, plan_of, exit_code, conditions, action):
+    """The Job fails on whichever failed pod its controller sees first; after a spot reclaim
+    that may be a peer of the evicted pod, which exits 143 without DisruptionTarget."""
+    for jobset in jobsets(plan_of(stack)):
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        reason, message = _job_failure(replicated["template"]["spec"], exit_code, conditions)
+        assert _jobset_action(jobset, reason, message) == action, message
+
+
 def test_hyperparameters_hash_rolls_the_job(stack, plan_of):
     plan = plan_of(stack)
     config_maps = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in manifests(plan, "ConfigMap")}

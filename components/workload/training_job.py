@@ -4,8 +4,9 @@ One pod per node runs the trainer image's launcher, which starts torchrun with c
 on pod 0 (stable DNS through the JobSet's headless service). The pod pins
 `net.ipv4.ip_local_port_range` to the same NCCL range the socket-fabric security group opens.
 Failures: a disruption (spot reclaim, preemption, drain) restarts the whole gang from the last
-checkpoint without spending `maxRestarts`; a contract error (exit 2) fails at once; anything
-else restarts the gang and spends one restart. Disruptions are bounded too: the launcher exits 2
+checkpoint without spending `maxRestarts`, whether the Job first sees the evicted pod
+(DisruptionTarget) or a peer that stopped with it (exit 143); a contract error (exit 2) fails at
+once; anything else restarts the gang and spends one restart. Disruptions are bounded too: the launcher exits 2
 once the gang has restarted more than `maxRestarts + maxDisruptionRestarts` times in all.
 EFA pools get the fabric environment (fabric_env.py), and the launcher fails the job if NCCL
 did not pick EFA. The pod requests CPU without a limit (unless the job sets `cpu`), so the
@@ -42,6 +43,11 @@ HEARTBEAT_FILE = "/tmp/trainer/heartbeat"
 STARTUP_BUDGET_SECONDS = 1800
 PROBE_PERIOD_SECONDS = 30
 CONTRACT_ERROR_EXIT_CODE = 2  # the launcher's "bad contract, usage or hparams"
+# The launcher's "stopped after saving": on the pod that got SIGTERM, and on every other pod of
+# the gang, whose workers stopped with it. Only a pod the API evicted carries DisruptionTarget;
+# the Job fails on whichever pod it sees first, and a peer's exit must not make a spot reclaim
+# a failure that spends one of `maxRestarts`.
+STOPPED_EXIT_CODE = 143
 # How long pods wait for pod 0's rendezvous store before they give up (and the gang restarts):
 # inside the startup budget, since no pod heartbeats before the rendezvous.
 RENDEZVOUS_WAIT_SECONDS = STARTUP_BUDGET_SECONDS // 2
@@ -212,6 +218,9 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
                     {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
                      "onJobFailureReasons": ["PodFailurePolicy"],
                      "onJobFailureMessagePatterns": ["has condition DisruptionTarget"]},
+                    {"name": "stopped", "action": "RestartJobSetAndIgnoreMaxRestarts",
+                     "onJobFailureReasons": ["PodFailurePolicy"],
+                     "onJobFailureMessagePatterns": [f"failed with exit code {STOPPED_EXIT_CODE} matching"]},
                 ],
             },
             "successPolicy": {"operator": "All"},
@@ -230,6 +239,8 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
                             {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
                             {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
                                                                   "values": [CONTRACT_ERROR_EXIT_CODE]}},
+                            {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
+                                                                  "values": [STOPPED_EXIT_CODE]}},
                         ]},
                         "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
                     },

@@ -136,6 +136,11 @@ def dcp_sharded(root: str) -> None:
     assert ("reads ['__1_0.distcp'], which the marker does not list" if rank == 0 else "another rank") in skipped[1], \
         skipped
     assert "mismatch" in skipped[2] or "another rank" in skipped[2], skipped
+    # Only the digest mismatch can never load: it stops counting as complete, so prune cannot
+    # keep it in place of a good checkpoint. DCP's failures and the marker's omission stay.
+    dist.barrier()
+    assert [c.step for c in checkpoint.complete_checkpoints(root)] == [8, 7, 5]
+    assert "did not match its digest" in checkpoint.inspect(os.path.join(root, checkpoint.step_dir_name(6))).reason
     os.write(1, f"rank {rank} ok\n".encode())
     dist.destroy_process_group()
 

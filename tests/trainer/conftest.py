@@ -93,8 +93,9 @@ def launch(tmp_path):
     """Factory: start a LauncherRun; every run is killed (whole tree) at teardown."""
     runs: list[LauncherRun] = []
 
-    def start(env: dict, name: str = "run", command: list[str] | None = None) -> LauncherRun:
-        run = LauncherRun(env, tmp_path, f"{name}{len(runs)}", command)
+    def start(env: dict, name: str = "run", command: list[str] | None = None,
+              prefix: list[str] | None = None) -> LauncherRun:
+        run = LauncherRun(env, tmp_path, f"{name}{len(runs)}", command, prefix)
         runs.append(run)
         return run
 

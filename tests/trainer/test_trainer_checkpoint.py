@@ -216,6 +216,9 @@ def test_save_load_round_trip_and_fallback(tmp_path, measurements):
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
     assert checkpoint.latest_complete(root).step == 30
+    # Without verification (a file another rank has just verified) the damage goes unnoticed.
+    assert not torch.equal(checkpoint.load(os.path.join(root, checkpoint.step_dir_name(30)), verify=False)["w"],
+                           states[30]["w"])
     skipped = []
     path, obj = checkpoint.load_with_fallback(
         root, os.path.join(root, checkpoint.step_dir_name(30)), checkpoint.load,
@@ -223,14 +226,59 @@ def test_save_load_round_trip_and_fallback(tmp_path, measurements):
     )
     assert os.path.basename(path) == checkpoint.step_dir_name(20) and obj["step"] == 20
     assert skipped[0][0] == checkpoint.step_dir_name(30) and "xxh3_128 mismatch" in skipped[0][1]
-    # Without verification (a file another rank has just verified) the damage goes unnoticed.
-    assert not torch.equal(checkpoint.load(os.path.join(root, checkpoint.step_dir_name(30)), verify=False)["w"],
-                           states[30]["w"])
 
     # Nothing complete to fall back to.
     assert checkpoint.load_with_fallback(str(tmp_path / "empty"), None, checkpoint.load) == (None, None)
     measurements.record("unit: 256 KiB checkpoint save (atomic+fsync+xxh3)", write_s, "s")
     measurements.record("unit: 256 KiB checkpoint load (verify+map)", load_s, "s")
+
+
+@requires_torch
+def test_a_checkpoint_that_fails_its_digest_stops_counting_as_complete(tmp_path):
+    """A newer checkpoint rejected at load still passed the cheap completeness check, so prune
+    counted it among the `keep` newest: with keep=1 every new checkpoint was deleted right after
+    its commit, and every restart picked the damaged one first."""
+    import torch
+
+    root = str(tmp_path)
+    for step in (100, 200):
+        checkpoint.save(root, step, {"step": step, "w": torch.full((1000,), float(step))}, keep=2)
+    damaged = os.path.join(root, checkpoint.step_dir_name(200))
+    shard = os.path.join(damaged, "rank-00000.state")
+    with open(shard, "r+b") as f:  # bit rot: same size, so only the digest tells
+        f.seek(-8, os.SEEK_END)
+        f.write(b"\xff" * 8)
+    assert checkpoint.latest_complete(root).path == damaged
+
+    path, state = checkpoint.load_with_fallback(root, damaged, checkpoint.load)
+    assert path == os.path.join(root, checkpoint.step_dir_name(100)) and state["step"] == 100
+    info = checkpoint.inspect(damaged)
+    assert not info.complete and "digest" in info.reason
+    assert os.path.exists(os.path.join(damaged, checkpoint.REJECTED_MARKER)), "kept for a post-mortem"
+
+    saved = checkpoint.save(root, 150, {"step": 150, "w": torch.full((1000,), 150.0)}, keep=1)
+    assert [c.step for c in checkpoint.complete_checkpoints(root)] == [150]
+    assert checkpoint.latest_complete(root).path == saved and checkpoint.load(saved)["step"] == 150
+
+
+@requires_torch
+def test_a_checkpoint_that_merely_failed_to_load_stays_complete(tmp_path):
+    """An error that may pass (an unreadable file on a flaky mount) is no reason to give up a
+    checkpoint: only a digest mismatch is."""
+    import torch
+
+    root = str(tmp_path)
+    for step in (100, 200):
+        checkpoint.save(root, step, {"step": step, "w": torch.ones(10)}, keep=2)
+    newest = os.path.join(root, checkpoint.step_dir_name(200))
+
+    def flaky(path):
+        if path == newest:
+            raise checkpoint.CheckpointCorruptError(f"{path}: [Errno 5] Input/output error")
+        return checkpoint.load(path)
+
+    path, _ = checkpoint.load_with_fallback(root, newest, flaky)
+    assert path != newest and checkpoint.latest_complete(root).path == newest
 
 
 @requires_torch

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
+import pytest
 from launcher import checkpoint
 from trainer_testlib import TRAINER_DIR, last_step, requires_torch
 
@@ -69,6 +73,47 @@ def test_bad_hparams_fail_the_pod_with_exit_2_and_one_line_per_problem(trainer_e
     # Each rank reports it, but torchrun stops the other ranks as soon as one exits: the second
     # rank may be gone before it prints.
     assert stderr.count("prefetch_factor must be an integer from 1 to 64, got '4'") in (1, 2)
+
+
+def _read_only(path) -> list[str]:
+    """A command prefix under which `path` is read-only, as the datasets volume is in the pod: a
+    read-only bind mount in a mount namespace of the command's own (root writes through a mode)."""
+    bind = ["sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', str(path)]
+    for unshare in (["unshare", "--mount"], ["unshare", "--user", "--map-root-user", "--mount"]):
+        if shutil.which("unshare") is None:
+            break
+        probe = subprocess.run([*unshare, *bind, "sh", "-c", ': > "$0/probe"', str(path)],
+                               capture_output=True, text=True, timeout=30)
+        if probe.returncode != 0 and "Read-only file system" in probe.stderr:
+            return [*unshare, *bind]
+    pytest.skip("cannot make a read-only bind mount here (unshare --mount)")
+
+
+def test_a_read_only_data_dir_without_packed_data_is_a_config_error(trainer_env, launch, tmp_path):
+    """The datasets volume is the datasets bucket, mounted read-only: the trainer cannot pack
+    there, and says how to pre-pack instead of failing with a traceback (torchrun's 1, a restart
+    that cannot help). Packed as it says, the same mount trains."""
+    data = tmp_path / "datasets"
+    data.mkdir()
+    env = trainer_env({"steps": 10}, TRAIN_DATA_DIR=data)
+    read_only = _read_only(data)
+    run = launch(env, "unpacked", prefix=read_only)
+    assert run.wait(timeout=120) == 2, run.stderr_tail()
+    (reported,) = run.of("trainer_config_error")
+    (line,) = set(reported["errors"])
+    assert f"TRAIN_DATA_DIR {str(data)!r} has no MANIFEST.json and is read-only" in line
+    assert "python -m example_trainer.pack_data --hparams " in line and "aws s3 sync " in line
+    stderr = run.err_path.read_text()  # torchrun's own traceback (ChildFailedError) is always there
+    assert "OSError" not in stderr and "Read-only file system" not in stderr
+    assert not run.of("trainer_start") and not os.listdir(data)
+
+    packed = subprocess.run([sys.executable, "-m", "example_trainer.pack_data", "--hparams",
+                             env["TRAIN_HPARAMS_FILE"], str(data)],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert packed.returncode == 0, packed.stderr
+    run = launch(env, "prepacked", prefix=read_only)
+    assert run.wait(timeout=120) == 0, run.stderr_tail()
+    assert run.of("training_complete")[0]["step"] == 10
 
 
 def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch, measurements):
@@ -167,6 +212,47 @@ def test_sigterm_saves_a_checkpoint_before_exit(trainer_env, launch, measurement
 
     measurements.record("SIGTERM: signal to exit", exit_s, "s")
     measurements.record("SIGTERM: final checkpoint write", saved[0]["duration_s"], "s")
+
+
+def test_a_stop_on_one_pod_is_a_stop_on_every_pod(trainer_env, launch, tmp_path):
+    """A spot reclaim signals one pod of the gang; every rank stops at the same step and saves.
+    torchrun reports any worker's non-zero exit as its own 1, so the pods that got no signal
+    must still exit 143: an exit 1 there would make the Job count the reclaim as a failure."""
+    env = trainer_env({"steps": 100000, "step_delay_s": 0.02}, TRAIN_NNODES=2, TRAIN_NPROC_PER_NODE=1,
+                      TRAIN_CHECKPOINT_EVERY_STEPS=100000)
+    pods = [launch({**env, "TRAIN_HEARTBEAT_FILE": str(tmp_path / f"pod{i}" / "heartbeat")}, f"pod{i}")
+            for i in range(2)]
+    deadline = time.monotonic() + 90
+    while last_step(pods[0].events() + pods[1].events()) < 20:
+        assert time.monotonic() < deadline, "\n".join(p.stderr_tail() for p in pods)
+        assert all(p.proc.poll() is None for p in pods), "\n".join(p.stderr_tail() for p in pods)
+        time.sleep(0.05)
+    # Global rank 0 (which logs the steps) may be on either pod: signal the other one, so the
+    # pod that only learns of the stop through the step's all-reduce is the one that reports it.
+    signalled, peer = (pods[0], pods[1]) if pods[1].steps() else (pods[1], pods[0])
+    os.kill(signalled.proc.pid, signal.SIGTERM)
+    assert signalled.wait(timeout=30) == 143, signalled.stderr_tail()
+    assert peer.wait(timeout=30) == 143, peer.stderr_tail()
+
+    (stopped,) = peer.of("stopped")
+    assert peer.of("trainer_stopped")[0]["step"] == stopped["step"]
+    peer_exit = peer.of("launcher_exit")[0]
+    assert (peer_exit["rc"], peer_exit["torchrun_rc"], peer_exit["signal"]) == (143, 1, None)
+    assert signalled.of("launcher_exit")[0]["signal"] == "SIGTERM"
+    latest = checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"])
+    assert latest is not None and latest.step == stopped["step"]
+
+
+def test_a_checkpoint_slower_than_the_process_group_timeout_still_commits(trainer_env, launch):
+    """pg_timeout_s bounds the loop's collectives, so that a hung peer becomes an error. Writing a
+    large state to a shared file system can take longer, and the ranks that do not write wait
+    for it in the checkpoint group's collectives: by default those must not share that bound."""
+    env = trainer_env({"steps": 30, "pg_timeout_s": 4}, TRAIN_CHECKPOINT_EVERY_STEPS=30, SLOW_WRITE_S=8)
+    run = launch(env, "slow-save", command=[str(Path(__file__).parent / "slow_checkpoint_writes.py")])
+    assert run.wait(timeout=120) == 0, run.stderr_tail()
+    (saved,) = run.of("checkpoint_saved")
+    assert saved["step"] == 30 and saved["duration_s"] >= 8
+    assert checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"]).step == 30
 
 
 def _check(env, max_age):

@@ -111,14 +111,15 @@ def _alive(pid: int) -> bool:
 class LauncherRun:
     """One launcher process with stdout/stderr in files under tmp_path."""
 
-    def __init__(self, env: dict, workdir: Path, name: str, command: list[str] | None = None):
+    def __init__(self, env: dict, workdir: Path, name: str, command: list[str] | None = None,
+                 prefix: list[str] | None = None):
         self.name = name
         self.out_path = workdir / f"{name}.stdout"
         self.err_path = workdir / f"{name}.stderr"
         self.started = time.monotonic()
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "launcher", "--", *(command or ["-m", "example_trainer.train"])],
+                [*(prefix or []), sys.executable, "-m", "launcher", "--", *(command or ["-m", "example_trainer.train"])],
                 env=env,
                 cwd=workdir,
                 stdout=out,

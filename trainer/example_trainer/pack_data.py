@@ -1,6 +1,11 @@
 """Pack a synthetic classification data set into binary shards.
 
-python -m example_trainer.pack_data [DATA_DIR]   (default: $TRAIN_DATA_DIR)
+python -m example_trainer.pack_data [--hparams FILE] [DATA_DIR]   (default: $TRAIN_DATA_DIR)
+
+--hparams takes the data parameters from a trainer hyperparameters file (its `data` mapping),
+so that the trainer, run with that file, accepts the packed directory as it is. A read-only
+TRAIN_DATA_DIR (the datasets bucket, mounted through Mountpoint for S3) must be packed this way
+beforehand and uploaded (trainer/README.md): the trainer cannot pack it.
 
 Shard format (little endian), file shard-NNNNN.bin:
     64-byte header: magic b"TRSHARD1", uint64 n, uint32 dim, uint32 classes, zero padding
@@ -16,6 +21,7 @@ once write identical bytes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import struct
@@ -97,6 +103,32 @@ def read_manifest(data_dir: str) -> dict | None:
         return None
 
 
+PREPACK_HINT = ("pack it once where it can be written and upload it to the datasets bucket: "
+                "cd trainer && python -m example_trainer.pack_data --hparams <the job's hyperparameters file> "
+                "/tmp/packed && aws s3 sync /tmp/packed s3://$(pulumi stack output datasetsBucket)/")
+
+
+def _writable(path: str) -> bool:
+    """Whether files can be created in `path`, or `path` created in its nearest existing parent."""
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def unpackable(data_dir: str, params: dict | None = None) -> str | None:
+    """Why `ensure_packed` cannot work: no manifest for these parameters in a read-only
+    directory (a dataset mount). None when the data is there or can be packed."""
+    params = {**DEFAULT_PARAMS, **(params or {})}
+    manifest = read_manifest(data_dir)
+    if (manifest is not None and manifest.get("params") == params) or _writable(data_dir):
+        return None
+    what = "has no MANIFEST.json" if manifest is None else f"has a {MANIFEST} for other data parameters"
+    return f"TRAIN_DATA_DIR {data_dir!r} {what} and is read-only, so the data set cannot be packed there: {PREPACK_HINT}"
+
+
 def ensure_packed(data_dir: str, params: dict | None = None) -> dict:
     """Pack shards into data_dir unless a matching manifest is already there."""
     params = {**DEFAULT_PARAMS, **(params or {})}
@@ -122,10 +154,24 @@ def ensure_packed(data_dir: str, params: dict | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    data_dir = argv[0] if argv else os.environ.get("TRAIN_DATA_DIR", "/workspace/data")
-    manifest = ensure_packed(data_dir)
-    print(json.dumps({"event": "data_packed", "data_dir": data_dir, "shards": len(manifest["shards"])}))
+    parser = argparse.ArgumentParser(prog="python -m example_trainer.pack_data",
+                                     description="Pack the example trainer's data set into binary shards.")
+    parser.add_argument("--hparams", metavar="FILE",
+                        help="take the data parameters from this trainer hyperparameters file")
+    parser.add_argument("data_dir", nargs="?", default=os.environ.get("TRAIN_DATA_DIR", "/workspace/data"))
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    params = None
+    if args.hparams:
+        from .train import ConfigError, load_hparams  # train imports this module
+
+        try:
+            params = load_hparams(args.hparams)["data"]
+        except ConfigError as e:
+            for line in e.errors:
+                sys.stderr.write(f"pack_data: error: {line}\n")
+            return 2
+    manifest = ensure_packed(args.data_dir, params)
+    print(json.dumps({"event": "data_packed", "data_dir": args.data_dir, "shards": len(manifest["shards"])}))
     return 0
 
 

@@ -13,6 +13,7 @@ and a final checkpoint on SIGTERM/SIGINT before exiting with 143.
 from __future__ import annotations
 
 import datetime
+import errno
 import math
 import os
 import signal
@@ -32,7 +33,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .data import ChunkSampler, ShardChunks, ShardLoader
-from .pack_data import DEFAULT_PARAMS, ensure_packed
+from .pack_data import DEFAULT_PARAMS, PREPACK_HINT, ensure_packed, unpackable
 
 EXIT_CONFIG = 2
 EXIT_STOPPED = 143  # stopped by a signal after saving: the gang is restarted
@@ -48,6 +49,11 @@ HPARAM_DEFAULTS = {
     "num_workers": 2,
     "prefetch_factor": 4,
     "pg_timeout_s": 600,
+    # The bound on the checkpoint group's collectives. Ranks that write nothing (all but rank 0
+    # for DDP state) wait in them for the slowest writer's whole write, which for a large state on
+    # a shared file system can take far longer than any collective of the loop: pg_timeout_s
+    # there failed every save. A dead peer still fails the loop within pg_timeout_s.
+    "checkpoint_timeout_s": 3600,
     "checkpoint_cost_estimate_s": 30.0,
     "checkpoint_min_interval_s": 60.0,
     "device": "auto",  # auto | cpu | cuda
@@ -115,6 +121,7 @@ HPARAM_RULES: dict[str, Number | tuple[str, ...]] = {
     "num_workers": Number(integer=True, low=0, high=64),
     "prefetch_factor": Number(integer=True, low=1, high=64),
     "pg_timeout_s": Number(integer=False, low=0, high=SECONDS_LIMIT, above=True),
+    "checkpoint_timeout_s": Number(integer=False, low=0, high=SECONDS_LIMIT, above=True),
     "checkpoint_cost_estimate_s": Number(integer=False, low=0, high=SECONDS_LIMIT, above=True),
     "checkpoint_min_interval_s": Number(integer=False, low=0, high=SECONDS_LIMIT),
     "device": ("auto", "cpu", "cuda"),
@@ -224,6 +231,18 @@ def config_error(lines: list[str]) -> int:
     return EXIT_CONFIG
 
 
+def report_stopped(step: int, signum: int) -> None:
+    """Tell the launcher (TRAIN_STOPPED_FILE) that this rank stopped with the gang after saving,
+    so that a pod whose own workers got no signal exits 143 as well, not torchrun's 1."""
+    report = os.environ.get(contract.STOPPED_VAR)
+    if not report:
+        return
+    try:
+        checkpoint.atomic_write_json(report, {"step": step, "signal": signum})
+    except OSError as e:
+        sys.stderr.write(f"example_trainer: cannot write {contract.STOPPED_VAR} {report!r}: {e.strerror}\n")
+
+
 def main() -> int:
     stop = StopFlag()
     stop.install()
@@ -232,6 +251,11 @@ def main() -> int:
         hp = load_hparams(c.hparams_file)
     except (contract.ContractError, ConfigError) as e:
         return config_error(e.errors)
+    # Checked on every rank before the process group exists, like the hparams: the default
+    # TRAIN_DATA_DIR is the datasets bucket, mounted read-only, and packing there cannot work.
+    data_problem = unpackable(c.data_dir, hp["data"])
+    if data_problem:
+        return config_error([data_problem])
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -251,7 +275,16 @@ def main() -> int:
     started = time.monotonic()
 
     if local_rank == 0:  # once per node: fine on a shared or a node-local TRAIN_DATA_DIR
-        ensure_packed(c.data_dir, hp["data"])
+        try:
+            ensure_packed(c.data_dir, hp["data"])
+        except OSError as e:
+            # A mount that looks writable but refuses what packing does (Mountpoint for S3
+            # mounted without read-only refuses renames) is as much a config error as a read-only
+            # one; anything else (a full or flaky disk) may pass on a restart.
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            return config_error([f"cannot pack the data set into TRAIN_DATA_DIR {c.data_dir!r} "
+                                 f"({e.strerror}: {e.filename}): {PREPACK_HINT}"])
     dist.barrier()
     ds = ShardChunks(c.data_dir, hp["batch_size"])
     per_rank = len(ds) // world
@@ -337,7 +370,7 @@ def main() -> int:
     last_saved = step
     checkpointer = checkpoint.AsyncCheckpointer(
         c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep,
-        collective=checkpoint_collective(world, hp["pg_timeout_s"]),
+        collective=checkpoint_collective(world, hp["checkpoint_timeout_s"]),
     )
     reasons: dict[int, str] = {}
 
@@ -420,6 +453,9 @@ def main() -> int:
                 if stopping:
                     report(checkpointer.wait())
                     prog.event("stopped", step=step, signal=stop.signum)
+                    # Every rank writes it, not only local rank 0: then the first worker to exit
+                    # has written it before torchrun sees a failure and tears down the others.
+                    report_stopped(step, stop.signum)
                     dist.destroy_process_group()
                     return EXIT_STOPPED
             if hp["step_delay_s"]:

@@ -26,7 +26,8 @@ collectives. `save` is the same protocol, waited for.
 A checkpoint is *complete* when its marker parses, names the same step and every file it lists
 exists with the recorded size (`inspect`, cheap, no torch: that is what the launcher uses).
 Loading (`load_with_fallback`) additionally checks the digest; on any failure it falls back to
-the next older complete checkpoint. Markers of format 1 (torch.save files `rank-RRRRR.pt` with
+the next older complete checkpoint, and one whose digest does not match stops being complete
+(`reject`: its marker is renamed `COMPLETE.rejected`). Markers of format 1 (torch.save files `rank-RRRRR.pt` with
 a sha256, written before state files existed) still load.
 
 Only the standard library is imported at module level; torch is imported lazily so the launcher
@@ -49,6 +50,7 @@ from typing import Any, BinaryIO, Protocol, cast
 
 PREFIX = "step-"
 MARKER = "COMPLETE"
+REJECTED_MARKER = "COMPLETE.rejected"  # the marker of a checkpoint that failed its digest (reject)
 FORMAT_VERSION = 2
 LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable
 _STEP_RE = re.compile(r"step-(\d{1,12})")
@@ -56,6 +58,10 @@ _STEP_RE = re.compile(r"step-(\d{1,12})")
 
 class CheckpointCorruptError(Exception):
     """A checkpoint file does not match its marker or cannot be loaded."""
+
+
+class CheckpointDigestError(CheckpointCorruptError):
+    """A checkpoint file's bytes do not match the digest in its marker: it will never load."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,8 @@ def inspect(path: str) -> CheckpointInfo:
         with open(marker_path, "rb") as f:
             marker = json.loads(f.read().decode())
     except FileNotFoundError:
+        if os.path.exists(os.path.join(path, REJECTED_MARKER)):
+            return CheckpointInfo(step, path, False, "rejected at load: a file did not match its digest")
         return CheckpointInfo(step, path, False, "no COMPLETE marker")
     except (OSError, ValueError) as e:
         return CheckpointInfo(step, path, False, f"unreadable marker: {e}")
@@ -504,7 +512,7 @@ def verify_file(path: str, meta: dict) -> None:
             for block in iter(lambda: f.read(1 << 24), b""):
                 h.update(block)
         if h.hexdigest() != want:
-            raise CheckpointCorruptError(f"{path}: {algorithm} mismatch")
+            raise CheckpointDigestError(f"{path}: {algorithm} mismatch")
 
 
 def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> Any:
@@ -527,6 +535,8 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> A
     meta = files[name] if verify else {"bytes": files[name].get("bytes")}
     try:
         state = state_file.read_state(fpath, meta)
+    except state_file.StateFileDigestError as e:
+        raise CheckpointDigestError(str(e)) from e
     except (OSError, state_file.StateFileError) as e:
         raise CheckpointCorruptError(str(e)) from e
     if map_location not in (None, "cpu"):
@@ -571,6 +581,19 @@ def candidates(root: str, preferred: str | None) -> list[str]:
     return paths
 
 
+def reject(path: str) -> None:
+    """Take a checkpoint that failed its digest out of the complete ones. Its marker still passes
+    `inspect`, so the launcher would pick it first on every restart, and `prune` would count it
+    among the `keep` newest and delete good checkpoints in its place (with keep=1, every new one
+    right after its commit). The marker is renamed, not deleted, for a post-mortem; the directory
+    goes with the next prune after a newer checkpoint, or when a save of its step replaces it."""
+    try:
+        os.replace(os.path.join(path, MARKER), os.path.join(path, REJECTED_MARKER))
+    except FileNotFoundError:
+        return  # rejected already, by another rank or an earlier attempt
+    fsync_dir(path)
+
+
 def load_with_fallback(
     root: str,
     preferred: str | None,
@@ -579,11 +602,15 @@ def load_with_fallback(
 ) -> tuple[str | None, dict[str, Any] | None]:
     """Try `loader(path)` on `preferred`, then older complete checkpoints.
 
-    Returns (path, loaded) of the first that loads, or (None, None)."""
+    Returns (path, loaded) of the first that loads, or (None, None). A checkpoint that fails its
+    digest (CheckpointDigestError) is rejected on the way (`reject`); any other failure may pass
+    (a flaky mount), and the checkpoint stays as it is."""
     for path in candidates(root, preferred):
         try:
             return path, loader(path)
         except CheckpointCorruptError as e:
+            if isinstance(e, CheckpointDigestError):
+                reject(path)
             if on_skip is not None:
                 on_skip(path, e)
     return None, None

@@ -39,9 +39,23 @@ RESUME_VAR = "TRAIN_RESUME_FROM"
 CONFIG_ERROR_VAR = "TRAIN_CONFIG_ERROR_FILE"
 
 
+# A trainer that stopped with its gang (a stop signal on any pod, agreed on at a step boundary,
+# the checkpoint saved) writes this file before it exits 143. Only the pod that got the signal
+# knows it was stopped; torchrun on every other pod reports the workers' 143 as its own 1, and a
+# Job counts exit 1 as a failure, which spends a restart on a spot reclaim. The launcher exits
+# 143 instead when the file is there.
+STOPPED_VAR = "TRAIN_STOPPED_FILE"
+
+
 def config_error_file(heartbeat_file: str) -> str:
     """Where the trainer reports a config error: next to the heartbeat, on the pod's own disk."""
     return os.path.join(os.path.dirname(heartbeat_file), "config-error")
+
+
+def stopped_file(heartbeat_file: str) -> str:
+    """Where the trainer reports a stop with the gang: next to the heartbeat, like a config error."""
+    return os.path.join(os.path.dirname(heartbeat_file), "stopped")
+
 
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOSTNAME_RE = re.compile(

@@ -46,7 +46,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save
 
 from . import checkpoint
-from .checkpoint import BackgroundCommits, CheckpointCorruptError, step_dir_name
+from .checkpoint import BackgroundCommits, CheckpointCorruptError, CheckpointDigestError, step_dir_name
 from .collective import ProcessGroupCollective
 from .state_file import DIGEST
 
@@ -170,6 +170,7 @@ def load(path: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGr
     world = dist.get_world_size(process_group) if dist.is_initialized() else 1
     info = checkpoint.inspect(path)
     problem = None if info.complete else f"{path}: incomplete ({info.reason})"
+    digest_mismatch = False
     if problem is None:
         files = info.marker["files"]
         try:
@@ -179,8 +180,11 @@ def load(path: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGr
                 _check_references(path, files)
         except CheckpointCorruptError as e:
             problem = str(e)
+            digest_mismatch = isinstance(e, CheckpointDigestError)
     if not collective.agree(problem is None):
-        raise CheckpointCorruptError(problem or f"{path}: another rank found a damaged file")
+        # Whether the checkpoint can never load (load_newest rejects it) is every rank's to know.
+        error = CheckpointCorruptError if collective.agree(not digest_mismatch) else CheckpointDigestError
+        raise error(problem or f"{path}: another rank found a damaged file")
     try:
         dcp_load(state_dict, checkpoint_id=path, process_group=process_group)
     except (Exception, CheckpointException) as e:  # DCP's own is a BaseException, holding every rank's
@@ -216,7 +220,9 @@ def _check_references(path: str, files: dict[str, dict]) -> None:
 def load_newest(root: str, state_dict: dict[str, Any], *, process_group: dist.ProcessGroup | None,
                 on_skip: Callable[[str, Exception], None] | None = None) -> str | None:
     """Load the newest complete checkpoint that verifies on every rank; None if there is none.
-    Rank 0 lists the candidates and the others follow it, so every rank tries the same ones."""
+    Rank 0 lists the candidates and the others follow it, so every rank tries the same ones, and
+    rejects one whose digest does not match (`checkpoint.reject`, as load_with_fallback does)."""
+    rank = dist.get_rank(process_group) if dist.is_initialized() else 0
     candidates = [c.path for c in checkpoint.complete_checkpoints(root)]
     if dist.is_initialized():
         shared = [candidates]
@@ -227,6 +233,8 @@ def load_newest(root: str, state_dict: dict[str, Any], *, process_group: dist.Pr
             load(path, state_dict, process_group=process_group)
             return path
         except CheckpointCorruptError as e:
+            if rank == 0 and isinstance(e, CheckpointDigestError):
+                checkpoint.reject(path)
             if on_skip is not None:
                 on_skip(path, e)
     return None

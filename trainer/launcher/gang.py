@@ -16,7 +16,11 @@ and every node would wait for a server that never comes. So the launcher says wh
 (`--rdzv-conf is_host=1` on pod 0, `0` elsewhere), from the pod's own host name. The other pods
 wait, bounded, until pod 0's store accepts connections before they start torchrun: torchrun's
 client gives up after its read_timeout (60 s by default; torch/distributed/elastic/rendezvous/
-c10d_rendezvous_backend.py), less than pod 0 may need to pull its image.
+c10d_rendezvous_backend.py), less than pod 0 may need to pull its image. The other way round,
+torchrun gives up on pods that have not joined after its join_timeout (600 s by default;
+dynamic_rendezvous.py), which must outlast that wait: the launcher passes
+`join_timeout=TRAIN_RDZV_WAIT_S + JOIN_MARGIN_S` to every pod. `--rdzv-conf` replaces
+PET_RDZV_CONF, so its other keys are passed along.
 """
 
 from __future__ import annotations
@@ -30,11 +34,18 @@ RESTART_ATTEMPT_VAR = "TRAIN_RESTART_ATTEMPT"
 MAX_RESTARTS_VAR = "TRAIN_MAX_GANG_RESTARTS"
 RDZV_WAIT_VAR = "TRAIN_RDZV_WAIT_S"
 DEFAULT_RDZV_WAIT_S = 900
+# Between a pod's store check succeeding and its torchrun joining: interpreter and torch imports,
+# slow on a node that just pulled the image.
+JOIN_MARGIN_S = 120
 RETRY_SECONDS = 2.0
 
 
 class GangError(ValueError):
     """A gang setting is unusable, or the gang may not start again."""
+
+
+class StopRequestedError(Exception):
+    """The launcher was asked to stop while it waited for the rendezvous."""
 
 
 def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
@@ -80,22 +91,47 @@ def hosts_rendezvous(rdzv_host: str, hostname: str) -> bool | None:
     return rdzv_host.split(".", 1)[0].lower() == hostname.split(".", 1)[0].lower()
 
 
-def with_rendezvous_role(cmd: list[str], is_host: bool | None) -> list[str]:
-    """The torchrun command with `--rdzv-conf is_host=...` after `--rdzv-id <id>` (if decided)."""
-    if is_host is None or "--rdzv-id" not in cmd:
+def join_timeout_seconds(rdzv_wait_s: int) -> int:
+    """torchrun's rendezvous join timeout for a gang whose pods may reach pod 0's store up to
+    `rdzv_wait_s` after they start, plus their torchrun's own start."""
+    return rdzv_wait_s + JOIN_MARGIN_S
+
+
+def _parse_conf(text: str) -> dict[str, str]:
+    conf = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key.strip():
+            conf[key.strip()] = value.strip()
+    return conf
+
+
+def with_rendezvous_conf(cmd: list[str], is_host: bool | None, join_timeout_s: int,
+                         inherited: str = "") -> list[str]:
+    """The torchrun command with `--rdzv-conf` after `--rdzv-id <id>`: join_timeout, is_host (if
+    decided), and the other keys of `inherited` (PET_RDZV_CONF, which the flag replaces)."""
+    if "--rdzv-id" not in cmd:
         return list(cmd)
+    conf = _parse_conf(inherited)
+    conf["join_timeout"] = str(join_timeout_s)
+    if is_host is not None:
+        conf["is_host"] = str(int(is_host))
     at = cmd.index("--rdzv-id") + 2
-    return [*cmd[:at], "--rdzv-conf", f"is_host={int(is_host)}", *cmd[at:]]
+    return [*cmd[:at], "--rdzv-conf", ",".join(f"{k}={v}" for k, v in conf.items()), *cmd[at:]]
 
 
 def wait_for_rendezvous(host: str, port: int, timeout_s: float, *,
                         connect: Callable[[tuple[str, int], float], object] = socket.create_connection,
                         clock: Callable[[], float] = time.monotonic,
-                        sleep: Callable[[float], None] = time.sleep) -> float:
+                        sleep: Callable[[float], None] = time.sleep,
+                        stop_requested: Callable[[], bool] = lambda: False) -> float:
     """Wait until `host` resolves and its store accepts a TCP connection; the seconds it took.
-    GangError after `timeout_s`, naming the last reason."""
+    GangError after `timeout_s`, naming the last reason; StopRequestedError as soon as
+    `stop_requested()` says so (checked before every attempt)."""
     started = clock()
     while True:
+        if stop_requested():
+            raise StopRequestedError(f"stopped while waiting for the rendezvous host {host}:{port}")
         try:
             connection = connect((host, port), RETRY_SECONDS)
             close = getattr(connection, "close", None)

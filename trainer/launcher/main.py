@@ -7,18 +7,22 @@ rendezvous. See trainer/README.md for the contract.
 Exit codes: 0 training finished; 2 bad contract or usage, a gang past its restart
 budget, or NCCL on a network other than EFA on an EFA pool (one line on stderr);
 128+N when the launcher was stopped by signal N (143 for SIGTERM) after the
-workers had the chance to save; otherwise torchrun's exit code.
+workers had the chance to save; 143 when the workers stopped with their gang
+after saving (TRAIN_STOPPED_FILE: another pod got the signal); otherwise
+torchrun's exit code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from . import checkpoint, contract, fabric, gang, progress
 
@@ -37,6 +41,7 @@ JSON line and exits without starting anything.
 """
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
 PYTHON_WORDS = {"python", "python3", sys.executable, os.path.basename(sys.executable)}
 
 
@@ -116,8 +121,9 @@ def prepare_dirs(c: contract.Contract) -> None:
     try:
         os.makedirs(os.path.dirname(c.heartbeat_file), exist_ok=True)
         # A heartbeat from an earlier container must not satisfy the probes, nor its config error
-        # fail this one.
-        for stale in (c.heartbeat_file, contract.config_error_file(c.heartbeat_file)):
+        # fail this one, nor its stop excuse this one's failure.
+        for stale in (c.heartbeat_file, contract.config_error_file(c.heartbeat_file),
+                      contract.stopped_file(c.heartbeat_file)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(stale)
     except OSError as e:
@@ -158,22 +164,50 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+class StopRequest:
+    """The first stop signal (SIGTERM, SIGINT) the launcher got, from the start of `main`. The
+    launcher is the container's PID 1, and PID 1 ignores a signal it has no handler for: without
+    one from the start, the kubelet's SIGTERM during the rendezvous wait (up to TRAIN_RDZV_WAIT_S)
+    would be lost, and the pod would sit out its grace period until the SIGKILL."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.on_signal: Callable[[int], None] | None = None
+        """Called on every stop signal, once something can act on it (the Supervisor)."""
+
+    def install(self) -> None:
+        for s in FORWARDED_SIGNALS:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, _frame) -> None:
+        self.request(signum)
+
+    def request(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self.on_signal is not None:
+            self.on_signal(signum)
+
+
 class Supervisor:
     """Runs torchrun, forwards stop signals to the workers, reaps children."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str]):
+    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest):
         self.cmd = cmd
         self.env = env
         self.proc: subprocess.Popen | None = None
-        self.received: int | None = None
+        self.stop_request = stop_request
+        stop_request.on_signal = self._forward
+
+    @property
+    def received(self) -> int | None:
+        return self.stop_request.signum
 
     def stop(self) -> None:
         """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
-        self._forward(signal.SIGTERM, None)
+        self.stop_request.request(signal.SIGTERM)
 
-    def _forward(self, signum, _frame) -> None:
-        if self.received is None:
-            self.received = signum
+    def _forward(self, signum: int) -> None:
         proc = self.proc
         if proc is None or proc.returncode is not None:
             return
@@ -186,9 +220,10 @@ class Supervisor:
                 os.kill(pid, signum)
         progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
 
-    def run(self) -> int:
-        for s in FORWARDED_SIGNALS:
-            signal.signal(s, self._forward)
+    def run(self) -> int | None:
+        """torchrun's exit code; None if a stop came before it started (nothing to save)."""
+        if self.received is not None:
+            return None
         self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
@@ -196,7 +231,7 @@ class Supervisor:
             preexec_fn=_set_parent_death_signal,
         )
         if self.received is not None:  # signal arrived while starting
-            self._forward(self.received, None)
+            self._forward(self.received)
         while True:
             try:
                 pid, status = os.waitpid(-1, 0)
@@ -218,7 +253,27 @@ def _config_errors(path: str) -> list[str]:
         return []
 
 
+def _stopped(path: str) -> dict | None:
+    """What a trainer wrote to TRAIN_STOPPED_FILE, if it did."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else {}
+
+
+def _stopped_early(stop_request: StopRequest, started: float) -> int:
+    """The exit of a launcher stopped before torchrun started: no worker had anything to save."""
+    signum = stop_request.signum or signal.SIGTERM
+    progress.log("launcher_exit", rc=128 + signum, torchrun_rc=None, signal=signal.Signals(signum).name,
+                 duration_s=round(time.monotonic() - started, 3))
+    return 128 + signum
+
+
 def main(argv: list[str] | None = None) -> int:
+    stop_request = StopRequest()
+    stop_request.install()
     argv = sys.argv[1:] if argv is None else argv
     opts, command = parse_args(argv)
     if opts["help"]:
@@ -233,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
         return error(str(e))
     is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
-    cmd = gang.with_rendezvous_role(cmd, is_rdzv_host)
+    cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
+                                    os.environ.get("PET_RDZV_CONF", ""))
 
     found = checkpoint.list_checkpoints(c.checkpoint_dir)
     latest = next((x for x in found if x.complete), None)
@@ -243,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     env.update(c.to_env())
     env[contract.RESUME_VAR] = resume
     env[contract.CONFIG_ERROR_VAR] = contract.config_error_file(c.heartbeat_file)
+    env[contract.STOPPED_VAR] = contract.stopped_file(c.heartbeat_file)
     nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
     if on_fabric == "efa":
         env.update(fabric.nccl_log_env(env, nccl_log_dir))
@@ -279,24 +336,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     if is_rdzv_host is False and c.nnodes > 1:
         try:
-            waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s)
+            waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s,
+                                              stop_requested=lambda: stop_request.signum is not None)
+        except gang.StopRequestedError:
+            return _stopped_early(stop_request, started)
         except gang.GangError as e:
             progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
             sys.stderr.write(f"launcher: error: {e}\n")
             return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
         progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
-    sup = Supervisor(cmd, env)
+    if stop_request.signum is not None:
+        return _stopped_early(stop_request, started)
+    sup = Supervisor(cmd, env, stop_request)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop()).start() if on_fabric == "efa" else None
     try:
         torchrun_rc = sup.run()
     except OSError as e:
         return error(f"cannot start torchrun: {e}")
+    if torchrun_rc is None:  # the stop came between the check above and the start
+        return _stopped_early(stop_request, started)
     # A finished run stays a success even if a stop signal raced with its end.
     rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
     config_errors = _config_errors(env[contract.CONFIG_ERROR_VAR]) if rc != 0 and sup.received is None else []
+    stopped = _stopped(env[contract.STOPPED_VAR]) if rc != 0 and sup.received is None and not config_errors else None
     if config_errors:
         progress.log("trainer_config_error", errors=config_errors)
         rc = 2  # torchrun's 1 would spend a restart on a config that cannot work
+    elif stopped is not None:
+        # Another pod got the stop signal and this one's workers stopped with it, after saving:
+        # the same disruption, so the same exit code, not torchrun's 1 (a failure to the Job).
+        progress.log("trainer_stopped", step=stopped.get("step"))
+        rc = EXIT_STOPPED
     network = watch.finish() if watch else None
     if network is not None:
         progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)

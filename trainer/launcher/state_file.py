@@ -55,6 +55,10 @@ class StateFileError(Exception):
     """A state file is damaged: wrong size, digest, or structure."""
 
 
+class StateFileDigestError(StateFileError):
+    """A state file's bytes do not match the digest it was written with."""
+
+
 @dataclass(frozen=True)
 class TensorRef:
     """Stands for tensor number `index` in a skeleton."""
@@ -225,7 +229,7 @@ def read_state(path: str, meta: dict) -> Any:
     if want:
         digest = xxhash.xxh3_128(mapped).hexdigest()  # the one pass over the bytes
         if digest != want:
-            raise StateFileError(f"{path}: {DIGEST} mismatch (file {digest}, marker {want})")
+            raise StateFileDigestError(f"{path}: {DIGEST} mismatch (file {digest}, marker {want})")
     magic, skeleton_bytes, data_offset, data_bytes = HEADER.unpack_from(mapped, 0)
     if magic != MAGIC or data_offset + data_bytes != size or HEADER.size + skeleton_bytes > data_offset:
         raise StateFileError(f"{path}: not a {MAGIC.decode()} file, or its header is damaged")
