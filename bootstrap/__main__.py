@@ -38,6 +38,7 @@ pulumi.export("secretsProviders", {
     env.name: policies.secrets_provider_url(config.stacks_project, env.name, config.region) for env in config.environments})
 pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.preview_roles.items()})
 pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
+pulumi.export("imageRoleArns", {env: role.arn for env, role in identity.image_roles.items()})
 # Each platform stack file's `gpu-training:iamPermissionsBoundary`.
 pulumi.export("permissionsBoundaryArns", {env: policy.arn for env, policy in identity.boundaries.items()})
 # The repository variables the workflows read (docs/delivery.md, "First-time setup").

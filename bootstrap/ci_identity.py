@@ -1,5 +1,6 @@
 """The GitHub OIDC provider and, per environment, the preview and deploy roles CI assumes and
-the permissions boundary every role of the environment's stacks carries.
+the permissions boundary every role of the environment's stacks carries; for dev, the role the
+trainer image job pushes with.
 
 No static keys anywhere: a workflow job exchanges its OIDC token for a one-hour (preview) or
 two-hour (deploy) session. The documents themselves are in bootstrap/policies.py.
@@ -24,6 +25,10 @@ PREVIEW_SESSION_SECONDS = 3600
 # A first `pulumi up` of a platform stack (cluster, node groups, add-ons) runs 30-60 minutes;
 # credentials that expire mid-update leave the state behind the cloud.
 DEPLOY_SESSION_SECONDS = 7200
+# The image job asks for configure-aws-credentials' default hour. It calls AWS at its start (the
+# stack output, the tag check, `aws ecr get-login-password`); docker then pushes with the ECR
+# token that returned, valid 12 hours (ECR API Reference, GetAuthorizationToken).
+IMAGE_SESSION_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class CiIdentity(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     preview_roles: dict[str, aws.iam.Role]
     deploy_roles: dict[str, aws.iam.Role]
+    image_roles: dict[str, aws.iam.Role]
+    """The trainer image role per environment of policies.IMAGE_BUILD_ENVIRONMENTS that is configured."""
     boundaries: dict[str, aws.iam.Policy]
     """Permissions boundary per environment (the stack files' `iamPermissionsBoundary`)."""
 
@@ -52,7 +59,7 @@ class CiIdentity(pulumi.ComponentResource):
             self.oidc_provider_arn = aws.iam.OpenIdConnectProvider(
                 f"{name}-github", url=policies.GITHUB_OIDC_URL, client_id_lists=[policies.GITHUB_OIDC_AUDIENCE],
                 opts=pulumi.ResourceOptions(parent=self)).arn
-        self.preview_roles, self.deploy_roles, self.boundaries = {}, {}, {}
+        self.preview_roles, self.deploy_roles, self.image_roles, self.boundaries = {}, {}, {}, {}
         for env in config.environments:
             previewed_by = "pull requests and " if env.name in policies.PULL_REQUEST_PREVIEW_ENVIRONMENTS else ""
             # StringLike: the pull request subject is a pattern; the branch subject holds no wildcard.
@@ -67,6 +74,15 @@ class CiIdentity(pulumi.ComponentResource):
                 self._deploy_policy(env.name),
                 f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
             self._attach_scope(f"{name}-deploy-{env.name}", self.deploy_roles[env.name], env.name)
+            if env.name in policies.IMAGE_BUILD_ENVIRONMENTS:
+                # The deploy job's subject (its GitHub environment and branch): the image job names
+                # the same environment, so the environment's deployment-branch rule covers it too.
+                self.image_roles[env.name] = self._role(
+                    f"{name}-image-{env.name}", policies.image_role_name(config.stacks_project, env.name),
+                    "StringEquals", [policies.deploy_subject(config.github, env)], env.name, IMAGE_SESSION_SECONDS,
+                    self._environment_document(policies.image_policy, env.name),
+                    f"push of the trainer image to the {env.name} registry from {env.deploy_branch} "
+                    f"through environment {env.github_environment}")
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",

@@ -19,6 +19,10 @@ Least privilege, written down (docs/delivery.md repeats it for readers):
 - neither role can change the bootstrap: the state bucket's settings, the bootstrap's own state,
   the KMS keys (beyond using them), the OIDC provider, the CI roles and the boundaries are denied
   explicitly.
+- image role (IMAGE_BUILD_ENVIRONMENTS, protected branch + GitHub environment, like the deploy
+  role): main.yml's trainer image job, `scripts/build-image <env>` on a GitHub-hosted runner. It
+  reads the one state file that holds the registry's URL and pushes to that registry; no other
+  state, no config secrets, no write to the state, no IAM, no cluster.
 
 The roles' trust follows GitHub's `sub` claim (see bootstrap/config.py, SUBJECT_CLAIMS).
 """
@@ -121,6 +125,24 @@ PROGRAM_INVOKES: dict[str, tuple[str, ...]] = {
 # read what it reads (its stacks' config secrets): staging and prod are previewed from the deploy
 # branch only, behind review (docs/delivery.md, "How previews get credentials").
 PULL_REQUEST_PREVIEW_ENVIRONMENTS = ("dev",)
+# Environments whose trainer image CI builds and pushes: main.yml's `image` job, into dev's
+# registry only. Staging and prod get an image copied into their registries by digest and pinned
+# in a reviewed pull request (docs/delivery.md, "A new trainer"), by no CI role.
+IMAGE_BUILD_ENVIRONMENTS = ("dev",)
+# What scripts/build-image asks of the environment's trainer repository: `aws ecr describe-images`
+# (is the commit's tag there already?), the layer checks and uploads and the manifest upload of
+# `docker buildx build --push`, and the manifest and layer reads of `docker buildx imagetools
+# inspect` (the pushed digest). ECR's push policy example lists the upload actions and
+# BatchGetImage (Amazon ECR User Guide, "IAM permissions for pushing an image to an Amazon ECR
+# private repository"). DescribeRepositories reads the repository's own settings (tag
+# mutability, encryption), to tell why a push was refused. The repository is encrypted under the
+# stack's own KMS key, which ECR uses through the grant it creates with the repository (ECR User
+# Guide, "Encryption at rest"): the pusher needs no KMS permission of its own.
+IMAGE_PUSH_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload", "ecr:DescribeImages",
+    "ecr:DescribeRepositories", "ecr:GetDownloadUrlForLayer", "ecr:InitiateLayerUpload", "ecr:PutImage",
+    "ecr:UploadLayerPart",
+)
 # IAM actions on roles that the deploy role may use only while the role carries its
 # environment's permissions boundary (all of them take the iam:PermissionsBoundary condition key:
 # Service Authorization Reference for IAM, as iann0036/iam-dataset@08eff2d7 aws/iam_definition.json
@@ -225,6 +247,17 @@ def deploy_role_name(stacks_project: str, environment: str) -> str:
     return f"{stacks_project}-ci-deploy-{environment}"
 
 
+def image_role_name(stacks_project: str, environment: str) -> str:
+    return f"{stacks_project}-ci-image-{environment}"
+
+
+def trainer_repository_name(stacks_project: str, environment: str) -> str:
+    """The environment's trainer repository: components/data/registry.py names it
+    `<name_prefix>/trainer`, the platform stack's name_prefix being `<project>-<environment>`
+    (components/config/stack.py; tests/test_bootstrap.py checks the plans agree)."""
+    return f"{stacks_project}-{environment}/trainer"
+
+
 def ci_role_pattern(stacks_project: str) -> str:
     return f"{stacks_project}-ci-*"
 
@@ -280,9 +313,16 @@ def environment_stacks(environment: str) -> tuple[str, str]:
 
 # --- the DIY backend's object layout (pulumi/pulumi pkg/backend/diy/store.go, lock.go) ----------
 
+def stack_checkpoint_prefix(project: str, stack: str) -> str:
+    """The key every variant of the stack's state file starts with. The backend finds which
+    variant exists by listing the bucket with exactly this prefix (stackPath in
+    pkg/backend/diy/state.go), before it reads it."""
+    return f".pulumi/stacks/{project}/{stack}.json"
+
+
 def stack_checkpoints(bucket_arn: str, project: str, stack: str) -> list[str]:
     """The stack's state file: <stack>.json, .json.gz, .json.zst and their .bak copies."""
-    return [f"{bucket_arn}/.pulumi/stacks/{project}/{stack}.json*"]
+    return [f"{bucket_arn}/{stack_checkpoint_prefix(project, stack)}*"]
 
 
 def stack_objects(bucket_arn: str, project: str, stack: str) -> list[str]:
@@ -372,6 +412,35 @@ def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str
          "Condition": _via_s3(config.region)},
         {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn]},
         _program_invokes(),
+    ]}
+
+
+def image_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
+                 **_: Any) -> dict[str, Any]:
+    """What `scripts/build-image <environment>` does in main.yml's `image` job, and nothing more.
+
+    `pulumi stack output trainerRepositoryUrl --stack <environment>` (DIY backend, pulumi/pulumi
+    pkg/backend/diy and pkg/cmd/pulumi/stack/stack_output.go): reads `.pulumi/meta.yaml`, lists the
+    bucket with the platform stack's state file name as prefix to find its variant, then reads
+    it. Without --show-secrets the CLI deserialises the outputs with a provider that blinds every
+    secret instead of decrypting it (BlindingProvider, pulumi/pulumi#23820, in the pinned CLI), so
+    the role gets no use of the environment's secrets key, and no team stack's state. The login
+    also lists `.pulumi/stacks/` for legacy stack files; that listing is refused here, and the CLI
+    skips its warning when the listing fails (main.yml turns the check off besides).
+    Then ECR: a login token (GetAuthorizationToken has no resource type: AWS requires Resource
+    "*"; docker's requests with the token are still authorized as this role, by the statement
+    below) and IMAGE_PUSH_ACTIONS on the environment's trainer repository only."""
+    project, region = config.stacks_project, config.region
+    repository = f"arn:aws:ecr:{region}:{account_id}:repository/{trainer_repository_name(project, environment)}"
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "FindStateOfPlatformStack", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringEquals": {"s3:prefix": stack_checkpoint_prefix(project, environment)}}},
+        {"Sid": "ReadStateOfPlatformStack", "Effect": "Allow", "Action": ["s3:GetObject"],
+         "Resource": [state_metadata(bucket_arn), *stack_checkpoints(bucket_arn, project, environment)]},
+        {"Sid": "ReadStateThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [state_key_arn],
+         "Condition": _via_s3(region)},
+        {"Sid": "LogInToRegistry", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": ["*"]},
+        {"Sid": "PushTrainerImage", "Effect": "Allow", "Action": list(IMAGE_PUSH_ACTIONS), "Resource": [repository]},
     ]}
 
 

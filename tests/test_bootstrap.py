@@ -128,6 +128,13 @@ TRUST_CASES = [
     ("deploy-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", True),
     ("deploy-dev", f"repo:{REPO}:environment:prod:ref:refs/heads/main", False),
     ("deploy-dev", "repo:other-org/gpu-training:environment:dev:ref:refs/heads/main", False),
+    # The trainer image job: dev's environment on main, as the dev deploy job.
+    ("image-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", True),
+    ("image-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/feature", False),
+    ("image-dev", f"repo:{REPO}:environment:staging:ref:refs/heads/main", False),
+    ("image-dev", MAIN, False),                                                                   # no environment
+    ("image-dev", PR, False),
+    ("image-dev", "repo:other-org/gpu-training:environment:dev:ref:refs/heads/main", False),
 ]
 
 
@@ -360,6 +367,9 @@ DEPLOY_DEV_CASES = [
      {"iam:PolicyARN": DEV_SCOPE}, DENY),
     ("iam:CreatePolicyVersion", DEV_SCOPE, {}, DENY),
     ("iam:DeletePolicy", DEV_SCOPE, {}, DENY),
+    # Nor the image role the trainer job pushes with (a gpu-training-ci-* role).
+    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-image-dev", BOUNDED_DEV_ROLE, DENY),
+    ("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-image-dev", BOUNDED_DEV_ROLE, DENY),
     ("organizations:LeaveOrganization", "*", {}, "not allowed"),
     ("ce:UpdateCostAllocationTagsStatus", "*", {}, "not allowed"),       # account-wide: the bootstrap's job
     ("iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "backup.amazonaws.com"}, ALLOW),
@@ -483,6 +493,124 @@ def test_platform_stacks_give_the_ci_roles_cluster_access(env):
     readers = {arn.rsplit("/", 1)[-1] for arn in cluster["readOnlyPrincipals"]}
     assert policies.deploy_role_name("gpu-training", env) in admin_roles
     assert policies.preview_role_name("gpu-training", env) in readers
+    # The image job pushes to ECR and needs nothing of the cluster.
+    assert policies.image_role_name("gpu-training", env) not in admin_roles | readers
+
+
+# --- the trainer image role: push to dev's registry, read the output that names it -------------
+
+IMAGE_DEV = "gpu-training-ci-image-dev"
+ECR = f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository"
+DEV_REPOSITORY = f"{ECR}/gpu-training-dev/trainer"
+DEV_STATE = f"{BUCKET}/.pulumi/stacks/gpu-training/dev.json"
+VIA_S3 = {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
+LISTS_DEV_STATE = {"s3:prefix": ".pulumi/stacks/gpu-training/dev.json"}
+
+IMAGE_DEV_CASES = [
+    # (action, resource, request context, allowed) for the dev image role.
+    # `pulumi stack output trainerRepositoryUrl --stack dev`: the layout file, the listing that
+    # finds which variant of dev's state file exists, the file itself through the state key.
+    ("s3:GetObject", f"{BUCKET}/.pulumi/meta.yaml", {}, True),
+    ("s3:ListBucket", BUCKET, LISTS_DEV_STATE, True),
+    ("s3:GetObject", DEV_STATE, {}, True),
+    ("s3:GetObject", f"{DEV_STATE}.gz", {}, True),
+    ("kms:Decrypt", key_arn("state-state-key"), VIA_S3, True),
+    # scripts/build-image: the login, the tag check, the push and the digest.
+    ("ecr:GetAuthorizationToken", "*", {}, True),
+    *((action, DEV_REPOSITORY, {}, True) for action in policies.IMAGE_PUSH_ACTIONS),
+    # No other state: not the team stacks', not another environment's, not the bootstrap's, and
+    # no listing beyond dev's state file name.
+    ("s3:ListBucket", BUCKET, {}, False),
+    ("s3:ListBucket", BUCKET, {"s3:prefix": ".pulumi/stacks/"}, False),
+    ("s3:ListBucket", BUCKET, {"s3:prefix": ".pulumi/stacks/gpu-training/prod.json"}, False),
+    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/team-vision-dev.json", {}, False),
+    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/staging.json", {}, False),
+    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/prod.json", {}, False),
+    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training-bootstrap/bootstrap.json", {}, False),
+    ("s3:GetObject", f"{BUCKET}/.pulumi/history/gpu-training/dev/dev-1.history.json", {}, False),
+    # No state write, no lock (a lock would block dev's `pulumi up`).
+    ("s3:PutObject", DEV_STATE, {}, False),
+    ("s3:DeleteObject", DEV_STATE, {}, False),
+    ("s3:PutObject", f"{BUCKET}/.pulumi/locks/organization/gpu-training/dev/lock.json", {}, False),
+    ("s3:PutBucketPolicy", BUCKET, {}, False),
+    ("kms:GenerateDataKey", key_arn("state-state-key"), VIA_S3, False),
+    ("kms:Decrypt", key_arn("state-state-key"), {}, False),                     # only through S3
+    # No config secrets: `stack output` without --show-secrets blinds them instead of decrypting.
+    ("kms:Decrypt", key_arn("state-secrets-dev"), {}, False),
+    ("kms:Decrypt", key_arn("state-secrets-prod"), {}, False),
+    # No other repository: staging's and prod's registries are in the same account.
+    ("ecr:PutImage", f"{ECR}/gpu-training-staging/trainer", {}, False),
+    ("ecr:PutImage", f"{ECR}/gpu-training-prod/trainer", {}, False),
+    ("ecr:InitiateLayerUpload", f"{ECR}/gpu-training-prod/trainer", {}, False),
+    ("ecr:BatchGetImage", f"{ECR}/gpu-training-prod/trainer", {}, False),
+    ("ecr:PutImage", f"{ECR}/gpu-training-dev/other", {}, False),
+    ("ecr:PutImage", f"arn:aws:ecr:eu-west-1:{ACCOUNT}:repository/gpu-training-dev/trainer", {}, False),
+    # Nor the repository's settings or its images' lifetimes.
+    ("ecr:BatchDeleteImage", DEV_REPOSITORY, {}, False),
+    ("ecr:DeleteRepository", DEV_REPOSITORY, {}, False),
+    ("ecr:SetRepositoryPolicy", DEV_REPOSITORY, {}, False),
+    ("ecr:PutLifecyclePolicy", DEV_REPOSITORY, {}, False),
+    ("ecr:PutImageTagMutability", DEV_REPOSITORY, {}, False),
+    ("ecr:CreateRepository", f"{ECR}/gpu-training-dev/trainer2", {}, False),
+    # No IAM, no cluster, no other role.
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/x", {"aws:RequestTag/environment": "dev", "iam:PermissionsBoundary": BOUNDARY}, False),
+    ("iam:PassRole", ROLE, DEV_ROLE, False),
+    ("iam:PutRolePolicy", ROLE, BOUNDED_DEV_ROLE, False),
+    ("eks:DescribeCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-dev", OURS, False),
+    ("eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-dev", OURS, False),
+    ("eks:AssociateAccessPolicy", f"arn:aws:eks:us-east-1:{ACCOUNT}:access-entry/gpu-training-dev/*", OURS, False),
+    ("eks:UpdateClusterConfig", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-dev", OURS, False),
+    ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev", {}, False),
+    ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/dev/x-AbC123", OURS, False),
+    ("ec2:RunInstances", "*", IN_REGION, False),
+]
+
+
+@pytest.mark.parametrize(("action", "resource", "context", "allowed"), IMAGE_DEV_CASES)
+def test_the_image_role_pushes_to_devs_trainer_repository_and_reads_devs_output_only(
+        bootstrap, action, resource, context, allowed):
+    _, permissions = role(bootstrap, IMAGE_DEV)
+    outcome = evaluate(permissions, action, resource, context)
+    assert (outcome == ALLOW) is allowed, f"{action} on {resource}: {outcome}"
+
+
+def test_the_image_role_is_granted_reads_of_the_state_and_ecr_only(bootstrap):
+    """Every action the role may take, exactly: a new one (an `eks:`, an `iam:`, a state write) fails here."""
+    _, permissions = role(bootstrap, IMAGE_DEV)
+    assert sorted(allowed_actions(permissions)) == sorted(
+        ["s3:ListBucket", "s3:GetObject", "kms:Decrypt", "ecr:GetAuthorizationToken", *policies.IMAGE_PUSH_ACTIONS])
+    assert not any("*" in action for action in allowed_actions(permissions))
+    assert all(s["Effect"] == "Allow" and "NotAction" not in s and "NotResource" not in s for s in permissions["Statement"])
+
+
+def test_only_dev_has_an_image_role_and_the_bootstrap_exports_it(bootstrap):
+    """Staging and prod get their images copied by digest in a reviewed pull request, not from CI."""
+    names = {r["inputs"]["name"] for r in bootstrap.of_type("aws:iam/role:Role")}
+    assert {n for n in names if n.startswith("gpu-training-ci-image-")} == {IMAGE_DEV}
+    assert set(bootstrap.outputs["imageRoleArns"]) == {"dev"}
+    record = next(r for r in bootstrap.of_type("aws:iam/role:Role") if r["inputs"]["name"] == IMAGE_DEV)
+    assert record["inputs"]["tags"] == {"ci-environment": "dev"}
+    assert record["inputs"]["maxSessionDuration"] == 3600
+    without_dev = plan_bootstrap(environments={"staging": {}, "prod": {}})
+    assert not without_dev.outputs["imageRoleArns"]
+
+
+def test_the_image_role_trusts_the_default_subject_template_too():
+    plan = plan_bootstrap(github={"repository": REPO, "subjectClaims": "default"})
+    trust, _ = role(plan, IMAGE_DEV)
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:dev")) == ALLOW
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:prod")) != ALLOW
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:pull_request")) != ALLOW
+
+
+@pytest.mark.parametrize("env", PLATFORM_STACKS)
+def test_the_image_role_names_the_repository_the_stacks_create(bootstrap, plan_of, env):
+    """bootstrap/policies.py derives the repository's name; components/data/registry.py gives it."""
+    repositories = [r["inputs"]["name"] for r in plan_of(env).of_type("aws:ecr/repository:Repository")]
+    assert repositories == [policies.trainer_repository_name("gpu-training", env)]
+    _, permissions = role(bootstrap, IMAGE_DEV)
+    outcome = evaluate(permissions, "ecr:PutImage", f"{ECR}/{repositories[0]}")
+    assert (outcome == ALLOW) is (env == "dev"), f"{env}: {outcome}"
 
 
 # --- the permissions boundary: where a role the deploy role creates can go ---------------------

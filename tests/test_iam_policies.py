@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import MANIFEST_STACKS, PLATFORM_STACKS
+from conftest import MANIFEST_STACKS, PLATFORM_STACKS, ROOT
+from plan import synthesize
+
+from bootstrap import policies as bootstrap_policies
 
 # Every stack file: platform stacks and team stacks.
 ALL_STACKS = MANIFEST_STACKS
@@ -30,6 +33,7 @@ RESOURCE_STAR_ONLY_ACTIONS = frozenset({
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:GetInstanceTypesFromInstanceRequirements",
+    "ecr:GetAuthorizationToken",
 })
 
 # (resource name, statement Sid) -> why this broad Allow is the narrowest that works.
@@ -135,3 +139,17 @@ def test_the_checker_catches_broad_grants():
     assert is_key_policy_root_statement(key, root)
     assert not is_key_policy_root_statement(role, root)
     assert not is_key_policy_root_statement(key, {**root, "Principal": {"AWS": "*"}})
+
+
+def test_the_trainer_image_role_grants_nothing_broad():
+    """The bootstrap's role for main.yml's image job (GitHub-hosted, third-party build steps) is held
+    to the stacks' rule: its one `*` is ECR's login token, which authorizes on no resource."""
+    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap")
+    name = bootstrap_policies.image_role_name("gpu-training", "dev")
+    record = next(r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == name)
+    inline = next(r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"] == record["name"])
+    statements = as_list(json.loads(inline["inputs"]["policy"])["Statement"])
+    assert [problem for statement in statements for problem in broad_grants(inline, statement)] == []
+    assert any(as_list(s["Resource"]) == ["*"] for s in statements), "the login token needs Resource *"
+    # Nothing attached beside the inline document: it is the role's whole grant.
+    assert all(a["inputs"]["role"] != name for a in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"))

@@ -339,6 +339,31 @@ def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
     assert pin[3]["with"]["add-paths"] == "stacks/Pulumi.dev.yaml"
 
 
+def assumed_roles() -> list[tuple[str, str, str]]:
+    """(workflow, job, role-to-assume) of every credentials step of every workflow."""
+    return [(name, job_name, step["with"]["role-to-assume"])
+            for name, document in all_workflows().items() for job_name, job in document["jobs"].items()
+            for step in steps(job) if step.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
+
+
+def test_the_image_job_pushes_with_devs_image_role_and_no_other_job_assumes_it():
+    """The image job runs third-party build steps on a GitHub-hosted runner: it gets the role that
+    reads dev's stack output and pushes to dev's trainer repository, not dev's deploy role."""
+    image_role = policies.image_role_name("gpu-training", "dev")
+    image = workflow("main.yml")["jobs"]["image"]
+    assert [(name, job, arn) for name, job, arn in assumed_roles() if (name, job) == ("main.yml", "image")] == [
+        ("main.yml", "image", f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{image_role}")]
+    assert [(name, job) for name, job, arn in assumed_roles() if image_role in arn] == [("main.yml", "image")]
+    # The role trusts dev's GitHub environment (bootstrap/ci_identity.py): the job must name it.
+    assert image["environment"] == "dev" and image["permissions"] == {"contents": "read", "id-token": "write"}
+    # The role may list dev's state file name only: the CLI's scan for legacy stack files is off.
+    build = steps(image)[-1]
+    assert build["env"]["PULUMI_DIY_BACKEND_NO_LEGACY_WARNING"] == "true"
+    # The setup checklist says where the role's ARN comes from.
+    checklist = (ROOT / "docs" / "delivery.md").read_text().split("### 3. The GitHub repository", 1)[1].split("\n## ", 1)[0]
+    assert f"`{image_role}`" in checklist
+
+
 def test_github_hosted_tests_install_the_cpu_build_of_torch_and_local_installs_stay_as_they_are():
     """PyPI's torch wheel is the CUDA build (several GB of nvidia-* wheels); `make torch-cpu` takes
     the pinned version from PyTorch's CPU index first, and `make test` then finds it installed."""
