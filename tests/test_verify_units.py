@@ -211,6 +211,7 @@ def test_log_lines_are_read_by_event_name_only():
     ("launcher: error: the rendezvous host job-node-0-0.job:29400 was not reachable within 900 s", "rendezvous"),
     ("launcher: error: fabric check failed on an EFA pool: NCCL chose Socket", "fabric"),
     ("launcher: error: cannot start torchrun: [Errno 2] No such file or directory", "start"),
+    ("launcher: error: the gang has restarted 24 times, more than TRAIN_MAX_GANG_RESTARTS=23", "budget"),
 ])
 def test_launcher_errors_are_told_apart(line, kind):
     """Every `launcher: error:` line was "the launcher rejected its configuration", an unreachable
@@ -225,6 +226,9 @@ def test_the_launchers_own_messages_are_told_apart():
     with pytest.raises(gang.GangError) as unreachable:
         gang.wait_for_rendezvous("job-node-0-0.job", 29400, 0.0, connect=_refuse, sleep=lambda _s: None)
     assert progress_log.launcher_error_kind(f"launcher: error: {unreachable.value}") == "rendezvous"
+    with pytest.raises(gang.GangError) as spent:
+        gang.check_restart_budget({gang.RESTART_ATTEMPT_VAR: "24", gang.MAX_RESTARTS_VAR: "23"})
+    assert progress_log.launcher_error_kind(f"launcher: error: {spent.value}") == "budget"
     check = fabric.NetworkCheck()
     line = next(line for line in FABRIC_FALLBACK_LINES if check.feed(line))
     assert line and progress_log.launcher_error_kind(f"launcher: error: {fabric.failure_message(check)}") == "fabric"

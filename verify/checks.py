@@ -52,6 +52,9 @@ LAUNCHER_ERRORS = {
     "fabric": ("the fabric check stopped the run",
                "NCCL did not use EFA on an EFA pool (its NCCL log names the transport it fell back to)"),
     "start": ("the launcher could not start torchrun", "crash at start: the image cannot run torchrun"),
+    "budget": ("the gang is past its restart budget",
+               "the gang kept failing or being evicted (maxRestarts + maxDisruptionRestarts): read the previous "
+               "pods' events and logs before raising the budget"),
 }
 # Container Insights (enhanced, accelerated compute) publishes pod_gpu_utilization with these
 # dimensions: aws/amazon-cloudwatch-agent translator/translate/otel/exporter/awsemf/kubernetes.go

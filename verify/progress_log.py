@@ -64,14 +64,15 @@ def launcher_errors(text: str) -> list[str]:
 
 
 # What a `launcher: error:` line is about, by the words the launcher writes (trainer/launcher:
-# gang.py's unreachable rendezvous, fabric.py's failure_message, main.py's torchrun start); any
+# gang.py's unreachable rendezvous and restart budget, fabric.py's failure_message, main.py's
+# torchrun start); any
 # other is a contract error: a TRAIN_* variable missing or invalid.
 LAUNCHER_ERROR_KINDS = (("rendezvous", "the rendezvous host "), ("fabric", "fabric check failed"),
-                        ("start", "cannot start torchrun"))
+                        ("start", "cannot start torchrun"), ("budget", "the gang has restarted "))
 
 
 def launcher_error_kind(line: str) -> str:
-    """rendezvous, fabric, start or config."""
+    """rendezvous, fabric, start, budget or config."""
     message = line.removeprefix(LAUNCHER_ERROR_PREFIX).strip()
     return next((kind for kind, words in LAUNCHER_ERROR_KINDS if message.startswith(words)), "config")
 

@@ -12,10 +12,13 @@ Sources of the recorded lines (quoted verbatim):
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from launcher import fabric
@@ -161,3 +164,42 @@ def test_socket_pools_are_not_checked(tmp_path):
     run = _launch_fake_worker(tmp_path, SOCKET_RUN, fabric_name="socket", work_seconds=0.5)
     assert run.returncode == 0, run.stderr
     assert "fabric_check" not in run.stdout
+
+
+# A worker that dies on SIGTERM without saving or writing TRAIN_STOPPED_FILE: a hang the probes kill.
+UNSTOPPED_WORKER = textwrap.dedent("""\
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    open(os.environ["WORKER_MARKER"], "w").write("started")
+    time.sleep(120)
+""")
+
+
+def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path):
+    """Exit 143 restarts the gang as a disruption, without spending maxRestarts: a trainer killed by
+    its liveness probe, which saved nothing and reported no stop, must not pass for one."""
+    (tmp_path / "worker.py").write_text(UNSTOPPED_WORKER)
+    (tmp_path / "hparams.yaml").write_text("{}\n")
+    marker = tmp_path / "worker.marker"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "NCCL_", "PET_"))}
+    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "unstopped", "TRAIN_RDZV_HOST": "127.0.0.1",
+                "TRAIN_RDZV_PORT": str(free_port()), "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+                "TRAIN_HPARAMS_FILE": str(tmp_path / "hparams.yaml"),
+                "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"), "WORKER_MARKER": str(marker)})
+    with subprocess.Popen([sys.executable, "-m", "launcher", "--", str(tmp_path / "worker.py")], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True) as proc:
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists():
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.stdout
+        events = [json.loads(line) for line in proc.stdout.read().splitlines() if line.startswith("{")]
+    assert [e for e in events if e["event"] == "trainer_not_stopped"], events
+    (exit_event,) = [e for e in events if e["event"] == "launcher_exit"]
+    assert (exit_event["rc"], exit_event["signal"]) == (1, "SIGTERM")

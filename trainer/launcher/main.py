@@ -6,10 +6,10 @@ rendezvous. See trainer/README.md for the contract.
 
 Exit codes: 0 training finished; 2 bad contract or usage, a gang past its restart
 budget, or NCCL on a network other than EFA on an EFA pool (one line on stderr);
-128+N when the launcher was stopped by signal N (143 for SIGTERM) after the
-workers had the chance to save; 143 when the workers stopped with their gang
-after saving (TRAIN_STOPPED_FILE: another pod got the signal); otherwise
-torchrun's exit code.
+143 when the workers stopped with their gang after saving (TRAIN_STOPPED_FILE),
+on the pod that got the signal and on the others; 128+N when signal N stopped
+the launcher before torchrun started; 1 when a signal came and the workers
+never reported a stop (a hang the probes killed); otherwise torchrun's exit code.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ JSON line and exits without starting anything.
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
+EXIT_SIGNAL_WITHOUT_STOP = 1  # a failure to the Job: its workers never reported a stop after saving
 PYTHON_WORDS = {"python", "python3", sys.executable, os.path.basename(sys.executable)}
 
 
@@ -358,15 +359,22 @@ def main(argv: list[str] | None = None) -> int:
     # A finished run stays a success even if a stop signal raced with its end.
     rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
     config_errors = _config_errors(env[contract.CONFIG_ERROR_VAR]) if rc != 0 and sup.received is None else []
-    stopped = _stopped(env[contract.STOPPED_VAR]) if rc != 0 and sup.received is None and not config_errors else None
+    stopped = _stopped(env[contract.STOPPED_VAR]) if rc != 0 and not config_errors else None
     if config_errors:
         progress.log("trainer_config_error", errors=config_errors)
         rc = 2  # torchrun's 1 would spend a restart on a config that cannot work
     elif stopped is not None:
-        # Another pod got the stop signal and this one's workers stopped with it, after saving:
-        # the same disruption, so the same exit code, not torchrun's 1 (a failure to the Job).
-        progress.log("trainer_stopped", step=stopped.get("step"))
+        # The workers stopped with their gang after saving (this pod got the signal, or another
+        # did): a disruption, whose exit code restarts the gang without spending a restart.
+        progress.log("trainer_stopped", step=stopped.get("step"), signal=stopped.get("signal"))
         rc = EXIT_STOPPED
+    elif sup.received is not None:
+        # A signal, and no stop after a save: the probes killing a hung trainer, or workers that
+        # died before they could stop. Exit 143 would pass for a disruption (the JobSet rule
+        # `stopped`) and a hang would restart without spending `maxRestarts`; an evicted pod is
+        # a disruption by its DisruptionTarget condition whatever its exit code.
+        progress.log("trainer_not_stopped", signal=signal.Signals(sup.received).name, torchrun_rc=torchrun_rc)
+        rc = EXIT_SIGNAL_WITHOUT_STOP
     network = watch.finish() if watch else None
     if network is not None:
         progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)
