@@ -126,12 +126,29 @@ PLATFORM_ONLY_TYPES = {
     "aws:eks/accessEntry:AccessEntry": "an EKS access entry",
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": "an EKS access policy association",
     "aws:eks/identityProviderConfig:IdentityProviderConfig": "an EKS identity provider",
-    # A bucket has one policy: a team's would replace the platform's on a shared bucket.
-    "aws:s3/bucketPolicy:BucketPolicy": "a bucket policy",
+    # One per file system, key or repository: a team's would replace the platform's on a shared one.
+    "aws:efs/fileSystemPolicy:FileSystemPolicy": "a file system policy",
+    "aws:efs/backupPolicy:BackupPolicy": "a file system backup policy",
+    "aws:efs/mountTarget:MountTarget": "a mount target",
+    "aws:efs/replicationConfiguration:ReplicationConfiguration": "a file system replication",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "a file system's data repository",
+    "aws:kms/keyPolicy:KeyPolicy": "a key policy",
+    "aws:kms/grant:Grant": "a key grant",
+    "aws:ecr/repositoryPolicy:RepositoryPolicy": "a registry policy",
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": "a registry lifecycle policy",
     # What it installs is applied by Helm, not registered with the engine: no policy sees it.
     "kubernetes:helm.sh/v3:Release": "a Helm release",
 }
+# A team stack creates no bucket, so any bucket setting (policy, lifecycle, versioning,
+# encryption, ownership, replication, notification: each one per bucket) would be on a shared one,
+# replacing the platform's. Objects are the exception, under the team's prefix.
+BUCKET_SETTING_PREFIX = "aws:s3/bucket"
+BUCKET_OBJECTS = ("aws:s3/bucketObject:BucketObject", "aws:s3/bucketObjectv2:BucketObjectv2")
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+# What a team namespace's pods may not loosen: `privileged` lets a pod take its node, and with it
+# every other team's pods and volumes there (components/workload/namespace.py sets baseline).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+TEAM_POD_SECURITY_LEVELS = ("baseline", "restricted")
 # Kubernetes types that are components, not objects: Helm charts, YAML and Kustomize, whose objects
 # are registered, and checked, one by one.
 NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v4:", "kubernetes:yaml",
@@ -153,7 +170,13 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
             f"is a cluster-scoped volume bound to namespace {claim_namespace}, not {namespace} (spec.claimRef)")
     if kind in TEAM_CLUSTER_SCOPED_KINDS:
         name = get(metadata, "name")
-        return None if name == namespace else f"is a cluster-scoped {kind} named {name}, not {namespace}"
+        if name != namespace:
+            return f"is a cluster-scoped {kind} named {name}, not {namespace}"
+        enforce = get(get(metadata, "labels") or {}, POD_SECURITY_ENFORCE) if kind == "Namespace" else None
+        if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS:
+            return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "
+                    f"{', '.join(TEAM_POD_SECURITY_LEVELS)}: a privileged pod takes its node")
+        return None
     object_namespace = get(metadata, "namespace")
     if object_namespace is None:
         return f"is a {kind} without a namespace: cluster-scoped, or placed in the provider's default namespace"
@@ -165,10 +188,17 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
     if not stack.is_team:
         return
     what = describe(args.name, args.resource_type)
-    shared = PLATFORM_ONLY_TYPES.get(args.resource_type)
+    shared = PLATFORM_ONLY_TYPES.get(args.resource_type) or (
+        "a bucket setting" if args.resource_type.startswith(BUCKET_SETTING_PREFIX)
+        and args.resource_type not in BUCKET_OBJECTS else None)
     if shared:
         report(f"team stack {stack.name} creates {shared}: {what}. Shared infrastructure belongs to the "
                f"{stack.environment} platform stack; a team stack creates only team-scoped things.")
+    elif args.resource_type in BUCKET_OBJECTS:
+        key = get(args.props, "key")
+        if not (isinstance(key, str) and key.startswith(stack.team_object_prefix)):
+            report(f"{what} writes the object {key} outside {stack.team_object_prefix}; a team's objects live under "
+                   "its own prefix of the shared buckets.")
     elif args.resource_type == POD_IDENTITY:
         namespace = get(args.props, "namespace")
         if namespace != stack.team_namespace:

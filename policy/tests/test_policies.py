@@ -252,7 +252,20 @@ FAILING = [
         stack="team-vision-prod"), "creates an EKS access policy association"),
     Case("team-stack-scope", "a policy on a shared bucket", lambda: plan(resource(BUCKET_POLICY, "artifacts", {
         "bucket": "gpu-training-prod-artifacts-1", "policy": policy_document()}, stack="team-vision-prod"),
-        stack="team-vision-prod"), "creates a bucket policy"),
+        stack="team-vision-prod"), "creates a bucket setting"),
+    Case("team-stack-scope", "a lifecycle on a shared bucket", lambda: plan(resource(
+        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "expire-all", {
+            "bucket": "gpu-training-prod-artifacts-1", "rules": [{"id": "x", "status": "Enabled", "expiration": {"days": 1}}]},
+        stack="team-vision-prod"), stack="team-vision-prod"), "creates a bucket setting"),
+    Case("team-stack-scope", "a file system policy", lambda: plan(resource("aws:efs/fileSystemPolicy:FileSystemPolicy", "fsp", {
+        "fileSystemId": "fs-1", "policy": policy_document()}, stack="team-vision-prod"), stack="team-vision-prod"),
+        "creates a file system policy"),
+    Case("team-stack-scope", "an object outside the team's prefix", lambda: plan(resource(
+        "aws:s3/bucketObjectv2:BucketObjectv2", "obj", {"bucket": "gpu-training-prod-artifacts-1", "key": "teams/nlp/x"},
+        stack="team-vision-prod"), stack="team-vision-prod"), "outside teams/vision/"),
+    Case("team-stack-scope", "a privileged team namespace", lambda: plan(resource("kubernetes:core/v1:Namespace", "ns", {
+        "metadata": {"name": "team-vision", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "enforces the pod security level privileged"),
     Case("team-stack-scope", "a Helm release", lambda: plan(resource("kubernetes:helm.sh/v3:Release", "tools", {
         "chart": "x", "namespace": "team-vision"}, stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"),
         "creates a Helm release"),
@@ -319,6 +332,9 @@ PASSING = [
     Case("team-stack-scope", "a Helm v4 chart, whose objects are checked one by one", lambda: plan(resource(
         "kubernetes:helm.sh/v4:Chart", "tools", {"chart": "x", "namespace": "team-vision"}, stack="team-vision-prod",
         provider="k8s", custom=False), stack="team-vision-prod")),
+    Case("team-stack-scope", "an object under the team's prefix", lambda: plan(resource(
+        "aws:s3/bucketObjectv2:BucketObjectv2", "obj", {"bucket": "gpu-training-prod-artifacts-1", "key": "teams/vision/x"},
+        stack="team-vision-prod"), stack="team-vision-prod")),
     Case("team-iam-scope", "role with an inline policy on the team's prefix and no managed policies", lambda: plan(resource(
         ROLE, "team-role", {"assumeRolePolicy": policy_document(), "managedPolicyArns": [], "inlinePolicies": [{
             "name": "own", "policy": policy_document(allow(["s3:PutObject"], ["arn:aws:s3:::b/teams/vision/*"]))}]},
