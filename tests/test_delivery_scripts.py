@@ -259,6 +259,17 @@ def test_build_image_pushes_a_new_tag(image_checkout):
     assert f"pushed: {REPOSITORY}:{commit}" in result.stdout and f"digest: {REPOSITORY}@{PUSHED}\n" in result.stdout
 
 
+def test_build_image_tags_another_platform_apart(image_checkout):
+    """A linux/arm64 build under the commit's tag would reuse the amd64 image's digest on a re-run."""
+    root, commit = image_checkout
+    result = build_image(root, "missing", "--platform", "linux/arm64")
+    assert result.returncode == 0, result.stderr
+    log = calls(root)
+    assert f"--image-ids imageTag={commit}-linux-arm64 " in log[0]
+    build = next(line for line in log if line.startswith("docker buildx build "))
+    assert f"--tag {REPOSITORY}:{commit}-linux-arm64" in build and "--platform linux/arm64" in build
+
+
 def test_build_image_stops_when_ecr_gives_no_answer(image_checkout):
     root, _ = image_checkout
     result = build_image(root, "denied")
