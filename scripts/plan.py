@@ -432,7 +432,7 @@ def _pairs(items: list[str], flag: str) -> dict[str, Any]:
         if key in result:
             raise UsageError(f"{flag} sets {path_for_message(key)} twice. Fix: set it once")
         try:
-            result[key] = load_json_text(value, source=f"{flag} {path_for_message(key)}") if value[:1] in "[{" else value
+            result[key] = load_json_text(value, source=f"{flag} {path_for_message(key)}") if value[:1] in ("[", "{") else value
         except YamlError as problem:
             raise UsageError(f"{flag} {path_for_message(key)}: the value is not valid JSON (value not shown). Fix: correct it"
                              if secret else str(problem)) from None

@@ -794,3 +794,36 @@ def test_set_takes_whole_keys_not_paths(capfd, tmp_path, flag, item):
     err = plan_error(capfd, "--stack", "dev", flag, item, "--out", str(tmp_path / "out"))
     assert f"{flag}: {PROJECT}:{item.split('=')[0]}: is a path" in err and "pass the whole value" in err, err
     assert "abc" not in err
+
+
+@pytest.mark.parametrize(("path", "value", "key", "says"), [
+    # each planned with exit 0, or ended in a traceback
+    ("cluster.kubernetesVersion", "", "cluster.kubernetesVersion", "is not a Kubernetes minor offered here"),
+    ("cluster.publicAccessCidrs", [3325256704], "cluster.publicAccessCidrs[0]", "must be a CIDR written as text"),
+    ("network.monitoringIngress", {"cidrs": [174326784], "ports": [9400]}, "network.monitoringIngress.cidrs[0]",
+     "must be a CIDR written as text"),
+    ("training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "args": ["-m", "a\0b"]}]}, "training.jobs[0].args[1]",
+     "holds a NUL character"),
+    ("training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [{**JOB, "env": {"NCCL_DEBUG": "IN\0FO"}}]},
+     "training.jobs[0].env.NCCL_DEBUG", "holds a NUL character"),
+    ("storage.lustre", {"availabilityZone": ""}, "storage.lustre.availabilityZone", "is empty"),
+])
+def test_values_that_passed_or_crashed_are_refused(path, value, key, says):
+    errors = refused(mutate(raw_config("dev"), path, value))
+    assert any(e.startswith(f"{PROJECT}:{key}: {says}") for e in errors), errors
+
+
+def test_an_empty_text_written_in_the_stack_file_is_not_the_default(tmp_path):
+    """`iamPermissionsBoundary: ""` planned prod's roles without a boundary (Pulumi.yaml's default "")."""
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    emptied, found = re.subn(r"^  gpu-training:iamPermissionsBoundary: .*$", '  gpu-training:iamPermissionsBoundary: ""', prod,
+                             flags=re.M)
+    assert found == 1
+    errors = refused_file(tmp_path, emptied, stack="prod")
+    assert any(e.endswith(f"{PROJECT}:iamPermissionsBoundary: is empty. Fix: give it a value, or remove the key to use "
+                          "its default") for e in errors), errors
+
+
+def test_an_empty_set_value_is_empty_not_bad_json(capfd, tmp_path):
+    err = plan_error(capfd, "--stack", "dev", "--set", "costCenter=", "--out", str(tmp_path / "out"))
+    assert f"--set: {PROJECT}:costCenter: is empty" in err and "JSON" not in err, err

@@ -109,7 +109,7 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
     policy = _upgrade_policy(section)
     warnings: list[str] = []
     release = EKS_CALENDAR.get(version)
-    if version and release is None:
+    if section.ok("kubernetesVersion") and release is None:  # "" too: no minor is empty
         section.error(version_key, version,
                       f"is not a Kubernetes minor offered here; supported: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)} "
                       "(minors in EKS standard support with a complete pin set in components/facts/eks_versions.py)",

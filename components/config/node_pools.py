@@ -338,7 +338,7 @@ def _parse_taints(s: Section) -> tuple[Taint, ...]:
         s.error(s.key("taints"), raw_taints, f"EKS allows at most {MAX_TAINTS} taints per node group", "remove some")
     for index, raw in enumerate(raw_taints):
         t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
-        taint = Taint(t.string("key"), t.string("value", ""), t.string("effect", choices=tuple(TAINT_EFFECTS)))
+        taint = Taint(t.string("key"), t.string("value", "", empty_ok=True), t.string("effect", choices=tuple(TAINT_EFFECTS)))
         problem = _label_problem(taint.key, taint.value, empty_value=True) if t.ok("key", "value") else None
         if problem:
             t.error(t.path, f"{taint.key}={taint.value}", problem, "use a key like example.com/dedicated and a simple value")

@@ -239,12 +239,18 @@ class Section:
         return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, None)
 
     def string(self, name: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
-               check: Callable[[str], str | None] | None = None, fix: str = "") -> str:
+               check: Callable[[str], str | None] | None = None, fix: str = "", empty_ok: bool = False) -> str:
         value = self._get(name, default)
         if value is _MISSING:
             return ""
         if not isinstance(value, str):
             self.unusable(self.key(name), value, "must be a string", fix or "quote the value")
+            return ""
+        if not value.strip() and not empty_ok and default is not _MISSING and name in self.data:
+            # Written out, an empty text is a value the user meant: read as the default, it
+            # would pass silently (an empty lustre.availabilityZone is no zone, not the default's).
+            wanted = f"use one of {', '.join(choices)}" if choices else "give it a value"
+            self.unusable(self.key(name), value, "is empty", f"{wanted}, or remove the key to use its default")
             return ""
         if choices and value not in choices:
             self.unusable(self.key(name), value, f"must be one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
@@ -349,7 +355,10 @@ class Section:
 
     def network(self, key: str, value: Any) -> ipaddress.IPv4Network | None:
         """Parse an IPv4 CIDR (host bits must be zero); None after recording an error."""
-        if isinstance(value, str) and "/" not in value:  # Python would read a single address (/32)
+        if not isinstance(value, str):  # Python reads a whole number as an address: 3325256704 is 198.51.100.0/32
+            self.unusable(key, value, "must be a CIDR written as text", "write it like 10.20.0.0/16")
+            return None
+        if "/" not in value:  # Python would read a single address (/32)
             self.unusable(key, value, "has no prefix length (a CIDR is address/length)", "add it, e.g. 10.20.0.0/16")
             return None
         try:

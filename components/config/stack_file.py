@@ -119,6 +119,22 @@ def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], e
     return value
 
 
+def _top_level_problem(value: Any, *, written: bool) -> str | None:
+    """Why a top-level value of the project would not reach the program as written, or None. Every
+    top-level scalar of this project is text: the CLI passes it on as a string."""
+    if value is None:
+        return ('is empty (YAML null): the Pulumi CLI would pass the text "null". Fix: give it a value, or remove '
+                "the key to use its default")
+    if isinstance(value, bool | float):
+        return (f"is the YAML {'boolean' if isinstance(value, bool) else 'decimal'} {json.dumps(value)}, which reaches "
+                f"the program as the text {json.dumps(json.dumps(value))}, not as written (0.10 becomes \"0.1\", True "
+                "becomes \"true\"). Fix: quote the value as you mean it")
+    if written and isinstance(value, str) and not value.strip():
+        # Pulumi.yaml's `default: ""` means "not set"; written in a stack file, it is a mistake.
+        return "is empty. Fix: give it a value, or remove the key to use its default"
+    return None
+
+
 def _encode(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -149,27 +165,22 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
             values[_qualify(key, name)] = spec.get("default", spec.get("value"))
         elif not isinstance(spec, dict):
             values[_qualify(key, name)] = spec
-    values.update(_qualified(stack_values, name, shown, errors))
+    file_values = _qualified(stack_values, name, shown, errors)
+    values.update(file_values)
     set_values = _qualified(overrides or {}, name, "--set", errors)
-    for flag, given in (("--set", set_values), ("--secret", _qualified(secret_overrides or {}, name, "--secret", []))):
+    values.update(set_values)
+    secret_values = _qualified(secret_overrides or {}, name, "--secret", errors)
+    for flag, given in (("--set", set_values), ("--secret", secret_values)):
         for key in given:
             if key.startswith(f"{name}:") and any(mark in key for mark in ".["):
                 top = key.split(".")[0].split("[")[0]
                 errors.append(f"{flag}: {key}: is a path; {flag} sets whole top-level keys (not `pulumi config set "
                               f"--path`). Fix: pass the whole value of {top} as JSON, e.g. {flag} '{top}={{...}}'")
-    values.update(set_values)
-    secret_values = _qualified(secret_overrides or {}, name, "--secret", errors)
-
-    own = f"{name}:"
     for key, value in values.items():
-        if key.startswith(own) and (value is None or isinstance(value, bool | float)):
-            source = "--set" if key in set_values else shown
-            errors.append(f"{source}: {key}: " + (
-                "is empty (YAML null): the Pulumi CLI would pass the text \"null\". Fix: give it a value, or remove the "
-                "key to use its default" if value is None else
-                f"is the YAML {'boolean' if isinstance(value, bool) else 'decimal'} {json.dumps(value)}, which reaches the "
-                f"program as the text {json.dumps(json.dumps(value))}, not as written (0.10 becomes \"0.1\", True "
-                "becomes \"true\"). Fix: quote the value as you mean it"))
+        written = key in file_values or key in set_values  # not a default of Pulumi.yaml
+        problem = _top_level_problem(value, written=written) if key.startswith(f"{name}:") else None
+        if problem:
+            errors.append(f"{'--set' if key in set_values else shown}: {key}: {problem}")
     config, secret_keys = {}, []
     for key, value in values.items():
         secure: list[str] = []

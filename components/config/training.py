@@ -251,7 +251,11 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 
 
 def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str) -> None:
-    """One string of the container's execve (an argument, or NAME=value) within MAX_ARG_STRLEN."""
+    """One string of the container's execve (an argument, or NAME=value): no NUL, within MAX_ARG_STRLEN."""
+    if "\0" in value:
+        s.error(key, value, f"holds a NUL character, which ends a C string: {what} would be cut short there, or the "
+                "container refused", "remove it")
+        return
     size = len(f"{prefix}{value}".encode("utf-8", "surrogatepass")) + 1
     if size > MAX_ARG_STRLEN:
         s.error(key, value, f"makes {what} {size - 1} bytes long (UTF-8); Linux refuses one longer than "
