@@ -119,3 +119,16 @@ def test_a_rejected_taint_repeats_no_pair():
     with pytest.raises(ConfigError) as raised:
         load_stack_config(mutate(raw_config("dev"), "nodePools", pools), project=PROJECT, stack="dev")
     assert not [e for e in raised.value.errors if "repeats a key and effect" in e], raised.value.errors
+
+
+@pytest.mark.parametrize("name", ["", None, "GPU_SPOT"])
+def test_a_pool_whose_name_failed_leaves_the_references_to_it_unjudged(name):
+    """Renaming gpu-spot wrongly also reported every job and quota naming it, with the fix
+    "use one of (no GPU pools)"."""
+    pools = raw_config("dev")[f"{PROJECT}:nodePools"]
+    pools[1]["name"] = name
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(mutate(raw_config("dev"), "nodePools", pools), project=PROJECT, stack="dev")
+    errors = raised.value.errors
+    assert [e for e in errors if e.startswith(f"{PROJECT}:nodePools[1].name: ")], errors
+    assert not [e for e in errors if "is not a GPU pool" in e], errors

@@ -102,9 +102,16 @@ class NodePoolConfig:
         return not self.gpu and self.min_size >= 1 and all(t.effect == "PreferNoSchedule" for t in self.taints)
 
 
-def declared_pool_names(raw_pools: list[Any]) -> set[str]:
-    """The names the `nodePools` list gives, valid or not."""
-    return {p["name"] for p in raw_pools if isinstance(p, Mapping) and isinstance(p.get("name"), str)}
+def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
+    """The names of the pools that failed (reported already: a reference to one is not judged
+    again), or None when a failed pool has no usable name: then no reference can be judged, as a
+    job naming `gpu-spot` may mean the pool whose name was mistyped as ""."""
+    passed = {pool.name for pool in pools}
+    failed = [raw for raw in raw_pools if not (isinstance(raw, Mapping) and raw.get("name") in passed)]
+    names = {raw.get("name") for raw in failed if isinstance(raw, Mapping)}
+    if any(not isinstance(name, str) or _pool_name_problem(name) for name in names) or len(names) < len(failed):
+        return None
+    return frozenset(name for name in names if isinstance(name, str))
 
 
 def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...] | None,

@@ -20,7 +20,7 @@ from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.lustre_zone import place_lustre
 from components.config.network import NetworkConfig, parse_network
-from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, declared_pool_names, parse_node_pools
+from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
@@ -263,7 +263,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root),
-                              invalid_pools=declared_pool_names(raw_pools) - {p.name for p in node_pools},
+                              invalid_pools=failed_pool_names(raw_pools, node_pools) if root.ok("nodePools") else None,
                               storage=storage if root.ok("storage") else None, environment=env)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     observability = parse_observability(root.section("observability", {}), environment=env)
