@@ -827,3 +827,15 @@ def test_an_empty_text_written_in_the_stack_file_is_not_the_default(tmp_path):
 def test_an_empty_set_value_is_empty_not_bad_json(capfd, tmp_path):
     err = plan_error(capfd, "--stack", "dev", "--set", "costCenter=", "--out", str(tmp_path / "out"))
     assert f"--set: {PROJECT}:costCenter: is empty" in err and "JSON" not in err, err
+
+
+@pytest.mark.parametrize(("line", "replacement", "key"), [
+    ("        nodes: 2", "        nodes: {secure: AAABBBCCC}", "training.jobs[0].nodes"),
+    ("        pool: gpu-spot", "        pool: {secure: AAABBBCCC}", "training.jobs[0].pool"),
+])
+def test_a_secure_value_on_a_plain_key_is_reported_once(tmp_path, line, replacement, key):
+    """A second message judged the placeholder ("must be a whole number"), not the value written."""
+    assert line in DEV_STACK_TEXT
+    errors = refused_file(tmp_path, DEV_STACK_TEXT.replace(line, replacement, 1))
+    assert [e for e in errors if key in e] == [e for e in errors if e.startswith(f"{PROJECT}:{key}: is set as a secret")]
+    assert len([e for e in errors if key in e]) == 1, errors

@@ -142,10 +142,10 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
     if environment == "prod" and public:
         section.error(section.key("endpointPublicAccess"), public, "prod's API endpoint must be private (CIS 5.4.2)",
                       "set endpointPublicAccess: false and reach the API over VPN / peering")
-    if public and not cidrs:
+    if public and not cidrs and section.ok("publicAccessCidrs"):
         section.error(cidrs_key, [], "a public endpoint needs an allow-list (EKS would default to 0.0.0.0/0)",
                       "list your office/VPN egress CIDRs, or set endpointPublicAccess: false")
-    if not public and cidrs:
+    if not public and cidrs and section.ok("endpointPublicAccess"):
         section.error(cidrs_key, cidrs, "has no effect while endpointPublicAccess is false",
                       "remove it, or set endpointPublicAccess: true")
 

@@ -84,6 +84,18 @@ class ErrorLog(list[str]):
         super().__init__()
         self.secret_keys = frozenset(secret_keys)
         self._keys: dict[int, str] = {}
+        self._refused: dict[int, str] = {}
+        """The messages refusing a key set as a secret, by index: what else is said of that key is
+        said of its placeholder, never of the value the user wrote."""
+
+    def refuse(self, key: str, message: str) -> None:
+        self._refused[len(self)] = key
+        self.record(key, message)
+
+    def _of_refused_key(self, index: int) -> bool:
+        key = self._keys.get(index, "")
+        return index not in self._refused and any(key == refused or is_under(key, refused)
+                                                  for refused in self._refused.values())
 
     def record(self, key: str, message: str) -> None:
         """Append a message that starts with `key` (a key of plain config is no secret)."""
@@ -117,6 +129,8 @@ class ErrorLog(list[str]):
         hidden = sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
         result = []
         for index, error in enumerate(self):
+            if self._of_refused_key(index):
+                continue
             key = self._keys.get(index, "")
             # The key itself was written in plain text unless it lies inside a secret.
             start = len(key) if key and not self.hides(key) and error.startswith(key) else 0
@@ -140,7 +154,7 @@ def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable
             continue
         if not key.startswith(f"{project}:") and key not in also:
             continue
-        errors.record(key, f"{key}: is set as a secret (`secure:` in the stack file, `pulumi config set --secret` or "
+        errors.refuse(key, f"{key}: is set as a secret (`secure:` in the stack file, `pulumi config set --secret` or "
                       "plan.py --secret), but the program reads it as plain config: its value would reach resources, "
                       f"tags and manifests in plain text (value not shown). Fix: {fix}")
 
