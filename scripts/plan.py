@@ -25,6 +25,7 @@ one synthesiser, not two.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import faulthandler
 import gc
@@ -439,6 +440,15 @@ def _pairs(items: list[str], flag: str) -> dict[str, Any]:
     return result
 
 
+def calendar_day(text: str) -> date:
+    """--today's value; argparse reports the ValueError's text as the error."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{path_for_message(repr(text))[:40]} is not a date. Fix: write it as YYYY-MM-DD, "
+                                         "e.g. 2027-02-01") from None
+
+
 def all_stacks(project_dir: Path = ROOT) -> list[str]:
     stack_dir = project_dir / (project_file(project_dir).get("stackConfigDir") or ".")
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_dir.glob("Pulumi.*.yaml"))
@@ -456,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-file", type=Path, help="read this file instead of stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--secret", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--today", type=date.fromisoformat, metavar="YYYY-MM-DD",
+    parser.add_argument("--today", type=calendar_day, metavar="YYYY-MM-DD",
                         help="judge Kubernetes versions against EKS's calendar as of this day (default: today)")
     args = parser.parse_args(argv)
     project_dirs = [p.resolve() for p in args.project or [ROOT]]

@@ -40,7 +40,7 @@ def refused(raw: dict[str, Any], stack: str = "dev", *, secret_keys: Any = None)
 def checked(error: ConfigError) -> list[str]:
     report = str(error)
     assert len(report.encode()) <= MAX_REPORT_BYTES and CANARY not in report, report[:3000]
-    assert all("Fix:" in e and "\n" not in e for e in error.errors), error.errors
+    assert all(e.count("Fix:") == 1 and "\n" not in e for e in error.errors), error.errors
     return error.errors
 
 
@@ -839,3 +839,9 @@ def test_a_secure_value_on_a_plain_key_is_reported_once(tmp_path, line, replacem
     errors = refused_file(tmp_path, DEV_STACK_TEXT.replace(line, replacement, 1))
     assert [e for e in errors if key in e] == [e for e in errors if e.startswith(f"{PROJECT}:{key}: is set as a secret")]
     assert len([e for e in errors if key in e]) == 1, errors
+
+
+@pytest.mark.parametrize("day", ["2026-13-01", "tomorrow"])
+def test_today_that_is_no_date_gets_the_format(capfd, day):
+    err = plan_error(capfd, "--stack", "dev", "--today", day)
+    assert f"argument --today: '{day}' is not a date. Fix: write it as YYYY-MM-DD" in err, err

@@ -297,7 +297,7 @@ def check_refusal(error: ConfigError, *, stack: str, paths: set[str] | None, fil
     for canary in canaries:
         assert canary not in report, f"secret value in the report: {report[:2000]}"
     for message in error.errors:
-        assert "Fix:" in message, message
+        assert message.count("Fix:") == 1, message  # one fix per message
         if paths is None:  # the file itself could not be read
             assert message.startswith(file_shown), message
         else:

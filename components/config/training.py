@@ -355,7 +355,9 @@ def _read_hyperparameters(s: Section, relative_path: str) -> str:
     try:
         document, text = read_yaml_file(path, source=path_for_message(relative_path), max_bytes=MAX_HYPERPARAMETERS_BYTES)
     except YamlError as problem:
-        s.error(s.key("hyperparameters"), relative_path, f"is not usable: {problem}", "fix the file")
+        # The reader's message ends in its own fix: one message carries one.
+        what, _, fix = str(problem).partition(". Fix: ")
+        s.error(s.key("hyperparameters"), relative_path, f"is not usable: {what}", fix or "fix the file")
         return ""
     if not isinstance(document, dict):
         s.error(s.key("hyperparameters"), relative_path, "must hold a YAML mapping (name: value lines)", "fix the file")
