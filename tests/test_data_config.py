@@ -105,6 +105,7 @@ SECRET_CASES = [
     ("value-not-text", {"wandb-api-key": {"nested": KNOWN_SECRET}}, "must be a string", "secrets.wandb-api-key"),
     ("list-value", {"wandb-api-key": [KNOWN_SECRET]}, "must be a string", "secrets.wandb-api-key"),
     ("bad-name", {"WANDB_KEY": KNOWN_SECRET}, "not a valid secret name", "secrets.WANDB_KEY"),
+    ("name-starting-with-a-digit", {"1-token": KNOWN_SECRET}, "starting with a letter", "secrets.1-token"),
     ("not-a-mapping", KNOWN_SECRET, "must be a mapping", "secrets"),
     ("list-not-mapping", [KNOWN_SECRET], "must be a mapping", "secrets"),
 ]

@@ -20,9 +20,10 @@ from typing import Any
 
 import pulumi
 
-# A DNS-1123 label: valid as a Kubernetes Secret key, inside a Secrets Manager name, and it
-# maps one-to-one onto an env var name.
-SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# A DNS-1123 label starting with a letter: valid as a Kubernetes Secret key, inside a Secrets
+# Manager name, and it maps one-to-one onto an env var name (which may not start with a digit:
+# Kubernetes refuses `1_TOKEN` in a pod's env).
+SECRET_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 SET_COMMAND = "pulumi config set --path --secret 'secrets.{name}' <value>"
 
 
@@ -71,8 +72,8 @@ def parse_secrets(errors: list[str], key: str, raw: Any, *, secret_keys: Collect
     for name, value in sorted(raw.items(), key=lambda item: str(item[0])):
         entry_key = f"{key}.{name}"
         if not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
-            errors.append(f"{entry_key}: is not a valid secret name (lowercase letters, digits and '-', at most 63, "
-                          f"e.g. wandb-api-key). Fix: rename it.")
+            errors.append(f"{entry_key}: is not a valid secret name (lowercase letters, digits and '-', starting with a "
+                          f"letter, at most 63, e.g. wandb-api-key). Fix: rename it.")
             continue
         if value is None or value == "":
             errors.append(f"{entry_key}: is declared without a value. Fix: run `{SET_COMMAND.format(name=name)}`, "

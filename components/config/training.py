@@ -198,7 +198,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     secrets = tuple(s.string_list("secrets", []))
     for secret in secrets:
         if secret not in secret_names and not SECRET_NAME.fullmatch(secret):
-            s.error(s.key("secrets"), secret, "is not a secret name (lowercase letters, digits and '-')",
+            s.error(s.key("secrets"), secret, "is not a secret name (lowercase letters, digits and '-', starting with a letter)",
                     "name a secret of the stack's secrets")
         elif secret not in secret_names:
             s.error(s.key("secrets"), secret, "is not declared in the stack's secrets",
