@@ -132,3 +132,16 @@ def test_a_pool_whose_name_failed_leaves_the_references_to_it_unjudged(name):
     errors = raised.value.errors
     assert [e for e in errors if e.startswith(f"{PROJECT}:nodePools[1].name: ")], errors
     assert not [e for e in errors if "is not a GPU pool" in e], errors
+
+
+def test_a_failed_pool_leaves_the_other_references_judged():
+    """Any pool error once switched off every pool reference check: a typo'd job pool went unreported."""
+    pools = raw_config("dev")[f"{PROJECT}:nodePools"]
+    pools[0]["instanceTypes"] = ["m7i.bogus"]
+    raw = mutate(mutate(raw_config("dev"), "nodePools", pools), "training",
+                 {"gpuQuota": {"gpu-spot": 4}, "jobs": [{"name": "ddp", "pool": "gpu-spto", "nodes": 1, "gpusPerNode": 1}]})
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    errors = raised.value.errors
+    assert any(e.startswith(f"{PROJECT}:nodePools[0].instanceTypes[0]: ") for e in errors), errors
+    assert any(e.startswith(f"{PROJECT}:training.jobs[0].pool: is not a GPU pool") for e in errors), errors

@@ -21,8 +21,8 @@ from typing import Any
 import pulumi
 
 # A DNS-1123 label starting with a letter: valid as a Kubernetes Secret key, inside a Secrets
-# Manager name, and it maps one-to-one onto an env var name (which may not start with a digit:
-# Kubernetes refuses `1_TOKEN` in a pod's env).
+# Manager name, and it maps one-to-one onto an env var name of the project's own rule (training.py
+# ENV_NAME, POSIX: no leading digit; a shell cannot read `$1_TOKEN`).
 SECRET_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 SET_COMMAND = "pulumi config set --path --secret 'secrets.{name}' <value>"
 
