@@ -139,11 +139,12 @@ PLATFORM_ONLY_TYPES = {
     # What it installs is applied by Helm, not registered with the engine: no policy sees it.
     "kubernetes:helm.sh/v3:Release": "a Helm release",
 }
-# A team stack creates no bucket, so any bucket setting (policy, lifecycle, versioning,
-# encryption, ownership, replication, notification: each one per bucket) would be on a shared one,
-# replacing the platform's. Objects are the exception, under the team's prefix.
-BUCKET_SETTING_PREFIX = "aws:s3/bucket"
-BUCKET_OBJECTS = ("aws:s3/bucketObject:BucketObject", "aws:s3/bucketObjectv2:BucketObjectv2")
+# A team stack creates no bucket, so anything else of S3 (a bucket setting: policy, lifecycle,
+# versioning, ...; access points, inventories, account-wide blocks, S3 Control) would act on the
+# shared buckets or the account, replacing the platform's. Objects are the exception, under the
+# team's prefix.
+S3_PACKAGES = ("aws:s3/", "aws:s3control/")
+S3_OBJECTS = ("aws:s3/bucketObject:BucketObject", "aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/objectCopy:ObjectCopy")
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 # What a team namespace's pods may not loosen: `privileged` lets a pod take its node, and with it
 # every other team's pods and volumes there (components/workload/namespace.py sets baseline).
@@ -159,10 +160,23 @@ NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.s
 # Kubernetes object of a team stack lives in the team's namespace: a ClusterRoleBinding, a CRD or
 # a webhook configuration would reach the whole cluster.
 TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "PersistentVolume", "ClusterQueue")
+# Cluster-scoped kinds, whatever `metadata.namespace` an object of them says (the API server
+# ignores it): Kubernetes' own and those of the add-ons the platform installs. Any kind named
+# Cluster* counts too (ClusterRole, ClusterRoleBinding, External Secrets' ClusterSecretStore).
+CLUSTER_SCOPED_KINDS = frozenset({
+    "CustomResourceDefinition", "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "PriorityClass", "StorageClass", "VolumeAttachment", "CSIDriver", "CSINode",
+    "RuntimeClass", "IngressClass", "Node", "CertificateSigningRequest", "FlowSchema", "PriorityLevelConfiguration",
+    "DeviceClass", "ResourceFlavor", "Cohort", "Topology", "AdmissionCheck", "ProvisioningRequestConfig",
+    "WorkloadPriorityClass", "MultiKueueConfig", "MultiKueueCluster",
+})
 
 
 def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | None:
-    """Why a team stack's Kubernetes object reaches beyond the team's namespace, or None."""
+    """Why a team stack's Kubernetes object reaches beyond the team's namespace, or None. A patch
+    (NamespacePatch, ...) is judged as the object it changes."""
+    kind = kind.removesuffix("Patch")
     metadata = get(props, "metadata") or {}
     if kind == "PersistentVolume":
         claim_namespace = get(get(get(props, "spec") or {}, "claimRef") or {}, "namespace")
@@ -177,6 +191,8 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
             return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "
                     f"{', '.join(TEAM_POD_SECURITY_LEVELS)}: a privileged pod takes its node")
         return None
+    if kind in CLUSTER_SCOPED_KINDS or kind.startswith("Cluster"):
+        return f"is a cluster-scoped {kind}: it acts on the whole cluster"
     object_namespace = get(metadata, "namespace")
     if object_namespace is None:
         return f"is a {kind} without a namespace: cluster-scoped, or placed in the provider's default namespace"
@@ -189,12 +205,11 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
         return
     what = describe(args.name, args.resource_type)
     shared = PLATFORM_ONLY_TYPES.get(args.resource_type) or (
-        "a bucket setting" if args.resource_type.startswith(BUCKET_SETTING_PREFIX)
-        and args.resource_type not in BUCKET_OBJECTS else None)
+        "S3 settings" if args.resource_type.startswith(S3_PACKAGES) and args.resource_type not in S3_OBJECTS else None)
     if shared:
         report(f"team stack {stack.name} creates {shared}: {what}. Shared infrastructure belongs to the "
                f"{stack.environment} platform stack; a team stack creates only team-scoped things.")
-    elif args.resource_type in BUCKET_OBJECTS:
+    elif args.resource_type in S3_OBJECTS:
         key = get(args.props, "key")
         if not (isinstance(key, str) and key.startswith(stack.team_object_prefix)):
             report(f"{what} writes the object {key} outside {stack.team_object_prefix}; a team's objects live under "

@@ -252,17 +252,39 @@ FAILING = [
         stack="team-vision-prod"), "creates an EKS access policy association"),
     Case("team-stack-scope", "a policy on a shared bucket", lambda: plan(resource(BUCKET_POLICY, "artifacts", {
         "bucket": "gpu-training-prod-artifacts-1", "policy": policy_document()}, stack="team-vision-prod"),
-        stack="team-vision-prod"), "creates a bucket setting"),
+        stack="team-vision-prod"), "creates S3 settings"),
     Case("team-stack-scope", "a lifecycle on a shared bucket", lambda: plan(resource(
         "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "expire-all", {
             "bucket": "gpu-training-prod-artifacts-1", "rules": [{"id": "x", "status": "Enabled", "expiration": {"days": 1}}]},
-        stack="team-vision-prod"), stack="team-vision-prod"), "creates a bucket setting"),
+        stack="team-vision-prod"), stack="team-vision-prod"), "creates S3 settings"),
     Case("team-stack-scope", "a file system policy", lambda: plan(resource("aws:efs/fileSystemPolicy:FileSystemPolicy", "fsp", {
         "fileSystemId": "fs-1", "policy": policy_document()}, stack="team-vision-prod"), stack="team-vision-prod"),
         "creates a file system policy"),
     Case("team-stack-scope", "an object outside the team's prefix", lambda: plan(resource(
         "aws:s3/bucketObjectv2:BucketObjectv2", "obj", {"bucket": "gpu-training-prod-artifacts-1", "key": "teams/nlp/x"},
         stack="team-vision-prod"), stack="team-vision-prod"), "outside teams/vision/"),
+    Case("team-stack-scope", "an object copied outside the team's prefix", lambda: plan(resource(
+        "aws:s3/objectCopy:ObjectCopy", "copy", {"bucket": "gpu-training-prod-artifacts-1", "key": "teams/nlp/model.pt",
+                                                 "source": "gpu-training-prod-artifacts-1/teams/vision/model.pt"},
+        stack="team-vision-prod"), stack="team-vision-prod"), "outside teams/vision/"),
+    Case("team-stack-scope", "an access point on a shared bucket", lambda: plan(resource("aws:s3/accessPoint:AccessPoint", "ap", {
+        "bucket": "gpu-training-prod-artifacts-1", "policy": policy_document()}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "creates S3 settings"),
+    Case("team-stack-scope", "an account-wide S3 setting", lambda: plan(resource(
+        "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock", "open", {"blockPublicPolicy": False},
+        stack="team-vision-prod"), stack="team-vision-prod"), "creates S3 settings"),
+    Case("team-stack-scope", "a ClusterRoleBinding that names a namespace", lambda: plan(resource(
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "admin", {
+            "metadata": {"name": "team-vision-admin", "namespace": "team-vision"},
+            "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}}, stack="team-vision-prod", provider="k8s"),
+        stack="team-vision-prod"), "is a cluster-scoped ClusterRoleBinding"),
+    Case("team-stack-scope", "a cluster secret store", lambda: plan(resource(
+        "kubernetes:external-secrets.io/v1:ClusterSecretStore", "all-secrets", {"metadata": {"name": "all"}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "is a cluster-scoped ClusterSecretStore"),
+    Case("team-stack-scope", "a patch that makes the team namespace privileged", lambda: plan(resource(
+        "kubernetes:core/v1:NamespacePatch", "ns-patch", {"metadata": {
+            "name": "team-vision", "namespace": "team-vision", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "enforces the pod security level privileged"),
     Case("team-stack-scope", "a privileged team namespace", lambda: plan(resource("kubernetes:core/v1:Namespace", "ns", {
         "metadata": {"name": "team-vision", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
         stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "enforces the pod security level privileged"),
@@ -273,7 +295,7 @@ FAILING = [
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "admin", {
             "metadata": {"name": "team-vision-admin"}, "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"}]},
-        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "ClusterRoleBinding without a namespace"),
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "is a cluster-scoped ClusterRoleBinding"),
     Case("team-stack-scope", "RoleBinding in another team's namespace", lambda: plan(resource(
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "peek", {
             "metadata": {"name": "peek", "namespace": "team-nlp"}, "roleRef": {"kind": "ClusterRole", "name": "edit"}},
