@@ -75,14 +75,14 @@ class CiIdentity(pulumi.ComponentResource):
                 f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
             self._attach_scope(f"{name}-deploy-{env.name}", self.deploy_roles[env.name], env.name)
             if env.name in policies.IMAGE_BUILD_ENVIRONMENTS:
-                # The deploy job's subject (its GitHub environment and branch): the image job names
-                # the same environment, so the environment's deployment-branch rule covers it too.
+                # A GitHub environment of its own (<env>-image, main only): with the deploy job's
+                # environment, the image job's token could assume the deploy role as well.
                 self.image_roles[env.name] = self._role(
                     f"{name}-image-{env.name}", policies.image_role_name(config.stacks_project, env.name),
-                    "StringEquals", [policies.deploy_subject(config.github, env)], env.name, IMAGE_SESSION_SECONDS,
+                    "StringEquals", [policies.image_subject(config.github, env)], env.name, IMAGE_SESSION_SECONDS,
                     self._environment_document(policies.image_policy, env.name),
                     f"push of the trainer image to the {env.name} registry from {env.deploy_branch} "
-                    f"through environment {env.github_environment}")
+                    f"through environment {policies.image_github_environment(env)}")
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",

@@ -19,8 +19,9 @@ Least privilege, written down (docs/delivery.md repeats it for readers):
 - neither role can change the bootstrap: the state bucket's settings, the bootstrap's own state,
   the KMS keys (beyond using them), the OIDC provider, the CI roles and the boundaries are denied
   explicitly.
-- image role (IMAGE_BUILD_ENVIRONMENTS, protected branch + GitHub environment, like the deploy
-  role): main.yml's trainer image job, `scripts/build-image <env>` on a GitHub-hosted runner. It
+- image role (IMAGE_BUILD_ENVIRONMENTS, protected branch + a GitHub environment of its own,
+  `<env>-image`, which the deploy role does not trust): main.yml's trainer image job,
+  `scripts/build-image <env>` on a GitHub-hosted runner. It
   reads the one state file that holds the registry's URL and pushes to that registry; no other
   state, no config secrets, no write to the state, no IAM, no cluster.
 
@@ -370,6 +371,20 @@ def preview_subjects(github: GithubConfig, environment: EnvironmentCi) -> list[s
 def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
     """The `sub` of a deploy job: it names its GitHub environment (and, with the ref template, the branch)."""
     subject = f"repo:{github.subject_repository}:environment:{environment.github_environment}"
+    if github.subject_claims == "repo-context-ref":
+        subject += f":ref:refs/heads/{environment.deploy_branch}"
+    return subject
+
+
+def image_github_environment(environment: EnvironmentCi) -> str:
+    """The GitHub environment of the trainer image job: one of its own, so that the image job's token
+    never carries the deploy job's subject (and cannot assume the deploy role)."""
+    return f"{environment.github_environment}-image"
+
+
+def image_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
+    """The `sub` of the trainer image job: its own GitHub environment, on the deploy branch."""
+    subject = f"repo:{github.subject_repository}:environment:{image_github_environment(environment)}"
     if github.subject_claims == "repo-context-ref":
         subject += f":ref:refs/heads/{environment.deploy_branch}"
     return subject

@@ -128,13 +128,15 @@ TRUST_CASES = [
     ("deploy-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", True),
     ("deploy-dev", f"repo:{REPO}:environment:prod:ref:refs/heads/main", False),
     ("deploy-dev", "repo:other-org/gpu-training:environment:dev:ref:refs/heads/main", False),
-    # The trainer image job: dev's environment on main, as the dev deploy job.
-    ("image-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", True),
-    ("image-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/feature", False),
+    # The trainer image job: an environment of its own on main; the deploy job's is not enough.
+    ("image-dev", f"repo:{REPO}:environment:dev-image:ref:refs/heads/main", True),
+    ("image-dev", f"repo:{REPO}:environment:dev:ref:refs/heads/main", False),                    # the deploy job
+    ("deploy-dev", f"repo:{REPO}:environment:dev-image:ref:refs/heads/main", False),              # the image job
+    ("image-dev", f"repo:{REPO}:environment:dev-image:ref:refs/heads/feature", False),
     ("image-dev", f"repo:{REPO}:environment:staging:ref:refs/heads/main", False),
     ("image-dev", MAIN, False),                                                                   # no environment
     ("image-dev", PR, False),
-    ("image-dev", "repo:other-org/gpu-training:environment:dev:ref:refs/heads/main", False),
+    ("image-dev", "repo:other-org/gpu-training:environment:dev-image:ref:refs/heads/main", False),
 ]
 
 
@@ -598,7 +600,8 @@ def test_only_dev_has_an_image_role_and_the_bootstrap_exports_it(bootstrap):
 def test_the_image_role_trusts_the_default_subject_template_too():
     plan = plan_bootstrap(github={"repository": REPO, "subjectClaims": "default"})
     trust, _ = role(plan, IMAGE_DEV)
-    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:dev")) == ALLOW
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:dev-image")) == ALLOW
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:dev")) != ALLOW
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:environment:prod")) != ALLOW
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:pull_request")) != ALLOW
 

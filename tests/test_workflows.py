@@ -331,7 +331,7 @@ def test_each_environment_is_previewed_from_main_before_its_approval_and_its_up(
 def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
     jobs = workflow("main.yml")["jobs"]
     assert jobs["image"]["if"] == "needs.changes.outputs.trainer == 'true'"
-    assert jobs["image"]["environment"] == "dev"
+    assert jobs["image"]["environment"] == "dev-image"
     assert "scripts/build-image dev" in steps(jobs["image"])[-1]["run"]
     pin = steps(jobs["pin-image"])
     assert "scripts/pin-image dev" in pin[2]["run"]
@@ -355,7 +355,7 @@ def test_the_image_job_pushes_with_devs_image_role_and_no_other_job_assumes_it()
         ("main.yml", "image", f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{image_role}")]
     assert [(name, job) for name, job, arn in assumed_roles() if image_role in arn] == [("main.yml", "image")]
     # The role trusts dev's GitHub environment (bootstrap/ci_identity.py): the job must name it.
-    assert image["environment"] == "dev" and image["permissions"] == {"contents": "read", "id-token": "write"}
+    assert image["environment"] == "dev-image" and image["permissions"] == {"contents": "read", "id-token": "write"}
     # The role may list dev's state file name only: the CLI's scan for legacy stack files is off.
     build = steps(image)[-1]
     assert build["env"]["PULUMI_DIY_BACKEND_NO_LEGACY_WARNING"] == "true"
