@@ -169,15 +169,20 @@ CLUSTER_SCOPED_KINDS = frozenset({
     "MutatingAdmissionPolicyBinding", "PriorityClass", "StorageClass", "VolumeAttachment", "CSIDriver", "CSINode",
     "RuntimeClass", "IngressClass", "Node", "CertificateSigningRequest", "FlowSchema", "PriorityLevelConfiguration",
     "DeviceClass", "ResourceFlavor", "Cohort", "Topology", "AdmissionCheck", "ProvisioningRequestConfig",
-    "WorkloadPriorityClass", "MultiKueueConfig", "MultiKueueCluster",
+    "WorkloadPriorityClass", "MultiKueueConfig", "MultiKueueCluster", "ServiceCIDR", "IPAddress",
+    "VolumeAttributesClass", "ResourceSlice", "ResourceClass", "DeviceTaintRule", "StorageVersionMigration",
+    "StorageVersion", "PodSecurityPolicy", "ComponentStatus",
 })
 
 
 def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | None:
     """Why a team stack's Kubernetes object reaches beyond the team's namespace, or None. A patch
     (NamespacePatch, ...) is judged as the object it changes."""
+    patch = kind.endswith("Patch")
     kind = kind.removesuffix("Patch")
     metadata = get(props, "metadata") or {}
+    if kind == "PersistentVolume" and patch:
+        return "patches a persistent volume: a team's volumes are the ones its stack creates, bound to its claims"
     if kind == "PersistentVolume":
         claim_namespace = get(get(get(props, "spec") or {}, "claimRef") or {}, "namespace")
         return None if claim_namespace == namespace else (
@@ -187,7 +192,7 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
         if name != namespace:
             return f"is a cluster-scoped {kind} named {name}, not {namespace}"
         enforce = get(get(metadata, "labels") or {}, POD_SECURITY_ENFORCE) if kind == "Namespace" else None
-        if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS:
+        if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS and not (patch and enforce is None):
             return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "
                     f"{', '.join(TEAM_POD_SECURITY_LEVELS)}: a privileged pod takes its node")
         return None

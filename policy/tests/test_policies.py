@@ -281,6 +281,13 @@ FAILING = [
     Case("team-stack-scope", "a cluster secret store", lambda: plan(resource(
         "kubernetes:external-secrets.io/v1:ClusterSecretStore", "all-secrets", {"metadata": {"name": "all"}},
         stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "is a cluster-scoped ClusterSecretStore"),
+    Case("team-stack-scope", "a patch that re-binds another team's volume", lambda: plan(resource(
+        "kubernetes:core/v1:PersistentVolumePatch", "steal", {"metadata": {"name": "checkpoints-team-nlp"}, "spec": {
+            "claimRef": {"name": "checkpoints", "namespace": "team-vision"}}}, stack="team-vision-prod", provider="k8s"),
+        stack="team-vision-prod"), "patches a persistent volume"),
+    Case("team-stack-scope", "a service CIDR that names a namespace", lambda: plan(resource(
+        "kubernetes:networking.k8s.io/v1:ServiceCIDR", "cidr", {"metadata": {"name": "x", "namespace": "team-vision"}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod"), "is a cluster-scoped ServiceCIDR"),
     Case("team-stack-scope", "a patch that makes the team namespace privileged", lambda: plan(resource(
         "kubernetes:core/v1:NamespacePatch", "ns-patch", {"metadata": {
             "name": "team-vision", "namespace": "team-vision", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
@@ -354,6 +361,9 @@ PASSING = [
     Case("team-stack-scope", "a Helm v4 chart, whose objects are checked one by one", lambda: plan(resource(
         "kubernetes:helm.sh/v4:Chart", "tools", {"chart": "x", "namespace": "team-vision"}, stack="team-vision-prod",
         provider="k8s", custom=False), stack="team-vision-prod")),
+    Case("team-stack-scope", "a patch annotating the team's own namespace", lambda: plan(resource(
+        "kubernetes:core/v1:NamespacePatch", "ns-patch", {"metadata": {"name": "team-vision", "annotations": {"a": "b"}}},
+        stack="team-vision-prod", provider="k8s"), stack="team-vision-prod")),
     Case("team-stack-scope", "an object under the team's prefix", lambda: plan(resource(
         "aws:s3/bucketObjectv2:BucketObjectv2", "obj", {"bucket": "gpu-training-prod-artifacts-1", "key": "teams/vision/x"},
         stack="team-vision-prod"), stack="team-vision-prod")),
