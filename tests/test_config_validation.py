@@ -145,3 +145,14 @@ def test_a_failed_pool_leaves_the_other_references_judged():
     errors = raised.value.errors
     assert any(e.startswith(f"{PROJECT}:nodePools[0].instanceTypes[0]: ") for e in errors), errors
     assert any(e.startswith(f"{PROJECT}:training.jobs[0].pool: is not a GPU pool") for e in errors), errors
+
+
+def test_a_pool_name_given_twice_leaves_its_references_unjudged():
+    """A duplicate gpu-spot (GPU, then CPU) also gave "jobs[0].pool: ... use one of (no GPU pools)"."""
+    pools = raw_config("dev")[f"{PROJECT}:nodePools"]
+    pools.append({**pools[0], "name": "gpu-spot"})
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(mutate(raw_config("dev"), "nodePools", pools), project=PROJECT, stack="dev")
+    errors = raised.value.errors
+    assert any("names two pools the same" in e for e in errors), errors
+    assert not [e for e in errors if "is not a GPU pool" in e], errors

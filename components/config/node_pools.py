@@ -103,15 +103,15 @@ class NodePoolConfig:
 
 
 def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
-    """The names of the pools that failed (reported already: a reference to one is not judged
-    again), or None when a failed pool has no usable name: then no reference can be judged, as a
-    job naming `gpu-spot` may mean the pool whose name was mistyped as ""."""
+    """The names whose references are not judged again: pools that failed, and names given twice
+    (both reported already). None when a failed pool has no usable name: then no reference can be
+    judged, as a job naming `gpu-spot` may mean the pool whose name was mistyped as ""."""
+    names = [raw.get("name") if isinstance(raw, Mapping) else None for raw in raw_pools]
     passed = {pool.name for pool in pools}
-    failed = [raw for raw in raw_pools if not (isinstance(raw, Mapping) and raw.get("name") in passed)]
-    names = {raw.get("name") for raw in failed if isinstance(raw, Mapping)}
-    if any(not isinstance(name, str) or _pool_name_problem(name) for name in names) or len(names) < len(failed):
+    failed = [name for name in names if name not in passed]
+    if any(not isinstance(name, str) or _pool_name_problem(name) for name in failed):
         return None
-    return frozenset(name for name in names if isinstance(name, str))
+    return frozenset(str(name) for name in failed) | {str(name) for name in names if names.count(name) > 1}
 
 
 def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[str, ...] | None,

@@ -261,10 +261,10 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
                             region=region)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
+    # Pools that failed are reported already; with no readable list, no reference can be judged.
+    unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
-                              trainer_image=_trainer_image(root),
-                              invalid_pools=failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list)
-                              else None,
+                              trainer_image=_trainer_image(root), invalid_pools=unjudged_pools,
                               storage=storage if root.ok("storage") else None, environment=env)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     observability = parse_observability(root.section("observability", {}), environment=env)
