@@ -82,7 +82,7 @@ class CiIdentity(pulumi.ComponentResource):
                     "StringEquals", [policies.image_subject(config.github, env)], env.name, IMAGE_SESSION_SECONDS,
                     self._environment_document(policies.image_policy, env.name),
                     f"push of the trainer image to the {env.name} registry from {env.deploy_branch} "
-                    f"through environment {policies.image_github_environment(env)}")
+                    f"through environment {env.image_github_environment}")
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",

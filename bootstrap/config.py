@@ -67,6 +67,12 @@ class EnvironmentCi:
     github_environment: str
     """The GitHub environment of the deploy job (prod: the one with required reviewers)."""
 
+    @property
+    def image_github_environment(self) -> str:
+        """The GitHub environment of the trainer image job: one of its own, so that the image job's
+        token never carries the deploy job's subject (and cannot assume the deploy role)."""
+        return f"{self.github_environment}-image"
+
 
 @dataclass(frozen=True)
 class BootstrapConfig:
@@ -109,9 +115,26 @@ def _parse_github(section: Section) -> GithubConfig:
                         repository_id=repository_id, oidc_provider_arn=provider)
 
 
+def _environment_clash(github_environment: str, earlier: list[EnvironmentCi]) -> str | None:
+    """How a stage's GitHub environment (or its image job's, <environment>-image) is also an earlier
+    stage's, or None. Each deploy and image role trusts the jobs of one GitHub environment: two
+    stages sharing one would let the less protected stage's jobs (e.g. dev, no required reviewers)
+    assume the other's roles. GitHub environment names are not case-sensitive (GitHub Docs,
+    "Managing environments")."""
+    image = f"{github_environment}-image"
+    for stage in earlier:
+        if stage.github_environment.casefold() == github_environment.casefold():
+            return f"is also {stage.name}'s GitHub environment"
+        if stage.image_github_environment.casefold() == github_environment.casefold():
+            return f"is {stage.name}'s image job environment"
+        if stage.github_environment.casefold() == image.casefold():
+            return f"makes {image}, {stage.name}'s GitHub environment, this stage's image job environment"
+    return None
+
+
 def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
     value = root.data.get("environments")
-    section = root.section("environments")
+    section = root.section("environments", null_entries=True)  # `dev:` alone: the stage with its defaults
     if isinstance(value, Mapping) and not value:
         section.error(section.path, value, "names no environment", "list at least one of dev, staging, prod")
     environments = []
@@ -129,15 +152,12 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
             "githubEnvironment", name,
             check=lambda v: None if GITHUB_ENVIRONMENT.fullmatch(v) else "is not a usable environment name",
             fix="use the GitHub environment's name, without spaces, colons or wildcards")
-        # Each deploy role trusts the jobs of its GitHub environment: two stages sharing one would
-        # let the less protected stage's jobs (e.g. dev, no required reviewers) assume the other's role.
-        # GitHub environment names are not case-sensitive (GitHub Docs, "Managing environments").
-        shared_with = next((e.name for e in environments
-                            if e.github_environment.casefold() == github_environment.casefold()), None)
-        if shared_with is not None and entry.ok("githubEnvironment"):
+        clash = _environment_clash(github_environment, environments)
+        if clash is not None and entry.ok("githubEnvironment"):
             entry.error(entry.key("githubEnvironment"), github_environment,
-                        f"is also {shared_with}'s: its deploy jobs could assume {name}'s deploy role",
-                        "give every stage a GitHub environment of its own (by default, one named after the stage)")
+                        f"{clash}: their jobs could assume each other's roles",
+                        "give every stage a GitHub environment of its own (by default, one named after the stage), "
+                        "not ending in -image")
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
     return tuple(environments)

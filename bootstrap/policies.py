@@ -376,15 +376,9 @@ def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
     return subject
 
 
-def image_github_environment(environment: EnvironmentCi) -> str:
-    """The GitHub environment of the trainer image job: one of its own, so that the image job's token
-    never carries the deploy job's subject (and cannot assume the deploy role)."""
-    return f"{environment.github_environment}-image"
-
-
 def image_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
     """The `sub` of the trainer image job: its own GitHub environment, on the deploy branch."""
-    subject = f"repo:{github.subject_repository}:environment:{image_github_environment(environment)}"
+    subject = f"repo:{github.subject_repository}:environment:{environment.image_github_environment}"
     if github.subject_claims == "repo-context-ref":
         subject += f":ref:refs/heads/{environment.deploy_branch}"
     return subject

@@ -757,6 +757,13 @@ BAD_CONFIG = [
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also dev's"),
     ({"environments": {"staging": {"githubEnvironment": "Prod"}, "prod": {}}},  # GitHub ignores case
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is also staging's"),
+    # A stage named like dev's image environment would trust the image job's token, and the reverse.
+    ({"environments": {"dev": {}, "prod": {"githubEnvironment": "dev-image"}}},
+     "gpu-training-bootstrap:environments.prod.githubEnvironment", "is dev's image job environment"),
+    ({"environments": {"dev": {"githubEnvironment": "stage"}, "prod": {"githubEnvironment": "stage-image"}}},
+     "gpu-training-bootstrap:environments.prod.githubEnvironment", "is dev's image job environment"),
+    ({"environments": {"dev": {"githubEnvironment": "ship-image"}, "prod": {"githubEnvironment": "ship"}}},
+     "gpu-training-bootstrap:environments.prod.githubEnvironment", "makes ship-image, dev's GitHub environment"),
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),
     ({"stackProject": "gpu-training"}, "gpu-training-bootstrap:stackProject", "did you mean 'stacksProject'"),
@@ -770,3 +777,11 @@ def test_bad_bootstrap_config_names_key_and_fix_before_any_resource(overrides, k
         plan_bootstrap(**overrides)
     message = str(raised.value)
     assert any(key in line and says in line and "Fix:" in line for line in message.splitlines()), message
+
+
+def test_an_environment_left_empty_takes_its_defaults():
+    """`dev:` with nothing below it is the stage with its defaults (branch main, environment dev)."""
+    plan = plan_bootstrap(environments={"dev": None, "prod": {"githubEnvironment": "prod"}})
+    trust, _ = role(plan, IMAGE_DEV)
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None,
+                    token(f"repo:{REPO}:environment:dev-image:ref:refs/heads/main")) == ALLOW

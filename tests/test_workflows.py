@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT
 
 from bootstrap import policies
+from bootstrap.config import EnvironmentCi
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 SAME_REPOSITORY = "github.event.pull_request.head.repo.full_name == github.repository"
@@ -354,8 +355,10 @@ def test_the_image_job_pushes_with_devs_image_role_and_no_other_job_assumes_it()
     assert [(name, job, arn) for name, job, arn in assumed_roles() if (name, job) == ("main.yml", "image")] == [
         ("main.yml", "image", f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{image_role}")]
     assert [(name, job) for name, job, arn in assumed_roles() if image_role in arn] == [("main.yml", "image")]
-    # The role trusts dev's GitHub environment (bootstrap/ci_identity.py): the job must name it.
-    assert image["environment"] == "dev-image" and image["permissions"] == {"contents": "read", "id-token": "write"}
+    # The role trusts dev's image environment (bootstrap/ci_identity.py), which the deploy role does
+    # not: the job must name it.
+    dev = EnvironmentCi(name="dev", deploy_branch="main", github_environment="dev")
+    assert image["environment"] == dev.image_github_environment and image["permissions"] == {"contents": "read", "id-token": "write"}
     # The role may list dev's state file name only: the CLI's scan for legacy stack files is off.
     build = steps(image)[-1]
     assert build["env"]["PULUMI_DIY_BACKEND_NO_LEGACY_WARNING"] == "true"

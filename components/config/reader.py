@@ -171,7 +171,9 @@ def did_you_mean(word: str, choices: list[str]) -> str:
 class Section:
     """One mapping of config; `path` is the dotted key users see (e.g. `gpu-training:network`)."""
 
-    def __init__(self, errors: list[str], path: str, data: Any, *, separator: str = ".", missing: bool = False):
+    def __init__(self, errors: list[str], path: str, data: Any, *, separator: str = ".", missing: bool = False,
+                 null_entries: bool = False):
+        """`null_entries`: the keys of this mapping may be left empty (`dev:`), meaning their defaults."""
         self.errors = errors
         self.path = path
         self.separator = separator
@@ -190,7 +192,7 @@ class Section:
         self.data: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
         # `key:` with nothing after it is YAML's null: never a value of this config, and read as
         # "not set" it would silently become the default (or no Lustre at all).
-        self._empty = {str(name) for name, value in self.data.items() if value is None}
+        self._empty = set() if null_entries else {str(name) for name, value in self.data.items() if value is None}
         for name in sorted(self._empty):
             self._append(self.key(name), f"{self.key(name)}: is empty (YAML null). Fix: give it a value, or remove "
                          "the key to use its default")
@@ -331,9 +333,9 @@ class Section:
             return {}
         return dict(value)
 
-    def section(self, name: str, default: Any = _MISSING) -> Section:
+    def section(self, name: str, default: Any = _MISSING, *, null_entries: bool = False) -> Section:
         value = self._get(name, default)
-        return Section(self.errors, self.key(name), value, missing=value is _MISSING)
+        return Section(self.errors, self.key(name), value, missing=value is _MISSING, null_entries=null_entries)
 
     def text(self, key: str, value: Any) -> str | None:
         """A free-form value that reaches a pod or an API as text (env values, labels, args).
