@@ -58,6 +58,11 @@ class GithubConfig:
         return f"{owner}@{self.owner_id}/{name}@{self.repository_id}"
 
 
+def image_environment(github_environment: str) -> str:
+    """The GitHub environment of a stage's trainer image job, beside its deploy job's."""
+    return f"{github_environment}-image"
+
+
 @dataclass(frozen=True)
 class EnvironmentCi:
     name: str
@@ -71,7 +76,7 @@ class EnvironmentCi:
     def image_github_environment(self) -> str:
         """The GitHub environment of the trainer image job: one of its own, so that the image job's
         token never carries the deploy job's subject (and cannot assume the deploy role)."""
-        return f"{self.github_environment}-image"
+        return image_environment(self.github_environment)
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,7 @@ def _environment_clash(github_environment: str, earlier: list[EnvironmentCi]) ->
     stages sharing one would let the less protected stage's jobs (e.g. dev, no required reviewers)
     assume the other's roles. GitHub environment names are not case-sensitive (GitHub Docs,
     "Managing environments")."""
-    image = f"{github_environment}-image"
+    image = image_environment(github_environment)
     for stage in earlier:
         if stage.github_environment.casefold() == github_environment.casefold():
             return f"is also {stage.name}'s GitHub environment"

@@ -1,6 +1,6 @@
 """The delivery scripts run for real, against fake `pulumi`, `aws`, `docker` and a fake venv
 python first on PATH: what they refuse, what they call and in which order, what they leave on
-disk. (tests/test_workflows.py checks their --dry-run output against the workflows.)"""
+disk. (tests/test_workflows.py checks deploy-environment's --dry-run output against the workflows.)"""
 
 from __future__ import annotations
 

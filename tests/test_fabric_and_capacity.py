@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from unittest.mock import ANY
 
 import pytest
@@ -17,6 +18,7 @@ from components.config import ConfigError, load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
+from components.workload import training_job
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -236,3 +238,16 @@ def test_zone_ids_outside_the_network_are_reported_before_anything_is_created(zo
     assert len(problems) == len(expected)
     for problem, fragment in zip(problems, expected, strict=True):
         assert fragment in problem and "Fix: add" in problem
+
+
+def test_the_failure_policy_reads_the_launchers_and_the_trainers_exit_codes():
+    """143 and 2 are written in three places: the JobSet's rules, the launcher, the trainer."""
+    trainer_dir = str(ROOT / "trainer")
+    if trainer_dir not in sys.path:
+        sys.path.insert(0, trainer_dir)
+    from example_trainer import train
+    from launcher import main as launcher
+
+    assert training_job.STOPPED_EXIT_CODE == launcher.EXIT_STOPPED == train.EXIT_STOPPED
+    assert training_job.CONTRACT_ERROR_EXIT_CODE == train.EXIT_CONFIG
+    assert launcher.error("a test of the exit code") == training_job.CONTRACT_ERROR_EXIT_CODE

@@ -222,7 +222,8 @@ def test_launcher_errors_are_told_apart(line, kind):
 
 
 def test_the_launchers_own_messages_are_told_apart():
-    """The words verify matches are the launcher's: a reworded message would read as a config error."""
+    """The words verify matches for the rendezvous, the restart budget and the fabric check are the
+    launcher's own messages: a reworded one would read as a config error."""
     with pytest.raises(gang.GangError) as unreachable:
         gang.wait_for_rendezvous("job-node-0-0.job", 29400, 0.0, connect=_refuse, sleep=lambda _s: None)
     assert progress_log.launcher_error_kind(f"launcher: error: {unreachable.value}") == "rendezvous"

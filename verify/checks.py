@@ -40,7 +40,8 @@ RESTART_LOOP_CONTAINER_RESTARTS = 3
 # The seed's healthy band: "GPU utilisation ... above 80%".
 DEFAULT_GPU_THRESHOLD = 80.0
 DEFAULT_GPU_WINDOW_MINUTES = 10
-# No step for this long is a hang (the jobs' default heartbeatTimeoutSeconds).
+# The least time without a step that counts as a hang (the jobs' default heartbeatTimeoutSeconds);
+# progress_log.stall_after_seconds raises it for a trainer that logs its steps further apart.
 STALL_SECONDS = 600
 # (summary, cause) of a `launcher: error:` line, by progress_log.launcher_error_kind.
 LAUNCHER_ERRORS = {

@@ -65,8 +65,7 @@ def launcher_errors(text: str) -> list[str]:
 
 # What a `launcher: error:` line is about, by the words the launcher writes (trainer/launcher:
 # gang.py's unreachable rendezvous and restart budget, fabric.py's failure_message, main.py's
-# torchrun start); any
-# other is a contract error: a TRAIN_* variable missing or invalid.
+# torchrun start); any other is a contract error: a TRAIN_* variable missing or invalid.
 LAUNCHER_ERROR_KINDS = (("rendezvous", "the rendezvous host "), ("fabric", "fabric check failed"),
                         ("start", "cannot start torchrun"), ("budget", "the gang has restarted "))
 

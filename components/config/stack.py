@@ -102,7 +102,8 @@ class StackConfig:
 
     @property
     def system_pool(self) -> NodePoolConfig:
-        """The pool for CoreDNS and controllers: the first that can host them (never scales to zero, no taint)."""
+        """The pool for CoreDNS and controllers: the first that can host them (never scales to zero, no
+        NoSchedule or NoExecute taint)."""
         return next(p for p in self.node_pools if p.hosts_system_pods)
 
     @property

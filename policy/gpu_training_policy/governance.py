@@ -159,7 +159,7 @@ NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.s
 # namespace: components/workload/queues.py). Every other
 # Kubernetes object of a team stack lives in the team's namespace: a ClusterRoleBinding, a CRD or
 # a webhook configuration would reach the whole cluster.
-TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "PersistentVolume", "ClusterQueue")
+TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "ClusterQueue")  # and persistent volumes, judged by their claim
 # Cluster-scoped kinds, whatever `metadata.namespace` an object of them says (the API server
 # ignores it): Kubernetes' own and those of the add-ons the platform installs. Any kind named
 # Cluster* counts too (ClusterRole, ClusterRoleBinding, External Secrets' ClusterSecretStore).

@@ -166,26 +166,32 @@ def test_socket_pools_are_not_checked(tmp_path):
     assert "fabric_check" not in run.stdout
 
 
-# A worker that dies on SIGTERM without saving or writing TRAIN_STOPPED_FILE: a hang the probes kill.
-UNSTOPPED_WORKER = textwrap.dedent("""\
+# A worker that ends on SIGTERM with WORKER_EXIT, without saving or writing TRAIN_STOPPED_FILE.
+SIGNALLED_WORKER = textwrap.dedent("""\
     import os, signal, sys, time
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(int(os.environ["WORKER_EXIT"])))
     open(os.environ["WORKER_MARKER"], "w").write("started")
     time.sleep(120)
 """)
 
 
-def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path):
-    """Exit 143 restarts the gang as a disruption, without spending maxRestarts: a trainer killed by
-    its liveness probe, which saved nothing and reported no stop, must not pass for one."""
-    (tmp_path / "worker.py").write_text(UNSTOPPED_WORKER)
+@pytest.mark.parametrize(("worker_exit", "launcher_exit"), [
+    # Exit 143 restarts the gang as a disruption, without spending maxRestarts: a trainer killed by
+    # its liveness probe, which saved nothing and reported no stop, must not pass for one.
+    (143, 1),
+    # A run that finished as the signal came stays a success.
+    (0, 0),
+])
+def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path, worker_exit, launcher_exit):
+    (tmp_path / "worker.py").write_text(SIGNALLED_WORKER)
     (tmp_path / "hparams.yaml").write_text("{}\n")
     marker = tmp_path / "worker.marker"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "NCCL_", "PET_"))}
     env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "unstopped", "TRAIN_RDZV_HOST": "127.0.0.1",
                 "TRAIN_RDZV_PORT": str(free_port()), "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
                 "TRAIN_HPARAMS_FILE": str(tmp_path / "hparams.yaml"),
-                "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"), "WORKER_MARKER": str(marker)})
+                "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"), "WORKER_MARKER": str(marker),
+                "WORKER_EXIT": str(worker_exit)})
     with subprocess.Popen([sys.executable, "-m", "launcher", "--", str(tmp_path / "worker.py")], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True) as proc:
         try:
@@ -194,12 +200,12 @@ def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path):
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 1
+            assert proc.wait(timeout=30) == launcher_exit
         finally:
             if proc.poll() is None:
                 proc.kill()
         assert proc.stdout
         events = [json.loads(line) for line in proc.stdout.read().splitlines() if line.startswith("{")]
-    assert [e for e in events if e["event"] == "trainer_not_stopped"], events
+    assert bool([e for e in events if e["event"] == "trainer_not_stopped"]) is (launcher_exit == 1), events
     (exit_event,) = [e for e in events if e["event"] == "launcher_exit"]
-    assert (exit_event["rc"], exit_event["signal"]) == (1, "SIGTERM")
+    assert (exit_event["rc"], exit_event["signal"]) == (launcher_exit, "SIGTERM")

@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if torchrun_rc is None:  # the stop came between the check above and the start
         return _stopped_early(stop_request, started)
     # A finished run stays a success even if a stop signal raced with its end.
-    rc = torchrun_rc if torchrun_rc == 0 or sup.received is None else 128 + sup.received
+    rc = torchrun_rc
     config_errors = _config_errors(env[contract.CONFIG_ERROR_VAR]) if rc != 0 and sup.received is None else []
     stopped = _stopped(env[contract.STOPPED_VAR]) if rc != 0 and not config_errors else None
     if config_errors:
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         # did): a disruption, whose exit code restarts the gang without spending a restart.
         progress.log("trainer_stopped", step=stopped.get("step"), signal=stopped.get("signal"))
         rc = EXIT_STOPPED
-    elif sup.received is not None:
+    elif rc != 0 and sup.received is not None:
         # A signal, and no stop after a save: the probes killing a hung trainer, or workers that
         # died before they could stop. Exit 143 would pass for a disruption (the JobSet rule
         # `stopped`) and a hang would restart without spending `maxRestarts`; an evicted pod is
