@@ -106,6 +106,18 @@ def test_deploy_environment_refuses_a_stack_not_created_with_the_kms_provider(de
         assert calls(deploy_root) == [], "nothing may run before the check, not even the platform stack"
 
 
+def test_deploy_environment_names_the_key_in_the_bootstraps_region(deploy_root):
+    """The secrets key lives in the bootstrap's region, which may differ from the stacks': the
+    printed `stack init` used the stack's, unlike scripts/new-team-stack."""
+    (deploy_root / "bootstrap").mkdir()
+    (deploy_root / "bootstrap" / "Pulumi.bootstrap.yaml").write_text("config:\n  gpu-training-bootstrap:region: eu-west-1\n")
+    (deploy_root / "stacks" / "Pulumi.dev.yaml").write_text("config:\n  gpu-training:region: us-east-1\n")
+    result = deploy(deploy_root, "dev")
+    assert result.returncode == 2
+    provider = policies.secrets_provider_url("gpu-training", "dev", "eu-west-1")
+    assert f'pulumi stack init dev --secrets-provider "{provider}"' in result.stderr, result.stderr
+
+
 def test_deploy_environment_dry_run_only_warns(deploy_root):
     """The repository's own stack files are templates until the first-time setup: a dry run
     still shows the commands (tests/test_workflows.py reads them) and warns."""
