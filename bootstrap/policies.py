@@ -368,20 +368,22 @@ def preview_subjects(github: GithubConfig, environment: EnvironmentCi) -> list[s
     return subjects
 
 
-def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
-    """The `sub` of a deploy job: it names its GitHub environment (and, with the ref template, the branch)."""
-    subject = f"repo:{github.subject_repository}:environment:{environment.github_environment}"
+def environment_subject(github: GithubConfig, github_environment: str, branch: str) -> str:
+    """The `sub` of a job in a GitHub environment (and, with the ref template, on the branch)."""
+    subject = f"repo:{github.subject_repository}:environment:{github_environment}"
     if github.subject_claims == "repo-context-ref":
-        subject += f":ref:refs/heads/{environment.deploy_branch}"
+        subject += f":ref:refs/heads/{branch}"
     return subject
+
+
+def deploy_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
+    """The `sub` of a deploy job: its stage's GitHub environment, on the deploy branch."""
+    return environment_subject(github, environment.github_environment, environment.deploy_branch)
 
 
 def image_subject(github: GithubConfig, environment: EnvironmentCi) -> str:
     """The `sub` of the trainer image job: its own GitHub environment, on the deploy branch."""
-    subject = f"repo:{github.subject_repository}:environment:{environment.image_github_environment}"
-    if github.subject_claims == "repo-context-ref":
-        subject += f":ref:refs/heads/{environment.deploy_branch}"
-    return subject
+    return environment_subject(github, environment.image_github_environment, environment.deploy_branch)
 
 
 def github_trust_policy(provider_arn: str, operator: str, subjects: list[str]) -> dict[str, Any]:
