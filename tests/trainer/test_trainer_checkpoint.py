@@ -89,7 +89,9 @@ def test_schedule_step_mode_and_override():
         (".step-000000120", None),
         ("step-", None),
         ("step--1", None),
-        ("checkpoint-5", None),
+        ("checkpoint-5", 5),       # Hugging Face Trainer's own name
+        ("checkpoint_5", 5),       # Accelerate's
+        ("checkpoint-x", None),
     ],
 )
 def test_parse_step(name, step):
@@ -201,8 +203,8 @@ def test_save_load_round_trip_and_fallback(tmp_path, measurements):
         write_s = time.perf_counter() - t0
         assert path.endswith(checkpoint.step_dir_name(step))
     marker = json.loads((tmp_path / checkpoint.step_dir_name(30) / "COMPLETE").read_text())
-    assert marker["step"] == 30 and marker["format"] == 2
-    assert len(marker["files"]["rank-00000.state"]["xxh3_128"]) == 32
+    assert marker["step"] == 30 and marker["format"] == 3
+    assert len(marker["files"]["rank-00000.safetensors"]["xxh3_128"]) == 32
     assert [c.step for c in checkpoint.complete_checkpoints(root)] == [30, 20]  # keep=2
 
     t0 = time.perf_counter()
@@ -211,7 +213,7 @@ def test_save_load_round_trip_and_fallback(tmp_path, measurements):
     assert torch.equal(loaded["w"], states[30]["w"]) and loaded["step"] == 30
 
     # Same-size corruption passes the launcher's cheap check but not the verified load.
-    shard = tmp_path / checkpoint.step_dir_name(30) / "rank-00000.state"
+    shard = tmp_path / checkpoint.step_dir_name(30) / "rank-00000.safetensors"
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
@@ -230,7 +232,7 @@ def test_save_load_round_trip_and_fallback(tmp_path, measurements):
     # Nothing complete to fall back to.
     assert checkpoint.load_with_fallback(str(tmp_path / "empty"), None, checkpoint.load) == (None, None)
     measurements.record("unit: 256 KiB checkpoint save (atomic+fsync+xxh3)", write_s, "s")
-    measurements.record("unit: 256 KiB checkpoint load (verify+map)", load_s, "s")
+    measurements.record("unit: 256 KiB checkpoint load (read+verify)", load_s, "s")
 
 
 @requires_torch
@@ -244,7 +246,7 @@ def test_a_checkpoint_that_fails_its_digest_stops_counting_as_complete(tmp_path)
     for step in (100, 200):
         checkpoint.save(root, step, {"step": step, "w": torch.full((1000,), float(step))}, keep=2)
     damaged = os.path.join(root, checkpoint.step_dir_name(200))
-    shard = os.path.join(damaged, "rank-00000.state")
+    shard = os.path.join(damaged, "rank-00000.safetensors")
     with open(shard, "r+b") as f:  # bit rot: same size, so only the digest tells
         f.seek(-8, os.SEEK_END)
         f.write(b"\xff" * 8)
@@ -283,7 +285,8 @@ def test_a_checkpoint_that_merely_failed_to_load_stays_complete(tmp_path):
 
 @requires_torch
 def test_format_1_checkpoints_still_load(tmp_path):
-    """Checkpoints written before state files (torch.save + sha256) resume after an image upgrade."""
+    """Checkpoints written before state files (torch.save + sha256) resume after an image upgrade
+    (through torch.load(weights_only=True): test_state_file.py shows it refuses a hostile one)."""
     import torch
 
     path = tmp_path / checkpoint.step_dir_name(7)
@@ -305,5 +308,5 @@ def test_save_replaces_a_stale_partial_directory(tmp_path):
     _fake_checkpoint(tmp_path, 50, marker=False)
     (tmp_path / checkpoint.step_dir_name(50) / "junk").write_text("x")
     path = checkpoint.save(str(tmp_path), 50, {"ok": True})
-    assert sorted(os.listdir(path)) == ["COMPLETE", "rank-00000.state"]
+    assert sorted(os.listdir(path)) == ["COMPLETE", "rank-00000.safetensors"]
     assert checkpoint.load(path) == {"ok": True}

@@ -201,7 +201,7 @@ def test_async_save_commits_in_the_background(tmp_path):
     state["w"].add_(1)  # the loop goes on changing its state: the snapshot is unaffected
     done = checkpointer.wait()
     assert done is not None and done.step == 10 and done.blocked_s == blocked and done.write_s > 0
-    assert done.nbytes == os.path.getsize(os.path.join(done.path, "rank-00000.state"))
+    assert done.nbytes == os.path.getsize(os.path.join(done.path, "rank-00000.safetensors"))
     assert checkpointer.poll() is None  # reported once
     info = checkpoint.latest_complete(root)
     assert info is not None and info.step == 10 and info.marker["job_id"] == "j"
@@ -260,9 +260,9 @@ class _RankOneReports:
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("missing", r".*step-000000020: rank-00001\.state is missing \(No such file"),  # a stale NFS view, a lost write
-        ("short", r".*step-000000020: rank-00001\.state has 5 bytes, its writer wrote 1000"),
-        ("reported twice", r"rank 1 reports 'rank-00000\.state': not a file name, or reported twice"),
+        ("missing", r".*step-000000020: rank-00001\.safetensors is missing \(No such file"),  # a stale NFS view, a lost write
+        ("short", r".*step-000000020: rank-00001\.safetensors has 5 bytes, its writer wrote 1000"),
+        ("reported twice", r"rank 1 reports 'rank-00000\.safetensors': not a file name, or reported twice"),
         ("not a plain name", r"rank 1 reports '\.\./x': not a file name"),
     ],
 )
@@ -274,16 +274,16 @@ def test_rank_0_writes_no_marker_unless_every_reported_file_is_there(tmp_path, c
     root = tmp_path / "ck"
     checkpoint.save(str(root), 10, {"w": torch.ones(3)})
     step_dir = root / checkpoint.step_dir_name(20)
-    report = {"missing": {"rank-00001.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
-              "short": {"rank-00001.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
-              "reported twice": {"rank-00000.state": {"bytes": 1000, "xxh3_128": "0" * 32}},
+    report = {"missing": {"rank-00001.safetensors": {"bytes": 1000, "xxh3_128": "0" * 32}},
+              "short": {"rank-00001.safetensors": {"bytes": 1000, "xxh3_128": "0" * 32}},
+              "reported twice": {"rank-00000.safetensors": {"bytes": 1000, "xxh3_128": "0" * 32}},
               "not a plain name": {"../x": {"bytes": 1, "xxh3_128": "0" * 32}}}[case]
     collective = _RankOneReports(report)
     if case == "short":  # rank 1's file is there, but not all of it (yet)
         original = collective.all_gather
 
         def gather_after_a_short_write(value):
-            (step_dir / "rank-00001.state").write_bytes(b"12345")
+            (step_dir / "rank-00001.safetensors").write_bytes(b"12345")
             return original(value)
 
         collective.all_gather = gather_after_a_short_write
@@ -299,22 +299,22 @@ def test_the_marker_lists_what_every_rank_reports(tmp_path):
     import torch
 
     root = tmp_path / "ck"
-    collective = _RankOneReports({"rank-00001.state": {"bytes": 4, "xxh3_128": "1" * 32}})
+    collective = _RankOneReports({"rank-00001.safetensors": {"bytes": 4, "xxh3_128": "1" * 32}})
     original = collective.all_gather
 
     def gather_after_rank_1_wrote(value):
-        (root / checkpoint.step_dir_name(20) / "rank-00001.state").write_bytes(b"abcd")
+        (root / checkpoint.step_dir_name(20) / "rank-00001.safetensors").write_bytes(b"abcd")
         return original(value)
 
     collective.all_gather = gather_after_rank_1_wrote
     checkpointer = checkpoint.AsyncCheckpointer(str(root), rank=0, world_size=2, writes=True, collective=collective)
     checkpointer.save(20, {"w": torch.ones(3)})
     done = checkpointer.wait()
-    assert done is not None and done.nbytes == os.path.getsize(os.path.join(done.path, "rank-00000.state"))
+    assert done is not None and done.nbytes == os.path.getsize(os.path.join(done.path, "rank-00000.safetensors"))
     info = checkpoint.latest_complete(str(root))
     assert info is not None and info.step == 20 and info.marker["world_size"] == 2
-    assert info.marker["files"]["rank-00001.state"] == {"bytes": 4, "xxh3_128": "1" * 32}
-    assert info.marker["files"]["rank-00000.state"]["bytes"] == done.nbytes
+    assert info.marker["files"]["rank-00001.safetensors"] == {"bytes": 4, "xxh3_128": "1" * 32}
+    assert info.marker["files"]["rank-00000.safetensors"]["bytes"] == done.nbytes
 
 
 def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_path, measurements):
@@ -324,7 +324,7 @@ def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_pat
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "writing"
         partial = root / checkpoint.step_dir_name(20)
-        temps = [p for p in partial.iterdir() if p.name.startswith(".rank-00000.state.tmp-")]
+        temps = [p for p in partial.iterdir() if p.name.startswith(".rank-00000.safetensors.tmp-")]
         assert len(temps) == 1 and temps[0].stat().st_size > 0
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -340,7 +340,7 @@ def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_pat
     import torch
 
     again = checkpoint.save(str(root), 20, {"step": 20, "w": torch.zeros(2)})
-    assert sorted(os.listdir(again)) == ["COMPLETE", "rank-00000.state"]
+    assert sorted(os.listdir(again)) == ["COMPLETE", "rank-00000.safetensors"]
 
 
 def _two_ranks(scenario: str, root: Path) -> subprocess.CompletedProcess:
@@ -366,7 +366,7 @@ def test_sharded_save_and_restore_with_two_ranks(tmp_path, measurements, scenari
     newest = checkpoint.latest_complete(str(root))
     assert newest is not None and newest.marker["world_size"] == 2
     if scenario == "sharded":
-        assert set(newest.marker["files"]) == {"rank-00000.state", "rank-00001.state"}
+        assert set(newest.marker["files"]) == {"rank-00000.safetensors", "rank-00001.safetensors"}
     else:
         assert set(newest.marker["files"]) == {".metadata", "__0_0.distcp", "__1_0.distcp"}
     measurements.record(f"2-rank {scenario} save+restore (incl. torchrun start)", time.monotonic() - started, "s")

@@ -3,7 +3,7 @@
 Layout under TRAIN_CHECKPOINT_DIR (a shared file system for multi-node jobs)::
 
     step-000000120/
-        rank-00000.state              written by each rank that holds state (state_file.py)
+        rank-00000.safetensors        written by each rank that holds state (state_file.py)
         COMPLETE                      JSON marker, written LAST by rank 0: every file with its
                                       {"bytes": N, "xxh3_128": "..."}
 
@@ -27,8 +27,15 @@ A checkpoint is *complete* when its marker parses, names the same step and every
 exists with the recorded size (`inspect`, cheap, no torch: that is what the launcher uses).
 Loading (`load_with_fallback`) additionally checks the digest; on any failure it falls back to
 the next older complete checkpoint, and one whose digest does not match stops being complete
-(`reject`: its marker is renamed `COMPLETE.rejected`). Markers of format 1 (torch.save files `rank-RRRRR.pt` with
-a sha256, written before state files existed) still load.
+(`reject`: its marker is renamed `COMPLETE.rejected`).
+
+File formats, named by the marker's "format": 3 (now) is a safetensors file per rank, the state's
+non-tensor rest as JSON in its header: loading it parses JSON and copies bytes, and never runs
+code from the file (state_file.py). Older checkpoints still load, as safely: format 2
+(`rank-RRRRR.state`, a pickled skeleton) through an unpickler that builds nothing but the
+skeleton's own two classes, format 1 (`rank-RRRRR.pt`, torch.save with a sha256) through
+`torch.load(weights_only=True)`. A file that asks for anything else is refused
+(CheckpointCorruptError), and loading falls back to an older checkpoint.
 
 Only the standard library is imported at module level; torch is imported lazily so the launcher
 starts fast.
@@ -40,6 +47,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import threading
@@ -51,9 +59,13 @@ from typing import Any, BinaryIO, Protocol, cast
 PREFIX = "step-"
 MARKER = "COMPLETE"
 REJECTED_MARKER = "COMPLETE.rejected"  # the marker of a checkpoint that failed its digest (reject)
-FORMAT_VERSION = 2
-LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable
-_STEP_RE = re.compile(r"step-(\d{1,12})")
+FORMAT_VERSION = 3  # safetensors files (state_file.py)
+PICKLED_SKELETON_FORMAT = 2  # TRSTATE2 files, still loadable through a restricted unpickler
+LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable with torch.load(weights_only=True)
+# Checkpoint directory names: the launcher's own and DCP's `step-N`, and the names frameworks
+# choose themselves: Hugging Face Trainer's `checkpoint-N` (transformers.trainer_utils
+# PREFIX_CHECKPOINT_DIR) and Accelerate's `checkpoint_N` (its automatic checkpoint naming).
+_STEP_RE = re.compile(r"(?:step-|checkpoint-|checkpoint_)(\d{1,12})")
 
 
 class CheckpointCorruptError(Exception):
@@ -86,7 +98,8 @@ def parse_step(name: str) -> int | None:
 
 
 def shard_name(rank: int, format_version: int = FORMAT_VERSION) -> str:
-    return f"rank-{rank:05d}.pt" if format_version == LEGACY_FORMAT else f"rank-{rank:05d}.state"
+    suffix = {LEGACY_FORMAT: "pt", PICKLED_SKELETON_FORMAT: "state"}.get(format_version, "safetensors")
+    return f"rank-{rank:05d}.{suffix}"
 
 
 # ---------------------------------------------------------------- durability
@@ -177,8 +190,12 @@ DCP_METADATA = ".metadata"
 
 
 def _listable(name: str) -> bool:
-    """A name a marker may list: a plain file of the checkpoint directory."""
-    return "/" not in name and (not name.startswith(".") or name == DCP_METADATA)
+    """A name a marker may list: a relative path inside the checkpoint directory (frameworks
+    write subdirectories, e.g. FSDP's `pytorch_model_fsdp_0/`), none of whose parts is hidden
+    (temporary files) except DCP's index file."""
+    parts = name.split("/")
+    return all(parts) and not name.startswith("/") and all(
+        not p.startswith(".") or (p == DCP_METADATA and i == len(parts) - 1) for i, p in enumerate(parts))
 
 
 
@@ -452,6 +469,16 @@ class AsyncCheckpointer(BackgroundCommits):
         self.writes = rank == 0 if writes is None else writes
         self._stager = state_file.Stager()
 
+    def prepare(self, state: Any) -> None:
+        """Stage for `state` before the first save (call it before step 1, with a state whose
+        tensors have the sizes the first save's will have): the host buffer is allocated and
+        its pages touched here, not in the first `save`, which then blocks the loop no longer
+        than later ones. A state that a save would refuse is refused here (TypeError). Does
+        nothing on a rank that writes nothing."""
+        if self.writes:
+            # No wait for a save in flight: its snapshot keeps the buffer it writes from alive.
+            self._stager.prepare(state)
+
     def save(self, step: int, state: Any, meta: dict | None = None) -> float:
         """Snapshot `state` and commit it in the background; returns the seconds this blocked."""
         started = time.monotonic()
@@ -523,6 +550,8 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> A
     if not info.complete:
         raise CheckpointCorruptError(f"{path}: incomplete ({info.reason})")
     version = info.marker.get("format", LEGACY_FORMAT)
+    if version not in (LEGACY_FORMAT, PICKLED_SKELETON_FORMAT, FORMAT_VERSION):
+        raise CheckpointCorruptError(f"{path}: format {version!r}, this launcher reads formats 1 to {FORMAT_VERSION}")
     name = shard_name(rank, version)
     files = info.marker["files"]
     if name not in files:
@@ -535,8 +564,8 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> A
     meta = files[name] if verify else {"bytes": files[name].get("bytes")}
     try:
         state = state_file.read_state(fpath, meta)
-    except state_file.StateFileDigestError as e:
-        raise CheckpointDigestError(str(e)) from e
+    except (state_file.StateFileDigestError, state_file.StateFileRefusedError) as e:
+        raise CheckpointDigestError(str(e)) from e  # it will never load: rejected by load_with_fallback
     except (OSError, state_file.StateFileError) as e:
         raise CheckpointCorruptError(str(e)) from e
     if map_location not in (None, "cpu"):
@@ -562,9 +591,19 @@ def _load_legacy(fpath: str, meta: dict, map_location, verify: bool) -> Any:
     import torch
 
     try:
-        return torch.load(fpath, map_location=map_location, weights_only=False)
+        # weights_only: torch's own restricted unpickler, which builds tensors, containers and
+        # a few torch types and refuses every other global; unpickling freely could run any
+        # code the file brings (torch.load docs, "weights_only").
+        return torch.load(fpath, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises a variety of types on bad archives
-        raise CheckpointCorruptError(f"{fpath}: torch.load failed: {e}") from e
+        # Its refusal is a page of advice; the line that names what it refused is enough.
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        reason = next((line for line in lines if "GLOBAL" in line or "WeightsUnpickler" in line), lines[0])
+        # torch's refusal of a global (pickle.UnpicklingError) is the file's, not the mount's: it
+        # will never load, so it is rejected like a digest mismatch.
+        refused = isinstance(e, pickle.UnpicklingError)
+        error = CheckpointDigestError if refused else CheckpointCorruptError
+        raise error(f"{fpath}: torch.load(weights_only=True) failed: {reason}") from e
 
 
 def candidates(root: str, preferred: str | None) -> list[str]:
