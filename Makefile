@@ -33,8 +33,11 @@ $(VENV)/.verify: $(VENV)/.runtime requirements-verify.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-verify.txt
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime $(VENV)/.verify requirements-dev.txt
+# The framework trainers (transformers, lightning, accelerate) of the bring-your-own-trainer tests
+# install after torch, so pip keeps the torch requirements-dev.txt put there.
+$(VENV)/.dev: $(VENV)/.runtime $(VENV)/.verify requirements-dev.txt requirements-frameworks.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-frameworks.txt
 	touch $@
 
 # checkov pins an old `packaging` the Pulumi SDK cannot run with: it gets a venv of its own.

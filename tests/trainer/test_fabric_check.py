@@ -166,23 +166,31 @@ def test_socket_pools_are_not_checked(tmp_path):
     assert "fabric_check" not in run.stdout
 
 
-# A worker that ends on SIGTERM with WORKER_EXIT, without saving or writing TRAIN_STOPPED_FILE.
+# A worker that ends on SIGTERM with WORKER_EXIT, without saving or writing TRAIN_STOPPED_FILE;
+# with WORKER_FINISHED set, it declares training finished first (TRAIN_FINISHED_FILE).
 SIGNALLED_WORKER = textwrap.dedent("""\
     import os, signal, sys, time
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(int(os.environ["WORKER_EXIT"])))
+    def end(*_):
+        if os.environ.get("WORKER_FINISHED"):
+            open(os.environ["TRAIN_FINISHED_FILE"], "w").write("{}")
+        sys.exit(int(os.environ["WORKER_EXIT"]))
+    signal.signal(signal.SIGTERM, end)
     open(os.environ["WORKER_MARKER"], "w").write("started")
     time.sleep(120)
 """)
 
 
-@pytest.mark.parametrize(("worker_exit", "launcher_exit"), [
+@pytest.mark.parametrize(("worker_exit", "finished", "launcher_exit"), [
     # Exit 143 restarts the gang as a disruption, without spending maxRestarts: a trainer killed by
     # its liveness probe, which saved nothing and reported no stop, must not pass for one.
-    (143, 1),
+    (143, False, 1),
     # A run that finished as the signal came stays a success.
-    (0, 0),
+    (0, True, 0),
+    # Exit 0 after the signal without training declared finished (Lightning's own SIGTERM path) is
+    # a stopped gang: exit 0 would complete the Job mid-run.
+    (0, False, 143),
 ])
-def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path, worker_exit, launcher_exit):
+def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path, worker_exit, finished, launcher_exit):
     (tmp_path / "worker.py").write_text(SIGNALLED_WORKER)
     (tmp_path / "hparams.yaml").write_text("{}\n")
     marker = tmp_path / "worker.marker"
@@ -191,7 +199,7 @@ def test_a_signal_without_a_stop_after_saving_is_a_failure(tmp_path, worker_exit
                 "TRAIN_RDZV_PORT": str(free_port()), "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
                 "TRAIN_HPARAMS_FILE": str(tmp_path / "hparams.yaml"),
                 "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"), "WORKER_MARKER": str(marker),
-                "WORKER_EXIT": str(worker_exit)})
+                "WORKER_EXIT": str(worker_exit), "WORKER_FINISHED": "1" if finished else ""})
     with subprocess.Popen([sys.executable, "-m", "launcher", "--", str(tmp_path / "worker.py")], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True) as proc:
         try:

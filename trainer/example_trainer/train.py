@@ -234,13 +234,23 @@ def config_error(lines: list[str]) -> int:
 def report_stopped(step: int, signum: int) -> None:
     """Tell the launcher (TRAIN_STOPPED_FILE) that this rank stopped with the gang after saving,
     so that a pod whose own workers got no signal exits 143 as well, not torchrun's 1."""
-    report = os.environ.get(contract.STOPPED_VAR)
-    if not report:
+    _report(contract.STOPPED_VAR, {"step": step, "signal": signum})
+
+
+def report_finished(step: int) -> None:
+    """Tell the launcher (TRAIN_FINISHED_FILE) that training finished: this exit 0 is a finished
+    run even if a stop signal came as it ended."""
+    _report(contract.FINISHED_VAR, {"step": step})
+
+
+def _report(var: str, report: dict) -> None:
+    path = os.environ.get(var)
+    if not path:
         return
     try:
-        checkpoint.atomic_write_json(report, {"step": step, "signal": signum})
+        checkpoint.atomic_write_json(path, report)
     except OSError as e:
-        sys.stderr.write(f"example_trainer: cannot write {contract.STOPPED_VAR} {report!r}: {e.strerror}\n")
+        sys.stderr.write(f"example_trainer: cannot write {var} {path!r}: {e.strerror}\n")
 
 
 def main() -> int:
@@ -372,6 +382,14 @@ def main() -> int:
         c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep,
         collective=checkpoint_collective(world, hp["checkpoint_timeout_s"]),
     )
+    # Stage for the first save now, before step 1, so that it blocks the loop no longer than
+    # later ones (and a state a checkpoint cannot hold fails here). A fresh AdamW holds no state
+    # until its first step, then per parameter a 0-d step count and two moments of the
+    # parameter's size: stand-ins of those sizes make the buffer as large as the first save's.
+    moments = {} if opt.state else {i: {"step": torch.zeros(()), "exp_avg": p, "exp_avg_sq": p}
+                                    for i, p in enumerate(model.parameters())}
+    checkpointer.prepare({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                          "moments": moments, "rng": torch.get_rng_state(), "hparams": hp, "world_size": world})
     reasons: dict[int, str] = {}
 
     def report(done: checkpoint.SavedCheckpoint | None) -> None:
@@ -465,6 +483,7 @@ def main() -> int:
         loader.close()
 
     prog.event("training_complete", step=step, duration_s=round(time.monotonic() - started, 3))
+    report_finished(step)
     dist.destroy_process_group()
     return 0
 

@@ -25,6 +25,12 @@ DEFAULTS: dict[str, str] = {
     "TRAIN_MTBF_S": str(6 * 3600),
     "TRAIN_CHECKPOINT_KEEP": "3",
     "TRAIN_HEARTBEAT_FILE": "/tmp/trainer/heartbeat",
+    # The bound on the default process group's timeout (launcher.worker_hooks): a frozen peer fails
+    # the gang after this long, not after the frameworks' own 1800 s. Groups a trainer makes with
+    # `new_group` keep the timeout it gives them (e.g. a checkpoint group's longer one).
+    "TRAIN_COLLECTIVE_TIMEOUT_S": "600",
+    # How often rank 0 logs a `step` line from the optimizer-step hook (launcher.autoprogress).
+    "TRAIN_LOG_EVERY_STEPS": "10",
 }
 
 # Optional variables without a default (unset or empty means "not given").
@@ -46,6 +52,12 @@ CONFIG_ERROR_VAR = "TRAIN_CONFIG_ERROR_FILE"
 # 143 instead when the file is there.
 STOPPED_VAR = "TRAIN_STOPPED_FILE"
 
+# A trainer whose training finished (the framework reported completion, or a plain loop ran its
+# last step) writes this file before it exits 0. After a stop signal, a worker's exit 0 counts as
+# a finished run only with this file: frameworks such as Lightning end on SIGTERM with exit 0 of
+# their own, which would complete the Job mid-run.
+FINISHED_VAR = "TRAIN_FINISHED_FILE"
+
 
 def config_error_file(heartbeat_file: str) -> str:
     """Where the trainer reports a config error: next to the heartbeat, on the pod's own disk."""
@@ -55,6 +67,21 @@ def config_error_file(heartbeat_file: str) -> str:
 def stopped_file(heartbeat_file: str) -> str:
     """Where the trainer reports a stop with the gang: next to the heartbeat, like a config error."""
     return os.path.join(os.path.dirname(heartbeat_file), "stopped")
+
+
+# The launcher's worker hooks write this file when a worker ends with an uncaught error. torchrun
+# may then hang on a frozen peer's rendezvous store; with the file there, the launcher stops
+# waiting for it (main.WorkerWatch). A worker that succeeded never writes it.
+WORKER_FAILED_VAR = "TRAIN_WORKER_FAILED_FILE"
+
+
+def worker_failed_file(heartbeat_file: str) -> str:
+    return os.path.join(os.path.dirname(heartbeat_file), "worker-failed")
+
+
+def finished_file(heartbeat_file: str) -> str:
+    """Where the trainer declares its training finished: next to the heartbeat, like a stop."""
+    return os.path.join(os.path.dirname(heartbeat_file), "finished")
 
 
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -87,6 +114,8 @@ class Contract:
     mtbf_s: float
     checkpoint_keep: int
     heartbeat_file: str
+    collective_timeout_s: float
+    log_every_steps: int
 
     @property
     def rdzv_endpoint(self) -> str:
@@ -112,6 +141,8 @@ class Contract:
             "TRAIN_MTBF_S": _fmt_num(self.mtbf_s),
             "TRAIN_CHECKPOINT_KEEP": str(self.checkpoint_keep),
             "TRAIN_HEARTBEAT_FILE": self.heartbeat_file,
+            "TRAIN_COLLECTIVE_TIMEOUT_S": _fmt_num(self.collective_timeout_s),
+            "TRAIN_LOG_EVERY_STEPS": str(self.log_every_steps),
             "TRAIN_CHECKPOINT_INTERVAL_S": (
                 "" if self.checkpoint_interval_s is None else _fmt_num(self.checkpoint_interval_s)
             ),
@@ -217,6 +248,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
         every_steps = _int(env, "TRAIN_CHECKPOINT_EVERY_STEPS", errors, lo=1)
     mtbf = _pos_float(env, "TRAIN_MTBF_S", errors)
     keep = _int(env, "TRAIN_CHECKPOINT_KEEP", errors, lo=1)
+    collective_timeout = _pos_float(env, "TRAIN_COLLECTIVE_TIMEOUT_S", errors)
+    log_every = _int(env, "TRAIN_LOG_EVERY_STEPS", errors, lo=1)
 
     if errors:
         raise ContractError(errors)
@@ -234,4 +267,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
         mtbf_s=mtbf,
         checkpoint_keep=keep,
         heartbeat_file=heartbeat_file,
+        collective_timeout_s=collective_timeout,
+        log_every_steps=log_every,
     )

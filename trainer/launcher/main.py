@@ -21,10 +21,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import IO, BinaryIO
 
-from . import checkpoint, contract, fabric, gang, progress
+from . import checkpoint, contract, fabric, gang, progress, worker_site
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -124,7 +126,8 @@ def prepare_dirs(c: contract.Contract) -> None:
         # A heartbeat from an earlier container must not satisfy the probes, nor its config error
         # fail this one, nor its stop excuse this one's failure.
         for stale in (c.heartbeat_file, contract.config_error_file(c.heartbeat_file),
-                      contract.stopped_file(c.heartbeat_file)):
+                      contract.stopped_file(c.heartbeat_file), contract.finished_file(c.heartbeat_file),
+                      contract.worker_failed_file(c.heartbeat_file)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(stale)
     except OSError as e:
@@ -165,6 +168,27 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> None:
+    """The workers' stdout, line by line: JSON objects (the launcher's and the trainer's events) to
+    the pod's stdout, anything else (frameworks print dicts, banners, progress) to its stderr, so
+    stdout stays JSON lines that log metric filters and `scripts/verify` can parse."""
+    if pipe is None:
+        return
+    out = stdout or sys.stdout.buffer
+    err = stderr or sys.stderr.buffer
+    for line in iter(pipe.readline, b""):
+        target = out if line.lstrip().startswith(b"{") and _is_json_object(line) else err
+        target.write(line)
+        target.flush()
+
+
+def _is_json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
 class StopRequest:
     """The first stop signal (SIGTERM, SIGINT) the launcher got, from the start of `main`. The
     launcher is the container's PID 1, and PID 1 ignores a signal it has no handler for: without
@@ -190,6 +214,40 @@ class StopRequest:
             self.on_signal(signum)
 
 
+# How long torchrun may outlive its workers once one of them failed. Its agent talks to the
+# rendezvous store that another pod's agent may host: with that pod frozen (a hung node), each
+# store call waits its 60 s read timeout, and a worker that failed in TRAIN_COLLECTIVE_TIMEOUT_S
+# would leave the pod running for minutes more.
+TORCHRUN_EXIT_GRACE_S = 30.0
+
+
+class WorkerWatch:
+    """Notices when torchrun's workers are all gone, one of them failed (TRAIN_WORKER_FAILED_FILE)
+    and torchrun itself is still running. After workers that succeeded, torchrun may wait for the
+    other pods' agents in its exit barrier (up to 300 s, torch.distributed.elastic.agent.server.api):
+    that wait is left alone."""
+
+    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic):
+        self.torchrun_pid, self.failed_file, self.clock = torchrun_pid, failed_file, clock
+        self._had_workers = False
+        self._gone_since: float | None = None
+        self._next_look = 0.0
+
+    def torchrun_outlived_its_workers(self) -> bool:
+        now = self.clock()
+        if now < self._next_look:
+            return False
+        self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
+        if children_of(self.torchrun_pid):
+            self._had_workers, self._gone_since = True, None
+            return False
+        if not self._had_workers or not os.path.exists(self.failed_file):
+            return False
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since >= TORCHRUN_EXIT_GRACE_S
+
+
 class Supervisor:
     """Runs torchrun, forwards stop signals to the workers, reaps children."""
 
@@ -198,6 +256,8 @@ class Supervisor:
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.stop_request = stop_request
+        self.torchrun_killed = False
+        """torchrun outlived its workers by TORCHRUN_EXIT_GRACE_S and was killed: a failure."""
         stop_request.on_signal = self._forward
 
     @property
@@ -228,20 +288,32 @@ class Supervisor:
         self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
+            stdout=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=_set_parent_death_signal,
         )
+        router = threading.Thread(target=route_output, args=(self.proc.stdout,), name="stdout-router", daemon=True)
+        router.start()
         if self.received is not None:  # signal arrived while starting
             self._forward(self.received)
+        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""))
         while True:
             try:
-                pid, status = os.waitpid(-1, 0)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == self.proc.pid:  # other pids: orphans reaped as PID 1
                 self.proc.returncode = os.waitstatus_to_exitcode(status)
                 break
+            if pid == 0:
+                if watch.torchrun_outlived_its_workers():
+                    progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.torchrun_killed = True
+                time.sleep(0.1)
         rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
+        router.join(timeout=5)  # a worker's orphan may hold the pipe open: never wait for it long
         return 128 - rc if rc < 0 else rc
 
 
@@ -262,6 +334,37 @@ def _stopped(path: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return report if isinstance(report, dict) else {}
+
+
+def exit_code(torchrun_rc: int, *, signalled: bool, config_errors: list[str], stopped: dict | None,
+              finished: bool) -> tuple[int, tuple[str, dict] | None]:
+    """The pod's exit code from torchrun's and what the workers reported, with the event that
+    explains a change. A stop never ends a pod as finished: after a stop signal (or a peer's gang
+    stop, which the stopped file reports), a worker exit 0 is a finished run only when the trainer
+    declared training finished; otherwise it is a stopped gang, whose 143 restarts the gang
+    without spending `maxRestarts` (Lightning, for one, exits 0 on SIGTERM mid-run)."""
+    if torchrun_rc == 0:
+        if finished or not (signalled or stopped is not None):
+            return 0, None  # a plain script that ran to its end declares nothing
+        return EXIT_STOPPED, ("trainer_exit_0_unfinished", {"signalled": signalled, "step": (stopped or {}).get("step")})
+    if stopped is not None:
+        # The workers stopped with their gang after saving (this pod got the signal, or another
+        # did): a disruption, whose exit code restarts the gang without spending a restart.
+        return EXIT_STOPPED, ("trainer_stopped", {"step": stopped.get("step"), "signal": stopped.get("signal")})
+    if finished and signalled:
+        # Training had finished when the signal came (torchrun waiting for the other pods in its
+        # exit barrier, signalled itself): still a finished run.
+        return 0, ("trainer_finished_before_signal", {"torchrun_rc": torchrun_rc})
+    if config_errors:
+        # torchrun's 1 would spend a restart on a config that cannot work
+        return 2, ("trainer_config_error", {"errors": config_errors})
+    if signalled:
+        # A signal, and no stop after a save: the probes killing a hung trainer, or workers that
+        # died before they could stop. Exit 143 would pass for a disruption (the JobSet rule
+        # `stopped`) and a hang would restart without spending `maxRestarts`; an evicted pod is
+        # a disruption by its DisruptionTarget condition whatever its exit code.
+        return EXIT_SIGNAL_WITHOUT_STOP, ("trainer_not_stopped", {"torchrun_rc": torchrun_rc})
+    return torchrun_rc, None
 
 
 def _stopped_early(stop_request: StopRequest, started: float) -> int:
@@ -301,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     env[contract.RESUME_VAR] = resume
     env[contract.CONFIG_ERROR_VAR] = contract.config_error_file(c.heartbeat_file)
     env[contract.STOPPED_VAR] = contract.stopped_file(c.heartbeat_file)
+    env[contract.FINISHED_VAR] = contract.finished_file(c.heartbeat_file)
+    env[contract.WORKER_FAILED_VAR] = contract.worker_failed_file(c.heartbeat_file)
+    env["PYTHONPATH"] = worker_site.python_path(env.get("PYTHONPATH", ""))
     nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
     if on_fabric == "efa":
         env.update(fabric.nccl_log_env(env, nccl_log_dir))
@@ -356,25 +462,18 @@ def main(argv: list[str] | None = None) -> int:
         return error(f"cannot start torchrun: {e}")
     if torchrun_rc is None:  # the stop came between the check above and the start
         return _stopped_early(stop_request, started)
-    # A finished run stays a success even if a stop signal raced with its end.
-    rc = torchrun_rc
-    config_errors = _config_errors(env[contract.CONFIG_ERROR_VAR]) if rc != 0 and sup.received is None else []
-    stopped = _stopped(env[contract.STOPPED_VAR]) if rc != 0 and not config_errors else None
-    if config_errors:
-        progress.log("trainer_config_error", errors=config_errors)
-        rc = 2  # torchrun's 1 would spend a restart on a config that cannot work
-    elif stopped is not None:
-        # The workers stopped with their gang after saving (this pod got the signal, or another
-        # did): a disruption, whose exit code restarts the gang without spending a restart.
-        progress.log("trainer_stopped", step=stopped.get("step"), signal=stopped.get("signal"))
-        rc = EXIT_STOPPED
-    elif rc != 0 and sup.received is not None:
-        # A signal, and no stop after a save: the probes killing a hung trainer, or workers that
-        # died before they could stop. Exit 143 would pass for a disruption (the JobSet rule
-        # `stopped`) and a hang would restart without spending `maxRestarts`; an evicted pod is
-        # a disruption by its DisruptionTarget condition whatever its exit code.
-        progress.log("trainer_not_stopped", signal=signal.Signals(sup.received).name, torchrun_rc=torchrun_rc)
-        rc = EXIT_SIGNAL_WITHOUT_STOP
+    if sup.torchrun_killed:
+        torchrun_rc = 1  # a worker failed, and torchrun hung on a peer: the job cannot go on here
+    rc, why = exit_code(
+        torchrun_rc,
+        signalled=sup.received is not None,
+        config_errors=_config_errors(env[contract.CONFIG_ERROR_VAR]) if sup.received is None else [],
+        stopped=_stopped(env[contract.STOPPED_VAR]),
+        finished=os.path.exists(env[contract.FINISHED_VAR]),
+    )
+    if why is not None:
+        event, fields = why
+        progress.log(event, **fields)
     network = watch.finish() if watch else None
     if network is not None:
         progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)

@@ -65,6 +65,15 @@ class Heartbeat:
         return True
 
 
+_EXPLICIT_STEPS = False
+
+
+def explicit_steps() -> bool:
+    """Whether this process reports its steps through `Progress.step` (launcher.autoprogress then
+    leaves the step lines to it)."""
+    return _EXPLICIT_STEPS
+
+
 def _env_int(name: str, default: int) -> int:
     try:
         return int(os.environ.get(name, default))
@@ -90,7 +99,9 @@ class Progress:
         log_every: int = 1,
         heartbeat_min_interval_s: float = 0.5,
         stream=None,
+        explicit: bool = True,
     ):
+        self._explicit = explicit  # False only for launcher.autoprogress's own reporter
         self.rank = _env_int("RANK", 0) if rank is None else rank
         self.local_rank = _env_int("LOCAL_RANK", 0) if local_rank is None else local_rank
         if heartbeat_file is None:
@@ -101,6 +112,7 @@ class Progress:
         self.log_every = max(1, int(log_every))
         self.stream = stream
         self._window_samples = 0
+        self._window_steps = 0
         self._window_start = time.monotonic()
 
     def beat(self, step: int | None = None) -> None:
@@ -110,20 +122,26 @@ class Progress:
     def step(self, step: int, *, loss: float | None = None, samples: int = 0, **extra) -> None:
         """Report one finished optimizer step (`samples` = samples in it, all ranks)."""
         self.heartbeat.beat(step)
+        if self._explicit:
+            global _EXPLICIT_STEPS
+            _EXPLICIT_STEPS = True
         self._window_samples += samples
+        self._window_steps += 1
         if self.rank != 0 or step % self.log_every != 0:
             return
         now = time.monotonic()
         elapsed = max(now - self._window_start, 1e-9)
-        rate = self._window_samples / elapsed
-        self._window_samples = 0
+        rates = {"steps_per_s": round(self._window_steps / elapsed, 3)}
+        if self._window_samples:  # unknown without the trainer's or the workload's word
+            rates["samples_per_s"] = round(self._window_samples / elapsed, 1)
+        self._window_samples = self._window_steps = 0
         self._window_start = now
         log(
             "step",
             stream=self.stream,
             step=step,
             loss=None if loss is None else round(float(loss), 6),
-            samples_per_s=round(rate, 1),
+            **rates,
             **extra,
         )
 

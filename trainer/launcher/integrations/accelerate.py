@@ -1,0 +1,51 @@
+"""A Hugging Face Accelerate training loop. Two lines:
+
+    from launcher.integrations.accelerate import Run
+    for step in Run(accelerator).steps(total_steps):   # was: range(total_steps)
+        ...
+
+Create it after `accelerator.prepare(...)`: resume loads the newest verified checkpoint with
+`accelerator.load_state` (model, optimizer, scheduler, RNG states: every registered object).
+Checkpoints are `accelerator.save_state` directories, `checkpoint_N/` under TRAIN_CHECKPOINT_DIR,
+committed with per-file digests once every rank's save returned (launcher.framework_checkpoint).
+Data order is the loop's: a loop that derives its batches from `step` resumes exactly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import checkpoint
+from ._loop import StepLoop
+
+
+class Run(StepLoop):
+    def __init__(self, accelerator: Any):
+        super().__init__()
+        self.accelerator = accelerator
+        if accelerator.project_configuration.automatic_checkpoint_naming:
+            # save_state would ignore the directory it is given and write project_dir/checkpoints
+            self.worker.config_error("ProjectConfiguration(automatic_checkpoint_naming=True) writes checkpoints where "
+                                     "the launcher cannot commit them: leave it False (the launcher names them)")
+        self.start_step = self._restore()
+
+    def _restore(self) -> int:
+        info = self.worker.select_resume("accelerate")
+        if info is None:
+            return 0
+        self.accelerator.load_state(info.path)
+        return info.step
+
+    def _save(self, step: int, *, wait: bool) -> None:
+        w = self.worker
+        path = os.path.join(w.checkpoint_dir, f"checkpoint_{step}")
+
+        def fresh_directory() -> None:  # a partial one from an interrupted attempt goes first
+            if os.path.exists(path):
+                checkpoint._remove_checkpoint(path)
+            os.makedirs(path)
+
+        w.ranks().agreed(f"step {step}: preparing {path}", fresh_directory if w.rank == 0 else lambda: None)
+        self.accelerator.save_state(path)
+        w.commit(path, step, framework="accelerate")

@@ -1,0 +1,172 @@
+"""What the launcher installs in every training worker at interpreter start (worker_site), so
+that an unmodified PyTorch script gets the platform's duties done:
+
+- liveness: PyTorch's global optimizer-step post hook feeds launcher.autoprogress (heartbeat,
+  step lines), registered as soon as `torch.optim.optimizer` is imported;
+- a bounded collective timeout: `torch.distributed.init_process_group` gets at most
+  TRAIN_COLLECTIVE_TIMEOUT_S (HF Trainer, Lightning and Accelerate default to 1800 s, so a frozen
+  peer would be noticed only by the liveness probe);
+- config errors: an uncaught error that no restart can cure (a TypeError, ValueError, KeyError,
+  ... or `ConfigError`, raised before this process's first optimizer step) is written to
+  TRAIN_CONFIG_ERROR_FILE, so the pod exits 2 and the JobSet fails at once instead of spending
+  every restart on it. Errors that a restart may cure (OSError, RuntimeError such as a NCCL or
+  CUDA failure, MemoryError) and anything after the first step keep torchrun's exit code.
+
+Nothing here imports torch: the hooks attach when the trainer imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import importlib.abc
+import importlib.machinery
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from . import autoprogress, contract, progress
+
+# How long a worker that raised an uncaught error may take to end.
+EXIT_AFTER_ERROR_S = 10.0
+
+
+class ConfigError(ValueError):
+    """Raise it (uncaught) for a configuration that cannot work: the pod exits 2, no restart."""
+
+
+# Errors that are a property of the code or its configuration: a restart fails the same way.
+# OSError (a flaky mount), RuntimeError (NCCL, CUDA, a dead peer) and MemoryError may not.
+# ModuleNotFoundError, not every ImportError: a library that fails to load (libcuda on a bad
+# node) may load on another node.
+_CONFIG_ERROR_TYPES = (ConfigError, TypeError, ValueError, LookupError, AttributeError, NameError, ModuleNotFoundError,
+                       AssertionError)
+# Frameworks' own configuration errors, by class name (the framework may not be installed).
+_CONFIG_ERROR_NAMES = {"MisconfigurationException"}
+
+
+def is_config_error(error: BaseException) -> bool:
+    if isinstance(error, (OSError, RuntimeError, MemoryError)):
+        return False
+    return isinstance(error, _CONFIG_ERROR_TYPES) or any(t.__name__ in _CONFIG_ERROR_NAMES for t in type(error).__mro__)
+
+
+def report_config_error(lines: Sequence[str]) -> None:
+    """Append lines to TRAIN_CONFIG_ERROR_FILE (every local rank may report the same error)."""
+    path = os.environ.get(contract.CONFIG_ERROR_VAR)
+    if not path:
+        return
+    try:
+        with open(path, "a") as f:
+            f.writelines(" ".join(line.split()) + "\n" for line in lines)
+    except OSError as e:
+        sys.stderr.write(f"launcher: cannot write {contract.CONFIG_ERROR_VAR} {path!r}: {e.strerror}\n")
+
+
+def _excepthook(previous: Callable[..., Any]) -> Callable[..., Any]:
+    def hook(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(etype, value, tb)  # the traceback, as always
+        if is_config_error(value) and not autoprogress.REPORTER.stepped:
+            report_config_error([f"{etype.__name__}: {value} (raised before the first optimizer step: "
+                                 "a restart would fail the same way)"])
+        failed = os.environ.get(contract.WORKER_FAILED_VAR)
+        if failed:
+            with contextlib.suppress(OSError):
+                open(failed, "a").close()
+        # The worker is ending with an error. Its shutdown (atexit handlers, process-group
+        # destructors) can wait on a frozen peer for minutes: bound it, so the pod fails within
+        # the collective timeout rather than hang.
+        sys.stderr.flush()
+        ending = threading.Timer(EXIT_AFTER_ERROR_S, os._exit, (1,))
+        ending.daemon = True
+        ending.start()
+
+    return hook
+
+
+def bounded_init_process_group(init: Callable[..., Any], limit_s: float) -> Callable[..., Any]:
+    """`init_process_group` whose timeout is at most `limit_s` (also when the caller gives none)."""
+    signature = inspect.signature(init)
+    limit = datetime.timedelta(seconds=limit_s)
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind_partial(*args, **kwargs)
+        asked = bound.arguments.get("timeout")
+        if asked is None or asked > limit:
+            bound.arguments["timeout"] = limit
+            if os.environ.get("RANK", "0") == "0":
+                progress.log("collective_timeout_bounded", asked_s=None if asked is None else asked.total_seconds(),
+                             bound_s=limit_s)
+        return init(*bound.args, **bound.kwargs)
+
+    return init_process_group
+
+
+def _bound_collective_timeout(c10d: ModuleType) -> None:
+    try:
+        limit_s = float(os.environ.get("TRAIN_COLLECTIVE_TIMEOUT_S", ""))
+    except ValueError:
+        return
+    if limit_s > 0:
+        c10d.init_process_group = bounded_init_process_group(c10d.init_process_group, limit_s)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _register_step_hook(optimizer_module: ModuleType) -> None:
+    optimizer_module.register_optimizer_step_post_hook(autoprogress.REPORTER.on_optimizer_step)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a function on a module right after it executed, the first time it is imported
+    (before any `from x import *` of a parent package copies its names)."""
+
+    def __init__(self, hooks: dict[str, Callable[[ModuleType], None]]):
+        self.hooks = hooks
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None,
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.hooks:
+            return None
+        spec = None
+        for finder in sys.meta_path:  # the finder that would have found it (editable installs have their own)
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        hook = self.hooks.pop(fullname)
+        execute = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            execute(module)
+            try:
+                hook(module)
+            except Exception as e:  # the trainer must still run
+                sys.stderr.write(f"launcher: hook on {fullname} failed: {type(e).__name__}: {e}\n")
+
+        spec.loader.exec_module = exec_module  # pyright: ignore[reportAttributeAccessIssue]  # this spec's own loader
+        return spec
+
+
+# Set by the first process that installs the hooks: the worker torchrun started. The processes
+# it starts itself (DataLoader workers, compile workers, helpers) inherit the variable and keep
+# out: their errors and steps are not the worker's.
+WORKER_PID_VAR = "TRAIN_WORKER_PID"
+
+
+def install() -> None:
+    owner = os.environ.get(WORKER_PID_VAR)
+    if owner and owner != str(os.getpid()):
+        return
+    os.environ[WORKER_PID_VAR] = str(os.getpid())
+    sys.excepthook = _excepthook(sys.excepthook)
+    sys.meta_path.insert(0, _AfterImport({
+        "torch.optim.optimizer": _register_step_hook,
+        "torch.distributed.distributed_c10d": _bound_collective_timeout,
+    }))
