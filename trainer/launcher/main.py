@@ -218,7 +218,7 @@ class StopRequest:
 # rendezvous store that another pod's agent may host: with that pod frozen (a hung node), each
 # store call waits its 60 s read timeout, and a worker that failed in TRAIN_COLLECTIVE_TIMEOUT_S
 # would leave the pod running for minutes more.
-TORCHRUN_EXIT_GRACE_S = 30.0
+TORCHRUN_EXIT_GRACE_S = 10.0
 
 
 class WorkerWatch:

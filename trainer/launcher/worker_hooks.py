@@ -17,6 +17,7 @@ Nothing here imports torch: the hooks attach when the trainer imports it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import functools
@@ -78,15 +79,23 @@ def _excepthook(previous: Callable[..., Any]) -> Callable[..., Any]:
         if failed:
             with contextlib.suppress(OSError):
                 open(failed, "a").close()
-        # The worker is ending with an error. Its shutdown (atexit handlers, process-group
-        # destructors) can wait on a frozen peer for minutes: bound it, so the pod fails within
-        # the collective timeout rather than hang.
-        sys.stderr.flush()
-        ending = threading.Timer(EXIT_AFTER_ERROR_S, os._exit, (1,))
-        ending.daemon = True
-        ending.start()
+        _exit_bounded(1)
 
     return hook
+
+
+def _exit_bounded(code: int) -> None:
+    """End a worker that failed. Its normal shutdown can wait on a frozen peer for minutes: the
+    destructors of its process groups, run when the interpreter finalizes, talk to that peer. So
+    the atexit handlers (the trainer's own: loggers, uploads) get EXIT_AFTER_ERROR_S in a thread,
+    and then the process ends without finalizing, and the pod fails within the collective timeout."""
+    handlers = threading.Thread(target=getattr(atexit, "_run_exitfuncs", lambda: None), daemon=True)
+    handlers.start()
+    handlers.join(EXIT_AFTER_ERROR_S)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def bounded_init_process_group(init: Callable[..., Any], limit_s: float) -> Callable[..., Any]:
