@@ -813,6 +813,27 @@ def test_values_that_passed_or_crashed_are_refused(path, value, key, says):
     assert any(e.startswith(f"{PROJECT}:{key}: {says}") for e in errors), errors
 
 
+@pytest.mark.parametrize(("written", "shown"), [("{a: 1}", "{'a': 1}"), ("[x]", "['x']")], ids=["mapping", "list"])
+def test_a_pool_name_that_is_no_string_is_a_configuration_error(capfd, tmp_path, written, shown):
+    """`name: {a: 1}` or `name: [x]` on a pool ended in `TypeError: unhashable type`. It is one
+    message with the key, the value and the fix, beside the file's other problems; the job that
+    names the pool is not judged again (its pool may be the one whose name went wrong)."""
+    line = "    - name: gpu-spot                 # 1 GPU per node, scales to zero when no job waits"
+    size = "size: {min: 0, desired: 0, max: 4}"
+    assert DEV_STACK_TEXT.count(line) == 1 and DEV_STACK_TEXT.count(size) == 1
+    text = DEV_STACK_TEXT.replace(line, f"    - name: {written}").replace(size, "size: {min: 0, desired: 0, max: 0}")
+    assert sorted(refused_file(tmp_path, text)) == [
+        f"{PROJECT}:nodePools[1].name: must be a string (got {shown}). "
+        "Fix: use lowercase letters, digits and '-', at most 30 characters",
+        f"{PROJECT}:nodePools[1].size.max: must be at least 1 (got 0). Fix: choose a value at least 1",
+    ]
+    # The same through the program as `make plan` runs it: exit 2, both problems, no traceback.
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(tmp_path / "Pulumi.dev.yaml"), "--out", str(tmp_path / "out"))
+    assert "stack dev: 2 configuration errors; nothing was created:" in err, err
+    assert f"  - {PROJECT}:nodePools[1].name: must be a string (got {shown})" in err and "unhashable" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_empty_text_written_in_the_stack_file_is_not_the_default(tmp_path):
     """`iamPermissionsBoundary: ""` planned prod's roles without a boundary (Pulumi.yaml's default "")."""
     prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()

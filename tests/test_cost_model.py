@@ -13,7 +13,7 @@ import json
 from datetime import date
 
 import pytest
-from conftest import PLATFORM_STACKS, raw_config
+from conftest import PLATFORM_STACKS, ROOT, raw_config
 from cost import main, stack_cost
 from plan import main as plan_main
 from plan import synthesize, write_plan
@@ -134,8 +134,12 @@ def test_extended_support_is_priced_in_the_fixed_cost():
 
 
 def test_capacity_block_spot_and_unpriced_pools():
+    # As the program plans a capacity block: the type in the launch template, none on the node group.
+    block_group, block_template = node_group("block", [], "CAPACITY_BLOCK", 0, 2), launch_template("block", 100)
+    del block_group["inputs"]["instanceTypes"]
+    block_template["inputs"]["instanceType"] = "p5.48xlarge"
     plan = [
-        node_group("block", ["p5.48xlarge"], "CAPACITY_BLOCK", 0, 2), launch_template("block", 100),
+        block_group, block_template,
         node_group("spot", ["g6.12xlarge", "g5.12xlarge"], "SPOT", 1, 3),  # no launch template: EKS's 20 GiB
         node_group("h200", ["p5e.48xlarge"], "ON_DEMAND", 0, 2),
     ]
@@ -155,6 +159,49 @@ def test_capacity_block_spot_and_unpriced_pools():
                                    "node pool spot at min size": (5.672 + 20 * GP3) * H})
     assert cost.unpriced == ("node pool block (capacity block)", "node pool h200")
     assert "not priced: node pool block (capacity block), node pool h200" in cost.summary_line()
+
+
+def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp_path, capfd):
+    """The documented capacityBlock pool (docs/gpu-fabric-and-capacity.md), planned for real: its
+    node group has no instanceTypes (the launch template fixes the type), which made `make plan`
+    and `make cost` end in an IndexError. It must cost what the block costs, not just not crash."""
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    assert prod.count("capacity: reservation") == 1  # the p5-efa pool, with its capacityReservationId
+    stack_file = tmp_path / "Pulumi.prod.yaml"
+    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock"))
+    out_dir = tmp_path / "prod"
+
+    assert plan_main(["--stack", "prod", "--stack-file", str(stack_file), "--out", str(out_dir)]) == 0
+    resources = json.loads((out_dir / "resources.json").read_text())
+    (group,) = [r["inputs"] for r in resources if r["name"] == "node-pools-p5-efa-nodegroup"]
+    assert group["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in group  # as EKS requires for a block
+
+    cost = stack_cost(out_dir)
+    block = next(p for p in cost.pools if p.pool.name == "p5-efa")
+    node = 39.33 + 500 * GP3  # p5.48xlarge capacity block + 500 GiB
+    assert block.pool.instance_types == ("p5.48xlarge",) and block.pool.gpus_per_node == 8
+    assert block.node_hourly_usd == pytest.approx(node) and "capacity block" in block.basis
+    assert block.hourly_at_min_usd == block.hourly_at_max_usd == pytest.approx(2 * node)  # prepaid, used or not
+    assert block.on_demand_node_hourly_usd == pytest.approx(P5_NODE)
+    assert block.gpu_hourly_usd == pytest.approx(node / 8)
+    assert cost.gpu_hourly_at_min_usd == pytest.approx(2 * node)  # gpu-spot scales to zero
+    assert cost.gpu_hourly_at_max_usd == pytest.approx(2 * node + 4 * G5_48_NODE)
+    assert cost.unpriced == ("node pool p5-efa (capacity block)",)  # its prepaid fixed line, as for any block
+    summary = capfd.readouterr().out
+    assert (f"GPU pools ${2 * node:,.2f}/h at min, ${2 * node + 4 * G5_48_NODE:,.2f}/h at max") in summary
+
+    assert main(["--stack", "prod", "--plan-dir", str(out_dir)]) == 0
+    (row,) = [line.split() for line in capfd.readouterr().out.splitlines() if line.startswith("  p5-efa ")]
+    assert row[:7] == ["p5-efa", "0-2", f"${2 * node:,.2f}", f"${2 * node:,.2f}", f"${node / 8:,.2f}",
+                       f"${2 * P5_NODE:,.2f}", f"${2 * node:,.2f}"], row  # at min, at max, per GPU, on-demand, block
+
+
+def test_a_node_group_naming_no_type_is_read_as_the_eks_default():
+    group = node_group("bare", [], "ON_DEMAND", 1, 1)
+    del group["inputs"]["instanceTypes"]
+    (pool,) = plan_cost([group, launch_template("bare", 20)]).pools
+    assert pool.pool.instance_types == ("t3.medium",) and pool.pool.gpus_per_node == 0
+    assert pool.node_hourly_usd is None and "no price for t3.medium" in pool.basis
 
 
 def test_a_capacity_reservation_bills_every_reserved_instance_idle_or_not():

@@ -108,7 +108,8 @@ def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -
     judged, as a job naming `gpu-spot` may mean the pool whose name was mistyped as ""."""
     names = [raw.get("name") if isinstance(raw, Mapping) else None for raw in raw_pools]
     passed = {pool.name for pool in pools}
-    failed = [name for name in names if name not in passed]
+    # A name that is not a string (a map, a list) failed its own check and cannot be looked up in a set.
+    failed = [name for name in names if not isinstance(name, str) or name not in passed]
     if any(not isinstance(name, str) or _pool_name_problem(name) for name in failed):
         return None
     return frozenset(str(name) for name in failed) | {str(name) for name in names if names.count(name) > 1}

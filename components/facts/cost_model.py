@@ -74,7 +74,8 @@ class NodePool:
 
     @property
     def gpus_per_node(self) -> int:
-        return INSTANCE_TYPES[self.instance_types[0]].gpus if self.instance_types[0] in INSTANCE_TYPES else 0
+        first = self.instance_types[0] if self.instance_types else ""
+        return INSTANCE_TYPES[first].gpus if first in INSTANCE_TYPES else 0
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def node_pools(resources: Sequence[ResourceRecord]) -> list[NodePool]:
         template = _launch_template_of(inputs, templates)
         pools.append(NodePool(
             name=inputs.get("labels", {}).get("gpu-training/pool") or inputs.get("nodeGroupName") or group["name"],
-            instance_types=tuple(inputs.get("instanceTypes") or ()),
+            instance_types=_instance_types(inputs, template),
             capacity_type=inputs.get("capacityType", "ON_DEMAND"),
             min_nodes=int(scaling["minSize"]),
             max_nodes=int(scaling["maxSize"]),
@@ -179,6 +180,24 @@ def node_pools(resources: Sequence[ResourceRecord]) -> list[NodePool]:
             reserved=_targets_a_reservation(template) and inputs.get("capacityType", "ON_DEMAND") == "ON_DEMAND",
         ))
     return sorted(pools, key=lambda p: p.name)
+
+
+# What EKS launches when neither the node group nor its launch template names a type: "If you don't
+# specify an instance type in a launch template or for instanceTypes, then t3.medium is used, by
+# default" (EKS API CreateNodegroup, instanceTypes; docs.aws.amazon.com/eks/latest/APIReference/
+# API_CreateNodegroup.html). The program always names one; a plan without is still read right.
+EKS_DEFAULT_INSTANCE_TYPE = "t3.medium"
+
+
+def _instance_types(group: Mapping[str, Any], template: ResourceRecord | None) -> tuple[str, ...]:
+    """The types a node group launches: its own `instanceTypes`, else the one its launch template
+    fixes. A capacity-block pool is planned the second way (EKS User Guide, capacity-blocks-mng:
+    the instance type goes in the launch template, not in the node group)."""
+    if types := group.get("instanceTypes"):
+        return tuple(str(t) for t in types)
+    if fixed := (template or {}).get("inputs", {}).get("instanceType"):
+        return (str(fixed),)
+    return (EKS_DEFAULT_INSTANCE_TYPE,)
 
 
 def _targets_a_reservation(template: ResourceRecord | None) -> bool:
