@@ -232,9 +232,14 @@ def test_a_config_error_fails_the_job_without_spending_a_restart(gang_of, traine
     assert any(reported in line for line in errors), errors
 
 
-def test_an_unmodified_script_gets_liveness_and_a_stop_never_reads_as_finished(gang_of):
-    job = gang_of("unmodified", "plain", {"steps": 1000, "step_delay_s": 0.1})
-    job.script = str(BYOT / "unmodified_train.py")
+@pytest.mark.parametrize(("script", "trainer"), [
+    pytest.param("unmodified_train.py", "plain", id="torchrun"),
+    pytest.param("hf_unmodified_train.py", "transformers", marks=_needs("transformers"), id="transformers"),
+])
+def test_an_unmodified_script_gets_liveness_and_a_stop_never_reads_as_finished(gang_of, script, trainer):
+    assert "launcher" not in (BYOT / script).read_text()
+    job = gang_of("unmodified", trainer, {"steps": 1000, "step_delay_s": 0.1})
+    job.script = str(BYOT / script)
     job.start()
     job.at_step(3)
     heartbeats = [Path(job.env["TRAIN_CHECKPOINT_DIR"]).parent / f"pod{pod}" / "heartbeat" for pod in (0, 1)]

@@ -136,8 +136,9 @@ def prepare_dirs(c: contract.Contract) -> None:
         raise contract.ContractError(errors)
 
 
-def children_of(pid: int) -> list[int]:
-    """Direct children of pid, from /proc (Linux)."""
+def children_of(pid: int, *, running: bool = False) -> list[int]:
+    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
+    for pid to reap them (zombies)."""
     out = []
     try:
         entries = os.listdir("/proc")
@@ -152,7 +153,7 @@ def children_of(pid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1] == str(pid):
+        if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z"):
             out.append(int(entry))
     return out
 
@@ -238,7 +239,7 @@ class WorkerWatch:
         if now < self._next_look:
             return False
         self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
-        if children_of(self.torchrun_pid):
+        if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
             self._had_workers, self._gone_since = True, None
             return False
         if not self._had_workers or not os.path.exists(self.failed_file):

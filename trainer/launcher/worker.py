@@ -43,7 +43,6 @@ class Worker:
         self.log_every = max(1, _env_int("TRAIN_LOG_EVERY_STEPS", 10))
         self.collective_timeout_s = float(env.get("TRAIN_COLLECTIVE_TIMEOUT_S") or 600)
         self.stop_signal: int | None = None
-        self.stopped = False
         self._ranks: framework_checkpoint.Ranks | None = None
         self._flags: Any = None
         self.schedule = schedule.CheckpointSchedule(
@@ -103,7 +102,6 @@ class Worker:
         """After the stop checkpoint was committed: tell the launcher and end the worker with 143
         (every rank, so every pod's launcher exits 143 and the JobSet restarts the gang without
         spending `maxRestarts`)."""
-        self.stopped = True
         self._write(contract.STOPPED_VAR, {"step": step, "signal": self.stop_signal})
         self.event("stopped", step=step, signal=self.stop_signal)
         raise SystemExit(EXIT_STOPPED)
