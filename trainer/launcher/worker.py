@@ -14,18 +14,12 @@ from typing import Any, NoReturn
 
 from . import autoprogress, checkpoint, contract, framework_checkpoint, progress, schedule
 from .checkpoint import CheckpointInfo
+from .progress import _env_int
 from .worker_hooks import ConfigError, report_config_error
 
 EXIT_STOPPED = 128 + signal.SIGTERM
 
 __all__ = ["EXIT_STOPPED", "ConfigError", "Worker", "current"]
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
 
 
 class Worker:
@@ -161,6 +155,16 @@ class Worker:
                          duration_s=round(time.monotonic() - started, 3))
             autoprogress.REPORTER.align(info.step)
         return info
+
+    def fresh_checkpoint_dir(self, path: str, step: int) -> None:
+        """Before a framework saves into `path` (every rank): rank 0 removes a partial one an
+        interrupted attempt left, and creates it; agreed."""
+        def fresh() -> None:
+            if os.path.exists(path):
+                checkpoint._remove_checkpoint(path)
+            os.makedirs(path)
+
+        self.ranks().agreed(f"step {step}: preparing {path}", fresh if self.rank == 0 else lambda: None)
 
     def commit(self, path: str, step: int, *, framework: str, resume: str = "") -> None:
         framework_checkpoint.commit(path, step, self.ranks(), keep=self.keep, framework=framework, resume=resume)

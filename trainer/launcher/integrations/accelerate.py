@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import checkpoint
 from ._loop import StepLoop
 
 
@@ -40,12 +39,6 @@ class Run(StepLoop):
     def _save(self, step: int, *, wait: bool) -> None:
         w = self.worker
         path = os.path.join(w.checkpoint_dir, f"checkpoint_{step}")
-
-        def fresh_directory() -> None:  # a partial one from an interrupted attempt goes first
-            if os.path.exists(path):
-                checkpoint._remove_checkpoint(path)
-            os.makedirs(path)
-
-        w.ranks().agreed(f"step {step}: preparing {path}", fresh_directory if w.rank == 0 else lambda: None)
+        w.fresh_checkpoint_dir(path, step)
         self.accelerator.save_state(path)
         w.commit(path, step, framework="accelerate")

@@ -63,13 +63,7 @@ class PlatformCallback(Callback):
     def _save(self, trainer: Any, step: int) -> None:
         w = self.worker
         path = os.path.join(w.checkpoint_dir, checkpoint.step_dir_name(step))
-
-        def fresh_directory() -> None:  # a partial one from an interrupted attempt goes first
-            if os.path.exists(path):
-                checkpoint._remove_checkpoint(path)
-            os.makedirs(path)
-
-        w.ranks().agreed(f"step {step}: preparing {path}", fresh_directory if w.rank == 0 else lambda: None)
+        w.fresh_checkpoint_dir(path, step)
         trainer.save_checkpoint(os.path.join(path, CHECKPOINT_FILE))
         w.commit(path, step, framework="lightning", resume=CHECKPOINT_FILE)
 
