@@ -23,17 +23,18 @@ from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
+from components.common.provider import aws_provider
 from components.common.tags import default_tags
-from components.config import ConfigError, StackConfig, TeamStackConfig
+from components.config import ConfigError, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
-from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs
+from components.data.mounts import LustreVolume
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
 from components.facts.zones import is_zone_id, zone_id_problems, zone_mismatch_problems
-from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs, WorkloadRoles, WorkloadRolesArgs
+from components.identity.workload_roles import WorkloadRoles, WorkloadRolesArgs
 from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
@@ -41,26 +42,20 @@ from components.network.vpc import Network, NetworkArgs
 from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.monitoring import Observability, ObservabilityArgs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
-from components.secrets.sync import SecretsSync, SecretsSyncArgs
-from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
 from components.workload.controllers import JobControllers, JobControllersArgs
-from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
-from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs, TrainingQueue, TrainingQueueArgs
-from components.workload.sizing import namespace_quota
-from components.workload.training_job import TrainingJob, TrainingJobArgs
+from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
+from components.workload.tenant import (
+    PLATFORM_TENANT,
+    TenantSecrets,
+    TenantStorage,
+    TrainingTenant,
+    TrainingTenantArgs,
+    training_tenant,
+)
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 # The EFS access point (root directory) of the environment's training workload.
 TRAINING_WORKLOAD = "training"
-
-
-def aws_provider(config: StackConfig | TeamStackConfig) -> aws.Provider:
-    """The only AWS provider: default providers are disabled in every stack file."""
-    return aws.Provider(
-        "aws",
-        region=config.region,
-        default_tags=aws.ProviderDefaultTagsArgs(tags=default_tags(config)),
-    )
 
 
 @dataclass(frozen=True)
@@ -100,14 +95,6 @@ class DataStage:
     """storage.lustre: the training namespace's checkpoints and datasets."""
 
 
-@dataclass(frozen=True)
-class WorkloadStage:
-    namespace: TrainingNamespace
-    volumes: StorageMounts
-    secrets_sync: SecretsSync
-    trainer_identity: TrainerServiceAccount
-
-
 def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     apply_permissions_boundary(config.iam_permissions_boundary)
     provider = aws_provider(config)
@@ -120,8 +107,7 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     provisioning_api = _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
-    workload = _training_namespace(config, cluster, data, roles)
-    _queues_and_jobs(config, cluster, workload, provisioning_api)
+    _training_tenant(config, cluster, data, roles, _job_controllers(config, cluster, provisioning_api))
     return _outputs(config, network, cluster, data, roles, observability)
 
 
@@ -337,80 +323,52 @@ def _budget(config: StackConfig, on_aws: OnAws, observability: Observability) ->
         ), on_aws.opts)
 
 
-def _training_namespace(config: StackConfig, cluster: ClusterStage, data: DataStage,
-                        roles: WorkloadRoles) -> WorkloadStage:
-    """The environment's training namespace with its volumes, secrets and trainer identity."""
-    node_groups = cluster.node_groups
-    training_ns = TrainingNamespace("training-namespace", TrainingNamespaceArgs(
-        name=config.training_namespace,
-        environment=config.environment,
-        team=None,
-        quota=namespace_quota([p for p in config.node_pools if p.name in config.training.gpu_quota]),
-        depends_on=node_groups,
-    ), cluster.in_cluster)
-    namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
-    volumes = StorageMounts("storage-mounts", StorageMountsArgs(
-        cluster_name=cluster.cluster.eks.name,
-        namespace=namespace_name,
-        region=config.region,
-        kubernetes_version=config.cluster.kubernetes_version,
-        efs_csi_role_arn=roles.efs_csi.arn,
-        file_system_id=data.checkpoints.file_system.id,
-        checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
-        datasets_bucket=data.buckets.datasets_bucket,
-        addons_depend_on=node_groups,
-        lustre=LustreVolume(file_system_id=data.lustre.file_system.id, dns_name=data.lustre.file_system.dns_name,
-                            mount_name=data.lustre.file_system.mount_name) if data.lustre else None,
-    ), cluster.in_cluster)
-    CheckpointCleanup("checkpoint-cleanup", CheckpointCleanupArgs(
-        namespace=config.training_namespace,
-        image=config.training.cleanup_image,
-        system_pool=config.system_pool.name,
-        cleanup=config.storage.checkpoint_cleanup,
-        depends_on=[training_ns, volumes],
-        checkpoints_sub_path=volumes.checkpoints_sub_path,
-    ), cluster.in_cluster)
-    secrets_sync = SecretsSync("secrets-sync", SecretsSyncArgs(
-        cluster_name=cluster.cluster.eks.name,
-        region=config.region,
-        namespace=namespace_name,
-        role_arn=roles.secrets_sync.arn,
-        remote_keys={name: secret_name(config.project, config.environment, name) for name in config.secrets.names},
-        depends_on=node_groups,
-    ), cluster.in_cluster)
-    trainer_identity = TrainerServiceAccount("trainer-identity", TrainerServiceAccountArgs(
-        cluster_name=cluster.cluster.eks.name, namespace=namespace_name, role_arn=roles.trainer.arn), cluster.in_cluster)
-    return WorkloadStage(training_ns, volumes, secrets_sync, trainer_identity)
-
-
-def _queues_and_jobs(config: StackConfig, cluster: ClusterStage, workload: WorkloadStage,
-                     provisioning_api: ProvisioningRequestApi) -> None:
-    """Kueue and JobSet, a flavor per GPU pool, the environment's queue, and its training jobs."""
-    gpu_pools = [p for p in config.node_pools if p.gpu]
+def _job_controllers(config: StackConfig, cluster: ClusterStage, provisioning_api: ProvisioningRequestApi) -> JobControllers:
+    """Kueue and JobSet, and a Kueue flavor per GPU pool: what every tenant's queue and jobs need."""
     controllers = JobControllers("job-controllers", JobControllersArgs(
         system_pool=config.system_pool.name, depends_on=[*cluster.node_groups, provisioning_api]), cluster.in_cluster)
     ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
-        pools=gpu_pools, depends_on=[controllers.kueue]), cluster.in_cluster)
-    queue = TrainingQueue("training-queue", TrainingQueueArgs(
-        name=config.training_namespace,
-        cohort=config.environment,
-        namespace=workload.namespace.namespace.metadata.name,
-        pools=gpu_pools,
-        gpu_quota=config.training.gpu_quota,
-        depends_on=[controllers.kueue],
+        pools=_gpu_pools(config), depends_on=[controllers.kueue]), cluster.in_cluster)
+    return controllers
+
+
+def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage, roles: WorkloadRoles,
+                     controllers: JobControllers) -> TrainingTenant:
+    """The environment's training namespace, its queue, volumes, secrets, trainer identity and jobs."""
+    return training_tenant(TrainingTenantArgs(
+        names=PLATFORM_TENANT,
+        namespace=config.training_namespace,
+        environment=config.environment,
+        team=None,
+        region=config.region,
+        cluster_name=cluster.cluster.eks.name,
+        kubernetes_version=config.cluster.kubernetes_version,
+        gpu_pools=_gpu_pools(config),
+        fabric=config.fabric,
+        training=config.training,
+        cleanup_image=config.training.cleanup_image,
+        system_pool=config.system_pool.name,
+        checkpoint_cleanup=config.storage.checkpoint_cleanup,
+        storage=TenantStorage(
+            file_system_id=data.checkpoints.file_system.id,
+            checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
+            datasets_bucket=data.buckets.datasets_bucket,
+            lustre=LustreVolume(file_system_id=data.lustre.file_system.id, dns_name=data.lustre.file_system.dns_name,
+                                mount_name=data.lustre.file_system.mount_name) if data.lustre else None,
+            efs_csi_role_arn=roles.efs_csi.arn,
+        ),
+        secrets=TenantSecrets(
+            remote_keys={name: secret_name(config.project, config.environment, name) for name in config.secrets.names},
+            role_arn=roles.secrets_sync.arn,
+        ),
+        trainer_role_arn=roles.trainer.arn,
+        namespace_depends_on=cluster.node_groups,
+        queue_depends_on=[controllers.kueue],
     ), cluster.in_cluster)
-    pools_by_name = {p.name: p for p in config.node_pools}
-    for job in config.training.jobs:
-        TrainingJob(f"job-{job.name}", TrainingJobArgs(
-            job=job,
-            pool=pools_by_name[job.pool],
-            fabric=config.fabric,
-            namespace=config.training_namespace,
-            local_queue=LOCAL_QUEUE,
-            # Its pods mount the volumes' claims and read the synced secret.
-            depends_on=[queue, workload.volumes, workload.secrets_sync, workload.trainer_identity, workload.namespace],
-            checkpoints_sub_path=workload.volumes.checkpoints_sub_path,
-        ), cluster.in_cluster)
+
+
+def _gpu_pools(config: StackConfig) -> list[NodePoolConfig]:
+    return [pool for pool in config.node_pools if pool.gpu]
 
 
 def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, data: DataStage,

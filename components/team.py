@@ -16,20 +16,15 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common.boundary import apply_permissions_boundary
+from components.common.provider import aws_provider
 from components.config import TeamStackConfig
 from components.data.file_system import access_point
-from components.data.mounts import StorageMounts, StorageMountsArgs
 from components.identity import policies
-from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, TrainerServiceAccount, TrainerServiceAccountArgs
+from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
 from components.observability.budget import StackBudget, StackBudgetArgs
-from components.platform import aws_provider
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
-from components.secrets.sync import SecretsSync, SecretsSyncArgs
-from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
-from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
-from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
-from components.workload.sizing import namespace_quota
-from components.workload.training_job import TrainingJob, TrainingJobArgs
+from components.workload.queues import LOCAL_QUEUE
+from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 
@@ -80,40 +75,29 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     )
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
-    training_ns = TrainingNamespace("team-namespace", TrainingNamespaceArgs(
-        name=namespace, environment=config.environment, team=config.team,
-        quota=namespace_quota([p for p in gpu_pools if p.name in config.training.gpu_quota]), depends_on=[],
-    ), in_cluster)
-    namespace_name = training_ns.namespace.metadata.name
-    queue = TrainingQueue("team-queue", TrainingQueueArgs(
-        name=namespace, cohort=config.environment, namespace=namespace_name, pools=gpu_pools,
-        gpu_quota=config.training.gpu_quota, depends_on=[training_ns],
-    ), in_cluster)
-    identity = TrainerServiceAccount("team-trainer-identity", TrainerServiceAccountArgs(
-        cluster_name=cluster_name, namespace=namespace_name, role_arn=trainer_role.arn), in_cluster)
-    volumes = StorageMounts("team-storage-mounts", StorageMountsArgs(
-        cluster_name=cluster_name, namespace=namespace_name, region=config.region,
+    tenant = training_tenant(TrainingTenantArgs(
+        names=TEAM_TENANT,
+        namespace=namespace,
+        environment=config.environment,
+        team=config.team,
+        region=config.region,
+        cluster_name=cluster_name,
         kubernetes_version=platform_config.cluster.kubernetes_version,
-        file_system_id=platform.require_output("checkpointFileSystemId"),
-        checkpoint_access_point_id=checkpoint_access_point.id,
-        datasets_bucket=platform.require_output("datasetsBucket"),
-    ), in_cluster)
-    CheckpointCleanup("team-checkpoint-cleanup", CheckpointCleanupArgs(
-        namespace=namespace, image=config.training.cleanup_image or platform_config.training.cleanup_image,
+        gpu_pools=gpu_pools,
+        fabric=platform_config.fabric,
+        training=config.training,
+        cleanup_image=config.training.cleanup_image or platform_config.training.cleanup_image,
         system_pool=platform_config.system_pool.name,
-        cleanup=platform_config.storage.checkpoint_cleanup, depends_on=[training_ns, volumes],
+        checkpoint_cleanup=platform_config.storage.checkpoint_cleanup,
+        storage=TenantStorage(file_system_id=platform.require_output("checkpointFileSystemId"),
+                              checkpoint_access_point_id=checkpoint_access_point.id,
+                              datasets_bucket=platform.require_output("datasetsBucket")),
+        secrets=TenantSecrets(remote_keys={n: secret_name(config.project, config.environment, n, config.team)
+                                           for n in config.secrets.names},
+                              assume_role_arn=secrets_reader.arn),
+        trainer_role_arn=trainer_role.arn,
+        namespace_depends_on=[],
     ), in_cluster)
-    secrets_sync = SecretsSync("team-secrets-sync", SecretsSyncArgs(
-        cluster_name=cluster_name, region=config.region, namespace=namespace_name,
-        remote_keys={n: secret_name(config.project, config.environment, n, config.team) for n in config.secrets.names},
-        assume_role_arn=secrets_reader.arn, depends_on=[training_ns],
-    ), in_cluster)
-    pools_by_name = {p.name: p for p in gpu_pools}
-    for job in config.training.jobs:
-        TrainingJob(f"job-{job.name}", TrainingJobArgs(
-            job=job, pool=pools_by_name[job.pool], fabric=platform_config.fabric, namespace=namespace,
-            local_queue=LOCAL_QUEUE, depends_on=[queue, volumes, secrets_sync, identity, training_ns],
-        ), in_cluster)
 
     # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
     if config.budget is not None:
@@ -126,7 +110,7 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
     return {
         "environment": config.environment,
         "team": config.team,
-        "namespace": namespace_name,
+        "namespace": tenant.namespace.namespace.metadata.name,
         "trainerRoleArn": trainer_role.arn,
         "artifactsPrefix": platform.require_output("artifactsBucket").apply(lambda b: f"s3://{b}/teams/{config.team}/"),
         # What scripts/verify needs to check this team's jobs on the platform's cluster.
@@ -142,10 +126,8 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
 
 def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.ResourceOptions, *,
                trust: pulumi.Input[str], policy: pulumi.Input[str] | None, name: str | None = None) -> aws.iam.Role:
-    role = aws.iam.Role(resource_name, name=name, assume_role_policy=trust, tags={"workload": resource_name}, opts=opts)
+    role = workload_role(resource_name, name=name, trust=trust, environment=config.environment,
+                         tags={"workload": resource_name}, opts=opts)
     if policy is not None:
-        aws.iam.RolePolicy(f"{resource_name}-access", role=role.id, policy=policy, opts=opts)
-    if config.environment != "prod":
-        aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id,
-                           policy=policies.deny_prod_data_policy(), opts=opts)
+        role_policy(resource_name, role, policy, opts)
     return role

@@ -18,7 +18,7 @@ LAYERS = ("facts", "config", "common", "network", "identity", "cluster", "data",
           "observability", "platform", "team")
 # Levels: packages on one level may not import each other (network and identity are siblings).
 LEVEL = {"facts": 0, "config": 1, "common": 2, "network": 3, "identity": 3, "cluster": 4, "data": 5,
-         "secrets": 6, "workload": 7, "observability": 8, "platform": 9, "team": 10}
+         "secrets": 6, "workload": 7, "observability": 8, "platform": 9, "team": 9}
 
 
 def module_name(path: Path) -> str:

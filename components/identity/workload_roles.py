@@ -88,23 +88,30 @@ class WorkloadRoles(pulumi.ComponentResource):
 
     def _role(self, role: str, namespace: str, service_account: str, description: str) -> aws.iam.Role:
         args = self._args
-        created = aws.iam.Role(
-            f"{self._name}-{role}",
-            description=description,
-            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(
-                lambda account: policies.workload_trust_policy(
-                    account, cluster_name=args.cluster_name, namespace=namespace, service_account=service_account)),
-            tags={"workload": role},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        if args.environment != "prod":
-            aws.iam.RolePolicy(f"{self._name}-{role}-deny-prod-data", role=created.id,
-                               policy=policies.deny_prod_data_policy(), opts=pulumi.ResourceOptions(parent=self))
-        return created
+        trust = pulumi.Output.from_input(args.account_id).apply(lambda account: policies.workload_trust_policy(
+            account, cluster_name=args.cluster_name, namespace=namespace, service_account=service_account))
+        return workload_role(f"{self._name}-{role}", trust=trust, environment=args.environment,
+                             tags={"workload": role}, description=description,
+                             opts=pulumi.ResourceOptions(parent=self))
 
     def _policy(self, role: str, target: aws.iam.Role, document: pulumi.Input[str]) -> None:
-        aws.iam.RolePolicy(f"{self._name}-{role}-access", role=target.id, policy=document,
-                           opts=pulumi.ResourceOptions(parent=self))
+        role_policy(f"{self._name}-{role}", target, document, pulumi.ResourceOptions(parent=self))
+
+
+def workload_role(resource_name: str, *, trust: pulumi.Input[str], environment: str, tags: dict[str, str],
+                  opts: pulumi.ResourceOptions, description: str | None = None, name: str | None = None) -> aws.iam.Role:
+    """A role a workload assumes; outside prod it also carries the explicit Deny on prod data."""
+    role = aws.iam.Role(resource_name, name=name, description=description, assume_role_policy=trust, tags=tags,
+                        opts=opts)
+    if environment != "prod":
+        aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id, policy=policies.deny_prod_data_policy(),
+                           opts=opts)
+    return role
+
+
+def role_policy(resource_name: str, role: aws.iam.Role, document: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+    """The role's own inline policy, `<resource_name>-access`."""
+    aws.iam.RolePolicy(f"{resource_name}-access", role=role.id, policy=document, opts=opts)
 
 
 @dataclass(frozen=True)
