@@ -2,18 +2,32 @@
 
 import pulumi
 
-from components.config import TeamStackConfig, load_stack_config, read_raw_config, read_secret_keys
+from components.config import TeamStackConfig, decode_raw_config, load_stack_config, read_secret_keys
+from components.config.platform_contract import published_config
+from components.config.stack import StackConfig, read_engine_config
 from components.platform import build_platform
 from components.team import build_team
 
-raw_config = read_raw_config()
-config = load_stack_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
-                           secret_keys=read_secret_keys(raw_config),
-                           # Only the offline plan sets this (`scripts/plan.py --today`): the day EKS's
-                           # support calendar is read for. `pulumi up` always uses the current date.
-                           today=globals().get("PLAN_TODAY"))
+engine_config = read_engine_config()
+raw_config = decode_raw_config(engine_config)
+secret_keys = read_secret_keys(raw_config)
+# Only the offline plan sets this (`scripts/plan.py --today`): the day EKS's support calendar is
+# read for. `pulumi up` always uses the current date.
+today = globals().get("PLAN_TODAY")
+
+
+def load(platform: StackConfig | None = None) -> StackConfig | TeamStackConfig:
+    return load_stack_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(),
+                             secret_keys=secret_keys, today=today, platform=platform)
+
+
+config = load()
 for warning in config.warnings:
     pulumi.log.warn(warning)
-outputs = build_team(config) if isinstance(config, TeamStackConfig) else build_platform(config)
+if isinstance(config, TeamStackConfig):
+    # A team stack is judged again once its platform's contract is read (components/team.py).
+    outputs = build_team(config, bind=load, today=today)
+else:
+    outputs = build_platform(config, published_config(engine_config, secret_keys, project=config.project))
 for output_name, value in outputs.items():
     pulumi.export(output_name, value)

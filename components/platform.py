@@ -28,6 +28,7 @@ from components.common.tags import default_tags
 from components.config import ConfigError, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
+from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
@@ -95,7 +96,8 @@ class DataStage:
     """storage.lustre: the training namespace's checkpoints and datasets."""
 
 
-def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
+def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict[str, pulumi.Input]:
+    """`contract_config`: the stack's config as published to team stacks (platform_contract.py)."""
     apply_permissions_boundary(config.iam_permissions_boundary)
     provider = aws_provider(config)
     zone_names_by_id = _resolve_zone_ids(config, provider)  # may still reject the config: before any resource
@@ -108,7 +110,9 @@ def build_platform(config: StackConfig) -> dict[str, pulumi.Input]:
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
     _training_tenant(config, cluster, data, roles, _job_controllers(config, cluster, provisioning_api))
-    return _outputs(config, network, cluster, data, roles, observability)
+    outputs = _outputs(config, network, cluster, data, roles, observability)
+    return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
+                                         "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}
 
 
 def _on_aws(config: StackConfig, provider: aws.Provider) -> OnAws:
@@ -391,7 +395,7 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "artifactsBucket": data.buckets.artifacts_bucket,
         "checkpointFileSystemId": data.checkpoints.file_system.id,
         **({"lustreFileSystemId": data.lustre.file_system.id} if data.lustre else {}),
-        # What team stacks read through their StackReference.
+        # What team stacks attach to (also in the platform contract, with the config).
         "dataKeyArn": data.buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,
         "alertTopicArn": observability.topic.arn,

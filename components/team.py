@@ -1,7 +1,9 @@
 """Composition root of a team stack (team-<team>-<env>): team-scoped things only.
 
-It reads its environment's platform stack through a StackReference (cluster, buckets, file
-system, keys, the External Secrets role) and creates no VPC, cluster, node pool or bucket:
+It reads its environment's deployed platform stack through a StackReference, and of it only the
+versioned platform contract (components/config/platform_contract.py: the platform's config and
+the resources teams attach to). The team's config is judged again against that contract before
+any resource is made; it creates no VPC, cluster, node pool or bucket:
 
 namespace `team-<team>` (same guard rails as the environment's) -> ClusterQueue `team-<team>` in
 the environment's cohort -> the team's trainer role (its own artifacts prefix, its own EFS
@@ -11,13 +13,19 @@ reader role for this team only -> volumes -> jobs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common.boundary import apply_permissions_boundary
 from components.common.provider import aws_provider
-from components.config import TeamStackConfig
+from components.config import ConfigError, StackConfig, TeamStackConfig
+from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
 from components.data.file_system import access_point
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
@@ -27,52 +35,66 @@ from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
+TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
+                "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training")
+"""The stack's outputs; named up front, because the engine takes a stack's outputs when the
+program returns, before the contract (and so the values) arrive."""
 
-def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
+
+@dataclass(frozen=True)
+class TeamOnPlatform:
+    """A team stack judged against its platform's contract."""
+
+    config: TeamStackConfig
+    platform: StackConfig
+    resources: dict[str, str]
+    """The platform's resources the team attaches to (platform_contract.CONTRACT_RESOURCES)."""
+
+
+def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
+               today: date | None = None) -> dict[str, pulumi.Input]:
+    """`bind(platform)` loads this team stack's config again, judged against that platform."""
+    reference = pulumi.StackReference("platform", stack_name=config.platform_stack)
+    # Every resource is made once the contract is read and the config passed against it: a
+    # contract of the wrong version, or a job on a pool the deployed platform lacks, stops the
+    # run before anything exists. StackReference outputs are known in previews too, so the
+    # preview shows these resources as `pulumi up` creates them.
+    built = reference.get_output(CONTRACT_OUTPUT).apply(
+        lambda contract: _build(_on_platform(config, contract, bind, today)))
+    return {name: built.apply(lambda outputs, name=name: outputs[name]) for name in TEAM_OUTPUTS}
+
+
+def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
+                 today: date | None) -> TeamOnPlatform:
+    contract = read_contract(value, reference=config.platform_stack, project=config.project)
+    platform = platform_of_contract(contract, project=config.project, environment=config.environment, today=today)
+    bound = bind(platform)
+    if not isinstance(bound, TeamStackConfig) or bound.platform is None:
+        raise ConfigError([f"stack '{config.stack}': is not a team stack"])
+    for warning in bound.warnings:
+        pulumi.log.warn(warning)
+    return TeamOnPlatform(bound, platform, contract.resources)
+
+
+def _build(team: TeamOnPlatform) -> dict[str, Any]:
+    config, platform_config, platform = team.config, team.platform, team.resources
     apply_permissions_boundary(config.iam_permissions_boundary)
-    platform_config = config.platform
     provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])
-    account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
-    platform = pulumi.StackReference("platform", stack_name=config.platform_stack)
-    cluster_name = platform.require_output("clusterName")
-    k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform.require_output("kubeconfig"))
+    k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform["kubeconfig"])
     in_cluster = pulumi.ResourceOptions(providers=[provider, k8s_provider])
     namespace = config.training_namespace
-    gpu_pools = [p for p in platform_config.node_pools if p.gpu]
 
     # --- AWS side: secrets, the team's part of the file system, roles -------------------------
+    account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
     secrets = TrainingSecrets("team-secrets", TrainingSecretsArgs(
         config=config.secrets, project=config.project, environment=config.environment,
         name_prefix=config.name_prefix, account_id=account_id, team=config.team,
     ), on_aws)
     checkpoint_access_point = access_point(
-        "team-checkpoints-ap", file_system_id=platform.require_output("checkpointFileSystemId"),
+        "team-checkpoints-ap", file_system_id=platform["checkpointFileSystemId"],
         workload=namespace, name_prefix=config.name_prefix, opts=on_aws)
-    secret_arns = [s.arn for s in secrets.secrets.values()]
-    trainer_role = _team_role(
-        "team-trainer", config, on_aws,
-        trust=account_id.apply(lambda account: policies.workload_trust_policy(
-            account, cluster_name=platform_config.cluster_name, namespace=namespace,
-            service_account=TRAINER_SERVICE_ACCOUNT)),
-        policy=pulumi.Output.all(
-            account_id=account_id,
-            datasets_bucket=platform.require_output("datasetsBucket"),
-            artifacts_bucket=platform.require_output("artifactsBucket"),
-            data_key_arn=platform.require_output("dataKeyArn"),
-            secret_arns=pulumi.Output.all(*secret_arns),
-            secrets_key_arn=secrets.key.arn,
-        ).apply(lambda v: policies.trainer_policy(
-            region=config.region, datasets_external=platform_config.storage.datasets_bucket is not None,
-            artifacts_prefix=f"teams/{config.team}/", **v)),
-    )
-    secrets_reader = _team_role(
-        "team-secrets-reader", config, on_aws,
-        name=policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
-        trust=platform.require_output("secretsSyncRoleArn").apply(policies.assumed_by_role_trust_policy),
-        policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
-            lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
-    )
+    trainer_role, secrets_reader = _team_roles(team, secrets, account_id, on_aws)
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
     tenant = training_tenant(TrainingTenantArgs(
@@ -81,17 +103,17 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         environment=config.environment,
         team=config.team,
         region=config.region,
-        cluster_name=cluster_name,
+        cluster_name=platform["clusterName"],
         kubernetes_version=platform_config.cluster.kubernetes_version,
-        gpu_pools=gpu_pools,
+        gpu_pools=[pool for pool in platform_config.node_pools if pool.gpu],
         fabric=platform_config.fabric,
         training=config.training,
         cleanup_image=config.training.cleanup_image or platform_config.training.cleanup_image,
         system_pool=platform_config.system_pool.name,
         checkpoint_cleanup=platform_config.storage.checkpoint_cleanup,
-        storage=TenantStorage(file_system_id=platform.require_output("checkpointFileSystemId"),
+        storage=TenantStorage(file_system_id=platform["checkpointFileSystemId"],
                               checkpoint_access_point_id=checkpoint_access_point.id,
-                              datasets_bucket=platform.require_output("datasetsBucket")),
+                              datasets_bucket=platform["datasetsBucket"]),
         secrets=TenantSecrets(remote_keys={n: secret_name(config.project, config.environment, n, config.team)
                                            for n in config.secrets.names},
                               assume_role_arn=secrets_reader.arn),
@@ -104,24 +126,58 @@ def build_team(config: TeamStackConfig) -> dict[str, pulumi.Input]:
         StackBudget("team-budget", StackBudgetArgs(
             config=config.budget, name_prefix=config.name_prefix,
             tags={"environment": config.environment, "team": config.team},
-            alert_topic_arn=platform.require_output("alertTopicArn"), activate_tags=("team",),
+            alert_topic_arn=platform["alertTopicArn"], activate_tags=("team",),
         ), on_aws)
 
-    return {
+    outputs = {
         "environment": config.environment,
         "team": config.team,
         "namespace": tenant.namespace.namespace.metadata.name,
         "trainerRoleArn": trainer_role.arn,
-        "artifactsPrefix": platform.require_output("artifactsBucket").apply(lambda b: f"s3://{b}/teams/{config.team}/"),
+        "artifactsPrefix": f"s3://{platform['artifactsBucket']}/teams/{config.team}/",
         # What scripts/verify needs to check this team's jobs on the platform's cluster.
         "region": config.region,
-        "clusterName": cluster_name,
-        "kubeconfig": platform.require_output("kubeconfig"),
+        "clusterName": platform["clusterName"],
+        "kubeconfig": platform["kubeconfig"],
         "nodePools": pool_outputs(platform_config.node_pools),
         **fabric_outputs(platform_config.fabric),
         "training": training_outputs(namespace=namespace, local_queue=LOCAL_QUEUE, jobs=config.training.jobs,
                                      has_secrets=bool(config.secrets.names)),
     }
+    assert tuple(outputs) == TEAM_OUTPUTS, "TEAM_OUTPUTS names every output, in order"
+    return outputs
+
+
+def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulumi.Output[str],
+                on_aws: pulumi.ResourceOptions) -> tuple[aws.iam.Role, aws.iam.Role]:
+    """The team's trainer role (its own artifacts prefix and secrets), and the role the platform's
+    External Secrets controller assumes to read this team's secrets only."""
+    config, platform_config, platform = team.config, team.platform, team.resources
+    secret_arns = [s.arn for s in secrets.secrets.values()]
+    trainer_role = _team_role(
+        "team-trainer", config, on_aws,
+        trust=account_id.apply(lambda account: policies.workload_trust_policy(
+            account, cluster_name=platform_config.cluster_name, namespace=config.training_namespace,
+            service_account=TRAINER_SERVICE_ACCOUNT)),
+        policy=pulumi.Output.all(
+            account_id=account_id,
+            datasets_bucket=platform["datasetsBucket"],
+            artifacts_bucket=platform["artifactsBucket"],
+            data_key_arn=platform["dataKeyArn"],
+            secret_arns=pulumi.Output.all(*secret_arns),
+            secrets_key_arn=secrets.key.arn,
+        ).apply(lambda v: policies.trainer_policy(
+            region=config.region, datasets_external=platform_config.storage.datasets_bucket is not None,
+            artifacts_prefix=f"teams/{config.team}/", **v)),
+    )
+    secrets_reader = _team_role(
+        "team-secrets-reader", config, on_aws,
+        name=policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
+        trust=policies.assumed_by_role_trust_policy(platform["secretsSyncRoleArn"]),
+        policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
+            lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
+    )
+    return trainer_role, secrets_reader
 
 
 def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.ResourceOptions, *,

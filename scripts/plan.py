@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import functools
 import gc
 import json
 import logging
@@ -56,6 +57,7 @@ from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
 from components.config import ConfigError  # noqa: E402
+from components.config.stack import stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
@@ -159,26 +161,8 @@ def engine_urn(urn: str) -> str:
     return urn.replace("::pulumi:pulumi:Stack$", "::", 1)
 
 
-def _platform_outputs(reference: str) -> dict[str, Any]:
-    """Stand-ins for a platform stack's outputs, as a team stack's StackReference reads them."""
-    environment = reference.rsplit("/", 1)[-1]
-    prefix = f"gpu-training-{environment}"
-    return {
-        "clusterName": prefix,
-        "kubeconfig": json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": prefix}),
-        "datasetsBucket": f"{prefix}-datasets-{MOCK_ACCOUNT_ID}",
-        "artifactsBucket": f"{prefix}-artifacts-{MOCK_ACCOUNT_ID}",
-        "checkpointFileSystemId": f"fs-{environment}-offline",
-        "dataKeyArn": f"arn:aws:kms:us-east-1:{MOCK_ACCOUNT_ID}:key/{environment}-data-offline",
-        "secretsSyncRoleArn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{prefix}-secrets-sync-offline",
-        "alertTopicArn": f"arn:aws:sns:us-east-1:{MOCK_ACCOUNT_ID}:{prefix}-training-alerts",
-    }
-
-
 def _computed_state(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Outputs only AWS (or the Pulumi service) computes that the program reads; stable stand-ins."""
-    if type_token == "pulumi:pulumi:StackReference":
-        return {"outputs": _platform_outputs(inputs["name"])}
+    """Outputs only AWS computes that the program reads; stable stand-ins."""
     if type_token == "aws:eks/cluster:Cluster":
         return {"endpoint": f"https://{name}.offline.eks.amazonaws.com", "certificateAuthority": {"data": "b2ZmbGluZS1jYQ=="}}
     if type_token == "aws:eks/nodeGroup:NodeGroup":
@@ -218,8 +202,10 @@ INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
 class _Mocks(pulumi.runtime.Mocks):
     """Answers as AWS would, with stable fake identifiers; unknown invokes fail loudly."""
 
-    def __init__(self, region: str):
+    def __init__(self, region: str, stack_outputs: dict[str, Any] | None = None):
         self.region = region
+        self.stack_outputs = stack_outputs or {}
+        """What a StackReference reads: the outputs of the platform stack's own offline plan."""
         self.inputs: dict[ResourceKey, dict[str, Any]] = {}
         """Each resource's inputs as the mock monitor deserialised them, until the recording
         monitor takes them: one deserialisation per resource, not two. The mock monitor drops
@@ -231,6 +217,8 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
+        if args.typ == "pulumi:pulumi:StackReference":
+            state["outputs"] = self.stack_outputs
         if args.typ == "aws:ecr/repository:Repository":  # scripts/build-image reads this as trainerRepositoryUrl
             state["repositoryUrl"] = f"{MOCK_ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{args.inputs['name']}"
         return f"{args.name}-id", state
@@ -297,11 +285,12 @@ class _WarningRecorder(logging.Handler):
 
 def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
                secret_overrides: dict[str, Any] | None = None, project_dir: Path = ROOT,
-               today: date | None = None) -> Plan:
+               today: date | None = None, platform_outputs: dict[str, Any] | None = None) -> Plan:
     """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration.
 
     `today` (None: $PLAN_TODAY if set, else the current date) is the day the EKS support
-    calendar is read for."""
+    calendar is read for. A team stack's StackReference reads `platform_outputs`, by default
+    the outputs of its platform stack's own plan (so both read one contract, as deployed)."""
     if today is None and os.environ.get(TODAY_VARIABLE):
         try:
             today = date.fromisoformat(os.environ[TODAY_VARIABLE])
@@ -311,7 +300,10 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))
-    mocks = _Mocks(region)
+    team, environment = stack_kind(stack)
+    if team and environment and platform_outputs is None:
+        platform_outputs = platform_plan_outputs(environment, project_dir, today)
+    mocks = _Mocks(region, platform_outputs)
     monitor = _RecordingMonitor(mocks)
     recorder = _WarningRecorder()
     engine_log = logging.getLogger(f"gpu-training.plan.{stack}")
@@ -355,6 +347,12 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         faulthandler.cancel_dump_traceback_later()
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
                 parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages)
+
+
+@functools.lru_cache(maxsize=8)
+def platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
+    """The outputs of a platform stack's offline plan: what its team stacks' StackReferences read."""
+    return synthesize(environment, project_dir=project_dir, today=today).outputs
 
 
 # --- output -----------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROJECT, ROOT, mutate, raw_config
+from conftest import PROJECT, ROOT, mutate, raw_config, synthesize
 
 from components.config import ConfigError, TeamStackConfig, decode_raw_config, load_stack_config
+from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
 from components.config.stack_file import stack_config
 
 TEAM, STACK = "vision", "team-vision-prod"
@@ -46,6 +47,7 @@ def test_team_namespace_queue_and_jobs(plan_of):
     (jobset,) = manifests(plan, "JobSet")
     assert jobset["metadata"]["namespace"] == f"team-{TEAM}"
     platform = load_stack_config(raw_config("prod"), project=PROJECT, stack="prod")
+    assert not isinstance(platform, TeamStackConfig)
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["securityContext"]["sysctls"][0]["value"] == platform.fabric.nccl_port_range.sysctl_value
     (claim,) = [c for c in manifests(plan, "PersistentVolumeClaim") if c["metadata"]["name"] == "checkpoints"]
@@ -65,13 +67,23 @@ def test_team_identity_reaches_only_the_teams_data(plan_of):
     assert secrets and all(s.startswith(f"{PROJECT}/prod/teams/{TEAM}/") for s in secrets)
     reader = next(r["inputs"] for r in plan.of_type("aws:iam/role:Role") if r["name"] == "team-secrets-reader")
     assert reader["name"] == f"gpu-training-prod-team-{TEAM}-secrets"
-    assert json.loads(reader["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"].endswith("-secrets-sync-offline")
+    # Trusted: the deployed platform's External Secrets role, as its contract names it.
+    platform_role = plan_of("prod").outputs[CONTRACT_OUTPUT]["resources"]["secretsSyncRoleArn"]
+    assert json.loads(reader["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"] == platform_role
     (store,) = manifests(plan, "SecretStore")
     assert store["metadata"]["namespace"] == f"team-{TEAM}" and store["spec"]["provider"]["aws"]["role"]
 
 
-def load_team(raw, stack=STACK):
-    return load_stack_config(raw, project=PROJECT, stack=stack)
+def contract_of(plan):
+    """The platform contract a platform stack's plan exports, as a team stack reads it."""
+    return read_contract(plan.outputs[CONTRACT_OUTPUT], reference=f"organization/{PROJECT}/{plan.stack}", project=PROJECT)
+
+
+def load_team(raw, stack=STACK, *, platform_plan=None):
+    """The team stack judged against its platform's contract (the prod plan's, by default)."""
+    contract = contract_of(platform_plan or synthesize("prod"))
+    platform = platform_of_contract(contract, project=PROJECT, environment=contract.config[f"{PROJECT}:environment"])
+    return load_stack_config(raw, project=PROJECT, stack=stack, platform=platform)
 
 
 @pytest.mark.parametrize(
@@ -86,9 +98,9 @@ def load_team(raw, stack=STACK):
         ("training.gpuQuota", {"system": 1}, "gpu-training:training.gpuQuota.system: is not a GPU pool"),
     ],
 )
-def test_invalid_team_config(path, value, expected):
+def test_invalid_team_config(path, value, expected, plan_of):
     with pytest.raises(ConfigError) as raised:
-        load_team(mutate(raw_config(STACK), path, value))
+        load_team(mutate(raw_config(STACK), path, value), platform_plan=plan_of("prod"))
     assert any(e.startswith(expected) for e in raised.value.errors), raised.value.errors
 
 
@@ -96,7 +108,60 @@ def test_non_prod_team_cannot_point_at_prod():
     raw = mutate(mutate(mutate(raw_config(STACK), "environment", "dev"), "training", {}), "platformStack",
                  "organization/gpu-training/prod")
     with pytest.raises(ConfigError, match="a dev team stack must use the dev platform"):
-        load_team(raw, "team-vision-dev")
+        load_stack_config(raw, project=PROJECT, stack="team-vision-dev")
+
+
+def test_alone_a_team_stack_is_judged_on_what_needs_no_platform():
+    config = load_stack_config(raw_config(STACK), project=PROJECT, stack=STACK)
+    assert isinstance(config, TeamStackConfig) and config.platform is None and config.training.jobs
+    jobs = [{**job, "nodes": 0} for job in raw_config(STACK)[f"{PROJECT}:training"]["jobs"]]
+    with pytest.raises(ConfigError, match="gpu-training:training.jobs\\[0\\].nodes"):
+        load_stack_config(mutate(raw_config(STACK), "training.jobs", jobs), project=PROJECT, stack=STACK)
+
+
+def with_contract(plan, **changes):
+    """The outputs of a platform plan with its contract changed: `version=`, or `config_<key>=` a config value."""
+    outputs = json.loads(json.dumps(plan.outputs))
+    contract = outputs[CONTRACT_OUTPUT]
+    for name, value in changes.items():
+        if name == "version":
+            contract["version"] = value
+        else:
+            contract["config"][f"{PROJECT}:{name.removeprefix('config_')}"] = json.dumps(value)
+    return outputs
+
+
+def test_team_jobs_are_judged_against_the_deployed_platform_not_the_stack_file(plan_of):
+    """The stack file in this checkout has the gpu-spot pool; the deployed platform (its contract) does not."""
+    config = plan_of("prod").outputs[CONTRACT_OUTPUT]["config"]
+    pools = [p for p in json.loads(config[f"{PROJECT}:nodePools"]) if p["name"] != "gpu-spot"]
+    training = json.loads(config[f"{PROJECT}:training"])
+    del training["gpuQuota"]["gpu-spot"]
+    deployed = with_contract(plan_of("prod"), config_nodePools=pools, config_training=training)
+    with pytest.raises(ConfigError) as raised:
+        synthesize(STACK, platform_outputs=deployed)
+    assert any(e.startswith("gpu-training:training.jobs[0].pool") or e.startswith("gpu-training:training.gpuQuota.gpu-spot")
+               for e in raised.value.errors), raised.value.errors
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [
+        (None, "output platformContract: is missing (the platform was deployed before team stacks read a contract). "
+               "Fix: deploy the platform stack from this commit first (pulumi up --stack prod)"),
+        (0, "output platformContract: version 0, this program reads version 1. Fix: deploy the platform stack"),
+        (2, "output platformContract: version 2, this program reads version 1: the platform was deployed from a newer "
+            "commit. Fix: update this checkout"),
+    ],
+)
+def test_a_contract_of_another_version_is_refused_before_any_resource(version, says, plan_of):
+    outputs = with_contract(plan_of("prod"), version=version)
+    if version is None:
+        del outputs[CONTRACT_OUTPUT]
+    with pytest.raises(ConfigError) as raised:
+        synthesize(STACK, platform_outputs=outputs)
+    (error,) = raised.value.errors
+    assert error.startswith("platform stack organization/gpu-training/prod: ") and says in error, error
 
 
 def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
@@ -105,7 +170,7 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
     assert result.returncode == 0, result.stderr
     path = tmp_path / "Pulumi.team-nlp-staging.yaml"
     project, raw, _ = stack_config("team-nlp-staging", path)
-    config = load_stack_config(decode_raw_config(raw), project=project, stack="team-nlp-staging")
+    config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=synthesize("staging"))
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota
     plan_result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "team-nlp-staging",
                                   "--stack-file", str(path), "--out", str(tmp_path / "build")],

@@ -35,7 +35,6 @@ from components.config.reader import (
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.scale_down import ScaleDownConfig, parse_scale_down
 from components.config.secrets import SecretsConfig, declared_names, parse_secrets
-from components.config.stack_file import stack_config
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, parse_training
 from components.facts.regions import REGIONS_AS_OF, ZONES
@@ -126,8 +125,9 @@ class TeamStackConfig:
     cost_center: str
     platform_stack: str
     """StackReference name of the platform stack, e.g. organization/gpu-training/prod."""
-    platform: StackConfig
-    """The platform stack's own config (same commit): pools and fabric to validate jobs against."""
+    platform: StackConfig | None
+    """The deployed platform stack's config, from its contract (platform_contract.py): the pools
+    and fabric the jobs were validated against. None before the contract was read."""
     secrets: SecretsConfig
     training: TrainingConfig
     budget: BudgetConfig | None = None
@@ -145,6 +145,8 @@ class TeamStackConfig:
     @property
     def warnings(self) -> tuple[str, ...]:
         """The platform's cluster warnings (the team's jobs run on its cluster), and the team's jobs'."""
+        if self.platform is None:
+            return ()
         return (tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
                 + gang_zone_warnings(self.training.jobs, self.platform.node_pools))
 
@@ -163,9 +165,14 @@ def stack_kind(stack: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def read_engine_config() -> dict[str, str]:
+    """Every config value of the running stack as the engine passes it (structured ones as JSON text)."""
+    return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+
+
 def read_raw_config() -> dict[str, Any]:
     """Every config value of the running stack, structured values decoded from their JSON form."""
-    return decode_raw_config({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    return decode_raw_config(read_engine_config())
 
 
 def decode_raw_config(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,12 +211,14 @@ def current_date() -> date:
     return datetime.now(UTC).date()
 
 
-def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
-                      secret_keys: Collection[str] | None = None, today: date | None = None) -> StackConfig | TeamStackConfig:
+def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] | None = None,
+                      today: date | None = None, platform: StackConfig | None = None) -> StackConfig | TeamStackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
 
     `secret_keys` (None: unknown) lets the model reject secrets stored in plain text.
     `today` (None: the current UTC date) is the day EKS's support calendar is read for.
+    `platform`: a team stack's platform, read from its contract (platform_contract.py); without
+    it a team stack is checked as far as it can be alone, and its `platform` is None.
     Raises ConfigError listing every problem found.
     """
     today = today or current_date()
@@ -247,7 +256,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
     env = implied_env or environment or "dev"
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
-                          environment=env, region=region, cost_center=cost_center, today=today)
+                          environment=env, region=region, cost_center=cost_center, platform=platform)
     network_section = root.section("network")
     network = parse_network(network_section, region=region, environment=env)
     fabric = parse_fabric(root.section("fabric", {}))
@@ -301,7 +310,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str,
 
 def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
                project: str, stack: str, team: str, environment: str, region: str, cost_center: str,
-               today: date) -> TeamStackConfig:
+               platform: StackConfig | None) -> TeamStackConfig:
+    """Without `platform` (not read yet), every check the platform is not needed for."""
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
             errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
@@ -315,19 +325,12 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                    f"a {environment} team stack must use the {environment} platform (its cluster and data)",
                    f"use organization/{project}/{environment}")
     elif reference and reference.split("/")[1] != project:
-        # The jobs are checked against this repository's platform stack file: another project's
-        # platform would run them on pools, quotas and storage nobody checked.
+        # Another project's platform publishes another contract: its pools, quotas and storage
+        # are not what this program validates jobs against.
         root.error(root.key("platformStack"), reference,
-                   f"names the project {reference.split('/')[1]}, but the team's jobs are validated against this "
-                   f"repository's {project} platform (stacks/Pulumi.{environment}.yaml)",
+                   f"names the project {reference.split('/')[1]}, but this program reads the platform contract of "
+                   f"its own project, {project}",
                    f"use <organization>/{project}/{environment}")
-    platform: StackConfig | None = None
-    try:
-        _, platform_raw, _ = stack_config(environment)
-        loaded = load_stack_config(decode_raw_config(platform_raw), project=project, stack=environment, today=today)
-        platform = loaded if isinstance(loaded, StackConfig) else None
-    except ConfigError as error:
-        errors.extend(platform_stack_errors(environment, error.errors))
     if platform is not None and region and region != platform.region:
         root.error(root.key("region"), region, f"differs from the platform's region {platform.region}",
                    f"set region: {platform.region}")
@@ -349,16 +352,14 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     root.finish()
     if errors:
         raise ConfigError(errors.without_secret_values({root.key(k): v for k, v in root.data.items()}, also=raw_secrets))
-    if platform is None:  # only when loading it reported errors, raised just above
-        raise ConfigError([f"platform stack '{environment}': could not be read"])
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
-                           iam_permissions_boundary=platform.iam_permissions_boundary)
+                           iam_permissions_boundary=platform.iam_permissions_boundary if platform else None)
 
 
 def platform_stack_errors(environment: str, errors: list[str]) -> list[str]:
-    """The errors of a platform stack read on behalf of a team stack, each naming the stack and its file."""
+    """The errors of a platform stack file read on behalf of a team stack, each naming the stack and its file."""
     return [f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {error}" for error in errors]
 
 

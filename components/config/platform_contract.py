@@ -1,0 +1,109 @@
+"""The platform contract: everything a team stack may know of its environment's platform stack.
+
+A team stack runs its jobs on the pools, fabric, cluster and storage of a platform stack that
+was deployed, perhaps from another commit. So it reads those facts from one place only: the
+deployed platform's `platformContract` output (through its StackReference), never the platform's
+stack file in the team's checkout, which may describe a platform that does not exist.
+
+The contract carries the platform stack's own configuration as the engine handed it to the
+platform program (every value as text, secrets left out), so a team stack validates its jobs
+with exactly the parser and the values the platform was built with, and the resources the team
+stack attaches to (cluster, buckets, file system, keys, roles, alert topic). It is versioned:
+a reader accepts only the version it was written for, and says which side to deploy.
+
+The offline plan feeds a team stack the contract its platform stack's own plan exports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from components.config.reader import ConfigError, one_line
+from components.config.stack import StackConfig, decode_raw_config, load_stack_config
+
+CONTRACT_OUTPUT = "platformContract"
+"""The platform stack's output a team stack reads."""
+CONTRACT_VERSION = 1
+"""Raise it when a reader of the previous version would misread the contract (a key renamed,
+a meaning changed); adding a resource is not such a change."""
+
+SECRET_NOT_PUBLISHED = "(not published)"
+"""The value the contract gives each of the platform's secrets: their names are facts, their values are not."""
+CONTRACT_RESOURCES = ("clusterName", "kubeconfig", "datasetsBucket", "artifactsBucket", "checkpointFileSystemId",
+                      "dataKeyArn", "secretsSyncRoleArn", "alertTopicArn")
+"""The platform's resources a team stack attaches to (the kubeconfig holds no credential: it runs
+`aws eks get-token` as whoever deploys)."""
+
+
+@dataclass(frozen=True)
+class PlatformContract:
+    """A contract that passed `read_contract`: the platform's config, and its resources' ids."""
+
+    config: dict[str, Any]
+    """Fully-qualified config of the platform stack, decoded as `load_stack_config` reads it."""
+    resources: dict[str, str]
+    """CONTRACT_RESOURCES -> the deployed resource's name, id or ARN."""
+
+
+def published_config(engine_config: Mapping[str, str], secret_keys: Collection[str], *, project: str) -> dict[str, str]:
+    """What the contract carries of a platform stack's config: every key as the engine passes it
+    (text), the secrets by name only (the platform's jobs name them), and no other key that holds
+    a secret."""
+    secrets_key = f"{project}:secrets"
+    secret_roots = {key.split(".", 1)[0].split("[", 1)[0] for key in secret_keys} - {secrets_key}
+    published = {key: value for key, value in sorted(engine_config.items())
+                 if key not in secret_roots and key != secrets_key}
+    secrets = decode_raw_config({secrets_key: engine_config.get(secrets_key)})[secrets_key]
+    if isinstance(secrets, Mapping):
+        published[secrets_key] = json.dumps({name: SECRET_NOT_PUBLISHED for name in secrets}, sort_keys=True)
+    return published
+
+
+def read_contract(value: Any, *, reference: str, project: str) -> PlatformContract:
+    """The contract read from the platform stack `reference`, or a ConfigError that says what to deploy."""
+    where = f"platform stack {reference}: output {CONTRACT_OUTPUT}"
+    deploy_platform = (f"deploy the platform stack from this commit first (pulumi up --stack "
+                       f"{reference.rsplit('/', 1)[-1]}), then this team stack")
+    if value is None:
+        raise ConfigError([f"{where}: is missing (the platform was deployed before team stacks read a contract). "
+                           f"Fix: {deploy_platform}"])
+    if not isinstance(value, Mapping) or not isinstance(value.get("version"), int | float):
+        raise ConfigError([f"{where}: is not a platform contract. Fix: check platformStack names a "
+                           f"{project} platform stack"])
+    version = int(value["version"])
+    if version < CONTRACT_VERSION:
+        raise ConfigError([f"{where}: version {version}, this program reads version {CONTRACT_VERSION}. "
+                           f"Fix: {deploy_platform}"])
+    if version > CONTRACT_VERSION:
+        raise ConfigError([f"{where}: version {version}, this program reads version {CONTRACT_VERSION}: the "
+                           "platform was deployed from a newer commit. Fix: update this checkout to that commit"])
+    config, resources = value.get("config"), value.get("resources")
+    problems = [f"{where}.{name}: is missing or not a map" for name, part in (("config", config),
+                                                                              ("resources", resources))
+                if not isinstance(part, Mapping)]
+    if isinstance(resources, Mapping):
+        problems += [f"{where}.resources.{name}: is missing" for name in CONTRACT_RESOURCES
+                     if not isinstance(resources.get(name), str)]
+    if problems:
+        raise ConfigError([f"{one_line(p)}. Fix: {deploy_platform}" for p in problems])
+    assert isinstance(config, Mapping) and isinstance(resources, Mapping)
+    return PlatformContract(config=decode_raw_config(config),
+                            resources={name: str(resources[name]) for name in CONTRACT_RESOURCES})
+
+
+def platform_of_contract(contract: PlatformContract, *, project: str, environment: str,
+                         today: date | None = None) -> StackConfig:
+    """The platform stack's config, validated by the parser it was deployed with; its errors
+    (this checkout's parser may be stricter than the one that deployed it) name their source."""
+    try:
+        loaded = load_stack_config(contract.config, project=project, stack=environment, today=today)
+    except ConfigError as error:
+        raise ConfigError([f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT}): {problem}"
+                           for problem in error.errors]) from None
+    if not isinstance(loaded, StackConfig):
+        raise ConfigError([f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT}): is not a platform stack"])
+    return loaded

@@ -1,0 +1,64 @@
+"""The platform contract: what a platform stack publishes to its team stacks, and how it is read."""
+
+import json
+
+import pytest
+
+from components.config import ConfigError
+from components.config.platform_contract import (
+    CONTRACT_RESOURCES,
+    CONTRACT_VERSION,
+    SECRET_NOT_PUBLISHED,
+    published_config,
+    read_contract,
+)
+
+REFERENCE = "organization/gpu-training/prod"
+RESOURCES = {name: f"{name}-value" for name in CONTRACT_RESOURCES}
+
+
+@pytest.mark.parametrize(
+    ("engine_config", "secret_keys", "published"),
+    [
+        ({"gpu-training:region": "us-east-1"}, set(), {"gpu-training:region": "us-east-1"}),
+        # Secrets by name only, whether the map or an entry is marked secret.
+        ({"gpu-training:secrets": '{"wandb-api-key": "s3cr3t"}'}, {"gpu-training:secrets"},
+         {"gpu-training:secrets": json.dumps({"wandb-api-key": SECRET_NOT_PUBLISHED})}),
+        ({"gpu-training:secrets": '{"a": "x", "b": "y"}'}, {"gpu-training:secrets.a"},
+         {"gpu-training:secrets": json.dumps({"a": SECRET_NOT_PUBLISHED, "b": SECRET_NOT_PUBLISHED})}),
+        # Any other key with a secret inside is left out whole.
+        ({"gpu-training:observability": '{"alertSms": ["+1"]}', "gpu-training:region": "us-east-1"},
+         {"gpu-training:observability.alertSms[0]"}, {"gpu-training:region": "us-east-1"}),
+        ({"gpu-training:secrets": "not a map"}, set(), {}),
+    ],
+)
+def test_published_config(engine_config, secret_keys, published):
+    assert published_config(engine_config, secret_keys, project="gpu-training") == published
+    assert "s3cr3t" not in json.dumps(published_config(engine_config, secret_keys, project="gpu-training"))
+
+
+def test_a_contract_reads_back_as_the_engine_passed_the_config():
+    contract = read_contract({"version": CONTRACT_VERSION, "resources": RESOURCES,
+                              "config": {"gpu-training:region": "us-east-1", "gpu-training:fabric": '{"rendezvousPorts": [29400]}'}},
+                             reference=REFERENCE, project="gpu-training")
+    assert contract.config == {"gpu-training:region": "us-east-1", "gpu-training:fabric": {"rendezvousPorts": [29400]}}
+    assert contract.resources == RESOURCES
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (None, "is missing"),
+        ("text", "is not a platform contract. Fix: check platformStack names a gpu-training platform stack"),
+        ({"version": "1"}, "is not a platform contract"),
+        ({"version": 0.0, "config": {}, "resources": RESOURCES}, "version 0, this program reads version 1"),
+        ({"version": 1.0, "resources": RESOURCES}, "output platformContract.config: is missing or not a map"),
+        ({"version": 1, "config": {}, "resources": {**RESOURCES, "kubeconfig": None}},
+         "output platformContract.resources.kubeconfig: is missing"),
+    ],
+)
+def test_a_contract_that_cannot_be_read_says_what_to_deploy(value, says):
+    with pytest.raises(ConfigError) as raised:
+        read_contract(value, reference=REFERENCE, project="gpu-training")
+    (error,) = raised.value.errors
+    assert error.startswith(f"platform stack {REFERENCE}: output platformContract") and says in error and "Fix: " in error
