@@ -24,9 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
+from components.config import ConfigError, StackConfig, TeamStackConfig  # noqa: E402
 from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
-from components.config.stack_file import stack_config  # noqa: E402
 from components.config.strict_yaml import path_for_message  # noqa: E402
 from components.facts import prices  # noqa: E402
 from components.facts.cost_model import (  # noqa: E402
@@ -162,8 +161,10 @@ def price_table() -> str:
 
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
-    project, raw, _ = stack_config(stack)
-    return load_stack_config(decode_raw_config(raw), project=project, stack=stack)
+    """The stack's config as its plan reads it (a team stack's on its platform plan's contract)."""
+    from plan import planned_config  # the offline plan's module: it imports the Pulumi SDK
+
+    return planned_config(stack)
 
 
 def main(argv: list[str] | None = None) -> int:

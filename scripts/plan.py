@@ -56,7 +56,8 @@ from mock_shortcuts import no_source_positions  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
-from components.config import ConfigError  # noqa: E402
+from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
+from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
 from components.config.stack import stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
@@ -347,6 +348,24 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         faulthandler.cancel_dump_traceback_later()
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
                 parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages)
+
+
+def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir: Path = ROOT,
+                   today: date | None = None) -> StackConfig | TeamStackConfig:
+    """A stack's config as its plan reads it: a team stack's judged against the contract its
+    platform stack's plan exports. `raw`: this decoded config instead of the stack file's (secret
+    values stay placeholders: none is used)."""
+    project = project_file(project_dir)["name"]
+    if raw is None:
+        _, engine_config, _ = stack_config(stack, project_dir=project_dir)
+        raw = decode_raw_config(engine_config)
+    team, environment = stack_kind(stack)
+    platform = None
+    if team and environment:
+        contract = read_contract(platform_plan_outputs(environment, project_dir, today).get(CONTRACT_OUTPUT),
+                                 reference=f"organization/{project}/{environment}", project=project)
+        platform = platform_of_contract(contract, project=project, environment=environment, today=today)
+    return load_stack_config(raw, project=project, stack=stack, today=today, platform=platform)
 
 
 @functools.lru_cache(maxsize=8)

@@ -24,8 +24,7 @@ if str(ROOT) not in sys.path:
 
 from cli_errors import ArgumentParser, fail  # noqa: E402
 
-from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
-from components.config.stack_file import stack_config  # noqa: E402
+from components.config import ConfigError, StackConfig, TeamStackConfig  # noqa: E402
 
 # The policy and its option (policy/gpu_training_policy/network.py, cidr_ingress_private_and_scoped).
 CIDR_POLICY = "cidr-ingress-private-and-scoped"
@@ -44,9 +43,10 @@ def policy_config(config: StackConfig | TeamStackConfig) -> dict[str, Any]:
 
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
-    """The stack's config as the program reads it (secret values stay placeholders: none is used)."""
-    project, raw, _ = stack_config(stack)
-    return load_stack_config(decode_raw_config(raw), project=project, stack=stack)
+    """The stack's config as its plan reads it (a team stack's on its platform plan's contract)."""
+    from plan import planned_config  # the offline plan's module: it imports the Pulumi SDK
+
+    return planned_config(stack)
 
 
 def main(argv: list[str] | None = None) -> int:

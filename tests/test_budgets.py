@@ -12,8 +12,6 @@ from plan import MOCK_ACCOUNT_ID, synthesize
 from components.config import ConfigError, load_stack_config
 
 PLATFORM_TOPIC = "arn:aws:mock:us-east-1:123456789012:topic/observability-alerts"
-# What a team stack reads as its platform's alertTopicArn (scripts/plan.py's stand-in outputs).
-PROD_PLATFORM_TOPIC = f"arn:aws:sns:us-east-1:{MOCK_ACCOUNT_ID}:gpu-training-prod-training-alerts"
 
 
 def load(stack: str, raw=None):
@@ -35,7 +33,8 @@ def test_every_stack_has_its_budget_alerting_the_platform_topic(stack, plan_of):
     thresholds = [(n["notificationType"], n["threshold"]) for n in budget["notifications"]]
     assert thresholds == [("ACTUAL", p) for p in config.budget.actual_percent] + \
         [("FORECASTED", p) for p in config.budget.forecast_percent]
-    topic = PROD_PLATFORM_TOPIC if config.team else PLATFORM_TOPIC
+    # A team's budget alerts its platform's topic, as the platform's plan exports it.
+    topic = plan_of(f"{config.environment}").outputs["alertTopicArn"] if config.team else PLATFORM_TOPIC
     for notification in budget["notifications"]:
         assert notification["comparisonOperator"] == "GREATER_THAN"
         assert notification["thresholdType"] == "PERCENTAGE"

@@ -11,10 +11,10 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 from conftest import MANIFEST_STACKS, PROJECT, mutate, raw_config
-from plan import synthesize
+from plan import planned_config, synthesize
 from pod_security import violations
 
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError, TeamStackConfig, load_stack_config
 from components.workload import checkpoint_cleanup_script as script
 from components.workload.checkpoint_cleanup import SCRIPT, cronjob_manifest
 from components.workload.checkpoint_cleanup_script import Directory, select, unfinished_jobs
@@ -212,8 +212,10 @@ def cronjob_of(plan) -> dict:
 
 
 def kubernetes_minor(stack: str) -> str:
-    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
-    return (getattr(config, "platform", None) or config).cluster.kubernetes_version
+    config = planned_config(stack)
+    platform = config.platform if isinstance(config, TeamStackConfig) else config
+    assert platform is not None
+    return platform.cluster.kubernetes_version
 
 
 @pytest.mark.parametrize("stack", MANIFEST_STACKS)

@@ -10,11 +10,11 @@ from unittest.mock import ANY
 import pytest
 import yaml
 from conftest import PROJECT, ROOT, raw_config
-from plan import MOCK_ZONE_NAMES, synthesize
+from plan import MOCK_ZONE_NAMES, planned_config, synthesize
 
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError, TeamStackConfig, load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
@@ -118,7 +118,10 @@ def test_socket_jobs_keep_the_socket_transport(plan_of):
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod", "team-vision-prod"])
 def test_gang_flavors_are_admitted_through_provisioning_requests(stack, plan_of):
     plan = plan_of(stack)
-    pools = config_of(stack).node_pools if not stack.startswith("team-") else config_of(stack).platform.node_pools
+    config = planned_config(stack)
+    platform = config.platform if isinstance(config, TeamStackConfig) else config
+    assert platform is not None
+    pools = platform.node_pools
     (queue,) = manifests(plan, "ClusterQueue")
     gang_flavors = sorted(f"pool-{p.name}" for p in pools if p.gpu and p.max_size > 1)
     assert gang_flavors

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from conftest import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 from crd_schemas import CRD_GROUPS
-from plan import summary, synthesize
+from plan import planned_config, summary, synthesize
 
 from components.cluster.autoscaler import CHART_VERSION
 from components.config import ConfigError, load_stack_config
@@ -190,8 +190,10 @@ def test_the_warning_reaches_the_config_and_team_stacks():
     config = load("staging", with_cluster("staging", kubernetesVersion="1.34"), today=today)
     (warning,) = config.warnings
     assert "ends on 2026-12-02, in 2 days" in warning
-    team = load("team-vision-prod", today=date(2027, 6, 10))
+    # A team stack's: from its platform's contract, as its plan reads it.
+    team = planned_config("team-vision-prod", today=date(2027, 6, 10))
     (team_warning,) = [w for w in team.warnings if w.startswith("platform stack ")]
+    assert team_warning in synthesize("team-vision-prod", today=date(2027, 6, 10)).warnings
     assert team_warning.startswith("platform stack 'prod': ") and "1.36 ends on 2027-08-02, in 53 days" in team_warning
 
 

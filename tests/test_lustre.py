@@ -10,8 +10,9 @@ import json
 import api_limits
 import pytest
 from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from plan import planned_config
 
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError
 from components.config.storage import StorageConfig
 from components.facts import file_systems
 from components.facts.eks_versions import ADDON_VERSIONS
@@ -24,7 +25,7 @@ NODES_SG = "security-groups-nodes-id"
 
 
 def load(raw, stack="prod"):
-    return load_stack_config(raw, project=PROJECT, stack=stack)
+    return planned_config(stack, raw=raw)
 
 
 def errors_of(raw, stack="prod") -> list[str]:

@@ -15,15 +15,17 @@ import subprocess
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import MANIFEST_STACKS, PROJECT, ROOT, raw_config
+from conftest import MANIFEST_STACKS, ROOT
 from crd_schemas import CRD_GROUPS, validate_custom_resource
+from plan import planned_config
 
-from components.config import load_stack_config
+from components.config import TeamStackConfig
 
 
 def kubernetes_minor(stack: str) -> str:
-    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
-    platform = getattr(config, "platform", None) or config
+    config = planned_config(stack)
+    platform = config.platform if isinstance(config, TeamStackConfig) else config
+    assert platform is not None
     return platform.cluster.kubernetes_version
 
 

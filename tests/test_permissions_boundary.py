@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pytest
 from conftest import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
-from plan import synthesize
+from plan import planned_config, synthesize
 
 from bootstrap import policies
 from components.common.boundary import bound_roles
@@ -68,12 +68,11 @@ def test_a_boundary_of_another_project_or_path_is_accepted():
 
 
 def test_a_team_stack_takes_the_platforms_boundary_and_may_not_set_another():
-    team = load_stack_config(raw_config("team-vision-prod"), project=PROJECT, stack="team-vision-prod")
+    team = planned_config("team-vision-prod")
     assert team.iam_permissions_boundary == boundary_of("prod")
     other = "arn:aws:iam::111122223333:policy/platform/org-boundary"
     with pytest.raises(ConfigError, match="differs from the platform stack's"):
-        load_stack_config(mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", other), project=PROJECT,
-                          stack="team-vision-prod")
+        planned_config("team-vision-prod", raw=mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", other))
 
 
 def transformation_args(type_token: str, props: dict[str, Any]) -> pulumi.ResourceTransformationArgs:

@@ -1,6 +1,7 @@
 """Team stacks: team-scoped things only, on their platform's cluster and data."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -115,7 +116,7 @@ def test_alone_a_team_stack_is_judged_on_what_needs_no_platform():
     config = load_stack_config(raw_config(STACK), project=PROJECT, stack=STACK)
     assert isinstance(config, TeamStackConfig) and config.platform is None and config.training.jobs
     jobs = [{**job, "nodes": 0} for job in raw_config(STACK)[f"{PROJECT}:training"]["jobs"]]
-    with pytest.raises(ConfigError, match="gpu-training:training.jobs\\[0\\].nodes"):
+    with pytest.raises(ConfigError, match=re.escape("gpu-training:training.jobs[0].nodes")):
         load_stack_config(mutate(raw_config(STACK), "training.jobs", jobs), project=PROJECT, stack=STACK)
 
 
@@ -169,7 +170,7 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
                              "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     path = tmp_path / "Pulumi.team-nlp-staging.yaml"
-    project, raw, _ = stack_config("team-nlp-staging", path)
+    _, raw, _ = stack_config("team-nlp-staging", path)
     config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=synthesize("staging"))
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota
     plan_result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "team-nlp-staging",
