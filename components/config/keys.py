@@ -66,7 +66,7 @@ KEYS: tuple[Key, ...] = (
     Key("costCenter", STRING, "Billing tag applied to every AWS resource (tag `cost-center`).", stacks=BOTH),
     Key("iamPermissionsBoundary", STRING,
         "ARN of the managed policy every IAM role of the stack carries as permissions boundary: the bootstrap's "
-        "permissionsBoundaryArns.<env>, without which its CI deploy roles create no role (docs/delivery.md). "
+        "`permissionsBoundaryArns.<env>`, without which its CI deploy roles create no role (docs/delivery.md). "
         "A team stack takes its platform stack's (if set, it must be the same).",
         default=UNSET, stacks=BOTH),
 
@@ -111,8 +111,8 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].instanceTypes", LIST, "EC2 instance types of the pool (a reserved pool: exactly one)."),
     Key("nodePools[].capacity", STRING, "How the nodes are bought: On-Demand, spot, a capacity block or an On-Demand "
         "Capacity Reservation.", allowed=("onDemand", "spot", "capacityBlock", "reservation")),
-    Key("nodePools[].capacityReservationId", STRING, "cr-<17 hex>: the reservation of a capacityBlock or reservation pool.",
-        default=UNSET),
+    Key("nodePools[].capacityReservationId", STRING,
+        "`cr-` and 17 hex digits: the reservation of a capacityBlock or reservation pool.", default=UNSET),
     Key("nodePools[].gpu", BOOLEAN, "Whether the pool's nodes have GPUs."),
     Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
         default=False),
@@ -163,9 +163,9 @@ KEYS: tuple[Key, ...] = (
     Key("registry.keepImages", INTEGER, "The newest N images stay (untagged ones expire after a day).", default=30),
 
     Key("secrets", MAP, "Secret name -> value, each set with `pulumi config set --path --secret 'secrets.<name>' <value>` "
-        "(never in plain text); a Secrets Manager secret <project>/<environment>/<name>, synced into the Kubernetes "
-        "Secret training-secrets and read by the trainer as env var <NAME> (dashes -> underscores).",
-        default={}, stacks=BOTH),
+        "(never in plain text); a Secrets Manager secret `<project>/<environment>/<name>`, synced into the Kubernetes "
+        "Secret training-secrets and read by the trainer as env var `<NAME>` (dashes -> underscores).",
+        default=UNSET, stacks=BOTH),
 
     Key("observability", MAPPING, "Alerts and log retention.", default={}, stacks=frozenset({PLATFORM})),
     Key("observability.alertEmails", LIST, "Alert e-mail recipients (prod needs at least one recipient).", default=[]),
@@ -194,7 +194,7 @@ KEYS: tuple[Key, ...] = (
         "too, which needs a principal allowed ce:UpdateCostAllocationTagsStatus, not the CI deploy role (never in an "
         "AWS Organizations member account).", default=False),
 
-    Key("trainerImage", STRING, "The trainer image pinned by digest (<repo>@sha256:...); scripts/build-image <stack> "
+    Key("trainerImage", STRING, "The trainer image pinned by digest (`<repo>@sha256:...`); `scripts/build-image <stack>` "
         "prints the command that sets it. Jobs use it unless they name their own `image`; the checkpoint cleanup "
         "CronJob runs on it.", default=UNSET, stacks=BOTH),
 
@@ -212,8 +212,8 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].secrets", LIST, "Names of `secrets` entries the job gets as env vars.", default=[]),
     Key("training.jobs[].env", MAP, "Env var name -> text value.", default={}),
     Key("training.jobs[].args", LIST, "The container's arguments.", default=["-m", "example_trainer.train"]),
-    Key("training.jobs[].cpu", INTEGER, "CPUs requested and the CPU limit.", default=Derived("a computed request, no limit")),
-    Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("computed from the instance")),
+    Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
+    Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
     Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm.", default=8),
     Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3),
     Key("training.jobs[].maxDisruptionRestarts", INTEGER, "Restarts after disruptions (spot, maintenance); restarts in "
@@ -232,7 +232,7 @@ KEYS: tuple[Key, ...] = (
         default=Derived("off: a refresh would re-run a job Kubernetes deleted")),
 
     Key("platformStack", STRING, "The StackReference of the environment's platform stack.",
-        default=Derived("organization/gpu-training/<environment>, the DIY-backend form"), stacks=frozenset({TEAM})),
+        default=Derived("`organization/gpu-training/<environment>`, the DIY-backend form"), stacks=frozenset({TEAM})),
 )
 
 BY_PATH = {key.path: key for key in KEYS}
