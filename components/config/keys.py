@@ -117,7 +117,7 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
         default=False),
     Key("nodePools[].placementGroup", STRING, "EFA pools: an existing cluster placement group, e.g. the one the "
-        "reservation was created in.", default=Derived("a new one per EFA pool")),
+        "reservation was created in.", default=Derived("a new one per EFA pool (none on a capacity block)")),
     Key("nodePools[].size", MAPPING, "Node counts of the pool."),
     Key("nodePools[].size.min", INTEGER, "Fewest nodes (0: scales to zero)."),
     Key("nodePools[].size.desired", INTEGER, "Nodes at creation, between min and max."),
