@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from components.config.keys import BOTH, KEYS, PLATFORM, REQUIRED, STRING, TEAM, UNSET, Derived, Key, stacks_of
+from components.config.keys import BOTH, KEYS, LIST, PLATFORM, REQUIRED, STRING, TEAM, UNSET, Derived, Key, stacks_of
 
 PULUMI_YAML_START = "# Every key the program reads"
 DOC_START = "<!-- Generated from components/config/keys.py by scripts/config_docs.py --write: edit the table there. -->"
@@ -50,9 +50,10 @@ def children(top: Key) -> tuple[Key, ...]:
 
 
 def _summary(top: Key, key: Key) -> str:
-    facts = [key.type, *([f"one of {', '.join(key.allowed)}"] if key.allowed else []),
-             "required" if key.default is REQUIRED else f"default {default_text(key)}"]
-    relative = key.path[len(top.path):].lstrip(".")
+    default = ("required" if key.default is REQUIRED else "unset by default" if key.default is UNSET
+               else f"default {default_text(key)}")
+    facts = [key.type, *([f"one of {', '.join(key.allowed)}"] if key.allowed else []), default]
+    relative = key.path[len(top.path):].removeprefix("[]").lstrip(".")  # a pool's `name`, not `[].name`
     return f"{relative} ({'; '.join(facts)}): {key.doc}"
 
 
@@ -60,7 +61,8 @@ def description(top: Key) -> str:
     """The Pulumi.yaml description of a top-level key: its meaning, then each key inside it."""
     only = {frozenset({PLATFORM}): " Platform stacks only.", frozenset({TEAM}): " Team stacks only."}.get(stacks_of(top), "")
     default = f" Default: {top.default.text}." if isinstance(top.default, Derived) else ""
-    parts = [top.doc + only + default, *(_summary(top, key) for key in children(top))]
+    each = ["Each item:"] if top.type == LIST else []
+    parts = [top.doc + only + default, *each, *(_summary(top, key) for key in children(top))]
     if top.allowed:
         parts.append(f"One of {', '.join(top.allowed)}.")
     return " ".join(parts)
