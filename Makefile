@@ -89,6 +89,7 @@ lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/basedpyright
 	$(VENV)/bin/basedpyright -p policy
+	$(PY) scripts/config_docs.py --check
 	$(VENV)/bin/shellcheck .ci/run $(wildcard scripts/*.sh scripts/build-image scripts/plan-diff scripts/deploy-environment scripts/check-branch-tip scripts/check-runner-tools trainer/*.sh)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi

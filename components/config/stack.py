@@ -18,6 +18,7 @@ from pulumi.runtime import config as runtime_config
 from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
+from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_zone import place_lustre
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
@@ -149,10 +150,6 @@ class TeamStackConfig:
             return ()
         return (tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
                 + gang_zone_warnings(self.training.jobs, self.platform.node_pools))
-
-
-# Keys only a platform stack may set: a team stack cannot create or change shared infrastructure.
-PLATFORM_ONLY_KEYS = ("network", "fabric", "cluster", "nodePools", "storage", "registry", "observability", "scaleDown")
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:

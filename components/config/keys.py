@@ -1,0 +1,253 @@
+"""Every config key of the gpu-training project, once: its type, default, allowed values, meaning
+and the kinds of stack that may set it.
+
+Pulumi.yaml's `config:` descriptions and the key table of docs/configuration-errors.md are
+rendered from this table (scripts/config_docs.py), and tests/test_config_keys.py holds it to what
+the parsers read. A key the parsers read and this table lacks, or the reverse, fails that test.
+
+Paths are spelled as the messages spell them after `gpu-training:`: `network.vpcCidr`,
+`nodePools[].size.max` (`[]`: any item of a list). Entries of a `map` (secret names, pool names,
+env names, labels) are named by the user, so the map is listed and its entries are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PLATFORM, TEAM = "platform", "team"
+BOTH = frozenset({PLATFORM, TEAM})
+
+STRING, INTEGER, BOOLEAN, LIST, MAPPING, MAP = "string", "integer", "boolean", "list", "mapping", "map"
+"""`mapping`: the keys below it in this table; `map`: names chosen by the user, each with a value."""
+
+
+class _Marker:
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+REQUIRED = _Marker("required")
+UNSET = _Marker("unset")
+"""Optional with no value at all: the feature it turns on stays off (no Lustre, no CPU limit)."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A default that depends on other values (the environment, the pool's kind): said in words."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Key:
+    path: str
+    type: str
+    doc: str
+    default: object = REQUIRED
+    """REQUIRED, UNSET, Derived(...) or the literal value the parser uses when the key is left out."""
+    allowed: tuple[str, ...] = ()
+    """The closed set of values a string key accepts; empty when open (a pattern or a range)."""
+    stacks: frozenset[str] | None = None
+    """Top-level keys only: the kinds of stack that may set it. A nested key goes with its top-level key."""
+
+    @property
+    def top(self) -> str:
+        return self.path.split(".")[0].split("[")[0]
+
+
+KEYS: tuple[Key, ...] = (
+    Key("environment", STRING, "The stack's environment; must equal the stack name (or its suffix for team stacks).",
+        allowed=("dev", "staging", "prod"), stacks=BOTH),
+    Key("region", STRING, "AWS region every resource of the stack lives in, e.g. us-east-1 (components/facts/regions.py).",
+        stacks=BOTH),
+    Key("costCenter", STRING, "Billing tag applied to every AWS resource (tag `cost-center`).", stacks=BOTH),
+    Key("iamPermissionsBoundary", STRING,
+        "ARN of the managed policy every IAM role of the stack carries as permissions boundary: the bootstrap's "
+        "`permissionsBoundaryArns.<env>`, without which its CI deploy roles create no role (docs/delivery.md). "
+        "A team stack takes its platform stack's (if set, it must be the same).",
+        default=UNSET, stacks=BOTH),
+
+    Key("network", MAPPING, "VPC layout of the environment.", stacks=frozenset({PLATFORM})),
+    Key("network.vpcCidr", STRING, "The VPC's private /16 to /20, distinct per environment."),
+    Key("network.availabilityZones", LIST, "Zone names of the region the subnets go in: at least 2, in prod at least 3."),
+    Key("network.natGateways", STRING, "One NAT gateway for the VPC, or one per zone.",
+        default=Derived("perAz in prod, else single"), allowed=("single", "perAz")),
+    Key("network.flowLogRetentionDays", INTEGER, "Days the VPC flow logs are kept.", default=90),
+    Key("network.kubernetesServiceCidr", STRING, "The cluster's service CIDR.", default="172.20.0.0/16"),
+    Key("network.monitoringIngress", MAPPING, "Who may reach the nodes' metrics and log ports (both keys or neither).",
+        default={}),
+    Key("network.monitoringIngress.cidrs", LIST, "Source CIDRs allowed in.", default=[]),
+    Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[]),
+
+    Key("fabric", MAPPING, "GPU fabric ports shared by the security groups and the training pods.", default={},
+        stacks=frozenset({PLATFORM})),
+    Key("fabric.rendezvousPorts", LIST, "torchrun c10d rendezvous ports.", default=[29400]),
+    Key("fabric.ncclPortRange", MAPPING, "The range pinned in the pods' net.ipv4.ip_local_port_range and opened "
+        "between GPU nodes only.", default={"first": 50000, "last": 51999}),
+    Key("fabric.ncclPortRange.first", INTEGER, "First port of the range (1024-65535)."),
+    Key("fabric.ncclPortRange.last", INTEGER, "Last port of the range (1024-65535)."),
+
+    Key("cluster", MAPPING, "EKS control plane.", stacks=frozenset({PLATFORM})),
+    Key("cluster.kubernetesVersion", STRING,
+        "A quoted minor from the dated calendar and pin set in components/facts/eks_versions.py; refused past its end of "
+        "standard support in prod, and under upgradePolicy STANDARD anywhere; a warning 60 days ahead."),
+    Key("cluster.upgradePolicy", STRING, "What EKS does at the end of standard support (docs/upgrading-and-pins.md).",
+        allowed=("STANDARD", "EXTENDED")),
+    Key("cluster.endpointPublicAccess", BOOLEAN, "Whether the API endpoint is public (never in prod).", default=False),
+    Key("cluster.publicAccessCidrs", LIST, "Who may reach a public endpoint (needed with endpointPublicAccess).",
+        default=[]),
+    Key("cluster.adminPrincipals", LIST, "IAM role ARNs with cluster admin; must include the role that runs `pulumi up`.",
+        default=[]),
+    Key("cluster.readOnlyPrincipals", LIST, "IAM role ARNs with read-only cluster access.", default=[]),
+    Key("cluster.logRetentionDays", INTEGER, "Days the control plane logs are kept; the audit log at least 365 in prod.",
+        default=90),
+
+    Key("nodePools", LIST, "EKS managed node groups, validated against EC2 instance facts; private subnets must hold "
+        "every pool at size.max (docs/gpu-fabric-and-capacity.md).", stacks=frozenset({PLATFORM})),
+    Key("nodePools[].name", STRING, "The pool's name: lowercase letters, digits and '-', at most 30 characters."),
+    Key("nodePools[].instanceTypes", LIST, "EC2 instance types of the pool (a reserved pool: exactly one)."),
+    Key("nodePools[].capacity", STRING, "How the nodes are bought: On-Demand, spot, a capacity block or an On-Demand "
+        "Capacity Reservation.", allowed=("onDemand", "spot", "capacityBlock", "reservation")),
+    Key("nodePools[].capacityReservationId", STRING,
+        "`cr-` and 17 hex digits: the reservation of a capacityBlock or reservation pool.", default=UNSET),
+    Key("nodePools[].gpu", BOOLEAN, "Whether the pool's nodes have GPUs."),
+    Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
+        default=False),
+    Key("nodePools[].placementGroup", STRING, "EFA pools: an existing cluster placement group, e.g. the one the "
+        "reservation was created in.", default=Derived("a new one per EFA pool (none on a capacity block)")),
+    Key("nodePools[].size", MAPPING, "Node counts of the pool."),
+    Key("nodePools[].size.min", INTEGER, "Fewest nodes (0: scales to zero)."),
+    Key("nodePools[].size.desired", INTEGER, "Nodes at creation, between min and max."),
+    Key("nodePools[].size.max", INTEGER, "Most nodes."),
+    Key("nodePools[].availabilityZones", LIST, "The pool's zones; GPU pools name AZ IDs (use1-az4), EFA and reserved "
+        "pools exactly one, the reservation's.", default=Derived("the network's zones")),
+    Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),
+    Key("nodePools[].labels", MAP, "Kubernetes labels of the nodes.", default={}),
+    Key("nodePools[].taints", LIST, "Kubernetes taints of the nodes (each key and effect once).", default=[]),
+    Key("nodePools[].taints[].key", STRING, "The taint's key."),
+    Key("nodePools[].taints[].value", STRING, "The taint's value.", default=""),
+    Key("nodePools[].taints[].effect", STRING, "The taint's effect.", allowed=("NoSchedule", "NoExecute", "PreferNoSchedule")),
+
+    Key("storage", MAPPING, "S3 and EFS of the environment.", default={}, stacks=frozenset({PLATFORM})),
+    Key("storage.checkpointRetentionDays", INTEGER, "Objects under checkpoints/ in the artifacts bucket expire after "
+        "this many days.", default=30),
+    Key("storage.noncurrentVersionRetentionDays", INTEGER, "Days old object versions are kept, in both buckets.",
+        default=30),
+    Key("storage.efsBackups", BOOLEAN, "Daily AWS Backup of the checkpoint file system (required in prod).",
+        default=Derived("true in prod, else false")),
+    Key("storage.datasetsBucket", STRING, "An existing bucket to read datasets from instead of creating one; a non-prod "
+        "stack may not name a prod bucket.", default=UNSET),
+    Key("storage.accessLogRetentionDays", INTEGER, "Days S3 server access logs are kept in the environment's access-log "
+        "bucket; at least 365 in prod.", default=Derived("365 in prod, else 90")),
+    Key("storage.checkpointCleanup", MAPPING, "The nightly CronJob removing finished jobs' checkpoint directories on EFS.",
+        default={}),
+    Key("storage.checkpointCleanup.afterDays", INTEGER, "A finished job's directory unchanged this long is removed.",
+        default=30),
+    Key("storage.checkpointCleanup.dryRun", BOOLEAN, "Only log what would be removed.", default=True),
+    Key("storage.lustre", MAPPING, "FSx for Lustre for the training namespace's checkpoints and datasets.", default=UNSET),
+    Key("storage.lustre.deploymentType", STRING, "The file system's deployment type.", default="PERSISTENT_2",
+        allowed=("PERSISTENT_2",)),
+    Key("storage.lustre.storageCapacityGiB", INTEGER, "1200, 2400, then steps of 2400."),
+    Key("storage.lustre.throughputPerTiB", INTEGER, "MB/s per TiB: 125, 250, 500 or 1000."),
+    Key("storage.lustre.availabilityZone", STRING, "An AZ ID such as use1-az4, or a network zone name; must be the zone "
+        "of every EFA or reserved pool whose jobs use it.",
+        default=Derived("the zone of the GPU pools its jobs run on (EFA and reserved first), else the network's first")),
+    Key("storage.checkpointWriteMBps", INTEGER, "The checkpoint write throughput measured on this stack.",
+        default=Derived("the file system's documented figure")),
+
+    Key("registry", MAPPING, "ECR repository of the trainer image: tags immutable, scanned on push.", default={},
+        stacks=frozenset({PLATFORM})),
+    Key("registry.keepImages", INTEGER, "The newest N images stay (untagged ones expire after a day).", default=30),
+
+    Key("secrets", MAP, "Secret name -> value, each set with `pulumi config set --path --secret 'secrets.<name>' <value>` "
+        "(never in plain text); a Secrets Manager secret `<project>/<environment>/<name>`, synced into the Kubernetes "
+        "Secret training-secrets and read by the trainer as env var `<NAME>` (dashes -> underscores).",
+        default=UNSET, stacks=BOTH),
+
+    Key("observability", MAPPING, "Alerts and log retention.", default={}, stacks=frozenset({PLATFORM})),
+    Key("observability.alertEmails", LIST, "Alert e-mail recipients (prod needs at least one recipient).", default=[]),
+    Key("observability.alertSms", LIST, "Alert SMS recipients, E.164.", default=[]),
+    Key("observability.gpuIdlePercent", INTEGER, "A GPU below this utilisation for gpuIdleMinutes alerts.", default=20),
+    Key("observability.gpuIdleMinutes", INTEGER, "How long a GPU must stay idle before it alerts.", default=30),
+    Key("observability.gpuMemoryPercent", INTEGER, "GPU memory use that alerts (near 100%).", default=95),
+    Key("observability.logRetentionDays", INTEGER, "Days Container Insights application logs are kept (performance "
+        "logs: at most 30).", default=30),
+    Key("observability.nodeLogRetentionDays", INTEGER, "Days host and dataplane logs (with authpriv) are kept; at least "
+        "365 in prod.", default=Derived("365 in prod, else 90")),
+
+    Key("scaleDown", MAPPING, "Cluster Autoscaler timing, i.e. how long an idle GPU node is paid for (docs/cost.md).",
+        default={}, stacks=frozenset({PLATFORM})),
+    Key("scaleDown.unneededMinutes", INTEGER, "An unneeded node goes after this many minutes.", default=10),
+    Key("scaleDown.delayAfterAddMinutes", INTEGER, "No scale-down this long after a scale-up.", default=10),
+
+    Key("budget", MAPPING, "Monthly AWS Budget of the stack (required in prod, platform and team stacks).", default={},
+        stacks=BOTH),
+    Key("budget.monthlyLimitUsd", INTEGER, "The monthly limit in whole US dollars."),
+    Key("budget.actualPercent", LIST, "Alert thresholds on actual spend, % of the limit, to the platform's alert topic.",
+        default=[80, 100]),
+    Key("budget.forecastPercent", LIST, "Alert thresholds on forecast spend, % of the limit.", default=[100]),
+    Key("budget.activateCostAllocationTags", BOOLEAN,
+        "false: the bootstrap activates the tag keys once; true: the stack activates the keys its budget filters by "
+        "too, which needs a principal allowed ce:UpdateCostAllocationTagsStatus, not the CI deploy role (never in an "
+        "AWS Organizations member account).", default=False),
+
+    Key("trainerImage", STRING, "The trainer image pinned by digest (`<repo>@sha256:...`); `scripts/build-image <stack>` "
+        "prints the command that sets it. Jobs use it unless they name their own `image`; the checkpoint cleanup "
+        "CronJob runs on it.", default=UNSET, stacks=BOTH),
+
+    Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
+    Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
+        "within the environment's cohort.", default={}),
+    Key("training.jobs", LIST, "The training jobs.", default=[]),
+    Key("training.jobs[].name", STRING, "The job's name: a DNS label of at most 40 characters."),
+    Key("training.jobs[].pool", STRING, "The GPU pool the job runs on."),
+    Key("training.jobs[].nodes", INTEGER, "Nodes of the job."),
+    Key("training.jobs[].gpusPerNode", INTEGER, "GPUs per node."),
+    Key("training.jobs[].image", STRING, "The job's image pinned by digest.", default=Derived("trainerImage")),
+    Key("training.jobs[].hyperparameters", STRING, "The job's hyperparameters file, inside the repository.",
+        default="trainer/example_trainer/hparams.yaml"),
+    Key("training.jobs[].secrets", LIST, "Names of `secrets` entries the job gets as env vars.", default=[]),
+    Key("training.jobs[].env", MAP, "Env var name -> text value.", default={}),
+    Key("training.jobs[].args", LIST, "The container's arguments.", default=["-m", "example_trainer.train"]),
+    Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
+    Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
+    Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm.", default=8),
+    Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3),
+    Key("training.jobs[].maxDisruptionRestarts", INTEGER, "Restarts after disruptions (spot, maintenance); restarts in "
+        "all are bounded by maxRestarts + maxDisruptionRestarts.", default=20),
+    Key("training.jobs[].terminationGracePeriodSeconds", INTEGER, "Time a stopping pod gets to write its last "
+        "checkpoint.", default=120),
+    Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600),
+    Key("training.jobs[].checkpointIntervalSeconds", INTEGER, "Seconds between checkpoints.",
+        default=Derived("the trainer's own")),
+    Key("training.jobs[].checkpointGiB", INTEGER, "One checkpoint of the whole job: the grace period must cover writing "
+        "it; required in prod stacks.", default=UNSET),
+    Key("training.jobs[].checkpointWriters", STRING, "rank0: rank 0 writes the whole checkpoint, as the example trainer "
+        "does; allRanks: every rank writes its own file (sharded state). Sets the write speed of the grace-period check.",
+        default="rank0", allowed=("rank0", "allRanks")),
+    Key("training.jobs[].ttlSecondsAfterFinished", INTEGER, "Seconds a finished job stays in Kubernetes.",
+        default=Derived("off: a refresh would re-run a job Kubernetes deleted")),
+
+    Key("platformStack", STRING, "The StackReference of the environment's platform stack.",
+        default=Derived("`organization/gpu-training/<environment>`, the DIY-backend form"), stacks=frozenset({TEAM})),
+)
+
+BY_PATH = {key.path: key for key in KEYS}
+
+
+def top_level_keys() -> tuple[Key, ...]:
+    return tuple(key for key in KEYS if key.stacks is not None)
+
+
+def stacks_of(key: Key) -> frozenset[str]:
+    """The kinds of stack that may set `key`: those of its top-level key."""
+    stacks = BY_PATH[key.top].stacks
+    assert stacks is not None, f"{key.top} is a top-level key without stack kinds"
+    return stacks
+
+
+PLATFORM_ONLY_KEYS = tuple(key.path for key in top_level_keys() if key.stacks == frozenset({PLATFORM}))
+"""Keys only a platform stack may set: a team stack cannot create or change shared infrastructure."""
