@@ -7,7 +7,7 @@ from components.config.cluster import ClusterConfig
 from components.config.fabric import FabricConfig, PortRange
 from components.config.network import MonitoringIngress, NetworkConfig
 from components.config.node_pools import NodePoolConfig, Taint
-from components.config.reader import ConfigError
+from components.config.reader import ConfigError, ConfigProblem
 from components.config.registry import RegistryConfig
 from components.config.secrets import SecretEntry, SecretsConfig
 from components.config.stack import (
@@ -23,6 +23,7 @@ from components.config.storage import StorageConfig
 __all__ = [
     "ClusterConfig",
     "ConfigError",
+    "ConfigProblem",
     "FabricConfig",
     "MonitoringIngress",
     "NetworkConfig",
