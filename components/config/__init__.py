@@ -19,13 +19,17 @@ from components.config.stack import (
     read_secret_keys,
 )
 from components.config.storage import StorageConfig
+from components.config.vocabularies import AmiType, Capacity, NatLayout, TaintEffect
 
 __all__ = [
+    "AmiType",
+    "Capacity",
     "ClusterConfig",
     "ConfigError",
     "ConfigProblem",
     "FabricConfig",
     "MonitoringIngress",
+    "NatLayout",
     "NetworkConfig",
     "NodePoolConfig",
     "PortRange",
@@ -35,6 +39,7 @@ __all__ = [
     "StackConfig",
     "StorageConfig",
     "Taint",
+    "TaintEffect",
     "TeamStackConfig",
     "decode_raw_config",
     "load_stack_config",

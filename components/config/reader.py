@@ -23,7 +23,8 @@ import ipaddress
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import pulumi
 
@@ -209,6 +210,7 @@ def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable
 
 
 _MISSING = object()
+Vocabulary = TypeVar("Vocabulary", bound=StrEnum)
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:
@@ -318,6 +320,11 @@ class Section:
                 self.unusable(self.key(name), value, problem, fix)
                 return ""
         return value
+
+    def choice(self, name: str, vocabulary: type[Vocabulary], default: Any = _MISSING) -> Vocabulary | None:
+        """One value of a closed vocabulary; None after recording an error."""
+        value = self.string(name, default, choices=tuple(vocabulary))
+        return vocabulary(value) if value else None
 
     def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
                 maximum: int | None = None, fix: str = "") -> int:
