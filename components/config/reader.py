@@ -58,6 +58,8 @@ class ConfigProblem:
     fix: str = ""
     """How to fix it; "" where `rule` already says (a YAML reader's message names its own fix)."""
     value: str | None = None
+    """The value received as the line shows it (`shown(...)`); `SECRET` for a secret's, which the line
+    does not show; None where the rule needs no value."""
     where: str = ""
     """The file or flag the key was read from, where the line names it: a stack file read before the
     keys are judged, or the platform stack whose problems a team stack reports. Such a problem is
@@ -69,7 +71,7 @@ class ConfigProblem:
 
     @property
     def subject(self) -> str:
-        """What the line starts with: the key, after the file it lies in when that is another stack's."""
+        """What the line starts with: the key, after the file or flag it was read from when the line names one."""
         return f"{self.where}: {self.key}" if self.where else self.key
 
     def __str__(self) -> str:
