@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.config.reader import ConfigError, ErrorLog, Section, refuse_plain_keys_set_as_secrets
+from components.config.reader import ConfigError, ConfigProblem, ErrorLog, Section, refuse_plain_keys_set_as_secrets
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 from components.facts.regions import ARN_PARTITION
 
@@ -177,7 +177,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
     for key in sorted(raw):
         if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
-            errors.append(f"{key}: unknown key for the bootstrap. Fix: remove it, or write it as {prefix}<key>.")
+            errors.append(ConfigProblem(key, "unknown key for the bootstrap", f"remove it, or write it as {prefix}<key>."))
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=(), also=("pulumi:disable-default-providers",),
                                      fix="set it without --secret (a `secure:` value: `pulumi config rm`, then "
                                      "`pulumi config set` without --secret): the bootstrap reads no secrets")

@@ -25,7 +25,7 @@ from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
 from components.common.provider import aws_provider
 from components.common.tags import default_tags
-from components.config import ConfigError, NodePoolConfig, StackConfig
+from components.config import ConfigError, ConfigProblem, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
@@ -205,11 +205,12 @@ def _resolve_zone_ids(config: StackConfig, provider: aws.Provider) -> dict[str, 
     zone_ids = sorted({zone for zones in zones_by_key.values() for zone in zones if is_zone_id(zone)})
     lookup = pulumi.InvokeOptions(provider=provider)
     names = {zone_id: str(aws.get_availability_zone(zone_id=zone_id, opts=lookup).name) for zone_id in zone_ids}
-    problems = zone_id_problems(zones_by_key, names, config.network.availability_zones)
+    problems = [ConfigProblem(key, problem, fix)
+                for key, problem, fix in zone_id_problems(zones_by_key, names, config.network.availability_zones)]
     if lustre is not None:
-        problems += zone_mismatch_problems(lustre_key, lustre.availability_zone,
-                                           pools_that_fix_the_zone(config.node_pools, config.training.jobs), names,
-                                           why=WHY_ONE_ZONE)
+        problems += [ConfigProblem(lustre_key, problem, fix) for problem, fix in zone_mismatch_problems(
+            lustre_key, lustre.availability_zone, pools_that_fix_the_zone(config.node_pools, config.training.jobs), names,
+            why=WHY_ONE_ZONE)]
     if problems:
         raise ConfigError(problems)
     return names

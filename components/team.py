@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 
 from components.common.boundary import apply_permissions_boundary
 from components.common.provider import aws_provider
-from components.config import ConfigError, StackConfig, TeamStackConfig
+from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
 from components.data.file_system import access_point
 from components.identity import policies
@@ -70,7 +70,7 @@ def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfi
     platform = platform_of_contract(contract, project=config.project, environment=config.environment, today=today)
     bound = bind(platform)
     if not isinstance(bound, TeamStackConfig) or bound.platform is None:
-        raise ConfigError([f"stack '{config.stack}': is not a team stack"])
+        raise ConfigError([ConfigProblem(f"stack '{config.stack}'", "is not a team stack")])
     for warning in bound.warnings:
         pulumi.log.warn(warning)
     return TeamOnPlatform(bound, platform, contract.resources)

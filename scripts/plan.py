@@ -56,7 +56,14 @@ from mock_shortcuts import no_source_positions  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
-from components.config import ConfigError, StackConfig, TeamStackConfig, decode_raw_config, load_stack_config  # noqa: E402
+from components.config import (  # noqa: E402
+    ConfigError,
+    ConfigProblem,
+    StackConfig,
+    TeamStackConfig,
+    decode_raw_config,
+    load_stack_config,
+)
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
 from components.config.stack import stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
@@ -296,8 +303,9 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         try:
             today = date.fromisoformat(os.environ[TODAY_VARIABLE])
         except ValueError:
-            raise ConfigError([f"{TODAY_VARIABLE}: {path_for_message(repr(os.environ[TODAY_VARIABLE]))[:40]} is not a "
-                               "date. Fix: set it as YYYY-MM-DD, or unset it to judge as of today"]) from None
+            shown_date = path_for_message(repr(os.environ[TODAY_VARIABLE]))[:40]
+            raise ConfigError([ConfigProblem(TODAY_VARIABLE, f"{shown_date} is not a date",
+                                             "set it as YYYY-MM-DD, or unset it to judge as of today")]) from None
     project, config, secret_keys = stack_config(stack, stack_file, overrides=overrides,
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))

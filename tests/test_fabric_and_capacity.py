@@ -14,7 +14,7 @@ from plan import MOCK_ZONE_NAMES, planned_config, synthesize
 
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
-from components.config import ConfigError, TeamStackConfig, load_stack_config
+from components.config import ConfigError, ConfigProblem, TeamStackConfig, load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
@@ -239,8 +239,8 @@ def test_kueue_and_the_autoscaler_start_after_the_provisioning_request_api(stack
 def test_zone_ids_outside_the_network_are_reported_before_anything_is_created(zones_by_pool, names_by_id, expected):
     problems = zone_id_problems(zones_by_pool, names_by_id, ("us-east-1a", "us-east-1b", "us-east-1c"))
     assert len(problems) == len(expected)
-    for problem, fragment in zip(problems, expected, strict=True):
-        assert fragment in problem and "Fix: add" in problem
+    for (key, problem, fix), fragment in zip(problems, expected, strict=True):
+        assert fragment in str(ConfigProblem(key, problem, fix)) and fix.startswith("add ")
 
 
 def test_the_failure_policy_reads_the_launchers_and_the_trainers_exit_codes():

@@ -128,7 +128,7 @@ def _pod(run: NcclRun, outputs: StackOutputs, role: str, script: str, resources:
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": {POOL_LABEL: run.pool.name},
-            "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+            "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": str(t.effect)}
                             for t in run.pool.taints],
             # The same pinned port range as training pods (the fabric security group opens it).
             "securityContext": {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": f"{first} {last}"}]},

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.config import Taint
+from components.config import Taint, TaintEffect
 
 REDACTED = "[secret]"
 PULUMI_TIMEOUT_SECONDS = 120
@@ -97,6 +97,13 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
             return kind()
         return value
 
+    def effect(taint: dict[str, Any], where: str) -> TaintEffect:
+        value = taint.get("effect")
+        if not isinstance(value, str) or value not in tuple(TaintEffect):
+            problems.append(f"{where}taints: effect: expected one of {', '.join(TaintEffect)}, got {json.dumps(value)[:60]}")
+            return TaintEffect.NO_SCHEDULE  # reported: no promise is made of these outputs
+        return TaintEffect(value)
+
     cluster_name = need(data, "clusterName", str)
     region = need(data, "region", str)
     kubeconfig = _kubeconfig(data.get("kubeconfig"))
@@ -109,7 +116,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
             gpus_per_node=need(raw, "gpusPerNode", int, where),
             efa_per_node=need(raw, "efaPerNode", int, where),
             instance_types=tuple(need(raw, "instanceTypes", list, where)),
-            taints=tuple(Taint(key=str(t.get("key")), value=str(t.get("value")), effect=str(t.get("effect")))
+            taints=tuple(Taint(key=str(t.get("key")), value=str(t.get("value")), effect=effect(t, where))
                          for t in need(raw, "taints", list, where) if isinstance(t, dict)),
         )
     training = need(data, "training", dict)

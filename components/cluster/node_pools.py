@@ -23,8 +23,8 @@ import pulumi_aws as aws
 from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
-from components.config import NodePoolConfig
-from components.config.node_pools import TAINT_EFFECTS
+from components.config import Capacity, NodePoolConfig
+from components.config.node_pools import RESERVED_CAPACITY, TAINT_EFFECTS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import efa_interfaces
 
@@ -96,7 +96,7 @@ class NodePools(pulumi.ComponentResource):
         # A reservation made in a cluster placement group (EC2 recommends it for cluster launches,
         # EC2 User Guide "Placement group rules and limitations") is launched into that group, so
         # the pool names it (placementGroup) instead of getting a new, empty one.
-        if pool.efa and pool.capacity != "capacityBlock":
+        if pool.efa and pool.capacity != Capacity.CAPACITY_BLOCK:
             if pool.placement_group:
                 placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
             else:
@@ -153,10 +153,10 @@ class NodePools(pulumi.ComponentResource):
             version=args.cluster.version,
             node_role_arn=self._node_role.arn,
             subnet_ids=[self._subnet_id(zone) for zone in pool.availability_zones],
-            ami_type="AL2023_x86_64_NVIDIA" if pool.gpu else "AL2023_x86_64_STANDARD",
+            ami_type=str(pool.ami_type),
             capacity_type=pool.eks_capacity_type,
             # A capacity block fixes the instance type in the launch template instead.
-            instance_types=None if pool.capacity == "capacityBlock" else list(pool.instance_types),
+            instance_types=None if pool.capacity == Capacity.CAPACITY_BLOCK else list(pool.instance_types),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_size, desired_size=pool.desired_size, max_size=pool.max_size),
             # MINIMAL terminates old nodes before launching new ones, "useful ... with hardware
@@ -190,14 +190,14 @@ class NodePools(pulumi.ComponentResource):
         """Launch template fields of a pool on a capacity block or a targeted On-Demand Capacity
         Reservation (EKS User Guide, capacity-blocks-mng; EC2 launch template
         CapacityReservationSpecification: with a target, the preference is left out)."""
-        if pool.capacity not in ("capacityBlock", "reservation"):
+        if pool.capacity not in RESERVED_CAPACITY:
             return {}
         options: dict = {
             "capacity_reservation_specification": aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                     capacity_reservation_id=pool.capacity_reservation_id)),
         }
-        if pool.capacity == "capacityBlock":
+        if pool.capacity == Capacity.CAPACITY_BLOCK:
             options["instance_type"] = pool.instance_types[0]
             options["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
         return options

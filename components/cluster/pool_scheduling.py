@@ -8,7 +8,7 @@ copy them there (kubernetes/autoscaler#5278), so they are computed here from the
 
 from __future__ import annotations
 
-from components.config import NodePoolConfig, Taint
+from components.config import Capacity, NodePoolConfig, Taint, TaintEffect
 from components.facts.instance_types import INSTANCE_TYPES
 
 POOL_LABEL = "gpu-training/pool"
@@ -21,11 +21,11 @@ EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
+GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect=TaintEffect.NO_SCHEDULE)
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # Priority expander: higher wins when several pools could host a pending pod. Reserved capacity
 # (a capacity block, an On-Demand Capacity Reservation) is paid for whether used or not: first.
-CAPACITY_PRIORITY = {"reservation": 60, "capacityBlock": 60, "spot": 50, "onDemand": 10}
+CAPACITY_PRIORITY = {Capacity.RESERVATION: 60, Capacity.CAPACITY_BLOCK: 60, Capacity.SPOT: 50, Capacity.ON_DEMAND: 10}
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
@@ -34,7 +34,7 @@ def node_group_name(cluster_name: str, pool: NodePoolConfig) -> str:
 
 
 def node_labels(pool: NodePoolConfig) -> dict[str, str]:
-    labels = {POOL_LABEL: pool.name, CAPACITY_LABEL: pool.capacity}
+    labels = {POOL_LABEL: pool.name, CAPACITY_LABEL: str(pool.capacity)}
     if pool.gpu:
         labels[GPU_PRESENT_LABEL] = "true"
         models = {INSTANCE_TYPES[t].gpu_model or "" for t in pool.instance_types}

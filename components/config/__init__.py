@@ -7,7 +7,7 @@ from components.config.cluster import ClusterConfig
 from components.config.fabric import FabricConfig, PortRange
 from components.config.network import MonitoringIngress, NetworkConfig
 from components.config.node_pools import NodePoolConfig, Taint
-from components.config.reader import ConfigError
+from components.config.reader import ConfigError, ConfigProblem
 from components.config.registry import RegistryConfig
 from components.config.secrets import SecretEntry, SecretsConfig
 from components.config.stack import (
@@ -19,12 +19,17 @@ from components.config.stack import (
     read_secret_keys,
 )
 from components.config.storage import StorageConfig
+from components.config.vocabularies import AmiType, Capacity, NatLayout, TaintEffect
 
 __all__ = [
+    "AmiType",
+    "Capacity",
     "ClusterConfig",
     "ConfigError",
+    "ConfigProblem",
     "FabricConfig",
     "MonitoringIngress",
+    "NatLayout",
     "NetworkConfig",
     "NodePoolConfig",
     "PortRange",
@@ -34,6 +39,7 @@ __all__ = [
     "StackConfig",
     "StorageConfig",
     "Taint",
+    "TaintEffect",
     "TeamStackConfig",
     "decode_raw_config",
     "load_stack_config",

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from components.config.node_pools import RESERVED_CAPACITY, NodePoolConfig
-from components.config.reader import Section, is_under
+from components.config.reader import ConfigProblem, Section
 from components.config.storage import StorageConfig
 from components.config.training import JobConfig
 from components.facts.zones import zone_mismatch_problems
@@ -58,15 +58,16 @@ def place_lustre(root: Section, storage: StorageConfig, *, pools: Sequence[NodeP
     pools that fix it; errors go to `root`'s log under storage.lustre.availabilityZone."""
     lustre = storage.lustre
     key = root.key(ZONE_KEY)
-    if lustre is None or any(is_under(error, key) for error in root.errors):
+    if lustre is None or root.errors.reported(key):
         return storage  # no file system, or its zone failed already
     zone = lustre.availability_zone or default_zone(pools, jobs, network_zones)
     fixed = pools_that_fix_the_zone(pools, jobs)
     if len(set(fixed.values())) > 1:  # no zone can serve them all
         listed = ", ".join(f"{pool} in {pool_zone}" for pool, pool_zone in fixed.items())
-        root.errors.append(f"{key}: the jobs' EFA or reserved pools run in different zones ({listed}), and one file "
-                           "system lives in one zone: the jobs of all but one would checkpoint across zones. Fix: run the "
-                           "jobs of this stack on EFA or reserved pools of one zone")
+        root.errors.append(ConfigProblem(key, f"the jobs' EFA or reserved pools run in different zones ({listed}), and "
+                                         "one file system lives in one zone: the jobs of all but one would checkpoint "
+                                         "across zones", "run the jobs of this stack on EFA or reserved pools of one zone"))
     else:
-        root.errors.extend(zone_mismatch_problems(key, zone, fixed, {}, why=WHY_ONE_ZONE))
+        root.errors.extend(ConfigProblem(key, problem, fix)
+                           for problem, fix in zone_mismatch_problems(key, zone, fixed, {}, why=WHY_ONE_ZONE))
     return replace(storage, lustre=replace(lustre, availability_zone=zone))

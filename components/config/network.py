@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from components.config.reader import Section
+from components.config.vocabularies import NatLayout
 from components.facts.cidr_plan import AzSubnets, CidrPlanError, is_private, plan_subnets
 from components.facts.regions import REGIONS_AS_OF, availability_zones
 
@@ -13,7 +14,6 @@ from components.facts.regions import REGIONS_AS_OF, availability_zones
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 # Never opened, whatever the config says: nodes are reached through SSM, not SSH/RDP.
 ADMIN_PORTS = (22, 3389)
-NAT_LAYOUTS = ("single", "perAz")
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,14 @@ class NetworkConfig:
     vpc_cidr: ipaddress.IPv4Network
     availability_zones: tuple[str, ...]
     subnets: tuple[AzSubnets, ...]
-    nat_gateways: str
+    nat_gateways: NatLayout
     flow_log_retention_days: int
     kubernetes_service_cidr: ipaddress.IPv4Network
     monitoring_ingress: MonitoringIngress
 
     @property
     def nat_per_az(self) -> bool:
-        return self.nat_gateways == "perAz"
+        return self.nat_gateways == NatLayout.PER_AZ
 
 
 def parse_network(section: Section, *, region: str, environment: str) -> NetworkConfig:
@@ -55,8 +55,8 @@ def parse_network(section: Section, *, region: str, environment: str) -> Network
         except CidrPlanError as exc:
             section.error(vpc_key, str(vpc_cidr), str(exc), "choose a /16 to /20 private block")
 
-    nat = section.string("natGateways", "perAz" if environment == "prod" else "single", choices=NAT_LAYOUTS)
-    if environment == "prod" and nat == "single":
+    nat = section.choice("natGateways", NatLayout, NatLayout.PER_AZ if environment == "prod" else NatLayout.SINGLE)
+    if environment == "prod" and nat == NatLayout.SINGLE:
         section.error(section.key("natGateways"), nat, "prod must not depend on one NAT gateway in one AZ",
                       "set natGateways: perAz")
 
@@ -83,7 +83,7 @@ def parse_network(section: Section, *, region: str, environment: str) -> Network
         vpc_cidr=vpc_cidr or ipaddress.IPv4Network("10.0.0.0/16"),
         availability_zones=azs,
         subnets=subnets,
-        nat_gateways=nat,
+        nat_gateways=nat or NatLayout.SINGLE,  # when it failed, reported: this config is never returned
         flow_log_retention_days=retention,
         kubernetes_service_cidr=service_cidr or ipaddress.IPv4Network("172.20.0.0/16"),
         monitoring_ingress=monitoring,

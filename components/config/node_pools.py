@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.config.reader import Section
+from components.config.vocabularies import AmiType, Capacity, TaintEffect
 from components.facts.cidr_plan import AzSubnets
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 from components.facts.pod_network import node_ip_addresses, usable_ips
@@ -36,14 +37,17 @@ MAX_EKS_LABEL_CHARS = 63
 MAX_TAINTS = 50
 # A targeted On-Demand Capacity Reservation runs as ordinary on-demand capacity: the launch
 # template names the reservation (EKS User Guide, capacity-blocks-mng / ml-node-groups).
-CAPACITY_TYPES = {"onDemand": "ON_DEMAND", "spot": "SPOT", "capacityBlock": "CAPACITY_BLOCK", "reservation": "ON_DEMAND"}
-RESERVED_CAPACITY = ("capacityBlock", "reservation")
+CAPACITY_TYPES = {Capacity.ON_DEMAND: "ON_DEMAND", Capacity.SPOT: "SPOT", Capacity.CAPACITY_BLOCK: "CAPACITY_BLOCK",
+                  Capacity.RESERVATION: "ON_DEMAND"}
+RESERVED_CAPACITY = (Capacity.CAPACITY_BLOCK, Capacity.RESERVATION)
 # EC2 capacity reservation ids (capacity blocks use the same form): cr- and 17 hex digits.
 CAPACITY_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{17}")
 # EC2 placement group names: up to 255 ASCII characters (EC2 API CreatePlacementGroup, GroupName);
 # held here to the characters a shell and a tag take without quoting.
 PLACEMENT_GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+# The EKS API's spelling of each effect (CreateNodegroup Taint.effect).
+TAINT_EFFECTS = {TaintEffect.NO_SCHEDULE: "NO_SCHEDULE", TaintEffect.NO_EXECUTE: "NO_EXECUTE",
+                 TaintEffect.PREFER_NO_SCHEDULE: "PREFER_NO_SCHEDULE"}
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
 MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 20, 16384
@@ -55,14 +59,14 @@ PLATFORM_LABEL_PREFIX = "gpu-training"
 class Taint:
     key: str
     value: str
-    effect: str  # Kubernetes spelling: NoSchedule, NoExecute, PreferNoSchedule
+    effect: TaintEffect
 
 
 @dataclass(frozen=True)
 class NodePoolConfig:
     name: str
     instance_types: tuple[str, ...]
-    capacity: str  # onDemand | spot | capacityBlock | reservation
+    capacity: Capacity
     gpu: bool
     efa: bool
     min_size: int
@@ -96,10 +100,14 @@ class NodePoolConfig:
         return CAPACITY_TYPES[self.capacity]
 
     @property
+    def ami_type(self) -> AmiType:
+        return AmiType.AL2023_X86_64_NVIDIA if self.gpu else AmiType.AL2023_X86_64_STANDARD
+
+    @property
     def hosts_system_pods(self) -> bool:
         """A CPU pool that never scales to zero and repels no pod: CoreDNS, the controllers and the
         autoscaler tolerate none of a pool's own taints (PreferNoSchedule only steers them)."""
-        return not self.gpu and self.min_size >= 1 and all(t.effect == "PreferNoSchedule" for t in self.taints)
+        return not self.gpu and self.min_size >= 1 and all(t.effect == TaintEffect.PREFER_NO_SCHEDULE for t in self.taints)
 
 
 def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
@@ -124,7 +132,7 @@ def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[
     for index, raw in enumerate(raw_pools):
         pool_section = Section(section.errors, f"{key}[{index}]", raw)
         pool = _parse_pool(pool_section, network_zones, region)
-        if not pool_section.failed:
+        if pool is not None:
             pools.append(pool)
     names = [p["name"] for p in raw_pools if isinstance(p, Mapping) and isinstance(p.get("name"), str)]
     for name in sorted({n for n in names if names.count(n) > 1}):
@@ -139,10 +147,11 @@ def parse_node_pools(section: Section, raw_pools: list, *, network_zones: tuple[
     return tuple(pools)
 
 
-def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) -> NodePoolConfig:
+def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) -> NodePoolConfig | None:
+    """The pool, or None when it (or anything inside it) failed."""
     name = s.string("name", check=_pool_name_problem,
                     fix=f"use lowercase letters, digits and '-', at most {MAX_POOL_NAME} characters")
-    capacity = s.string("capacity", choices=tuple(CAPACITY_TYPES))
+    capacity = s.choice("capacity", Capacity)
     gpu = s.boolean("gpu")
     efa = s.boolean("efa", False)
     types = _parse_types(s, capacity=capacity, gpu=gpu, efa=efa)
@@ -162,7 +171,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         check=lambda v: None if CAPACITY_RESERVATION_ID.fullmatch(v) else "is not a capacity reservation id",
         fix="copy the id from `aws ec2 describe-capacity-reservations` (cr- and 17 hex digits)")
     if capacity in RESERVED_CAPACITY:
-        kind = "capacity block" if capacity == "capacityBlock" else "capacity reservation"
+        kind = "capacity block" if capacity == Capacity.CAPACITY_BLOCK else "capacity reservation"
         if not reservation and s.ok("capacityReservationId"):
             s.error(s.key("capacityReservationId"), reservation, f"a pool on a {kind} needs its reservation id",
                     f"set capacityReservationId: cr-... (the id of the {kind})")
@@ -171,14 +180,14 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                     f"list the one type of the {kind}")
     elif reservation:
         s.error(s.key("capacityReservationId"), reservation,
-                f"is only used with capacity: capacityBlock or reservation, not {capacity}",
+                f"is only used with capacity: capacityBlock or reservation, not {capacity or ''}",
                 "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
     placement_group = s.optional_string(
         "placementGroup",
         check=lambda v: None if PLACEMENT_GROUP_NAME.fullmatch(v) else "is not a placement group name",
         fix="copy the GroupName from `aws ec2 describe-placement-groups` (letters, digits, . _ -)")
-    if placement_group and s.ok("placementGroup", "efa", "capacity") and (not efa or capacity == "capacityBlock"):
+    if placement_group and s.ok("placementGroup", "efa", "capacity") and (not efa or capacity == Capacity.CAPACITY_BLOCK):
         s.error(s.key("placementGroup"), placement_group,
                 "is only used by EFA pools on onDemand, spot or reservation capacity (a capacity block is "
                 "placed by EC2, and a pool without EFA needs no placement group)",
@@ -188,6 +197,8 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
     labels = _parse_labels(s)
     taints = _parse_taints(s)
     s.finish()
+    if s.failed or capacity is None:
+        return None
     return NodePoolConfig(
         name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
@@ -259,7 +270,7 @@ def _pool_name_problem(name: str) -> str | None:
     return None
 
 
-def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[str, ...]:
+def _parse_types(s: Section, *, capacity: Capacity | None, gpu: bool, efa: bool) -> tuple[str, ...]:
     key = s.key("instanceTypes")
     raw = s.items("instanceTypes")
     if not raw:
@@ -282,15 +293,15 @@ def _parse_types(s: Section, *, capacity: str, gpu: bool, efa: bool) -> tuple[st
         if efa and not facts.has_efa:
             s.error(f"{key}[{index}]", name, "does not support EFA",
                     "use an EFA-capable type (p4d, p5, g6e.12xlarge+) or set efa: false")
-        if capacity == "spot" and not facts.spot:
+        if capacity == Capacity.SPOT and not facts.spot:
             s.error(f"{key}[{index}]", name, "is not offered as spot", "use capacity: onDemand or capacityBlock")
-        if capacity == "capacityBlock" and not facts.capacity_block:
+        if capacity == Capacity.CAPACITY_BLOCK and not facts.capacity_block:
             s.error(f"{key}[{index}]", name, "is not offered as a capacity block",
                     "use capacity: reservation (an On-Demand Capacity Reservation) or onDemand")
     names = [t.name for t in known]
     if len(set(names)) != len(names):
         s.error(key, raw, "lists a type twice", "list each type once")
-    if capacity == "spot" and len(raw) < 2:
+    if capacity == Capacity.SPOT and len(raw) < 2:
         s.error(key, raw, "a spot pool needs at least 2 instance types: one type is one spot pool, and "
                 "its interruptions would stop all training at once", "add a type with the same GPU count and memory")
     if len({(t.gpus, t.gpu_memory_mib) for t in known}) > 1:
@@ -346,14 +357,15 @@ def _parse_taints(s: Section) -> tuple[Taint, ...]:
         s.error(s.key("taints"), raw_taints, f"EKS allows at most {MAX_TAINTS} taints per node group", "remove some")
     for index, raw in enumerate(raw_taints):
         t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
-        taint = Taint(t.string("key"), t.string("value", "", empty_ok=True), t.string("effect", choices=tuple(TAINT_EFFECTS)))
-        problem = _label_problem(taint.key, taint.value, empty_value=True) if t.ok("key", "value") else None
+        key, value, effect = t.string("key"), t.string("value", "", empty_ok=True), t.choice("effect", TaintEffect)
+        problem = _label_problem(key, value, empty_value=True) if t.ok("key", "value") else None
         if problem:
-            t.error(t.path, f"{taint.key}={taint.value}", problem, "use a key like example.com/dedicated and a simple value")
+            t.error(t.path, f"{key}={value}", problem, "use a key like example.com/dedicated and a simple value")
         t.finish()
-        taints.append(taint)
-    # Only the taints read whole: a rejected one's placeholders (key "", effect "") are no pair.
-    pairs = [(t.key, t.effect) for t in taints if t.key and t.effect]
+        if effect is not None:  # a taint without one fails its pool, which is left out
+            taints.append(Taint(key, value, effect))
+    # Only the taints read whole: a rejected one's placeholder key "" is no pair.
+    pairs = [(t.key, t.effect) for t in taints if t.key]
     for key, effect in sorted({p for p in pairs if pairs.count(p) > 1}):
         s.error(s.key("taints"), f"{key}:{effect}", "repeats a key and effect (Kubernetes allows each pair once)",
                 "keep one taint per key and effect")

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from components.config.reader import ConfigError, one_line
+from components.config.reader import ConfigError, ConfigProblem
 from components.config.stack import StackConfig, decode_raw_config, load_stack_config
 
 CONTRACT_OUTPUT = "platformContract"
@@ -65,31 +65,31 @@ def published_config(engine_config: Mapping[str, str], secret_keys: Collection[s
 
 def read_contract(value: Any, *, reference: str, project: str) -> PlatformContract:
     """The contract read from the platform stack `reference`, or a ConfigError that says what to deploy."""
-    where = f"platform stack {reference}: output {CONTRACT_OUTPUT}"
+    where = f"platform stack {reference}"
     deploy_platform = (f"deploy the platform stack from this commit first (pulumi up --stack "
                        f"{reference.rsplit('/', 1)[-1]}), then this team stack")
+
+    def problem(rule: str, fix: str = deploy_platform, key: str = CONTRACT_OUTPUT) -> ConfigProblem:
+        return ConfigProblem(f"output {key}", rule, fix, where=where)
+
     if value is None:
-        raise ConfigError([f"{where}: is missing (the platform was deployed before team stacks read a contract). "
-                           f"Fix: {deploy_platform}"])
+        raise ConfigError([problem("is missing (the platform was deployed before team stacks read a contract)")])
     if not isinstance(value, Mapping) or not isinstance(value.get("version"), int | float):
-        raise ConfigError([f"{where}: is not a platform contract. Fix: check platformStack names a "
-                           f"{project} platform stack"])
+        raise ConfigError([problem("is not a platform contract", f"check platformStack names a {project} platform stack")])
     version = int(value["version"])
     if version < CONTRACT_VERSION:
-        raise ConfigError([f"{where}: version {version}, this program reads version {CONTRACT_VERSION}. "
-                           f"Fix: {deploy_platform}"])
+        raise ConfigError([problem(f"version {version}, this program reads version {CONTRACT_VERSION}")])
     if version > CONTRACT_VERSION:
-        raise ConfigError([f"{where}: version {version}, this program reads version {CONTRACT_VERSION}: the "
-                           "platform was deployed from a newer commit. Fix: update this checkout to that commit"])
+        raise ConfigError([problem(f"version {version}, this program reads version {CONTRACT_VERSION}: the platform "
+                                   "was deployed from a newer commit", "update this checkout to that commit")])
     config, resources = value.get("config"), value.get("resources")
-    problems = [f"{where}.{name}: is missing or not a map" for name, part in (("config", config),
-                                                                              ("resources", resources))
-                if not isinstance(part, Mapping)]
+    problems = [problem("is missing or not a map", key=f"{CONTRACT_OUTPUT}.{name}")
+                for name, part in (("config", config), ("resources", resources)) if not isinstance(part, Mapping)]
     if isinstance(resources, Mapping):
-        problems += [f"{where}.resources.{name}: is missing" for name in CONTRACT_RESOURCES
+        problems += [problem("is missing", key=f"{CONTRACT_OUTPUT}.resources.{name}") for name in CONTRACT_RESOURCES
                      if not isinstance(resources.get(name), str)]
     if problems:
-        raise ConfigError([f"{one_line(p)}. Fix: {deploy_platform}" for p in problems])
+        raise ConfigError(problems)
     assert isinstance(config, Mapping) and isinstance(resources, Mapping)
     return PlatformContract(config=decode_raw_config(config),
                             resources={name: str(resources[name]) for name in CONTRACT_RESOURCES})
@@ -97,13 +97,14 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
 
 def platform_of_contract(contract: PlatformContract, *, project: str, environment: str,
                          today: date | None = None) -> StackConfig:
-    """The platform stack's config, validated by the parser it was deployed with; its errors
+    """The platform stack's config, validated by the parser it was deployed with; its problems
     (this checkout's parser may be stricter than the one that deployed it) name their source."""
+    where = f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT})"
     try:
         loaded = load_stack_config(contract.config, project=project, stack=environment, today=today)
     except ConfigError as error:
-        raise ConfigError([f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT}): {problem}"
-                           for problem in error.errors]) from None
+        raise ConfigError([replace(problem, where=f"{where}: {problem.where}" if problem.where else where)
+                           for problem in error.problems]) from None
     if not isinstance(loaded, StackConfig):
-        raise ConfigError([f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT}): is not a platform stack"])
+        raise ConfigError([ConfigProblem(f"stack '{environment}'", "is not a platform stack", where=where)])
     return loaded

@@ -1,9 +1,10 @@
 """Reading raw stack configuration while collecting every error at once.
 
-Each `Section` wraps one mapping of the stack file. The messages name the full key, the value
-received (never a secret's) and how to fix it. Parsing carries on past a bad value so the user
-sees every problem in one run, under one rule: a value that failed validation is never used by
-a later check.
+Each `Section` wraps one mapping of the stack file. Each problem is a `ConfigProblem` record
+naming the full key, the value received (never a secret's), the rule broken and how to fix it;
+the report is rendered from the records, and whether a key passed is asked of their keys, never
+of their text. Parsing carries on past a bad value so the user sees every problem in one run,
+under one rule: a value that failed validation is never used by a later check.
 
 - A getter that rejects a value records the error and returns an inert placeholder ("", 0,
   False, [], {}, None), never the bad value; no later rule reports on that key again.
@@ -20,8 +21,10 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import pulumi
 
@@ -37,11 +40,53 @@ MAX_MESSAGE_CHARS = 1000
 MAX_REPORT_CHARS = 16_000
 
 
+SECRET = "[secret]"
+"""What stands for a secret's text in a problem: its value, or any text of it a message would echo."""
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One configuration problem, one line of the report: the key it is about, the rule broken,
+    the fix, and the value received (`SECRET` for a secret's, None where the rule shows none).
+
+    Whether a key passed is asked of `key`, never of the rendered text."""
+
+    key: str
+    """The dotted key path (`gpu-training:network.vpcCidr`), or what the user must look at where
+    the problem is no key's: a file, a command-line flag, `stack 'name'`."""
+    rule: str
+    fix: str = ""
+    """How to fix it; "" where `rule` already says (a YAML reader's message names its own fix)."""
+    value: str | None = None
+    """The value received as the line shows it (`shown(...)`); `SECRET` for a secret's, which the line
+    does not show; None where the rule needs no value."""
+    where: str = ""
+    """The file or flag the key was read from, where the line names it: a stack file read before the
+    keys are judged, or the platform stack whose problems a team stack reports. Such a problem is
+    about no key of the stack being judged (`is_about` is false)."""
+
+    def is_about(self, key: str) -> bool:
+        """Whether this problem is about `key` or a key inside it (`a.b` is inside `a`, `a.bc` is not)."""
+        return not self.where and is_within(self.key, key)
+
+    @property
+    def subject(self) -> str:
+        """What the line starts with: the key, after the file or flag it was read from when the line names one."""
+        return f"{self.where}: {self.key}" if self.where else self.key
+
+    def __str__(self) -> str:
+        shown_value = "" if self.value is None else " (value not shown)" if self.value == SECRET else f" (got {self.value})"
+        fix = f". Fix: {self.fix}" if self.fix else ""
+        return f"{self.subject}: {self.rule}{shown_value}{fix}"
+
+
 class ConfigError(pulumi.RunError):
     """Invalid stack configuration. `pulumi up` prints a RunError without a traceback."""
 
-    def __init__(self, errors: list[str]):
-        self.errors = list(errors)
+    def __init__(self, problems: Iterable[ConfigProblem]):
+        self.problems = tuple(problems)
+        self.errors = [str(problem) for problem in self.problems]
+        """The problems as the report words them, one line each."""
         count = len(self.errors)
         lines = [f"{count} configuration error{'s' if count != 1 else ''}; nothing was created:"]
         budget = MAX_REPORT_CHARS
@@ -71,42 +116,40 @@ def shown(value: Any) -> str:
     return f"{text[:half]}...{text[-half:]}"
 
 
-def is_under(message: str, key: str) -> bool:
-    """Whether an error message is about `key` or a key inside it (messages start with their key)."""
-    return message.startswith(key) and message[len(key):len(key) + 1] in (":", ".", "[")
+def is_within(key: str, outer: str) -> bool:
+    """Whether `key` is `outer` or a key inside it: `outer` followed by `:` (below a project), `.`
+    (a mapping's key) or `[` (a list's item)."""
+    return key == outer or (key.startswith(outer) and key[len(outer):len(outer) + 1] in (":", ".", "["))
 
 
-class ErrorLog(list[str]):
-    """The errors of one load, and the keys whose values must never appear in them (secrets,
+class ErrorLog(list[ConfigProblem]):
+    """The problems of one load, and the keys whose values must never appear in them (secrets,
     including anything set with `--secret`)."""
 
     def __init__(self, secret_keys: Collection[str] = ()):
         super().__init__()
         self.secret_keys = frozenset(secret_keys)
-        self._keys: dict[int, str] = {}
-        self._refused: dict[int, str] = {}
-        """The messages refusing a key set as a secret, by index: what else is said of that key is
-        said of its placeholder, never of the value the user wrote."""
+        self._refusals: list[ConfigProblem] = []
+        """The problems refusing a key set as a secret: what else is said of that key is said of its
+        placeholder, never of the value the user wrote."""
 
-    def refuse(self, key: str, message: str) -> None:
-        self._refused[len(self)] = key
-        self.record(key, message)
+    def refuse(self, problem: ConfigProblem) -> None:
+        self._refusals.append(problem)
+        self.append(problem)
 
-    def _of_refused_key(self, index: int) -> bool:
-        key = self._keys.get(index, "")
-        return index not in self._refused and any(key == refused or is_under(key, refused)
-                                                  for refused in self._refused.values())
-
-    def record(self, key: str, message: str) -> None:
-        """Append a message that starts with `key` (a key of plain config is no secret)."""
-        self._keys[len(self)] = key
-        self.append(message)
+    def reported(self, key: str, *, since: int = 0) -> bool:
+        """Whether a problem about `key` (or a key inside it) was recorded, from the `since`th on."""
+        return any(problem.is_about(key) for problem in self[since:])
 
     def hides(self, key: str) -> bool:
-        return any(is_under(f"{key}:", secret) for secret in self.secret_keys)
+        return any(is_within(key, secret) for secret in self.secret_keys)
 
-    def without_secret_values(self, raw: Mapping[str, Any], *, also: Any = None) -> list[str]:
-        """The errors with every text of a secret replaced by [secret]: a secret (a key of `raw`
+    def _of_refused_key(self, problem: ConfigProblem) -> bool:
+        return (not any(problem is refusal for refusal in self._refusals)
+                and any(problem.is_about(refusal.key) for refusal in self._refusals))
+
+    def without_secret_values(self, raw: Mapping[str, Any], *, also: Any = None) -> list[ConfigProblem]:
+        """The problems with every text of a secret replaced by [secret]: a secret (a key of `raw`
         that is hidden, and `also`) must not appear whatever path it took into a message (a pool
         name listed in a fix, say). The last line of defence behind `hides`."""
         values: set[str] = set()
@@ -127,18 +170,26 @@ class ErrorLog(list[str]):
                 collect(value)
         # Very short values would blank out ordinary words; no real secret is that short.
         hidden = sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
-        result = []
-        for index, error in enumerate(self):
-            if self._of_refused_key(index):
-                continue
-            key = self._keys.get(index, "")
-            # The key itself was written in plain text unless it lies inside a secret.
-            start = len(key) if key and not self.hides(key) and error.startswith(key) else 0
-            rest = error[start:]
-            for value in hidden:
-                rest = rest.replace(value, "[secret]")
-            result.append(error[:start] + rest)
-        return result
+        return [_redacted(problem, hidden, key_too=bool(problem.where) or self.hides(problem.key))
+                for problem in self if not self._of_refused_key(problem)]
+
+
+def _redacted(problem: ConfigProblem, hidden: list[str], *, key_too: bool) -> ConfigProblem:
+    """`problem` with each of the `hidden` texts replaced by [secret] wherever it appears; the key
+    itself is plain config unless `key_too` (a secret's key, or one of another stack's problems)."""
+
+    def redact(text: str) -> str:
+        for value in hidden:
+            text = text.replace(value, SECRET)
+        return text
+
+    result = replace(problem, key=redact(problem.key) if key_too else problem.key, where=redact(problem.where),
+                     rule=redact(problem.rule), fix=redact(problem.fix),
+                     value=None if problem.value is None else redact(problem.value))
+    if any(value in str(result)[len(result.subject):] for value in hidden):
+        # A secret that straddles two parts of the line (rule and value, say): what follows the key is redacted whole.
+        result = replace(result, rule=redact(str(problem)[len(problem.subject) + 2:]), fix="", value=None)
+    return result
 
 
 def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable: Collection[str],
@@ -150,16 +201,18 @@ def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable
     other namespaces are judged here only when in `also`: the rest are reported as unknown."""
     readable_keys = [f"{project}:{key}" for key in readable]
     for key in sorted(errors.secret_keys):
-        if any(key == allowed or is_under(key, allowed) for allowed in readable_keys):
+        if any(is_within(key, allowed) for allowed in readable_keys):
             continue
         if not key.startswith(f"{project}:") and key not in also:
             continue
-        errors.refuse(key, f"{key}: is set as a secret (`secure:` in the stack file, `pulumi config set --secret` or "
-                      "plan.py --secret), but the program reads it as plain config: its value would reach resources, "
-                      f"tags and manifests in plain text (value not shown). Fix: {fix}")
+        errors.refuse(ConfigProblem(
+            key, "is set as a secret (`secure:` in the stack file, `pulumi config set --secret` or plan.py --secret), "
+            "but the program reads it as plain config: its value would reach resources, tags and manifests in plain text",
+            fix, value=SECRET))
 
 
 _MISSING = object()
+Vocabulary = TypeVar("Vocabulary", bound=StrEnum)
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:
@@ -171,7 +224,7 @@ def did_you_mean(word: str, choices: list[str]) -> str:
 class Section:
     """One mapping of config; `path` is the dotted key users see (e.g. `gpu-training:network`)."""
 
-    def __init__(self, errors: list[str], path: str, data: Any, *, separator: str = ".", missing: bool = False,
+    def __init__(self, errors: ErrorLog, path: str, data: Any, *, separator: str = ".", missing: bool = False,
                  null_entries: bool = False):
         """`null_entries`: the keys of this mapping may be left empty (`dev:`), meaning their defaults."""
         self.errors = errors
@@ -194,24 +247,17 @@ class Section:
         # "not set" it would silently become the default (or no Lustre at all).
         self._empty = set() if null_entries else {str(name) for name, value in self.data.items() if value is None}
         for name in sorted(self._empty):
-            self._append(self.key(name), f"{self.key(name)}: is empty (YAML null). Fix: give it a value, or remove "
-                         "the key to use its default")
+            self.errors.append(ConfigProblem(self.key(name), "is empty (YAML null)",
+                                             "give it a value, or remove the key to use its default"))
             self._unusable_keys.append(self.key(name))
 
     def key(self, name: str) -> str:
         return f"{self.path}{self.separator}{name}"
 
     def error(self, key: str, value: Any, problem: str, fix: str) -> None:
-        if any(is_under(f"{key}:", unusable) for unusable in self._unusable_keys):
+        if any(is_within(key, unusable) for unusable in self._unusable_keys):
             return  # reported already as missing or of the wrong type
-        hidden = isinstance(self.errors, ErrorLog) and self.errors.hides(key)
-        self._append(key, f"{key}: {problem} ({'value not shown' if hidden else f'got {shown(value)}'}). Fix: {fix}")
-
-    def _append(self, key: str, message: str) -> None:
-        if isinstance(self.errors, ErrorLog):
-            self.errors.record(key, message)
-        else:
-            self.errors.append(message)
+        self.errors.append(ConfigProblem(key, problem, fix, value=SECRET if self.errors.hides(key) else shown(value)))
 
     def unusable(self, key: str, value: Any, problem: str, fix: str) -> None:
         """Report a value that cannot be used at all (wrong type, unparsable): rules about it,
@@ -222,20 +268,19 @@ class Section:
     @property
     def failed(self) -> bool:
         """Whether this section, or anything inside it, was reported since it was read."""
-        return self._unusable or any(is_under(e, self.path) for e in self.errors[self._first_error:])
+        return self._unusable or self.errors.reported(self.path, since=self._first_error)
 
     def ok(self, *names: str) -> bool:
         """Whether the named keys (and everything inside them) passed: guard checks that combine them."""
-        keys = [self.key(name) for name in names]
-        return not self._unusable and not any(
-            is_under(e, key) for e in self.errors[self._first_error:] for key in keys)
+        return not self._unusable and not any(self.errors.reported(self.key(name), since=self._first_error)
+                                              for name in names)
 
     def _get(self, name: str, default: Any) -> Any:
         self._read.add(name)
         if name in self.data and self.data[name] is not None:
             return self.data[name]
         if default is _MISSING and not self._unusable and name not in self._empty:
-            self._append(self.key(name), f"{self.key(name)}: required key is missing. Fix: set it in the stack file.")
+            self.errors.append(ConfigProblem(self.key(name), "required key is missing", "set it in the stack file."))
             self._unusable_keys.append(self.key(name))
         return default
 
@@ -243,7 +288,7 @@ class Section:
         """Report `name` as required here though the schema lets it be left out elsewhere."""
         if name in self._empty:
             return  # reported as empty
-        self._append(self.key(name), f"{self.key(name)}: required key is missing: {why}. Fix: {fix}")
+        self.errors.append(ConfigProblem(self.key(name), f"required key is missing: {why}", fix))
 
     def has(self, name: str) -> bool:
         self._asked.add(name)
@@ -277,6 +322,11 @@ class Section:
                 self.unusable(self.key(name), value, problem, fix)
                 return ""
         return value
+
+    def choice(self, name: str, vocabulary: type[Vocabulary], default: Any = _MISSING) -> Vocabulary | None:
+        """One value of a closed vocabulary; None after recording an error."""
+        value = self.string(name, default, choices=tuple(vocabulary))
+        return vocabulary(value) if value else None
 
     def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
                 maximum: int | None = None, fix: str = "") -> int:
@@ -394,5 +444,5 @@ class Section:
             # such a key is shown with its characters escaped.
             odd = not (unknown.isascii() and unknown.isprintable() and unknown.strip() == unknown)
             spelled = f" (spelled {json.dumps(unknown)}: it holds invisible, space or non-ASCII characters)" if odd else ""
-            self._append(self.key(unknown), f"{self.key(unknown)}: unknown key{spelled}. Fix: remove it or correct the "
-                         f"spelling; {did_you_mean(unknown, sorted(self._read | self._asked))}")
+            self.errors.append(ConfigProblem(self.key(unknown), f"unknown key{spelled}", "remove it or correct the "
+                                             f"spelling; {did_you_mean(unknown, sorted(self._read | self._asked))}"))

@@ -20,6 +20,8 @@ from typing import Any
 
 import pulumi
 
+from components.config.reader import SECRET, ConfigProblem
+
 # A DNS-1123 label starting with a letter: valid as a Kubernetes Secret key, inside a Secrets
 # Manager name, and it maps one-to-one onto an env var name of the project's own rule (training.py
 # ENV_NAME, POSIX: no leading digit; a shell cannot read `$1_TOKEN`).
@@ -57,35 +59,37 @@ def declared_names(raw: Any) -> tuple[str, ...]:
     return tuple(sorted(name for name in raw if isinstance(name, str))) if isinstance(raw, Mapping) else ()
 
 
-def parse_secrets(errors: list[str], key: str, raw: Any, *, secret_keys: Collection[str] | None = None) -> SecretsConfig:
+def parse_secrets(errors: list[ConfigProblem], key: str, raw: Any, *,
+                  secret_keys: Collection[str] | None = None) -> SecretsConfig:
     """Parse the `secrets` map. `secret_keys` are the config keys stored encrypted (None when
     unknown, e.g. in pure config tests): the whole map (`pulumi up` marks a key secret as a whole)
     or single entries (the offline plan sees each one). A plain-text value is an error."""
     if raw is None:
         return SecretsConfig()
     if not isinstance(raw, Mapping):
-        errors.append(f"{key}: must be a mapping of secret names to values (value not shown). "
-                      f"Fix: set each secret with `{SET_COMMAND.format(name='<name>')}`.")
+        errors.append(ConfigProblem(key, "must be a mapping of secret names to values",
+                                    f"set each secret with `{SET_COMMAND.format(name='<name>')}`.", value=SECRET))
         return SecretsConfig()
 
     entries = []
     for name, value in sorted(raw.items(), key=lambda item: str(item[0])):
         entry_key = f"{key}.{name}"
         if not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
-            errors.append(f"{entry_key}: is not a valid secret name (lowercase letters, digits and '-', starting with a "
-                          f"letter, at most 63, e.g. wandb-api-key). Fix: rename it.")
+            errors.append(ConfigProblem(entry_key, "is not a valid secret name (lowercase letters, digits and '-', "
+                                        "starting with a letter, at most 63, e.g. wandb-api-key)", "rename it."))
             continue
         if value is None or value == "":
-            errors.append(f"{entry_key}: is declared without a value. Fix: run `{SET_COMMAND.format(name=name)}`, "
-                          "or remove the entry.")
+            errors.append(ConfigProblem(entry_key, "is declared without a value",
+                                        f"run `{SET_COMMAND.format(name=name)}`, or remove the entry."))
             continue
         if secret_keys is not None and key not in secret_keys and entry_key not in secret_keys:
-            errors.append(f"{entry_key}: is stored in plain text in the stack file (value not shown). Fix: remove it, "
-                          f"run `{SET_COMMAND.format(name=name)}`, and rotate the value: it may have been committed.")
+            errors.append(ConfigProblem(entry_key, "is stored in plain text in the stack file",
+                                        f"remove it, run `{SET_COMMAND.format(name=name)}`, and rotate the value: it may "
+                                        "have been committed.", value=SECRET))
             continue
         if not isinstance(value, str):
-            errors.append(f"{entry_key}: must be a string (value not shown). "
-                          f"Fix: run `{SET_COMMAND.format(name=name)}`.")
+            errors.append(ConfigProblem(entry_key, "must be a string", f"run `{SET_COMMAND.format(name=name)}`.",
+                                        value=SECRET))
             continue
         entries.append(SecretEntry(name=name, value=pulumi.Output.secret(value)))
     return SecretsConfig(entries=tuple(entries))

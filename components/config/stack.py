@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -26,7 +26,9 @@ from components.config.observability import ObservabilityConfig, parse_observabi
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
 from components.config.reader import (
+    SECRET,
     ConfigError,
+    ConfigProblem,
     ErrorLog,
     Section,
     did_you_mean,
@@ -228,81 +230,82 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
-
     root = Section(errors, project, own, separator=":")
-    team, implied_env = stack_kind(stack)
-    if implied_env is None:
-        # Nothing else can be judged without knowing the kind of stack.
-        raise ConfigError([
-            f"stack '{stack}': unknown stack name. Fix: name platform stacks dev, staging or prod "
-            "and team stacks team-<team>-<env> with a lowercase team name (e.g. team-vision-prod)."
-        ])
-    if team and len(team) > MAX_TEAM_NAME:
-        errors.append(f"stack '{stack}': team name '{team}' is longer than {MAX_TEAM_NAME} characters "
-                      "(it becomes part of IAM role names). Fix: use a shorter team name.")
+    team, implied_env = _team_and_environment(stack, errors)
     environment = root.string("environment", choices=ENVIRONMENTS)
-    if implied_env and environment and environment != implied_env:
+    if environment and environment != implied_env:
         root.error(root.key("environment"), environment,
                    f"differs from the stack name '{stack}', which implies '{implied_env}'",
                    f"set environment: {implied_env}, or select the stack you meant")
     region = root.string("region", check=region_problem, fix=REGION_FIX)
     cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
-
     # Environment rules follow the stack name: a prod stack gets prod rules even when its
     # `environment` key is wrong (that mismatch is reported above).
-    env = implied_env or environment or "dev"
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
-                          environment=env, region=region, cost_center=cost_center, platform=platform)
+                          environment=implied_env, region=region, cost_center=cost_center, platform=platform)
+    return _load_platform(root, raw, raw_secrets, secret_keys, project=project, stack=stack, environment_key=environment,
+                          environment=implied_env, region=region, cost_center=cost_center, today=today)
+
+
+def _team_and_environment(stack: str, errors: ErrorLog) -> tuple[str | None, str]:
+    """(team, environment) the stack name implies; ConfigError (alone: nothing else can be judged
+    without knowing the kind of stack) for a name of no known form."""
+    team, environment = stack_kind(stack)
+    if environment is None:
+        raise ConfigError([ConfigProblem(
+            f"stack '{stack}'", "unknown stack name", "name platform stacks dev, staging or prod and team stacks "
+            "team-<team>-<env> with a lowercase team name (e.g. team-vision-prod).")])
+    if team and len(team) > MAX_TEAM_NAME:
+        errors.append(ConfigProblem(f"stack '{stack}'", f"team name '{team}' is longer than {MAX_TEAM_NAME} characters "
+                                    "(it becomes part of IAM role names)", "use a shorter team name."))
+    return team, environment
+
+
+def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secret_keys: Collection[str] | None, *,
+                   project: str, stack: str, environment_key: str, environment: str, region: str, cost_center: str,
+                   today: date) -> StackConfig:
+    """A platform stack's config; `environment_key` is its `environment` as read ("" if it failed),
+    `environment` the one its name implies, whose rules apply."""
     network_section = root.section("network")
-    network = parse_network(network_section, region=region, environment=env)
+    network = parse_network(network_section, region=region, environment=environment)
     fabric = parse_fabric(root.section("fabric", {}))
-    cluster = parse_cluster(root.section("cluster"), environment=env, today=today)
+    cluster = parse_cluster(root.section("cluster"), environment=environment, today=today)
     raw_pools = root.items("nodePools")
     # Pools are checked against the network's zones only when those passed.
     network_zones = network.availability_zones if network_section.ok("availabilityZones") and region else None
     node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
-    storage = parse_storage(root.section("storage", {}), environment=env, availability_zones=network_zones or (),
+    storage = parse_storage(root.section("storage", {}), environment=environment, availability_zones=network_zones or (),
                             region=region)
     registry = parse_registry(root.section("registry", {}))
-    secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
-    # Pools that failed are reported already; with no readable list, no reference can be judged.
-    unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
-    training = parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
-                              trainer_image=_trainer_image(root), invalid_pools=unjudged_pools,
-                              storage=storage if root.ok("storage") else None, environment=env)
+    secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
+    training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
-    observability = parse_observability(root.section("observability", {}), environment=env)
-    budget = parse_budget(root.section("budget", {}), environment=env)
+    observability = parse_observability(root.section("observability", {}), environment=environment)
+    budget = parse_budget(root.section("budget", {}), environment=environment)
     scale_down = parse_scale_down(root.section("scaleDown", {}))
-    boundary = parse_permissions_boundary(root, project=project, environment=env)
+    boundary = parse_permissions_boundary(root, project=project, environment=environment)
     _check_cleanup_image(root, training.cleanup_image)
     root.finish()
+    if root.errors:
+        raise ConfigError(root.errors.without_secret_values(raw, also=raw_secrets))
+    return StackConfig(project=project, stack=stack, environment=environment_key, team=None, region=region,
+                       cost_center=cost_center, network=network, fabric=fabric, cluster=cluster, node_pools=node_pools,
+                       storage=storage, registry=registry, secrets=secrets, training=training,
+                       observability=observability, budget=budget, scale_down=scale_down,
+                       iam_permissions_boundary=boundary)
 
-    if errors:
-        raise ConfigError(errors.without_secret_values(raw, also=raw_secrets))
-    return StackConfig(
-        project=project,
-        stack=stack,
-        environment=environment,
-        team=team,
-        region=region,
-        cost_center=cost_center,
-        network=network,
-        fabric=fabric,
-        cluster=cluster,
-        node_pools=node_pools,
-        storage=storage,
-        registry=registry,
-        secrets=secrets,
-        training=training,
-        observability=observability,
-        budget=budget,
-        scale_down=scale_down,
-        iam_permissions_boundary=boundary,
-    )
+
+def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
+                       storage: StorageConfig, raw_secrets: Any, *, environment: str) -> TrainingConfig:
+    """A platform stack's `training`, its jobs judged against the pools and storage that passed."""
+    # Pools that failed are reported already; with no readable list, no reference can be judged.
+    unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
+    return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
+                          trainer_image=_trainer_image(root), invalid_pools=unjudged_pools,
+                          storage=storage if root.ok("storage") else None, environment=environment)
 
 
 def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
@@ -311,8 +314,9 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     """Without `platform` (not read yet), every check the platform is not needed for."""
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
-            errors.append(f"{root.key(key)}: belongs to the platform stack '{environment}'; a team stack creates no "
-                          f"network, cluster, node pool or bucket. Fix: remove it (or change stacks/Pulumi.{environment}.yaml).")
+            errors.append(ConfigProblem(root.key(key), f"belongs to the platform stack '{environment}'; a team stack "
+                                        "creates no network, cluster, node pool or bucket",
+                                        f"remove it (or change stacks/Pulumi.{environment}.yaml)."))
     root.ignore(*PLATFORM_ONLY_KEYS)  # reported just above, not as unknown keys
     reference = root.string("platformStack", f"organization/{project}/{environment}",
                             check=lambda v: None if STACK_REFERENCE.fullmatch(v) else "is not a stack reference",
@@ -355,9 +359,11 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                            iam_permissions_boundary=platform.iam_permissions_boundary if platform else None)
 
 
-def platform_stack_errors(environment: str, errors: list[str]) -> list[str]:
-    """The errors of a platform stack file read on behalf of a team stack, each naming the stack and its file."""
-    return [f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml): {error}" for error in errors]
+def platform_stack_errors(environment: str, problems: Iterable[ConfigProblem]) -> list[ConfigProblem]:
+    """The problems of a platform stack read on behalf of a team stack, each naming the stack and its file
+    (and so about no key of the team stack)."""
+    where = f"platform stack '{environment}' (stacks/Pulumi.{environment}.yaml)"
+    return [replace(problem, where=f"{where}: {problem.where}" if problem.where else where) for problem in problems]
 
 
 def _check_cleanup_image(root: Section, image: str) -> None:
@@ -387,20 +393,18 @@ def _trainer_image(root: Section) -> str | None:
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:
     providers_off = raw.get("pulumi:disable-default-providers")
     if not isinstance(providers_off, list) or "*" not in providers_off:
-        shown_value = "value not shown" if errors.hides("pulumi:disable-default-providers") else f"got {shown(providers_off)}"
-        errors.append(
-            f"pulumi:disable-default-providers: must list \"*\" ({shown_value}). Fix: add "
-            "`pulumi:disable-default-providers: [\"*\"]` to the stack file so no resource can land on "
-            "an ambient AWS account or kubeconfig."
-        )
+        key = "pulumi:disable-default-providers"
+        errors.append(ConfigProblem(
+            key, 'must list "*"', f'add `{key}: ["*"]` to the stack file so no resource can land on an ambient AWS '
+            "account or kubeconfig.", value=SECRET if errors.hides(key) else shown(providers_off)))
     for key in sorted(raw):
         if key.startswith(prefix) or key in FOREIGN_KEYS:
             continue
         if key.startswith(("aws:", "kubernetes:")):
-            errors.append(
-                f"{key}: is not read: every resource uses an explicit provider built from this "
-                f"program's own config. Fix: remove it (set {prefix}region for the AWS region)."
-            )
+            errors.append(ConfigProblem(
+                key, "is not read: every resource uses an explicit provider built from this program's own config",
+                f"remove it (set {prefix}region for the AWS region)."))
         else:
             known = [k[len(prefix):] for k in raw if k.startswith(prefix)]
-            errors.append(f"{key}: unknown key. Fix: remove it or use {prefix}<key>; {did_you_mean(key.split(':')[-1], known)}")
+            errors.append(ConfigProblem(key, "unknown key",
+                                        f"remove it or use {prefix}<key>; {did_you_mean(key.split(':')[-1], known)}"))

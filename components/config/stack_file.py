@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from components.config.reader import ConfigError, did_you_mean
+from components.config.reader import SECRET, ConfigError, ConfigProblem, did_you_mean
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -30,11 +31,11 @@ def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         data, _ = read_yaml_file(path, source=shown)
     except YamlError as problem:
-        raise ConfigError([str(problem)]) from None
+        raise ConfigError([unreadable(shown, problem)]) from None
     if not isinstance(data, Mapping):
-        raise ConfigError([f"{shown}: must be a mapping with `name:` (got a {type(data).__name__}). "
-                           "Fix: write the project file as `key: value` lines"])
-    errors = [f"{shown}: `{key}` must be {kind}. Fix: correct it"
+        raise ConfigError([ConfigProblem(shown, "must be a mapping with `name:`", "write the project file as `key: value` "
+                                         "lines", value=f"a {type(data).__name__}")])
+    errors = [ConfigProblem(shown, f"`{key}` must be {kind}", "correct it")
               for key, kind, ok in (("name", "the project's name", isinstance(data.get("name"), str) and data["name"]),
                                     ("stackConfigDir", "a directory name", isinstance(data.get("stackConfigDir", "."), str)),
                                     ("config", "a mapping of keys", isinstance(data.get("config") or {}, Mapping)))
@@ -42,6 +43,11 @@ def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
     if errors:
         raise ConfigError(errors)
     return dict(data)
+
+
+def unreadable(source: str, problem: YamlError) -> ConfigProblem:
+    """A file the YAML reader refused: its message starts with the file and names its own fix."""
+    return ConfigProblem(source, str(problem).removeprefix(f"{source}: "))
 
 
 def shown_path(path: Path) -> str:
@@ -55,22 +61,22 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     try:
         document, _ = read_yaml_file(path, source=shown)
     except YamlError as problem:
-        raise ConfigError([str(problem)]) from None
+        raise ConfigError([unreadable(shown, problem)]) from None
     if document is None:
         document = {}
     if not isinstance(document, Mapping):
-        raise ConfigError([f"{shown}: must be a mapping with a `config:` block (got a {type(document).__name__}). "
-                           "Fix: start the file with `config:` and indent the keys below it"])
-    errors = [f"{shown}: top-level key {json.dumps(key)} is not part of a stack file. Fix: remove it or correct the "
-              f"spelling; {did_you_mean(key, list(STACK_FILE_KEYS))}"
+        raise ConfigError([ConfigProblem(shown, "must be a mapping with a `config:` block", "start the file with "
+                                         "`config:` and indent the keys below it", value=f"a {type(document).__name__}")])
+    errors = [ConfigProblem(shown, f"top-level key {json.dumps(key)} is not part of a stack file",
+                            f"remove it or correct the spelling; {did_you_mean(key, list(STACK_FILE_KEYS))}")
               for key in document if key not in STACK_FILE_KEYS]
     if "environment" in document:
-        errors.append(f"{shown}: `environment` (Pulumi ESC) is not read by this project: the offline plan and its "
-                      "checks could not see those values. Fix: set the values under `config:`")
+        errors.append(ConfigProblem(shown, "`environment` (Pulumi ESC) is not read by this project: the offline plan "
+                                    "and its checks could not see those values", "set the values under `config:`"))
     config = document.get("config")
     if config is not None and not isinstance(config, Mapping):
-        errors.append(f"{shown}: `config` must be a mapping of keys to values (got a {type(config).__name__}). "
-                      "Fix: indent the keys below `config:`")
+        errors.append(ConfigProblem(shown, "`config` must be a mapping of keys to values",
+                                    "indent the keys below `config:`", value=f"a {type(config).__name__}"))
     if errors:
         raise ConfigError(errors)
     return dict(config or {})
@@ -80,7 +86,7 @@ def _qualify(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
-def _qualified(values: dict[str, Any], project: str, source: str, errors: list[str]) -> dict[str, Any]:
+def _qualified(values: dict[str, Any], project: str, source: str, errors: list[ConfigProblem]) -> dict[str, Any]:
     """`values` with every key qualified by the project name, as the Pulumi CLI qualifies a stack
     file's keys (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject: a key
     without ':' becomes <project>:<key>). A key given in both spellings would reach the CLI twice
@@ -90,25 +96,27 @@ def _qualified(values: dict[str, Any], project: str, source: str, errors: list[s
     for key, value in values.items():
         full = _qualify(key, project)
         if full in spelling:
-            errors.append(f"{source}: {full} is set twice, as {path_for_message(json.dumps(spelling[full]))} and "
-                          f"{path_for_message(json.dumps(key))} (a key without a namespace is {project}:<key>); "
-                          f"which value the Pulumi CLI keeps is not defined. Fix: keep one, written as {full}")
+            errors.append(ConfigProblem(
+                source, f"{full} is set twice, as {path_for_message(json.dumps(spelling[full]))} and "
+                f"{path_for_message(json.dumps(key))} (a key without a namespace is {project}:<key>); which value the "
+                "Pulumi CLI keeps is not defined", f"keep one, written as {full}"))
             continue
         spelling[full] = key
         result[full] = value
     return result
 
 
-def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], errors: list[str]) -> Any:
+def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], errors: list[ConfigProblem]) -> Any:
     """Swap `secure:` ciphertexts (undecryptable without the stack's key) for placeholders; record
     the paths of the secure leaves and of the plain ones, and an error for a `secure:` that cannot
     be a ciphertext (`pulumi config set --secret` writes a non-empty base64 string)."""
     if isinstance(value, dict) and set(value) == {"secure"}:
         ciphertext = value["secure"]
         if not isinstance(ciphertext, str) or not ciphertext.strip():
-            errors.append(f"{key}: `secure:` must hold the ciphertext `pulumi config set --secret` writes, a "
-                          "non-empty string (value not shown). Fix: set it again with `pulumi config set "
-                          f"--secret{' --path' if '.' in key or '[' in key else ''} '{key}' <value>`")
+            errors.append(ConfigProblem(
+                key, "`secure:` must hold the ciphertext `pulumi config set --secret` writes, a non-empty string",
+                f"set it again with `pulumi config set --secret{' --path' if '.' in key or '[' in key else ''} '{key}' "
+                "<value>`", value=SECRET))
         secure.append(key)
         return f"offline-placeholder-for-{key}"
     if isinstance(value, dict):
@@ -119,19 +127,19 @@ def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], e
     return value
 
 
-def _top_level_problem(value: Any, *, written: bool) -> str | None:
-    """Why a top-level value of the project would not reach the program as written, or None. Every
-    top-level scalar of this project is text: the CLI passes it on as a string."""
+def _top_level_problem(value: Any, *, written: bool) -> tuple[str, str] | None:
+    """(problem, fix) when a top-level value of the project would not reach the program as written,
+    or None. Every top-level scalar of this project is text: the CLI passes it on as a string."""
     if value is None:
-        return ('is empty (YAML null): the Pulumi CLI would pass the text "null". Fix: give it a value, or remove '
-                "the key to use its default")
+        return ('is empty (YAML null): the Pulumi CLI would pass the text "null"',
+                "give it a value, or remove the key to use its default")
     if isinstance(value, bool | float):
         return (f"is the YAML {'boolean' if isinstance(value, bool) else 'decimal'} {json.dumps(value)}, which reaches "
                 f"the program as the text {json.dumps(json.dumps(value))}, not as written (0.10 becomes \"0.1\", True "
-                "becomes \"true\"). Fix: quote the value as you mean it")
+                "becomes \"true\")", "quote the value as you mean it")
     if written and isinstance(value, str) and not value.strip():
         # Pulumi.yaml's `default: ""` means "not set"; written in a stack file, it is a mistake.
-        return "is empty. Fix: give it a value, or remove the key to use its default"
+        return "is empty", "give it a value, or remove the key to use its default"
     return None
 
 
@@ -146,18 +154,18 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
 
     `project_dir` holds the Pulumi.yaml: the repository root, or bootstrap/ for the bootstrap."""
     if not STACK_NAME.fullmatch(stack):
-        raise ConfigError([f"stack {path_for_message(repr(stack))}: is not a Pulumi stack name (1 to 100 letters, digits, "
-                           "'-', '_' or '.'). Fix: use dev, staging, prod or team-<team>-<env>"])
+        raise ConfigError([ConfigProblem(f"stack {path_for_message(repr(stack))}", "is not a Pulumi stack name (1 to 100 "
+                                         "letters, digits, '-', '_' or '.')", "use dev, staging, prod or team-<team>-<env>")])
     project = project_file(project_dir)
     name = project["name"]
     path = stack_file or project_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
     if stack_file is None and not path.is_file():
-        raise ConfigError([f"stack '{stack}': no stack file at {path}. Fix: create it "
-                           "(scripts/new-team-stack writes team stacks) or check the name."])
+        raise ConfigError([ConfigProblem(f"stack '{stack}'", f"no stack file at {path}",
+                                         "create it (scripts/new-team-stack writes team stacks) or check the name.")])
     stack_values = read_stack_file(path)
     shown = shown_path(path)
 
-    errors: list[str] = []
+    errors: list[ConfigProblem] = []
     values: dict[str, Any] = {}
     # Project-level defaults apply first, as the CLI applies them (the SDK alone does not).
     for key, spec in (project.get("config") or {}).items():
@@ -174,20 +182,21 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
         for key in given:
             if key.startswith(f"{name}:") and any(mark in key for mark in ".["):
                 top = key.split(".")[0].split("[")[0]
-                errors.append(f"{flag}: {key}: is a path; {flag} sets whole top-level keys (not `pulumi config set "
-                              f"--path`). Fix: pass the whole value of {top} as JSON, e.g. {flag} '{top}={{...}}'")
+                errors.append(ConfigProblem(key, f"is a path; {flag} sets whole top-level keys (not `pulumi config "
+                                            "set --path`)", f"pass the whole value of {top} as JSON, e.g. {flag} "
+                                            f"'{top}={{...}}'", where=flag))
     for key, value in values.items():
         written = key in file_values or key in set_values  # not a default of Pulumi.yaml
         problem = _top_level_problem(value, written=written) if key.startswith(f"{name}:") else None
         if problem:
-            errors.append(f"{'--set' if key in set_values else shown}: {key}: {problem}")
+            errors.append(ConfigProblem(key, *problem, where="--set" if key in set_values else shown))
     config, secret_keys = {}, []
     for key, value in values.items():
         secure: list[str] = []
         plain: list[str] = []
-        secure_errors: list[str] = []
+        secure_errors: list[ConfigProblem] = []
         config[key] = _encode(_replace_secure(value, key, secure, plain, secure_errors))
-        errors.extend(f"{'--set' if key in set_values else shown}: {error}" for error in secure_errors)
+        errors.extend(replace(error, where="--set" if key in set_values else shown) for error in secure_errors)
         # The engine marks a key secret as a whole; a plain leaf beside secure ones would pass
         # unnoticed (and be committed), so a mixed key names only its secure leaves.
         secret_keys.extend(([key] if not plain else secure) if secure else [])

@@ -62,23 +62,23 @@ def same_zone(first: str, second: str, names_by_id: Mapping[str, str]) -> bool |
 
 
 def zone_mismatch_problems(key: str, zone: str, pools: Mapping[str, str], names_by_id: Mapping[str, str],
-                           *, why: str) -> list[str]:
-    """One message per pool (name -> its one zone) that is surely not in `zone`, the value of
-    `key`; `why` says why the two must share a zone. Pairs that need an AZ ID not looked up yet
+                           *, why: str) -> list[tuple[str, str]]:
+    """(problem, fix) of `key` for each pool (name -> its one zone) that is surely not in `zone`,
+    the value of `key`; `why` says why the two must share a zone. Pairs that need an AZ ID not looked up yet
     are left for the deploy-time call, which passes the account's names."""
     problems = []
     for pool, pool_zone in pools.items():
         if same_zone(zone, pool_zone, names_by_id) is False:
             in_account = [f"{z} is {names_by_id[z]} in this account" for z in (zone, pool_zone) if z in names_by_id]
             detail = f" ({'; '.join(in_account)})" if in_account else ""
-            problems.append(f"{key}: {zone} is not the zone of pool {pool}, {pool_zone}{detail}; {why}. Fix: set "
-                            f"{key.rsplit('.', 1)[-1]}: {pool_zone}, or leave it out (it defaults to that zone)")
+            problems.append((f"{zone} is not the zone of pool {pool}, {pool_zone}{detail}; {why}",
+                             f"set {key.rsplit('.', 1)[-1]}: {pool_zone}, or leave it out (it defaults to that zone)"))
     return problems
 
 
 def zone_id_problems(zones_by_key: Mapping[str, Sequence[str]], names_by_id: Mapping[str, str],
-                     network_zones: Sequence[str]) -> list[str]:
-    """One message per AZ ID of a pool that is, in this account, a zone where the network has no
+                     network_zones: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(key, problem, fix) for each AZ ID of a pool that is, in this account, a zone where the network has no
     subnet (`zones_by_key`: each pool's zones under the config key that names them;
     `names_by_id`: the account's name of each ID, from the provider)."""
     problems = []
@@ -86,8 +86,8 @@ def zone_id_problems(zones_by_key: Mapping[str, Sequence[str]], names_by_id: Map
         for zone in zones:
             name = names_by_id.get(zone)
             if name is not None and name not in network_zones:
-                problems.append(
-                    f"{key}: AZ ID {zone} is {name} in this account, where the network has no subnet "
-                    f"(network.availabilityZones: {', '.join(sorted(network_zones))}). Fix: add {name} to "
-                    "network.availabilityZones, or use an AZ ID of one of those zones.")
+                problems.append((
+                    key, f"AZ ID {zone} is {name} in this account, where the network has no subnet "
+                    f"(network.availabilityZones: {', '.join(sorted(network_zones))})",
+                    f"add {name} to network.availabilityZones, or use an AZ ID of one of those zones."))
     return problems

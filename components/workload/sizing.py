@@ -12,12 +12,13 @@ import math
 from dataclasses import dataclass
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE
-from components.config import NodePoolConfig
+from components.config import Capacity, NodePoolConfig
 from components.facts import node_sizing
 
 # Assumed mean time between interruptions of one node (planning figures, not measurements):
 # spot GPU capacity is reclaimed often; on-demand nodes fail on hardware a few times a year.
-NODE_MTBF_HOURS = {"spot": 24, "onDemand": 24 * 60, "capacityBlock": 24 * 60, "reservation": 24 * 60}
+NODE_MTBF_HOURS = {Capacity.SPOT: 24, Capacity.ON_DEMAND: 24 * 60, Capacity.CAPACITY_BLOCK: 24 * 60,
+                   Capacity.RESERVATION: 24 * 60}
 
 
 @dataclass(frozen=True)

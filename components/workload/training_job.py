@@ -164,7 +164,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         "terminationGracePeriodSeconds": job.termination_grace_period_seconds,
         "nodeSelector": {POOL_LABEL: pool.name},
         # The pool's own taints (the GPU taint, and any the stack adds): this job is meant for it.
-        "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+        "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": str(t.effect)}
                         for t in node_taints(pool)],
         "securityContext": {
             "runAsNonRoot": True,

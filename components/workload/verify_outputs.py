@@ -21,12 +21,12 @@ def pool_outputs(pools: Iterable[NodePoolConfig]) -> dict[str, dict[str, Any]]:
     return {p.name: {
         "gpusPerNode": p.gpus_per_node,
         "maxNodes": p.max_size,
-        "capacity": p.capacity,
+        "capacity": str(p.capacity),
         "instanceTypes": list(p.instance_types),
         # What the EFA device plugin must advertise on every node of the pool (0: not an EFA pool).
         "efaPerNode": p.efa_interfaces,
         # A verification job on the pool must tolerate exactly what the training jobs tolerate.
-        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node_taints(p)],
+        "taints": [{"key": t.key, "value": t.value, "effect": str(t.effect)} for t in node_taints(p)],
     } for p in pools}
 
 
