@@ -13,7 +13,8 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
 
 Writes <out>/resources.json (every registered resource: type, name, urn, custom, parent, provider,
 inputs as the engine receives them, secrets as "[secret]", whole numbers as integers, the URNs
-each input depends on, and retainOnDelete where set), <out>/outputs.json (the stack outputs,
+each input depends on, retainOnDelete and aliases (the URNs a renamed resource had) where set),
+<out>/outputs.json (the stack outputs,
 redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes object), and prints a
 summary. The files are deterministic: the same commit writes the same bytes, whether a stack is
 planned alone or with others. Warnings of the config (e.g. the end of EKS standard support
@@ -277,11 +278,28 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             }
             if request.retainOnDelete:  # `pulumi destroy` leaves it in place: reviewers should see that
                 record["retainOnDelete"] = True
+            # A component renamed with an alias is moved by the engine, not replaced. (Provider
+            # resources carry the provider's own type renames, pulumi-aws's BucketV2 -> Bucket: not ours.)
+            if not request.custom and (aliases := self._alias_urns(request)):
+                record["aliases"] = aliases
             self.records.append(record)
             key = (request.type, request.name)
             self.parents[key] = None if top_level else _urn_key(request.parent)
             self.dependencies[key] = frozenset(_urn_key(urn) for urn in request.dependencies)
         return response
+
+    def _alias_urns(self, request) -> list[str]:
+        """The URNs a resource's own aliases name, as the engine resolves them (its children's
+        inherited aliases are the engine's to derive, and their keys in the plan do not change)."""
+        urns: set[str] = set()
+        for alias in request.aliases:
+            if not alias.HasField("spec"):
+                urns.add(engine_urn(alias.urn))
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else spec.parentUrn or request.parent
+            urns.add(engine_urn(self.make_urn(parent, spec.type or request.type, spec.name or request.name)))
+        return sorted(urns)
 
 
 class _WarningRecorder(logging.Handler):

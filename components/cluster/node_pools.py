@@ -23,6 +23,7 @@ import pulumi_aws as aws
 from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
+from components.common.renames import renamed_from
 from components.config import NodePoolConfig
 from components.config.node_pools import TAINT_EFFECTS
 from components.facts.instance_types import INSTANCE_TYPES
@@ -57,7 +58,8 @@ class NodePools(pulumi.ComponentResource):
     node_groups: dict[str, aws.eks.NodeGroup]
 
     def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:compute:NodePools", name, None, opts)
+        super().__init__("gpu-training:cluster:NodePools", name, None,
+                         renamed_from("gpu-training:compute:NodePools", opts))
         self._name, self._args = name, args
         self._node_role = self._create_node_role()
         self.node_groups = {pool.name: self._create_pool(pool) for pool in args.pools}

@@ -19,6 +19,7 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.config.storage import StorageConfig, bucket_name
 from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
 from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
@@ -43,7 +44,8 @@ class DataBuckets(pulumi.ComponentResource):
     artifacts_bucket: pulumi.Output[str]
 
     def __init__(self, name: str, args: DataBucketsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:DataBuckets", name, None, opts)
+        super().__init__("gpu-training:data:DataBuckets", name, None,
+                         renamed_from("gpu-training:storage:DataBuckets", opts))
         self._name, self._args = name, args
         config = args.config
         self.data_key = customer_key(f"{name}-data-key", alias=f"{args.name_prefix}-data",

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.identity import policies
 
 # The trainer image runs as 1000:1000 (trainer/Dockerfile); files on EFS are written as that user.
@@ -74,7 +75,8 @@ class CheckpointFileSystem(pulumi.ComponentResource):
     mount_targets: list[aws.efs.MountTarget]
 
     def __init__(self, name: str, args: CheckpointFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:CheckpointFileSystem", name, None, opts)
+        super().__init__("gpu-training:data:CheckpointFileSystem", name, None,
+                         renamed_from("gpu-training:storage:CheckpointFileSystem", opts))
         self._args = args
         child = pulumi.ResourceOptions(parent=self)
         self.key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-checkpoints-efs",

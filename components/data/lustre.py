@@ -27,6 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.config.storage import LustreConfig
 from components.facts.file_systems import LUSTRE_VERSION
 
@@ -57,7 +58,8 @@ class LustreFileSystem(pulumi.ComponentResource):
     datasets: aws.fsx.DataRepositoryAssociation
 
     def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:LustreFileSystem", name, None, opts)
+        super().__init__("gpu-training:data:LustreFileSystem", name, None,
+                         renamed_from("gpu-training:storage:LustreFileSystem", opts))
         child = pulumi.ResourceOptions(parent=self)
         config = args.config
         self.key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-lustre",

@@ -37,6 +37,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common.eks_addons import managed_addon
+from components.common.renames import renamed_from
 from components.data import training_data
 from components.data.file_system import TRAINER_GID, TRAINER_UID
 from components.data.lustre import CHECKPOINTS_DIR, DATASETS_PATH
@@ -102,7 +103,8 @@ class StorageMounts(pulumi.ComponentResource):
     the workload's own directory); on Lustre, the checkpoints directory beside the datasets."""
 
     def __init__(self, name: str, args: StorageMountsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:StorageMounts", name, None, opts)
+        super().__init__("gpu-training:data:StorageMounts", name, None,
+                         renamed_from("gpu-training:storage:StorageMounts", opts))
         self._name, self._args = name, args
         self.checkpoints_sub_path = CHECKPOINTS_DIR if args.lustre is not None else None
         if args.efs_csi_role_arn is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.common.renames import renamed_from
 from components.config import FabricConfig, MonitoringIngress
 from components.facts.file_systems import LUSTRE_PORTS
 
@@ -57,7 +58,8 @@ class SecurityGroups(pulumi.ComponentResource):
     vpc_endpoints: aws.ec2.SecurityGroup
 
     def __init__(self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:security:SecurityGroups", name, None, opts)
+        super().__init__("gpu-training:network:SecurityGroups", name, None,
+                         renamed_from("gpu-training:security:SecurityGroups", opts))
         self._name, self._args = name, args
 
         self.control_plane = self._group("control-plane", "EKS control plane ENIs")
