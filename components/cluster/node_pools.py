@@ -86,29 +86,36 @@ class NodePools(pulumi.ComponentResource):
         return [self._args.node_security_group_id, fabric]
 
     def _create_pool(self, pool: NodePoolConfig) -> aws.eks.NodeGroup:
-        args = self._args
         prefix = f"{self._name}-{pool.name}"
-        child = pulumi.ResourceOptions(parent=self)
-        group_name = node_group_name(args.cluster_name, pool)
+        group_name = node_group_name(self._args.cluster_name, pool)
+        launch_template = self._create_launch_template(pool, prefix, group_name)
+        node_group = self._create_node_group(pool, prefix, group_name, launch_template)
+        self._tag_auto_scaling_group(prefix, pool, node_group)
+        return node_group
 
-        placement = None
+    def _placement(self, pool: NodePoolConfig, prefix: str, group_name: str) -> aws.ec2.LaunchTemplatePlacementArgs | None:
+        """Where the pool's instances launch: the reservation's placement group, a new cluster
+        placement group (created here) or, for pools without EFA and capacity blocks, none."""
         # A capacity block's instances are already placed together in an EC2 UltraCluster (EC2 API
         # CapacityBlock), and AWS ParallelCluster rejects placement groups with capacity blocks
         # (aws/aws-parallelcluster#6311): no placement group there.
         # A reservation made in a cluster placement group (EC2 recommends it for cluster launches,
         # EC2 User Guide "Placement group rules and limitations") is launched into that group, so
         # the pool names it (placementGroup) instead of getting a new, empty one.
-        if pool.efa and pool.capacity != "capacityBlock":
-            if pool.placement_group:
-                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
-            else:
-                placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
-                                                         opts=child)
-                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+        if not pool.efa or pool.capacity == "capacityBlock":
+            return None
+        if pool.placement_group:
+            return aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
+        placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
+                                                 opts=pulumi.ResourceOptions(parent=self))
+        return aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
 
+    def _create_launch_template(self, pool: NodePoolConfig, prefix: str, group_name: str) -> aws.ec2.LaunchTemplate:
+        args = self._args
+        placement = self._placement(pool, prefix, group_name)
         security_groups = self._security_groups(pool)
         interfaces = efa_interfaces(INSTANCE_TYPES[pool.instance_types[0]]) if pool.efa else ()
-        launch_template = aws.ec2.LaunchTemplate(
+        return aws.ec2.LaunchTemplate(
             f"{prefix}-lt",
             name=group_name,
             description=f"Node pool {pool.name} of {args.cluster_name}",
@@ -144,9 +151,13 @@ class NodePools(pulumi.ComponentResource):
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**args.launch_tags, "Name": group_name})
                 for kind in ("instance", "volume", "network-interface")
             ],
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        node_group = aws.eks.NodeGroup(
+
+    def _create_node_group(self, pool: NodePoolConfig, prefix: str, group_name: str,
+                           launch_template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroup:
+        args = self._args
+        return aws.eks.NodeGroup(
             f"{prefix}-nodegroup",
             cluster_name=args.cluster.name,
             node_group_name=group_name,
@@ -179,8 +190,6 @@ class NodePools(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
-        self._tag_auto_scaling_group(prefix, pool, node_group)
-        return node_group
 
     def _subnet_id(self, zone: str) -> pulumi.Input[str]:
         """The private subnet of a pool's zone, given by name or by AZ ID (resolved and checked
