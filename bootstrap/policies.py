@@ -36,6 +36,7 @@ from typing import Any
 from bootstrap.config import BootstrapConfig, EnvironmentCi, GithubConfig
 from components.common.kms import log_group_pattern
 from components.config.stack import ENVIRONMENTS
+from components.facts.regions import arn_partition
 from components.identity.policies import prod_bucket_patterns
 
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
@@ -504,7 +505,7 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     if environment != "prod":
         # Prod buckets by any name (a non-prod stack may read an existing datasets bucket).
         statements.append({"Sid": "DenyProdBuckets", "Effect": "Deny", "Action": ["s3:*"],
-                           "Resource": prod_bucket_patterns()})
+                           "Resource": prod_bucket_patterns(arn_partition(config.region))})
     return {"Version": "2012-10-17", "Statement": statements}
 
 

@@ -60,6 +60,7 @@ from components.config import ConfigError  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
+from components.facts.regions import arn_partition  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -208,10 +209,11 @@ def _availability_zone(region: str, zone_id: str) -> dict:
 # token here against bootstrap/policies.py PROGRAM_INVOKES.
 INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
-        "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
+        "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:{arn_partition(region)}:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
         "userId": "offline-plan", "id": MOCK_ACCOUNT_ID},
-    "aws:index/getPartition:getPartition": lambda region, args: {"partition": "aws", "dnsSuffix": "amazonaws.com",
-                                                                 "id": "aws"},
+    # (dnsSuffix is the aws partition's: nothing the programs build reads it.)
+    "aws:index/getPartition:getPartition": lambda region, args: {"partition": arn_partition(region),
+                                                                 "dnsSuffix": "amazonaws.com", "id": arn_partition(region)},
     "aws:index/getAvailabilityZone:getAvailabilityZone": lambda region, args: _availability_zone(region, args["zoneId"]),
 }
 
@@ -229,7 +231,8 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         self.inputs[(args.typ, args.name)] = args.inputs
         state = dict(args.inputs)
-        state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
+        kind = args.typ.split(":")[-1].lower()
+        state.setdefault("arn", f"arn:{arn_partition(self.region)}:mock:{self.region}:{MOCK_ACCOUNT_ID}:{kind}/{args.name}")
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
         if args.typ == "aws:ecr/repository:Repository":  # scripts/build-image reads this as trainerRepositoryUrl

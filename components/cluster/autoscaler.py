@@ -22,6 +22,7 @@ from components.common.helm import helm_release
 from components.config import NodePoolConfig
 from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
+from components.facts.regions import arn_partition
 
 # One chart for every minor; the image tag per minor comes from facts/eks_versions.py (no chart
 # packages CA 1.36, and the chart's image tag is a value). 9.57.0 and later grant the autoscaler
@@ -66,7 +67,8 @@ def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
             sid="ScaleOnlyThisClustersGroups",
             conditions={"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
         ),
-        iam.statement(["eks:DescribeNodegroup"], [f"arn:aws:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
+        iam.statement(["eks:DescribeNodegroup"],
+                      [f"arn:{arn_partition(region)}:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
                       sid="ReadThisClustersNodeGroups"),
         iam.statement(DESCRIBE_ACTIONS, ["*"], sid="DescribeOnly"),
     )

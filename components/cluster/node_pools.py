@@ -23,17 +23,19 @@ import pulumi_aws as aws
 from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
+from components.common.partition import provider_partition
 from components.common.renames import renamed_from
 from components.config import NodePoolConfig
 from components.config.node_pools import TAINT_EFFECTS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import efa_interfaces
 
+# The AWS managed policies of the node role, by purpose.
 NODE_ROLE_POLICIES = {
-    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "ecr-pull": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "worker": "AmazonEKSWorkerNodePolicy",
+    "ecr-pull": "AmazonEC2ContainerRegistryPullOnly",
     # Shell access through SSM Session Manager instead of SSH: no port 22 anywhere.
-    "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    "ssm": "AmazonSSMManagedInstanceCore",
 }
 
 
@@ -71,8 +73,10 @@ class NodePools(pulumi.ComponentResource):
             assume_role_policy=iam.service_trust_policy("ec2.amazonaws.com"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for purpose, arn in NODE_ROLE_POLICIES.items():
-            aws.iam.RolePolicyAttachment(f"{self._name}-node-{purpose}", role=role.name, policy_arn=arn,
+        partition = provider_partition(self)
+        for purpose, policy in NODE_ROLE_POLICIES.items():
+            aws.iam.RolePolicyAttachment(f"{self._name}-node-{purpose}", role=role.name,
+                                         policy_arn=partition.apply(lambda p, policy=policy: iam.managed_policy_arn(p, policy)),
                                          opts=pulumi.ResourceOptions(parent=self))
         return role
 

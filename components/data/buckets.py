@@ -74,13 +74,13 @@ class DataBuckets(pulumi.ComponentResource):
                                              for purpose in logged]),
             account_id=args.account_id, retention_days=args.config.access_log_retention_days, parent=self)
 
-    def _key_policy(self) -> Callable[[str], str]:
+    def _key_policy(self) -> Callable[[str, str], str]:
         """The account-root policy, plus FSx's access to our datasets bucket when it is linked to
         FSx for Lustre (an existing bucket's key is its owner's to extend)."""
         args = self._args
         if args.config.lustre is None or args.config.datasets_bucket:
             return iam.key_policy
-        return lambda account: iam.key_policy(account, policies.fsx_datasets_key_statement(
+        return lambda account, partition: iam.key_policy(account, partition, policies.fsx_datasets_key_statement(
             account_id=account, region=args.region,
             bucket=bucket_name(args.project, args.environment, "datasets", account)))
 

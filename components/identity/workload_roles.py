@@ -24,6 +24,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.facts.regions import arn_partition
 from components.identity import policies
 
 TRAINER_SERVICE_ACCOUNT = "trainer"
@@ -75,8 +76,8 @@ class WorkloadRoles(pulumi.ComponentResource):
             ).apply(lambda v: policies.secrets_reader_policy(region=args.region, **v)))
 
         self._policy("secrets-sync-teams", self.secrets_sync, pulumi.Output.from_input(args.account_id).apply(
-            lambda account: policies.assume_team_secret_readers_policy(account_id=account,
-                                                                            name_prefix=args.cluster_name)))
+            lambda account: policies.assume_team_secret_readers_policy(
+                account_id=account, partition=arn_partition(args.region), name_prefix=args.cluster_name)))
 
         self.efs_csi = self._role("efs-csi", EFS_CSI_NAMESPACE, EFS_CSI_SERVICE_ACCOUNT,
                                   "EFS CSI controller: describe the checkpoint file system")
@@ -99,7 +100,8 @@ class WorkloadRoles(pulumi.ComponentResource):
         )
         if args.environment != "prod":
             aws.iam.RolePolicy(f"{self._name}-{role}-deny-prod-data", role=created.id,
-                               policy=policies.deny_prod_data_policy(), opts=pulumi.ResourceOptions(parent=self))
+                               policy=policies.deny_prod_data_policy(arn_partition(args.region)),
+                               opts=pulumi.ResourceOptions(parent=self))
         return created
 
     def _policy(self, role: str, target: aws.iam.Role, document: pulumi.Input[str]) -> None:
