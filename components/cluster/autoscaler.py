@@ -50,14 +50,23 @@ DESCRIBE_ACTIONS = [
 @dataclass(frozen=True)
 class ClusterAutoscalerArgs:
     cluster_name: str
+    """Finds the node groups by tag k8s.io/cluster-autoscaler/<name>: auto-discovery and the role's scope."""
     cluster: aws.eks.Cluster
+    """The cluster the autoscaler's Pod Identity association and Helm release belong to."""
     kubernetes_version: str
+    """Picks the autoscaler image of the cluster's minor version (CLUSTER_AUTOSCALER_IMAGE_TAGS)."""
     region: str
+    """The autoscaler's AWS region (awsRegion) and that of the node group ARNs it may describe."""
     account_id: pulumi.Input[str]
+    """The account of the node groups the autoscaler may describe."""
     pools: tuple[NodePoolConfig, ...]
+    """The node pools it scales, in the order of the expander's priorities."""
     system_pool: str
+    """The pool the autoscaler itself runs on (never scaled to zero)."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the release: the node groups it runs on and the ProvisioningRequest CRD."""
     scale_down: ScaleDownConfig
+    """When an empty or underused node is removed."""
 
 
 def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:

@@ -38,13 +38,21 @@ def access_policy_arn(partition: str, name: str) -> str:
 @dataclass(frozen=True)
 class ClusterArgs:
     config: ClusterConfig
+    """Version, upgrade policy, endpoint access, admin and read-only principals, log retention."""
     cluster_name: str
+    """The EKS cluster's name, also in its log group and its node groups' tags."""
     region: str
+    """For the kubeconfig's `aws eks get-token` and the partition of the AWS managed policy ARNs."""
     environment: str
+    """dev, staging or prod: prod's cluster gets deletion protection."""
     kubernetes_service_cidr: str
+    """The range Kubernetes Services get their IPs from; must not overlap the VPC."""
     private_subnet_ids: list[pulumi.Input[str]]
+    """Where the control plane's network interfaces go."""
     control_plane_security_group_id: pulumi.Input[str]
+    """The extra security group on the control plane's interfaces."""
     account_id: pulumi.Input[str]
+    """The account the Kubernetes secrets key and the VPC CNI role trust."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the control plane's log group (the environment's CloudWatch Logs key)."""
 

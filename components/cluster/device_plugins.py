@@ -57,8 +57,11 @@ NVIDIA_ONLY_VALUES = {
 @dataclass(frozen=True)
 class DevicePluginsArgs:
     nvidia: bool
+    """Some pool has GPUs: install the NVIDIA device plugin."""
     efa: bool
+    """Some pool has EFA interfaces: install the EFA device plugin."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the plugins: e.g. the node groups they run on."""
 
 
 class DevicePlugins(pulumi.ComponentResource):

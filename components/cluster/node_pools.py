@@ -42,15 +42,23 @@ NODE_ROLE_POLICIES = {
 @dataclass(frozen=True)
 class NodePoolsArgs:
     pools: tuple[NodePoolConfig, ...]
+    """One EKS managed node group (with its launch template) per pool."""
     cluster_name: str
+    """Prefixes the node group and launch template names."""
     cluster: aws.eks.Cluster
+    """The cluster the node groups join; they follow its Kubernetes version."""
     boot_addons: Sequence[aws.eks.Addon]
+    """Add-ons nodes need to become Ready (VPC CNI, Pod Identity agent): created before the node groups."""
     private_subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
+    """Availability zone name -> private subnet id: a pool's zones pick its subnets."""
     zone_names_by_id: Mapping[str, str]
     """The account's AZ name of every AZ ID a pool names (resolved through the provider)."""
     node_security_group_id: pulumi.Input[str]
+    """The security group of every node."""
     efa_fabric_security_group_id: pulumi.Input[str] | None
+    """The fabric group of EFA pools; None when no pool has EFA."""
     socket_fabric_security_group_id: pulumi.Input[str] | None
+    """The fabric group of GPU pools without EFA (NCCL over sockets); None when there is none."""
     launch_tags: Mapping[str, str]
     """Cost tags for the instances, volumes and interfaces a pool launches: the provider's default
     tags do not reach a launch template's tag_specifications (hashicorp/terraform-provider-aws#19387)."""

@@ -29,10 +29,15 @@ from components.identity import policies
 @dataclass(frozen=True)
 class DataBucketsArgs:
     config: StorageConfig
+    """The storage section: existing datasets bucket, retention days, Lustre."""
     project: str
+    """First part of every bucket name (<project>-<environment>-<purpose>-<account>)."""
     environment: str
+    """Second part of every bucket name."""
     name_prefix: str
+    """Names the data key's alias and description."""
     account_id: pulumi.Input[str]
+    """Last part of every bucket name (bucket names are global), and the account the data key trusts."""
     region: str = ""
     """Needed when FSx for Lustre reads the datasets bucket (storage.lustre)."""
 

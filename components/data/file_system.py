@@ -59,13 +59,17 @@ def access_point(resource_name: str, *, file_system_id: pulumi.Input[str], workl
 @dataclass(frozen=True)
 class CheckpointFileSystemArgs:
     name_prefix: str
+    """Names the file system, its key alias and its access points."""
     account_id: pulumi.Input[str]
+    """The account the file system's key trusts."""
     private_subnet_ids: Mapping[str, pulumi.Input[str]]
     """Availability zone -> private subnet id; one mount target each."""
     security_group_id: pulumi.Input[str]
+    """The security group of the mount targets (NFS from the nodes)."""
     workloads: tuple[str, ...]
     """One access point (and root directory) per workload, e.g. ("training",)."""
     backups: bool
+    """Turns on AWS Backup's daily backups of the file system."""
 
 
 class CheckpointFileSystem(pulumi.ComponentResource):

@@ -44,12 +44,17 @@ AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 @dataclass(frozen=True)
 class LustreFileSystemArgs:
     config: LustreConfig
+    """Deployment type, capacity, throughput per TiB and zone of the file system."""
     name_prefix: str
+    """Names the file system and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the file system's key trusts."""
     subnet_id: pulumi.Input[str]
     """The private subnet of config.availability_zone."""
     security_group_id: pulumi.Input[str]
+    """The security group of the file system (Lustre from the nodes)."""
     datasets_bucket: pulumi.Input[str]
+    """The bucket the data repository association links the file system to."""
 
 
 class LustreFileSystem(pulumi.ComponentResource):

@@ -77,13 +77,19 @@ class LustreVolume:
 @dataclass(frozen=True)
 class StorageMountsArgs:
     cluster_name: pulumi.Input[str]
+    """The cluster the CSI drivers and their Pod Identity associations belong to."""
     namespace: pulumi.Input[str]
+    """The training namespace that gets the checkpoint and dataset volume claims."""
     region: str
+    """The datasets bucket's region, given to Mountpoint: its pods cannot look it up (IMDS hop limit 1)."""
     kubernetes_version: str
     """Picks the add-on builds pinned in eks_versions.ADDON_VERSIONS."""
     file_system_id: pulumi.Input[str]
+    """The EFS file system of the checkpoint volume."""
     checkpoint_access_point_id: pulumi.Input[str]
+    """The EFS access point the checkpoint volume mounts (the training workload's directory)."""
     datasets_bucket: pulumi.Input[str]
+    """The S3 bucket the datasets volume mounts, read-only."""
     efs_csi_role_arn: pulumi.Input[str] | None = None
     """Given (platform stacks): install the CSI drivers and the storage class. Team stacks leave it
     out and only add their namespace's volumes."""

@@ -37,8 +37,11 @@ def lifecycle_policy(keep_images: int) -> str:
 @dataclass(frozen=True)
 class TrainerRegistryArgs:
     config: RegistryConfig
+    """How many images the lifecycle policy keeps (the rollback depth)."""
     name_prefix: str
+    """Names the repository and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the repository's key trusts."""
 
 
 class TrainerRegistry(pulumi.ComponentResource):

@@ -37,18 +37,31 @@ EFS_CSI_SERVICE_ACCOUNT = "efs-csi-controller-sa"
 @dataclass(frozen=True)
 class WorkloadRolesArgs:
     environment: str
+    """Every role of a non-prod environment also gets the explicit Deny of prod data."""
     region: str
+    """The region of the keys and secrets the roles may use (kms:ViaService) and of their ARNs' partition."""
     cluster_name: str
+    """The one cluster whose Pod Identity may assume the roles."""
     training_namespace: str
+    """The namespace of the trainer's service account."""
     account_id: pulumi.Input[str]
+    """The account whose keys, secrets and roles the policies name."""
     datasets_bucket: pulumi.Input[str]
+    """The bucket the trainer reads datasets from."""
     datasets_external: bool
+    """The datasets bucket is not ours: it may use its own key, which the trainer may decrypt through S3."""
     artifacts_bucket: pulumi.Input[str]
+    """The bucket the trainer writes checkpoints and models to."""
     data_key_arn: pulumi.Input[str]
+    """The key of the datasets and artifacts buckets."""
     secret_arns: Sequence[pulumi.Input[str]]
+    """The training secrets the trainer and External Secrets may read."""
     secrets_key_arn: pulumi.Input[str]
+    """The key of the training secrets."""
     file_system_arn: pulumi.Input[str]
+    """The checkpoint file system the EFS CSI controller may describe."""
     access_point_arns: Sequence[pulumi.Input[str]]
+    """The checkpoint file system's access points the EFS CSI controller may describe."""
 
 
 class WorkloadRoles(pulumi.ComponentResource):
@@ -112,8 +125,11 @@ class WorkloadRoles(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class TrainerServiceAccountArgs:
     cluster_name: pulumi.Input[str]
+    """The cluster of the Pod Identity association."""
     namespace: pulumi.Input[str]
+    """The namespace of the trainer's service account."""
     role_arn: pulumi.Input[str]
+    """The IAM role the service account's pods get."""
 
 
 class TrainerServiceAccount(pulumi.ComponentResource):

@@ -38,12 +38,19 @@ DNS_PORT = 53
 @dataclass(frozen=True)
 class SecurityGroupsArgs:
     vpc_id: pulumi.Input[str]
+    """The VPC the groups are in."""
     vpc_cidr: ipaddress.IPv4Network
+    """The VPC's range, which may reach the endpoints over HTTPS."""
     name_prefix: str
+    """Names the groups."""
     fabric: FabricConfig
+    """The rendezvous ports and NCCL port range the socket fabric group opens."""
     monitoring_ingress: MonitoringIngress
+    """The CIDRs and ports from which metrics and logs may be collected on the nodes."""
     efa_fabric: bool
+    """Some pool has EFA: create the EFA fabric group."""
     socket_fabric: bool
+    """Some GPU pool has no EFA: create the socket fabric group."""
     lustre: bool = False
     """The stack has an FSx for Lustre file system."""
 

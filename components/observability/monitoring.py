@@ -111,12 +111,19 @@ def alerts_topic_policy(topic_arn: str, account_id: str, partition: str) -> str:
 @dataclass(frozen=True)
 class ObservabilityArgs:
     config: ObservabilityConfig
+    """Alarm thresholds, alert recipients and log group retention."""
     cluster_name: str
+    """Names the Container Insights log groups; the agent's role trusts only this cluster's Pod Identity."""
     cluster: aws.eks.Cluster
+    """The cluster the CloudWatch Observability add-on is installed on."""
     kubernetes_version: str
+    """Picks the add-on build pinned in eks_versions.ADDON_VERSIONS."""
     name_prefix: str
+    """Names the alarms, the alert topic and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the alert key, topic and agent role trust."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the add-on: the node groups its agents run on."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the Container Insights log groups (the environment's CloudWatch Logs key)."""
 

@@ -137,11 +137,15 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
 @dataclass(frozen=True)
 class CheckpointCleanupArgs:
     namespace: str
+    """The training namespace whose checkpoint directories are cleaned."""
     image: str
     """The trainer image: its Python runs the script, and it is already pinned and pulled."""
     system_pool: str
+    """The pool the CronJob's pods run on (no GPU is needed)."""
     cleanup: CheckpointCleanupConfig
+    """After how many days a finished job's directory goes, and whether it is only reported (dry run)."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the CronJob: the namespace and its checkpoint volume."""
     checkpoints_sub_path: str | None = None
     """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 

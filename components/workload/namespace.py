@@ -35,10 +35,15 @@ from components.workload.sizing import NamespaceQuota
 @dataclass(frozen=True)
 class TrainingNamespaceArgs:
     name: str
+    """The namespace's name."""
     environment: str
+    """Labels the namespace (gpu-training/environment)."""
     team: str | None
+    """A team stack's team, labelled on the namespace; None for the platform's."""
     quota: NamespaceQuota
+    """The GPUs, CPUs and memory the namespace may request at most."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the namespace (platform stacks: the node groups)."""
 
 
 class TrainingNamespace(pulumi.ComponentResource):

@@ -274,11 +274,17 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
 @dataclass(frozen=True)
 class TrainingJobArgs:
     job: JobConfig
+    """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
     pool: NodePoolConfig
+    """The pool the job's pods run on: its instance type sizes the pods."""
     fabric: FabricConfig
+    """The rendezvous port and the NCCL port range the pods use."""
     namespace: str
+    """The training namespace the JobSet goes to."""
     local_queue: str
+    """The Kueue LocalQueue the job is submitted to."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the JobSet: e.g. the queue, the volumes and the secrets."""
     checkpoints_sub_path: str | None = None
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 
