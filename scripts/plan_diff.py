@@ -217,7 +217,7 @@ CostFigures = dict[str, float]
 
 
 def load_cost_model() -> Callable[[list[dict[str, Any]]], CostFigures] | None:
-    """The stack cost model of this checkout (the cost issue), or None while it does not exist.
+    """The stack cost model of this checkout (components/facts/cost_model.py), or None while it does not exist.
 
     Both refs are priced with this one model, so the delta shows what the change does to the
     stack, not a price table update."""

@@ -1,5 +1,5 @@
 """Device plugins: without them a node never advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa`
-(the seed's "GPU not detected"). Each runs only on nodes that have the hardware: the EFA plugin
+(the "GPU not detected" go-live check, verify/checks.py). Each runs only on nodes that have the hardware: the EFA plugin
 crashes on nodes without EFA, and neither should occupy CPU nodes.
 """
 

@@ -1,4 +1,4 @@
-"""Watching training: Container Insights with GPU metrics, logs, and the seed's alarms.
+"""Watching training: Container Insights with GPU metrics, logs, and the training alarms.
 
 - The `amazon-cloudwatch-observability` EKS add-on runs the CloudWatch agent (enhanced Container
   Insights, NVIDIA GPU metrics through DCGM) and Fluent Bit, which ships every container's

@@ -5,8 +5,8 @@
 - ResourceQuota caps GPUs (`requests.nvidia.com/gpu`, the only form Kubernetes accepts for
   extended resources), CPU and memory at what the namespace's pools can ever hold; Kueue's
   ClusterQueue decides the fair share inside that cap.
-- LimitRange gives every container default requests and a memory limit (the seed: always set
-  limits; memory is what a leaking trainer exhausts, while CPU shares already keep every pod's
+- LimitRange gives every container default requests and a memory limit (no container runs
+  without limits; memory is what a leaking trainer exhausts, while CPU shares already keep every pod's
   CPU request, so CPU is not capped by default).
 - NetworkPolicies (enforced by the VPC CNI): deny by default; allow traffic between the
   namespace's own pods (rendezvous and NCCL), DNS, HTTPS out (AWS APIs through the VPC
