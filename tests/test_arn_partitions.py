@@ -1,4 +1,4 @@
-"""ARNs name the partition of the stack's region: a stack planned in AWS GovCloud names no arn:aws: ARN."""
+"""ARNs name the partition of the stack's region: a stack or a bootstrap planned in AWS GovCloud names no arn:aws: ARN."""
 
 from __future__ import annotations
 
@@ -28,6 +28,16 @@ def test_a_gov_cloud_stack_names_only_gov_cloud_arns():
     from plan import synthesize
 
     plan = synthesize("dev", overrides=gov_cloud_overrides())
+    inputs = json.dumps([record["inputs"] for record in plan.resources])
+    partitions = set(re.findall(r"\barn:([a-z-]*):", inputs))
+    assert partitions == {"aws-us-gov"}, "ARNs of another partition: " + ", ".join(
+        sorted(set(re.findall(r"\barn:aws:[^\"\\]{0,60}", inputs))))
+
+
+def test_a_gov_cloud_bootstrap_names_only_gov_cloud_arns():
+    from plan import synthesize
+
+    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap", overrides={"region": GOV_REGION})
     inputs = json.dumps([record["inputs"] for record in plan.resources])
     partitions = set(re.findall(r"\barn:([a-z-]*):", inputs))
     assert partitions == {"aws-us-gov"}, "ARNs of another partition: " + ", ".join(
