@@ -11,7 +11,7 @@ Each figure is the wall time of a fresh process, as `make plan` / `make plans` p
 - floor + imports:  the same, after importing every provider SDK module the real plan loads
 - typed floor:      floor + imports, the resources being provider SDK resources with one tag
                     each: the SDK's own work for a typed resource, which no real program avoids
-Goals (issue 18): all plans <= 2x prod plan; prod plan <= 1.1x floor + imports.
+Goals: all plans <= 2x prod plan; prod plan <= 1.1x floor + imports.
 Then bench/plan_profile.py: where a prod synthesis spends its time.
 """
 

@@ -13,7 +13,7 @@ only ever add time.
   in training; its first epoch is a warm-up), against the cheapest read of the same chunks in
   the same order: one memoryview copy per region (features, labels) out of a warm mapping into
   the same two buffers, offsets computed beforehand. Startup to the first batch is printed
-  apart. Goal (issue 11): >= 0.8. Printed beside it, not a goal: the loader's reader alone, in
+  apart. Goal: >= 0.8. Printed beside it, not a goal: the loader's reader alone, in
   one process (about 1x the floor: the floor must stay the cheapest read).
 - checkpoint save: `AsyncCheckpointer.save` + `wait` (copy to host memory, write while hashing,
   fsync, rename, marker, directory fsyncs, pruning the previous one) against a write + fsync of

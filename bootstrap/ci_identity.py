@@ -19,6 +19,7 @@ import pulumi_aws as aws
 from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from bootstrap.state import StateBackend
+from components.facts.regions import arn_partition
 from components.identity.policies import bucket_arn
 
 PREVIEW_SESSION_SECONDS = 3600
@@ -116,9 +117,13 @@ class CiIdentity(pulumi.ComponentResource):
         aws.iam.RolePolicyAttachment(f"{resource_name}-project-scope", role=role.name, policy_arn=scope.arn,
                                      opts=pulumi.ResourceOptions(parent=self))
 
+    def _state_bucket_arn(self) -> pulumi.Output[str]:
+        partition = arn_partition(self._args.config.region)
+        return self._args.state.bucket.bucket.apply(lambda bucket: bucket_arn(bucket, partition))
+
     def _preview_policy(self, environment: str) -> pulumi.Output[str]:
         state, config = self._args.state, self._args.config
-        arns = (state.bucket.bucket.apply(bucket_arn), state.state_key.arn, state.secrets_keys[environment].arn)
+        arns = (self._state_bucket_arn(), state.state_key.arn, state.secrets_keys[environment].arn)
         return pulumi.Output.all(*arns).apply(
             lambda arns: json.dumps(policies.preview_policy(
                 config, environment, bucket_arn=arns[0], state_key_arn=arns[1], secrets_key_arn=arns[2]), sort_keys=True))
@@ -130,7 +135,7 @@ class CiIdentity(pulumi.ComponentResource):
         """A document of bootstrap/policies.py that names the account and the bootstrap's resources."""
         state, config = self._args.state, self._args.config
         names = sorted(state.secrets_keys)
-        inputs = (self._args.account_id, state.bucket.bucket.apply(bucket_arn), state.state_key.arn, self.oidc_provider_arn,
+        inputs = (self._args.account_id, self._state_bucket_arn(), state.state_key.arn, self.oidc_provider_arn,
                   *(state.secrets_keys[env].arn for env in names))
         return pulumi.Output.all(*inputs).apply(
             lambda values: json.dumps(document(

@@ -114,7 +114,7 @@ def _parse_github(section: Section) -> GithubConfig:
     ids.finish()
     provider = section.optional_string(
         "oidcProviderArn", check=lambda v: None if OIDC_PROVIDER_ARN.fullmatch(v) else "is not the ARN of a GitHub OIDC provider",
-        fix="use arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or leave it out to create one")
+        fix="use arn:<partition>:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or leave it out to create one")
     section.finish()
     return GithubConfig(repository=repository, subject_claims=subject_claims, owner_id=owner_id,
                         repository_id=repository_id, oidc_provider_arn=provider)

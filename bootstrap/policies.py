@@ -36,6 +36,7 @@ from typing import Any
 from bootstrap.config import BootstrapConfig, EnvironmentCi, GithubConfig
 from components.common.kms import log_group_pattern
 from components.config.stack import ENVIRONMENTS
+from components.facts.regions import arn_partition
 from components.identity.policies import prod_bucket_patterns
 
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
@@ -169,21 +170,22 @@ PROJECT_TAG = "project"
 # aws:ResourceTag in the Service Authorization Reference (as udondan/iam-floyd@50d8b534
 # lib/generated/policy-statements/<service>.ts records it: every FSx type, SNS's topic, which
 # Subscribe/Unsubscribe/Publish/GetSubscriptionAttributes are checked against too).
+# (ARNs without "arn:<partition>:", which the bootstrap's region gives: in_partition.)
 PROJECT_SCOPED_RESOURCES = (
-    *(f"arn:aws:ec2:*:*:{kind}/*" for kind in (
+    *(f"ec2:*:*:{kind}/*" for kind in (
         "elastic-ip", "image", "instance", "internet-gateway", "launch-template", "natgateway", "network-acl",
         "placement-group", "route-table", "security-group", "snapshot", "subnet", "volume", "vpc", "vpc-endpoint",
         "vpc-flow-log", "vpc-peering-connection")),
-    *(f"arn:aws:eks:*:*:{kind}/*" for kind in (
+    *(f"eks:*:*:{kind}/*" for kind in (
         "access-entry", "addon", "cluster", "fargateprofile", "identityproviderconfig", "nodegroup",
         "podidentityassociation")),
-    "arn:aws:kms:*:*:key/*",
-    "arn:aws:secretsmanager:*:*:secret:*",
-    "arn:aws:elasticfilesystem:*:*:file-system/*",
-    "arn:aws:elasticfilesystem:*:*:access-point/*",
-    "arn:aws:ecr:*:*:repository/*",
-    "arn:aws:fsx:*:*:*",
-    "arn:aws:sns:*:*:*",
+    "kms:*:*:key/*",
+    "secretsmanager:*:*:secret:*",
+    "elasticfilesystem:*:*:file-system/*",
+    "elasticfilesystem:*:*:access-point/*",
+    "ecr:*:*:repository/*",
+    "fsx:*:*:*",
+    "sns:*:*:*",
 )
 PROJECT_EXEMPT_ACTIONS = (
     "ec2:Describe*", "ec2:Get*", "ec2:CreateTags", "ec2:AllocateAddress", "ec2:CreateFlowLogs",
@@ -230,7 +232,14 @@ NEVER_ACTIONS = ("ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnecti
 # them without the provider's default tags (aws/containers-roadmap#608) but tagged for the Cluster
 # Autoscaler's discovery, k8s.io/cluster-autoscaler/<cluster> = owned (EKS User Guide, "Managed
 # node groups"; the autoscaler's own role is scoped by that tag in components/cluster/autoscaler.py).
-AUTOSCALING_GROUPS = "arn:aws:autoscaling:*:*:autoScalingGroup:*"
+AUTOSCALING_GROUPS = "autoscaling:*:*:autoScalingGroup:*"
+"""(Without its partition, as PROJECT_SCOPED_RESOURCES.)"""
+
+
+def in_partition(config: BootstrapConfig, *arns_without_partition: str) -> list[str]:
+    """`arn:<partition of the bootstrap's region>:` + each."""
+    partition = arn_partition(config.region)
+    return [f"arn:{partition}:{arn}" for arn in arns_without_partition]
 
 
 def cluster_name(stacks_project: str, environment: str) -> str:
@@ -273,9 +282,9 @@ def boundary_policy_name(stacks_project: str, environment: str) -> str:
     return f"{stacks_project}-boundary-{environment}"
 
 
-def boundary_policy_arn(stacks_project: str, environment: str, account_id: str) -> str:
+def boundary_policy_arn(stacks_project: str, environment: str, account_id: str, partition: str) -> str:
     """What the stack files set as `iamPermissionsBoundary`."""
-    return f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(stacks_project, environment)}"
+    return f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(stacks_project, environment)}"
 
 
 def services_linked_to(resource_type: str, inputs: Mapping[str, Any]) -> set[str]:
@@ -441,8 +450,8 @@ def image_policy(config: BootstrapConfig, environment: str, *, account_id: str, 
     Then ECR: a login token (GetAuthorizationToken has no resource type: AWS requires Resource
     "*"; docker's requests with the token are still authorized as this role, by the statement
     below) and IMAGE_PUSH_ACTIONS on the environment's trainer repository only."""
-    project, region = config.stacks_project, config.region
-    repository = f"arn:aws:ecr:{region}:{account_id}:repository/{trainer_repository_name(project, environment)}"
+    project, region, partition = config.stacks_project, config.region, arn_partition(config.region)
+    repository = f"arn:{partition}:ecr:{region}:{account_id}:repository/{trainer_repository_name(project, environment)}"
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "FindStateOfPlatformStack", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
          "Condition": {"StringEquals": {"s3:prefix": stack_checkpoint_prefix(project, environment)}}},
@@ -458,18 +467,19 @@ def image_policy(config: BootstrapConfig, environment: str, *, account_id: str, 
 def _bootstrap_resources(config: BootstrapConfig, *, account_id: str, bucket_arn: str, state_key_arn: str,
                          secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> list[str]:
     """What the bootstrap owns: the state bucket, its keys, the CI identity and the boundaries."""
-    project = config.stacks_project
+    project, partition = config.stacks_project, arn_partition(config.region)
     return [bucket_arn, f"{bucket_arn}/*", state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items())),
-            f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
-            f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]
+            f"arn:{partition}:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
+            f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]
 
 
 def _other_environments_data(config: BootstrapConfig, environment: str) -> list[str]:
     """Buckets and Secrets Manager secrets of the other environments, by name (stacks name them so)."""
     project, others = config.stacks_project, [env for env in ENVIRONMENTS if env != environment]
+    partition = arn_partition(config.region)
     return [arn for env in others for arn in (
-        f"arn:aws:s3:::{project}-{env}-*", f"arn:aws:s3:::{project}-{env}-*/*",
-        f"arn:aws:secretsmanager:*:*:secret:{project}/{env}/*")]
+        f"arn:{partition}:s3:::{project}-{env}-*", f"arn:{partition}:s3:::{project}-{env}-*/*",
+        f"arn:{partition}:secretsmanager:*:*:secret:{project}/{env}/*")]
 
 
 def _deny_other_environments(environment: str) -> dict[str, Any]:
@@ -504,21 +514,21 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     if environment != "prod":
         # Prod buckets by any name (a non-prod stack may read an existing datasets bucket).
         statements.append({"Sid": "DenyProdBuckets", "Effect": "Deny", "Action": ["s3:*"],
-                           "Resource": prod_bucket_patterns()})
+                           "Resource": prod_bucket_patterns(arn_partition(config.region))})
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
                   secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
     """`secrets_key_arns`: every environment's secrets-provider key (the others are denied)."""
-    project, region = config.stacks_project, config.region
-    role_arns = f"arn:aws:iam::{account_id}:role/*"
+    project, region, partition = config.stacks_project, config.region, arn_partition(config.region)
+    role_arns = f"arn:{partition}:iam::{account_id}:role/*"
     own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
     services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES, *NAME_SCOPED_SERVICES})
     prefix = cluster_name(project, environment)
     own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
-    bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id)}
-    attachable = [f"arn:aws:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
+    bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id, partition)}
+    attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
     statements: list[dict[str, Any]] = [
         # The state of this environment's stacks, nothing else in the bucket.
@@ -536,13 +546,13 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Action": [*(f"{service}:*" for service in services), *NAME_SCOPED_READS],
          "Resource": ["*"], "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
         {"Sid": "ManageEnvironmentLogsAndAlarms", "Effect": "Allow", "Action": ["cloudwatch:*", "logs:*"], "Resource": [
-            f"arn:aws:logs:{region}:{account_id}:log-group:{log_group_pattern(prefix)}",
-            f"arn:aws:cloudwatch:{region}:{account_id}:alarm:{prefix}-*"]},
+            f"arn:{partition}:logs:{region}:{account_id}:log-group:{log_group_pattern(prefix)}",
+            f"arn:{partition}:cloudwatch:{region}:{account_id}:alarm:{prefix}-*"]},
         # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
-         "Resource": [f"arn:aws:budgets::{account_id}:budget/{project}-{environment}-*"]},
+         "Resource": [f"arn:{partition}:budgets::{account_id}:budget/{project}-{environment}-*"]},
         {"Sid": "ManageEnvironmentBuckets", "Effect": "Allow", "Action": ["s3:*"],
-         "Resource": [f"arn:aws:s3:::{project}-{environment}-*"]},
+         "Resource": [f"arn:{partition}:s3:::{project}-{environment}-*"]},
         # IAM: roles of this environment only (they carry its tag from the stacks' provider), and
         # every role it creates or gives permissions to carries the environment's boundary.
         {"Sid": "CreateBoundedEnvironmentRoles", "Effect": "Allow", "Action": ["iam:CreateRole"],
@@ -556,11 +566,11 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
         {"Sid": "UseEnvironmentRoles", "Effect": "Allow", "Action": list(ROLE_ACTIONS), "Resource": [role_arns],
          "Condition": {"StringEquals": own_tag}},
         {"Sid": "ReadManagedPolicies", "Effect": "Allow", "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
-         "Resource": ["arn:aws:iam::aws:policy/*"]},
+         "Resource": [f"arn:{partition}:iam::aws:policy/*"]},
         {"Sid": "CreateServiceLinkedRoles", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}}},
         {"Sid": "LetFsxReachLinkedBuckets", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
-         "Resource": [f"arn:aws:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"]},
+         "Resource": [f"arn:{partition}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"]},
         # Never: another environment's resources, the bootstrap, the boundary itself, other roles
         # by chaining (other projects' resources: deploy_scope_policy).
         _deny_other_environments(environment),
@@ -575,11 +585,11 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
         {"Sid": "DenyManagingBootstrapKeys", "Effect": "Deny", "NotAction": ["kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": [state_key_arn, secrets_key_arns[environment]]},
         {"Sid": "DenyBootstrapAliases", "Effect": "Deny", "Action": ["kms:*"],
-         "Resource": [f"arn:aws:kms:*:{account_id}:alias/{project}-pulumi-*"]},
+         "Resource": [f"arn:{partition}:kms:*:{account_id}:alias/{project}-pulumi-*"]},
         {"Sid": "DenyCiIdentityAndBoundaries", "Effect": "Deny", "Action": ["iam:*"],
-         "Resource": [f"arn:aws:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
-                      f"arn:aws:iam::{account_id}:policy/{boundary_policy_name(project, '*')}",
-                      f"arn:aws:iam::{account_id}:policy/{ci_role_pattern(project)}"]},
+         "Resource": [f"arn:{partition}:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
+                      f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(project, '*')}",
+                      f"arn:{partition}:iam::{account_id}:policy/{ci_role_pattern(project)}"]},
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
     ]
     if other_keys:
@@ -592,30 +602,30 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
     attached to the deploy role beside its inline one, which it could not hold as well (IAM User
     Guide, "IAM and AWS STS quotas": 10,240 characters of inline policy per role, 6,144 per
     managed policy). The deploy role can neither change nor detach it (DenyCiIdentityAndBoundaries)."""
-    project = config.stacks_project
+    project, partition = config.stacks_project, arn_partition(config.region)
     prefix = cluster_name(project, environment)
     project_tag = {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(PROJECT_EXEMPT_ACTIONS),
-         "Resource": list(PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
+         "Resource": in_partition(config, *PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
         {"Sid": "DenyOtherTopicNames", "Effect": "Deny", "Action": list(SNS_TOPIC_ACTIONS),
-         "NotResource": [f"arn:aws:sns:*:*:{prefix}-*"]},
+         "NotResource": [f"arn:{partition}:sns:*:*:{prefix}-*"]},
         # The cluster's node group groups, or the project's (keys of one operator: both must fail).
         {"Sid": "DenyOtherAutoScalingGroups", "Effect": "Deny", "NotAction": ["autoscaling:Describe*"],
-         "Resource": [AUTOSCALING_GROUPS], "Condition": {"StringNotEquals": {
+         "Resource": in_partition(config, AUTOSCALING_GROUPS), "Condition": {"StringNotEquals": {
              f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{prefix}": "owned"}}},
         {"Sid": "DenySharingAndPeering", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
         # A data repository association exports a file system's files to a bucket: its creation is
         # exempt above (the new association has no tags), not on another project's file system.
         {"Sid": "DenyLinkingOtherFileSystems", "Effect": "Deny", "Action": ["fsx:CreateDataRepositoryAssociation"],
-         "Resource": ["arn:aws:fsx:*:*:file-system/*"], "Condition": project_tag},
+         "Resource": [f"arn:{partition}:fsx:*:*:file-system/*"], "Condition": project_tag},
         # Tagging an existing EC2 resource (no ec2:CreateAction: not tag-on-create) needs it to be
         # the project's already. Security groups excepted: the VPC's default group is created
         # untagged by EC2 and adopted by the stack (aws.ec2.DefaultSecurityGroup), which tags it
         # first, then changes its rules (terraform-provider-aws internal/service/ec2/
         # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate).
         {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
-         "Resource": [arn for arn in PROJECT_SCOPED_RESOURCES
-                      if arn.startswith("arn:aws:ec2:") and ":security-group/" not in arn],
+         "Resource": in_partition(config, *(arn for arn in PROJECT_SCOPED_RESOURCES
+                                           if arn.startswith("ec2:") and ":security-group/" not in arn)),
          "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
     ]}

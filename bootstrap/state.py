@@ -19,6 +19,7 @@ from bootstrap.config import BootstrapConfig
 from components.common import iam
 from components.common.kms import KEY_DELETION_WINDOW_DAYS
 from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
+from components.facts.regions import arn_partition
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class StateBackend(pulumi.ComponentResource):
             description=f"{self._args.config.stacks_project}: {description}",
             enable_key_rotation=True,
             deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-            policy=self._args.account_id.apply(iam.key_policy),
+            policy=self._args.account_id.apply(lambda account: iam.key_policy(account, arn_partition(self._args.config.region))),
             tags=tags,
             # Losing this key loses every secret in every stack's config: never deleted by a destroy.
             opts=pulumi.ResourceOptions(parent=self, protect=True),

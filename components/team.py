@@ -182,7 +182,7 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
 
 def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.ResourceOptions, *,
                trust: pulumi.Input[str], policy: pulumi.Input[str] | None, name: str | None = None) -> aws.iam.Role:
-    role = workload_role(resource_name, name=name, trust=trust, environment=config.environment,
+    role = workload_role(resource_name, name=name, trust=trust, environment=config.environment, region=config.region,
                          tags={"workload": resource_name}, opts=opts)
     if policy is not None:
         role_policy(resource_name, role, policy, opts)

@@ -13,7 +13,8 @@ No Pulumi CLI, no provider plugins, no network, no credentials. Usage:
 
 Writes <out>/resources.json (every registered resource: type, name, urn, custom, parent, provider,
 inputs as the engine receives them, secrets as "[secret]", whole numbers as integers, the URNs
-each input depends on, and retainOnDelete where set), <out>/outputs.json (the stack outputs,
+each input depends on, retainOnDelete and aliases (the URNs a renamed resource had) where set),
+<out>/outputs.json (the stack outputs,
 redacted the same way) and <out>/manifests/ (one YAML file per Kubernetes object), and prints a
 summary. The files are deterministic: the same commit writes the same bytes, whether a stack is
 planned alone or with others. Warnings of the config (e.g. the end of EKS standard support
@@ -69,6 +70,7 @@ from components.config.stack import stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
+from components.facts.regions import arn_partition  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -199,10 +201,11 @@ def _availability_zone(region: str, zone_id: str) -> dict:
 # token here against bootstrap/policies.py PROGRAM_INVOKES.
 INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
-        "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
+        "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:{arn_partition(region)}:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
         "userId": "offline-plan", "id": MOCK_ACCOUNT_ID},
-    "aws:index/getPartition:getPartition": lambda region, args: {"partition": "aws", "dnsSuffix": "amazonaws.com",
-                                                                 "id": "aws"},
+    # (dnsSuffix is the aws partition's: nothing the programs build reads it.)
+    "aws:index/getPartition:getPartition": lambda region, args: {"partition": arn_partition(region),
+                                                                 "dnsSuffix": "amazonaws.com", "id": arn_partition(region)},
     "aws:index/getAvailabilityZone:getAvailabilityZone": lambda region, args: _availability_zone(region, args["zoneId"]),
 }
 
@@ -222,7 +225,8 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         self.inputs[(args.typ, args.name)] = args.inputs
         state = dict(args.inputs)
-        state.setdefault("arn", f"arn:aws:mock:{self.region}:{MOCK_ACCOUNT_ID}:{args.typ.split(':')[-1].lower()}/{args.name}")
+        kind = args.typ.split(":")[-1].lower()
+        state.setdefault("arn", f"arn:{arn_partition(self.region)}:mock:{self.region}:{MOCK_ACCOUNT_ID}:{kind}/{args.name}")
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
         if args.typ == "pulumi:pulumi:StackReference":
@@ -273,11 +277,28 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             }
             if request.retainOnDelete:  # `pulumi destroy` leaves it in place: reviewers should see that
                 record["retainOnDelete"] = True
+            # A component renamed with an alias is moved by the engine, not replaced. (Provider
+            # resources carry the provider's own type renames, pulumi-aws's BucketV2 -> Bucket: not ours.)
+            if not request.custom and (aliases := self._alias_urns(request)):
+                record["aliases"] = aliases
             self.records.append(record)
             key = (request.type, request.name)
             self.parents[key] = None if top_level else _urn_key(request.parent)
             self.dependencies[key] = frozenset(_urn_key(urn) for urn in request.dependencies)
         return response
+
+    def _alias_urns(self, request) -> list[str]:
+        """The URNs a resource's own aliases name, as the engine resolves them (its children's
+        inherited aliases are the engine's to derive, and their keys in the plan do not change)."""
+        urns: set[str] = set()
+        for alias in request.aliases:
+            if not alias.HasField("spec"):
+                urns.add(engine_urn(alias.urn))
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else spec.parentUrn or request.parent
+            urns.add(engine_urn(self.make_urn(parent, spec.type or request.type, spec.name or request.name)))
+        return sorted(urns)
 
 
 class _WarningRecorder(logging.Handler):

@@ -164,26 +164,37 @@ class ResourceDiff:
     manifests_added: list[str] = field(default_factory=list)
     manifests_removed: list[str] = field(default_factory=list)
     manifests_changed: dict[str, list[Change]] = field(default_factory=dict)
+    renamed: dict[Key, Key] = field(default_factory=dict)
+    """head key -> base key, where the head resource's alias names the base resource's URN: the
+    engine moves it to the new URN (children follow their parent's alias), nothing is replaced."""
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed or self.manifests_added or self.manifests_removed
-                    or self.manifests_changed)
+                    or self.manifests_changed or self.renamed)
+
+
+def renamed_resources(base: StackPlan, head: StackPlan) -> dict[Key, Key]:
+    """Head resources (not in base under their own key) whose alias is a base resource's URN."""
+    base_key_of_urn = {record.get("urn"): key for key, record in base.resources.items()}
+    return {key: base_key_of_urn[alias] for key, record in head.resources.items() if key not in base.resources
+            for alias in record.get("aliases", []) if alias in base_key_of_urn}
 
 
 def diff_stack(base: StackPlan, head: StackPlan) -> ResourceDiff:
     """Kubernetes objects are reported with their manifests; everything else as resources."""
-    result = ResourceDiff()
-    keys = sorted(set(base.resources) | set(head.resources))
+    result = ResourceDiff(renamed=renamed_resources(base, head))
+    keys = sorted((set(base.resources) - set(result.renamed.values())) | set(head.resources))
     for key in keys:
         if is_manifest_type(key[0]):
             continue
-        if key not in base.resources:
+        base_key = result.renamed.get(key, key)
+        if base_key not in base.resources:
             result.added.append(key)
         elif key not in head.resources:
             result.removed.append(key)
         else:
-            old, new = base.resources[key], head.resources[key]
+            old, new = base.resources[base_key], head.resources[key]
             changes = diff_values({"inputs": old["inputs"], "provider": old.get("provider")},
                                   {"inputs": new["inputs"], "provider": new.get("provider")})
             if changes:
@@ -206,7 +217,7 @@ CostFigures = dict[str, float]
 
 
 def load_cost_model() -> Callable[[list[dict[str, Any]]], CostFigures] | None:
-    """The stack cost model of this checkout (the cost issue), or None while it does not exist.
+    """The stack cost model of this checkout (components/facts/cost_model.py), or None while it does not exist.
 
     Both refs are priced with this one model, so the delta shows what the change does to the
     stack, not a price table update."""
@@ -318,21 +329,31 @@ def _type_name(type_token: str) -> str:
     return type_token.rsplit(":", 1)[-1] if ":" in type_token else type_token
 
 
+def _renamed_cell(key: Key, base_key: Key) -> str:
+    return f"`{key[0]}`, renamed (alias) from `{base_key[0]}`, not replaced"
+
+
 def render_stack(stack: str, diff: ResourceDiff, head: StackPlan, costs: tuple[CostFigures, CostFigures] | None) -> list[str]:
     counts = [f"{len(diff.added)} to add", f"{len(diff.changed)} to change", f"{len(diff.removed)} to remove"]
     manifest_count = len(diff.manifests_added) + len(diff.manifests_changed) + len(diff.manifests_removed)
+    if diff.renamed:
+        counts.append(f"{len(diff.renamed)} renamed (alias)")
     lines = [f"### `{stack}`: {', '.join(counts)}; {manifest_count} Kubernetes manifests changed", ""]
     replacements: list[str] = []
-    if diff.added or diff.removed or diff.changed:
+    if diff.added or diff.removed or diff.changed or diff.renamed:
         lines += ["| | resource | type | changed inputs |", "|---|---|---|---|"]
         for key in diff.added:
             lines.append(f"| + | `{key[2]}` | {_type_name(key[0])} | |")
+        for key, base_key in diff.renamed.items():
+            if key not in diff.changed:
+                lines.append(f"| → | `{key[2]}` | {_renamed_cell(key, base_key)} | |")
         for key, changes in diff.changed.items():
             forcing = replacement_paths(key[0], changes)
             mark = "±" if forcing else "~"
             if forcing:
                 replacements.append(f"`{key[2]}` ({_type_name(key[0])}): {', '.join(f'`{p}`' for p in forcing)}")
-            lines.append(f"| {mark} | `{key[2]}` | {_type_name(key[0])} | {_changes_cell(changes)} |")
+            type_cell = _renamed_cell(key, diff.renamed[key]) if key in diff.renamed else _type_name(key[0])
+            lines.append(f"| {mark} | `{key[2]}` | {type_cell} | {_changes_cell(changes)} |")
         for key in diff.removed:
             lines.append(f"| - | `{key[2]}` | {_type_name(key[0])} | |")
         lines.append("")

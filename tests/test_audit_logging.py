@@ -67,7 +67,7 @@ def test_every_log_group_is_encrypted_with_the_environments_logs_key(stack, plan
     ("/aws/lambda/some-function", False),
 ])
 def test_the_logs_key_admits_only_this_environments_groups(name, admitted):
-    (service,) = [s for s in statements(logs_key_policy(ACCOUNT, region=REGION, name_prefix="gpu-training-prod"))
+    (service,) = [s for s in statements(logs_key_policy(ACCOUNT, "aws", region=REGION, name_prefix="gpu-training-prod"))
                   if "Service" in s["Principal"]]
     pattern = service["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
     assert fnmatchcase(log_group_arn(name), pattern) is admitted

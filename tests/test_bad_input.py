@@ -1,4 +1,4 @@
-"""Bad input, family by family (issue 12): every example of the issue, and more of each kind.
+"""Bad input, family by family: the examples that once failed badly, and more of each kind.
 
 Each case must end in ConfigError (exit 2 from the CLIs) whose messages name the key or the file
 and line, say how to fix it, show no secret and stay small; never in a traceback, and never in a
@@ -74,7 +74,7 @@ def one(errors: list[str], key: str, text: str) -> None:
 # --- 1. a value that failed validation is never used by a later check -----------------------------
 
 FAILED_VALUES = [
-    # the issue's example: a one-letter typo in a pool a job and the quota use (was KeyError)
+    # a one-letter typo in a pool a job and the quota use (once a KeyError)
     ("typo-in-second-type", {"instanceTypes": ["g6.2xlarge", "g5.2xlarg"]}, "nodePools[1].instanceTypes[1]", "not an instance type"),
     ("typo-in-first-type", {"instanceTypes": ["g6.2xlarg", "g5.2xlarge"]}, "nodePools[1].instanceTypes[0]", "not an instance type"),
     ("types-without-brackets", {"instanceTypes": "g6.48xlarge"}, "nodePools[1].instanceTypes", "must be a list"),

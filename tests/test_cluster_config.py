@@ -58,7 +58,7 @@ POOL_CASES = [
     ("bad-taint-key", gpu_pool(taints=[{"key": "bad key!!", "value": "x", "effect": "NoSchedule"}]), "nodePools[1].taints[0]", "not a valid Kubernetes label or taint"),
     ("pool-key-typo", gpu_pool(instanceType=["g6.12xlarge"]), "nodePools[1].instanceType", "did you mean 'instanceTypes'"),
     ("duplicate-name", {**SYSTEM}, "nodePools", "names two pools the same"),
-    # Capacity and zones of GPU pools (issue 10).
+    # Capacity and zones of GPU pools.
     ("reservation-without-id", RESERVED_P5, "nodePools[1].capacityReservationId", "needs its reservation id"),
     ("reservation-id-malformed", {**RESERVED_P5, "capacityReservationId": "cr-12345"}, "nodePools[1].capacityReservationId",
      "is not a capacity reservation id"),

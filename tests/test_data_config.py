@@ -153,10 +153,10 @@ def test_names_prod_data(name, is_prod):
 def test_prod_bucket_patterns_agree_with_the_config_rule():
     """IAM's deny patterns and the config check must call the same names production data."""
     from fnmatch import fnmatchcase
-    patterns = policies.prod_bucket_patterns()
+    patterns = policies.prod_bucket_patterns("aws")
     for name in ("gpu-training-prod-datasets-123456789012", "acme-prod", "prod-data", "ml.production.raw", "prod",
                  "prodigy-data", "gpu-training-dev-datasets-123456789012", "reproduction"):
-        denied = any(fnmatchcase(policies.bucket_arn(name), p) for p in patterns)
+        denied = any(fnmatchcase(policies.bucket_arn(name, "aws"), p) for p in patterns)
         assert denied is names_prod_data(name), name
 
 

@@ -1,4 +1,4 @@
-"""What a real p5 job needs, read off the synthesised plans (issue 10's acceptance)."""
+"""What a real p5 job needs (EFA, its capacity, its zone), read off the synthesised plans."""
 
 from __future__ import annotations
 

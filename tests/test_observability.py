@@ -1,4 +1,4 @@
-"""Container Insights, log retention and the seed's alarms, per platform stack."""
+"""Container Insights, log retention and the training alarms, per platform stack."""
 
 import pytest
 from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
@@ -26,7 +26,7 @@ def test_container_insights_with_gpu_metrics_and_retained_logs(stack, plan_of):
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
-def test_seed_alarms_notify_an_encrypted_topic(stack, plan_of):
+def test_the_training_alarms_notify_an_encrypted_topic(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     (topic,) = plan.of_type("aws:sns/topic:Topic")
     assert topic["inputs"]["kmsMasterKeyId"].endswith("/observability-alerts-key")

@@ -99,6 +99,33 @@ def test_a_stack_summary_lists_adds_changes_replacements_removals_and_manifests(
     assert "added `namespace-cluster-x.yaml`" in text
 
 
+OLD_TYPE, NEW_TYPE = "gpu-training:storage:DataBuckets", "gpu-training:data:DataBuckets"
+
+
+def component(type_token: str, inputs: dict | None = None, aliases: tuple[str, ...] = ()) -> dict:
+    result = {**record(type_token, "storage", inputs or {}), "urn": f"urn:pulumi:dev::gpu-training::{type_token}::storage"}
+    return {**result, "aliases": list(aliases)} if aliases else result
+
+
+RENAME_CASES = [
+    # (head aliases, head inputs, expected renamed, added, removed, changed)
+    ((f"urn:pulumi:dev::gpu-training::{OLD_TYPE}::storage",), {}, True, 0, 0, 0),
+    ((f"urn:pulumi:dev::gpu-training::{OLD_TYPE}::storage",), {"bucket": "b"}, True, 0, 0, 1),
+    ((), {}, False, 1, 1, 0),  # a new type without an alias: the engine deletes and creates it
+    (("urn:pulumi:dev::gpu-training::gpu-training:other:DataBuckets::storage",), {}, False, 1, 1, 0),
+]
+
+
+@pytest.mark.parametrize(("aliases", "inputs", "renamed", "added", "removed", "changed"), RENAME_CASES)
+def test_a_resource_whose_alias_names_a_base_urn_is_renamed_not_replaced(aliases, inputs, renamed, added, removed, changed):
+    base, head = stack_plan(component(OLD_TYPE)), stack_plan(component(NEW_TYPE, inputs, aliases))
+    diff = diff_stack(base, head)
+    assert (bool(diff.renamed), len(diff.added), len(diff.removed), len(diff.changed)) == (renamed, added, removed, changed)
+    text = "\n".join(render_stack("dev", diff, head, None))
+    assert (f"`{NEW_TYPE}`, renamed (alias) from `{OLD_TYPE}`, not replaced" in text) == renamed
+    assert ("1 renamed (alias)" in text) == renamed and not diff.empty
+
+
 def test_cost_rows_show_before_after_and_delta():
     base = stack_plan(record("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.0.0.0/16"}))
     head = stack_plan(record("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.1.0.0/16"}))

@@ -1,12 +1,14 @@
-"""The zone table (components/facts/regions.py) agrees with EC2's own list (as shipped in moto)."""
+"""The zone table (components/facts/regions.py) agrees with EC2's own list (as shipped in moto); a Region's
+ARN partition is the one botocore puts it in."""
 
 import json
 from pathlib import Path
 
 import botocore
+import pytest
 from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
 
-from components.facts.regions import ARN_PARTITIONS, ZONES, availability_zone_ids, availability_zones
+from components.facts.regions import ARN_PARTITIONS, ZONES, arn_partition, availability_zone_ids, availability_zones
 from components.facts.zones import zone_id_prefix
 
 EC2_ZONES = {region: [z for z in zones if z.zone_type == "availability-zone"]
@@ -39,3 +41,21 @@ def test_zone_names_and_ids():
 def test_the_arn_partitions_are_botocores():
     partitions = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())["partitions"]
     assert sorted(p["id"] for p in partitions) == sorted(ARN_PARTITIONS)
+
+
+@pytest.mark.parametrize(("region", "partition"), [
+    ("us-east-1", "aws"), ("eu-west-1", "aws"), ("il-central-1", "aws"),
+    ("us-gov-west-1", "aws-us-gov"), ("us-gov-east-1", "aws-us-gov"),
+    ("cn-north-1", "aws-cn"), ("cn-northwest-1", "aws-cn"),
+    ("us-iso-east-1", "aws-iso"), ("us-isob-east-1", "aws-iso-b"), ("us-isof-south-1", "aws-iso-f"),
+    ("eu-isoe-west-1", "aws-iso-e"), ("eusc-de-east-1", "aws-eusc"),
+])
+def test_a_regions_arn_partition(region, partition):
+    assert arn_partition(region) == partition
+
+
+def test_every_region_botocore_knows_is_in_the_partition_botocore_puts_it_in():
+    partitions = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())["partitions"]
+    regions = {region: p["id"] for p in partitions for region in p["regions"] if not region.endswith("-global")}
+    assert len(regions) > 30, "botocore lists no regions: the test would pass on nothing"
+    assert {region: arn_partition(region) for region in regions} == regions

@@ -87,7 +87,7 @@ def test_buckets_have_every_control(stack, plan_of):
         policy = statements(controls("aws:s3/bucketPolicy:BucketPolicy")["policy"])
         tls = next(s for s in policy if s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}})
         assert tls["Effect"] == "Deny" and tls["Principal"] == "*" and tls["Action"] == "s3:*"
-        assert set(tls["Resource"]) == {bucket_arn(bucket["bucket"]), f"{bucket_arn(bucket['bucket'])}/*"}
+        assert set(tls["Resource"]) == {bucket_arn(bucket["bucket"], "aws"), f"{bucket_arn(bucket['bucket'], 'aws')}/*"}
 
         rules = {r["id"]: r for r in controls("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")["rules"]}
         assert all(r["status"] == "Enabled" for r in rules.values())
@@ -283,7 +283,7 @@ def test_pod_identity_bindings(stack, plan_of):
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_trainer_reaches_only_its_own_data(stack, plan_of):
     plan = plan_of(stack)
-    datasets, artifacts = (bucket_arn(f"gpu-training-{stack}-{p}-{ACCOUNT}") for p in ("datasets", "artifacts"))
+    datasets, artifacts = (bucket_arn(f"gpu-training-{stack}-{p}-{ACCOUNT}", "aws") for p in ("datasets", "artifacts"))
     allowed = {s["Sid"]: s for s in role_policy(plan, "workload-roles-trainer-access")}
     assert all(s["Effect"] == "Allow" for s in allowed.values())
     assert allowed["ReadDatasets"]["Action"] == ["s3:GetObject"] and allowed["ReadDatasets"]["Resource"] == [f"{datasets}/*"]
@@ -302,10 +302,10 @@ def test_trainer_reaches_only_its_own_data(stack, plan_of):
 
 def test_non_prod_roles_can_never_reach_prod_data(plan_of):
     """Explicit Deny on dev and staging roles; every prod bucket falls under it, no own bucket does."""
-    prod_buckets = [bucket_arn(b["bucket"]) for b in by_name(plan_of("prod"), BUCKET).values()]
+    prod_buckets = [bucket_arn(b["bucket"], "aws") for b in by_name(plan_of("prod"), BUCKET).values()]
     for stack in ("dev", "staging"):
         plan = plan_of(stack)
-        own_buckets = [bucket_arn(b["bucket"]) for b in by_name(plan, BUCKET).values()]
+        own_buckets = [bucket_arn(b["bucket"], "aws") for b in by_name(plan, BUCKET).values()]
         for role in ("trainer", "secrets-sync", "efs-csi"):
             denies = {s["Sid"]: s for s in role_policy(plan, f"workload-roles-{role}-deny-prod-data")}
             assert all(s["Effect"] == "Deny" for s in denies.values())

@@ -1,6 +1,6 @@
 """scripts/verify against a fake Kubernetes API (tests/fake_kube.py) and moto's CloudWatch: the
-healthy prod cluster passes every check; each broken scenario fails exactly its check, with the
-seed's diagnosis (the likely cause and the command that shows it). The stack outputs are the
+healthy prod cluster passes every check; each broken scenario fails exactly its check, with its
+diagnosis (the likely cause and the command that shows it). The stack outputs are the
 ones the offline plan of prod writes, read through --outputs like a user would."""
 
 from __future__ import annotations

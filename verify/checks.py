@@ -1,7 +1,7 @@
-"""The go-live checks of the seed, against a live cluster: what `pulumi up` promised (the stack's
+"""The go-live checks, against a live cluster: what `pulumi up` promised (the stack's
 outputs) and what the cluster, the trainer's logs and Container Insights show.
 
-Each check returns one result; a failure carries the seed's likely cause and the command that
+Each check returns one result; a failure carries its likely cause and the command that
 shows it. Names of the controllers are the ones their pinned charts render (see CONTROLLERS).
 """
 
@@ -37,7 +37,7 @@ EXTERNAL_SECRETS = ("external-secrets.io", "v1", "externalsecrets")
 # Restarts of the whole gang that spent the failure budget (disruptions, e.g. spot, do not).
 RESTART_LOOP_GANG_RESTARTS = 2
 RESTART_LOOP_CONTAINER_RESTARTS = 3
-# The seed's healthy band: "GPU utilisation ... above 80%".
+# A healthy training job, as the go-live requirement puts it: "GPU utilisation ... above 80%".
 DEFAULT_GPU_THRESHOLD = 80.0
 DEFAULT_GPU_WINDOW_MINUTES = 10
 # The least time without a step that counts as a hang (the jobs' default heartbeatTimeoutSeconds);

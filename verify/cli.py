@@ -13,7 +13,7 @@ from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_o
 EXIT_USAGE = 2
 
 DESCRIPTION = """\
-Go-live checks of a deployed stack (the seed's list): nodes Ready, GPUs and EFA advertised as the
+Go-live checks of a deployed stack: nodes Ready, GPUs and EFA advertised as the
 pools promise, controllers available, the training secret synced; with --job, a training job
 admitted by Kueue, its pods Running with no OOMKilled or restart loop, its logs showing the trainer
 initialised, data loaded and the loss falling, checkpoints on schedule and GPU utilisation from
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job", action="append", default=[], metavar="NAME",
                    help="also check this training job of the stack (repeatable)")
     p.add_argument("--gpu-threshold", type=float, default=80.0, metavar="PERCENT",
-                   help="healthy GPU utilisation, average per pod over the window (default 80, the seed's band)")
+                   help="healthy GPU utilisation, average per pod over the window (default 80, the go-live requirement)")
     p.add_argument("--gpu-window", type=int, default=10, metavar="MINUTES",
                    help="how far back to average Container Insights' pod_gpu_utilization (default 10)")
     p.add_argument("--nccl", metavar="POOL",

@@ -27,7 +27,7 @@ MIN_TREND_POINTS = 10
 FALLING_Z = -1.645
 # The test is O(n^2); an even subsample keeps the trend and bounds the work.
 MAX_TREND_POINTS = 400
-# A checkpoint is late when the gap exceeds this many periods (the seed: "on the expected period").
+# A checkpoint is late when the gap exceeds this many periods (checkpoints must land "on the expected period").
 LATE_PERIODS = 2
 # No logged step for this many of the usual gaps between logged steps is a hang.
 STALL_INTERVALS = 3

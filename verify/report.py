@@ -1,5 +1,5 @@
-"""Check results and the report: one line per check, and for a failure the seed's likely cause
-and the command that shows it."""
+"""Check results and the report: one line per check, and for a failure its likely cause and the
+command that shows it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Status(StrEnum):
 @dataclass(frozen=True)
 class Diagnosis:
     cause: str
-    """The likely cause, in the seed's troubleshooting terms."""
+    """The likely cause, as the check table of docs/verify.md states it."""
     command: str
     """The command that shows it."""
 

@@ -34,7 +34,9 @@ NODE_MONITORING_AGENT_CONFIGURATION = {"dcgmAgent": {"tolerations": [{"operator"
 @dataclass(frozen=True)
 class ClusterAddonsArgs:
     cluster: Cluster
+    """The cluster the add-ons are installed on."""
     node_groups: Sequence[aws.eks.NodeGroup]
+    """CoreDNS and the node monitoring agent wait for these: they need nodes to run on."""
 
 
 class ClusterAddons(pulumi.ComponentResource):

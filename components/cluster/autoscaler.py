@@ -22,6 +22,7 @@ from components.common.helm import helm_release
 from components.config import NodePoolConfig
 from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
+from components.facts.regions import arn_partition
 
 # One chart for every minor; the image tag per minor comes from facts/eks_versions.py (no chart
 # packages CA 1.36, and the chart's image tag is a value). 9.57.0 and later grant the autoscaler
@@ -49,14 +50,23 @@ DESCRIBE_ACTIONS = [
 @dataclass(frozen=True)
 class ClusterAutoscalerArgs:
     cluster_name: str
+    """Finds the node groups by tag k8s.io/cluster-autoscaler/<name>: auto-discovery and the role's scope."""
     cluster: aws.eks.Cluster
+    """The cluster the autoscaler's Pod Identity association and Helm release belong to."""
     kubernetes_version: str
+    """Picks the autoscaler image of the cluster's minor version (CLUSTER_AUTOSCALER_IMAGE_TAGS)."""
     region: str
+    """The autoscaler's AWS region (awsRegion) and that of the node group ARNs it may describe."""
     account_id: pulumi.Input[str]
+    """The account of the node groups the autoscaler may describe."""
     pools: tuple[NodePoolConfig, ...]
+    """The node pools it scales, in the order of the expander's priorities."""
     system_pool: str
+    """The pool the autoscaler itself runs on (never scaled to zero)."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the release: the node groups it runs on and the ProvisioningRequest CRD."""
     scale_down: ScaleDownConfig
+    """When an empty or underused node is removed."""
 
 
 def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
@@ -66,7 +76,8 @@ def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
             sid="ScaleOnlyThisClustersGroups",
             conditions={"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
         ),
-        iam.statement(["eks:DescribeNodegroup"], [f"arn:aws:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
+        iam.statement(["eks:DescribeNodegroup"],
+                      [f"arn:{arn_partition(region)}:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
                       sid="ReadThisClustersNodeGroups"),
         iam.statement(DESCRIBE_ACTIONS, ["*"], sid="DescribeOnly"),
     )

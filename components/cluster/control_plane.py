@@ -22,23 +22,37 @@ from components.common.eks_addons import managed_addon
 from components.common.kms import customer_key
 from components.config import ClusterConfig
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
+from components.facts.regions import arn_partition
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
-ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # View excludes Secrets, unlike AmazonEKSAdminViewPolicy.
-READ_ONLY_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+READ_ONLY_POLICY = "AmazonEKSViewPolicy"
+
+
+def access_policy_arn(partition: str, name: str) -> str:
+    """An EKS cluster access policy: like a managed IAM policy, AWS's, one per partition."""
+    return f"arn:{partition}:eks::aws:cluster-access-policy/{name}"
 
 
 @dataclass(frozen=True)
 class ClusterArgs:
     config: ClusterConfig
+    """Version, upgrade policy, endpoint access, admin and read-only principals, log retention."""
     cluster_name: str
+    """The EKS cluster's name, also in its log group and its node groups' tags."""
     region: str
+    """For the kubeconfig's `aws eks get-token` and the partition of the AWS managed policy ARNs."""
     environment: str
+    """dev, staging or prod: prod's cluster gets deletion protection."""
     kubernetes_service_cidr: str
+    """The range Kubernetes Services get their IPs from; must not overlap the VPC."""
     private_subnet_ids: list[pulumi.Input[str]]
+    """Where the control plane's network interfaces go."""
     control_plane_security_group_id: pulumi.Input[str]
+    """The extra security group on the control plane's interfaces."""
     account_id: pulumi.Input[str]
+    """The account the Kubernetes secrets key and the VPC CNI role trust."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the control plane's log group (the environment's CloudWatch Logs key)."""
 
@@ -138,8 +152,8 @@ class Cluster(pulumi.ComponentResource):
             assume_role_policy=iam.service_trust_policy("eks.amazonaws.com", actions=("sts:AssumeRole", "sts:TagSession")),
             opts=child,
         )
-        aws.iam.RolePolicyAttachment(f"{self._name}-cluster-policy", role=role.name,
-                                     policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy", opts=child)
+        cluster_policy = iam.managed_policy_arn(arn_partition(self._args.region), "AmazonEKSClusterPolicy")
+        aws.iam.RolePolicyAttachment(f"{self._name}-cluster-policy", role=role.name, policy_arn=cluster_policy, opts=child)
         aws.iam.RolePolicy(
             f"{self._name}-cluster-secrets-key",
             role=role.id,
@@ -151,8 +165,9 @@ class Cluster(pulumi.ComponentResource):
 
     def _create_access_entries(self) -> None:
         config = self._args.config
-        grants = [(arn, ADMIN_POLICY, "admin") for arn in config.admin_principals]
-        grants += [(arn, READ_ONLY_POLICY, "view") for arn in config.read_only_principals]
+        partition = arn_partition(self._args.region)
+        grants = [(arn, access_policy_arn(partition, ADMIN_POLICY), "admin") for arn in config.admin_principals]
+        grants += [(arn, access_policy_arn(partition, READ_ONLY_POLICY), "view") for arn in config.read_only_principals]
         for arn, policy_arn, level in grants:
             principal = arn.split(":", 5)[-1].replace("/", "-")
             entry = aws.eks.AccessEntry(
@@ -183,7 +198,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         aws.iam.RolePolicyAttachment(f"{self._name}-vpc-cni-policy", role=cni_role.name,
-                                     policy_arn="arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+                                     policy_arn=iam.managed_policy_arn(arn_partition(self._args.region), "AmazonEKS_CNI_Policy"),
                                      opts=pulumi.ResourceOptions(parent=self))
         pod_identity_agent = self.addon("eks-pod-identity-agent")
         return [

@@ -1,5 +1,5 @@
 """Device plugins: without them a node never advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa`
-(the seed's "GPU not detected"). Each runs only on nodes that have the hardware: the EFA plugin
+(the "GPU not detected" go-live check, verify/checks.py). Each runs only on nodes that have the hardware: the EFA plugin
 crashes on nodes without EFA, and neither should occupy CPU nodes.
 """
 
@@ -57,8 +57,11 @@ NVIDIA_ONLY_VALUES = {
 @dataclass(frozen=True)
 class DevicePluginsArgs:
     nvidia: bool
+    """Some pool has GPUs: install the NVIDIA device plugin."""
     efa: bool
+    """Some pool has EFA interfaces: install the EFA device plugin."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the plugins: e.g. the node groups they run on."""
 
 
 class DevicePlugins(pulumi.ComponentResource):

@@ -23,31 +23,42 @@ import pulumi_aws as aws
 from components.cluster import node_bootstrap
 from components.cluster.pool_scheduling import NODE_TEMPLATE, node_group_name, node_labels, node_taints, node_template_tags
 from components.common import iam
+from components.common.partition import provider_partition
+from components.common.renames import renamed_from
 from components.config import Capacity, NodePoolConfig
 from components.config.node_pools import RESERVED_CAPACITY, TAINT_EFFECTS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import efa_interfaces
 
+# The AWS managed policies of the node role, by purpose.
 NODE_ROLE_POLICIES = {
-    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "ecr-pull": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "worker": "AmazonEKSWorkerNodePolicy",
+    "ecr-pull": "AmazonEC2ContainerRegistryPullOnly",
     # Shell access through SSM Session Manager instead of SSH: no port 22 anywhere.
-    "ssm": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    "ssm": "AmazonSSMManagedInstanceCore",
 }
 
 
 @dataclass(frozen=True)
 class NodePoolsArgs:
     pools: tuple[NodePoolConfig, ...]
+    """One EKS managed node group (with its launch template) per pool."""
     cluster_name: str
+    """Prefixes the node group and launch template names."""
     cluster: aws.eks.Cluster
+    """The cluster the node groups join; they follow its Kubernetes version."""
     boot_addons: Sequence[aws.eks.Addon]
+    """Add-ons nodes need to become Ready (VPC CNI, Pod Identity agent): created before the node groups."""
     private_subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
+    """Availability zone name -> private subnet id: a pool's zones pick its subnets."""
     zone_names_by_id: Mapping[str, str]
     """The account's AZ name of every AZ ID a pool names (resolved through the provider)."""
     node_security_group_id: pulumi.Input[str]
+    """The security group of every node."""
     efa_fabric_security_group_id: pulumi.Input[str] | None
+    """The fabric group of EFA pools; None when no pool has EFA."""
     socket_fabric_security_group_id: pulumi.Input[str] | None
+    """The fabric group of GPU pools without EFA (NCCL over sockets); None when there is none."""
     launch_tags: Mapping[str, str]
     """Cost tags for the instances, volumes and interfaces a pool launches: the provider's default
     tags do not reach a launch template's tag_specifications (hashicorp/terraform-provider-aws#19387)."""
@@ -57,7 +68,8 @@ class NodePools(pulumi.ComponentResource):
     node_groups: dict[str, aws.eks.NodeGroup]
 
     def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:compute:NodePools", name, None, opts)
+        super().__init__("gpu-training:cluster:NodePools", name, None,
+                         renamed_from("gpu-training:compute:NodePools", opts))
         self._name, self._args = name, args
         self._node_role = self._create_node_role()
         self.node_groups = {pool.name: self._create_pool(pool) for pool in args.pools}
@@ -69,8 +81,10 @@ class NodePools(pulumi.ComponentResource):
             assume_role_policy=iam.service_trust_policy("ec2.amazonaws.com"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for purpose, arn in NODE_ROLE_POLICIES.items():
-            aws.iam.RolePolicyAttachment(f"{self._name}-node-{purpose}", role=role.name, policy_arn=arn,
+        partition = provider_partition(self)
+        for purpose, policy in NODE_ROLE_POLICIES.items():
+            aws.iam.RolePolicyAttachment(f"{self._name}-node-{purpose}", role=role.name,
+                                         policy_arn=partition.apply(lambda p, policy=policy: iam.managed_policy_arn(p, policy)),
                                          opts=pulumi.ResourceOptions(parent=self))
         return role
 
@@ -84,29 +98,36 @@ class NodePools(pulumi.ComponentResource):
         return [self._args.node_security_group_id, fabric]
 
     def _create_pool(self, pool: NodePoolConfig) -> aws.eks.NodeGroup:
-        args = self._args
         prefix = f"{self._name}-{pool.name}"
-        child = pulumi.ResourceOptions(parent=self)
-        group_name = node_group_name(args.cluster_name, pool)
+        group_name = node_group_name(self._args.cluster_name, pool)
+        launch_template = self._create_launch_template(pool, prefix, group_name)
+        node_group = self._create_node_group(pool, prefix, group_name, launch_template)
+        self._tag_auto_scaling_group(prefix, pool, node_group)
+        return node_group
 
-        placement = None
+    def _placement(self, pool: NodePoolConfig, prefix: str, group_name: str) -> aws.ec2.LaunchTemplatePlacementArgs | None:
+        """Where the pool's instances launch: the reservation's placement group, a new cluster
+        placement group (created here) or, for pools without EFA and capacity blocks, none."""
         # A capacity block's instances are already placed together in an EC2 UltraCluster (EC2 API
         # CapacityBlock), and AWS ParallelCluster rejects placement groups with capacity blocks
         # (aws/aws-parallelcluster#6311): no placement group there.
         # A reservation made in a cluster placement group (EC2 recommends it for cluster launches,
         # EC2 User Guide "Placement group rules and limitations") is launched into that group, so
         # the pool names it (placementGroup) instead of getting a new, empty one.
-        if pool.efa and pool.capacity != Capacity.CAPACITY_BLOCK:
-            if pool.placement_group:
-                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
-            else:
-                placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
-                                                         opts=child)
-                placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+        if not pool.efa or pool.capacity == Capacity.CAPACITY_BLOCK:
+            return None
+        if pool.placement_group:
+            return aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
+        placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
+                                                 opts=pulumi.ResourceOptions(parent=self))
+        return aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
 
+    def _create_launch_template(self, pool: NodePoolConfig, prefix: str, group_name: str) -> aws.ec2.LaunchTemplate:
+        args = self._args
+        placement = self._placement(pool, prefix, group_name)
         security_groups = self._security_groups(pool)
         interfaces = efa_interfaces(INSTANCE_TYPES[pool.instance_types[0]]) if pool.efa else ()
-        launch_template = aws.ec2.LaunchTemplate(
+        return aws.ec2.LaunchTemplate(
             f"{prefix}-lt",
             name=group_name,
             description=f"Node pool {pool.name} of {args.cluster_name}",
@@ -142,9 +163,13 @@ class NodePools(pulumi.ComponentResource):
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**args.launch_tags, "Name": group_name})
                 for kind in ("instance", "volume", "network-interface")
             ],
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        node_group = aws.eks.NodeGroup(
+
+    def _create_node_group(self, pool: NodePoolConfig, prefix: str, group_name: str,
+                           launch_template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroup:
+        args = self._args
+        return aws.eks.NodeGroup(
             f"{prefix}-nodegroup",
             cluster_name=args.cluster.name,
             node_group_name=group_name,
@@ -177,8 +202,6 @@ class NodePools(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
-        self._tag_auto_scaling_group(prefix, pool, node_group)
-        return node_group
 
     def _subnet_id(self, zone: str) -> pulumi.Input[str]:
         """The private subnet of a pool's zone, given by name or by AZ ID (resolved and checked

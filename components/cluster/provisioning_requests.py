@@ -36,6 +36,7 @@ def provisioning_request_crd() -> dict[str, Any]:
 @dataclass(frozen=True)
 class ProvisioningRequestApiArgs:
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the CRD is applied: e.g. the node groups."""
 
 
 class ProvisioningRequestApi(pulumi.ComponentResource):

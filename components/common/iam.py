@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PARTITION = "aws"
+
+def managed_policy_arn(partition: str, name: str) -> str:
+    """An AWS managed policy: owned by the account `aws`, but one copy per partition."""
+    return f"arn:{partition}:iam::aws:policy/{name}"
 
 
 def statement(actions: list[str], resources: list[Any], *, sid: str | None = None,
@@ -37,7 +40,7 @@ def pod_identity_trust_policy(account_id: str) -> str:
                                 actions=("sts:AssumeRole", "sts:TagSession"))
 
 
-def key_policy(account_id: str, *extra: dict[str, Any]) -> str:
+def key_policy(account_id: str, partition: str, *extra: dict[str, Any]) -> str:
     """The key policy every customer key gets: the account (through IAM policies) may use and
     administer it. Without this statement a key can become unmanageable; permissions to use
     the key are then granted, narrowly, by the roles' own IAM policies. `extra` statements are
@@ -45,7 +48,7 @@ def key_policy(account_id: str, *extra: dict[str, Any]) -> str:
     return policy({
         "Sid": "EnableIamPolicies",
         "Effect": "Allow",
-        "Principal": {"AWS": f"arn:{PARTITION}:iam::{account_id}:root"},
+        "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
         "Action": "kms:*",
         "Resource": "*",
     }, *extra)

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common import iam
+from components.common.partition import provider_partition
 
 # Scheduled deletion waits this long: a key deleted by mistake can be recovered in that window,
 # and everything encrypted under a deleted key is lost for good.
@@ -23,17 +24,17 @@ LOGS_KEY_ACTIONS = ["kms:Decrypt*", "kms:Describe*", "kms:Encrypt*", "kms:Genera
 
 
 def customer_key(resource_name: str, *, alias: str, description: str, account_id: pulumi.Input[str],
-                 parent: pulumi.Resource, policy: Callable[[str], str] = iam.key_policy) -> aws.kms.Key:
+                 parent: pulumi.Resource, policy: Callable[[str, str], str] = iam.key_policy) -> aws.kms.Key:
     """A symmetric key with yearly rotation (FSBP KMS.4), an explicit key policy (by default the
     account root's: roles get use of the key through their own IAM policies) and an alias.
 
-    `policy` maps the account id to the key policy document."""
+    `policy` maps the account id and the provider's ARN partition to the key policy document."""
     key = aws.kms.Key(
         resource_name,
         description=description,
         enable_key_rotation=True,
         deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-        policy=pulumi.Output.from_input(account_id).apply(policy),
+        policy=pulumi.Output.all(account_id, provider_partition(parent)).apply(lambda v: policy(v[0], v[1])),
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.kms.Alias(resource_name, name=f"alias/{alias}", target_key_id=key.key_id,
@@ -48,11 +49,11 @@ def log_group_pattern(name_prefix: str) -> str:
     return f"/aws/*/{name_prefix}/*"
 
 
-def logs_key_policy(account_id: str, *, region: str, name_prefix: str) -> str:
+def logs_key_policy(account_id: str, partition: str, *, region: str, name_prefix: str) -> str:
     """The account root (as for every key) plus CloudWatch Logs of this region, for this
     environment's log groups only: the encryption context names the log group each use is for."""
-    root = json.loads(iam.key_policy(account_id))["Statement"]
-    log_groups = f"arn:{iam.PARTITION}:logs:{region}:{account_id}:log-group:{log_group_pattern(name_prefix)}"
+    root = json.loads(iam.key_policy(account_id, partition))["Statement"]
+    log_groups = f"arn:{partition}:logs:{region}:{account_id}:log-group:{log_group_pattern(name_prefix)}"
     return iam.policy(*root, {
         "Sid": "CloudWatchLogsOfThisEnvironment",
         "Effect": "Allow",
@@ -76,5 +77,5 @@ class LogsKey(pulumi.ComponentResource):
             f"{name}-key", alias=f"{name_prefix}-logs",
             description=f"{name_prefix}: CloudWatch log groups (flow logs, control plane, Container Insights)",
             account_id=account_id, parent=self,
-            policy=lambda account: logs_key_policy(account, region=region, name_prefix=name_prefix))
+            policy=lambda account, partition: logs_key_policy(account, partition, region=region, name_prefix=name_prefix))
         self.register_outputs({"keyArn": self.key.arn})

@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common import iam
+from components.common.partition import provider_partition
 from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, owner_only
 from components.identity import policies
 
@@ -35,18 +36,18 @@ def log_prefix(source_bucket_purpose: str) -> str:
     return f"{source_bucket_purpose}/"
 
 
-def access_log_bucket_policy(log_bucket: str, sources: Sequence[tuple[str, str]], account_id: str) -> str:
+def access_log_bucket_policy(log_bucket: str, sources: Sequence[tuple[str, str]], account_id: str, partition: str) -> str:
     """TLS only (FSBP S3.5), like every bucket; and S3 log delivery may write, under each source's
     prefix, only logs of our own source buckets. `sources`: (source bucket name, prefix)."""
-    tls_only = json.loads(policies.tls_only_bucket_policy(log_bucket))["Statement"]
+    tls_only = json.loads(policies.tls_only_bucket_policy(log_bucket, partition))["Statement"]
     return iam.policy(*tls_only, {
         "Sid": "S3ServerAccessLogDelivery",
         "Effect": "Allow",
         "Principal": {"Service": LOGGING_SERVICE},
         "Action": "s3:PutObject",
-        "Resource": [f"{policies.bucket_arn(log_bucket)}/{prefix}*" for _, prefix in sources],
+        "Resource": [f"{policies.bucket_arn(log_bucket, partition)}/{prefix}*" for _, prefix in sources],
         "Condition": {
-            "ArnLike": {"aws:SourceArn": [policies.bucket_arn(source) for source, _ in sources]},
+            "ArnLike": {"aws:SourceArn": [policies.bucket_arn(source, partition) for source, _ in sources]},
             "StringEquals": {"aws:SourceAccount": account_id},
         },
     })
@@ -70,8 +71,8 @@ def access_log_bucket(resource_name: str, *, bucket_name: pulumi.Input[str], sou
         versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
     aws.s3.BucketPolicy(
         resource_name, bucket=bucket.id,
-        policy=pulumi.Output.all(bucket.bucket, sources, account_id).apply(
-            lambda values: access_log_bucket_policy(values[0], values[1], values[2])),
+        policy=pulumi.Output.all(bucket.bucket, sources, account_id, provider_partition(parent)).apply(
+            lambda values: access_log_bucket_policy(values[0], values[1], values[2], values[3])),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[public_access]))
     aws.s3.BucketLifecycleConfiguration(
         resource_name, bucket=bucket.id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from components.common.partition import provider_partition
 from components.identity import policies
 
 # A multipart upload that has not finished in a week never will; its parts still cost money.
@@ -42,7 +43,9 @@ def secure_bucket(name: str, bucket: aws.s3.Bucket, *, key_arn: pulumi.Input[str
         name, bucket=bucket.id,
         versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
     aws.s3.BucketPolicy(
-        name, bucket=bucket.id, policy=bucket.bucket.apply(policies.tls_only_bucket_policy),
+        name, bucket=bucket.id,
+        policy=pulumi.Output.all(bucket.bucket, provider_partition(parent)).apply(
+            lambda v: policies.tls_only_bucket_policy(v[0], v[1])),
         # The public access block must exist first, or AWS evaluates the policy without it.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[public_access]))
     return versioning

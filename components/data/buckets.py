@@ -19,6 +19,7 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.config.storage import StorageConfig, bucket_name
 from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
 from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
@@ -28,10 +29,15 @@ from components.identity import policies
 @dataclass(frozen=True)
 class DataBucketsArgs:
     config: StorageConfig
+    """The storage section: existing datasets bucket, retention days, Lustre."""
     project: str
+    """First part of every bucket name (<project>-<environment>-<purpose>-<account>)."""
     environment: str
+    """Second part of every bucket name."""
     name_prefix: str
+    """Names the data key's alias and description."""
     account_id: pulumi.Input[str]
+    """Last part of every bucket name (bucket names are global), and the account the data key trusts."""
     region: str = ""
     """Needed when FSx for Lustre reads the datasets bucket (storage.lustre)."""
 
@@ -43,7 +49,8 @@ class DataBuckets(pulumi.ComponentResource):
     artifacts_bucket: pulumi.Output[str]
 
     def __init__(self, name: str, args: DataBucketsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:DataBuckets", name, None, opts)
+        super().__init__("gpu-training:data:DataBuckets", name, None,
+                         renamed_from("gpu-training:storage:DataBuckets", opts))
         self._name, self._args = name, args
         config = args.config
         self.data_key = customer_key(f"{name}-data-key", alias=f"{args.name_prefix}-data",
@@ -72,13 +79,13 @@ class DataBuckets(pulumi.ComponentResource):
                                              for purpose in logged]),
             account_id=args.account_id, retention_days=args.config.access_log_retention_days, parent=self)
 
-    def _key_policy(self) -> Callable[[str], str]:
+    def _key_policy(self) -> Callable[[str, str], str]:
         """The account-root policy, plus FSx's access to our datasets bucket when it is linked to
         FSx for Lustre (an existing bucket's key is its owner's to extend)."""
         args = self._args
         if args.config.lustre is None or args.config.datasets_bucket:
             return iam.key_policy
-        return lambda account: iam.key_policy(account, policies.fsx_datasets_key_statement(
+        return lambda account, partition: iam.key_policy(account, partition, policies.fsx_datasets_key_statement(
             account_id=account, region=args.region,
             bucket=bucket_name(args.project, args.environment, "datasets", account)))
 

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.identity import policies
 
 # The trainer image runs as 1000:1000 (trainer/Dockerfile); files on EFS are written as that user.
@@ -58,13 +59,17 @@ def access_point(resource_name: str, *, file_system_id: pulumi.Input[str], workl
 @dataclass(frozen=True)
 class CheckpointFileSystemArgs:
     name_prefix: str
+    """Names the file system, its key alias and its access points."""
     account_id: pulumi.Input[str]
+    """The account the file system's key trusts."""
     private_subnet_ids: Mapping[str, pulumi.Input[str]]
     """Availability zone -> private subnet id; one mount target each."""
     security_group_id: pulumi.Input[str]
+    """The security group of the mount targets (NFS from the nodes)."""
     workloads: tuple[str, ...]
     """One access point (and root directory) per workload, e.g. ("training",)."""
     backups: bool
+    """Turns on AWS Backup's daily backups of the file system."""
 
 
 class CheckpointFileSystem(pulumi.ComponentResource):
@@ -74,7 +79,8 @@ class CheckpointFileSystem(pulumi.ComponentResource):
     mount_targets: list[aws.efs.MountTarget]
 
     def __init__(self, name: str, args: CheckpointFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:CheckpointFileSystem", name, None, opts)
+        super().__init__("gpu-training:data:CheckpointFileSystem", name, None,
+                         renamed_from("gpu-training:storage:CheckpointFileSystem", opts))
         self._args = args
         child = pulumi.ResourceOptions(parent=self)
         self.key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-checkpoints-efs",

@@ -27,6 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.config.storage import LustreConfig
 from components.facts.file_systems import LUSTRE_VERSION
 
@@ -43,12 +44,17 @@ AUTO_IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 @dataclass(frozen=True)
 class LustreFileSystemArgs:
     config: LustreConfig
+    """Deployment type, capacity, throughput per TiB and zone of the file system."""
     name_prefix: str
+    """Names the file system and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the file system's key trusts."""
     subnet_id: pulumi.Input[str]
     """The private subnet of config.availability_zone."""
     security_group_id: pulumi.Input[str]
+    """The security group of the file system (Lustre from the nodes)."""
     datasets_bucket: pulumi.Input[str]
+    """The bucket the data repository association links the file system to."""
 
 
 class LustreFileSystem(pulumi.ComponentResource):
@@ -57,7 +63,8 @@ class LustreFileSystem(pulumi.ComponentResource):
     datasets: aws.fsx.DataRepositoryAssociation
 
     def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:LustreFileSystem", name, None, opts)
+        super().__init__("gpu-training:data:LustreFileSystem", name, None,
+                         renamed_from("gpu-training:storage:LustreFileSystem", opts))
         child = pulumi.ResourceOptions(parent=self)
         config = args.config
         self.key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-lustre",

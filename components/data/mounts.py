@@ -37,6 +37,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common.eks_addons import managed_addon
+from components.common.renames import renamed_from
 from components.data import training_data
 from components.data.file_system import TRAINER_GID, TRAINER_UID
 from components.data.lustre import CHECKPOINTS_DIR, DATASETS_PATH
@@ -76,13 +77,19 @@ class LustreVolume:
 @dataclass(frozen=True)
 class StorageMountsArgs:
     cluster_name: pulumi.Input[str]
+    """The cluster the CSI drivers and their Pod Identity associations belong to."""
     namespace: pulumi.Input[str]
+    """The training namespace that gets the checkpoint and dataset volume claims."""
     region: str
+    """The datasets bucket's region, given to Mountpoint: its pods cannot look it up (IMDS hop limit 1)."""
     kubernetes_version: str
     """Picks the add-on builds pinned in eks_versions.ADDON_VERSIONS."""
     file_system_id: pulumi.Input[str]
+    """The EFS file system of the checkpoint volume."""
     checkpoint_access_point_id: pulumi.Input[str]
+    """The EFS access point the checkpoint volume mounts (the training workload's directory)."""
     datasets_bucket: pulumi.Input[str]
+    """The S3 bucket the datasets volume mounts, read-only."""
     efs_csi_role_arn: pulumi.Input[str] | None = None
     """Given (platform stacks): install the CSI drivers and the storage class. Team stacks leave it
     out and only add their namespace's volumes."""
@@ -102,7 +109,8 @@ class StorageMounts(pulumi.ComponentResource):
     the workload's own directory); on Lustre, the checkpoints directory beside the datasets."""
 
     def __init__(self, name: str, args: StorageMountsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:storage:StorageMounts", name, None, opts)
+        super().__init__("gpu-training:data:StorageMounts", name, None,
+                         renamed_from("gpu-training:storage:StorageMounts", opts))
         self._name, self._args = name, args
         self.checkpoints_sub_path = CHECKPOINTS_DIR if args.lustre is not None else None
         if args.efs_csi_role_arn is not None:

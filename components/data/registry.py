@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.kms import customer_key
+from components.common.renames import renamed_from
 from components.config.registry import RegistryConfig
 
 UNTAGGED_EXPIRY_DAYS = 1
@@ -36,8 +37,11 @@ def lifecycle_policy(keep_images: int) -> str:
 @dataclass(frozen=True)
 class TrainerRegistryArgs:
     config: RegistryConfig
+    """How many images the lifecycle policy keeps (the rollback depth)."""
     name_prefix: str
+    """Names the repository and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the repository's key trusts."""
 
 
 class TrainerRegistry(pulumi.ComponentResource):
@@ -45,7 +49,8 @@ class TrainerRegistry(pulumi.ComponentResource):
     repository_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: TrainerRegistryArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:registry:TrainerRegistry", name, None, opts)
+        super().__init__("gpu-training:data:TrainerRegistry", name, None,
+                         renamed_from("gpu-training:registry:TrainerRegistry", opts))
         child = pulumi.ResourceOptions(parent=self)
         key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-registry",
                            description=f"{args.name_prefix}: ECR images", account_id=args.account_id, parent=self)

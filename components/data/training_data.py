@@ -56,7 +56,7 @@ def volume_mounts(checkpoints_sub_path: str | None = None) -> list[dict[str, Any
 
 def secret_env(secret_names: Iterable[str]) -> list[dict[str, Any]]:
     """`env` entries: each secret as an env var read from `training-secrets` (wandb-api-key ->
-    WANDB_API_KEY). Secrets as env vars are the seed's ask; CIS 4.4.1 prefers files: an accepted,
+    WANDB_API_KEY). Env vars are where trainers read such tokens (W&B reads WANDB_API_KEY); CIS 4.4.1 prefers files: an accepted,
     documented exception (checkov CKV_K8S_35 skip on the workload)."""
     return [{"name": env_var_name(name), "valueFrom": {"secretKeyRef": {"name": SECRET_NAME, "key": name}}}
             for name in sorted(secret_names)]

@@ -24,6 +24,16 @@ REGIONS_AS_OF = "2026-11"
 ARN_PARTITIONS = ("aws", "aws-cn", "aws-eusc", "aws-iso", "aws-iso-b", "aws-iso-e", "aws-iso-f", "aws-us-gov")
 ARN_PARTITION = "(?:" + "|".join(sorted(ARN_PARTITIONS, key=len, reverse=True)) + ")"
 """A regular expression of one partition, for ARN patterns."""
+# How a Region's name tells its partition (botocore partitions.json, regionRegex): every other
+# Region (us-east-1, eu-west-1, ...) is in "aws".
+_PARTITION_OF_REGION_PREFIX = {"cn-": "aws-cn", "eusc-": "aws-eusc", "us-iso-": "aws-iso", "us-isob-": "aws-iso-b",
+                               "eu-isoe-": "aws-iso-e", "us-isof-": "aws-iso-f", "us-gov-": "aws-us-gov"}
+
+
+def arn_partition(region: str) -> str:
+    """The partition ARNs of `region` name: arn:aws-us-gov:... in us-gov-west-1, arn:aws:... in us-east-1."""
+    return next((partition for prefix, partition in _PARTITION_OF_REGION_PREFIX.items() if region.startswith(prefix)),
+                "aws")
 
 
 class Zones(NamedTuple):

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from components.common import iam
-from components.common.iam import PARTITION
 from components.config.storage import PROD_NAME_WORDS
+from components.facts.regions import arn_partition
 
 # Prefixes of the artifacts bucket the trainer may write: checkpoints (rotated, so deletable)
 # and published model weights (kept: no delete).
@@ -26,8 +26,8 @@ MODEL_PREFIX = "models/"
 EKS_PODS_SERVICE = "pods.eks.amazonaws.com"
 
 
-def bucket_arn(bucket: str) -> str:
-    return f"arn:{PARTITION}:s3:::{bucket}"
+def bucket_arn(bucket: str, partition: str) -> str:
+    return f"arn:{partition}:s3:::{bucket}"
 
 
 # FSx creates one service-linked role per file system to reach its linked S3 data repositories:
@@ -42,6 +42,7 @@ def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str) -> 
     file system id left open (the key exists before the file system), so the principal is any
     FSx S3 access role of this account, and only through S3 for this bucket. The bucket uses S3
     Bucket Keys, so the encryption context is the bucket's ARN, not the object's."""
+    partition = arn_partition(region)
     return {
         "Sid": "FsxForLustreReadsTheDatasetsBucket",
         "Effect": "Allow",
@@ -49,16 +50,16 @@ def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str) -> 
         "Action": ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"],
         "Resource": "*",
         "Condition": {
-            "ArnLike": {"aws:PrincipalArn": f"arn:{PARTITION}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"},
+            "ArnLike": {"aws:PrincipalArn": f"arn:{partition}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"},
             "StringEquals": {"kms:CallerAccount": account_id, "kms:ViaService": f"s3.{region}.amazonaws.com"},
-            "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn(bucket)},
+            "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn(bucket, partition)},
         },
     }
 
 
-def tls_only_bucket_policy(bucket: str) -> str:
+def tls_only_bucket_policy(bucket: str, partition: str) -> str:
     """Deny every request over plain HTTP or TLS < 1.2 (FSBP S3.5), whoever makes it."""
-    resources = [bucket_arn(bucket), f"{bucket_arn(bucket)}/*"]
+    resources = [bucket_arn(bucket, partition), f"{bucket_arn(bucket, partition)}/*"]
     return iam.policy(
         {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
          "Resource": resources, "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
@@ -115,12 +116,13 @@ def trainer_policy(*, region: str, account_id: str, datasets_bucket: str, datase
 
     `artifacts_prefix` (e.g. `teams/vision/`) confines a team to its own part of the artifacts bucket.
     """
-    artifacts = bucket_arn(artifacts_bucket)
+    partition = arn_partition(region)
+    artifacts, datasets = bucket_arn(artifacts_bucket, partition), bucket_arn(datasets_bucket, partition)
     checkpoints, models = f"{artifacts_prefix}{CHECKPOINT_PREFIX}", f"{artifacts_prefix}{MODEL_PREFIX}"
     via_s3 = {"kms:ViaService": f"s3.{region}.amazonaws.com"}
     statements = [
-        iam.statement(["s3:ListBucket"], [bucket_arn(datasets_bucket)], sid="ListDatasets"),
-        iam.statement(["s3:GetObject"], [f"{bucket_arn(datasets_bucket)}/*"], sid="ReadDatasets"),
+        iam.statement(["s3:ListBucket"], [datasets], sid="ListDatasets"),
+        iam.statement(["s3:GetObject"], [f"{datasets}/*"], sid="ReadDatasets"),
         iam.statement(["s3:ListBucket"], [artifacts], sid="ListOwnArtifacts",
                       conditions={"StringLike": {"s3:prefix": [f"{checkpoints}*", f"{models}*"]}}),
         iam.statement(["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
@@ -134,9 +136,9 @@ def trainer_policy(*, region: str, account_id: str, datasets_bucket: str, datase
         # An existing datasets bucket may be encrypted with a key of its own: decrypt through S3,
         # for objects of that bucket only (S3 puts the bucket/object ARN in the encryption context).
         statements.append(iam.statement(
-            ["kms:Decrypt"], [f"arn:{PARTITION}:kms:{region}:{account_id}:key/*"], sid="DecryptExternalDatasets",
+            ["kms:Decrypt"], [f"arn:{partition}:kms:{region}:{account_id}:key/*"], sid="DecryptExternalDatasets",
             conditions={"StringEquals": via_s3, "StringLike": {
-                "kms:EncryptionContext:aws:s3:arn": [bucket_arn(datasets_bucket), f"{bucket_arn(datasets_bucket)}/*"]}}))
+                "kms:EncryptionContext:aws:s3:arn": [datasets, f"{datasets}/*"]}}))
     statements += _secret_statements(region, secret_arns, secrets_key_arn)
     return iam.policy(*statements)
 
@@ -153,11 +155,11 @@ def team_secrets_reader_role_name(name_prefix: str, team: str) -> str:
     return f"{name_prefix}-team-{team}-secrets"
 
 
-def assume_team_secret_readers_policy(*, account_id: str, name_prefix: str) -> str:
+def assume_team_secret_readers_policy(*, account_id: str, partition: str, name_prefix: str) -> str:
     """External Secrets (platform role) may assume the team secret readers of this environment
     only; each of those trusts this role and reads only its team's secrets."""
     role = team_secrets_reader_role_name(name_prefix, "*")
-    return iam.policy(iam.statement(["sts:AssumeRole"], [f"arn:{PARTITION}:iam::{account_id}:role/{role}"],
+    return iam.policy(iam.statement(["sts:AssumeRole"], [f"arn:{partition}:iam::{account_id}:role/{role}"],
                                     sid="AssumeTeamSecretReaders"))
 
 
@@ -176,25 +178,25 @@ def efs_csi_policy(*, file_system_arn: str, access_point_arns: Sequence[str]) ->
         [file_system_arn, *sorted(access_point_arns)], sid="DescribeOwnFileSystem"))
 
 
-def prod_bucket_patterns() -> list[str]:
+def prod_bucket_patterns(partition: str) -> list[str]:
     """ARN patterns of buckets whose name has a whole `prod`/`production` part (see
     config.storage.names_prod_data), and of their objects."""
     patterns = []
     for word in PROD_NAME_WORDS:
         for name in (word, f"{word}-*", f"*-{word}", f"*-{word}-*", f"{word}.*", f"*.{word}", f"*.{word}.*"):
-            patterns += [bucket_arn(name), f"{bucket_arn(name)}/*"]
+            patterns += [bucket_arn(name, partition), f"{bucket_arn(name, partition)}/*"]
     return patterns
 
 
-def deny_prod_data_policy() -> str:
+def deny_prod_data_policy(partition: str) -> str:
     """Attached to every workload role of a non-prod stack: prod data is out of reach even if an
     Allow somewhere would grant it. Names catch prod buckets; the `environment` tag (set on every
     resource by the provider's default tags) catches prod secrets, keys and file systems."""
     prod_tagged = {"StringEquals": {"aws:ResourceTag/environment": "prod"}}
     return iam.policy(
-        iam.statement(["s3:*"], prod_bucket_patterns(), sid="DenyProdBuckets", effect="Deny"),
+        iam.statement(["s3:*"], prod_bucket_patterns(partition), sid="DenyProdBuckets", effect="Deny"),
         iam.statement(["elasticfilesystem:*", "kms:*", "secretsmanager:*"], ["*"], sid="DenyProdTaggedResources",
                       effect="Deny", conditions=prod_tagged),
-        iam.statement(["secretsmanager:*"], [f"arn:{PARTITION}:secretsmanager:*:*:secret:*/prod/*"],
+        iam.statement(["secretsmanager:*"], [f"arn:{partition}:secretsmanager:*:*:secret:*/prod/*"],
                       sid="DenyProdSecretNames", effect="Deny"),
     )

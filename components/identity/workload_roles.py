@@ -24,6 +24,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.facts.regions import arn_partition
 from components.identity import policies
 
 TRAINER_SERVICE_ACCOUNT = "trainer"
@@ -36,18 +37,31 @@ EFS_CSI_SERVICE_ACCOUNT = "efs-csi-controller-sa"
 @dataclass(frozen=True)
 class WorkloadRolesArgs:
     environment: str
+    """Every role of a non-prod environment also gets the explicit Deny of prod data."""
     region: str
+    """The region of the keys and secrets the roles may use (kms:ViaService) and of their ARNs' partition."""
     cluster_name: str
+    """The one cluster whose Pod Identity may assume the roles."""
     training_namespace: str
+    """The namespace of the trainer's service account."""
     account_id: pulumi.Input[str]
+    """The account whose keys, secrets and roles the policies name."""
     datasets_bucket: pulumi.Input[str]
+    """The bucket the trainer reads datasets from."""
     datasets_external: bool
+    """The datasets bucket is not ours: it may use its own key, which the trainer may decrypt through S3."""
     artifacts_bucket: pulumi.Input[str]
+    """The bucket the trainer writes checkpoints and models to."""
     data_key_arn: pulumi.Input[str]
+    """The key of the datasets and artifacts buckets."""
     secret_arns: Sequence[pulumi.Input[str]]
+    """The training secrets the trainer and External Secrets may read."""
     secrets_key_arn: pulumi.Input[str]
+    """The key of the training secrets."""
     file_system_arn: pulumi.Input[str]
+    """The checkpoint file system the EFS CSI controller may describe."""
     access_point_arns: Sequence[pulumi.Input[str]]
+    """The checkpoint file system's access points the EFS CSI controller may describe."""
 
 
 class WorkloadRoles(pulumi.ComponentResource):
@@ -75,8 +89,8 @@ class WorkloadRoles(pulumi.ComponentResource):
             ).apply(lambda v: policies.secrets_reader_policy(region=args.region, **v)))
 
         self._policy("secrets-sync-teams", self.secrets_sync, pulumi.Output.from_input(args.account_id).apply(
-            lambda account: policies.assume_team_secret_readers_policy(account_id=account,
-                                                                            name_prefix=args.cluster_name)))
+            lambda account: policies.assume_team_secret_readers_policy(
+                account_id=account, partition=arn_partition(args.region), name_prefix=args.cluster_name)))
 
         self.efs_csi = self._role("efs-csi", EFS_CSI_NAMESPACE, EFS_CSI_SERVICE_ACCOUNT,
                                   "EFS CSI controller: describe the checkpoint file system")
@@ -90,7 +104,7 @@ class WorkloadRoles(pulumi.ComponentResource):
         args = self._args
         trust = pulumi.Output.from_input(args.account_id).apply(lambda account: policies.workload_trust_policy(
             account, cluster_name=args.cluster_name, namespace=namespace, service_account=service_account))
-        return workload_role(f"{self._name}-{role}", trust=trust, environment=args.environment,
+        return workload_role(f"{self._name}-{role}", trust=trust, environment=args.environment, region=args.region,
                              tags={"workload": role}, description=description,
                              opts=pulumi.ResourceOptions(parent=self))
 
@@ -98,14 +112,15 @@ class WorkloadRoles(pulumi.ComponentResource):
         role_policy(f"{self._name}-{role}", target, document, pulumi.ResourceOptions(parent=self))
 
 
-def workload_role(resource_name: str, *, trust: pulumi.Input[str], environment: str, tags: dict[str, str],
-                  opts: pulumi.ResourceOptions, description: str | None = None, name: str | None = None) -> aws.iam.Role:
+def workload_role(resource_name: str, *, trust: pulumi.Input[str], environment: str, region: str,
+                  tags: dict[str, str], opts: pulumi.ResourceOptions, description: str | None = None,
+                  name: str | None = None) -> aws.iam.Role:
     """A role a workload assumes; outside prod it also carries the explicit Deny on prod data."""
     role = aws.iam.Role(resource_name, name=name, description=description, assume_role_policy=trust, tags=tags,
                         opts=opts)
     if environment != "prod":
-        aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id, policy=policies.deny_prod_data_policy(),
-                           opts=opts)
+        aws.iam.RolePolicy(f"{resource_name}-deny-prod-data", role=role.id,
+                           policy=policies.deny_prod_data_policy(arn_partition(region)), opts=opts)
     return role
 
 
@@ -117,8 +132,11 @@ def role_policy(resource_name: str, role: aws.iam.Role, document: pulumi.Input[s
 @dataclass(frozen=True)
 class TrainerServiceAccountArgs:
     cluster_name: pulumi.Input[str]
+    """The cluster of the Pod Identity association."""
     namespace: pulumi.Input[str]
+    """The namespace of the trainer's service account."""
     role_arn: pulumi.Input[str]
+    """The IAM role the service account's pods get."""
 
 
 class TrainerServiceAccount(pulumi.ComponentResource):

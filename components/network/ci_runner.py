@@ -21,8 +21,11 @@ from components.network.security_groups import HTTPS_PORT
 @dataclass(frozen=True)
 class CiRunnerAccessArgs:
     vpc_id: pulumi.Input[str]
+    """The VPC of the CI runners' security group."""
     name_prefix: str
+    """Names the runners' security group."""
     control_plane: aws.ec2.SecurityGroup
+    """The control plane's security group, which lets the runners reach the API (HTTPS)."""
 
 
 class CiRunnerAccess(pulumi.ComponentResource):

@@ -23,10 +23,15 @@ INTERFACE_ENDPOINTS = {
 @dataclass(frozen=True)
 class VpcEndpointsArgs:
     region: str
+    """Names the endpoints' services (com.amazonaws.<region>.<service>)."""
     vpc_id: pulumi.Input[str]
+    """The VPC the endpoints are in."""
     private_subnet_ids: list[pulumi.Input[str]]
+    """Where the interface endpoints' network interfaces go."""
     private_route_table_ids: list[pulumi.Input[str]]
+    """The route tables the S3 gateway endpoint is added to."""
     security_group_id: pulumi.Input[str]
+    """The security group of the interface endpoints (HTTPS from inside the VPC)."""
 
 
 class VpcEndpoints(pulumi.ComponentResource):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.common.renames import renamed_from
 from components.config import FabricConfig, MonitoringIngress
 from components.facts.file_systems import LUSTRE_PORTS
 
@@ -37,12 +38,19 @@ DNS_PORT = 53
 @dataclass(frozen=True)
 class SecurityGroupsArgs:
     vpc_id: pulumi.Input[str]
+    """The VPC the groups are in."""
     vpc_cidr: ipaddress.IPv4Network
+    """The VPC's range, which may reach the endpoints over HTTPS."""
     name_prefix: str
+    """Names the groups."""
     fabric: FabricConfig
+    """The rendezvous ports and NCCL port range the socket fabric group opens."""
     monitoring_ingress: MonitoringIngress
+    """The CIDRs and ports from which metrics and logs may be collected on the nodes."""
     efa_fabric: bool
+    """Some pool has EFA: create the EFA fabric group."""
     socket_fabric: bool
+    """Some GPU pool has no EFA: create the socket fabric group."""
     lustre: bool = False
     """The stack has an FSx for Lustre file system."""
 
@@ -57,7 +65,8 @@ class SecurityGroups(pulumi.ComponentResource):
     vpc_endpoints: aws.ec2.SecurityGroup
 
     def __init__(self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-training:security:SecurityGroups", name, None, opts)
+        super().__init__("gpu-training:network:SecurityGroups", name, None,
+                         renamed_from("gpu-training:security:SecurityGroups", opts))
         self._name, self._args = name, args
 
         self.control_plane = self._group("control-plane", "EKS control plane ENIs")

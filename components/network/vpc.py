@@ -19,9 +19,13 @@ from components.config import NetworkConfig
 @dataclass(frozen=True)
 class NetworkArgs:
     config: NetworkConfig
+    """CIDR, zones, NAT gateways and flow log retention."""
     name_prefix: str
+    """Names the VPC, its subnets, gateways and flow log group."""
     cluster_name: str
+    """Tags the subnets for the cluster's load balancers (kubernetes.io/cluster/<name>)."""
     account_id: pulumi.Input[str]
+    """The account the flow log role trusts."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the flow-log group (the environment's CloudWatch Logs key)."""
 

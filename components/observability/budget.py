@@ -64,10 +64,13 @@ def budget_notifications(config: BudgetConfig, topic_arn: pulumi.Input[str]) -> 
 @dataclass(frozen=True)
 class StackBudgetArgs:
     config: BudgetConfig
+    """The monthly limit in USD and the actual and forecast alert thresholds (percent)."""
     name_prefix: str
+    """Names the budget."""
     tags: Mapping[str, str]
     """The cost-allocation tags whose costs count (all of them at once)."""
     alert_topic_arn: pulumi.Input[str]
+    """Where the budget's alerts are published."""
     activate_tags: tuple[str, ...]
     """Tag keys this stack applies and activates for cost allocation."""
 

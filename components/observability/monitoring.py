@@ -1,4 +1,4 @@
-"""Watching training: Container Insights with GPU metrics, logs, and the seed's alarms.
+"""Watching training: Container Insights with GPU metrics, logs, and the training alarms.
 
 - The `amazon-cloudwatch-observability` EKS add-on runs the CloudWatch agent (enhanced Container
   Insights, NVIDIA GPU metrics through DCGM) and Fluent Bit, which ships every container's
@@ -29,6 +29,7 @@ import pulumi_aws as aws
 from components.common import iam
 from components.common.eks_addons import managed_addon
 from components.common.kms import customer_key
+from components.common.partition import provider_partition
 from components.config.observability import ObservabilityConfig
 from components.identity import policies
 
@@ -72,10 +73,10 @@ def alarm_specs(config: ObservabilityConfig) -> list[AlarmSpec]:
     ]
 
 
-def alerts_key_policy(account_id: str) -> str:
+def alerts_key_policy(account_id: str, partition: str) -> str:
     """The account root (as for every key) plus CloudWatch alarms and AWS Budgets, which must
     encrypt what they publish to the topic: AWS's managed SNS key does not let them."""
-    root = json.loads(iam.key_policy(account_id))["Statement"]
+    root = json.loads(iam.key_policy(account_id, partition))["Statement"]
     return iam.policy(*root, *({
         "Sid": sid,
         "Effect": "Allow",
@@ -93,7 +94,7 @@ _TOPIC_OWNER_ACTIONS = ["SNS:AddPermission", "SNS:DeleteTopic", "SNS:GetTopicAtt
                         "SNS:SetTopicAttributes", "SNS:Subscribe"]
 
 
-def alerts_topic_policy(topic_arn: str, account_id: str) -> str:
+def alerts_topic_policy(topic_arn: str, account_id: str, partition: str) -> str:
     """SNS's default policy plus AWS Budgets, which may publish only with an explicit grant
     (docs.aws.amazon.com/cost-management/latest/userguide/budgets-sns-policy.html), and only for
     budgets of this account: every stack's budget, team stacks' included, alerts here."""
@@ -103,19 +104,26 @@ def alerts_topic_policy(topic_arn: str, account_id: str) -> str:
         {"Sid": "BudgetsPublish", "Effect": "Allow", "Principal": {"Service": "budgets.amazonaws.com"},
          "Action": "SNS:Publish", "Resource": topic_arn,
          "Condition": {"StringEquals": {"aws:SourceAccount": account_id},
-                       "ArnLike": {"aws:SourceArn": f"arn:{iam.PARTITION}:budgets::{account_id}:*"}}},
+                       "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account_id}:*"}}},
     )
 
 
 @dataclass(frozen=True)
 class ObservabilityArgs:
     config: ObservabilityConfig
+    """Alarm thresholds, alert recipients and log group retention."""
     cluster_name: str
+    """Names the Container Insights log groups; the agent's role trusts only this cluster's Pod Identity."""
     cluster: aws.eks.Cluster
+    """The cluster the CloudWatch Observability add-on is installed on."""
     kubernetes_version: str
+    """Picks the add-on build pinned in eks_versions.ADDON_VERSIONS."""
     name_prefix: str
+    """Names the alarms, the alert topic and its key alias."""
     account_id: pulumi.Input[str]
+    """The account the alert key, topic and agent role trust."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the add-on: the node groups its agents run on."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the Container Insights log groups (the environment's CloudWatch Logs key)."""
 
@@ -144,7 +152,9 @@ class Observability(pulumi.ComponentResource):
             opts=child,
         )
         aws.iam.RolePolicyAttachment(f"{name}-agent-policy", role=role.name,
-                                     policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", opts=child)
+                                     policy_arn=provider_partition(self).apply(
+                                         lambda partition: iam.managed_policy_arn(partition, "CloudWatchAgentServerPolicy")),
+                                     opts=child)
         managed_addon(
             f"{name}-addon", cluster_name=args.cluster.name, addon_name=ADDON, kubernetes_version=args.kubernetes_version,
             configuration_values=json.dumps(CLOUDWATCH_ADDON_CONFIGURATION),
@@ -164,8 +174,8 @@ class Observability(pulumi.ComponentResource):
         topic = aws.sns.Topic(f"{self._name}-alerts", name=f"{args.name_prefix}-training-alerts",
                               kms_master_key_id=key.arn, opts=child)
         aws.sns.TopicPolicy(f"{self._name}-alerts-policy", arn=topic.arn, opts=child,
-                            policy=pulumi.Output.all(topic.arn, args.account_id).apply(
-                                lambda v: alerts_topic_policy(v[0], v[1])))
+                            policy=pulumi.Output.all(topic.arn, args.account_id, provider_partition(self)).apply(
+                                lambda v: alerts_topic_policy(v[0], v[1], v[2])))
         recipients = [("email", address) for address in args.config.alert_emails]
         recipients += [("sms", number) for number in args.config.alert_sms]
         for protocol, endpoint in recipients:

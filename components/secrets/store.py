@@ -32,11 +32,17 @@ def secret_name(project: str, environment: str, name: str, team: str | None = No
 @dataclass(frozen=True)
 class TrainingSecretsArgs:
     config: SecretsConfig
+    """The secrets to create (their values are set later, with pulumi config set --secret)."""
     project: str
+    """First part of every secret name (<project>/<environment>/...)."""
     environment: str
+    """Second part of every secret name, and how long a deleted secret can be recovered."""
     name_prefix: str
+    """Names the secrets key's alias and description."""
     account_id: pulumi.Input[str]
+    """The account the secrets key trusts."""
     team: str | None = None
+    """A team stack's team: its secrets go under <project>/<environment>/teams/<team>/."""
 
 
 class TrainingSecrets(pulumi.ComponentResource):

@@ -69,7 +69,9 @@ def chart_values() -> dict:
 @dataclass(frozen=True)
 class SecretsSyncArgs:
     cluster_name: pulumi.Input[str]
+    """The cluster of the operator's Pod Identity association."""
     region: str
+    """The region of the Secrets Manager the secret store reads."""
     namespace: pulumi.Input[str]
     """The training namespace that receives `training-secrets`."""
     remote_keys: dict[str, str]

@@ -48,8 +48,7 @@ def role_rules() -> list[k8s.rbac.v1.PolicyRuleArgsDict]:
     return [{"api_groups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]}]
 
 
-def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig,
-                     checkpoints_sub_path: str | None = None) -> dict[str, Any]:
+def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_sub_path: str | None) -> dict[str, Any]:
     resources = {"cpu": "250m", "memory": "256Mi"}
     env = {
         "CHECKPOINT_ROOT": training_data.CHECKPOINTS.mount_path,
@@ -58,7 +57,7 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
         "TOKEN_DIR": TOKEN_DIR,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    container = {
+    return {
         "name": NAME,
         "image": image,
         "imagePullPolicy": "Always",
@@ -80,6 +79,10 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
             "capabilities": {"drop": ["ALL"]},
         },
     }
+
+
+def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig,
+                     checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     pod_spec = {
         "serviceAccountName": NAME,
         # The token reaches only this container, through the projected volume below.
@@ -93,7 +96,7 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
             "fsGroup": training_data.RUN_AS_GROUP,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [container],
+        "containers": [cleanup_container(image, cleanup, checkpoints_sub_path)],
         "volumes": [
             {"name": training_data.CHECKPOINTS.name,
              "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}},
@@ -134,11 +137,15 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
 @dataclass(frozen=True)
 class CheckpointCleanupArgs:
     namespace: str
+    """The training namespace whose checkpoint directories are cleaned."""
     image: str
     """The trainer image: its Python runs the script, and it is already pinned and pulled."""
     system_pool: str
+    """The pool the CronJob's pods run on (no GPU is needed)."""
     cleanup: CheckpointCleanupConfig
+    """After how many days a finished job's directory goes, and whether it is only reported (dry run)."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the CronJob: the namespace and its checkpoint volume."""
     checkpoints_sub_path: str | None = None
     """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 

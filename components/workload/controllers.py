@@ -66,7 +66,9 @@ def kueue_configuration() -> dict:
 @dataclass(frozen=True)
 class JobControllersArgs:
     system_pool: str
+    """The pool the controllers run on."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the releases: e.g. the node groups, and the ProvisioningRequest CRD."""
 
 
 class JobControllers(pulumi.ComponentResource):

@@ -5,8 +5,8 @@
 - ResourceQuota caps GPUs (`requests.nvidia.com/gpu`, the only form Kubernetes accepts for
   extended resources), CPU and memory at what the namespace's pools can ever hold; Kueue's
   ClusterQueue decides the fair share inside that cap.
-- LimitRange gives every container default requests and a memory limit (the seed: always set
-  limits; memory is what a leaking trainer exhausts, while CPU shares already keep every pod's
+- LimitRange gives every container default requests and a memory limit (no container runs
+  without limits; memory is what a leaking trainer exhausts, while CPU shares already keep every pod's
   CPU request, so CPU is not capped by default).
 - NetworkPolicies (enforced by the VPC CNI): deny by default; allow traffic between the
   namespace's own pods (rendezvous and NCCL), DNS, HTTPS out (AWS APIs through the VPC
@@ -35,10 +35,15 @@ from components.workload.sizing import NamespaceQuota
 @dataclass(frozen=True)
 class TrainingNamespaceArgs:
     name: str
+    """The namespace's name."""
     environment: str
+    """Labels the namespace (gpu-training/environment)."""
     team: str | None
+    """A team stack's team, labelled on the namespace; None for the platform's."""
     quota: NamespaceQuota
+    """The GPUs, CPUs and memory the namespace may request at most."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the namespace (platform stacks: the node groups)."""
 
 
 class TrainingNamespace(pulumi.ComponentResource):

@@ -116,7 +116,9 @@ def local_queue_manifest(*, namespace: str, cluster_queue: str) -> dict[str, Any
 @dataclass(frozen=True)
 class ResourceFlavorsArgs:
     pools: list[NodePoolConfig]
+    """One Kueue ResourceFlavor per pool."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the flavors: the Kueue release, which installs their CRD."""
 
 
 class ResourceFlavors(pulumi.ComponentResource):
@@ -137,11 +139,17 @@ class ResourceFlavors(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class TrainingQueueArgs:
     name: str
+    """The namespace's name, which both queues take."""
     cohort: str
+    """The environment's cohort: queues of one cohort lend each other idle quota."""
     namespace: pulumi.Input[str]
+    """The same namespace as an Output, so the LocalQueue waits for it to exist."""
     pools: list[NodePoolConfig]
+    """The pools the queue admits jobs to (its flavors)."""
     gpu_quota: dict[str, int]
+    """Pool name -> GPUs the queue may use of it."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the queues: the Kueue release (team stacks: the namespace)."""
 
 
 class TrainingQueue(pulumi.ComponentResource):

@@ -114,9 +114,7 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> l
     return [*plain, restart_attempt, *training_data.secret_env(job.secrets)]
 
 
-def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: NodePoolConfig,
-                    fabric: FabricConfig, hyperparameters_config_map: str,
-                    checkpoints_sub_path: str | None = None) -> dict[str, Any]:
+def _trainer_resources(job: JobConfig, pool: NodePoolConfig) -> dict[str, dict[str, str]]:
     shape = pod_shape(job, pool)
     limits = {"memory": f"{shape.memory_gib}Gi", GPU_RESOURCE: str(shape.gpus)}
     if shape.efa:
@@ -124,9 +122,14 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
     requests = {"cpu": str(shape.cpu), **limits}
     if job.cpu is not None:  # a configured CPU count is also a cap
         limits["cpu"] = str(job.cpu)
+    return {"requests": requests, "limits": limits}
+
+
+def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
+                      checkpoints_sub_path: str | None) -> dict[str, Any]:
     scratch = scratch_gib(job, pool)
     heartbeat_check = ["heartbeat-check", str(job.heartbeat_timeout_seconds)]
-    container = {
+    return {
         "name": "trainer",
         "image": job.image,
         "imagePullPolicy": "Always",
@@ -135,7 +138,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         # Memory, GPUs, EFA and huge pages: requests equal limits (exclusive devices; a leaking
         # trainer cannot starve the node). CPU: requested, not capped, unless the job sets `cpu`:
         # CPU shares already protect every other pod's request, and a cap would only idle cores.
-        "resources": {"requests": requests, "limits": limits},
+        "resources": _trainer_resources(job, pool),
         "ports": [{"name": "rendezvous", "containerPort": fabric.rendezvous_ports[0], "protocol": "TCP"}],
         "startupProbe": {"exec": {"command": heartbeat_check}, "periodSeconds": PROBE_PERIOD_SECONDS,
                          "failureThreshold": STARTUP_BUDGET_SECONDS // PROBE_PERIOD_SECONDS},
@@ -156,7 +159,12 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             "capabilities": {"drop": ["ALL"]},
         },
     }
-    pod_spec = {
+
+
+def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, hyperparameters_config_map: str,
+                     checkpoints_sub_path: str | None) -> dict[str, Any]:
+    scratch = scratch_gib(job, pool)
+    return {
         "serviceAccountName": training_data.SERVICE_ACCOUNT,
         # EKS Pod Identity mounts its own token; the Kubernetes API token is not needed.
         "automountServiceAccountToken": False,
@@ -175,7 +183,7 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             # Pins NCCL's ephemeral ports to the range the fabric security group opens.
             "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": fabric.nccl_port_range.sysctl_value}],
         },
-        "containers": [container],
+        "containers": [trainer_container(job, pool, fabric, checkpoints_sub_path)],
         "volumes": [
             *training_data.pod_volumes(),
             {"name": "hyperparameters", "configMap": {"name": hyperparameters_config_map}},
@@ -185,14 +193,55 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
             *([{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}] if scratch else []),
         ],
     }
-    labels = {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",
-              "app.kubernetes.io/part-of": "gpu-training"}
+
+
+def _jobset_failure_policy(job: JobConfig) -> dict[str, Any]:
+    return {
+        "maxRestarts": job.max_restarts,
+        "rules": [
+            {"name": "contract_error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": [f"failed with exit code {CONTRACT_ERROR_EXIT_CODE}"]},
+            {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": ["has condition DisruptionTarget"]},
+            {"name": "stopped", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": [f"failed with exit code {STOPPED_EXIT_CODE} matching"]},
+        ],
+    }
+
+
+def _indexed_job_spec(job: JobConfig, labels: dict[str, str], pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """One pod per node, all started together; a pod that fails fails its Job (the JobSet restarts the gang)."""
     annotations = {
         # A changed hyperparameter file changes the pod template, so the job is replaced.
         "gpu-training/hyperparameters-sha256": job.hyperparameters_sha256,
         # Never scale a node away from under a running gang.
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     }
+    return {
+        "parallelism": job.nodes,
+        "completions": job.nodes,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,
+        "podFailurePolicy": {"rules": [
+            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
+                                                  "values": [CONTRACT_ERROR_EXIT_CODE]}},
+            {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
+                                                  "values": [STOPPED_EXIT_CODE]}},
+        ]},
+        "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+    }
+
+
+def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: NodePoolConfig,
+                    fabric: FabricConfig, hyperparameters_config_map: str,
+                    checkpoints_sub_path: str | None = None) -> dict[str, Any]:
+    pod_spec = trainer_pod_spec(job, pool, fabric, hyperparameters_config_map=hyperparameters_config_map,
+                                checkpoints_sub_path=checkpoints_sub_path)
+    labels = {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",
+              "app.kubernetes.io/part-of": "gpu-training"}
     spec: dict[str, Any] = {}
     if job.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
@@ -210,41 +259,13 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
         "spec": {
             # Headless service <job>.<namespace>: stable pod DNS names for the rendezvous.
             "network": {"enableDNSHostnames": True, "subdomain": job.name, "publishNotReadyAddresses": True},
-            "failurePolicy": {
-                "maxRestarts": job.max_restarts,
-                "rules": [
-                    {"name": "contract_error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
-                     "onJobFailureMessagePatterns": [f"failed with exit code {CONTRACT_ERROR_EXIT_CODE}"]},
-                    {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                     "onJobFailureReasons": ["PodFailurePolicy"],
-                     "onJobFailureMessagePatterns": ["has condition DisruptionTarget"]},
-                    {"name": "stopped", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                     "onJobFailureReasons": ["PodFailurePolicy"],
-                     "onJobFailureMessagePatterns": [f"failed with exit code {STOPPED_EXIT_CODE} matching"]},
-                ],
-            },
+            "failurePolicy": _jobset_failure_policy(job),
             "successPolicy": {"operator": "All"},
             **spec,
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
                 "replicas": 1,
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "parallelism": job.nodes,
-                        "completions": job.nodes,
-                        "completionMode": "Indexed",
-                        "backoffLimit": 0,
-                        "podFailurePolicy": {"rules": [
-                            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
-                            {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
-                                                                  "values": [CONTRACT_ERROR_EXIT_CODE]}},
-                            {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In",
-                                                                  "values": [STOPPED_EXIT_CODE]}},
-                        ]},
-                        "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
-                    },
-                },
+                "template": {"metadata": {"labels": labels}, "spec": _indexed_job_spec(job, labels, pod_spec)},
             }],
         },
     }
@@ -253,11 +274,17 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
 @dataclass(frozen=True)
 class TrainingJobArgs:
     job: JobConfig
+    """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
     pool: NodePoolConfig
+    """The pool the job's pods run on: its instance type sizes the pods."""
     fabric: FabricConfig
+    """The rendezvous port and the NCCL port range the pods use."""
     namespace: str
+    """The training namespace the JobSet goes to."""
     local_queue: str
+    """The Kueue LocalQueue the job is submitted to."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the JobSet: e.g. the queue, the volumes and the secrets."""
     checkpoints_sub_path: str | None = None
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 

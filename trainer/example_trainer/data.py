@@ -10,7 +10,7 @@ Why not `torch.utils.data.DataLoader` with one chunk per item: every item then c
 multiprocessing queue on its own (pickled, its storage moved into a fresh shared-memory segment
 whose file descriptor is passed over a socket). Measured side by side with a plain memory-mapped
 read of the same shards, that costs more than it hides: 4x (0.5 MB chunks) to 66x (8 KB chunks)
-slower (issue 11). `ShardLoader` instead
+slower. `ShardLoader` instead
 
 - maps one anonymous shared ring of `slots` blocks once, before the workers fork; a block holds
   `chunks_per_block` chunks (about `block_bytes`);
