@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from cli_errors import ArgumentParser, fail  # noqa: E402
 
 from components.config import ConfigError, StackConfig, TeamStackConfig  # noqa: E402
+from offline.cli_errors import ArgumentParser, fail  # noqa: E402
 
 # The policy and its option (policy/gpu_training_policy/network.py, cidr_ingress_private_and_scoped).
 CIDR_POLICY = "cidr-ingress-private-and-scoped"
@@ -44,7 +41,7 @@ def policy_config(config: StackConfig | TeamStackConfig) -> dict[str, Any]:
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
     """The stack's config as its plan reads it (a team stack's on its platform plan's contract)."""
-    from plan import planned_config  # the offline plan's module: it imports the Pulumi SDK
+    from offline.plan import planned_config  # it imports the Pulumi SDK
 
     return planned_config(stack)
 

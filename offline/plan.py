@@ -47,13 +47,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import pulumi  # noqa: E402
-from architecture import mermaid  # noqa: E402
-from cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
-from mock_shortcuts import no_source_positions  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.stack import Stack  # noqa: E402
 
@@ -71,6 +66,9 @@ from components.config.stack_file import STACK_NAME, project_file, stack_config 
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 from components.facts.regions import arn_partition  # noqa: E402
+from offline.architecture import mermaid  # noqa: E402
+from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
+from offline.mock_shortcuts import no_source_positions  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -242,7 +240,7 @@ class _Mocks(pulumi.runtime.Mocks):
         answer = INVOKE_ANSWERS.get(args.token)
         if answer is None:
             raise NotImplementedError(f"offline plan has no mock for invoke {args.token}; add one to INVOKE_ANSWERS in "
-                                      "scripts/plan.py (and its IAM actions to PROGRAM_INVOKES in bootstrap/policies.py)")
+                                      "offline/plan.py (and its IAM actions to PROGRAM_INVOKES in bootstrap/policies.py)")
         return answer(self.region, args.args)
 
 

@@ -1,6 +1,6 @@
 """Work of the Pulumi SDK that only a real engine reads, skipped under the mock engine.
 
-Shared by scripts/plan.py and bench/plan_floor.py: the floor the plan is measured against
+Shared by offline/plan.py and bench/plan_floor.py: the floor the plan is measured against
 skips the same work, so the ratio between them stays the program's own cost.
 """
 

@@ -30,11 +30,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # the cost model lives in components/
-    sys.path.insert(0, str(ROOT))
 MAIN_PROJECT = "gpu-training"
 BOOTSTRAP_DIR = "bootstrap"
-# Resource types that are not Kubernetes objects of their own (as in scripts/plan.py).
+# Resource types that are not Kubernetes objects of their own (as in offline/plan.py).
 NON_MANIFEST_K8S_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml")
 # A GitHub comment holds at most 65,536 characters; leave room for the heading it gets.
 DEFAULT_MAX_CHARS = 60_000

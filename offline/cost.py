@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from components.config import ConfigError, StackConfig, TeamStackConfig  # noqa: E402
 from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
@@ -162,7 +160,7 @@ def price_table() -> str:
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
     """The stack's config as its plan reads it (a team stack's on its platform plan's contract)."""
-    from plan import planned_config  # the offline plan's module: it imports the Pulumi SDK
+    from offline.plan import planned_config  # it imports the Pulumi SDK
 
     return planned_config(stack)
 
@@ -189,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.plan_dir:
             cost = stack_cost(args.plan_dir, on=args.on, usage=usage)
         else:
-            from plan import synthesize  # the offline plan, in this process; nothing is written
+            from offline.plan import synthesize  # the offline plan, in this process; nothing is written
             cost = plan_cost(synthesize(args.stack).resources, on=args.on, usage=usage)
     except ConfigError as error:
         print(f"stack {args.stack}: {error}", file=sys.stderr)
@@ -202,6 +200,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from plan import exit_now
+    from offline.plan import exit_now
 
     exit_now(main())
