@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from architecture import GROUPS, component_edges, mermaid, transitive_reduction
-from conftest import MANIFEST_STACKS, ROOT
+from stack_configs import MANIFEST_STACKS, ROOT
+
+from offline.architecture import GROUPS, component_edges, mermaid, transitive_reduction
 
 A, B, C, D = (("t:m:X", n) for n in "abcd")
 

@@ -9,7 +9,7 @@ import re
 from fnmatch import fnmatchcase
 
 import pytest
-from conftest import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.common.kms import logs_key_policy
 from components.config import ConfigError, load_stack_config
@@ -167,7 +167,7 @@ def test_both_data_buckets_log_access_into_the_access_log_bucket(stack, plan_of)
 
 
 def test_an_existing_datasets_bucket_is_not_ours_to_log(plan_of):
-    from plan import synthesize
+    from offline.plan import synthesize
     plan = synthesize("dev", overrides={"storage": {"datasetsBucket": "acme-dev-datasets"}})
     (logging,) = inputs(plan, "aws:s3/bucketLogging:BucketLogging").values()
     assert logging["targetPrefix"] == "artifacts/"

@@ -18,11 +18,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import DELETE, PROJECT, ROOT, mutate, raw_config
-from plan import main as plan_main
+from stack_configs import DELETE, PROJECT, ROOT, mutate, raw_config
 
 from components.config import ConfigError, decode_raw_config, load_stack_config
 from components.config.stack_file import stack_config
+from offline.plan import main as plan_main
 
 CANARY = "canary-5ecret-value-7a1f"
 MAX_REPORT_BYTES = 20_000
@@ -227,7 +227,7 @@ def test_no_pattern_in_the_program_is_anchored_with_dollar():
     offenders = []
     scripts = [p for p in (ROOT / "scripts").iterdir() if p.is_file() and p.read_text().startswith(("#!/usr/bin/env python", '"""'))]
     trainer = [*ROOT.glob("trainer/**/*.py"), *ROOT.glob("bench/*.py")]  # the image's code parses its env too
-    for path in [*ROOT.glob("components/**/*.py"), *ROOT.glob("bootstrap/*.py"), *scripts, *trainer]:
+    for path in [*ROOT.glob("components/**/*.py"), *ROOT.glob("bootstrap/*.py"), *ROOT.glob("offline/*.py"), *scripts, *trainer]:
         for number, line in enumerate(path.read_text().splitlines(), 1):
             # (A MULTILINE pattern's ^ and $ are line anchors on purpose: it edits lines of a file.)
             if re.search(r"re\.compile\(r?f?\"\^|re\.compile\(.*\$\"|\.match\(", line) and "re.MULTILINE" not in line:
@@ -629,8 +629,7 @@ def test_new_team_stack_through_a_real_process(tmp_path):
 
 @pytest.fixture(scope="module")
 def cost_cli():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from cost import main
+    from offline.cost import main
     return main
 
 

@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 import pytest
-from conftest import PLATFORM_STACKS, ROOT, raw_config
 from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded
-from plan import INVOKE_ANSWERS, Plan, synthesize
+from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 
 from bootstrap import policies
 from components.config import ConfigError
 from components.observability.budget import COST_ALLOCATION_TAG_KEYS
+from offline.plan import INVOKE_ANSWERS, Plan, synthesize
 
 BOOTSTRAP = ROOT / "bootstrap"
 REPO = "example-org/gpu-training"

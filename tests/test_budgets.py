@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
-from plan import MOCK_ACCOUNT_ID, synthesize
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
+from offline.plan import MOCK_ACCOUNT_ID, synthesize
 
 PLATFORM_TOPIC = "arn:aws:mock:us-east-1:123456789012:topic/observability-alerts"
 

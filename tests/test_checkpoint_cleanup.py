@@ -10,14 +10,14 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from conftest import MANIFEST_STACKS, PROJECT, mutate, raw_config
-from plan import planned_config, synthesize
 from pod_security import violations
+from stack_configs import MANIFEST_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, TeamStackConfig, load_stack_config
 from components.workload import checkpoint_cleanup_script as script
 from components.workload.checkpoint_cleanup import SCRIPT, cronjob_manifest
 from components.workload.checkpoint_cleanup_script import Directory, select, unfinished_jobs
+from offline.plan import planned_config, synthesize
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

@@ -1,7 +1,7 @@
 """Validation of `cluster` and `nodePools`: each rule has its own bad config."""
 
 import pytest
-from conftest import DELETE, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.config import load_stack_config
 from components.facts.eks_versions import ADDON_VERSIONS

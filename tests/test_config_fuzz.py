@@ -31,11 +31,10 @@ from typing import Any
 import pytest
 import yaml
 from api_limits import violations
-from conftest import MANIFEST_STACKS, PROJECT, ROOT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
-from plan import synthesize
+from stack_configs import MANIFEST_STACKS, PROJECT, ROOT
 from yaml_readers import go_document, same_data
 
 from bootstrap.config import load_bootstrap_config
@@ -43,6 +42,7 @@ from components.config import ConfigError, decode_raw_config, load_stack_config
 from components.config.stack_file import project_file, stack_config
 from components.config.strict_yaml import load_yaml_text, path_for_message
 from components.facts.regions import availability_zone_ids, availability_zones
+from offline.plan import synthesize
 
 NIGHTLY = os.environ.get("FUZZ_PROFILE") == "nightly"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000" if NIGHTLY else "80"))

@@ -1,7 +1,7 @@
 """The config model: valid stacks parse; each kind of bad input is rejected, naming the key."""
 
 import pytest
-from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 

@@ -13,14 +13,14 @@ import json
 from datetime import date
 
 import pytest
-from conftest import PLATFORM_STACKS, ROOT, raw_config
-from cost import main, stack_cost
-from plan import main as plan_main
-from plan import synthesize, write_plan
+from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 
 from components.facts import prices
 from components.facts.cost_model import NodePool, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
 from components.facts.instance_types import INSTANCE_TYPES
+from offline.cost import main, stack_cost
+from offline.plan import main as plan_main
+from offline.plan import synthesize, write_plan
 
 H = 730  # hours in a month
 GP3 = 0.08 / 730  # $ per GiB-hour of a root volume

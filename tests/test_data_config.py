@@ -2,7 +2,7 @@
 secret values never appear in an error message or a repr."""
 
 import pytest
-from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from components.config.secrets import env_var_name

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from stack_configs import ROOT
 
 from bootstrap import policies
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from stack_configs import ROOT
 
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "trainer" / "README.md",
          *sorted((ROOT / "docs").glob("*.md"))]

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from unittest.mock import ANY
 
 import pytest
 import yaml
-from conftest import PROJECT, ROOT, raw_config
-from plan import MOCK_ZONE_NAMES, planned_config, synthesize
+from stack_configs import PROJECT, ROOT, raw_config
 
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
@@ -19,6 +17,7 @@ from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
 from components.workload import training_job
+from offline.plan import MOCK_ZONE_NAMES, planned_config, synthesize
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -245,9 +244,6 @@ def test_zone_ids_outside_the_network_are_reported_before_anything_is_created(zo
 
 def test_the_failure_policy_reads_the_launchers_and_the_trainers_exit_codes():
     """143 and 2 are written in three places: the JobSet's rules, the launcher, the trainer."""
-    trainer_dir = str(ROOT / "trainer")
-    if trainer_dir not in sys.path:
-        sys.path.insert(0, trainer_dir)
     from example_trainer import train
     from launcher import main as launcher
 

@@ -7,12 +7,12 @@ import json
 
 import jsonschema
 import pytest
-from conftest import PLATFORM_STACKS, PROJECT, raw_config
-from plan import synthesize
+from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.cluster.pool_scheduling import node_taints
 from components.config import load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
+from offline.plan import synthesize
 
 ADDON = "aws:eks/addon:Addon"
 # The node monitoring agent's add-on configuration schema at v1.7.0 as far as we use it

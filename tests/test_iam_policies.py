@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import MANIFEST_STACKS, PLATFORM_STACKS, ROOT
-from plan import synthesize
+from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, ROOT
 
 from bootstrap import policies as bootstrap_policies
+from offline.plan import synthesize
 
 # Every stack file: platform stacks and team stacks.
 ALL_STACKS = MANIFEST_STACKS

@@ -8,9 +8,8 @@ from datetime import date
 
 import kubernetes_validate
 import pytest
-from conftest import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 from crd_schemas import CRD_GROUPS
-from plan import planned_config, summary, synthesize
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 
 from components.cluster.autoscaler import CHART_VERSION
 from components.config import ConfigError, load_stack_config
@@ -22,6 +21,7 @@ from components.facts.eks_versions import (
     SUPPORTED_KUBERNETES_VERSIONS,
     next_minor,
 )
+from offline.plan import planned_config, summary, synthesize
 
 NEWEST = SUPPORTED_KUBERNETES_VERSIONS[-1]
 VERSION_KEY = f"{PROJECT}:cluster.kubernetesVersion"

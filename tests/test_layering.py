@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from stack_configs import ROOT
 
 COMPONENTS = ROOT / "components"
 LAYERS = ("facts", "config", "common", "network", "identity", "cluster", "data", "secrets", "workload",

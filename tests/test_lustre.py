@@ -9,13 +9,13 @@ import json
 
 import api_limits
 import pytest
-from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
-from plan import planned_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError
 from components.config.storage import StorageConfig
 from components.facts import file_systems
 from components.facts.eks_versions import ADDON_VERSIONS
+from offline.plan import planned_config
 
 ACCOUNT = "123456789012"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -175,7 +175,7 @@ def test_jobs_on_efa_pools_of_two_zones_cannot_share_one_file_system():
 def registered_types_until_refused(monkeypatch, stack: str, raw: dict) -> tuple[str, list[str]]:
     """(the refusal, the type of every resource registered before it) of the plan of `stack` with
     the storage section of `raw`."""
-    import plan
+    from offline import plan
 
     registered: list[str] = []
     register = plan._RecordingMonitor.RegisterResource

@@ -15,11 +15,11 @@ import subprocess
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import MANIFEST_STACKS, ROOT
 from crd_schemas import CRD_GROUPS, validate_custom_resource
-from plan import planned_config
+from stack_configs import MANIFEST_STACKS, ROOT
 
 from components.config import TeamStackConfig
+from offline.plan import planned_config
 
 
 def kubernetes_minor(stack: str) -> str:

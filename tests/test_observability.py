@@ -1,7 +1,7 @@
 """Container Insights, log retention and the training alarms, per platform stack."""
 
 import pytest
-from conftest import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from components.facts.eks_versions import ADDON_VERSIONS

@@ -8,12 +8,12 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
-from plan import planned_config, synthesize
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 
 from bootstrap import policies
 from components.common.boundary import bound_roles
 from components.config import ConfigError, load_stack_config
+from offline.plan import planned_config, synthesize
 
 KEY = f"{PROJECT}:iamPermissionsBoundary"
 

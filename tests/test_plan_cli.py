@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from stack_configs import ROOT
 
 PLAN = [sys.executable, str(ROOT / "scripts" / "plan.py")]
 

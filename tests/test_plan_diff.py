@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from plan_diff import (
+from stack_configs import ROOT
+
+from offline.plan_diff import (
     _ABSENT,
     Change,
     StackPlan,
@@ -152,7 +153,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 def plan_diff(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(repo / "scripts" / "plan_diff.py"), *args], cwd=repo,
+    # What scripts/plan-diff runs, with this Python: the copy's own offline package (-m: the copy's root first).
+    return subprocess.run([sys.executable, "-m", "offline.plan_diff", *args], cwd=repo,
                           capture_output=True, text=True, timeout=600, check=False)
 
 

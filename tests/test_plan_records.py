@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 
-import mock_shortcuts
-import plan as plan_module
 import pytest
-from plan import engine_urn, synthesize
 from pulumi.runtime import resource as resource_runtime
 from pulumi.runtime.proto import source_pb2
+
+from offline import mock_shortcuts
+from offline import plan as plan_module
+from offline.plan import engine_urn, synthesize
 
 
 def test_urns_are_the_engines(plan_of):

@@ -4,7 +4,7 @@ import ipaddress
 import json
 
 import pytest
-from conftest import PLATFORM_STACKS, raw_config
+from stack_configs import PLATFORM_STACKS, raw_config
 
 from components.config import load_stack_config
 from components.network.endpoints import INTERFACE_ENDPOINTS

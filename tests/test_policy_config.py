@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
-from policy_config import ALLOWED_CIDRS, CIDR_POLICY, load_config, main, policy_config
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 
 from components.config import load_stack_config
+from offline.policy_config import ALLOWED_CIDRS, CIDR_POLICY, load_config, main, policy_config
 
 EXPECTED = {
     "dev": ["10.10.0.0/16"],                          # no collectors: the VPC's endpoints only

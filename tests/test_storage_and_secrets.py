@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PLATFORM_STACKS, PROJECT, ROOT, raw_config
 from crd_schemas import validate_custom_resource
-from plan import REDACTED, synthesize, write_plan
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, raw_config
 
 from components.config import load_stack_config
 from components.data import training_data
 from components.facts.eks_versions import ADDON_VERSIONS
 from components.identity.policies import bucket_arn
 from components.secrets.sync import ESO_CHART_VERSION
+from offline.plan import REDACTED, synthesize, write_plan
 
 ACCOUNT = "123456789012"
 BUCKET = "aws:s3/bucket:Bucket"

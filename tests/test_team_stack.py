@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROJECT, ROOT, mutate, raw_config, synthesize
+from stack_configs import PROJECT, ROOT, mutate, raw_config
 
 from components.config import ConfigError, TeamStackConfig, decode_raw_config, load_stack_config
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
 from components.config.stack_file import stack_config
+from offline.plan import synthesize
 
 TEAM, STACK = "vision", "team-vision-prod"
 SHARED_INFRASTRUCTURE = (

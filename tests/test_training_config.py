@@ -1,7 +1,7 @@
 """Validation of `training`: a job must fit one node, its pool and its queue's quota."""
 
 import pytest
-from conftest import PROJECT, mutate, raw_config
+from stack_configs import PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 

@@ -18,9 +18,9 @@ import boto3
 import pytest
 import verify_scenarios as sc
 import yaml
-from conftest import ROOT
 from fake_kube import FakeKube, Scenario, clone, key
 from moto import mock_aws
+from stack_configs import ROOT
 
 from verify.cli import main
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import MANIFEST_STACKS
+from launcher import fabric, gang
+from stack_configs import MANIFEST_STACKS
 
 from verify import checks, nccl_job, nccl_output, nccl_reference, progress_log
 from verify.stack_outputs import JobPromise, UsageError, parse_outputs
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "trainer"))
-from launcher import fabric, gang
 
 SAMPLES = Path(__file__).parent / "fixtures" / "nccl"
 # NCCL falling back to sockets on an EFA pool, as it logs it (tests/trainer/test_fabric_check.py).

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT
+from stack_configs import ROOT
 
 from bootstrap import policies
 from bootstrap.config import EnvironmentCi
@@ -107,7 +107,7 @@ def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_po
 
 
 def test_the_changed_stacks_filter_keeps_the_named_environments_stacks_only():
-    from plan_diff import stacks_of_environments
+    from offline.plan_diff import stacks_of_environments
     stacks = ["dev", "prod", "staging", "team-vision-dev", "team-vision-prod", "team-dev-ops-staging"]
     assert stacks_of_environments(stacks, ["dev"]) == ["dev", "team-vision-dev"]
     assert stacks_of_environments(stacks, ["prod", "staging"]) == ["prod", "staging", "team-vision-prod",

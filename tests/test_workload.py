@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from conftest import PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.config import load_stack_config
 

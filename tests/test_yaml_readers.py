@@ -12,15 +12,15 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan import synthesize
+from stack_configs import ROOT
 from yaml_readers import go_document, same_data
 
 from components.config import ConfigError
 from components.config.stack_file import stack_config
 from components.config.strict_yaml import YamlError, go_yaml_plain_scalar, load_yaml_text
+from offline.plan import synthesize
 
 # (plain scalar, kind, value) as go-yaml v3.0.1 resolves it into an interface{}: the cases of its
 # decode_test.go (unmarshalTests, lines 44-200, 590-600 and 662-733 at that tag) ...

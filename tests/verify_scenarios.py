@@ -10,16 +10,13 @@ import io
 import json
 import math
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
 from fake_kube import Scenario, key
+from launcher import progress
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "trainer"))
-
-from launcher import progress  # noqa: E402
 
 JOB = "pretrain-p5"
 POOL = "p5-efa"

@@ -20,9 +20,6 @@ import datetime
 import os
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer"))
 
 import torch
 import xxhash

@@ -1,7 +1,7 @@
 """Fixtures for the reference trainer's tests.
 
-- trainer/ goes on sys.path (trainer_testlib) so `launcher` and `example_trainer` import
-  in-process.
+- `launcher` and `example_trainer` import in-process: pytest puts trainer/ on the path
+  (pyproject.toml, `pythonpath`), as the trainer image's PYTHONPATH does.
 - `launch` starts `python -m launcher -- -m example_trainer.train` (real torchrun, gloo,
   2 processes, c10d rendezvous on 127.0.0.1 with a free port) with every directory under
   tmp_path, and kills whatever is left of the process tree when the test ends.
@@ -12,14 +12,9 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from trainer_testlib import BASE_HPARAMS, TRAINER_DIR, LauncherRun, descendants, free_port, kill_tree
 
 _MEASUREMENTS: list[tuple[str, str, str]] = []

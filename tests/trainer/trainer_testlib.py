@@ -17,8 +17,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER_DIR = ROOT / "trainer"
-if str(TRAINER_DIR) not in sys.path:
-    sys.path.insert(0, str(TRAINER_DIR))
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 requires_torch = pytest.mark.skipif(

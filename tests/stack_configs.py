@@ -1,0 +1,46 @@
+"""The stacks the tests read, and how a test reads and changes a stack's config (imported by name:
+pytest puts tests/ on the path; a conftest.py keeps only fixtures and hooks)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from components.config import decode_raw_config
+from components.config.stack_file import stack_config
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "gpu-training"
+PLATFORM_STACKS = ("dev", "staging", "prod")
+# Stacks whose Kubernetes manifests are validated and scanned.
+TEAM_STACKS = ("team-vision-prod",)
+MANIFEST_STACKS = PLATFORM_STACKS + TEAM_STACKS
+DELETE = object()
+
+
+def raw_config(stack: str) -> dict[str, Any]:
+    """The decoded config of a stack file, as `load_stack_config` receives it."""
+    _, config, _ = stack_config(stack)
+    return decode_raw_config(config)
+
+
+def mutate(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """Copy of `raw` with `project:key.sub.sub` set to `value` (or removed with DELETE)."""
+    result = copy.deepcopy(raw)
+    top, *rest = path.split(".")
+    key = top if ":" in top else f"{PROJECT}:{top}"
+    if not rest:
+        if value is DELETE:
+            result.pop(key, None)
+        else:
+            result[key] = value
+        return result
+    node = result.setdefault(key, {})
+    for part in rest[:-1]:
+        node = node.setdefault(part, {})
+    if value is DELETE:
+        node.pop(rest[-1], None)
+    else:
+        node[rest[-1]] = value
+    return result
