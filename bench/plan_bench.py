@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Offline plan speed against the SDK floor, as ratios (median of N runs, min beside it).
 
-    python bench/plan_bench.py [--repeat 5]
+    python -m bench.plan_bench [--repeat 5]      # from the repository root, as the other benches
 
 Each figure is the wall time of a fresh process, as `make plan` / `make plans` pay it:
 - prod plan:        scripts/plan.py --stack prod
 - all plans:        what `make plans` runs: every stack of both projects (stacks/ and the
                     bootstrap), one process
-- floor:            bench/plan_floor.py with as many trivial resources as the prod plan has
+- floor:            bench/plan_floor.py (python -m bench.plan_floor) with as many trivial resources as the prod plan has
 - floor + imports:  the same, after importing every provider SDK module the real plan loads
 - typed floor:      floor + imports, the resources being provider SDK resources with one tag
                     each: the SDK's own work for a typed resource, which no real program avoids
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,11 +35,12 @@ TYPED_FLOOR_CLASS = "pulumi_aws.ec2.SecurityGroup"
 
 LOADED_MODULES = """
 import sys
-sys.path[:0] = [{root!r}, {scripts!r}]
-import plan
+from offline import plan
 plan.synthesize("prod")
 print("\\n".join(m for m in sys.modules if m.startswith(("pulumi_aws", "pulumi_kubernetes"))))
 """
+# The program above imports the package offline/ from the repository root.
+WITH_ROOT_ON_PATH = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def timed(commands: list[list[str]]) -> float:
@@ -54,8 +56,8 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        modules = subprocess.run([PY, "-c", LOADED_MODULES.format(root=str(ROOT), scripts=str(ROOT / "scripts"))],
-                                 check=True, capture_output=True, text=True, cwd=ROOT).stdout
+        modules = subprocess.run([PY, "-c", LOADED_MODULES], check=True, capture_output=True, text=True, cwd=ROOT,
+                                 env=WITH_ROOT_ON_PATH).stdout
         (work / "modules.txt").write_text(modules)
         subprocess.run([PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")], check=True, cwd=ROOT,
                        stdout=subprocess.DEVNULL)
@@ -65,9 +67,9 @@ def main() -> int:
             # What `make plans` runs: the platform project's stacks and the bootstrap project's.
             "all plans": [[PY, "scripts/plan.py", "--all", "--project", ".", "--project", "bootstrap",
                            "--build-dir", str(work / "all")]],
-            "floor": [[PY, "bench/plan_floor.py", str(count)]],
-            "floor + imports": [[PY, "bench/plan_floor.py", str(count), "--imports", str(work / "modules.txt")]],
-            "typed floor": [[PY, "bench/plan_floor.py", str(count), "--imports", str(work / "modules.txt"),
+            "floor": [[PY, "-m", "bench.plan_floor", str(count)]],
+            "floor + imports": [[PY, "-m", "bench.plan_floor", str(count), "--imports", str(work / "modules.txt")]],
+            "typed floor": [[PY, "-m", "bench.plan_floor", str(count), "--imports", str(work / "modules.txt"),
                              "--typed", TYPED_FLOOR_CLASS]],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
@@ -86,7 +88,7 @@ def main() -> int:
           f"({TYPED_FLOOR_CLASS.rsplit('.', 1)[-1]}s with a tag, not the untyped floor's trivial resources)")
     sys.stdout.flush()
     # What the gap to the floor is made of: the program's own code, or the SDK's work per resource.
-    subprocess.run([PY, "bench/plan_profile.py", "--stack", "prod"], check=True, cwd=ROOT)
+    subprocess.run([PY, "-m", "bench.plan_profile", "--stack", "prod"], check=True, cwd=ROOT)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SDK floor of an offline plan: N trivial resources through the same mock runtime.
 
-    python bench/plan_floor.py N [--imports FILE] [--typed MODULE.CLASS]
+    python -m bench.plan_floor N [--imports FILE] [--typed MODULE.CLASS]   # from the repository root
 
 What `scripts/plan.py` cannot go below: interpreter start, the Pulumi SDK, one mock engine and
 N resource registrations. With --imports it first imports every module named in FILE (one per
@@ -25,8 +25,7 @@ from typing import Any
 
 import pulumi
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from mock_shortcuts import no_source_positions  # what plan.py skips, the floor skips
+from offline.mock_shortcuts import no_source_positions  # what plan.py skips, the floor skips
 
 
 class _Mocks(pulumi.runtime.Mocks):

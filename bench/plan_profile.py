@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Where a plan's synthesis spends its time: cProfile's own time, summed by where the code lives.
 
-    python bench/plan_profile.py [--stack prod]
+    python -m bench.plan_profile [--stack prod]      # from the repository root
 
 Profiles the second synthesis of the stack in one process: the imports (which `make bench`
 measures against the floor on their own) and the SDK's per-type caches are warm. The shares say
 what a faster plan would have to change: the program (components/, __main__.py), the plan's
-harness (scripts/), or the Pulumi SDK and what it runs on (typed inputs and outputs, RPC
+harness (offline/), or the Pulumi SDK and what it runs on (typed inputs and outputs, RPC
 serialisation, asyncio), which a real `pulumi up` runs too.
 """
 
@@ -21,15 +21,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from offline import plan
 
-import plan  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # First match wins: (label, fragment of the code's file name).
 PLACES = (
     ("the program: components/, __main__.py", (f"{ROOT}/components/", f"{ROOT}/__main__.py")),
-    ("the plan's harness: scripts/", (f"{ROOT}/scripts/",)),
+    ("the plan's harness: offline/", (f"{ROOT}/offline/",)),
     ("Pulumi SDK: pulumi/", ("/site-packages/pulumi/",)),
     ("provider SDKs: pulumi_aws, pulumi_kubernetes", ("/site-packages/pulumi_aws/", "/site-packages/pulumi_kubernetes/")),
     ("PyYAML (reading the stack files)", ("/site-packages/yaml/",)),

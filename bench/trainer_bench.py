@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trainer I/O against the raw speed of the same bytes, measured side by side in one run.
 
-    python bench/trainer_bench.py [--repeat 5] [--state-mib 1024] [--data-mib 256] [--dir DIR]
+    PYTHONPATH=trainer python bench/trainer_bench.py [--repeat 5] [--state-mib 1024] [--data-mib 256] [--dir DIR]
 
 Each figure is measured --repeat times, the project's path and its floor interleaved (drift hits
 both alike); min and median are printed, and each ratio twice: of the medians and of the
@@ -50,13 +50,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "trainer"))
-
-import torch  # noqa: E402
-from example_trainer.data import ShardChunks, ShardLoader, epoch_order  # noqa: E402
-from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name  # noqa: E402
-from launcher import checkpoint  # noqa: E402
+import torch
+from example_trainer.data import ShardChunks, ShardLoader, epoch_order
+from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name
+from launcher import checkpoint
 
 # (label, dim, batch): 60 x (32 x 4 + 8) = 8160 bytes; 128 x (1024 x 4 + 8) = 525312 bytes
 CHUNK_SHAPES = (("8 KiB chunks", 32, 60), ("512 KiB chunks", 1024, 128))

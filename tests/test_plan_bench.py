@@ -25,7 +25,7 @@ def _profile_module():
 @pytest.mark.parametrize(("filename", "label"), [
     (f"{ROOT}/components/network/vpc.py", "the program"),
     (f"{ROOT}/__main__.py", "the program"),
-    (f"{ROOT}/scripts/plan.py", "the plan's harness"),
+    (f"{ROOT}/offline/plan.py", "the plan's harness"),
     ("/x/.venv/lib/python3.11/site-packages/pulumi/runtime/rpc.py", "Pulumi SDK"),
     ("/x/.venv/lib/python3.11/site-packages/pulumi_aws/ec2/vpc.py", "provider SDKs"),
     ("/usr/lib/python3.11/asyncio/base_events.py", "asyncio"),
@@ -38,7 +38,7 @@ def test_profile_places_code_by_where_it_lives(filename, label):
 
 
 def test_profile_shares_add_up():
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_profile.py"), "--stack", "team-vision-prod"],
+    run = subprocess.run([sys.executable, "-m", "bench.plan_profile", "--stack", "team-vision-prod"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     shares = {line.split("%", 1)[1].strip(): float(line.split("%", 1)[0])
@@ -51,7 +51,7 @@ def test_profile_shares_add_up():
 def test_floor_runs_with_a_list_of_imports(tmp_path, typed):
     modules = tmp_path / "modules.txt"
     modules.write_text("pulumi_aws.s3\n")
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", "--imports", str(modules), *typed],
+    run = subprocess.run([sys.executable, "-m", "bench.plan_floor", "3", "--imports", str(modules), *typed],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert not re.search(r"Traceback|Error", run.stderr)
@@ -65,7 +65,7 @@ def test_floor_runs_with_a_list_of_imports(tmp_path, typed):
     ["--imports", "/nonexistent/modules.txt"],
 ])
 def test_floor_refuses_bad_arguments_without_a_traceback(arguments):
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_floor.py"), "3", *arguments],
+    run = subprocess.run([sys.executable, "-m", "bench.plan_floor", "3", *arguments],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 2
     assert arguments[0] in run.stderr or "No such file" in run.stderr or "module" in run.stderr

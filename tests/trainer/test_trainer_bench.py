@@ -5,11 +5,12 @@ asserts no speed: speed goals are read from `make bench`."""
 from __future__ import annotations
 
 import dis
+import os
 import re
 import subprocess
 import sys
 
-from trainer_testlib import ROOT, requires_torch
+from trainer_testlib import ROOT, TRAINER_DIR, requires_torch
 
 pytestmark = requires_torch
 
@@ -31,6 +32,7 @@ def test_trainer_bench_runs_and_prints_every_ratio(tmp_path):
         [sys.executable, str(ROOT / "bench" / "trainer_bench.py"), "--repeat", "1", "--state-mib", "4",
          "--data-mib", "2", "--dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(TRAINER_DIR)},  # as `make bench` runs it (the trainer image's path)
     )
     assert p.returncode == 0, p.stdout + p.stderr
     for name in RATIOS:
