@@ -73,7 +73,9 @@ def test_a_plan_walks_the_stack_only_for_the_root_stack(monkeypatch):
     monkeypatch.setattr(resource_runtime, mock_shortcuts.STACK_TRACE_FUNCTION, counting_walk)
     plan = synthesize("team-vision-prod")
     assert len(plan.resources) > 10
-    assert len(walks) <= 1  # the root stack, which the mock runtime registers before the program runs
+    # The root stacks, which the mock runtime registers before the program runs: the team's, and its
+    # platform's when the platform plan its StackReference reads is not cached yet.
+    assert len(walks) <= 2
 
 
 def test_skipping_source_positions_changes_nothing_in_the_plan(monkeypatch):
