@@ -7,7 +7,7 @@ Each figure is the wall time of a fresh process, as `make plan` / `make plans` p
 - prod plan:        scripts/plan.py --stack prod
 - all plans:        what `make plans` runs: every stack of both projects (stacks/ and the
                     bootstrap), one process
-- floor:            bench/plan_floor.py (python -m bench.plan_floor) with as many trivial resources as the prod plan has
+- floor:            bench/plan_floor.py with as many trivial resources as the prod plan has
 - floor + imports:  the same, after importing every provider SDK module the real plan loads
 - typed floor:      floor + imports, the resources being provider SDK resources with one tag
                     each: the SDK's own work for a typed resource, which no real program avoids
