@@ -25,7 +25,7 @@ def gov_cloud_overrides() -> dict:
 
 
 def test_a_gov_cloud_stack_names_only_gov_cloud_arns():
-    from plan import synthesize
+    from offline.plan import synthesize
 
     plan = synthesize("dev", overrides=gov_cloud_overrides())
     inputs = json.dumps([record["inputs"] for record in plan.resources])
@@ -35,7 +35,7 @@ def test_a_gov_cloud_stack_names_only_gov_cloud_arns():
 
 
 def test_a_gov_cloud_bootstrap_names_only_gov_cloud_arns():
-    from plan import synthesize
+    from offline.plan import synthesize
 
     plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap", overrides={"region": GOV_REGION})
     inputs = json.dumps([record["inputs"] for record in plan.resources])

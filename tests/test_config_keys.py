@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MANIFEST_STACKS, PROJECT, raw_config
+from stack_configs import MANIFEST_STACKS, PROJECT, raw_config
 
 import components.config.stack as stack_module
 from components.config import ConfigError

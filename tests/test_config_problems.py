@@ -7,7 +7,7 @@ value is never in it.
 from __future__ import annotations
 
 import pytest
-from conftest import PROJECT, mutate, raw_config
+from stack_configs import PROJECT, mutate, raw_config
 
 from components.config import ConfigError, ConfigProblem, load_stack_config
 from components.config.reader import SECRET, ErrorLog, Section, is_within, refuse_plain_keys_set_as_secrets

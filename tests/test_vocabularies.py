@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.cluster.pool_scheduling import node_labels, node_taints, node_template_tags
 from components.config import AmiType, Capacity, NatLayout, StackConfig, TaintEffect, load_stack_config
