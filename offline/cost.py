@@ -116,7 +116,7 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
 def _quota_lines(config: TeamStackConfig) -> list[str]:
     """A team's GPU quota, fully used, on its platform's pools (whole nodes are billed)."""
     pools = [pool_cost(NodePool(p.name, p.instance_types, CAPACITY_TYPES[p.capacity], p.min_size, p.max_size,
-                                p.root_volume_gib)) for p in config.platform.node_pools]
+                                p.root_volume_gib)) for p in config.judged_platform.node_pools]
     hourly = quota_hourly_usd(config.training.gpu_quota, pools)
     lines = ["", f"GPU quota at full use, on the {config.environment} platform's shared pools "
                  "(billed to the environment, not to this stack's tags)"]

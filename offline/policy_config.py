@@ -30,7 +30,7 @@ ALLOWED_CIDRS = "allowedCidrs"
 
 def allowed_cidrs(config: StackConfig | TeamStackConfig) -> list[str]:
     """Every CIDR a security group of the stack may admit: the VPC, then the collectors."""
-    network = (config.platform if isinstance(config, TeamStackConfig) else config).network
+    network = (config.judged_platform if isinstance(config, TeamStackConfig) else config).network
     return [str(network.vpc_cidr), *(str(cidr) for cidr in network.monitoring_ingress.cidrs)]
 
 

@@ -213,8 +213,7 @@ def cronjob_of(plan) -> dict:
 
 def kubernetes_minor(stack: str) -> str:
     config = planned_config(stack)
-    platform = config.platform if isinstance(config, TeamStackConfig) else config
-    assert platform is not None
+    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
     return platform.cluster.kubernetes_version
 
 

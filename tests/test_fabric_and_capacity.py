@@ -118,8 +118,7 @@ def test_socket_jobs_keep_the_socket_transport(plan_of):
 def test_gang_flavors_are_admitted_through_provisioning_requests(stack, plan_of):
     plan = plan_of(stack)
     config = planned_config(stack)
-    platform = config.platform if isinstance(config, TeamStackConfig) else config
-    assert platform is not None
+    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
     pools = platform.node_pools
     (queue,) = manifests(plan, "ClusterQueue")
     gang_flavors = sorted(f"pool-{p.name}" for p in pools if p.gpu and p.max_size > 1)

@@ -24,8 +24,7 @@ from offline.plan import planned_config
 
 def kubernetes_minor(stack: str) -> str:
     config = planned_config(stack)
-    platform = config.platform if isinstance(config, TeamStackConfig) else config
-    assert platform is not None
+    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
     return platform.cluster.kubernetes_version
 
 

@@ -138,6 +138,14 @@ class TeamStackConfig:
     """The platform stack's: the same deploy role creates both stacks' roles."""
 
     @property
+    def judged_platform(self) -> StackConfig:
+        """`platform`, for code that only runs once the contract was read (the team's resources,
+        the offline tools): an error, not a None, where it was not."""
+        if self.platform is None:
+            raise ValueError(f"team stack {self.stack}: its config was not judged against its platform's contract")
+        return self.platform
+
+    @property
     def name_prefix(self) -> str:
         return f"{self.project}-{self.environment}-{self.team}"
 
