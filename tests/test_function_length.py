@@ -1,0 +1,44 @@
+"""Functions stay short enough to read in one screen: none in the program, its offline plan or its
+scripts is longer than MAX_LINES (a long one is split into named steps)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 80
+CHECKED = ("components", "offline", "scripts", "bootstrap")
+
+
+def long_functions(source: str, max_lines: int = MAX_LINES) -> list[tuple[str, int]]:
+    """(name, lines) of every function, nested or a method, longer than `max_lines` (decorators excluded)."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > max_lines]
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("def f():\n" + "    x = 1\n" * 79, []),                 # 80 lines: at the limit
+    ("def f():\n" + "    x = 1\n" * 80, [("f", 81)]),
+    ("class C:\n    def m(self):\n" + "        x = 1\n" * 80, [("m", 81)]),
+    ("def outer():\n    def inner():\n" + "        x = 1\n" * 80, [("outer", 82), ("inner", 81)]),
+])
+def test_long_functions(source, expected):
+    assert long_functions(source) == expected
+
+
+def python_files() -> list[Path]:
+    """The checked folders' modules, and the scripts without a suffix that run on Python."""
+    modules = [path for folder in CHECKED for path in sorted((ROOT / folder).rglob("*.py"))]
+    commands = [path for path in sorted((ROOT / "scripts").iterdir())
+                if path.is_file() and not path.suffix and path.read_text().startswith("#!/usr/bin/env python")]
+    return modules + commands
+
+
+def test_no_function_is_longer_than_the_limit():
+    found = [f"{path.relative_to(ROOT)}: {name} ({lines} lines)" for path in python_files()
+             for name, lines in long_functions(path.read_text())]
+    assert not found, f"split these into named steps of at most {MAX_LINES} lines:\n" + "\n".join(found)
