@@ -25,7 +25,12 @@ import pulumi_kubernetes as k8s
 from components.common.boundary import apply_permissions_boundary
 from components.common.provider import aws_provider
 from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig
-from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
+from components.config.platform_contract import (
+    CONTRACT_OUTPUT,
+    JUDGED_AGAINST_DEPLOYED_PLATFORM,
+    platform_of_contract,
+    read_contract,
+)
 from components.data.file_system import access_point
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
@@ -66,9 +71,12 @@ def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackCo
 
 def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
                  today: date | None) -> TeamOnPlatform:
-    contract = read_contract(value, reference=config.platform_stack, project=config.project)
-    platform = platform_of_contract(contract, project=config.project, environment=config.environment, today=today)
-    bound = bind(platform)
+    try:
+        contract = read_contract(value, reference=config.platform_stack, project=config.project)
+        platform = platform_of_contract(contract, project=config.project, environment=config.environment, today=today)
+        bound = bind(platform)
+    except ConfigError as error:
+        raise ConfigError(error.problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM) from None
     if not isinstance(bound, TeamStackConfig) or bound.platform is None:
         raise ConfigError([ConfigProblem(f"stack '{config.stack}'", "is not a team stack")])
     for warning in bound.warnings:

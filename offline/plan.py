@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import faulthandler
 import functools
 import gc
@@ -61,7 +62,7 @@ from components.config import (  # noqa: E402
     load_stack_config,
 )
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
-from components.config.stack import stack_kind  # noqa: E402
+from components.config.stack import platform_stack_errors, stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
@@ -395,9 +396,17 @@ def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir
     return load_stack_config(raw, project=project, stack=stack, today=today, platform=platform)
 
 
-@functools.lru_cache(maxsize=8)
 def platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
-    """The outputs of a platform stack's offline plan: what its team stacks' StackReferences read."""
+    """The outputs of a platform stack's offline plan: what its team stacks' StackReferences read
+    (a copy: the plan is made once per process). Its problems name the platform's stack file."""
+    try:
+        return copy.deepcopy(_platform_plan_outputs(environment, project_dir, today))
+    except ConfigError as error:
+        raise ConfigError(platform_stack_errors(environment, error.problems)) from None
+
+
+@functools.lru_cache(maxsize=8)
+def _platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
     return synthesize(environment, project_dir=project_dir, today=today).outputs
 
 

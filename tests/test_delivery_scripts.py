@@ -17,8 +17,10 @@ import yaml
 from stack_configs import ROOT
 
 from bootstrap import policies
+from components.config.platform_contract import JUDGED_AGAINST_DEPLOYED_PLATFORM
 
 DEPLOY = ROOT / "scripts" / "deploy-environment"
+DEFERRED = f"against {JUDGED_AGAINST_DEPLOYED_PLATFORM}"
 BUILD_IMAGE = ROOT / "scripts" / "build-image"
 NEW_TEAM_STACK = ROOT / "scripts" / "new-team-stack"
 # What `pulumi stack init --secrets-provider awskms://...` adds to a stack file.
@@ -62,6 +64,7 @@ echo '{{}}' > "$out"
 echo "pulumi $*" >> {shlex.quote(str(log))}
 while [ "$#" -gt 0 ]; do [ "$1" = --policy-pack-config ] && config=$2; shift; done
 [ -f "$config" ] || {{ echo "no policy config at $config" >&2; exit 3; }}
+case "$config" in *team-*) echo "${{FAKE_TEAM_OUTPUT:-}}"; exit "${{FAKE_TEAM_RC:-0}}" ;; esac
 exit "${{FAKE_PULUMI_RC:-0}}"
 """)
     return root
@@ -85,6 +88,23 @@ def test_deploy_environment_deploys_created_stacks_platform_first(deploy_root):
     pulumi = [line for line in calls(deploy_root) if line.startswith("pulumi ")]
     assert [re.search(r"--stack (\S+)", line)[1] for line in pulumi] == ["dev", "team-new-dev"]  # type: ignore[index]
     assert all(line.startswith("pulumi up ") and "--yes" in line for line in pulumi)
+
+
+@pytest.mark.parametrize(("team_output", "rc"), [
+    # Judged against the platform as deployed before this run's up: deferred, with a warning.
+    (f"error: 1 configuration error {DEFERRED}; nothing was created:", 0),
+    ("error: 1 configuration error; nothing was created:", 255),   # the team's own config: fails the run
+])
+def test_a_team_preview_waits_for_the_platform_only_when_its_contract_is_behind(deploy_root, team_output, rc):
+    result = deploy(deploy_root, "--preview", "dev", FAKE_TEAM_OUTPUT=team_output, FAKE_TEAM_RC="255")
+    assert result.returncode == rc, result.stdout + result.stderr
+    assert team_output in result.stdout
+    assert ("::warning::team stack team-new-dev: preview deferred" in result.stdout) == (rc == 0)
+
+
+def test_a_failing_team_up_is_never_deferred(deploy_root):
+    result = deploy(deploy_root, "dev", FAKE_TEAM_OUTPUT=f"error: 1 configuration error {DEFERRED}", FAKE_TEAM_RC="255")
+    assert result.returncode == 255 and "deferred" not in result.stdout
 
 
 @pytest.mark.parametrize("header", [

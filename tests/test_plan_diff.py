@@ -234,3 +234,27 @@ def test_an_unknown_ref_is_a_clear_error(repo):
     result = plan_diff(repo, "no-such-branch")
     assert result.returncode == 2
     assert "'no-such-branch' is not a commit here" in result.stderr and "Traceback" not in result.stderr
+
+
+# The component type tokens renamed to name their package, and the tokens their state was created under.
+RENAMED_TYPES = {
+    "gpu-training:cluster:NodePools": "gpu-training:compute:NodePools",
+    "gpu-training:data:StorageMounts": "gpu-training:storage:StorageMounts",
+    "gpu-training:data:LustreFileSystem": "gpu-training:storage:LustreFileSystem",
+    "gpu-training:data:DataBuckets": "gpu-training:storage:DataBuckets",
+    "gpu-training:data:CheckpointFileSystem": "gpu-training:storage:CheckpointFileSystem",
+    "gpu-training:network:SecurityGroups": "gpu-training:security:SecurityGroups",
+    "gpu-training:data:TrainerRegistry": "gpu-training:registry:TrainerRegistry",
+}
+
+
+def test_every_renamed_component_keeps_its_old_urn_as_an_alias(plan_of):
+    """Without the alias a real `pulumi up` would delete and create every node pool, bucket and file system."""
+    seen = set()
+    for stack in ("dev", "prod", "team-vision-prod"):
+        for record in plan_of(stack).resources:
+            old = RENAMED_TYPES.get(record["type"])
+            if old is not None:
+                seen.add(record["type"])
+                assert record.get("aliases") == [record["urn"].replace(f"::{record['type']}::", f"::{old}::")], record["urn"]
+    assert seen == set(RENAMED_TYPES), "every renamed type is in a plan"

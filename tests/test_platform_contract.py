@@ -9,6 +9,7 @@ from components.config.platform_contract import (
     CONTRACT_RESOURCES,
     CONTRACT_VERSION,
     SECRET_NOT_PUBLISHED,
+    platform_of_contract,
     published_config,
     read_contract,
 )
@@ -30,11 +31,15 @@ RESOURCES = {name: f"{name}-value" for name in CONTRACT_RESOURCES}
         ({"gpu-training:observability": '{"alertSms": ["+1"]}', "gpu-training:region": "us-east-1"},
          {"gpu-training:observability.alertSms[0]"}, {"gpu-training:region": "us-east-1"}),
         ({"gpu-training:secrets": "not a map"}, set(), {}),
+        # A project name with dots: the key is what follows the colon.
+        ({"my.project:observability": '{"alertSms": ["+1"]}', "my.project:region": "us-east-1"},
+         {"my.project:observability.alertSms[0]"}, {"my.project:region": "us-east-1"}),
     ],
 )
 def test_published_config(engine_config, secret_keys, published):
-    assert published_config(engine_config, secret_keys, project="gpu-training") == published
-    assert "s3cr3t" not in json.dumps(published_config(engine_config, secret_keys, project="gpu-training"))
+    project = next(iter(engine_config)).split(":")[0]
+    assert published_config(engine_config, secret_keys, project=project) == published
+    assert "s3cr3t" not in json.dumps(published_config(engine_config, secret_keys, project=project))
 
 
 def test_a_contract_reads_back_as_the_engine_passed_the_config():
@@ -51,6 +56,9 @@ def test_a_contract_reads_back_as_the_engine_passed_the_config():
         (None, "is missing"),
         ("text", "is not a platform contract. Fix: check platformStack names a gpu-training platform stack"),
         ({"version": "1"}, "is not a platform contract"),
+        ({"version": True, "config": {}, "resources": RESOURCES}, "is not a platform contract"),
+        ({"version": 1.5, "config": {}, "resources": RESOURCES}, "is not a platform contract"),
+        ({"version": float("inf"), "config": {}, "resources": RESOURCES}, "is not a platform contract"),
         ({"version": 0.0, "config": {}, "resources": RESOURCES}, "version 0, this program reads version 1"),
         ({"version": 1.0, "resources": RESOURCES}, "output platformContract.config: is missing or not a map"),
         ({"version": 1, "config": {}, "resources": {**RESOURCES, "kubeconfig": None}},
@@ -62,3 +70,17 @@ def test_a_contract_that_cannot_be_read_says_what_to_deploy(value, says):
         read_contract(value, reference=REFERENCE, project="gpu-training")
     (error,) = raised.value.errors
     assert error.startswith(f"platform stack {REFERENCE}: output platformContract") and says in error and "Fix: " in error
+
+
+def test_a_deployed_platform_this_checkout_cannot_read_names_its_source_and_both_ways_out():
+    """The platform was deployed from a commit with a key this checkout does not know."""
+    config = {"gpu-training:environment": "prod", "gpu-training:nodePool": "[]"}
+    contract = read_contract({"version": 1, "config": config, "resources": RESOURCES}, reference=REFERENCE,
+                             project="gpu-training")
+    with pytest.raises(ConfigError) as raised:
+        platform_of_contract(contract, project="gpu-training", environment="prod")
+    problems = raised.value.problems
+    assert problems and all(p.where == "platform stack 'prod' (its deployed platformContract)" for p in problems)
+    assert not any(p.is_about("gpu-training:nodePool") for p in problems), "about the platform, not the team's keys"
+    assert all("deploy the platform stack from this commit (pulumi up --stack prod), or update this checkout" in p.fix
+               for p in problems), [p.fix for p in problems]

@@ -164,6 +164,9 @@ def test_a_contract_of_another_version_is_refused_before_any_resource(version, s
         synthesize(STACK, platform_outputs=outputs)
     (error,) = raised.value.errors
     assert error.startswith("platform stack organization/gpu-training/prod: ") and says in error, error
+    # The line scripts/deploy-environment defers a team preview by: the platform's up has not run yet.
+    assert str(raised.value).splitlines()[0] == (
+        "1 configuration error against the deployed platform stack (its platformContract); nothing was created:")
 
 
 def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
@@ -181,3 +184,24 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_a_broken_platform_stack_file_is_named_in_a_team_stacks_offline_plan(tmp_path, monkeypatch):
+    """Offline, the contract comes from the platform's plan: its problems are the platform file's, not the team's keys."""
+    from offline import plan as plan_module
+
+    real = plan_module.stack_config
+    broken = tmp_path / "Pulumi.prod.yaml"
+    broken.write_text((ROOT / "stacks" / "Pulumi.prod.yaml").read_text().replace("gpu-training:nodePools:",
+                                                                                  "gpu-training:nodePool:"))
+    monkeypatch.setattr(plan_module, "stack_config",
+                        lambda stack, path=None, **kwargs: real(stack, path or (broken if stack == "prod" else None), **kwargs))
+    plan_module._platform_plan_outputs.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as raised:
+            synthesize(STACK)
+    finally:
+        plan_module._platform_plan_outputs.cache_clear()
+    problems = raised.value.problems
+    assert problems and all(p.where.startswith("platform stack 'prod' (stacks/Pulumi.prod.yaml)") for p in problems)
+    assert not any(p.is_about("gpu-training:nodePools") for p in problems)

@@ -18,7 +18,7 @@ ADMIN_PORTS = (22, 3389)
 
 @dataclass(frozen=True)
 class MonitoringIngress:
-    """Who may reach node metrics / log-collection ports (the seed's only outside-facing ports)."""
+    """Who may reach node metrics / log-collection ports (the network layer's only outside-facing ports)."""
 
     cidrs: tuple[ipaddress.IPv4Network, ...]
     ports: tuple[int, ...]

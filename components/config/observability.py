@@ -1,4 +1,4 @@
-"""The `observability` section: who is alerted, and the seed's alert thresholds.
+"""The `observability` section: who is alerted, and the go-live alert thresholds.
 
 Alarms (components/observability/monitoring.py): GPU utilisation below `gpuIdlePercent` on some node for
 `gpuIdleMinutes` (usually a data-loading bottleneck, or a gang waiting with paid GPUs), GPU memory

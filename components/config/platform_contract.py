@@ -6,9 +6,10 @@ deployed platform's `platformContract` output (through its StackReference), neve
 stack file in the team's checkout, which may describe a platform that does not exist.
 
 The contract carries the platform stack's own configuration as the engine handed it to the
-platform program (every value as text, secrets left out), so a team stack validates its jobs
-with exactly the parser and the values the platform was built with, and the resources the team
-stack attaches to (cluster, buckets, file system, keys, roles, alert topic). It is versioned:
+platform program (every value as text, secrets by name only), which the team's checkout parses
+with its own config model, so a team stack validates its jobs against the values the platform
+was built with; and the resources the team stack attaches to (cluster, buckets, file system,
+keys, roles, alert topic). It is versioned:
 a reader accepts only the version it was written for, and says which side to deploy.
 
 The offline plan feeds a team stack the contract its platform stack's own plan exports.
@@ -17,6 +18,7 @@ The offline plan feeds a team stack the contract its platform stack's own plan e
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import date
@@ -27,6 +29,9 @@ from components.config.stack import StackConfig, decode_raw_config, load_stack_c
 
 CONTRACT_OUTPUT = "platformContract"
 """The platform stack's output a team stack reads."""
+JUDGED_AGAINST_DEPLOYED_PLATFORM = "the deployed platform stack (its platformContract)"
+"""How a team stack's report names the problems found once its platform's contract was read:
+scripts/deploy-environment defers such a team preview until the platform's own `up` has run."""
 CONTRACT_VERSION = 1
 """Raise it when a reader of the previous version would misread the contract (a key renamed,
 a meaning changed); adding a resource is not such a change."""
@@ -54,13 +59,19 @@ def published_config(engine_config: Mapping[str, str], secret_keys: Collection[s
     (text), the secrets by name only (the platform's jobs name them), and no other key that holds
     a secret."""
     secrets_key = f"{project}:secrets"
-    secret_roots = {key.split(".", 1)[0].split("[", 1)[0] for key in secret_keys} - {secrets_key}
+    secret_roots = {_top_key(key) for key in secret_keys} - {secrets_key}
     published = {key: value for key, value in sorted(engine_config.items())
                  if key not in secret_roots and key != secrets_key}
     secrets = decode_raw_config({secrets_key: engine_config.get(secrets_key)})[secrets_key]
     if isinstance(secrets, Mapping):
         published[secrets_key] = json.dumps({name: SECRET_NOT_PUBLISHED for name in secrets}, sort_keys=True)
     return published
+
+
+def _top_key(path: str) -> str:
+    """`project:key` of a config path (`project:key.inner[0]`); the project's name may hold dots."""
+    namespace, colon, rest = path.partition(":")
+    return namespace + colon + re.split(r"[.\[]", rest, maxsplit=1)[0]
 
 
 def read_contract(value: Any, *, reference: str, project: str) -> PlatformContract:
@@ -74,9 +85,11 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
 
     if value is None:
         raise ConfigError([problem("is missing (the platform was deployed before team stacks read a contract)")])
-    if not isinstance(value, Mapping) or not isinstance(value.get("version"), int | float):
+    # A StackReference hands numbers over as floats (protobuf); any other version is not ours.
+    raw_version = value.get("version") if isinstance(value, Mapping) else None
+    if type(raw_version) not in (int, float) or not float(raw_version).is_integer():  # type(): True is no version
         raise ConfigError([problem("is not a platform contract", f"check platformStack names a {project} platform stack")])
-    version = int(value["version"])
+    version = int(raw_version)
     if version < CONTRACT_VERSION:
         raise ConfigError([problem(f"version {version}, this program reads version {CONTRACT_VERSION}")])
     if version > CONTRACT_VERSION:
@@ -97,13 +110,17 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
 
 def platform_of_contract(contract: PlatformContract, *, project: str, environment: str,
                          today: date | None = None) -> StackConfig:
-    """The platform stack's config, validated by the parser it was deployed with; its problems
-    (this checkout's parser may be stricter than the one that deployed it) name their source."""
+    """The platform stack's config as deployed, parsed by this checkout's config model. A problem
+    there means the two differ (the platform was deployed from another commit, whose keys or
+    values this checkout does not know): each names its source and both ways to make them agree."""
     where = f"platform stack '{environment}' (its deployed {CONTRACT_OUTPUT})"
+    agree = (f"deploy the platform stack from this commit (pulumi up --stack {environment}), or update this checkout "
+             "to the commit the platform was deployed from")
     try:
         loaded = load_stack_config(contract.config, project=project, stack=environment, today=today)
     except ConfigError as error:
-        raise ConfigError([replace(problem, where=f"{where}: {problem.where}" if problem.where else where)
+        raise ConfigError([replace(problem, where=f"{where}: {problem.where}" if problem.where else where,
+                                   fix=f"{problem.fix.rstrip('.')}; or {agree}" if problem.fix else agree)
                            for problem in error.problems]) from None
     if not isinstance(loaded, StackConfig):
         raise ConfigError([ConfigProblem(f"stack '{environment}'", "is not a platform stack", where=where)])

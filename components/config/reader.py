@@ -83,12 +83,15 @@ class ConfigProblem:
 class ConfigError(pulumi.RunError):
     """Invalid stack configuration. `pulumi up` prints a RunError without a traceback."""
 
-    def __init__(self, problems: Iterable[ConfigProblem]):
+    def __init__(self, problems: Iterable[ConfigProblem], *, judged_against: str = ""):
+        """`judged_against`: what the config was judged against, where the report must say it (a
+        team stack's deployed platform: scripts/deploy-environment reads it from the first line)."""
         self.problems = tuple(problems)
         self.errors = [str(problem) for problem in self.problems]
         """The problems as the report words them, one line each."""
         count = len(self.errors)
-        lines = [f"{count} configuration error{'s' if count != 1 else ''}; nothing was created:"]
+        against = f" against {judged_against}" if judged_against else ""
+        lines = [f"{count} configuration error{'s' if count != 1 else ''}{against}; nothing was created:"]
         budget = MAX_REPORT_CHARS
         for shown_count, error in enumerate(self.errors):
             line = f"  - {one_line(error)}"

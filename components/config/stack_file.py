@@ -1,7 +1,8 @@
 """Reading a stack file the way the Pulumi CLI hands it to the program.
 
-Used by the offline plan (scripts/plan.py) and by team stacks, which validate their jobs against
-the node pools and fabric of their platform stack's file in the same commit.
+Used by the offline plan (offline/plan.py) and by scripts/new-team-stack, which writes a team
+stack from its platform's file. A team stack itself judges its jobs against the platform as
+deployed (its platform contract, platform_contract.py), not against that file.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ stack may read.
 
 Each environment gets its own datasets and artifacts buckets (named from project, environment
 and account id) and its own EFS file system. `datasetsBucket` optionally points a stack at an
-existing datasets bucket instead; a non-prod stack may never point at production data (the seed:
-"a test environment must never point at the production data source"). The same rule is enforced
+existing datasets bucket instead; a non-prod stack may never point at production data (the environment-isolation
+rule: "a test environment must never point at the production data source"). The same rule is enforced
 again in IAM (components/identity/policies.py), so a hand-edited role cannot bypass it either.
 
 `lustre` (optional) gives the environment's training namespace an FSx for Lustre file system for

@@ -60,7 +60,8 @@ SCRATCH_DIR = "/scratch"
 SCRATCH_SHARE_OF_INSTANCE_STORE = 0.8
 SKIP_REASONS = {
     # checkov, kept next to what they excuse
-    "CKV_K8S_35": "The seed asks for secrets as env vars; they come from the External Secrets sync, never from the manifest",
+    "CKV_K8S_35": "Secrets reach containers as env vars (a requirement); they come from the External Secrets "
+                  "sync, never from the manifest",
     "CKV_K8S_40": "UID 1000 is the image's user and the EFS access point's POSIX owner; no host paths are shared",
     "CKV_K8S_11": "No CPU limit unless the job sets cpu: the request is the node's computed headroom, CPU shares keep every "
                   "other pod's request, and a cap would only idle cores",
