@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 from launcher import checkpoint
-from trainer_testlib import requires_torch
+from trainer_testlib import TRAINER_DIR, requires_torch
 
 pytestmark = requires_torch
 
 SCENARIOS = str(Path(__file__).with_name("checkpoint_scenarios.py"))
+# The scenarios import the launcher as the trainer image does: trainer/ on PYTHONPATH.
+SCENARIO_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TRAINER_DIR), os.environ.get("PYTHONPATH")]))}
 
 
 # ---------------------------------------------------------------------- loader
@@ -319,7 +321,8 @@ def test_the_marker_lists_what_every_rank_reports(tmp_path):
 
 def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_path, measurements):
     root = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, SCENARIOS, "crash", str(root)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, SCENARIOS, "crash", str(root)], stdout=subprocess.PIPE, text=True,
+                            env=SCENARIO_ENV)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "writing"
@@ -346,7 +349,7 @@ def test_a_crash_during_a_background_write_keeps_the_previous_checkpoint(tmp_pat
 def _two_ranks(scenario: str, root: Path) -> subprocess.CompletedProcess:
     from trainer_testlib import free_port
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env = {**SCENARIO_ENV, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--max-restarts", "0",
