@@ -87,7 +87,7 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
         raise ConfigError([problem("is missing (the platform was deployed before team stacks read a contract)")])
     # A StackReference hands numbers over as floats (protobuf); any other version is not ours.
     raw_version = value.get("version") if isinstance(value, Mapping) else None
-    if type(raw_version) not in (int, float) or not float(raw_version).is_integer():  # type(): True is no version
+    if isinstance(raw_version, bool) or not isinstance(raw_version, int | float) or not float(raw_version).is_integer():
         raise ConfigError([problem("is not a platform contract", f"check platformStack names a {project} platform stack")])
     version = int(raw_version)
     if version < CONTRACT_VERSION:
