@@ -51,7 +51,7 @@ class TeamOnPlatform:
     """A team stack judged against its platform's contract."""
 
     config: TeamStackConfig
-    platform: StackConfig
+    """Bound: its `platform` is the contract's."""
     resources: dict[str, str]
     """The platform's resources the team attaches to (platform_contract.CONTRACT_RESOURCES)."""
 
@@ -81,11 +81,11 @@ def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfi
         raise ConfigError([ConfigProblem(f"stack '{config.stack}'", "is not a team stack")])
     for warning in bound.warnings:
         pulumi.log.warn(warning)
-    return TeamOnPlatform(bound, platform, contract.resources)
+    return TeamOnPlatform(bound, contract.resources)
 
 
 def _build(team: TeamOnPlatform) -> dict[str, Any]:
-    config, platform_config, platform = team.config, team.platform, team.resources
+    config, platform_config, platform = team.config, team.config.judged_platform, team.resources
     apply_permissions_boundary(config.iam_permissions_boundary)
     provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])
@@ -160,7 +160,7 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
                 on_aws: pulumi.ResourceOptions) -> tuple[aws.iam.Role, aws.iam.Role]:
     """The team's trainer role (its own artifacts prefix and secrets), and the role the platform's
     External Secrets controller assumes to read this team's secrets only."""
-    config, platform_config, platform = team.config, team.platform, team.resources
+    config, platform_config, platform = team.config, team.config.judged_platform, team.resources
     secret_arns = [s.arn for s in secrets.secrets.values()]
     trainer_role = _team_role(
         "team-trainer", config, on_aws,
