@@ -39,6 +39,10 @@ def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
     return job.get("steps", [])
 
 
+def diff_step(jobs: dict[str, Any]) -> str:
+    return next(s for s in steps(jobs["plan-diff"]) if s.get("id") == "diff")["run"]
+
+
 def test_the_three_workflows_exist():
     assert set(all_workflows()) == {"pull-request.yml", "main.yml", "deploy.yml"}
 
@@ -81,18 +85,41 @@ def test_credentials_and_write_tokens_only_for_branches_of_this_repository():
 
 def test_the_plan_diff_is_one_sticky_comment():
     jobs = workflow("pull-request.yml")["jobs"]
-    assert "scripts/plan-diff" in steps(jobs["plan-diff"])[-1]["run"]
+    assert "scripts/plan-diff" in diff_step(jobs)
     comment = steps(jobs["comment"])
     assert len(comment) == 1 and comment[0]["uses"].startswith("marocchino/sticky-pull-request-comment@")
     assert comment[0]["with"] == {"header": "offline-plan-diff", "message": "${{ needs.plan-diff.outputs.comment }}"}
+
+
+def uploads(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """artifact name -> the upload step's inputs, of the actions/upload-artifact steps of a job."""
+    return {s["with"]["name"]: s["with"] for s in steps(job) if s.get("uses", "").startswith("actions/upload-artifact@")}
+
+
+def test_pull_requests_upload_each_stacks_architecture_and_the_plan_diff_as_the_readme_says():
+    """The README sends reviewers to build/<stack>/architecture.md: the run carries it (and the
+    diff as a file), with no permission beyond reading the repository."""
+    jobs = workflow("pull-request.yml")["jobs"]
+    test_steps = [s.get("run") or s.get("uses", "") for s in steps(jobs["test"])]
+    architecture = uploads(jobs["test"])["architecture"]
+    assert architecture["path"] == "build/*/architecture.md" and architecture["if-no-files-found"] == "error"
+    upload_at = next(i for i, s in enumerate(test_steps) if s.startswith("actions/upload-artifact@"))
+    assert "make plans" in test_steps[:upload_at], "the diagrams are uploaded after `make plans` wrote them"
+    assert uploads(jobs["plan-diff"])["plan-diff"]["path"] == "plan-diff.md"
+    assert "> plan-diff.md" in diff_step(jobs)
+    for job in ("test", "plan-diff"):
+        assert jobs[job]["permissions"] == {"contents": "read"}, job
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`build/<stack>/architecture.md`" in readme and "`architecture` artifact" in readme
+    assert "`plan-diff` artifact" in readme
 
 
 def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_policy_pack():
     """A pull_request run uses the pull request's own workflow file: only dev's credentials may be
     in reach of it (the bootstrap's preview roles of staging and prod do not trust pull requests)."""
     jobs = workflow("pull-request.yml")["jobs"]
-    diff_step = steps(jobs["plan-diff"])[-1]["run"]
-    environments = re.findall(r"--changed-stacks-environment (\S+)", diff_step)
+    diff_command = diff_step(jobs)
+    environments = re.findall(r"--changed-stacks-environment (\S+)", diff_command)
     assert tuple(environments) == policies.PULL_REQUEST_PREVIEW_ENVIRONMENTS == ("dev",)
     job = jobs["preview"]
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.plan-diff.outputs.dev-stacks) }}"
