@@ -34,6 +34,9 @@ UNROUTABLE_SOURCES = tuple(ipaddress.IPv4Network(cidr) for cidr in (
 WARNING_WINDOW_DAYS = 60
 # The control plane's audit log is the cluster's audit trail: prod keeps it a year at least.
 PROD_MIN_AUDIT_RETENTION_DAYS = 365
+# Amazon EKS service quotas (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html):
+# "Public endpoint access CIDR ranges per cluster", 40, not adjustable.
+MAX_PUBLIC_ACCESS_CIDRS = 40
 UPGRADE_GUIDE = "docs/upgrading-and-pins.md"
 
 
@@ -145,6 +148,11 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
     if public and not cidrs and section.ok("publicAccessCidrs"):
         section.error(cidrs_key, [], "a public endpoint needs an allow-list (EKS would default to 0.0.0.0/0)",
                       "list your office/VPN egress CIDRs, or set endpointPublicAccess: false")
+    raw_cidrs = section.data.get("publicAccessCidrs")
+    if isinstance(raw_cidrs, list) and len(raw_cidrs) > MAX_PUBLIC_ACCESS_CIDRS:
+        section.error(cidrs_key, len(raw_cidrs), f"lists {len(raw_cidrs)} ranges; EKS takes at most "
+                      f"{MAX_PUBLIC_ACCESS_CIDRS} per cluster (a quota AWS does not raise)",
+                      "merge ranges into wider ones, or reach the API over VPN / peering instead")
     if not public and cidrs and section.ok("endpointPublicAccess"):
         section.error(cidrs_key, cidrs, "has no effect while endpointPublicAccess is false",
                       "remove it, or set endpointPublicAccess: true")

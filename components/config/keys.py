@@ -71,7 +71,8 @@ KEYS: tuple[Key, ...] = (
         default=UNSET, stacks=BOTH),
 
     Key("network", MAPPING, "VPC layout of the environment.", stacks=frozenset({PLATFORM})),
-    Key("network.vpcCidr", STRING, "The VPC's private /16 to /20, distinct per environment."),
+    Key("network.vpcCidr", STRING, "The VPC's private /16 to /20; may not overlap the vpcCidr of another environment's "
+        "stack file in stacks/ (distinct ranges can be peered)."),
     Key("network.availabilityZones", LIST, "Zone names of the region the subnets go in: at least 2, in prod at least 3."),
     Key("network.natGateways", STRING, "One NAT gateway for the VPC, or one per zone.",
         default=Derived("perAz in prod, else single"), allowed=("single", "perAz")),
@@ -79,8 +80,20 @@ KEYS: tuple[Key, ...] = (
     Key("network.kubernetesServiceCidr", STRING, "The cluster's service CIDR.", default="172.20.0.0/16"),
     Key("network.monitoringIngress", MAPPING, "Who may reach the nodes' metrics and log ports (both keys or neither).",
         default={}),
-    Key("network.monitoringIngress.cidrs", LIST, "Source CIDRs allowed in.", default=[]),
+    Key("network.monitoringIngress.cidrs", LIST, "Source CIDRs allowed in: one node security group rule per CIDR and "
+        "port, all within serviceQuotas.securityGroupRules.", default=[]),
     Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[]),
+
+    Key("serviceQuotas", MAPPING, "The account's AWS quotas the config is checked against, where raised from AWS's "
+        "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
+        default={}, stacks=frozenset({PLATFORM})),
+    Key("serviceQuotas.securityGroupRules", INTEGER, "Inbound (and, apart, outbound) rules per security group "
+        "(Amazon VPC quotas); at most 1000, and AWS caps it times security groups per network interface at 1000.",
+        default=60),
+    Key("serviceQuotas.managedNodeGroupsPerCluster", INTEGER, "Managed node groups per cluster (Amazon EKS quotas): "
+        "one per node pool.", default=30),
+    Key("serviceQuotas.nodesPerManagedNodeGroup", INTEGER, "Nodes per managed node group (Amazon EKS quotas): the most "
+        "a pool's size.max may be.", default=450),
 
     Key("fabric", MAPPING, "GPU fabric ports shared by the security groups and the training pods.", default={},
         stacks=frozenset({PLATFORM})),
@@ -201,6 +214,10 @@ KEYS: tuple[Key, ...] = (
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
         "within the environment's cohort.", default={}),
+    Key("training.gpuQuotaBorrowed", LIST, "Pools of gpuQuota whose quota the queue borrows instead of owning: its "
+        "ClusterQueue gets nominalQuota 0 and borrowingLimit = the quota, so its jobs run on GPUs the cohort's other "
+        "queues leave idle and are preempted when those reclaim them. Owned quota of a team stack plus its platform's "
+        "own must fit each pool (size.max x GPUs per node); borrowed quota need not.", default=[]),
     Key("training.jobs", LIST, "The training jobs.", default=[]),
     Key("training.jobs[].name", STRING, "The job's name: a DNS label of at most 40 characters."),
     Key("training.jobs[].pool", STRING, "The GPU pool the job runs on."),

@@ -117,7 +117,10 @@ def platform_of_contract(contract: PlatformContract, *, project: str, environmen
     agree = (f"deploy the platform stack from this commit (pulumi up --stack {environment}), or update this checkout "
              "to the commit the platform was deployed from")
     try:
-        loaded = load_stack_config(contract.config, project=project, stack=environment, today=today)
+        # Not compared with this checkout's other stack files: the platform as deployed is judged, and
+        # its VPC range is its own stack's concern, not the team's.
+        loaded = load_stack_config(contract.config, project=project, stack=environment, today=today,
+                                   sibling_stacks_dir=None)
     except ConfigError as error:
         raise ConfigError([replace(problem, where=f"{where}: {problem.where}" if problem.where else where,
                                    fix=f"{problem.fix.rstrip('.')}; or {agree}" if problem.fix else agree)

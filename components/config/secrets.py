@@ -53,6 +53,19 @@ def env_var_name(secret_name: str) -> str:
     return secret_name.upper().replace("-", "_")
 
 
+def surrounding_whitespace(value: str) -> str:
+    """What surrounds `value` ("" when nothing), in words that never show the value. At `pulumi up`
+    the engine hands the program every secret decrypted, as text (the secrets only become Outputs
+    here), so the value is judged before any resource exists: refused, not trimmed, since a trimmed
+    value would differ from what the stack's config holds and `pulumi config get` shows."""
+    ends = [side for side, stripped in (("begins", value.lstrip()), ("ends", value.rstrip())) if stripped != value]
+    if not ends:
+        return ""
+    newline = value.endswith(("\n", "\r"))
+    what = "a newline" if newline and ends == ["ends"] else "whitespace (spaces, tabs or newlines)"
+    return f"{' and '.join(ends)} with {what}"
+
+
 def declared_names(raw: Any) -> tuple[str, ...]:
     """Every name the `secrets` map declares, valid or not: a job may refer to any of them without a
     second error (a bad entry is reported once, by parse_secrets)."""
@@ -90,6 +103,16 @@ def parse_secrets(errors: list[ConfigProblem], key: str, raw: Any, *,
         if not isinstance(value, str):
             errors.append(ConfigProblem(entry_key, "must be a string", f"run `{SET_COMMAND.format(name=name)}`.",
                                         value=SECRET))
+            continue
+        padding = surrounding_whitespace(value)
+        if padding:
+            errors.append(ConfigProblem(entry_key, f"{padding}: a token or password never does, and the trainer "
+                                        "would send it as stored (an HTTP header refuses a newline, a login compares "
+                                        "byte for byte); a trailing newline is what `... < file` or `cat file | ...` "
+                                        "stores", "set it again without it: "
+                                        f"`printf %s \"$VALUE\" | {SET_COMMAND.format(name=name).removesuffix(' <value>')}` "
+                                        "(a file's content: `printf %s \"$(cat file)\" | ...`, as $(...) drops trailing "
+                                        "newlines)", value=SECRET))
             continue
         entries.append(SecretEntry(name=name, value=pulumi.Output.secret(value)))
     return SecretsConfig(entries=tuple(entries))

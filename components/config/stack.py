@@ -11,6 +11,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 from pulumi.runtime import config as runtime_config
@@ -38,6 +39,14 @@ from components.config.reader import (
 from components.config.registry import RegistryConfig, parse_registry
 from components.config.scale_down import ScaleDownConfig, parse_scale_down
 from components.config.secrets import SecretsConfig, declared_names, parse_secrets
+from components.config.service_quotas import (
+    ServiceQuotas,
+    check_node_pool_quotas,
+    check_security_group_rules,
+    parse_service_quotas,
+    security_group_rules,
+)
+from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, parse_training
 from components.facts.regions import REGIONS_AS_OF, ZONES
@@ -88,6 +97,9 @@ class StackConfig:
     scale_down: ScaleDownConfig = field(default_factory=ScaleDownConfig)
     iam_permissions_boundary: str | None = None
     """ARN of the managed policy every IAM role of the stack carries as permissions boundary."""
+    service_quotas: ServiceQuotas = field(default_factory=ServiceQuotas)
+    load_warnings: tuple[str, ...] = ()
+    """What the load could not judge and says so (a sibling stack file it could not read)."""
 
     @property
     def name_prefix(self) -> str:
@@ -113,7 +125,7 @@ class StackConfig:
         """What is valid but due soon (e.g. the end of standard support). The model only
         collects them: __main__.py hands them to the engine (`pulumi up` shows them), and the
         offline plan prints them in its summary."""
-        return self.cluster.warnings + gang_zone_warnings(self.training.jobs, self.node_pools)
+        return self.cluster.warnings + gang_zone_warnings(self.training.jobs, self.node_pools) + self.load_warnings
 
 
 @dataclass(frozen=True)
@@ -219,13 +231,16 @@ def current_date() -> date:
 
 
 def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] | None = None,
-                      today: date | None = None, platform: StackConfig | None = None) -> StackConfig | TeamStackConfig:
+                      today: date | None = None, platform: StackConfig | None = None,
+                      sibling_stacks_dir: Path | None = STACKS_DIR) -> StackConfig | TeamStackConfig:
     """Parse and validate fully-qualified config (`project:key` -> decoded value).
 
     `secret_keys` (None: unknown) lets the model reject secrets stored in plain text.
     `today` (None: the current UTC date) is the day EKS's support calendar is read for.
     `platform`: a team stack's platform, read from its contract (platform_contract.py); without
     it a team stack is checked as far as it can be alone, and its `platform` is None.
+    `sibling_stacks_dir`: where the other environments' stack files are, whose VPC CIDRs a
+    platform stack's must not overlap (None: not compared, e.g. a deployed platform's contract).
     Raises ConfigError listing every problem found.
     """
     today = today or current_date()
@@ -253,7 +268,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
                           environment=implied_env, region=region, cost_center=cost_center, platform=platform)
     return _load_platform(root, raw, raw_secrets, secret_keys, project=project, stack=stack, environment_key=environment,
-                          environment=implied_env, region=region, cost_center=cost_center, today=today)
+                          environment=implied_env, region=region, cost_center=cost_center, today=today,
+                          sibling_stacks_dir=sibling_stacks_dir)
 
 
 def _team_and_environment(stack: str, errors: ErrorLog) -> tuple[str | None, str]:
@@ -272,11 +288,13 @@ def _team_and_environment(stack: str, errors: ErrorLog) -> tuple[str | None, str
 
 def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secret_keys: Collection[str] | None, *,
                    project: str, stack: str, environment_key: str, environment: str, region: str, cost_center: str,
-                   today: date) -> StackConfig:
+                   today: date, sibling_stacks_dir: Path | None) -> StackConfig:
     """A platform stack's config; `environment_key` is its `environment` as read ("" if it failed),
     `environment` the one its name implies, whose rules apply."""
     network_section = root.section("network")
     network = parse_network(network_section, region=region, environment=environment)
+    load_warnings = _check_distinct_vpc_cidr(network_section, network, project=project, stack=stack,
+                                             stacks_dir=sibling_stacks_dir)
     fabric = parse_fabric(root.section("fabric", {}))
     cluster = parse_cluster(root.section("cluster"), environment=environment, today=today)
     raw_pools = root.items("nodePools")
@@ -296,6 +314,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     scale_down = parse_scale_down(root.section("scaleDown", {}))
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     _check_cleanup_image(root, training.cleanup_image)
+    quotas = parse_service_quotas(root.section("serviceQuotas", {}))
+    _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
     root.finish()
     if root.errors:
         raise ConfigError(root.errors.without_secret_values(raw, also=raw_secrets))
@@ -303,7 +323,33 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        cost_center=cost_center, network=network, fabric=fabric, cluster=cluster, node_pools=node_pools,
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
-                       iam_permissions_boundary=boundary)
+                       iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings)
+
+
+def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,
+                             stacks_dir: Path | None) -> tuple[str, ...]:
+    """The VPC CIDR against the other environments' stack files (sibling_stacks.py); the warnings
+    for files skipped."""
+    if stacks_dir is None or not section.ok("vpcCidr"):
+        return ()
+    siblings, skipped = sibling_vpc_cidrs(stacks_dir, project=project, stack=stack, environments=ENVIRONMENTS)
+    for sibling in overlapping_vpc_cidrs(network.vpc_cidr, siblings):
+        section.error(section.key("vpcCidr"), str(network.vpc_cidr),
+                      f"overlaps the VPC CIDR {sibling.cidr} of stack '{sibling.stack}' ({sibling.file}): environments "
+                      "keep distinct ranges, or their VPCs can never be peered",
+                      "pick a range that overlaps no other environment's, e.g. the next free 10.x.0.0/16")
+    return tuple(skipped)
+
+
+def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: NetworkConfig, fabric: FabricConfig,
+                          raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...], *, lustre: bool) -> None:
+    """What the config drives against the account's quotas (service_quotas.py), on the parts that passed."""
+    if not root.ok("serviceQuotas"):
+        return
+    check_node_pool_quotas(root, raw_pools, node_pools, quotas)
+    if root.ok("network", "fabric", "nodePools"):
+        check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre),
+                                   quotas.security_group_rules)
 
 
 def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
@@ -349,7 +395,7 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                               secret_names=declared_names(raw_secrets), trainer_image=_trainer_image(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
-                              environment=environment)
+                              environment=environment, other_owners=_platform_queue(platform, environment))
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
@@ -365,6 +411,15 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
                            iam_permissions_boundary=platform.iam_permissions_boundary if platform else None)
+
+
+def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:
+    """The platform's own queue, which owns GPUs of the same pools as the team's (none before the
+    contract was read). The program sees only its platform's contract, not the other team
+    stacks: tests/test_config_limits.py sums every team stack file of an environment in stacks/."""
+    if platform is None:
+        return []
+    return [(f"the platform stack '{environment}' (its training.gpuQuota)", platform.training.owned_gpu_quota)]
 
 
 def platform_stack_errors(environment: str, problems: Iterable[ConfigProblem]) -> list[ConfigProblem]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,11 +97,49 @@ class TrainingConfig:
     jobs: tuple[JobConfig, ...]
     trainer_image: str | None = None
     """The stack's `trainerImage`: jobs default to it."""
+    borrowed_pools: frozenset[str] = frozenset()
+    """Pools (`gpuQuotaBorrowed`) whose gpuQuota the queue borrows from the cohort instead of owning:
+    nominalQuota 0, borrowingLimit the quota (components/workload/queues.py)."""
+
+    @property
+    def owned_gpu_quota(self) -> dict[str, int]:
+        """Pool -> the GPUs the queue owns (Kueue's nominalQuota): what must fit the pool with the
+        other queues' owned quota."""
+        return {pool: gpus for pool, gpus in self.gpu_quota.items() if pool not in self.borrowed_pools}
 
     @property
     def cleanup_image(self) -> str:
         """What the checkpoint cleanup CronJob runs: the trainer image, else the first job's."""
         return self.trainer_image or next((job.image for job in self.jobs), "")
+
+
+@dataclass(frozen=True)
+class PoolOvercommit:
+    pool: str
+    capacity: int
+    """The pool's GPUs: size.max x GPUs per node."""
+    owners: tuple[tuple[str, int], ...]
+    """(queue, owned GPUs) of every queue that owns some of the pool."""
+
+    @property
+    def owned(self) -> int:
+        return sum(gpus for _, gpus in self.owners)
+
+
+def overcommitted_pools(pools: Collection[NodePoolConfig],
+                        owned_quotas: Collection[tuple[str, Mapping[str, int]]]) -> list[PoolOvercommit]:
+    """The GPU pools whose queues (name, pool -> owned GPUs) together own more GPUs than the pool
+    has. Kueue admits a workload within its queue's nominalQuota whatever the others own, so
+    owned quota beyond the pool admits gangs whose nodes can never come up (their
+    ProvisioningRequests fail, and Kueue deactivates them after its retries); borrowed quota is
+    used only while the owners leave it idle, and is not counted."""
+    result = []
+    for pool in pools:
+        owners = tuple((queue, quota[pool.name]) for queue, quota in owned_quotas if quota.get(pool.name))
+        capacity = pool.max_size * pool.gpus_per_node
+        if pool.gpu and sum(gpus for _, gpus in owners) > capacity:
+            result.append(PoolOvercommit(pool.name, capacity, owners))
+    return result
 
 
 def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig, ...]) -> tuple[str, ...]:
@@ -120,30 +158,24 @@ def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig,
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
                    trainer_image: str | None, invalid_pools: Collection[str] | None = (),
                    storage: StorageConfig | None = None, team: bool = False,
-                   environment: str = "dev") -> TrainingConfig:
+                   environment: str = "dev",
+                   other_owners: Collection[tuple[str, Mapping[str, int]]] = ()) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
     `trainer_image` is the stack's default image ("" for none), None when it failed validation.
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
-    None when it failed validation (not judged then). In a prod stack every job must state it."""
+    None when it failed validation (not judged then). In a prod stack every job must state it.
+    `other_owners`: the other queues on these pools, (name, pool -> owned GPUs); a team stack's is
+    its platform's own queue. This queue's owned quota and theirs must fit each pool together."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota", {})
-    quota: dict[str, int] = {}
-    for pool_name in list(quota_section.data):
-        key = quota_section.key(pool_name)
-        gpus = quota_section.integer(pool_name, minimum=0)
-        pool = by_name.get(pool_name)
-        if unjudged is None or pool_name in unjudged or not quota_section.ok(pool_name):
-            continue
-        if pool is None or not pool.gpu:
-            section.error(key, pool_name, "is not a GPU pool of this stack",
-                          f"use one of {', '.join(p.name for p in pools if p.gpu) or '(no GPU pools)'}")
-        elif gpus > pool.max_size * pool.gpus_per_node:
-            section.error(key, gpus, f"exceeds the pool's capacity of {pool.max_size * pool.gpus_per_node} GPUs "
-                          f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")
-        quota[pool_name] = gpus
+    quota = _parse_quota(section, quota_section, by_name, unjudged)
+    borrowed = _parse_borrowed(section, quota, unjudged)
+    if other_owners and unjudged is not None and not quota_section.failed and section.ok("gpuQuotaBorrowed"):
+        owned = {pool: gpus for pool, gpus in quota.items() if pool not in borrowed}
+        _check_owned_quota_fits(section, pools, owned, other_owners)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
@@ -165,7 +197,55 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for name in sorted({n for n in names if names.count(n) > 1}):
         section.error(section.key("jobs"), name, "names two jobs the same", "give every job a unique name")
     section.finish()
-    return TrainingConfig(gpu_quota=quota, jobs=tuple(jobs), trainer_image=trainer_image)
+    return TrainingConfig(gpu_quota=quota, jobs=tuple(jobs), trainer_image=trainer_image, borrowed_pools=borrowed)
+
+
+def _parse_quota(section: Section, quota_section: Section, by_name: dict[str, NodePoolConfig],
+                 unjudged: frozenset[str] | None) -> dict[str, int]:
+    quota: dict[str, int] = {}
+    pools = by_name.values()
+    for pool_name in list(quota_section.data):
+        key = quota_section.key(pool_name)
+        gpus = quota_section.integer(pool_name, minimum=0)
+        pool = by_name.get(pool_name)
+        if unjudged is None or pool_name in unjudged or not quota_section.ok(pool_name):
+            continue
+        if pool is None or not pool.gpu:
+            section.error(key, pool_name, "is not a GPU pool of this stack",
+                          f"use one of {', '.join(p.name for p in pools if p.gpu) or '(no GPU pools)'}")
+        elif gpus > pool.max_size * pool.gpus_per_node:
+            section.error(key, gpus, f"exceeds the pool's capacity of {pool.max_size * pool.gpus_per_node} GPUs "
+                          f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")
+        quota[pool_name] = gpus
+    return quota
+
+
+def _parse_borrowed(section: Section, quota: dict[str, int], unjudged: frozenset[str] | None) -> frozenset[str]:
+    """`gpuQuotaBorrowed`: pools of gpuQuota whose quota the queue borrows rather than owns."""
+    key = section.key("gpuQuotaBorrowed")
+    names = section.string_list("gpuQuotaBorrowed", [])
+    for name in names:
+        if name not in quota and unjudged is not None and name not in unjudged:
+            section.error(key, name, "is not a pool of training.gpuQuota", "list only pools that gpuQuota gives GPUs")
+    if len(set(names)) != len(names):
+        section.error(key, names, "lists a pool twice", "list each once")
+    return frozenset(names)
+
+
+def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...], owned: dict[str, int],
+                            other_owners: Collection[tuple[str, Mapping[str, int]]]) -> None:
+    for over in overcommitted_pools(pools, [*other_owners, ("this stack's queue", owned)]):
+        if not owned.get(over.pool):
+            continue  # the others alone own too much: theirs to fix
+        others = ", ".join(f"{queue} owns {gpus}" for queue, gpus in over.owners if queue != "this stack's queue")
+        room = over.capacity - (over.owned - owned[over.pool])
+        section.error(section.key(f"gpuQuota.{over.pool}"), owned[over.pool],
+                      f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs while {others}: together "
+                      f"{over.owned}, more than the pool holds, so Kueue would admit gangs whose nodes can never come "
+                      "up (their ProvisioningRequests fail and Kueue deactivates them)",
+                      f"lower it to {max(room, 0)} or less, or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
+                      "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
+                      "reclaim them)")
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],

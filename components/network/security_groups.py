@@ -21,15 +21,11 @@ import pulumi_aws as aws
 
 from components.common.renames import renamed_from
 from components.config import FabricConfig, MonitoringIngress
+from components.config.service_quotas import CONTROL_PLANE_TO_NODE_PORTS, DNS_PROTOCOLS
 from components.facts.file_systems import LUSTRE_PORTS
 
-# Control plane -> node ports (the set terraform-aws-eks calls "recommended"): kubelet for
-# logs/exec, and the ports admission webhooks listen on (Kueue, JobSet and the CloudWatch
-# operator use 9443, External Secrets 10250, metrics-server 4443). Plus Kueue's visibility API
-# (8082, the kueue-visibility-server Service's targetPort in the chart): the API server dials the
-# pod behind its APIService; unreachable, discovery fails cluster-wide and namespaces hang in
-# Terminating. tests/test_platform_stacks.py checks every port the controllers serve is here.
-CONTROL_PLANE_TO_NODE_PORTS = (443, 4443, 6443, 8082, 8443, 9443, 10250)
+# The control plane -> node ports and the DNS protocols live beside the rule count that the config
+# checks against the account's quota (components/config/service_quotas.py): one tuple for both.
 NFS_PORT = 2049
 HTTPS_PORT = 443
 DNS_PORT = 53
@@ -133,7 +129,7 @@ class SecurityGroups(pulumi.ComponentResource):
                           source=control_plane, description=f"Control plane to kubelet/webhooks on {port}")
             self._egress(f"control-plane-to-nodes-{port}", control_plane, protocol="tcp", ports=(port, port),
                          destination=nodes, description=f"Control plane to kubelet/webhooks on {port}")
-        for protocol in ("tcp", "udp"):
+        for protocol in DNS_PROTOCOLS:
             self._ingress(f"nodes-from-nodes-dns-{protocol}", nodes, protocol=protocol, ports=(DNS_PORT, DNS_PORT),
                           source=nodes, description="CoreDNS between nodes")
         self._egress("nodes-to-anywhere", nodes, protocol="-1", cidr="0.0.0.0/0",

@@ -78,13 +78,23 @@ def gang_provisioning_manifests() -> list[dict[str, Any]]:
     ]
 
 
+def flavor_resources(pool: NodePoolConfig, gpus: int, *, borrowed: bool) -> list[dict[str, Any]]:
+    """An owned quota is nominal (lent while idle); a borrowed one (training.gpuQuotaBorrowed) owns
+    nothing and may borrow up to the quota from the cohort's idle nominal quota (kueue v0.19.2
+    ClusterQueue: "Workloads in a ClusterQueue can consume a quantity of quota equal to
+    nominalQuota+borrowingLimit", schemas/crds/kueue.x-k8s.io_clusterqueues.yaml)."""
+    quota = flavor_quota(pool, gpus)
+    if not borrowed:
+        return [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]
+    nothing = flavor_quota(pool, 0)
+    return [{"name": r, "nominalQuota": nothing[r], "borrowingLimit": quota[r]} for r in COVERED_RESOURCES]
+
+
 def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: list[NodePoolConfig],
-                           gpu_quota: dict[str, int]) -> dict[str, Any]:
-    flavors = []
-    for pool in pools:
-        quota = flavor_quota(pool, gpu_quota.get(pool.name, 0))
-        flavors.append({"name": flavor_name(pool),
-                        "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]})
+                           gpu_quota: dict[str, int], borrowed_pools: frozenset[str] = frozenset()) -> dict[str, Any]:
+    flavors = [{"name": flavor_name(pool), "resources": flavor_resources(pool, gpu_quota.get(pool.name, 0),
+                                                                         borrowed=pool.name in borrowed_pools)}
+               for pool in pools]
     gangs = [flavor_name(p) for p in pools if provisioned_as_gang(p)]
     checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": GANG_PROVISIONING, "onFlavors": gangs}]}} if gangs else {}
     return {
@@ -148,6 +158,8 @@ class TrainingQueueArgs:
     """The pools the queue admits jobs to (its flavors)."""
     gpu_quota: dict[str, int]
     """Pool name -> GPUs the queue may use of it."""
+    borrowed_pools: frozenset[str]
+    """Pools whose quota the queue borrows from the cohort rather than owns."""
     depends_on: Sequence[pulumi.Resource]
     """What must exist before the queues: the Kueue release (team stacks: the namespace)."""
 
@@ -161,7 +173,7 @@ class TrainingQueue(pulumi.ComponentResource):
         cluster_queue = custom_resource(
             f"{name}-cluster-queue",
             cluster_queue_manifest(args.name, cohort=args.cohort, namespace=args.name, pools=args.pools,
-                                   gpu_quota=args.gpu_quota),
+                                   gpu_quota=args.gpu_quota, borrowed_pools=args.borrowed_pools),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         local = local_queue_manifest(namespace=args.name, cluster_queue=args.name)

@@ -154,7 +154,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
         cluster_name=args.cluster_name, namespace=namespace_name, role_arn=args.trainer_role_arn), opts)
     queue = TrainingQueue(names.queue, TrainingQueueArgs(
         name=args.namespace, cohort=args.environment, namespace=namespace_name, pools=list(args.gpu_pools),
-        gpu_quota=args.training.gpu_quota,
+        gpu_quota=args.training.gpu_quota, borrowed_pools=args.training.borrowed_pools,
         depends_on=args.queue_depends_on if args.queue_depends_on is not None else [training_ns],
     ), opts)
     pools_by_name = {pool.name: pool for pool in args.gpu_pools}

@@ -1,0 +1,167 @@
+"""AWS and Kubernetes quotas the configuration drives, checked before any resource exists.
+
+    gpu-training:serviceQuotas:        # only after AWS granted the increase (Service Quotas console)
+      securityGroupRules: 100
+
+A stack that needs more than AWS's default declares the quota its account was granted; the
+default is AWS's. What the config can push past a quota:
+
+- inbound and outbound rules per security group (Amazon VPC quotas: 60 each, adjustable; the
+  quota times security groups per network interface may not exceed 1,000): the node group's
+  inbound rules grow with monitoringIngress.cidrs x monitoringIngress.ports, the socket fabric's
+  with fabric.rendezvousPorts. `security_group_rules` counts them as components/network creates
+  them (tests/test_config_limits.py holds the count to every stack's offline plan);
+- managed node groups per cluster (Amazon EKS service quotas: 30, adjustable): one per pool;
+- nodes per managed node group (Amazon EKS service quotas: 450, adjustable): a pool's size.max;
+- flavors per resource group of a Kueue ClusterQueue (64, the CRD's maxItems in
+  schemas/crds/kueue.x-k8s.io_clusterqueues.yaml, kueue v0.19.2; not adjustable): every queue
+  lists one flavor per GPU pool (components/workload/queues.py).
+
+Not driven by the config, so not checked here: security groups per network interface (5; a node
+has at most 2 of ours), control plane security groups per cluster (4; we give 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from components.config.fabric import FabricConfig
+from components.config.network import NetworkConfig
+from components.config.node_pools import NodePoolConfig
+from components.config.reader import ConfigProblem, Section
+from components.facts.file_systems import LUSTRE_PORTS
+
+# Amazon VPC User Guide, "Amazon VPC quotas" (https://docs.aws.amazon.com/vpc/latest/userguide/
+# amazon-vpc-limits.html#vpc-limits-security-groups): inbound or outbound rules per security
+# group, 60 each by default, adjustable; "this quota multiplied by the quota for security groups
+# per network interface cannot exceed 1,000", so no account gets more than 1,000.
+DEFAULT_SECURITY_GROUP_RULES, MAX_SECURITY_GROUP_RULES = 60, 1000
+# Amazon EKS User Guide, "View and manage Amazon EKS and Fargate service quotas"
+# (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html): managed node groups per
+# cluster 30, nodes per managed node group 450, both adjustable.
+DEFAULT_NODE_GROUPS_PER_CLUSTER = 30
+DEFAULT_NODES_PER_NODE_GROUP = 450
+# kueue v0.19.2 ClusterQueue CRD (schemas/crds/kueue.x-k8s.io_clusterqueues.yaml,
+# spec.resourceGroups[].flavors maxItems: 64): the API server refuses a longer list.
+MAX_KUEUE_FLAVORS_PER_RESOURCE_GROUP = 64
+
+# Control plane -> node ports (the set terraform-aws-eks calls "recommended"): kubelet for
+# logs/exec, and the ports admission webhooks listen on (Kueue, JobSet and the CloudWatch
+# operator use 9443, External Secrets 10250, metrics-server 4443). Plus Kueue's visibility API
+# (8082, the kueue-visibility-server Service's targetPort in the chart): the API server dials the
+# pod behind its APIService; unreachable, discovery fails cluster-wide and namespaces hang in
+# Terminating. tests/test_platform_stacks.py checks every port the controllers serve is here.
+# Here, not in components/network/security_groups.py (which opens them), so the rule count reads
+# the same tuple.
+CONTROL_PLANE_TO_NODE_PORTS = (443, 4443, 6443, 8082, 8443, 9443, 10250)
+DNS_PROTOCOLS = ("tcp", "udp")
+QUOTA_INCREASE = ("request the increase in the Service Quotas console first; once AWS granted it, declare it as "
+                  "serviceQuotas.{key}: <granted quota>")
+
+
+@dataclass(frozen=True)
+class ServiceQuotas:
+    """The account's quotas as the stack declares them (AWS's defaults unless raised)."""
+
+    security_group_rules: int = DEFAULT_SECURITY_GROUP_RULES
+    node_groups_per_cluster: int = DEFAULT_NODE_GROUPS_PER_CLUSTER
+    nodes_per_node_group: int = DEFAULT_NODES_PER_NODE_GROUP
+
+
+@dataclass(frozen=True)
+class RuleCount:
+    inbound: int
+    outbound: int
+    drivers: tuple[str, ...] = ()
+    """The config keys (after `gpu-training:`) the count grows with."""
+
+
+def parse_service_quotas(section: Section) -> ServiceQuotas:
+    quotas = ServiceQuotas(
+        security_group_rules=section.integer("securityGroupRules", DEFAULT_SECURITY_GROUP_RULES,
+                                             minimum=DEFAULT_SECURITY_GROUP_RULES, maximum=MAX_SECURITY_GROUP_RULES,
+                                             fix="declare the quota AWS granted the account: at least AWS's default "
+                                             f"{DEFAULT_SECURITY_GROUP_RULES}, at most {MAX_SECURITY_GROUP_RULES}"),
+        node_groups_per_cluster=section.integer("managedNodeGroupsPerCluster", DEFAULT_NODE_GROUPS_PER_CLUSTER,
+                                                minimum=DEFAULT_NODE_GROUPS_PER_CLUSTER,
+                                                fix="declare the quota AWS granted: at least AWS's default "
+                                                f"{DEFAULT_NODE_GROUPS_PER_CLUSTER}"),
+        nodes_per_node_group=section.integer("nodesPerManagedNodeGroup", DEFAULT_NODES_PER_NODE_GROUP,
+                                             minimum=DEFAULT_NODES_PER_NODE_GROUP,
+                                             fix="declare the quota AWS granted: at least AWS's default "
+                                             f"{DEFAULT_NODES_PER_NODE_GROUP}"),
+    )
+    section.finish()
+    return quotas
+
+
+def security_group_rules(network: NetworkConfig, fabric: FabricConfig, pools: tuple[NodePoolConfig, ...], *,
+                         lustre: bool) -> dict[str, RuleCount]:
+    """Group role -> the rules components/network gives it (security_groups.py and ci_runner.py):
+    one rule per port range and source. Groups the stack does not create are left out. The groups
+    are created without inline rules, so AWS's default allow-all egress rule is removed (the
+    provider does): it counts for none. EKS's own cluster security group is EKS's, not counted."""
+    monitoring = network.monitoring_ingress
+    lustre_rules = len(LUSTRE_PORTS) if lustre else 0
+    ci_runner_rules = 1  # the CI runner's HTTPS to the API (ci_runner.py)
+    counts = {
+        "control-plane": RuleCount(inbound=1 + ci_runner_rules, outbound=len(CONTROL_PLANE_TO_NODE_PORTS)),
+        "nodes": RuleCount(
+            inbound=len(CONTROL_PLANE_TO_NODE_PORTS) + len(DNS_PROTOCOLS) + len(monitoring.cidrs) * len(monitoring.ports)
+            + lustre_rules, outbound=1,
+            drivers=("network.monitoringIngress.cidrs", "network.monitoringIngress.ports")),
+        "efs": RuleCount(inbound=1, outbound=0),
+        "vpc-endpoints": RuleCount(inbound=1, outbound=0),
+        "ci-runner": RuleCount(inbound=0, outbound=1),
+    }
+    if any(pool.efa for pool in pools):
+        counts["efa-fabric"] = RuleCount(inbound=1, outbound=1)
+    if any(pool.gpu and not pool.efa for pool in pools):
+        counts["socket-fabric"] = RuleCount(inbound=len(fabric.rendezvous_ports) + 1, outbound=0,
+                                            drivers=("fabric.rendezvousPorts",))
+    if lustre:
+        # From and to the nodes and the file system's own servers, per LNET port range.
+        counts["lustre"] = RuleCount(inbound=2 * lustre_rules, outbound=2 * lustre_rules)
+    return counts
+
+
+def check_security_group_rules(root: Section, counts: dict[str, RuleCount], quota: int) -> None:
+    """One problem per group and direction over `quota`, on the keys its count grows with."""
+    for role, count in sorted(counts.items()):
+        for direction, rules in (("inbound", count.inbound), ("outbound", count.outbound)):
+            if rules <= quota:
+                continue
+            driven = " x ".join(count.drivers) or "the stack's layout"
+            fewer = ("list fewer CIDRs or ports (one wider CIDR can cover several collectors)"
+                     if "network.monitoringIngress.cidrs" in count.drivers else f"list fewer {driven}")
+            root.errors.append(ConfigProblem(
+                root.key(count.drivers[0] if count.drivers else "network"),
+                f"gives the security group {role} {rules} {direction} rules ({driven}), over the {quota} per group "
+                "the account's Amazon VPC quota allows (AWS refuses every rule past it)",
+                f"{fewer}, or {QUOTA_INCREASE.format(key='securityGroupRules')}"))
+
+
+def check_node_pool_quotas(root: Section, raw_pools: list[Any], pools: tuple[NodePoolConfig, ...],
+                           quotas: ServiceQuotas) -> None:
+    """Pools per cluster (every pool listed, each is a node group), GPU pools per Kueue ClusterQueue
+    and nodes per pool (of the pools that passed)."""
+    key = root.key("nodePools")
+    if len(raw_pools) > quotas.node_groups_per_cluster:
+        root.error(key, len(raw_pools), f"makes {len(raw_pools)} managed node groups, over the "
+                   f"{quotas.node_groups_per_cluster} per cluster of the account's Amazon EKS quota",
+                   f"merge pools (a pool may list several instance types), or "
+                   f"{QUOTA_INCREASE.format(key='managedNodeGroupsPerCluster')}")
+    gpu_pools = [pool for pool in pools if pool.gpu]
+    if len(gpu_pools) > MAX_KUEUE_FLAVORS_PER_RESOURCE_GROUP:
+        root.error(key, len(gpu_pools), f"has {len(gpu_pools)} GPU pools: every Kueue ClusterQueue lists one flavor per "
+                   f"GPU pool, and Kueue's CRD takes at most {MAX_KUEUE_FLAVORS_PER_RESOURCE_GROUP}",
+                   "merge GPU pools (a pool may list several instance types)")
+    index_of = {raw.get("name"): index for index, raw in enumerate(raw_pools)
+                if isinstance(raw, Mapping) and isinstance(raw.get("name"), str)}
+    for pool in pools:
+        if pool.max_size > quotas.nodes_per_node_group:
+            root.error(f"{key}[{index_of.get(pool.name, '?')}].size.max", pool.max_size, f"is over the "
+                       f"{quotas.nodes_per_node_group} nodes per managed node group of the account's Amazon EKS quota",
+                       f"split the pool in two, or {QUOTA_INCREASE.format(key='nodesPerManagedNodeGroup')}")

@@ -1,0 +1,73 @@
+"""What a platform stack must not share with the other environments' stack files in this checkout.
+
+Each environment has its own VPC, and their ranges stay distinct so they can be peered (or
+reached over one Transit Gateway) later: AWS refuses a peering connection between VPCs whose
+CIDR blocks overlap (Amazon VPC Peering Guide, "VPC peering limitations":
+https://docs.aws.amazon.com/vpc/latest/peering/vpc-peering-basics.html#vpc-peering-limitations).
+The program runs in the checkout, so a platform stack reads the other environments' stack files
+beside its own (stacks/Pulumi.<env>.yaml), strictly; one it cannot read, or whose vpcCidr is not
+a CIDR, is skipped with a warning (its own plan reports why), never a traceback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from components.config.reader import ConfigError
+from components.config.stack_file import REPO_ROOT, read_stack_file, shown_path
+
+STACKS_DIR = REPO_ROOT / "stacks"
+"""Pulumi.yaml's stackConfigDir: where the environment stacks' files are."""
+
+
+@dataclass(frozen=True)
+class SiblingCidr:
+    stack: str
+    file: str
+    """The file as messages name it (stacks/Pulumi.prod.yaml)."""
+    cidr: ipaddress.IPv4Network
+
+
+def sibling_vpc_cidrs(stacks_dir: Path, *, project: str, stack: str,
+                      environments: tuple[str, ...]) -> tuple[list[SiblingCidr], list[str]]:
+    """(the VPC CIDRs of the other environments' stack files in `stacks_dir`, warnings for those skipped).
+    A missing file is no environment of this checkout and says nothing."""
+    found, skipped = [], []
+    for environment in environments:
+        path = stacks_dir / f"Pulumi.{environment}.yaml"
+        if environment == stack or not path.is_file():
+            continue
+        stat = path.stat()
+        cidr, reason = _vpc_cidr(path, stat.st_mtime_ns, stat.st_size, project)
+        if cidr is not None:
+            found.append(SiblingCidr(environment, shown_path(path), cidr))
+        else:
+            skipped.append(f"network.vpcCidr not compared with stack '{environment}' ({shown_path(path)}): {reason}; "
+                           "plan that stack to see why")
+    return found, skipped
+
+
+@lru_cache(maxsize=64)
+def _vpc_cidr(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[ipaddress.IPv4Network | None, str]:
+    """The file's network.vpcCidr, or None and why not. Cached per version of the file (mtime and
+    size): the tests load hundreds of configs."""
+    try:
+        config = read_stack_file(path)
+    except ConfigError as error:
+        return None, f"the file cannot be read ({error.problems[0].rule})"
+    network = config.get(f"{project}:network", config.get("network"))
+    text = network.get("vpcCidr") if isinstance(network, Mapping) else None
+    if not isinstance(text, str):
+        return None, "it sets no network.vpcCidr as text"
+    try:
+        return ipaddress.IPv4Network(text, strict=True), ""
+    except ValueError:
+        return None, "its network.vpcCidr is not a CIDR"
+
+
+def overlapping_vpc_cidrs(cidr: ipaddress.IPv4Network, siblings: list[SiblingCidr]) -> list[SiblingCidr]:
+    return [sibling for sibling in siblings if sibling.cidr.overlaps(cidr)]

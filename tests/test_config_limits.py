@@ -1,0 +1,315 @@
+"""Limits the configuration can exceed, refused before any resource exists: rules per security group
+and the other AWS / Kueue quotas the config drives, GPU quota owned by several queues of one pool,
+VPC ranges shared between environments, secret values with surrounding whitespace."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from crd_schemas import validate_custom_resource
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
+
+from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
+from components.config.node_pools import NodePoolConfig
+from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
+from components.config.secrets import surrounding_whitespace
+from components.config.service_quotas import RuleCount, security_group_rules
+from components.config.sibling_stacks import sibling_vpc_cidrs
+from components.config.stack import ENVIRONMENTS, stack_kind
+from components.config.training import overcommitted_pools
+from components.config.vocabularies import Capacity
+from offline.plan import Plan, planned_config, synthesize
+
+TEAM_STACK = "team-vision-prod"
+RULE_TYPES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "inbound",
+              "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "outbound"}
+GROUP_RESOURCE_PREFIXES = ("security-groups-", "ci-runner-")
+
+
+def problems_of(raw, stack="dev", **kwargs) -> list[str]:
+    try:
+        load_stack_config(raw, project=PROJECT, stack=stack, **kwargs)
+    except ConfigError as error:
+        return error.errors
+    return []
+
+
+# --- rules per security group -------------------------------------------------------------------
+
+def planned_rules(plan: Plan) -> dict[str, RuleCount]:
+    """Group role -> the rules the plan creates on it (each rule names its group's id: `<group resource>-id`)."""
+    roles = {}
+    for group in plan.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        name = group["name"]
+        prefix = next(p for p in GROUP_RESOURCE_PREFIXES if name.startswith(p))
+        roles[f"{name}-id"] = "ci-runner" if prefix == "ci-runner-" else name.removeprefix(prefix)
+    counted: Counter[tuple[str, str]] = Counter()
+    for resource in plan.resources:
+        if resource["type"] in RULE_TYPES:
+            counted[roles[resource["inputs"]["securityGroupId"]], RULE_TYPES[resource["type"]]] += 1
+    return {role: RuleCount(counted[role, "inbound"], counted[role, "outbound"]) for role in roles.values()}
+
+
+def computed_rules(config: StackConfig) -> dict[str, RuleCount]:
+    counts = security_group_rules(config.network, config.fabric, config.node_pools, lustre=config.storage.lustre is not None)
+    return {role: RuleCount(count.inbound, count.outbound) for role, count in counts.items()}
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_the_rule_count_is_the_plans(stack, plan_of):
+    config = planned_config(stack)
+    assert isinstance(config, StackConfig)
+    assert computed_rules(config) == planned_rules(plan_of(stack))
+
+
+def big_network(cidrs: int, ports: int) -> dict:
+    network = raw_config("prod")[f"{PROJECT}:network"]
+    return {**network, "monitoringIngress": {"cidrs": [f"10.100.{i}.0/24" for i in range(cidrs)],
+                                             "ports": [9100 + i for i in range(ports)]}}
+
+
+def test_the_rule_count_is_the_plans_for_a_big_config():
+    """prod (every kind of group: EFA and socket fabric, Lustre) with 20 collector CIDRs x 5 ports
+    and 8 rendezvous ports, on an account whose quota was raised to 200."""
+    overrides = {"network": big_network(20, 5), "serviceQuotas": {"securityGroupRules": 200},
+                 "fabric": {"rendezvousPorts": list(range(29400, 29408)), "ncclPortRange": {"first": 50000, "last": 51999}}}
+    plan = synthesize("prod", overrides=overrides)
+    config = planned_config("prod", raw=mutate(mutate(mutate(raw_config("prod"), "network", overrides["network"]),
+                                                      "serviceQuotas", overrides["serviceQuotas"]),
+                                               "fabric", overrides["fabric"]))
+    assert isinstance(config, StackConfig)
+    planned = planned_rules(plan)
+    assert computed_rules(config) == planned
+    assert planned["nodes"].inbound == 20 * 5 + 11 and planned["socket-fabric"].inbound == 9
+
+
+def pools_like_gpu_spot(count: int) -> list[dict]:
+    system, gpu_spot = raw_config("dev")[f"{PROJECT}:nodePools"]
+    return [system, gpu_spot, *({**gpu_spot, "name": f"gpu-{i}"} for i in range(count - 2))]
+
+
+@pytest.mark.parametrize(
+    ("case", "changes", "expected"),
+    [
+        # 20 x 20 on prod: the finding (7 control plane + 2 DNS + 2 Lustre + 400).
+        ("finding", [("network", big_network(20, 20))],
+         "gpu-training:network.monitoringIngress.cidrs: gives the security group nodes 411 inbound rules "
+         "(network.monitoringIngress.cidrs x network.monitoringIngress.ports), over the 60 per group"),
+        ("just-over", [("network", big_network(10, 5))], "gives the security group nodes 61 inbound rules"),
+        ("rendezvous-ports", [("fabric.rendezvousPorts", list(range(29400, 29460)))],
+         "gpu-training:fabric.rendezvousPorts: gives the security group socket-fabric 61 inbound rules"),
+        ("raised-too-little", [("network", big_network(20, 20)), ("serviceQuotas", {"securityGroupRules": 400})],
+         "over the 400 per group"),
+        ("quota-beyond-aws-cap", [("serviceQuotas", {"securityGroupRules": 1001})],
+         "gpu-training:serviceQuotas.securityGroupRules: must be between 60 and 1000"),
+        ("quota-typo", [("serviceQuotas", {"securityGroupRule": 100})], "gpu-training:serviceQuotas.securityGroupRule: unknown key"),
+        ("node-groups", [("nodePools", pools_like_gpu_spot(31))],
+         "gpu-training:nodePools: makes 31 managed node groups, over the 30 per cluster"),
+        ("nodes-per-group", [("nodePools", [raw_config("prod")[f"{PROJECT}:nodePools"][0] | {"size": {"min": 3, "desired": 3, "max": 451}},
+                                            *raw_config("prod")[f"{PROJECT}:nodePools"][1:]])],
+         "gpu-training:nodePools[0].size.max: is over the 450 nodes per managed node group"),
+        ("public-access-cidrs", [("cluster.publicAccessCidrs", [f"198.51.{i}.0/24" for i in range(41)])],
+         "gpu-training:cluster.publicAccessCidrs: lists 41 ranges; EKS takes at most 40 per cluster"),
+    ],
+)
+def test_quotas_the_config_exceeds_are_refused(case, changes, expected):
+    stack = "dev" if case in ("node-groups", "public-access-cidrs", "rendezvous-ports", "quota-beyond-aws-cap",
+                              "quota-typo") else "prod"
+    raw = raw_config(stack)
+    for path, value in changes:
+        raw = mutate(raw, path, value)
+    found = problems_of(raw, stack)
+    assert any(expected in problem for problem in found), found
+
+
+@pytest.mark.parametrize(
+    ("changes", "stack"),
+    [
+        ([("network", big_network(10, 4))], "prod"),  # 40 + 11 = 51 rules: within the default
+        ([("network", big_network(20, 20)), ("serviceQuotas", {"securityGroupRules": 500})], "prod"),
+        ([("nodePools", pools_like_gpu_spot(31)), ("serviceQuotas", {"managedNodeGroupsPerCluster": 40})], "dev"),
+    ],
+)
+def test_a_declared_quota_lets_the_config_pass(changes, stack):
+    raw = raw_config(stack)
+    for path, value in changes:
+        raw = mutate(raw, path, value)
+    assert problems_of(raw, stack) == []
+
+
+def test_a_team_stack_declares_no_quota():
+    assert any(p.startswith("gpu-training:serviceQuotas: belongs to the platform stack")
+               for p in problems_of(mutate(raw_config(TEAM_STACK), "serviceQuotas", {"securityGroupRules": 100}),
+                                    TEAM_STACK))
+
+
+# --- GPU quota owned by several queues of one pool ----------------------------------------------
+
+INSTANCE_WITH_GPUS = {8: "p5.48xlarge", 1: "g6.2xlarge", 0: "m7i.xlarge"}
+
+
+def gpu_pool(name: str, max_size: int, gpus_per_node: int) -> NodePoolConfig:
+    pool = NodePoolConfig(name=name, instance_types=(INSTANCE_WITH_GPUS[gpus_per_node],), capacity=Capacity.ON_DEMAND,
+                          gpu=gpus_per_node > 0, efa=False, min_size=0, desired_size=0, max_size=max_size,
+                          availability_zones=("use1-az4",), root_volume_gib=200)
+    assert pool.gpus_per_node == gpus_per_node
+    return pool
+
+
+@pytest.mark.parametrize(
+    ("pools", "quotas", "expected"),
+    [
+        ([gpu_pool("p5", 2, 8)], [("prod", {"p5": 16}), ("team", {"p5": 1})], [("p5", 16, 17)]),
+        ([gpu_pool("p5", 2, 8)], [("prod", {"p5": 8}), ("team", {"p5": 8})], []),  # exactly full
+        ([gpu_pool("p5", 2, 8)], [("prod", {}), ("team", {"p5": 16})], []),
+        ([gpu_pool("a", 1, 8), gpu_pool("b", 4, 1)], [("prod", {"a": 8, "b": 4}), ("t1", {"b": 1}), ("t2", {"a": 1})],
+         [("a", 8, 9), ("b", 4, 5)]),
+        ([gpu_pool("cpu", 4, 0)], [("prod", {"cpu": 1})], []),  # not a GPU pool: reported elsewhere
+    ],
+)
+def test_overcommitted_pools(pools, quotas, expected):
+    assert [(o.pool, o.capacity, o.owned) for o in overcommitted_pools(pools, quotas)] == expected
+
+
+def load_team(raw, plan_of) -> TeamStackConfig:
+    contract = read_contract(plan_of("prod").outputs[CONTRACT_OUTPUT], reference=f"organization/{PROJECT}/prod",
+                             project=PROJECT)
+    platform = platform_of_contract(contract, project=PROJECT, environment="prod")
+    config = load_stack_config(raw, project=PROJECT, stack=TEAM_STACK, platform=platform)
+    assert isinstance(config, TeamStackConfig)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("training", "expected"),
+    [
+        # prod's own queue owns all 16 GPUs of the 2 reserved p5: the finding.
+        ({"gpuQuota": {"p5-efa": 16, "gpu-spot": 16}},
+         "gpu-training:training.gpuQuota.p5-efa: owns 16 of pool p5-efa's 16 GPUs while the platform stack 'prod' "
+         "(its training.gpuQuota) owns 16: together 32"),
+        ({"gpuQuota": {"p5-efa": 1, "gpu-spot": 16}}, "Fix: lower it to 0 or less, or borrow it instead: gpuQuotaBorrowed: [p5-efa]"),
+        ({"gpuQuota": {"gpu-spot": 24}}, "gpu-training:training.gpuQuota.gpu-spot: owns 24 of pool gpu-spot's 32 GPUs"),
+        ({"gpuQuota": {"gpu-spot": 24}}, "Fix: lower it to 16 or less"),
+        ({"gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["p5-efa"]},
+         "gpu-training:training.gpuQuotaBorrowed: is not a pool of training.gpuQuota"),
+        ({"gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["gpu-spot", "gpu-spot"]},
+         "gpu-training:training.gpuQuotaBorrowed: lists a pool twice"),
+    ],
+)
+def test_a_team_cannot_own_what_its_platform_owns(training, expected, plan_of):
+    raw = mutate(raw_config(TEAM_STACK), "training", {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], **training})
+    with pytest.raises(ConfigError) as raised:
+        load_team(raw, plan_of)
+    assert any(expected in problem for problem in raised.value.errors), raised.value.errors
+
+
+def test_borrowed_quota_passes_and_becomes_a_borrowing_limit(plan_of):
+    training = {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], "gpuQuota": {"p5-efa": 16, "gpu-spot": 16},
+                "gpuQuotaBorrowed": ["p5-efa"]}
+    config = load_team(mutate(raw_config(TEAM_STACK), "training", training), plan_of)
+    assert config.training.owned_gpu_quota == {"gpu-spot": 16}
+    plan = synthesize(TEAM_STACK, overrides={"training": training}, platform_outputs=plan_of("prod").outputs)
+    (queue,) = [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
+    assert validate_custom_resource(queue) == []
+    flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["spec"]["resourceGroups"][0]["flavors"]}
+    assert flavors["pool-p5-efa"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 16}
+    assert flavors["pool-gpu-spot"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 16}
+
+
+def test_the_repositorys_team_stacks_together_fit_their_platforms_pools():
+    """The program sees only its platform's contract, not the other teams: here every team stack file
+    of an environment is summed with its platform's own queue."""
+    teams: dict[str, list[tuple[str, dict[str, int]]]] = {env: [] for env in ENVIRONMENTS}
+    for path in sorted((ROOT / "stacks").glob("Pulumi.team-*.yaml")):
+        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        config = planned_config(stack)
+        assert isinstance(config, TeamStackConfig)
+        teams[str(stack_kind(stack)[1])].append((stack, config.training.owned_gpu_quota))
+    assert any(teams.values()), "no team stack file to sum"
+    for environment, owners in teams.items():
+        if not owners:
+            continue
+        platform = planned_config(environment)
+        assert isinstance(platform, StackConfig)
+        queues = [(environment, platform.training.owned_gpu_quota), *owners]
+        assert overcommitted_pools(platform.node_pools, queues) == []
+        # The same sum finds a second copy of the teams (the check can fail).
+        assert overcommitted_pools(platform.node_pools, queues + [(f"{s}-copy", q) for s, q in owners if q])
+
+
+# --- distinct VPC ranges --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("stack", "cidr", "other"),
+    [
+        ("dev", "10.30.0.0/16", "prod"),  # the finding: dev reuses prod's range
+        ("dev", "10.30.128.0/20", "prod"),  # inside it
+        ("staging", "10.10.0.0/16", "dev"),
+        ("prod", "10.20.0.0/16", "staging"),
+    ],
+)
+def test_a_vpc_range_of_another_environment_is_refused(stack, cidr, other):
+    other_cidr = raw_config(other)[f"{PROJECT}:network"]["vpcCidr"]
+    found = problems_of(mutate(raw_config(stack), "network.vpcCidr", cidr), stack)
+    assert (f"gpu-training:network.vpcCidr: overlaps the VPC CIDR {other_cidr} of stack '{other}' "
+            f"(stacks/Pulumi.{other}.yaml)") in "\n".join(found), found
+    assert any("Fix: pick a range that overlaps no other environment's" in p for p in found)
+    assert problems_of(mutate(raw_config(stack), "network.vpcCidr", cidr), stack, sibling_stacks_dir=None) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("config: [unclosed\n", "the file cannot be read"),
+        ("config:\n  gpu-training:region: us-east-1\n", "it sets no network.vpcCidr as text"),
+        ("config:\n  gpu-training:network: {vpcCidr: 10.10.0.1/16}\n", "its network.vpcCidr is not a CIDR"),
+        ("- a list\n", "the file cannot be read"),
+    ],
+)
+def test_an_unreadable_sibling_is_skipped_with_a_warning(tmp_path: Path, content, reason):
+    (tmp_path / "Pulumi.prod.yaml").write_text(content)
+    (tmp_path / "Pulumi.staging.yaml").write_text("config:\n  network: {vpcCidr: 10.20.0.0/16}\n")
+    found, skipped = sibling_vpc_cidrs(tmp_path, project=PROJECT, stack="dev", environments=ENVIRONMENTS)
+    assert [(s.stack, str(s.cidr)) for s in found] == [("staging", "10.20.0.0/16")]
+    assert len(skipped) == 1 and "stack 'prod'" in skipped[0] and reason in skipped[0], skipped
+    config = load_stack_config(raw_config("dev"), project=PROJECT, stack="dev", sibling_stacks_dir=tmp_path)
+    assert isinstance(config, StackConfig) and any(reason in warning for warning in config.warnings)
+
+
+# --- secret values with surrounding whitespace ------------------------------------------------------
+
+SECRET_VALUE = "s3cr3t-t0ken-7f2a"
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (f"{SECRET_VALUE}\n", "ends with a newline"),  # `pulumi config set --secret ... < file`
+        (f"{SECRET_VALUE}\r\n", "ends with a newline"),
+        (f" {SECRET_VALUE}", "begins with whitespace"),
+        (f"{SECRET_VALUE} ", "ends with whitespace"),
+        (f"\t{SECRET_VALUE}\n", "begins and ends with whitespace"),
+        ("  ", "begins and ends with whitespace"),
+    ],
+)
+def test_a_secret_with_surrounding_whitespace_is_refused_unshown(value, says):
+    raw = mutate(raw_config("dev"), "secrets", {"wandb-api-key": value, "hf-token": "fine"})
+    found = problems_of(raw, "dev", secret_keys={f"{PROJECT}:secrets"})
+    (problem,) = [p for p in found if p.startswith("gpu-training:secrets.wandb-api-key")]
+    assert says in problem and "(value not shown)" in problem and "printf %s" in problem, problem
+    assert SECRET_VALUE not in "\n".join(found)
+
+
+@pytest.mark.parametrize(("value", "padding"), [("token", ""), ("two words", ""), ("a\nb", ""), ("x\n", "ends with a newline")])
+def test_surrounding_whitespace(value, padding):
+    assert surrounding_whitespace(value) == padding
+
+
+def test_a_padded_secret_given_to_the_offline_plan_is_refused():
+    with pytest.raises(ConfigError) as raised:
+        synthesize("dev", secret_overrides={"secrets": {"wandb-api-key": f"{SECRET_VALUE}\n", "hf-token": "x"}})
+    assert any(p.startswith("gpu-training:secrets.wandb-api-key: ends with a newline") for p in raised.value.errors)
+    assert SECRET_VALUE not in json.dumps(raised.value.errors)
