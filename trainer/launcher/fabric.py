@@ -202,6 +202,10 @@ class FabricWatch:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     check: NetworkCheck = field(default_factory=NetworkCheck)
     """Give it the node's Expected (NetworkCheck(expected=expected_of(env))) to hold the node to its type."""
+    on_status: Callable[[NetworkCheck], None] | None = None
+    """Called when the counts or the GPUDirect RDMA state first show or change (a few times a run):
+    the launcher logs them, so scripts/verify can read them while the job runs."""
+    _reported: dict[str, object] | None = None
     _offsets: dict[str, int] = field(default_factory=dict)
     _partial: dict[str, str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -240,6 +244,10 @@ class FabricWatch:
                     self.stream.flush()
                 if self.check.feed(line):
                     self.on_failure(self.check)
+        summary = self.check.summary()
+        if self.on_status and summary != self._reported and (self.check.nics_found or self.check.gdr_seen is not None):
+            self._reported = summary
+            self.on_status(self.check)
 
     def _new_lines(self, path: str) -> list[str]:
         try:

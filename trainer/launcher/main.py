@@ -458,7 +458,10 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped_early(stop_request, started)
     sup = Supervisor(cmd, env, stop_request)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
-                               check=fabric.NetworkCheck(expected=node_fabric)).start() if on_fabric == "efa" else None
+                               check=fabric.NetworkCheck(expected=node_fabric),
+                               on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
+                                                                    **check.summary()),
+                               ).start() if on_fabric == "efa" else None
     try:
         torchrun_rc = sup.run()
     except OSError as e:
