@@ -119,7 +119,7 @@ def check_pod_ips(ctx: Context) -> CheckResult:
             problems.append((f"{where}: {in_use} pods need an IP, the VPC CNI has {ceiling}", Diagnosis(
                 "no pod IP left on the node: the next pod stays ContainerCreating ('failed to assign an IP "
                 "address'); move DaemonSets to hostNetwork or run fewer pods per GPU node",
-                f"kubectl -n kube-system logs -l k8s-app=aws-node --tail=50 | grep -i 'ip address'")))
+                "kubectl -n kube-system logs -l k8s-app=aws-node --tail=50 | grep -i 'ip address'")))
     if problems:
         return _failed_nodes(check, "pod IP budget", problems, len(nodes))
     return passed(check, f"{len(nodes)} GPU nodes: maxPods as computed, pod IPs left", *details, nodes=len(nodes))

@@ -260,6 +260,8 @@ def test_launcher_proceeds_when_nccl_picked_efa(tmp_path, log):
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "worker.marker").read_text() == "finished"
     assert '"verdict":"efa"' in run.stdout
+    # While the job runs the launcher logs the counts its ranks found (scripts/verify reads them).
+    assert '"event":"fabric_status"' in run.stdout and '"efa_devices_found":[' in run.stdout
     # NCCL's network choice is echoed to the pod log even though NCCL writes to files.
     assert "nccl: " in run.stderr and ("Using network Libfabric" in run.stderr or "Selected provider is efa" in run.stderr)
 
