@@ -93,6 +93,10 @@ class FakeKube:
                     if m["sub"] == "log":
                         log = fake.scenario.logs.get(f"{m['ns']}/{m['name']}")
                         return self._send(200, log, "text/plain") if log is not None else self._send(404, {})
+                    if method == "GET" and m["name"] is None and m["ns"] is None and m["plural"] == "pods":
+                        # All namespaces: every namespaced pod list of the scenario.
+                        items = [o for c, objs in fake.scenario.objects.items()
+                                 if c.startswith("/") and c.endswith("/pods") for o in objs]
                     if method == "GET" and m["name"] is None:
                         selected = [o for o in items if _matches(o, query.get("labelSelector", ""),
                                                                  query.get("fieldSelector", ""))]

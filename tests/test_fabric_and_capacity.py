@@ -107,11 +107,31 @@ def test_prod_jobset_carries_the_efa_environment_and_bounds(plan_of):
     assert scratch == {"name": "scratch", "emptyDir": {"sizeLimit": "22649Gi"}} and env["SCRATCH_DIR"] == "/scratch"
 
 
+@pytest.mark.parametrize(("stack", "devices", "rdma"), [
+    ("prod", "32", "1"),       # p5.48xlarge: 32 EFA devices (EC2), GPUDirect RDMA (aws-ofi-nccl gdr_required)
+    ("staging", "1", "0"),     # g6e.12xlarge: 1 EFA device, no GPUDirect RDMA
+])
+def test_the_self_checks_expected_fabric_reaches_every_efa_pod(plan_of, stack, devices, rdma):
+    """The launcher holds each node to these: they come from the pool's instance facts and equal
+    the EFA devices the pod requests (a pod that sees fewer fails with both counts)."""
+    config = config_of(stack)
+    pools = {p.name: p for p in config.node_pools}
+    jobsets = manifests(plan_of(stack), "JobSet")
+    efa_jobs = [j for j in jobsets if pools[next(t.pool for t in config.training.jobs if t.name == j["metadata"]["name"])].efa]
+    assert efa_jobs
+    for jobset in efa_jobs:
+        (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert (env["TRAIN_EFA_DEVICES"], env["TRAIN_EFA_GPUDIRECT_RDMA"]) == (devices, rdma)
+        assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == devices
+
+
 def test_socket_jobs_keep_the_socket_transport(plan_of):
     (jobset,) = manifests(plan_of("dev"), "JobSet")
     (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["TRAIN_FABRIC"], env["NCCL_NET"]) == ("socket", "Socket") and "FI_PROVIDER" not in env
+    assert "TRAIN_EFA_DEVICES" not in env and "TRAIN_EFA_GPUDIRECT_RDMA" not in env
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod", "team-vision-prod"])

@@ -10,12 +10,20 @@ EFA_COMMON = {"TRAIN_FABRIC": "efa", "NCCL_NET": "Libfabric", "NCCL_NET_PLUGIN":
 SOCKET = {"TRAIN_FABRIC": "socket", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "^lo,docker"}
 
 
+def _efa(devices: int, rdma: bool) -> dict[str, str]:
+    """The self-check's expectations: the type's EFA count (EC2) and GPUDirect RDMA (aws-ofi-nccl)."""
+    return {**EFA_COMMON, "TRAIN_EFA_DEVICES": str(devices), "TRAIN_EFA_GPUDIRECT_RDMA": "1" if rdma else "0",
+            **({"FI_EFA_USE_DEVICE_RDMA": "1"} if rdma else {})}
+
+
 @pytest.mark.parametrize(("name", "efa", "expected"), [
-    ("p5.48xlarge", True, {**EFA_COMMON, "FI_EFA_USE_DEVICE_RDMA": "1"}),
-    ("p4d.24xlarge", True, {**EFA_COMMON, "FI_EFA_USE_DEVICE_RDMA": "1"}),
-    ("p6-b200.48xlarge", True, {**EFA_COMMON, "FI_EFA_USE_DEVICE_RDMA": "1"}),
-    ("g6e.12xlarge", True, EFA_COMMON),             # EFA without GPUDirect RDMA
-    ("g5.48xlarge", True, EFA_COMMON),
+    ("p5.48xlarge", True, _efa(32, rdma=True)),
+    ("p5en.48xlarge", True, _efa(16, rdma=True)),
+    ("p4d.24xlarge", True, _efa(4, rdma=True)),
+    ("p6-b200.48xlarge", True, _efa(8, rdma=True)),
+    ("g6e.12xlarge", True, _efa(1, rdma=False)),    # EFA without GPUDirect RDMA
+    ("g6e.48xlarge", True, _efa(4, rdma=False)),
+    ("g5.48xlarge", True, _efa(1, rdma=False)),
     ("p5.48xlarge", False, SOCKET),                 # an EFA-capable type in a socket pool
     ("g6.2xlarge", False, SOCKET),
 ])

@@ -83,11 +83,29 @@ def healthy(prod_outputs) -> Scenario:
 def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_path):
     code, report, _ = run_verify(prod_outputs, healthy, tmp_path)
     assert code == 0, json.dumps(report, indent=1)
-    assert by_status(report, "fail") == [] and by_status(report, "skip") == []
+    assert by_status(report, "fail") == [] and by_status(report, "skip") == [IN_POD]
     assert set(by_status(report, "pass")) == {
         "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
+        "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client",
         f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.checkpoints",
-        f"job.{sc.JOB}.gpu-utilisation"}
+        f"job.{sc.JOB}.gpu-utilisation", f"job.{sc.JOB}.fabric"}
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks[f"job.{sc.JOB}.fabric"]["summary"] == ("2 pods: 32 of 32 EFA devices, GPUDirect RDMA on every "
+                                                         "inter-node channel")
+    # Three DaemonSet pods and the training pod.
+    assert "- ip-10-0-1-11 (p5.48xlarge): maxPods 100, 4 of 49 pod IPs in use" in [
+        f"- {d}" for d in checks["cluster.pod-ips"]["details"]]
+
+
+def test_what_needs_a_shell_in_the_pod_says_so_with_the_command(prod_outputs, healthy, tmp_path):
+    # verify runs no command inside pods: the in-pod part of the first-node checklist is a skip
+    # that names the command and what it must print (docs/gpu-fabric-and-capacity.md).
+    _, report, _ = run_verify(prod_outputs, healthy, tmp_path)
+    (in_pod,) = [c for c in report["checks"] if c["name"] == IN_POD]
+    assert in_pod["status"] == "skip" and in_pod["summary"].startswith("needs a live pod exec")
+    for words in ("exec pretrain-p5-node-0-0-x7k2p", "ulimit -l", "prints unlimited", "fi_info -p efa -t FI_EP_RDM",
+                  "lists 32 domains", "lists 32 uverbs devices", "`id -u` prints 1000", "lustre /proc/filesystems"):
+        assert words in in_pod["summary"], words
 
 
 def _oom(s: Scenario, ns: str) -> None:
@@ -106,6 +124,39 @@ def _no_checkpoint(s: Scenario, ns: str) -> None:
     # Saves stop after the first one; training goes on for three more periods.
     s.logs[f"{ns}/{sc.job_pods(s, ns)[0]['metadata']['name']}"] = sc.trainer_log(
         time.time(), saves_until=sc.CHECKPOINT_INTERVAL_S * 1.5)
+
+
+IN_POD = f"job.{sc.JOB}.in-pod"
+
+
+def _fabric_log(found: tuple[int, ...] = (32,), gdr: bool | None = True) -> Any:
+    """Pod 1's launcher reports what its ranks found (the launcher's fabric_status event)."""
+    def breaks(s: Scenario, ns: str) -> None:
+        pod = sc.job_pods(s, ns)[1]["metadata"]["name"]
+        s.logs[f"{ns}/{pod}"] += sc.fabric_status(time.time() - 60, found=found, gdr=gdr)
+    return breaks
+
+
+def _hugepages_over_reserve(s: Scenario, ns: str) -> None:
+    # The AMI reserves 10 GiB of huge pages on the spare: twice what the sizing holds back.
+    spare = next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == sc.GPU_NODES[2])
+    spare["status"]["allocatable"]["hugepages-2Mi"] = "10240Mi"
+
+
+def _pod_ips_exhausted(s: Scenario, ns: str) -> None:
+    # p5's CNI has one ENI for pods (card 0's second slot is efa-only): 49 IPs, all taken on the spare.
+    s.add(key("pods", "monitoring"), *[sc._pod(f"agent-{i}", "monitoring", sc.GPU_NODES[2], {"app": "agent"})
+                                       for i in range(49)])
+
+
+def _max_pods_differs(s: Scenario, ns: str) -> None:
+    spare = next(n for n in s.objects[key("nodes")] if n["metadata"]["name"] == sc.GPU_NODES[2])
+    spare["status"]["allocatable"]["pods"] = "250"
+
+
+def _lustre_client_missing(s: Scenario, ns: str) -> None:
+    s.objects[key("pods", "kube-system")] = [p for p in s.objects[key("pods", "kube-system")]
+                                             if p["metadata"]["name"] != f"fsx-csi-node-{sc.GPU_NODES[2][-2:]}"]
 
 
 def _device_plugin_missing(s: Scenario, ns: str) -> None:
@@ -207,7 +258,20 @@ BROKEN = [
     ("job-not-admitted", _not_admitted, 93.0, f"job.{sc.JOB}.admitted",
      "waiting for quota (Pending: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu",
      f"kubectl -n {{ns}} describe workload jobset-{sc.JOB}-3f2a1",
-     tuple(f"job.{sc.JOB}.{c}" for c in ("pods", "progress", "checkpoints", "gpu-utilisation"))),
+     tuple(f"job.{sc.JOB}.{c}" for c in ("pods", "progress", "checkpoints", "gpu-utilisation", "fabric", "in-pod"))),
+    # The first-node checklist (docs/gpu-fabric-and-capacity.md), what verify can read itself:
+    ("efa-devices-short-in-a-pod", _fabric_log(found=(1,)), 93.0, f"job.{sc.JOB}.fabric",
+     "fewer EFA devices than the type has", "exec pretrain-p5-node-0-1-m4q9z -- ls /dev/infiniband", ()),
+    ("no-gpudirect-rdma", _fabric_log(gdr=False), 93.0, f"job.{sc.JOB}.fabric", "no GPUDirect RDMA",
+     "logs pretrain-p5-node-0-1-m4q9z | grep -E '^nccl: |fabric_'", ()),
+    ("hugepages-over-the-reserve", _hugepages_over_reserve, 93.0, "cluster.hugepages",
+     "the AMI reserves more huge pages than the pod sizing holds back", f"kubectl describe node {sc.GPU_NODES[2]}", ()),
+    ("pod-ips-exhausted", _pod_ips_exhausted, 93.0, "cluster.pod-ips", "no pod IP left on the node",
+     "logs -l k8s-app=aws-node", ()),
+    ("max-pods-differs", _max_pods_differs, 93.0, "cluster.pod-ips",
+     "maxPods differs from the one the subnet IP budget", f"kubectl describe node {sc.GPU_NODES[2]}", ()),
+    ("lustre-client-missing-on-a-node", _lustre_client_missing, 93.0, "cluster.lustre-client",
+     "no Lustre client on the node", f"--field-selector spec.nodeName={sc.GPU_NODES[2]}", ()),
     # A hung collective keeps its kernel spinning: DCGM reports the GPUs busy, so only the logs tell.
     ("hang-ports-blocked", _hang_before_init, 93.0, f"job.{sc.JOB}.progress",
      "hang: nodes cannot talk (ports blocked by the fabric security group {cluster}-efa-fabric, which must allow all "
@@ -218,7 +282,8 @@ BROKEN = [
      (f"job.{sc.JOB}.checkpoints",)),
     # Not broken yet: too early to call it a hang, so the diagnosis says so.
     ("trainer-still-starting", _starting, 93.0, f"job.{sc.JOB}.progress", "still starting",
-     f"kubectl -n {{ns}} logs -f {sc.JOB}-node-0-0-x7k2p", (f"job.{sc.JOB}.checkpoints",)),
+     # NCCL has not set up a network yet: nothing to judge the fabric by.
+     f"kubectl -n {{ns}} logs -f {sc.JOB}-node-0-0-x7k2p", (f"job.{sc.JOB}.checkpoints", f"job.{sc.JOB}.fabric")),
 ]
 
 
@@ -234,8 +299,10 @@ def test_each_broken_scenario_fails_exactly_its_check(prod_outputs, healthy, tmp
     code, report, _ = run_verify(prod_outputs, scenario, tmp_path, gpu_percent=gpu)
     assert code == 1
     assert by_status(report, "fail") == [check], json.dumps(report, indent=1)
-    assert by_status(report, "skip") == list(skips), json.dumps(report, indent=1)
-    assert len(by_status(report, "pass")) == len(report["checks"]) - 1 - len(skips)
+    # The in-pod checks need a shell in the pod: always a skip that names the command.
+    all_skips = [*skips, *([] if IN_POD in skips else [IN_POD])]
+    assert by_status(report, "skip") == all_skips, json.dumps(report, indent=1)
+    assert len(by_status(report, "pass")) == len(report["checks"]) - 1 - len(all_skips)
     diagnosis = next(c for c in report["checks"] if c["name"] == check)["diagnosis"]
     values = {"ns": ns, "cluster": outputs["clusterName"], "region": outputs["region"], **outputs["ncclPortRange"]}
     assert cause.format(**values) in diagnosis["cause"]

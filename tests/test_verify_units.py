@@ -302,3 +302,16 @@ def test_each_node_not_ready_shows_its_own_reason_and_the_kubelets_message(plan_
         "not initialized)",
         "ip-10-0-0-7: Ready=Unknown (no reason)")
     assert result.diagnosis is not None and result.diagnosis.command == "kubectl describe node ip-10-0-0-6"
+
+
+@pytest.mark.parametrize(("instance_type", "efa", "pod_ips"), [
+    ("p5.48xlarge", True, 49),      # 2 ENI slots on card 0, one taken by the efa-only interface: 1 x 49
+    ("p5en.48xlarge", True, 147),   # 4 slots, 3 for the CNI
+    ("g6e.12xlarge", True, 261),    # 10 slots, 9 x 29
+    ("g6.2xlarge", False, 56),      # a socket pool keeps every slot: 4 x 14
+])
+def test_the_cni_pod_ip_ceiling_leaves_out_the_efa_only_slot(instance_type, efa, pod_ips):
+    from components.facts.instance_types import INSTANCE_TYPES
+    from verify.first_node import cni_pod_ips
+
+    assert cni_pod_ips(INSTANCE_TYPES[instance_type], efa=efa) == pod_ips

@@ -26,8 +26,9 @@ RUN_SECONDS = 2400
 STEP_EVERY_S = 10
 
 
-def _node(name: str, pool: str, allocatable: dict[str, str], ready: str = "True") -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"gpu-training/pool": pool}},
+def _node(name: str, pool: str, allocatable: dict[str, str], ready: str = "True",
+          instance_type: str = "p5.48xlarge") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"gpu-training/pool": pool, "node.kubernetes.io/instance-type": instance_type}},
             "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready,
                                                                    "reason": "KubeletReady"}]}}
 
@@ -46,6 +47,16 @@ def _pod(name: str, namespace: str, node: str, labels: dict[str, str], container
 def _available(namespace: str, name: str, replicas: int = 1) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas},
             "status": {"availableReplicas": replicas, "conditions": [{"type": "Available", "status": "True"}]}}
+
+
+def fabric_status(ts: float, found: tuple[int, ...] = (32,), gdr: bool | None = True, verdict: str = "efa") -> str:
+    """The launcher's fabric_status line on a p5 (trainer/launcher/main.py, fabric.NetworkCheck.summary)."""
+    line = io.StringIO()
+    progress.log("fabric_status", stream=line, verdict=verdict, efa_devices_expected=32, efa_devices_found=list(found),
+                 gpudirect_rdma_expected=True, gpudirect_rdma=gdr)
+    record = json.loads(line.getvalue())
+    record["ts"] = round(ts, 3)
+    return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def trainer_log(now: float, *, loss=None, saves_until: float | None = None, initialised: bool = True) -> str:
@@ -90,21 +101,24 @@ def trainer_log(now: float, *, loss=None, saves_until: float | None = None, init
 
 def healthy(outputs: dict[str, Any], now: float) -> Scenario:
     ns = outputs["training"]["namespace"]
-    p5 = {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": "5120Mi", "cpu": "191", "memory": "2000Gi"}
+    # maxPods 100: 2 ENIs x 49 + 2 (nodeadm), under the managed node group's cap of 250.
+    p5 = {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": "5120Mi", "cpu": "191", "memory": "2000Gi",
+          "pods": "100"}
     s = Scenario()
-    s.add(key("nodes"), _node("ip-10-0-0-5", "system", {"cpu": "8", "memory": "30Gi"}),
+    s.add(key("nodes"), _node("ip-10-0-0-5", "system", {"cpu": "8", "memory": "30Gi"}, instance_type="m6i.xlarge"),
           *[_node(n, POOL, dict(p5)) for n in GPU_NODES])
     for n in GPU_NODES:
         s.add(key("pods", "kube-system"),
               _pod(f"nvidia-device-plugin-{n[-2:]}", "kube-system", n, {"app.kubernetes.io/name": "nvidia-device-plugin"}),
-              _pod(f"aws-efa-k8s-device-plugin-{n[-2:]}", "kube-system", n, {"name": "aws-efa-k8s-device-plugin"}))
+              _pod(f"aws-efa-k8s-device-plugin-{n[-2:]}", "kube-system", n, {"name": "aws-efa-k8s-device-plugin"}),
+              _pod(f"fsx-csi-node-{n[-2:]}", "kube-system", n, {"app": "fsx-csi-node"}, "fsx-plugin"))
     s.add(key("deployments", "kube-system", "apps"), _available("kube-system", "cluster-autoscaler-aws-cluster-autoscaler"))
     s.add(key("deployments", "kueue-system", "apps"), _available("kueue-system", "kueue-controller-manager", 2))
     s.add(key("deployments", "jobset-system", "apps"), _available("jobset-system", "jobset-controller"))
     s.add(key("deployments", "external-secrets", "apps"), *[_available("external-secrets", f"external-secrets{suffix}")
                                                           for suffix in ("", "-webhook", "-cert-controller")])
     s.add(key("daemonsets", "kube-system", "apps"), {"metadata": {"name": "nvidia-device-plugin"}},
-          {"metadata": {"name": "aws-efa-k8s-device-plugin"}})
+          {"metadata": {"name": "aws-efa-k8s-device-plugin"}}, {"metadata": {"name": "fsx-csi-node"}})
     s.add(key("externalsecrets", ns, "external-secrets.io"),
           {"metadata": {"name": "training-secrets"},
            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced"}]}})
@@ -119,9 +133,11 @@ def healthy(outputs: dict[str, Any], now: float) -> Scenario:
     labels = {"jobset.sigs.k8s.io/jobset-name": JOB}
     pods = [f"{JOB}-node-0-0-x7k2p", f"{JOB}-node-0-1-m4q9z"]
     s.add(key("pods", ns), *[_pod(p, ns, GPU_NODES[i], labels, "trainer") for i, p in enumerate(pods)])
-    s.logs[f"{ns}/{pods[0]}"] = trainer_log(now)
+    # Both launchers report the fabric their ranks found: 32 of 32 EFA devices, GPUDirect RDMA.
+    fabric = fabric_status(now - RUN_SECONDS + 40)
+    s.logs[f"{ns}/{pods[0]}"] = trainer_log(now) + fabric
     # Only global rank 0 logs steps; the other pod's launcher logs its own start.
-    s.logs[f"{ns}/{pods[1]}"] = trainer_log(now).split("\n", 2)[0] + "\n"
+    s.logs[f"{ns}/{pods[1]}"] = trainer_log(now).split("\n", 2)[0] + "\n" + fabric
     return s
 
 

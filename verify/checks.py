@@ -541,14 +541,19 @@ def guarded(check: str, fn: Callable[..., CheckResult], *args: Any, **kwargs: An
 
 
 def cluster_checks(ctx: Context) -> list[CheckResult]:
+    from verify import first_node  # it builds on this module
+
     return [guarded(f"cluster.{check.__name__.removeprefix('check_').replace('_', '-')}", check, ctx)
-            for check in (check_nodes, check_gpu_devices, check_controllers, check_training_secret)]
+            for check in (check_nodes, check_gpu_devices, check_controllers, check_training_secret,
+                          first_node.check_hugepages, first_node.check_pod_ips, first_node.check_lustre_client)]
 
 
 def job_checks(ctx: Context, promise: JobPromise) -> list[CheckResult]:
+    from verify import first_node
+
     state = JobState(promise)
     results = [guarded(f"job.{promise.name}.admitted", check_admitted, ctx, state)]
-    later = ("pods", "progress", "checkpoints", "gpu-utilisation")
+    later = ("pods", "progress", "checkpoints", "gpu-utilisation", "fabric", "in-pod")
     if not state.admitted:
         return results + [skipped(f"job.{promise.name}.{c}", "the job is not admitted") for c in later]
     results.append(guarded(f"job.{promise.name}.pods", check_pods, ctx, state))
@@ -556,6 +561,7 @@ def job_checks(ctx: Context, promise: JobPromise) -> list[CheckResult]:
         return results + [skipped(f"job.{promise.name}.{c}", "the job has no pods") for c in later[1:]]
     results += [guarded(f"job.{promise.name}.{suffix}", check, ctx, state) for suffix, check in
                 (("progress", check_progress), ("checkpoints", check_checkpoints),
-                 ("gpu-utilisation", check_gpu_utilisation))]
+                 ("gpu-utilisation", check_gpu_utilisation), ("fabric", first_node.check_fabric),
+                 ("in-pod", first_node.check_in_pod))]
     return results
 

@@ -35,6 +35,10 @@ class Kube:
         return self._json(self.core.list_namespaced_pod, namespace, label_selector=label_selector,
                           field_selector=field_selector)["items"]
 
+    def pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        """Every namespace's pods on one node (the pod IP budget counts them all)."""
+        return self._json(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")["items"]
+
     def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._optional(self.apps.read_namespaced_deployment, name, namespace)
 

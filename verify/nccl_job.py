@@ -59,11 +59,10 @@ NETWORK_CHOICE = re.compile(r"NET/OFI|NET/Socket|NET/IB|Using network|Selected [
 def fabric_env(pool: PoolPromise) -> dict[str, str]:
     """The training pods' fabric environment (components/workload/fabric_env.py: on EFA pools
     NCCL_NET=Libfabric, so a missing plugin fails instead of measuring sockets), without the
-    launcher's TRAIN_FABRIC; NCCL_DEBUG=INFO makes NCCL print the network it chose, which the
+    launcher's TRAIN_* self-check settings; NCCL_DEBUG=INFO makes NCCL print the network it chose, which the
     failure diagnosis points at."""
     env = training_fabric_env(INSTANCE_TYPES[pool.instance_types[0]], efa=bool(pool.efa_per_node))
-    env.pop("TRAIN_FABRIC")
-    return {**env, "NCCL_DEBUG": "INFO"}
+    return {**{k: v for k, v in env.items() if not k.startswith("TRAIN_")}, "NCCL_DEBUG": "INFO"}
 
 
 @dataclass(frozen=True)

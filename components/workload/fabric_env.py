@@ -17,7 +17,10 @@ SOCKET_INTERFACES = "^lo,docker"
 
 
 def fabric_env(instance: InstanceType, *, efa: bool) -> dict[str, str]:
-    """Environment of a pod on a node of `instance`; `efa` when the pool attaches EFA devices."""
+    """Environment of a pod on a node of `instance`; `efa` when the pool attaches EFA devices.
+
+    A pool's types share one EFA count (the config model checks it) and, here, the GPUDirect
+    RDMA fact of its first type: the launcher holds every node to both."""
     env = {"NCCL_SOCKET_IFNAME": SOCKET_INTERFACES}
     if not efa:
         # Socket pools: NCCL's own TCP transport, on the ports the pod's ip_local_port_range pins
@@ -27,6 +30,11 @@ def fabric_env(instance: InstanceType, *, efa: bool) -> dict[str, str]:
     env |= {
         # The launcher's self-check: fail the job if NCCL did not pick Libfabric (trainer/launcher/fabric.py).
         "TRAIN_FABRIC": "efa",
+        # What the self-check expects NCCL to find on every node: all of the type's EFA devices
+        # (the pod requests them all, workload/sizing.py) and, where the type has it, GPUDirect RDMA
+        # (EC2 DescribeInstanceTypes MaximumEfaInterfaces; aws-ofi-nccl src/platform-aws.cpp gdr_required).
+        "TRAIN_EFA_DEVICES": str(instance.efa_interfaces),
+        "TRAIN_EFA_GPUDIRECT_RDMA": "1" if instance.efa_gpudirect_rdma else "0",
         # Fail loudly instead of falling back to sockets: with NCCL_NET set, NCCL initialises only
         # that network and reports "Failed to initialize any NET plugin" (NCCL 2.29.3 src/plugin/net.cc).
         "NCCL_NET": "Libfabric",

@@ -8,6 +8,12 @@ Sources of the recorded lines (quoted verbatim):
   71139104241), the plugin's "Selected provider is efa, fabric is efa" form (>= 1.14).
 - NO_PLUGIN: NCCL with NCCL_NET forced and no loadable plugin (public run notes, index id
   55076994125): "NCCL WARN Failed to initialize any NET plugin".
+- GDR_CHANNELS: a 2-node EKS DeepSpeed job on EFA (gnosia93/training-on-eks notes, index id
+  24194193399): NCCL 2.27.3's inter-node channels "via NET/Libfabric/0/GDRDMA".
+- OLD_PLUGIN_P4D: aws-ofi-nccl before v1.14 on 2x p4d.24xlarge (EKS EFA getting-started log, index
+  id 22257937941): "Selected Provider is efa" without a NIC count, "Using network AWS Libfabric".
+The expected counts are the instance facts (components/facts/instance_types.py, checked against
+EC2's catalogue): p5.48xlarge 32, p5en.48xlarge 16, p4d.24xlarge 4, g6e/g6.12xlarge 1.
 """
 
 from __future__ import annotations
@@ -52,6 +58,92 @@ NCCL INFO Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0
 NO_PLUGIN = """\
 NCCL WARN Failed to initialize any NET plugin
 """
+
+GDR_CHANNELS = """\
+llama-3-8b-node-0-0:194:713 [0] NCCL INFO [Proxy Progress] Device 0 CPU core 19
+llama-3-8b-node-0-0:194:712 [0] NCCL INFO Channel 00/0 : 3[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA
+llama-3-8b-node-0-0:194:712 [0] NCCL INFO Channel 01/0 : 3[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA
+llama-3-8b-node-0-0:194:712 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA
+llama-3-8b-node-0-0:194:712 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA
+"""
+
+OLD_PLUGIN_P4D = """\
+[1,0]<stdout>:nccl-tests-efa-worker-0:26:26 [0] NCCL INFO NET/OFI Running on P4d platform, Setting NCCL_TOPO_FILE environment variable to /opt/aws-ofi-nccl/install/share/aws-ofi-nccl/xml/p4d-24xl-topo.xml
+[1,0]<stdout>:nccl-tests-efa-worker-0:26:26 [0] NCCL INFO NET/OFI Selected Provider is efa
+[1,0]<stdout>:nccl-tests-efa-worker-0:26:26 [0] NCCL INFO Using network AWS Libfabric
+"""
+
+
+def _provider(nics: int) -> str:
+    """aws-ofi-nccl v1.21.1's line (src/nccl_ofi_net.cpp nccl_net_ofi_query_provider_capabilities)."""
+    return f"NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found {nics} nics)\n"
+
+
+P5 = fabric.Expected(efa_devices=32, gpudirect_rdma=True)
+P5EN = fabric.Expected(efa_devices=16, gpudirect_rdma=True)
+P4D = fabric.Expected(efa_devices=4, gpudirect_rdma=True)
+G6E = fabric.Expected(efa_devices=1, gpudirect_rdma=False)
+
+
+@pytest.mark.parametrize(("log", "expected", "verdict", "reason"), [
+    # A whole p5 with GPUDirect RDMA on every inter-node channel.
+    (_provider(32) + GDR_CHANNELS, P5, "efa", None),
+    # The pod sees 1 of the p5's 32 EFA devices: the failure names both counts.
+    (_provider(1) + GDR_CHANNELS, P5, "wrong", "found 1 EFA devices on this node, expected 32"),
+    # NVIDIA/nccl#1597's 8x H200 node logs 16 nics: right for p5en, short for p5e/p5.
+    (EFA_RUN, P5EN, "efa", None),
+    (EFA_RUN, P5, "wrong", "found 16 EFA devices on this node, expected 32"),
+    # The g6 sample: 1 nic and channels without GDRDMA, right for a type without GPUDirect RDMA...
+    (EFA_RUN_NEW_WORDING, G6E, "efa", None),
+    # ...and wrong on one that has it.
+    (_provider(32) + "NCCL INFO Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0\n", P5, "wrong",
+     "without GPUDirect RDMA, expected with it"),
+    # One channel without GDRDMA among GDRDMA ones is enough to fail.
+    (_provider(32) + GDR_CHANNELS + "NCCL INFO Channel 02/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0\n", P5, "wrong",
+     "without GPUDirect RDMA"),
+    # aws-ofi-nccl's own refusal on a gdr_required type (src/platform-aws.cpp).
+    ("NCCL WARN NET/OFI GDR disabled on GDR-supported instance type p5/p5e\n", P5, "wrong",
+     "GPUDirect RDMA off on an instance type that requires it"),
+    # An old plugin logs no count: nothing to hold the node to, the provider still passes.
+    (OLD_PLUGIN_P4D, P4D, "efa", None),
+    # Nothing stated (an older manifest): the counts are recorded, not judged.
+    (_provider(1), fabric.Expected(), "efa", None),
+    # NCCL's topology search logs distant NICs on healthy nodes too: not a GPUDirect RDMA verdict.
+    (_provider(32) + "NCCL INFO GPU Direct RDMA Disabled for GPU/0-10 (rank 0) - NET/0-1a0 (distance 5 > 4)\n"
+     + GDR_CHANNELS, P5, "efa", None),
+])
+def test_each_node_is_held_to_its_instance_type(log, expected, verdict, reason):
+    check = fabric.NetworkCheck(expected=expected).feed_all(log.splitlines())
+    assert check.verdict == verdict, check.failure
+    assert (check.failure is None) == (reason is None)
+    if reason:
+        assert reason in (check.failure or "")
+
+
+def test_the_summary_names_expected_and_found():
+    check = fabric.NetworkCheck(expected=P5).feed_all((_provider(32) + _provider(32) + GDR_CHANNELS).splitlines())
+    assert check.summary() == {"efa_devices_expected": 32, "efa_devices_found": [32],
+                               "gpudirect_rdma_expected": True, "gpudirect_rdma": True}
+    short = fabric.NetworkCheck(expected=P5).feed_all(_provider(1).splitlines())
+    assert "found 1 EFA devices on this node, expected 32" in fabric.failure_message(short)
+    no_gdr = fabric.NetworkCheck(expected=P5).feed_all(EFA_RUN_NEW_WORDING.splitlines()[-1:])
+    assert "FI_EFA_USE_DEVICE_RDMA" in fabric.failure_message(no_gdr)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, fabric.Expected()),
+    ({"TRAIN_EFA_DEVICES": "32", "TRAIN_EFA_GPUDIRECT_RDMA": "1"}, P5),
+    ({"TRAIN_EFA_DEVICES": "1", "TRAIN_EFA_GPUDIRECT_RDMA": "0"}, G6E),
+])
+def test_expectations_come_from_the_env(env, expected):
+    assert fabric.expected_of(env) == expected
+
+
+@pytest.mark.parametrize("env", [{"TRAIN_EFA_DEVICES": "0"}, {"TRAIN_EFA_DEVICES": "many"},
+                                 {"TRAIN_EFA_GPUDIRECT_RDMA": "yes"}])
+def test_bad_expectations_are_a_contract_error(env):
+    with pytest.raises(fabric.FabricError, match="TRAIN_EFA_"):
+        fabric.expected_of(env)
 
 
 @pytest.mark.parametrize(("log", "verdict", "reason"), [
@@ -115,7 +207,8 @@ FAKE_WORKER = textwrap.dedent("""\
 """)
 
 
-def _launch_fake_worker(tmp_path, log: str, fabric_name: str = "efa", work_seconds: float = 3.0):
+def _launch_fake_worker(tmp_path, log: str, fabric_name: str = "efa", work_seconds: float = 3.0,
+                        extra_env: dict[str, str] | None = None):
     (tmp_path / "worker.py").write_text(FAKE_WORKER)
     (tmp_path / "recorded.log").write_text(log)
     (tmp_path / "hparams.yaml").write_text("{}\n")
@@ -133,6 +226,7 @@ def _launch_fake_worker(tmp_path, log: str, fabric_name: str = "efa", work_secon
         "RECORDED_LOG": str(tmp_path / "recorded.log"),
         "WORKER_MARKER": str(tmp_path / "worker.marker"),
         "WORK_SECONDS": str(work_seconds),
+        **(extra_env or {}),
     })
     return subprocess.run([sys.executable, "-m", "launcher", "--", str(tmp_path / "worker.py")],
                           env=env, capture_output=True, text=True, timeout=120)
@@ -150,12 +244,24 @@ def test_launcher_exits_2_when_nccl_did_not_pick_efa(tmp_path, log):
     assert '"event":"fabric_check"' in run.stdout and '"verdict":"wrong"' in run.stdout
 
 
+def test_launcher_exits_2_naming_both_counts_when_the_node_sees_fewer_efa_devices(tmp_path):
+    run = _launch_fake_worker(tmp_path, _provider(1) + GDR_CHANNELS, work_seconds=60,
+                              extra_env={"TRAIN_EFA_DEVICES": "32", "TRAIN_EFA_GPUDIRECT_RDMA": "1"})
+    assert run.returncode == 2, run.stderr
+    assert (tmp_path / "worker.marker").read_text() == "stopped"
+    assert "found 1 EFA devices on this node, expected 32" in run.stderr.rstrip().splitlines()[-1]
+    event = next(json.loads(line) for line in run.stdout.splitlines() if '"event":"fabric_check"' in line)
+    assert (event["verdict"], event["efa_devices_expected"], event["efa_devices_found"]) == ("wrong", 32, [1])
+
+
 @pytest.mark.parametrize("log", [EFA_RUN, EFA_RUN_NEW_WORDING], ids=["libfabric", "new-wording"])
 def test_launcher_proceeds_when_nccl_picked_efa(tmp_path, log):
     run = _launch_fake_worker(tmp_path, log)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "worker.marker").read_text() == "finished"
     assert '"verdict":"efa"' in run.stdout
+    # While the job runs the launcher logs the counts its ranks found (scripts/verify reads them).
+    assert '"event":"fabric_status"' in run.stdout and '"efa_devices_found":[' in run.stdout
     # NCCL's network choice is echoed to the pod log even though NCCL writes to files.
     assert "nccl: " in run.stderr and ("Using network Libfabric" in run.stderr or "Selected provider is efa" in run.stderr)
 

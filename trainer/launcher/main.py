@@ -388,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         c = contract.from_env(os.environ)
         cmd = torchrun_command(c, command)
         on_fabric = fabric.fabric_of(os.environ)
+        node_fabric = fabric.expected_of(os.environ)
         gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
     except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
@@ -456,7 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     if stop_request.signum is not None:
         return _stopped_early(stop_request, started)
     sup = Supervisor(cmd, env, stop_request)
-    watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop()).start() if on_fabric == "efa" else None
+    watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
+                               check=fabric.NetworkCheck(expected=node_fabric),
+                               on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
+                                                                    **check.summary()),
+                               ).start() if on_fabric == "efa" else None
     try:
         torchrun_rc = sup.run()
     except OSError as e:
@@ -477,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         progress.log(event, **fields)
     network = watch.finish() if watch else None
     if network is not None:
-        progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict, evidence=network.failure_line or network.efa_seen)
+        progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict,
+                     evidence=network.failure_line or network.efa_seen, **network.summary())
         if network.failure:
             rc = error(fabric.failure_message(network))
     progress.log(
