@@ -3,6 +3,7 @@
 import pulumi
 
 from components.config import TeamStackConfig, decode_raw_config, load_stack_config, read_secret_keys
+from components.config.placeholders import deploys_for_real, find_placeholders, refuse_or_warn
 from components.config.platform_contract import published_config
 from components.config.stack import StackConfig, read_engine_config
 from components.platform import build_platform
@@ -24,6 +25,12 @@ def load(platform: StackConfig | None = None) -> StackConfig | TeamStackConfig:
 config = load()
 for warning in config.warnings:
     pulumi.log.warn(warning)
+# A real `pulumi up`/`preview` refuses the stack files' example values (a dev stack may allow them,
+# with a warning); the offline plan, under mocks, lists them itself (offline/plan.py).
+if deploys_for_real() and (placeholder_warning := refuse_or_warn(
+        find_placeholders(raw_config, project=config.project, secret_keys=secret_keys),
+        stack=config.stack, allowed=config.allow_placeholders)):
+    pulumi.log.warn(placeholder_warning)
 if isinstance(config, TeamStackConfig):
     # A team stack is judged again once its platform's contract is read (components/team.py).
     outputs = build_team(config, bind=load, today=today)

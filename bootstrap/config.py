@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.config.placeholders import find_placeholders, refuse_or_warn
 from components.config.reader import ConfigError, ConfigProblem, ErrorLog, Section, refuse_plain_keys_set_as_secrets
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 from components.facts.regions import ARN_PARTITION
@@ -202,3 +203,10 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
                            stacks_project=stacks_project, github=github, environments=environments,
                            state_version_retention_days=retention, activate_cost_allocation_tags=activate_tags)
+
+
+def refuse_placeholders(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] = ()) -> None:
+    """Before a real `pulumi up`/`preview` of the bootstrap: a ConfigError naming every example value
+    (the GitHub repository, an example account in `github.oidcProviderArn`). No opt-out, unlike a
+    dev stack: the bootstrap's values become the trust policies of real CI roles, account-wide."""
+    refuse_or_warn(find_placeholders(raw, project=project, secret_keys=secret_keys), stack=stack, allowed=False)

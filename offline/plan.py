@@ -61,9 +61,10 @@ from components.config import (  # noqa: E402
     decode_raw_config,
     load_stack_config,
 )
+from components.config.placeholders import Placeholder, find_placeholders, offline_report, placeholder_secrets  # noqa: E402
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
 from components.config.stack import platform_stack_errors, stack_kind  # noqa: E402
-from components.config.stack_file import STACK_NAME, project_file, stack_config  # noqa: E402
+from components.config.stack_file import STACK_NAME, project_file, read_stack_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 from components.facts.regions import arn_partition  # noqa: E402
@@ -130,6 +131,9 @@ class Plan:
     engine was told; the architecture view is drawn from it."""
     warnings: list[str] = field(default_factory=list)
     """What the program logged as warnings (pulumi.log.warn), in order."""
+    placeholders: tuple[Placeholder, ...] = ()
+    """The example values still in the stack's config (components/config/placeholders.py): the
+    plan takes them, a real deploy refuses them. main() lists them once, on stderr."""
 
     def of_type(self, type_token: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_token]
@@ -375,7 +379,21 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
             gc.enable()
         faulthandler.cancel_dump_traceback_later()
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
-                parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages)
+                parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages,
+                placeholders=stack_placeholders(stack, stack_file, project_dir, config, secret_keys,
+                                                overridden={*(overrides or {}), *(secret_overrides or {})}))
+
+
+def stack_placeholders(stack: str, stack_file: Path | None, project_dir: Path, config: dict[str, str],
+                       secret_keys: list[str], *, overridden: set[str]) -> tuple[Placeholder, ...]:
+    """The example values of a stack as planned: those in its config (overrides included), and the
+    placeholder `secure:` texts of its stack file that no --set or --secret replaced."""
+    project = project_file(project_dir)["name"]
+    path = stack_file or project_dir / project_file(project_dir).get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
+    replaced = {key if ":" in key else f"{project}:{key}" for key in overridden}
+    secrets = [found for found in placeholder_secrets(read_stack_file(path), project=project)
+               if not any(found.key == key or found.key.startswith((f"{key}.", f"{key}[")) for key in replaced)]
+    return find_placeholders(decode_raw_config(config), project=project, secret_keys=secret_keys) + tuple(secrets)
 
 
 def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir: Path = ROOT,
@@ -573,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
             continue
         say(f"{summary(plan, out_dir)}\n  {plan_cost(plan.resources).summary_line()}")
+        if plan.placeholders:  # one block per stack, after its summary; the plan itself is unchanged
+            print(offline_report(stack, plan.placeholders), file=sys.stderr, flush=True)
     return 2 if failed else 0
 
 

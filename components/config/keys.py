@@ -248,6 +248,11 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].ttlSecondsAfterFinished", INTEGER, "Seconds a finished job stays in Kubernetes.",
         default=Derived("off: a refresh would re-run a job Kubernetes deleted")),
 
+    Key("placeholders", MAPPING, "What a real deploy does with the example values the stack files ship with "
+        "(components/config/placeholders.py; docs/first-deploy.md).", default={}, stacks=BOTH),
+    Key("placeholders.allow", BOOLEAN, "true (dev stacks only): `pulumi up` and `pulumi preview` deploy them with a "
+        "warning instead of refusing them; the offline plan always lists them.", default=False),
+
     Key("platformStack", STRING, "The StackReference of the environment's platform stack.",
         default=Derived("`organization/gpu-training/<environment>`, the DIY-backend form"), stacks=frozenset({TEAM})),
 )

@@ -26,6 +26,7 @@ from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget,
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
+from components.config.placeholders import parse_allow
 from components.config.reader import (
     SECRET,
     ConfigError,
@@ -100,6 +101,8 @@ class StackConfig:
     service_quotas: ServiceQuotas = field(default_factory=ServiceQuotas)
     load_warnings: tuple[str, ...] = ()
     """What the load could not judge and says so (a sibling stack file it could not read)."""
+    allow_placeholders: bool = False
+    """`placeholders.allow` (dev only): a real deploy warns about example values instead of refusing them."""
 
     @property
     def name_prefix(self) -> str:
@@ -148,6 +151,8 @@ class TeamStackConfig:
     budget: BudgetConfig | None = None
     iam_permissions_boundary: str | None = None
     """The platform stack's: the same deploy role creates both stacks' roles."""
+    allow_placeholders: bool = False
+    """`placeholders.allow` (dev only), as a platform stack's."""
 
     @property
     def judged_platform(self) -> StackConfig:
@@ -313,6 +318,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     budget = parse_budget(root.section("budget", {}), environment=environment)
     scale_down = parse_scale_down(root.section("scaleDown", {}))
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
+    allow_placeholders = parse_allow(root, environment=environment)
     _check_cleanup_image(root, training.cleanup_image)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
@@ -323,7 +329,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        cost_center=cost_center, network=network, fabric=fabric, cluster=cluster, node_pools=node_pools,
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
-                       iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings)
+                       iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
+                       allow_placeholders=allow_placeholders)
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,
@@ -404,13 +411,15 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
             root.error(root.key(PERMISSIONS_BOUNDARY_KEY), boundary,
                        f"differs from the platform stack's ({platform.iam_permissions_boundary or 'none'}): the same "
                        "deploy role creates both stacks' roles", "remove it; the team stack takes the platform's")
+    allow_placeholders = parse_allow(root, environment=environment)
     root.finish()
     if errors:
         raise ConfigError(errors.without_secret_values({root.key(k): v for k, v in root.data.items()}, also=raw_secrets))
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
-                           iam_permissions_boundary=platform.iam_permissions_boundary if platform else None)
+                           iam_permissions_boundary=platform.iam_permissions_boundary if platform else None,
+                           allow_placeholders=allow_placeholders)
 
 
 def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:
