@@ -1,12 +1,5 @@
-# Offline plan and tests. Both targets create the virtualenv from pinned requirements first.
-#   make plan STACK=dev     synthesise one stack offline into build/<stack>/
-#   make cost STACK=prod    what the stack costs (docs/cost.md); ARGS="--nat-gb 500" for other volumes
-#   make plan STACK=bootstrap   the bootstrap program (bootstrap/) into build/bootstrap/
-#   make plan-diff BASE=origin/main   what the working tree changes in every stack's plan
-#   make test               lint + every test (config tables, synthesised stacks, manifests, trainer,
-#                           the policy pack on every stack's plan)
-#   make policy             run the policy pack (policy/) over every stack's offline plan
-#   make verify STACK=prod ARGS="--job pretrain-p5"   go-live checks against the live cluster
+# Offline plan and tests; every target creates the virtualenvs it needs from pinned requirements.
+# `make help` lists the targets: each has a `## ` line above it, which is its entry there.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -15,14 +8,34 @@ CHECKOV_VENV := .venv-checkov
 # The policy pack's environment, where PulumiPolicy.yaml points the engine (virtualenv: venv).
 POLICY_VENV := policy/venv
 STACK ?= dev
+.DEFAULT_GOAL := help
 
-.PHONY: venv torch-cpu plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
+.PHONY: help venv torch-cpu plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
 
-# PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins (as
-# <version>+cpu, which `torch==<version>` accepts); PyPI's wheel of it is the CUDA build, with
-# several GB of nvidia-* wheels. GitHub-hosted CI runs this before `make test`; locally pip finds
-# the CPU wheel in the local wheel cache and nothing calls it.
+# PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins, as
+# <version>+cpu, which `torch==<version>` accepts (PEP 440: a pin without a local label matches any);
+# PyPI's wheel of it is the CUDA build, with several GB of nvidia-* wheels. $(VENV)/.dev installs
+# torch from there first when the index answers a HEAD request within 5 s, so the
+# `pip install -r requirements-dev.txt` after it finds the pin satisfied and keeps the CPU build.
+# When it does not answer (offline, a proxy), one line says so and pip's own configuration decides
+# (PyPI's CUDA build; on our machines, the local wheel cache's CPU build).
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_PIN = $(shell grep -E '^torch==' requirements-dev.txt)
+# Only torch (and what it depends on) comes from that index: everything else stays on PyPI.
+define install_torch_cpu
+	@if $(PY) scripts/_index_answers.py "$(TORCH_CPU_INDEX)/torch/"; then \
+		echo "torch: $(TORCH_PIN) from $(TORCH_CPU_INDEX) (the CPU build)"; \
+		$(PY) -m pip install --quiet --disable-pip-version-check --index-url "$(TORCH_CPU_INDEX)" "$(TORCH_PIN)"; \
+	else \
+		echo "torch: $(TORCH_CPU_INDEX) did not answer within 5 s; falling back to pip's configured index (PyPI: the CUDA build, with nvidia-* wheels)"; \
+	fi
+endef
+
+## this list: every target with the `## ` line above it in the Makefile
+help:
+	@awk '/^## / { doc = substr($$0, 4); next } \
+		/^[a-z][a-z-]*:/ && doc { printf "  make %-12s %s\n", substr($$0, 1, index($$0, ":") - 1), doc } \
+		{ doc = "" }' $(firstword $(MAKEFILE_LIST))
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +49,7 @@ $(VENV)/.verify: $(VENV)/.runtime requirements-verify.txt
 # The framework trainers (transformers, lightning, accelerate) of the bring-your-own-trainer tests
 # install after torch, so pip keeps the torch requirements-dev.txt put there.
 $(VENV)/.dev: $(VENV)/.runtime $(VENV)/.verify requirements-dev.txt requirements-frameworks.txt
+	$(install_torch_cpu)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-frameworks.txt
 	touch $@
@@ -52,14 +66,14 @@ $(POLICY_VENV)/.installed: policy/requirements.txt policy/requirements-test.txt
 	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements-test.txt
 	touch $@
 
+## the policy pack's own virtualenv (policy/venv)
 policy-venv: $(POLICY_VENV)/.installed
 
-# Only torch (and what it depends on) comes from that index: everything else stays on PyPI.
-torch-cpu:
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_CPU_INDEX) \
-		"$$(grep -E '^torch==' requirements-dev.txt)"
+## install the CPU build of torch into .venv now (make test does it first when the index answers)
+torch-cpu: $(VENV)/.runtime
+	$(install_torch_cpu)
 
+## the program's virtualenv (.venv) from requirements.txt: what the scripts run with
 venv: $(VENV)/.runtime
 
 # Cached bytecode of the project's own modules. Python writes it on import unless
@@ -73,18 +87,23 @@ $(BYTECODE): $(VENV)/.runtime $(PROJECT_SOURCES)
 	touch $@
 
 # The bootstrap is a Pulumi project of its own (bootstrap/Pulumi.yaml); its stack is `bootstrap`.
+## synthesise one stack offline into build/<stack>/: make plan STACK=dev (STACK=bootstrap: bootstrap/)
 plan: $(BYTECODE)
 	$(PY) scripts/plan.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK)
 
+## plan every stack of both projects into build/
 plans: $(BYTECODE)
 	$(PY) scripts/plan.py --all --project . --project bootstrap
 
+## what the working tree changes in every stack's plan: make plan-diff BASE=origin/main
 plan-diff: $(BYTECODE)
 	scripts/plan-diff $(BASE)
 
+## what a stack costs (docs/cost.md): make cost STACK=prod [ARGS="--nat-gb 500"]
 cost: $(BYTECODE)
-	$(PY) scripts/cost.py --stack $(STACK) $(ARGS)
+	$(PY) scripts/cost.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK) $(ARGS)
 
+## ruff, basedpyright, the generated config docs, shellcheck, actionlint, hadolint
 lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/basedpyright
@@ -95,28 +114,35 @@ lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
 # $(CURDIR) quoted: the checkout's path may hold a space (tests/test_delivery_scripts.py).
+## every test (config tables, synthesised stacks, manifests, trainer, scripts)
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
 	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest
 
 # The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.
+## the policy pack's tests on every stack's offline plan
 policy-test: plans $(POLICY_VENV)/.installed
 	$(POLICY_VENV)/bin/python -m pytest policy/tests
 
+## run the policy pack (policy/) over every stack's offline plan
 policy: plans $(POLICY_VENV)/.installed
 	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml))) \
 		$(patsubst bootstrap/Pulumi.%.yaml,build/%,$(wildcard bootstrap/Pulumi.*.yaml))
 
+## lint + pytest + policy-test: what CI runs (.ci/run)
 test: lint pytest policy-test
 
+## go-live checks against the live cluster: make verify STACK=prod ARGS="--job pretrain-p5"
 verify: $(VENV)/.verify
 	$(PY) scripts/verify --stack $(STACK) $(ARGS)
 
 # Speed goals as ratios against a floor measured in the same run (never timed tests). The plan
 # benches import offline/ from the repository root (run as modules); the trainer bench imports the
 # trainer's packages from the path the trainer image gives them (PYTHONPATH).
+## speed as ratios against a floor measured in the same run
 bench: $(VENV)/.dev $(BYTECODE)
 	$(PY) -m bench.plan_bench
 	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py
 
+## remove build/, the virtualenvs and the caches
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

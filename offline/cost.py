@@ -6,6 +6,7 @@
     python scripts/cost.py --stack dev --nat-gb 500 --log-gb 20 --efs-gb 100   # other volumes
     python scripts/cost.py --stack prod --on 2026-12-03  # which EKS support window applies that day
     python scripts/cost.py --prices                      # the price table with sources and dates
+    python scripts/cost.py --project bootstrap --stack bootstrap   # the bootstrap (make cost STACK=bootstrap)
 
 For other tools (the plan diff of a pull request): `stack_cost(plan_dir)` returns the
 `StackCost` of a plan directory from its resources.json alone.
@@ -71,7 +72,8 @@ def _usd(value: float | None, digits: int = 2) -> str:
     return "not priced" if value is None else f"${value:,.{digits}f}"
 
 
-def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig) -> str:
+def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig | None) -> str:
+    """`config` None: the bootstrap, which has no budget and no pools."""
     lines = [f"{stack}: what it costs ({prices.REGION} list prices reviewed {prices.REVIEWED_ON}, "
              f"EKS support judged on {cost.priced_on}; sources: scripts/cost.py --prices)", ""]
     lines.append("Fixed, per month (billed while the stack exists)")
@@ -106,7 +108,8 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
                      f"{_usd(cost.gpu_hourly_at_max_usd)} = {_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_max_usd, 0)}")
     if isinstance(config, TeamStackConfig):
         lines += _quota_lines(config)
-    lines += _budget_lines(config, cost, base)
+    if config is not None:
+        lines += _budget_lines(config, cost, base)
     lines += ["", "Not in these figures (no price in components/facts/prices.py):"]
     lines += [f"  - {gap}" for gap in (*cost.unpriced, *prices.GAPS)]
     lines += [f"Note: {note}" for note in cost.notes]
@@ -168,6 +171,8 @@ def load_config(stack: str) -> StackConfig | TeamStackConfig:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", help="the stack to cost")
+    parser.add_argument("--project", type=Path, default=ROOT,
+                        help="directory of the Pulumi project (default: the repository root; bootstrap for the bootstrap)")
     parser.add_argument("--plan-dir", type=Path, help="cost this plan directory instead of planning now")
     parser.add_argument("--on", type=date.fromisoformat, default=prices.REVIEWED_ON, metavar="YYYY-MM-DD",
                         help="the day that decides the EKS support window (default: the table's review date)")
@@ -181,14 +186,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.stack:
         parser.error("name a stack with --stack (or --prices)")
+    project_dir = args.project.resolve()
+    if not (project_dir / "Pulumi.yaml").is_file():
+        parser.error(f"--project {path_for_message(args.project)}: no Pulumi.yaml there")
     usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb)
     try:
-        config = load_config(args.stack)
+        # The bootstrap's config is its own (bootstrap/config.py), read when its program runs below.
+        config = load_config(args.stack) if project_dir == ROOT else None
         if args.plan_dir:
             cost = stack_cost(args.plan_dir, on=args.on, usage=usage)
         else:
             from offline.plan import synthesize  # the offline plan, in this process; nothing is written
-            cost = plan_cost(synthesize(args.stack).resources, on=args.on, usage=usage)
+            cost = plan_cost(synthesize(args.stack, project_dir=project_dir).resources, on=args.on, usage=usage)
     except ConfigError as error:
         print(f"stack {args.stack}: {error}", file=sys.stderr)
         return 2

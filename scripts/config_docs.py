@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from offline.project_venv import require  # noqa: E402
+
+require("config_docs.py")  # the config model reads YAML
+
 from components.config.key_docs import rendered_errors_doc, rendered_pulumi_yaml  # noqa: E402
 
 RENDERED = {ROOT / "Pulumi.yaml": rendered_pulumi_yaml, ROOT / "docs" / "configuration-errors.md": rendered_errors_doc}

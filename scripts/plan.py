@@ -13,6 +13,10 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from offline.project_venv import require  # noqa: E402
+
+require("plan.py")  # before the first import of the Pulumi SDK
+
 from offline.plan import exit_now, main  # noqa: E402
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from offline.project_venv import require  # noqa: E402
+
+require("policy_config.py")  # before the first import of the Pulumi SDK
+
 from offline.policy_config import main  # noqa: E402
 
 if __name__ == "__main__":

@@ -394,23 +394,23 @@ def test_the_image_job_pushes_with_devs_image_role_and_no_other_job_assumes_it()
     assert f"`{image_role}`" in checklist
 
 
-def test_github_hosted_tests_install_the_cpu_build_of_torch_and_local_installs_stay_as_they_are():
-    """PyPI's torch wheel is the CUDA build (several GB of nvidia-* wheels); `make torch-cpu` takes
-    the pinned version from PyTorch's CPU index first, and `make test` then finds it installed."""
+def test_the_tests_get_the_cpu_build_of_torch_from_make_test_itself_in_ci_and_locally():
+    """PyPI's torch wheel is the CUDA build (several GB of nvidia-* wheels); `make test` takes the
+    pinned version from PyTorch's CPU index first wherever that answers (tests/test_makefile.py
+    runs the recipe), so no workflow or .ci/run needs a step of its own for it."""
     for name, document in all_workflows().items():
         for job_name, job in document["jobs"].items():
             runs = [s.get("run", "") for s in steps(job)]
-            if "make test" in runs:
-                assert "make torch-cpu" in runs and runs.index("make torch-cpu") < runs.index("make test"), \
-                    f"{name}/{job_name} would install the CUDA build of torch from PyPI"
+            assert not [r for r in runs if "torch" in r], f"{name}/{job_name}: `make test` installs torch itself"
+    assert "torch" not in (ROOT / ".ci" / "run").read_text()
     pins = [line for line in (ROOT / "requirements-dev.txt").read_text().splitlines() if line.startswith("torch==")]
     assert len(pins) == 1, pins
-    dry_run = subprocess.run(["make", "-n", "torch-cpu"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "--index-url https://download.pytorch.org/whl/cpu" in dry_run and "'^torch=='" in dry_run
-    # Local installs (make test, .ci/run) never ask that index: pip's own configuration decides.
     makefile = (ROOT / "Makefile").read_text()
-    assert makefile.count("$(TORCH_CPU_INDEX)") == 1 and not re.search(r"^test:.*torch-cpu", makefile, re.MULTILINE)
-    assert "torch-cpu" not in (ROOT / ".ci" / "run").read_text()
+    dev = re.search(r"^\$\(VENV\)/\.dev:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert dev and dev[1].startswith("\t$(install_torch_cpu)\n"), "torch first, before requirements-dev.txt"
+    assert re.search(r"^test: .*\blint\b.*\bpytest\b", makefile, re.MULTILINE)
+    assert re.search(r"^lint: \$\(VENV\)/\.dev", makefile, re.MULTILINE) and \
+        re.search(r"^pytest: \$\(VENV\)/\.dev", makefile, re.MULTILINE)
 
 
 def test_the_cli_version_is_the_sdk_version():
@@ -459,8 +459,9 @@ REPOSITORY = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-training-dev/trai
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
-    """A copy of what pin-image touches: itself, Pulumi.yaml and the stack files."""
-    for name in ("scripts/pin-image", "Pulumi.yaml", *(f"stacks/{p.name}" for p in (ROOT / "stacks").glob("*.yaml"))):
+    """A copy of what pin-image touches: itself (and the venv check it starts with), Pulumi.yaml and
+    the stack files."""
+    for name in ("scripts/pin-image", "offline/__init__.py", "offline/project_venv.py", "Pulumi.yaml", *(f"stacks/{p.name}" for p in (ROOT / "stacks").glob("*.yaml"))):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, tmp_path / name)
     (tmp_path / "stacks" / "Pulumi.unpinned.yaml").write_text("config:\n  gpu-training:environment: dev\n")

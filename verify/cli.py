@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from components.config.stack_file import REPO_ROOT, STACK_NAME, missing_stack_fix
 from verify.report import CheckResult, exit_code, render_json, render_text
 from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_outputs
 
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch:
     """`now` and `cloudwatch` (a client factory) exist for the offline tests."""
     args = build_parser().parse_args(argv)
     try:
-        outputs = parse_outputs(args.stack, read_outputs(args.stack, args.outputs))
+        _check_stack_name(args.stack)
+        data = read_outputs(args.stack, args.outputs)
+        _check_outputs_are_the_stacks(args.stack, data, args.outputs)
+        outputs = parse_outputs(args.stack, data)
         problems = _usage_problems(args, outputs)
         if problems:
             raise UsageError("; ".join(problems))
@@ -113,6 +117,29 @@ def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch:
         return EXIT_USAGE
     sys.stdout.write(render_json(args.stack, results) if args.json else render_text(args.stack, results))
     return exit_code(results)
+
+
+def _check_stack_name(stack: str) -> None:
+    """Every stack this repository deploys has a file in stacks/: another name is a typo (`Prod`)."""
+    if STACK_NAME.fullmatch(stack) and (REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+        return
+    raise UsageError(f"--stack {stack[:100]}: no stack file stacks/Pulumi.{stack[:100]}.yaml; {missing_stack_fix(stack)}")
+
+
+def _check_outputs_are_the_stacks(stack: str, data: dict[str, Any], outputs_file: str | None) -> None:
+    """The outputs name their stack: `environment` (every stack) and `team` (team stacks). Another
+    stack's file (build/dev/outputs.json for prod) would check prod's cluster against dev's promises."""
+    environment, team = data.get("environment"), data.get("team")
+    if not isinstance(environment, str):
+        return  # a program older than these outputs: parse_outputs names what it lacks
+    theirs = f"team-{team}-{environment}" if isinstance(team, str) else environment
+    if theirs == stack:
+        return
+    source = f"--outputs {outputs_file}" if outputs_file else f"`pulumi stack output --stack {stack}`"
+    fix = (f"pass stack {stack}'s (`pulumi stack output --json --stack {stack} > FILE`, or build/{stack}/outputs.json)"
+           if outputs_file else "check the selected backend")
+    named_by = "its `environment` and `team` outputs" if isinstance(team, str) else "its `environment` output"
+    raise UsageError(f"{source}: these are the outputs of stack {theirs} ({named_by}), not of {stack}: {fix}")
 
 
 def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any) -> list[CheckResult]:

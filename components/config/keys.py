@@ -208,7 +208,8 @@ KEYS: tuple[Key, ...] = (
         "AWS Organizations member account).", default=False),
 
     Key("trainerImage", STRING, "The trainer image pinned by digest (`<repo>@sha256:...`); `scripts/build-image <stack>` "
-        "prints the command that sets it. Jobs use it unless they name their own `image`; the checkpoint cleanup "
+        "prints the command that sets it (for a team stack, with `--repository` its platform's `trainerRepositoryUrl`: "
+        "team stacks have no repository). Jobs use it unless they name their own `image`; the checkpoint cleanup "
         "CronJob runs on it.", default=UNSET, stacks=BOTH),
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),

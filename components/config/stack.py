@@ -49,7 +49,7 @@ from components.config.service_quotas import (
 )
 from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
-from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, parse_training
+from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, image_fix, parse_training
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -255,6 +255,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     # Secret values must never reach Section's generic messages (they print the value): the
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
+    _report_keys_named_as_paths(own, prefix, errors)
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
@@ -319,7 +320,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     scale_down = parse_scale_down(root.section("scaleDown", {}))
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     allow_placeholders = parse_allow(root, environment=environment)
-    _check_cleanup_image(root, training.cleanup_image)
+    _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
     root.finish()
@@ -365,7 +366,8 @@ def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[No
     # Pools that failed are reported already; with no readable list, no reference can be judged.
     unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
-                          trainer_image=_trainer_image(root), invalid_pools=unjudged_pools,
+                          trainer_image=_trainer_image(root, environment=environment, team=False),
+                          invalid_pools=unjudged_pools,
                           storage=storage if root.ok("storage") else None, environment=environment)
 
 
@@ -399,14 +401,16 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
-                              secret_names=declared_names(raw_secrets), trainer_image=_trainer_image(root),
+                              secret_names=declared_names(raw_secrets),
+                              trainer_image=_trainer_image(root, environment=environment, team=True),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
                               environment=environment, other_owners=_platform_queue(platform, environment))
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
-        _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image)
+        _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image, environment=environment,
+                             team=True)
         if boundary and boundary != platform.iam_permissions_boundary:
             root.error(root.key(PERMISSIONS_BOUNDARY_KEY), boundary,
                        f"differs from the platform stack's ({platform.iam_permissions_boundary or 'none'}): the same "
@@ -438,11 +442,11 @@ def platform_stack_errors(environment: str, problems: Iterable[ConfigProblem]) -
     return [replace(problem, where=f"{where}: {problem.where}" if problem.where else where) for problem in problems]
 
 
-def _check_cleanup_image(root: Section, image: str) -> None:
+def _check_cleanup_image(root: Section, image: str, *, environment: str, team: bool) -> None:
     if not IMAGE_BY_DIGEST.fullmatch(image):
         root.error(root.key("trainerImage"), image or None,
                    "the checkpoint cleanup CronJob runs on the trainer image, which must be pinned by digest",
-                   "run scripts/build-image <stack> and set the printed trainerImage")
+                   image_fix(environment, team=team))
 
 
 def region_problem(region: str) -> str | None:
@@ -454,12 +458,25 @@ def cost_center_problem(cost_center: str) -> str | None:
         "is not usable as the AWS tag value `cost-center` (1 to 256 characters)"
 
 
-def _trainer_image(root: Section) -> str | None:
+def _trainer_image(root: Section, *, environment: str, team: bool) -> str | None:
     """The stack's default trainer image ("" for none); None when it failed (reported here once)."""
     image = root.optional_string("trainerImage", check=lambda v: None if not v or IMAGE_BY_DIGEST.fullmatch(v) else
                                  "must be an image pinned by digest (repo@sha256:<64 hex>)",
-                                 fix="run scripts/build-image <stack> and set the trainerImage it prints")
+                                 fix=image_fix(environment, team=team))
     return (image or "") if root.ok("trainerImage") else None
+
+
+def _report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLog) -> None:
+    """`pulumi config set 'secrets.hf-token' x` without --path writes one top-level key with the
+    dots in its name: no key here holds a '.' or '[', so each such key is that mistake (removed
+    from `own`, so it is not also reported as unknown; its value, maybe a secret, is not shown)."""
+    for key in [k for k in own if "." in k or "[" in k]:
+        del own[key]
+        secret = " --secret" if key.startswith(("secrets.", "secrets[")) else ""
+        errors.append(ConfigProblem(
+            f"{prefix}{key}", "unknown key: a key's name with a path in it",
+            f"did you mean `pulumi config set --path{secret} '{key}' <value>`? Without --path the CLI writes the dots "
+            f"into the key's name; remove this key (`pulumi config rm '{key}'`) and set it again with --path"))
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:

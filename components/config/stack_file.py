@@ -7,6 +7,7 @@ deployed (its platform contract, platform_contract.py), not against that file.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -148,6 +149,29 @@ def _encode(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def stack_names(stack_dir: Path) -> list[str]:
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_dir.glob("Pulumi.*.yaml"))
+
+
+def missing_stack_fix(stack: str, stack_dir: Path = REPO_ROOT / "stacks", project_dir: Path = REPO_ROOT) -> str:
+    """A close name of this project (`Prod`: 'prod'), or the other project holding the stack."""
+    bootstrap = REPO_ROOT / "bootstrap"
+    in_bootstrap = project_dir.resolve() == bootstrap
+    if not in_bootstrap and (bootstrap / f"Pulumi.{stack}.yaml").is_file():
+        return (f"'{stack}' is the bootstrap project's stack: pass --project bootstrap (`make plan` and `make cost` do "
+                f"for STACK={stack})")
+    if in_bootstrap and (REPO_ROOT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+        return f"'{stack}' is a stack of the project at the repository root: leave out --project bootstrap"
+    known = stack_names(stack_dir)
+    by_lower = {name.lower(): name for name in known}
+    close = difflib.get_close_matches(stack.lower(), list(by_lower), n=1, cutoff=0.6)
+    if close:
+        case = " (stack names are case-sensitive)" if close[0] == stack.lower() else ""
+        return f"did you mean '{by_lower[close[0]]}'?{case}"
+    create = "" if in_bootstrap else ", or create it (scripts/new-team-stack writes team stacks)"
+    return f"use one of {', '.join(known) or '(none)'}{create}"
+
+
 def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[str, Any] | None = None,
                  secret_overrides: dict[str, Any] | None = None,
                  project_dir: Path = REPO_ROOT) -> tuple[str, dict[str, str], list[str]]:
@@ -161,8 +185,8 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
     name = project["name"]
     path = stack_file or project_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
     if stack_file is None and not path.is_file():
-        raise ConfigError([ConfigProblem(f"stack '{stack}'", f"no stack file at {path}",
-                                         "create it (scripts/new-team-stack writes team stacks) or check the name.")])
+        raise ConfigError([ConfigProblem(f"stack '{stack}'", f"no stack file at {shown_path(path)}",
+                                         missing_stack_fix(stack, path.parent, project_dir))])
     stack_values = read_stack_file(path)
     shown = shown_path(path)
 

@@ -142,6 +142,17 @@ def overcommitted_pools(pools: Collection[NodePoolConfig],
     return result
 
 
+def image_fix(environment: str, *, team: bool) -> str:
+    """Where a stack's digest-pinned trainer image comes from. Only a platform stack has an ECR
+    repository (its output trainerRepositoryUrl, where scripts/build-image STACK pushes): a team
+    stack has none, so `scripts/build-image <team stack>` cannot find one."""
+    if not team:
+        return "run scripts/build-image <stack> and set the printed trainerImage"
+    return (f"set an image pinned by digest: the {environment} platform's trainerImage (stacks/Pulumi.{environment}.yaml), "
+            f"or build one with `scripts/build-image --repository <trainerRepositoryUrl of stack {environment}> "
+            "<this stack>`, which prints the trainerImage to set (a team stack has no image repository of its own)")
+
+
 def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig, ...]) -> tuple[str, ...]:
     """Multi-node jobs on a pool over several AZs. Valid, and the spot pools' capacity comes from
     spreading, but nothing keeps one gang in one AZ: NCCL across AZs is slower, the slowest link
@@ -180,7 +191,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
-        job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok)
+        job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok,
+                         image_advice=image_fix(environment, team=team))
         if environment == "prod" and not job_section.has("checkpointGiB"):
             # Without it the grace period cannot be checked, and a prod job cut off mid-flush
             # loses everything since its last complete checkpoint.
@@ -250,7 +262,7 @@ def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...],
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
                secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
-               quota_ok: Callable[..., bool]) -> JobConfig:
+               quota_ok: Callable[..., bool], image_advice: str) -> JobConfig:
     name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
@@ -270,7 +282,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     image = s.string("image", trainer_image or "")
     if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
         s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
-                "run scripts/build-image <stack> and set the printed trainerImage (or the job's image)")
+                f"{image_advice}; or give the job an `image` of its own")
 
     hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
