@@ -10,9 +10,10 @@ import pytest
 import yaml
 from stack_configs import PROJECT, ROOT, raw_config
 
+from components.cluster.autoscaler import MAX_NODE_PROVISION_MINUTES
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
-from components.config import ConfigError, ConfigProblem, TeamStackConfig, load_stack_config
+from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig, load_stack_config
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
@@ -21,10 +22,17 @@ from offline.plan import MOCK_ZONE_NAMES, planned_config, synthesize
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def config_of(stack):
     return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+
+
+def platform_config_of(stack) -> StackConfig:
+    config = config_of(stack)
+    assert isinstance(config, StackConfig), stack
+    return config
 
 
 def by_name(plan, type_token):
@@ -193,6 +201,21 @@ def test_a_placement_group_is_named_only_where_one_is_used(changes, says):
         synthesize("prod", overrides={"nodePools": prod_pools_with(**changes)})
     messages = [m for m in raised.value.errors if m.startswith(f"{PROJECT}:nodePools[1].placementGroup: ")]
     assert len(messages) == 1 and says in messages[0] and "Fix:" in messages[0], raised.value.errors
+
+
+def test_the_autoscaler_waits_longer_for_a_node_than_a_gpu_node_takes_to_start(plan_of):
+    """CA's default is 15 min (FAQ.md); the stack's estimate for a p5's boot, join and image pull is
+    prod's scaleDown.unneededMinutes (docs/cost.md). Kueue's gang timeout counts the same wait."""
+    assert MAX_NODE_PROVISION_MINUTES > 15
+    for stack in ("prod", "staging", "dev"):
+        plan, config = plan_of(stack), platform_config_of(stack)
+        (autoscaler,) = [r["inputs"]["values"] for r in plan.of_type(HELM_RELEASE) if r["name"] == "cluster-autoscaler-release"]
+        assert autoscaler["extraArgs"]["max-node-provision-time"] == f"{MAX_NODE_PROVISION_MINUTES}m"
+        assert 2 * config.scale_down.unneeded_minutes <= MAX_NODE_PROVISION_MINUTES, stack
+        (kueue,) = [r["inputs"]["values"] for r in plan.of_type(HELM_RELEASE) if r["name"] == "job-controllers-kueue"]
+        kueue_config = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])
+        timeout_minutes = int(kueue_config["waitForPodsReady"]["timeout"].removesuffix("m"))
+        assert timeout_minutes == MAX_NODE_PROVISION_MINUTES + training_job.STARTUP_BUDGET_SECONDS // 60
 
 
 def test_an_az_id_outside_the_network_fails_with_the_fix():
