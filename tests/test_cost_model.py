@@ -57,7 +57,7 @@ EXPECTED_USAGE = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion
 RESERVED_POOLS = {"prod": ("p5-efa",)}
 # (pool, nodes at min, nodes at max, $ per node-hour)
 EXPECTED_POOLS = {
-    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 0, 2, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
+    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 2, 2, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
     "dev": [("gpu-spot", 0, 4, G5_2_NODE), ("system", 1, 3, 0.2016 + 50 * GP3)],
 }
 
@@ -168,7 +168,10 @@ def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp
     prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
     assert prod.count("capacity: reservation") == 1  # the p5-efa pool, with its capacityReservationId
     stack_file = tmp_path / "Pulumi.prod.yaml"
-    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock"))
+    assert prod.count("size: {max: 2}") == 1  # its size: min and desired default to a reservation's count
+    # A capacity block launches only inside its dates: its pool names min and desired.
+    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock")
+                          .replace("size: {max: 2}", "size: {min: 0, desired: 0, max: 2}"))
     out_dir = tmp_path / "prod"
 
     assert plan_main(["--stack", "prod", "--stack-file", str(stack_file), "--out", str(out_dir)]) == 0
