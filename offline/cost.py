@@ -97,6 +97,7 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
                      f"{_usd(cost.gpu_hourly_at_max_usd):>10}")
         if any(p.capacity_block_node_hourly_usd is not None for p in cost.pools):
             lines.append("  * capacity block price from a 2024 copy of the AWS page: STALE, check before buying")
+    lines += _reserved_lines(cost)
     base = cost.fixed_monthly_usd + cost.usage_monthly_usd
     if cost.gpu_pools:
         lines.append("")
@@ -114,6 +115,29 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
     lines += [f"  - {gap}" for gap in (*cost.unpriced, *prices.GAPS)]
     lines += [f"Note: {note}" for note in cost.notes]
     return "\n".join(lines)
+
+
+def _reserved_lines(cost: StackCost) -> list[str]:
+    """What each capacity reservation costs idle and in use (the same), and what its pool's size.min
+    leaves paid but without a node. EC2 charges a reservation "at the equivalent On-Demand rate
+    whether you run instances in reserved capacity or not", and a running instance pays "nothing for
+    the reservation" (EC2 User Guide, capacity-reservations-pricing-billing)."""
+    if not cost.reserved_pools:
+        return []
+    lines = ["", "Capacity reservations, per hour: billed for every reserved instance, idle or in use"]
+    for p in cost.reserved_pools:
+        pool, hourly = p.pool, p.hourly_at_min_usd
+        monthly = None if hourly is None else hourly * HOURS_PER_MONTH
+        line = (f"  {pool.name:<10} {pool.max_nodes} reserved: {_usd(hourly)}/h idle or in use "
+                f"({_usd(monthly, 0)}/month); ")
+        if p.reserved_without_node:
+            line += (f"size.min {pool.min_nodes} leaves {p.reserved_without_node} without a node: "
+                     f"{_usd(p.reserved_without_node_hourly_usd)}/h paid for capacity a job waits for a boot to use")
+        else:
+            line += (f"size.min {pool.min_nodes} keeps a node on each, idling at "
+                     f"{_usd(pool.min_nodes * p.volume_hourly_usd)}/h more (root volumes); a job starts without a boot")
+        lines.append(line)
+    return lines
 
 
 def _quota_lines(config: TeamStackConfig) -> list[str]:

@@ -115,11 +115,16 @@ def test_efa_pools_have_placement_group_one_az_and_all_interfaces(stack, plan_of
     templates = by_pool(plan, "aws:ec2/launchTemplate:LaunchTemplate", "-lt")
     placement_groups = {p["inputs"]["name"]: p["inputs"] for p in plan.of_type("aws:ec2/placementGroup:PlacementGroup")}
     efa_pools = [p for p in config.node_pools if p.efa]
-    # Capacity blocks are already placed together: no placement group of ours.
-    assert len(placement_groups) == len([p for p in efa_pools if p.capacity != "capacityBlock"])
+    # Reserved capacity gets no placement group of ours: capacity blocks are already placed
+    # together, and a reservation stays in the group it was made in (tests/test_fabric_and_capacity.py).
+    own = [p for p in efa_pools if p.capacity not in ("capacityBlock", "reservation")]
+    assert len(placement_groups) == len(own)
     for pool in efa_pools:
         template = templates[pool.name]
-        assert placement_groups[template["placement"]["groupName"]]["strategy"] == "cluster"
+        if pool in own:
+            assert placement_groups[template["placement"]["groupName"]]["strategy"] == "cluster"
+        else:
+            assert "placement" not in template
         assert len(groups[pool.name]["subnetIds"]) == 1
         primary, *efa_devices = template["networkInterfaces"]
         assert (primary["networkCardIndex"], primary["deviceIndex"], primary["interfaceType"]) == (0, 0, "interface")

@@ -13,6 +13,7 @@ import json
 from datetime import date
 
 import pytest
+import yaml
 from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 
 from components.facts import prices
@@ -57,7 +58,7 @@ EXPECTED_USAGE = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion
 RESERVED_POOLS = {"prod": ("p5-efa",)}
 # (pool, nodes at min, nodes at max, $ per node-hour)
 EXPECTED_POOLS = {
-    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 0, 2, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
+    "prod": [("gpu-spot", 0, 4, G5_48_NODE), ("p5-efa", 2, 2, P5_NODE), ("system", 3, 6, 0.4032 + 50 * GP3)],
     "dev": [("gpu-spot", 0, 4, G5_2_NODE), ("system", 1, 3, 0.2016 + 50 * GP3)],
 }
 
@@ -168,7 +169,10 @@ def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp
     prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
     assert prod.count("capacity: reservation") == 1  # the p5-efa pool, with its capacityReservationId
     stack_file = tmp_path / "Pulumi.prod.yaml"
-    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock"))
+    assert prod.count("size: {max: 2}") == 1  # its size: min and desired default to a reservation's count
+    # A capacity block launches only inside its dates: its pool names min and desired.
+    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock")
+                          .replace("size: {max: 2}", "size: {min: 0, desired: 0, max: 2}"))
     out_dir = tmp_path / "prod"
 
     assert plan_main(["--stack", "prod", "--stack-file", str(stack_file), "--out", str(out_dir)]) == 0
@@ -274,6 +278,36 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
     assert "= fixed + usage + 666 h of every GPU pool at max size" in printed["prod"]
     assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
+
+
+def test_make_cost_states_what_a_reservation_costs_idle_and_in_use(tmp_path, plan_of, capfd):
+    """prod's p5-efa keeps a node on each reserved instance (min = max): idle or in use the same
+    $/h, the nodes adding only their root volumes. An explicit lower min is priced as paid capacity
+    without a node."""
+    write_plan(plan_of("prod"), tmp_path / "prod")
+    assert main(["--stack", "prod", "--plan-dir", str(tmp_path / "prod")]) == 0
+    out = capfd.readouterr().out
+    reserved = 2 * P5_NODE
+    assert (f"  p5-efa     2 reserved: ${reserved:,.2f}/h idle or in use (${reserved * H:,.0f}/month); size.min 2 "
+            f"keeps a node on each, idling at ${2 * 500 * GP3:,.2f}/h more (root volumes); a job starts without a boot") in out
+    assert out.count(" reserved: $") == 1  # gpu-spot and system are not reservations
+
+    pools = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["gpu-training:nodePools"]
+    next(p for p in pools if p["name"] == "p5-efa")["size"] = {"min": 0, "max": 2}
+    write_plan(synthesize("prod", overrides={"nodePools": pools}), tmp_path / "min0")
+    assert main(["--stack", "prod", "--plan-dir", str(tmp_path / "min0")]) == 0
+    out = capfd.readouterr().out
+    assert (f"  p5-efa     2 reserved: ${reserved:,.2f}/h idle or in use (${reserved * H:,.0f}/month); size.min 0 "
+            f"leaves 2 without a node: ${2 * 55.04:,.2f}/h paid for capacity a job waits for a boot to use") in out
+    cost = stack_cost(tmp_path / "min0")
+    assert cost.gpu_hourly_at_min_usd == pytest.approx(reserved)  # the bill is the same, min 0 or 2
+
+
+def test_only_reservations_get_the_reservation_lines(tmp_path, plan_of, capfd):
+    for stack in ("staging", "dev"):
+        write_plan(plan_of(stack), tmp_path / stack)
+        assert main(["--stack", stack, "--plan-dir", str(tmp_path / stack)]) == 0
+        assert "Capacity reservations" not in capfd.readouterr().out, stack
 
 
 def test_make_cost_prices_a_teams_quota(capfd, plan_of, tmp_path):

@@ -10,9 +10,11 @@ import pytest
 import yaml
 from stack_configs import PROJECT, ROOT, raw_config
 
+from components.cluster.autoscaler import MAX_NODE_PROVISION_MINUTES
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
-from components.config import ConfigError, ConfigProblem, TeamStackConfig, load_stack_config
+from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig, load_stack_config
+from components.config.node_pools import RESERVED_CAPACITY
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
 from components.facts.zones import zone_id_problems
@@ -21,10 +23,18 @@ from offline.plan import MOCK_ZONE_NAMES, planned_config, synthesize
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def config_of(stack):
     return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+
+
+def platform_config_of(stack) -> StackConfig:
+    config = config_of(stack)
+    assert isinstance(config, StackConfig), stack
+    return config
 
 
 def by_name(plan, type_token):
@@ -177,15 +187,22 @@ def test_the_efa_device_plugin_chart_covers_every_efa_type():
     assert {name for name, t in INSTANCE_TYPES.items() if t.has_efa} <= EFA_CHART_INSTANCE_TYPES
 
 
-def prod_pools_with(**p5_changes) -> list[dict]:
-    """prod's nodePools as written in its stack file, with the p5 pool changed."""
+def prod_pools_with(pool: str = "p5-efa", **changes) -> list[dict]:
+    """prod's nodePools as written in its stack file, with one pool changed (None: the key removed)."""
     pools = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["gpu-training:nodePools"]
-    next(p for p in pools if p["name"] == "p5-efa").update(p5_changes)
+    changed = next(p for p in pools if p["name"] == pool)
+    changed.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del changed[key]
     return pools
 
 
+# A capacity block launches only inside its dates: its pool names all three sizes (no reserved-count default).
+BLOCK = {"capacity": "capacityBlock", "size": {"min": 0, "desired": 0, "max": 2}}
+
+
 def test_a_capacity_block_pool_gets_no_placement_group():
-    plan = synthesize("prod", overrides={"nodePools": prod_pools_with(capacity="capacityBlock")})
+    plan = synthesize("prod", overrides={"nodePools": prod_pools_with(**BLOCK)})
     template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
     assert "placement" not in template
     assert template["instanceMarketOptions"] == {"marketType": "capacity-block"} and template["instanceType"] == "p5.48xlarge"
@@ -203,16 +220,115 @@ def test_a_reservation_made_in_a_placement_group_launches_into_that_group():
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup"), "the existing group is used, none is made"
 
 
+NEW_GROUP_ON_RESERVED = "cannot ask for a new placement group on reserved capacity"
+
+
 @pytest.mark.parametrize(("changes", "says"), [
     ({"placementGroup": "cpg one"}, "is not a placement group name"),
-    ({"placementGroup": "cpg", "capacity": "capacityBlock"}, "is only used by EFA pools"),
+    ({"placementGroup": "cpg", **BLOCK}, "is only used by EFA pools"),
     ({"placementGroup": "cpg", "efa": False}, "is only used by EFA pools"),
+    # A new group on reserved capacity is refused, with the reason and where to find the right group.
+    ({"placementGroup": True}, NEW_GROUP_ON_RESERVED),
+    ({"placementGroup": True, **BLOCK}, NEW_GROUP_ON_RESERVED),
+    ({"placementGroup": True, "capacity": "onDemand", "capacityReservationId": None}, "must be a string"),
 ])
 def test_a_placement_group_is_named_only_where_one_is_used(changes, says):
     with pytest.raises(ConfigError) as raised:
         synthesize("prod", overrides={"nodePools": prod_pools_with(**changes)})
     messages = [m for m in raised.value.errors if m.startswith(f"{PROJECT}:nodePools[1].placementGroup: ")]
     assert len(messages) == 1 and says in messages[0] and "Fix:" in messages[0], raised.value.errors
+
+
+def test_a_new_placement_group_on_a_reservation_is_refused_with_its_source():
+    with pytest.raises(ConfigError) as raised:
+        synthesize("prod", overrides={"nodePools": prod_pools_with(placementGroup=True)})
+    (message,) = [m for m in raised.value.errors if NEW_GROUP_ON_RESERVED in m]
+    assert "EC2 User Guide, cr-cpg" in message and "eksctl" in message
+    assert "describe-capacity-reservations --query 'CapacityReservations[].PlacementGroupArn'" in message
+
+
+@pytest.mark.parametrize(("stack", "own_groups"), [
+    ("prod", set()),                            # p5-efa: a reservation, named no group of its own
+    ("staging", {"gpu-training-staging-gpu-efa"}),  # an onDemand EFA pool: its own cluster group
+    ("dev", set()),                             # no EFA pool
+])
+def test_only_efa_pools_on_ondemand_or_spot_get_a_new_placement_group(stack, own_groups, plan_of):
+    plan, config = plan_of(stack), platform_config_of(stack)
+    made = {group["inputs"]["name"]: group["inputs"] for group in plan.of_type(PLACEMENT_GROUP)}
+    assert set(made) == own_groups and all(group["strategy"] == "cluster" for group in made.values())
+    templates = by_name(plan, LAUNCH_TEMPLATE)
+    for pool in config.node_pools:
+        placement = templates[f"node-pools-{pool.name}-lt"].get("placement")
+        if pool.capacity in RESERVED_CAPACITY or not pool.efa:
+            assert placement is None, pool.name
+        else:
+            assert placement == {"groupName": f"gpu-training-{stack}-{pool.name}"}, pool.name
+    reserved = [p for p in config.node_pools if p.capacity in RESERVED_CAPACITY]
+    assert [p.name for p in reserved] == (["p5-efa"] if stack == "prod" else [])
+    for pool in reserved:  # the reservation is still targeted, only the group is gone
+        assert templates[f"node-pools-{pool.name}-lt"]["capacityReservationSpecification"] == {
+            "capacityReservationTarget": {"capacityReservationId": pool.capacity_reservation_id}}
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging", "dev"])
+def test_reservation_pools_keep_every_reserved_node_up(stack, plan_of):
+    """min = desired = max (the reserved count) unless the stack file sets them; other pools as written."""
+    plan = plan_of(stack)
+    groups = by_name(plan, NODE_GROUP)
+    for raw in raw_config(stack)[f"{PROJECT}:nodePools"]:
+        scaling, size = groups[f"node-pools-{raw['name']}-nodegroup"]["scalingConfig"], raw["size"]
+        reserved = raw["capacity"] == "reservation"
+        expected_min = size.get("min", size["max"] if reserved else None)
+        expected_desired = size.get("desired", size["max"] if reserved else None)
+        assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (
+            expected_min, expected_desired, size["max"]), raw["name"]
+    if stack == "prod":
+        p5 = groups["node-pools-p5-efa-nodegroup"]["scalingConfig"]
+        assert p5 == {"minSize": 2, "desiredSize": 2, "maxSize": 2}
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ({"max": 2}, (2, 2, 2)),                            # the reserved count
+    ({"min": 0, "max": 2}, (0, 2, 2)),                  # an explicit min wins; desired starts at the count
+    ({"min": 1, "desired": 1, "max": 2}, (1, 1, 2)),
+    ({"min": 0, "desired": 0, "max": 2}, (0, 0, 2)),
+])
+def test_a_reservation_pools_sizes_default_to_its_count(size, expected):
+    raw = {**raw_config("prod"), f"{PROJECT}:nodePools": prod_pools_with(size=size)}
+    config = load_stack_config(raw, project=PROJECT, stack="prod")
+    assert isinstance(config, StackConfig)
+    pool = next(p for p in config.node_pools if p.name == "p5-efa")
+    assert (pool.min_size, pool.desired_size, pool.max_size) == expected
+
+
+@pytest.mark.parametrize(("pool", "changes"), [
+    ("p5-efa", {"capacity": "capacityBlock"}),                         # launches only inside the block's dates
+    ("p5-efa", {"capacity": "onDemand", "capacityReservationId": None}),
+    ("gpu-spot", {}),
+])
+def test_other_pools_still_name_min_and_desired(pool, changes):
+    pools = prod_pools_with(pool, **changes, size={"max": 2})
+    index = next(i for i, p in enumerate(pools) if p["name"] == pool)
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config({**raw_config("prod"), f"{PROJECT}:nodePools": pools}, project=PROJECT, stack="prod")
+    missing = [e.split(": ")[0] for e in raised.value.errors if "required key is missing" in e]
+    assert missing == [f"{PROJECT}:nodePools[{index}].size.min", f"{PROJECT}:nodePools[{index}].size.desired"], \
+        raised.value.errors
+
+
+def test_the_autoscaler_waits_longer_for_a_node_than_a_gpu_node_takes_to_start(plan_of):
+    """CA's default is 15 min (FAQ.md); the stack's estimate for a p5's boot, join and image pull is
+    prod's scaleDown.unneededMinutes (docs/cost.md). Kueue's gang timeout counts the same wait."""
+    assert MAX_NODE_PROVISION_MINUTES > 15
+    for stack in ("prod", "staging", "dev"):
+        plan, config = plan_of(stack), platform_config_of(stack)
+        (autoscaler,) = [r["inputs"]["values"] for r in plan.of_type(HELM_RELEASE) if r["name"] == "cluster-autoscaler-release"]
+        assert autoscaler["extraArgs"]["max-node-provision-time"] == f"{MAX_NODE_PROVISION_MINUTES}m"
+        assert 2 * config.scale_down.unneeded_minutes <= MAX_NODE_PROVISION_MINUTES, stack
+        (kueue,) = [r["inputs"]["values"] for r in plan.of_type(HELM_RELEASE) if r["name"] == "job-controllers-kueue"]
+        kueue_config = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])
+        timeout_minutes = int(kueue_config["waitForPodsReady"]["timeout"].removesuffix("m"))
+        assert timeout_minutes == MAX_NODE_PROVISION_MINUTES + training_job.STARTUP_BUDGET_SECONDS // 60
 
 
 def test_an_az_id_outside_the_network_fails_with_the_fix():

@@ -30,6 +30,18 @@ from components.facts.regions import arn_partition
 # (templates/clusterrole.yaml). Verified: tag cluster-autoscaler-chart-9.59.0 (2026-07-21;
 # appVersion 1.35.0), in the repo's index.yaml; every value key set below exists in its values.yaml.
 CHART_VERSION = "9.59.0"
+# How long the autoscaler waits for a node it asked for before it counts the scale-up as failed,
+# shrinks the group again and backs it off (clusterstate.go updateScaleRequests, "ScaleUpTimedOut",
+# at tag cluster-autoscaler-1.36.1). The flag's default is 15 min (FAQ.md "What are the parameters
+# to CA?": max-node-provision-time 15m0s; config/flags/flags.go). A GPU node counts as unready
+# until its GPUs are allocatable (kubernetes/autoscaler#461), so the wait covers EC2 launch,
+# nodeadm, joining and the device plugins. The stack's own estimate for a p5.48xlarge is about
+# 10 min to boot, join and pull the training image (docs/cost.md "Scale-down", prod's
+# scaleDown.unneededMinutes; unmeasured): 15 min leaves too little for a slow launch (32 EFA
+# interfaces, RAID0 over 8 NVMe, retries), and a timed-out scale-up of a 2-node gang is reverted
+# while the gang waits. 30 min is 3x the estimate (the review's N9 asks 30m); Kueue's
+# waitForPodsReady timeout counts it as the provisioning part (components/workload/controllers.py).
+MAX_NODE_PROVISION_MINUTES = 30
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -129,6 +141,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     # Kueue's ProvisioningRequests (class best-effort-atomic-scale-up): CA >= 1.30.1
                     # (cluster-autoscaler FAQ, "ProvisioningRequest").
                     "enable-provisioning-requests": "true",
+                    "max-node-provision-time": f"{MAX_NODE_PROVISION_MINUTES}m",
                 },
                 "expanderPriorities": {str(k): v for k, v in expander_priorities(args.cluster_name, args.pools).items()},
                 "nodeSelector": {POOL_LABEL: args.system_pool},

@@ -2,9 +2,9 @@
 
 Every node: IMDSv2 only with hop limit 1 (pods cannot reach the node's credentials), encrypted
 gp3 root volume, the node security group; GPU pools add their fabric group and the GPU taint;
-EFA pools get one EFA device per network card (efa-only interfaces, which take no IP) and, unless
-they run on a capacity block, a cluster placement group in their one AZ: their own, or the existing
-one their reservation was made in (placementGroup). Types with local NVMe
+EFA pools get one EFA device per network card (efa-only interfaces, which take no IP) and a
+cluster placement group in their one AZ: their own on onDemand or spot; on reserved capacity only
+the existing one their reservation was made in (placementGroup), else none. Types with local NVMe
 put it in a RAID0 array for images and emptyDirs (node_bootstrap.py). Pools on reserved capacity
 name their reservation in the launch template. GPU pools update with the MINIMAL strategy: an
 update replaces nodes in place instead of first launching spare GPU nodes.
@@ -106,18 +106,23 @@ class NodePools(pulumi.ComponentResource):
         return node_group
 
     def _placement(self, pool: NodePoolConfig, prefix: str, group_name: str) -> aws.ec2.LaunchTemplatePlacementArgs | None:
-        """Where the pool's instances launch: the reservation's placement group, a new cluster
-        placement group (created here) or, for pools without EFA and capacity blocks, none."""
-        # A capacity block's instances are already placed together in an EC2 UltraCluster (EC2 API
-        # CapacityBlock), and AWS ParallelCluster rejects placement groups with capacity blocks
-        # (aws/aws-parallelcluster#6311): no placement group there.
+        """Where the pool's instances launch: the existing group the pool names (a reservation's
+        own), a new cluster placement group (created here) for EFA pools on onDemand or spot, or
+        none: pools without EFA and pools on reserved capacity."""
         # A reservation made in a cluster placement group (EC2 recommends it for cluster launches,
         # EC2 User Guide "Placement group rules and limitations") is launched into that group, so
-        # the pool names it (placementGroup) instead of getting a new, empty one.
-        if not pool.efa or pool.capacity == Capacity.CAPACITY_BLOCK:
-            return None
+        # the pool names it (placementGroup).
         if pool.placement_group:
             return aws.ec2.LaunchTemplatePlacementArgs(group_name=pool.placement_group)
+        # Reserved capacity gets no new group. A reservation stays where it was made ("you must create
+        # the Capacity Reservation in the placement group", EC2 User Guide, cr-cpg), so a new group
+        # never holds it, and a launch into that empty group can fail though the reservation has room:
+        # eksctl creates none either ("A reservation should already be created with a placement group",
+        # eksctl-io/eksctl pkg/cfn/builder/managed_launch_template.go @99984ad). A capacity block's
+        # instances are already placed together in an EC2 UltraCluster (EC2 API CapacityBlock), and
+        # AWS ParallelCluster rejects placement groups with capacity blocks (aws/aws-parallelcluster#6311).
+        if not pool.efa or pool.capacity in RESERVED_CAPACITY:
+            return None
         placement_group = aws.ec2.PlacementGroup(f"{prefix}-placement", name=group_name, strategy="cluster",
                                                  opts=pulumi.ResourceOptions(parent=self))
         return aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)

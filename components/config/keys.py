@@ -129,12 +129,15 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].gpu", BOOLEAN, "Whether the pool's nodes have GPUs."),
     Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
         default=False),
-    Key("nodePools[].placementGroup", STRING, "EFA pools: an existing cluster placement group, e.g. the one the "
-        "reservation was created in.", default=Derived("a new one per EFA pool (none on a capacity block)")),
+    Key("nodePools[].placementGroup", STRING, "EFA pools: the name of an existing cluster placement group to launch "
+        "into; on a reservation only the group it was created in (a new one is refused).",
+        default=Derived("a new one per EFA pool on onDemand or spot; none on a reservation or capacity block")),
     Key("nodePools[].size", MAPPING, "Node counts of the pool."),
-    Key("nodePools[].size.min", INTEGER, "Fewest nodes (0: scales to zero)."),
-    Key("nodePools[].size.desired", INTEGER, "Nodes at creation, between min and max."),
-    Key("nodePools[].size.max", INTEGER, "Most nodes."),
+    Key("nodePools[].size.min", INTEGER, "Fewest nodes (0: scales to zero; on a reservation, below max leaves paid "
+        "instances without a node: make cost).", default=Derived("size.max on a reservation pool, else required")),
+    Key("nodePools[].size.desired", INTEGER, "Nodes at creation, between min and max.",
+        default=Derived("size.max on a reservation pool, else required")),
+    Key("nodePools[].size.max", INTEGER, "Most nodes; on a reservation or capacity block its instance count."),
     Key("nodePools[].availabilityZones", LIST, "The pool's zones; GPU pools name AZ IDs (use1-az4), EFA and reserved "
         "pools exactly one, the reservation's.", default=Derived("the network's zones")),
     Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),

@@ -80,7 +80,7 @@ class NodePoolConfig:
     capacity_reservation_id: str | None = None
     placement_group: str | None = None
     """An existing cluster placement group to launch into (the one a reservation was created in);
-    None: an EFA pool gets one of its own, a capacity-block pool none."""
+    None: an EFA pool on onDemand or spot gets one of its own, one on reserved capacity none."""
 
     @property
     def instance_facts(self) -> InstanceType:
@@ -156,14 +156,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
     efa = s.boolean("efa", False)
     types = _parse_types(s, capacity=capacity, gpu=gpu, efa=efa)
 
-    size = s.section("size")
-    minimum = size.integer("min", minimum=0)
-    desired = size.integer("desired", minimum=0)
-    maximum = size.integer("max", minimum=1)
-    size.finish()
-    if size.ok("min", "desired", "max") and not minimum <= desired <= maximum:
-        s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
-                "order the sizes, e.g. {min: 0, desired: 0, max: 4}")
+    minimum, desired, maximum = _parse_size(s, capacity)
 
     zones = _parse_zones(s, network_zones, region, gpu=gpu, one_zone=efa or capacity in RESERVED_CAPACITY)
     reservation = s.optional_string(
@@ -183,16 +176,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                 f"is only used with capacity: capacityBlock or reservation, not {capacity or ''}",
                 "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
-    placement_group = s.optional_string(
-        "placementGroup",
-        check=lambda v: None if PLACEMENT_GROUP_NAME.fullmatch(v) else "is not a placement group name",
-        fix="copy the GroupName from `aws ec2 describe-placement-groups` (letters, digits, . _ -)")
-    if placement_group and s.ok("placementGroup", "efa", "capacity") and (not efa or capacity == Capacity.CAPACITY_BLOCK):
-        s.error(s.key("placementGroup"), placement_group,
-                "is only used by EFA pools on onDemand, spot or reservation capacity (a capacity block is "
-                "placed by EC2, and a pool without EFA needs no placement group)",
-                "remove it, or set efa: true")
-
+    placement_group = _parse_placement_group(s, capacity, efa=efa)
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
     taints = _parse_taints(s)
@@ -205,6 +189,64 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
         placement_group=placement_group,
     )
+
+
+def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:
+    """(min, desired, max). A reservation pool's size.max is the reservation's instance count (a
+    targeted launch goes no further). Reservations "are charged at the equivalent On-Demand rate
+    whether you run instances in reserved capacity or not", and a running instance pays "nothing for
+    the reservation" (EC2 User Guide, capacity-reservations-pricing-billing). So its min and desired
+    default to size.max: the paid nodes stay up (only their root volumes cost extra) and a job does
+    not wait for a p5 to boot and pull its image. An explicit size.min wins (`make cost` states what
+    the reserved instances it leaves without a node cost). Capacity blocks keep explicit sizes:
+    their instances launch only inside the block's dates. Other pools name all three sizes."""
+    size = s.section("size")
+    maximum = size.integer("max", minimum=1)
+    if capacity == Capacity.RESERVATION:
+        minimum = size.integer("min", maximum, minimum=0)
+        desired = size.integer("desired", maximum, minimum=0)
+    else:
+        minimum = size.integer("min", minimum=0)
+        desired = size.integer("desired", minimum=0)
+    size.finish()
+    if size.ok("min", "desired", "max") and not minimum <= desired <= maximum:
+        s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
+                "order the sizes, e.g. {min: 0, desired: 0, max: 4}")
+    return minimum, desired, maximum
+
+
+def _parse_placement_group(s: Section, capacity: Capacity | None, *, efa: bool) -> str | None:
+    """The existing cluster placement group the pool launches into; None: a new one of its own for
+    an EFA pool on onDemand or spot, none on reserved capacity.
+
+    A reservation's placement is fixed when it is made: "To reserve capacity in a placement group,
+    you must create the Capacity Reservation in the placement group" (EC2 User Guide, cr-cpg,
+    Limitations). A group made by the stack never holds it, and launching reserved instances into
+    that new, empty group can fail for want of room there. eksctl therefore creates no placement
+    group for a node group with a capacity reservation ("A reservation should already be created
+    with a placement group", eksctl-io/eksctl pkg/cfn/builder/managed_launch_template.go @99984ad),
+    and the AWS p5 ODCR example has none (aws-samples/awsome-distributed-training
+    1.architectures/4.amazon-eks/eks-p5-odcr-vpc.yaml). Capacity blocks are placed by EC2."""
+    key = s.key("placementGroup")
+    if isinstance(s.data.get("placementGroup"), bool) and capacity in RESERVED_CAPACITY:
+        s.unusable(key, s.data["placementGroup"],
+                   "cannot ask for a new placement group on reserved capacity: a reservation stays in the group it "
+                   "was made in (none, or an existing one), and launching it into a new, empty cluster group can "
+                   "fail although the reservation has room (EC2 User Guide, cr-cpg; eksctl creates none)",
+                   "remove it (no placement group), or name the group the reservation was created in: "
+                   "`aws ec2 describe-capacity-reservations --query 'CapacityReservations[].PlacementGroupArn'`")
+        s.ignore("placementGroup")
+        return None
+    placement_group = s.optional_string(
+        "placementGroup",
+        check=lambda v: None if PLACEMENT_GROUP_NAME.fullmatch(v) else "is not a placement group name",
+        fix="copy the GroupName from `aws ec2 describe-placement-groups` (letters, digits, . _ -)")
+    if placement_group and s.ok("placementGroup", "efa", "capacity") and (not efa or capacity == Capacity.CAPACITY_BLOCK):
+        s.error(key, placement_group,
+                "is only used by EFA pools on onDemand, spot or reservation capacity (a capacity block is "
+                "placed by EC2, and a pool without EFA needs no placement group)",
+                "remove it, or set efa: true")
+    return placement_group or None
 
 
 def _parse_zones(s: Section, network_zones: tuple[str, ...] | None, region: str, *, gpu: bool,

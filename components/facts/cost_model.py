@@ -103,6 +103,23 @@ class PoolCost:
         gpus = self.pool.gpus_per_node
         return None if self.node_hourly_usd is None or not gpus else self.node_hourly_usd / gpus
 
+    @property
+    def volume_hourly_usd(self) -> float:
+        """One node's root volume: all a running node adds to a reserved instance's bill."""
+        return root_volume_hourly(self.pool.root_volume_gib)
+
+    @property
+    def reserved_without_node(self) -> int:
+        """Reserved instances a reservation pool leaves without a node at its min size: paid, and
+        a job that needs them waits for a node to boot and pull its image."""
+        return self.pool.max_nodes - self.pool.min_nodes if self.pool.reserved else 0
+
+    @property
+    def reserved_without_node_hourly_usd(self) -> float | None:
+        if self.node_hourly_usd is None:
+            return None
+        return self.reserved_without_node * (self.node_hourly_usd - self.volume_hourly_usd)
+
 
 @dataclass(frozen=True)
 class StackCost:
@@ -124,6 +141,11 @@ class StackCost:
     @property
     def gpu_pools(self) -> tuple[PoolCost, ...]:
         return tuple(p for p in self.pools if p.pool.gpus_per_node)
+
+    @property
+    def reserved_pools(self) -> tuple[PoolCost, ...]:
+        """Pools on an On-Demand Capacity Reservation: billed for every reserved instance, idle or not."""
+        return tuple(p for p in self.pools if p.pool.reserved)
 
     @property
     def gpu_hourly_at_min_usd(self) -> float:

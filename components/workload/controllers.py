@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import yaml
 
+from components.cluster.autoscaler import MAX_NODE_PROVISION_MINUTES
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.common.helm import helm_release
 from components.common.namespaces import controller_network_policies, namespace
@@ -27,8 +28,9 @@ KUEUE_VERSION = "0.19.2"
 # What the API server calls in the controllers' namespaces: admission webhooks (9443), Kueue's
 # visibility API (8082), metrics (8443).
 CONTROLLER_PORTS = (9443, 8082, 8443)
-# Scaling a GPU pool up from zero and pulling a multi-GB training image.
-NODE_PROVISIONING_SECONDS = 15 * 60
+# Scaling a GPU pool up from zero and pulling a multi-GB training image: as long as the autoscaler
+# waits for a new node before it gives up on it.
+NODE_PROVISIONING_SECONDS = MAX_NODE_PROVISION_MINUTES * 60
 # A gang that cannot get all its pods Ready in this time is evicted and requeued, releasing its
 # quota, instead of holding GPUs while waiting forever for the rest. A training pod is Ready only
 # once its startup probe sees the first heartbeat, so the timeout covers node provisioning plus

@@ -70,8 +70,10 @@ def gang_provisioning_manifests() -> list[dict[str, Any]]:
                 # Only pods that ask for GPUs go through the autoscaler's provisioning.
                 "managedResources": [GPU_RESOURCE],
                 # Kueue's defaults, spelled out: a failed request frees the quota and is retried
-                # after min(60^n, 1800) s (60 s, then 30 min); after 3 retries the check rejects
-                # the workload and Kueue deactivates it.
+                # after about base x 2^(n-1) s, capped at the max: 60, 120 and 240 s (kueue v0.19.2
+                # pkg/workload/admissionchecks.go UpdateAdmissionCheckRequeueState, factor 2; the
+                # field docs in apis/kueue/v1beta2/provisioningrequestconfig_types.go). After 3
+                # retries the check rejects the workload and Kueue deactivates it.
                 "retryStrategy": {"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800},
             },
         },
