@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from offline.project_venv import require  # noqa: E402
+
+require("doc_figures.py")  # it plans stacks: the Pulumi SDK
+
 from offline.doc_figures import PAGES, DocFigureError, render_page  # noqa: E402
 from offline.plan import synthesize  # noqa: E402
 

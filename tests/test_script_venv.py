@@ -17,7 +17,7 @@ from stack_configs import ROOT
 SCRIPTS = ROOT / "scripts"
 # A script as the docs, the workflows and the Makefile run it (scripts/_*: helpers, not commands).
 MENTION = re.compile(r"\bscripts/([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9_])")
-PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "new-team-stack", "pin-image", "verify")
+PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify")
 BASH_SCRIPTS = ("build-image", "deploy-environment", "plan-diff", "check-branch-tip", "check-runner-tools")
 # Where the docs' commands are read from.
 DOCUMENTS = (ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "Makefile", ROOT / ".ci" / "run",
