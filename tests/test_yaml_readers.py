@@ -18,7 +18,6 @@ from stack_configs import ROOT
 from yaml_readers import go_document, same_data
 
 from components.config import ConfigError
-from components.config.stack_file import stack_config
 from components.config.strict_yaml import YamlError, go_yaml_plain_scalar, load_yaml_text
 from offline.plan import synthesize
 
@@ -80,15 +79,18 @@ def test_a_scalar_the_cli_reads_otherwise_is_refused_until_quoted(scalar, cli_re
 
 def test_a_job_env_of_1_5e3_is_refused_and_quoted_plans_as_the_pod_gets_it(tmp_path):
     """The review's case through the stack file: unquoted, the plan showed "1.5e3" where `pulumi up`
-    deployed 1500; now it is refused naming the file and line, and quoted it is text to both."""
+    deployed 1500; now it is refused naming the file, line and key, and quoted it is text to both.
+    The stack file reader hands the refusal on (never the value), and the program reports it."""
     text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
     assert text.count("env: {NCCL_DEBUG: INFO}") == 1
     path = tmp_path / "Pulumi.dev.yaml"
     path.write_text(text.replace("env: {NCCL_DEBUG: INFO}", "env: {NCCL_DEBUG: INFO, LR: 1.5e3}"))
     with pytest.raises(ConfigError) as refused:
-        stack_config("dev", path)
+        synthesize("dev", path)
     (message,) = refused.value.errors
-    assert "line 103" in message and '"1.5e3" is ambiguous: the Pulumi CLI (go-yaml, YAML 1.2) reads it as float 1500.0' in message
+    assert message.startswith(f"{path}: line 103, column ") and "gpu-training:training.jobs[0].env.LR: " in message
+    assert '"1.5e3" is ambiguous: the Pulumi CLI (go-yaml, YAML 1.2) reads it as float 1500.0' in message
+    assert message.endswith('Fix: quote it: "1.5e3"'), message  # an env value is text
     path.write_text(text.replace("env: {NCCL_DEBUG: INFO}", "env: {NCCL_DEBUG: INFO, LR: '1.5e3'}"))
     jobset = next(m for m in synthesize("dev", path).manifests() if m["kind"] == "JobSet")
     container = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
