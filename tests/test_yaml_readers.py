@@ -336,8 +336,8 @@ def test_a_stand_in_holds_its_problems_and_nothing_else_is_one():
     problems = [ConfigProblem("p:a", "is odd", "fix it", where="f: line 1, column 2"),
                 ConfigProblem("p:a", "is odder", "", value="'x'")]
     assert refused_problems(refused_value(problems)) == tuple(problems)
-    for value in ["plain", "", None, 3, [refused_value(problems)], REFUSED_MARK, f"{REFUSED_MARK}[] :refused]",
-                  f"{REFUSED_MARK}[{{\"key\": 1}}] :refused]", refused_value(problems)[:-1]]:
+    for value in ["plain", "", None, 3, [refused_value(problems)], REFUSED_MARK, f"{REFUSED_MARK}[] :refused>",
+                  f"{REFUSED_MARK}[{{\"key\": 1}}] :refused>", refused_value(problems)[:-1]]:
         assert refused_problems(value) == (), value
 
 

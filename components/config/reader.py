@@ -109,9 +109,10 @@ class ConfigError(pulumi.RunError):
         super().__init__("\n".join(lines))
 
 
-REFUSED_MARK = "[refused by the stack file reader: "
-"""How `refused_value` starts. It travels through the engine's config (JSON text) as any value does."""
-_REFUSED_END = " :refused]"
+REFUSED_MARK = "<refused by the stack file reader: "
+"""How `refused_value` starts. It travels through the engine's config as any text does (not with
+`[` or `{`, which decode_raw_config would try as JSON)."""
+_REFUSED_END = " :refused>"
 _PROBLEM_FIELDS = frozenset(field.name for field in fields(ConfigProblem))
 _POSITION = re.compile(r"(.*): line (\d+), column (\d+)")
 
@@ -127,7 +128,7 @@ def refused_problems(value: Any) -> tuple[ConfigProblem, ...]:
         return ()
     try:
         entries = json.loads(value[len(REFUSED_MARK):-len(_REFUSED_END)])
-    except ValueError:
+    except (ValueError, RecursionError):  # text that only looks like one
         return ()
     if not isinstance(entries, list) or not entries:
         return ()
