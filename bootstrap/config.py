@@ -174,6 +174,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every
     problem, never showing the value of a key in `secret_keys`."""
     errors = ErrorLog(secret_keys)
+    errors.take_refused_values(raw)  # the stack file's own problems, first
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
     for key in sorted(raw):

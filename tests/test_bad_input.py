@@ -869,3 +869,28 @@ def test_a_secure_value_on_a_plain_key_is_reported_once(tmp_path, line, replacem
 def test_today_that_is_no_date_gets_the_format(capfd, day):
     err = plan_error(capfd, "--stack", "dev", "--today", day)
     assert f"argument --today: '{day}' is not a date. Fix: write it as YYYY-MM-DD" in err, err
+
+
+def test_the_plan_cli_prints_the_files_problems_and_the_schemas_together(capfd, tmp_path):
+    """A date, a 1e3 and a bad value took three runs of `make plan`, one problem each."""
+    text = DEV_STACK_TEXT
+    for old, new in (("costCenter: ml-platform-dev", "costCenter: 2024-01-01"), ("flowLogRetentionDays: 30", "flowLogRetentionDays: 1e3"),
+                     ("size: {min: 0, desired: 0, max: 4}", "size: {min: 0, desired: 0, max: -1}")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    err = plan_error(capfd, "--stack", "dev", "--stack-file", str(path), "--out", str(tmp_path / "out"))
+    lines = err.splitlines()
+    assert lines[0] == "stack dev: 3 configuration errors; nothing was created:", err
+    assert lines[1].startswith(f"  - {path}: line 10, column 28: {PROJECT}:costCenter: ") and lines[1].endswith('Fix: quote it: "2024-01-01"')
+    assert lines[2].startswith(f"  - {path}: line 19, column 27: {PROJECT}:network.flowLogRetentionDays: ")
+    assert lines[2].endswith("Fix: write it as a plain decimal number: 1000"), lines[2]
+    assert lines[3] == f"  - {PROJECT}:nodePools[1].size.max: must be at least 1 (got -1). Fix: choose a value at least 1"
+    assert len(lines) == 4 and not (tmp_path / "out").exists()
+
+
+def test_a_hyperparameters_file_reports_each_of_its_problems(repo_scratch):
+    (repo_scratch / "two.yaml").write_bytes(b"lr: 1e-3\nwarmup: yes\n")
+    errors = [e for e in hyperparameters_errors("build/test-bad-input/two.yaml") if "hyperparameters" in e]
+    assert [e.split("is not usable: ")[1].split(": ")[1] for e in errors] == ["line 1, column 5", "line 2, column 9"], errors

@@ -40,7 +40,7 @@ from yaml_readers import go_document, same_data
 from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError, decode_raw_config, load_stack_config
 from components.config.stack_file import project_file, stack_config
-from components.config.strict_yaml import load_yaml_text, path_for_message
+from components.config.strict_yaml import load_yaml_text, parse_yaml_text, path_for_message
 from components.facts.regions import availability_zone_ids, availability_zones
 from offline.plan import synthesize
 
@@ -300,6 +300,8 @@ def check_refusal(error: ConfigError, *, stack: str, paths: set[str] | None, fil
         assert message.count("Fix:") == 1, message  # one fix per message
         if paths is None:  # the file itself could not be read
             assert message.startswith(file_shown), message
+        elif file_shown and message.startswith(f"{file_shown}: line "):  # a value the YAML reader refused, by its key
+            assert names_a_key(message.split(": ", 2)[2], paths, stack, documented), message[:500]
         else:
             assert names_a_key(message, paths, stack, documented), message[:500]
 
@@ -334,9 +336,11 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
         event(f"file: {error.errors[0].split(': ', 2)[-1][:50]}")
         check_refusal(error, stack=stack, paths=None, file_shown=path_for_message(path), canaries=[canary])
         return
-    # Differential: an accepted file means to our reader exactly what it means to the Pulumi CLI's.
+    # Differential: an accepted file means to our reader exactly what it means to the Pulumi CLI's
+    # (a file with refused values is refused by the loader below, naming them).
     accepted = content.decode()
-    assert same_data(load_yaml_text(accepted, source=stack), go_document(accepted)), "the readers differ"
+    read = parse_yaml_text(accepted, source=stack)
+    assert read.problems or same_data(read.data, go_document(accepted)), "the readers differ"
     decoded = decode_raw_config(raw)
     try:
         if project_dir == BOOTSTRAP:
@@ -345,8 +349,11 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
             load_stack_config(decoded, project=project, stack=stack, secret_keys=secret_keys)
     except ConfigError as error:
         event("outcome: config refused")
-        check_refusal(error, stack=stack, paths=_key_paths(decoded), file_shown="", canaries=[canary], documented=documented)
+        check_refusal(error, stack=stack, paths=_key_paths(decoded), file_shown=path_for_message(path), canaries=[canary],
+                      documented=documented)
+        assert not read.problems or len(error.errors) >= len(read.problems), "a refused value went unreported"
         return
+    assert not read.problems, "a file with refused values was accepted"
     try:
         # The program still refuses, before any resource exists, what only the account can tell
         # (the offline plan's stand-in account, here): an AZ ID outside the network, say.

@@ -12,6 +12,7 @@ env names, labels) are named by the user, so the map is listed and its entries a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PLATFORM, TEAM = "platform", "team"
@@ -52,6 +53,8 @@ class Key:
     """The closed set of values a string key accepts; empty when open (a pattern or a range)."""
     stacks: frozenset[str] | None = None
     """Top-level keys only: the kinds of stack that may set it. A nested key goes with its top-level key."""
+    entries: str = STRING
+    """A list's or a map's only: the type of each item or entry (a list of mappings has its keys in the table)."""
 
     @property
     def top(self) -> str:
@@ -82,7 +85,7 @@ KEYS: tuple[Key, ...] = (
         default={}),
     Key("network.monitoringIngress.cidrs", LIST, "Source CIDRs allowed in: one node security group rule per CIDR and "
         "port, all within serviceQuotas.securityGroupRules.", default=[]),
-    Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[]),
+    Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[], entries=INTEGER),
 
     Key("serviceQuotas", MAPPING, "The account's AWS quotas the config is checked against, where raised from AWS's "
         "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
@@ -97,7 +100,7 @@ KEYS: tuple[Key, ...] = (
 
     Key("fabric", MAPPING, "GPU fabric ports shared by the security groups and the training pods.", default={},
         stacks=frozenset({PLATFORM})),
-    Key("fabric.rendezvousPorts", LIST, "torchrun c10d rendezvous ports.", default=[29400]),
+    Key("fabric.rendezvousPorts", LIST, "torchrun c10d rendezvous ports.", default=[29400], entries=INTEGER),
     Key("fabric.ncclPortRange", MAPPING, "The range pinned in the pods' net.ipv4.ip_local_port_range and opened "
         "between GPU nodes only.", default={"first": 50000, "last": 51999}),
     Key("fabric.ncclPortRange.first", INTEGER, "First port of the range (1024-65535)."),
@@ -203,8 +206,8 @@ KEYS: tuple[Key, ...] = (
         stacks=BOTH),
     Key("budget.monthlyLimitUsd", INTEGER, "The monthly limit in whole US dollars."),
     Key("budget.actualPercent", LIST, "Alert thresholds on actual spend, % of the limit, to the platform's alert topic.",
-        default=[80, 100]),
-    Key("budget.forecastPercent", LIST, "Alert thresholds on forecast spend, % of the limit.", default=[100]),
+        default=[80, 100], entries=INTEGER),
+    Key("budget.forecastPercent", LIST, "Alert thresholds on forecast spend, % of the limit.", default=[100], entries=INTEGER),
     Key("budget.activateCostAllocationTags", BOOLEAN,
         "false: the bootstrap activates the tag keys once; true: the stack activates the keys its budget filters by "
         "too, which needs a principal allowed ce:UpdateCostAllocationTagsStatus, not the CI deploy role (never in an "
@@ -217,7 +220,7 @@ KEYS: tuple[Key, ...] = (
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
-        "within the environment's cohort.", default={}),
+        "within the environment's cohort.", default={}, entries=INTEGER),
     Key("training.gpuQuotaBorrowed", LIST, "Pools of gpuQuota whose quota the queue borrows instead of owning: its "
         "ClusterQueue gets nominalQuota 0 and borrowingLimit = the quota, so its jobs run on GPUs the cohort's other "
         "queues leave idle and are preempted when those reclaim them. Owned quota of a team stack plus its platform's "
@@ -262,6 +265,23 @@ KEYS: tuple[Key, ...] = (
 )
 
 BY_PATH = {key.path: key for key in KEYS}
+
+
+def expected_type(path: str) -> str | None:
+    """The type a value at `path` must have (`nodePools[1].size.max`, `training.gpuQuota.gpu-spot`:
+    a list's item, a map's entry); None where the table does not say."""
+    general = re.sub(r"\[\d+\]", "[]", path)
+    if general in BY_PATH:
+        return BY_PATH[general].type
+    if general.endswith("[]"):
+        container = BY_PATH.get(general[:-2])
+    else:  # an entry of a map: its name, chosen by the user, may hold dots (a label's)
+        container = next((key for key in KEYS if key.type == MAP and general.startswith(f"{key.path}.")), None)
+    if container is None or container.type not in (LIST, MAP):
+        return None
+    if any(key.path.startswith(f"{container.path}[].") for key in KEYS):
+        return MAPPING
+    return container.entries
 
 
 def top_level_keys() -> tuple[Key, ...]:

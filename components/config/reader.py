@@ -8,6 +8,11 @@ under one rule: a value that failed validation is never used by a later check.
 
 - A getter that rejects a value records the error and returns an inert placeholder ("", 0,
   False, [], {}, None), never the bad value; no later rule reports on that key again.
+- A value the stack file reader refused (stack_file.py: an ambiguous scalar, a repeated key)
+  arrives as `refused_value(...)`, a stand-in holding the reader's problems: `ErrorLog.take_refused_values`
+  reports them first, and the key is then unusable like any rejected one (its getter returns the
+  placeholder, nothing else is said of it), so one run reports the file's problems and the
+  schema's together.
 - A check that combines values runs only when they passed: `section.ok("min", "max")`; an item
   (a pool, a job) whose section `failed` is left out of checks that depend on it, and references
   to it are not judged again.
@@ -21,8 +26,9 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -103,6 +109,54 @@ class ConfigError(pulumi.RunError):
         super().__init__("\n".join(lines))
 
 
+REFUSED_MARK = "<refused by the stack file reader: "
+"""How `refused_value` starts. It travels through the engine's config as any text does (not with
+`[` or `{`, which decode_raw_config would try as JSON)."""
+_REFUSED_END = " :refused>"
+_PROBLEM_FIELDS = frozenset(field.name for field in fields(ConfigProblem))
+_POSITION = re.compile(r"(.*): line (\d+), column (\d+)")
+
+
+def refused_value(problems: Sequence[ConfigProblem]) -> str:
+    """What stands in the config for a value the stack file reader refused: its problems, never the value."""
+    return f"{REFUSED_MARK}{json.dumps([asdict(problem) for problem in problems])}{_REFUSED_END}"
+
+
+def refused_problems(value: Any) -> tuple[ConfigProblem, ...]:
+    """The problems a `refused_value` holds; () for any other value."""
+    if not (isinstance(value, str) and value.startswith(REFUSED_MARK) and value.endswith(_REFUSED_END)):
+        return ()
+    try:
+        entries = json.loads(value[len(REFUSED_MARK):-len(_REFUSED_END)])
+    except (ValueError, RecursionError):  # text that only looks like one
+        return ()
+    if not isinstance(entries, list) or not entries:
+        return ()
+    problems: list[ConfigProblem] = []
+    for entry in entries:
+        if not (isinstance(entry, dict) and set(entry) == _PROBLEM_FIELDS
+                and all(isinstance(part, str) or (name == "value" and part is None) for name, part in entry.items())):
+            return ()
+        problems.append(ConfigProblem(**entry))
+    return tuple(problems)
+
+
+def refused_in(value: Any) -> list[ConfigProblem]:
+    """The problems of every `refused_value` inside `value`."""
+    if isinstance(value, Mapping):
+        return [problem for item in value.values() for problem in refused_in(item)]
+    if isinstance(value, list):
+        return [problem for item in value for problem in refused_in(item)]
+    return list(refused_problems(value))
+
+
+def file_position(problem: ConfigProblem) -> tuple[str, int, int]:
+    """(file, line, column) of a problem whose `where` names them (`file: line L, column C`); the
+    order of a report that starts with the file's problems."""
+    found = _POSITION.fullmatch(problem.where)
+    return (found[1], int(found[2]), int(found[3])) if found else (problem.where, 0, 0)
+
+
 def one_line(message: str) -> str:
     """A message as one bounded line: control characters escaped, the end of a long one cut."""
     text = escape_control(message)
@@ -133,23 +187,56 @@ class ErrorLog(list[ConfigProblem]):
         super().__init__()
         self.secret_keys = frozenset(secret_keys)
         self._refusals: list[ConfigProblem] = []
-        """The problems refusing a key set as a secret: what else is said of that key is said of its
-        placeholder, never of the value the user wrote."""
+        """The problems refusing a key set as a secret, or a value the stack file reader refused:
+        what else is said of that key is said of its placeholder, never of the value the user wrote."""
+        self._refused_values: list[str] = []
+        """The keys whose value the stack file reader refused (`take_refused_values`)."""
 
     def refuse(self, problem: ConfigProblem) -> None:
         self._refusals.append(problem)
         self.append(problem)
 
+    def take_refused_values(self, raw: Mapping[str, Any]) -> None:
+        """Report, in the order of the file, the problems of each `refused_value` in `raw` under the
+        key it stands at; nothing else is reported of those keys (each is `refused_value_at`)."""
+        found: list[ConfigProblem] = []
+
+        def walk(key: str, value: Any) -> None:
+            problems = refused_problems(value)
+            if problems:
+                self._refused_values.append(key)
+                found.extend(replace(problem, key=key) for problem in problems)
+            elif isinstance(value, Mapping):
+                for name, item in value.items():
+                    walk(f"{key}.{name}", item)
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    walk(f"{key}[{index}]", item)
+
+        for key, value in raw.items():
+            walk(key, value)
+        for problem in sorted(found, key=file_position):
+            self.refuse(problem)
+
+    def refused_value_at(self, key: str) -> bool:
+        """Whether `key`, or a key it lies inside, holds a value the stack file reader refused."""
+        return any(is_within(key, refused) for refused in self._refused_values)
+
     def reported(self, key: str, *, since: int = 0) -> bool:
-        """Whether a problem about `key` (or a key inside it) was recorded, from the `since`th on."""
-        return any(problem.is_about(key) for problem in self[since:])
+        """Whether a problem about `key` (or a key inside it) was recorded, from the `since`th on,
+        or a value there was refused by the stack file reader (reported before anything else)."""
+        return (any(problem.is_about(key) for problem in self[since:])
+                or any(is_within(refused, key) for refused in self._refused_values))
 
     def hides(self, key: str) -> bool:
         return any(is_within(key, secret) for secret in self.secret_keys)
 
     def _of_refused_key(self, problem: ConfigProblem) -> bool:
-        return (not any(problem is refusal for refusal in self._refusals)
-                and any(problem.is_about(refusal.key) for refusal in self._refusals))
+        if any(problem is refusal for refusal in self._refusals):
+            return False
+        # A stand-in of a refused value that reached a message (a list shown whole) says nothing of the value.
+        return (any(problem.is_about(refusal.key) for refusal in self._refusals)
+                or (bool(self._refused_values) and REFUSED_MARK in str(problem)))
 
     def without_secret_values(self, raw: Mapping[str, Any], *, also: Any = None) -> list[ConfigProblem]:
         """The problems with every text of a secret replaced by [secret]: a secret (a key of `raw`
@@ -215,6 +302,7 @@ def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable
 
 
 _MISSING = object()
+_WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,18}")
 Vocabulary = TypeVar("Vocabulary", bound=StrEnum)
 
 
@@ -258,8 +346,8 @@ class Section:
         return f"{self.path}{self.separator}{name}"
 
     def error(self, key: str, value: Any, problem: str, fix: str) -> None:
-        if any(is_within(key, unusable) for unusable in self._unusable_keys):
-            return  # reported already as missing or of the wrong type
+        if any(is_within(key, unusable) for unusable in self._unusable_keys) or self.errors.refused_value_at(key):
+            return  # reported already as missing, of the wrong type or refused by the stack file reader
         self.errors.append(ConfigProblem(key, problem, fix, value=SECRET if self.errors.hides(key) else shown(value)))
 
     def unusable(self, key: str, value: Any, problem: str, fix: str) -> None:
@@ -280,6 +368,9 @@ class Section:
 
     def _get(self, name: str, default: Any) -> Any:
         self._read.add(name)
+        if name in self.data and self.errors.refused_value_at(self.key(name)):
+            self._unusable_keys.append(self.key(name))
+            return _MISSING  # reported by the stack file reader: the getter's placeholder, and nothing more
         if name in self.data and self.data[name] is not None:
             return self.data[name]
         if default is _MISSING and not self._unusable and name not in self._empty:
@@ -343,7 +434,7 @@ class Section:
         placeholder = minimum if minimum is not None else 0
         # bool is an int subclass in Python; `true` is never a valid count or port.
         if isinstance(value, bool) or not isinstance(value, int):
-            self.unusable(key, value, "must be a whole number", fix or "write a number without quotes")
+            self.unusable(key, value, "must be a whole number", self._whole_number_fix(key, value, fix))
             return placeholder
         if maximum is None and value > INT32_MAX:
             self.unusable(key, value, f"must be at most {INT32_MAX}: the Kubernetes and AWS APIs store it as a 32-bit integer",
@@ -364,9 +455,23 @@ class Section:
         if value is _MISSING:
             return False
         if not isinstance(value, bool):
-            self.unusable(self.key(name), value, "must be true or false", "write true or false without quotes")
+            word = value.strip().lower() if isinstance(value, str) else None
+            fix = ("write true or false without quotes" if word not in ("true", "false")
+                   else "remove the quotes" if self.errors.hides(self.key(name))
+                   else f"remove the quotes: write {word}, not {json.dumps(value)}")
+            self.unusable(self.key(name), value, "must be true or false", fix)
             return False
         return value
+
+    def _whole_number_fix(self, key: str, value: Any, fix: str) -> str:
+        """The fix of a value that is no whole number: a number written as text is told to lose its
+        quotes whatever the key's own fix (a range) says, since the value may well be in range."""
+        if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value.strip()):
+            return ("remove the quotes" if self.errors.hides(key)
+                    else f"remove the quotes: write {int(value.strip())}, not {json.dumps(value)}")
+        if isinstance(value, float) and value.is_integer() and not self.errors.hides(key):
+            return f"write {int(value)}, without the decimal point"
+        return fix or "write a number without quotes"
 
     def items(self, name: str, default: Any = _MISSING) -> list[Any]:
         value = self._get(name, default)
@@ -396,6 +501,9 @@ class Section:
         Text passes as it is and whole numbers in decimal (`8` -> "8"); anything else would change
         on the way (`true` -> "True", `0.10` -> "0.1", an empty value -> "None") and is rejected.
         """
+        if self.errors.refused_value_at(key):
+            self._unusable_keys.append(key)
+            return None
         if isinstance(value, str):
             return value
         if isinstance(value, int) and not isinstance(value, bool):

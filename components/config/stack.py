@@ -250,6 +250,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     """
     today = today or current_date()
     errors = ErrorLog(secret_keys or ())
+    errors.take_refused_values(raw)  # the stack file's own problems, first
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
     # Secret values must never reach Section's generic messages (they print the value): the

@@ -3,6 +3,11 @@
 Used by the offline plan (offline/plan.py) and by scripts/new-team-stack, which writes a team
 stack from its platform's file. A team stack itself judges its jobs against the platform as
 deployed (its platform contract, platform_contract.py), not against that file.
+
+A value of `config:` the strict reader refuses (an ambiguous scalar, a repeated key) reaches the
+program as a `refused_value` holding the problem, named by its key and worded for the type the
+key takes (components/config/keys.py): the schema reports it first, says nothing else of that
+key, and judges everything else, so one run lists every problem of the file.
 """
 
 from __future__ import annotations
@@ -15,8 +20,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from components.config.reader import SECRET, ConfigError, ConfigProblem, did_you_mean
-from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
+from components.config.keys import expected_type
+from components.config.reader import (
+    SECRET,
+    ConfigError,
+    ConfigProblem,
+    did_you_mean,
+    refused_in,
+    refused_problems,
+    refused_value,
+)
+from components.config.strict_yaml import (
+    Refused,
+    YamlError,
+    YamlProblem,
+    path_for_message,
+    read_yaml_document,
+    read_yaml_file,
+    refusals_in,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The Pulumi CLI's rule for stack names (sdk/go/common/tokens: stackNameAndProjectRegexp); checked
@@ -33,7 +55,7 @@ def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         data, _ = read_yaml_file(path, source=shown)
     except YamlError as problem:
-        raise ConfigError([unreadable(shown, problem)]) from None
+        raise ConfigError(unreadable(shown, problem)) from None
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigProblem(shown, "must be a mapping with `name:`", "write the project file as `key: value` "
                                          "lines", value=f"a {type(data).__name__}")])
@@ -47,9 +69,9 @@ def project_file(project_dir: Path = REPO_ROOT) -> dict[str, Any]:
     return dict(data)
 
 
-def unreadable(source: str, problem: YamlError) -> ConfigProblem:
-    """A file the YAML reader refused: its message starts with the file and names its own fix."""
-    return ConfigProblem(source, str(problem).removeprefix(f"{source}: "))
+def unreadable(source: str, problem: YamlError) -> list[ConfigProblem]:
+    """A file the YAML reader refused: each of its messages starts with the file and names its own fix."""
+    return [ConfigProblem(source, message.removeprefix(f"{source}: ")) for message in problem.messages]
 
 
 def shown_path(path: Path) -> str:
@@ -58,17 +80,20 @@ def shown_path(path: Path) -> str:
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
-    """The `config:` block of a stack file, read strictly; ConfigError naming the file otherwise."""
+    """The `config:` block of a stack file, read strictly, with a `Refused` (strict_yaml) in place
+    of each value with a problem; ConfigError naming the file otherwise, and for a problem outside
+    `config:` (with every other problem of the file: the schema is not judged then)."""
     shown = shown_path(path)
     try:
-        document, _ = read_yaml_file(path, source=shown)
+        parsed, _ = read_yaml_document(path, source=shown)
     except YamlError as problem:
-        raise ConfigError([unreadable(shown, problem)]) from None
-    if document is None:
-        document = {}
+        raise ConfigError(unreadable(shown, problem)) from None
+    document = {} if parsed.data is None else parsed.data
+    file_problems = unreadable(shown, YamlError(*(problem.message(shown) for problem in parsed.problems)))
     if not isinstance(document, Mapping):
-        raise ConfigError([ConfigProblem(shown, "must be a mapping with a `config:` block", "start the file with "
-                                         "`config:` and indent the keys below it", value=f"a {type(document).__name__}")])
+        raise ConfigError([*file_problems, ConfigProblem(
+            shown, "must be a mapping with a `config:` block", "start the file with `config:` and indent the keys "
+            "below it", value=f"a {type(document).__name__}")])
     errors = [ConfigProblem(shown, f"top-level key {json.dumps(key)} is not part of a stack file",
                             f"remove it or correct the spelling; {did_you_mean(key, list(STACK_FILE_KEYS))}")
               for key in document if key not in STACK_FILE_KEYS]
@@ -79,13 +104,45 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     if config is not None and not isinstance(config, Mapping):
         errors.append(ConfigProblem(shown, "`config` must be a mapping of keys to values",
                                     "indent the keys below `config:`", value=f"a {type(config).__name__}"))
-    if errors:
-        raise ConfigError(errors)
+    carried = refusals_in(config) if isinstance(config, Mapping) else []
+    outside = any(all(problem is not inside for inside in carried) for problem in parsed.problems)
+    if errors or outside:  # the schema is not judged: every problem of the file, as the reader words it
+        raise ConfigError([*file_problems, *errors])
     return dict(config or {})
 
 
 def _qualify(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
+
+
+def _place_refusals(values: dict[str, Any], project: str, source: str, *,
+                    typed: bool) -> tuple[dict[str, Any], list[ConfigProblem]]:
+    """`values` (a stack file's, keys as written) with each `Refused` replaced by a `refused_value`,
+    and its problems as the report words them: named by the key the value stands at, the fix
+    fitting the type that key takes (`typed`: this project's keys are in keys.py)."""
+    placed: list[tuple[YamlProblem, ConfigProblem]] = []
+
+    def place(value: Any, key: str) -> Any:
+        if isinstance(value, Refused):
+            # The first problem is the value's own; any others lie inside a repeated key's values.
+            words = [_yaml_problem(problem, key, source, project, typed=typed and index == 0)
+                     for index, problem in enumerate(value.problems)]
+            placed.extend(zip(value.problems, words, strict=True))
+            return refused_value(words)
+        if isinstance(value, dict):
+            return {name: place(item, f"{key}.{name}") for name, item in value.items()}
+        if isinstance(value, list):
+            return [place(item, f"{key}[{index}]") for index, item in enumerate(value)]
+        return value
+
+    result = {key: place(value, _qualify(key, project)) for key, value in values.items()}
+    return result, [words for _, words in sorted(placed, key=lambda pair: (pair[0].line, pair[0].column))]
+
+
+def _yaml_problem(problem: YamlProblem, key: str, source: str, project: str, *, typed: bool) -> ConfigProblem:
+    expected = expected_type(key.removeprefix(f"{project}:")) if typed and key.startswith(f"{project}:") else None
+    return ConfigProblem(key, problem.rule, problem.fix_for(expected),
+                         where=f"{source}: line {problem.line}, column {problem.column}")
 
 
 def _qualified(values: dict[str, Any], project: str, source: str, errors: list[ConfigProblem]) -> dict[str, Any]:
@@ -114,6 +171,8 @@ def _replace_secure(value: Any, key: str, secure: list[str], plain: list[str], e
     be a ciphertext (`pulumi config set --secret` writes a non-empty base64 string)."""
     if isinstance(value, dict) and set(value) == {"secure"}:
         ciphertext = value["secure"]
+        if refused_problems(ciphertext):
+            return ciphertext  # refused by the YAML reader, which says why: no ciphertext
         if not isinstance(ciphertext, str) or not ciphertext.strip():
             errors.append(ConfigProblem(
                 key, "`secure:` must hold the ciphertext `pulumi config set --secret` writes, a non-empty string",
@@ -187,8 +246,8 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
     if stack_file is None and not path.is_file():
         raise ConfigError([ConfigProblem(f"stack '{stack}'", f"no stack file at {shown_path(path)}",
                                          missing_stack_fix(stack, path.parent, project_dir))])
-    stack_values = read_stack_file(path)
     shown = shown_path(path)
+    stack_values, refused = _place_refusals(read_stack_file(path), name, shown, typed=project_dir.resolve() == REPO_ROOT)
 
     errors: list[ConfigProblem] = []
     values: dict[str, Any] = {}
@@ -228,6 +287,9 @@ def stack_config(stack: str, stack_file: Path | None = None, *, overrides: dict[
     for key, value in secret_values.items():
         config[key] = _encode(value)
         secret_keys.append(key)
-    if errors:
-        raise ConfigError(errors)
+    # A refused value the program will not see (replaced by --set, or by the other spelling of its
+    # key): the file's problems are reported here, with the others found so far.
+    reaching = {problem for key, value in values.items() if key not in secret_values for problem in refused_in(value)}
+    if errors or any(problem not in reaching for problem in refused):
+        raise ConfigError([*refused, *errors])
     return name, config, secret_keys

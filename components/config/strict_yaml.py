@@ -19,7 +19,13 @@ plain data that means the same to every YAML reader and to JSON, or the reader s
 - no tags beyond the core ones, no merge keys (`<<`).
 
 Every problem is one line naming the source, the line and column, what is wrong and the fix; it
-never quotes the document beyond a short token (a secret may sit on that line).
+never quotes the document beyond a short token (a secret may sit on that line). A problem confined
+to one value (an ambiguous scalar, a tag, a repeated key) does not stop the reading: the value is
+replaced by a `Refused` holding the problem, never used, and `parse_yaml_text` returns every such
+problem of the document at once (the stack file reader reports them with the schema's problems,
+each with a fix for the type its key takes: `YamlProblem.fix_for`). What leaves no document to
+read on (syntax, size, nesting, aliases, text that is not UTF-8, a key that is not plain text)
+stops it with a YamlError.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +63,9 @@ _JSON_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 # YAML 1.2's core schema float: go-yaml's yamlStyleFloat (resolve.go), finite values only.
 _DECIMAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+# PyYAML's (YAML 1.1) other booleans (resolver.py, tag:yaml.org,2002:bool): text to go-yaml v3.
+_YAML11_BOOLS = {**{w: True for w in ("yes", "Yes", "YES", "on", "On", "ON")},
+                 **{w: False for w in ("no", "No", "NO", "off", "Off", "OFF")}}
 # go-yaml v3.0.1 resolve.go: the first character of a plain scalar says what it may be (resolveTable).
 _GO_SIGN, _GO_DIGIT, _GO_MAP, _GO_DOT = "S", "D", "M", "."
 _GO_HINTS = {**dict.fromkeys("+-", _GO_SIGN), **dict.fromkeys("0123456789", _GO_DIGIT),
@@ -82,7 +92,108 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class YamlError(ValueError):
-    """Input that is not plain, unambiguous data; the message is one line ending in a fix."""
+    """Input that is not plain, unambiguous data: `messages`, one line each ending in a fix (one
+    where the reading stopped, every problem of the document where it did not)."""
+
+    def __init__(self, *messages: str):
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+@dataclass(frozen=True)
+class YamlProblem:
+    """A problem confined to one value, which the reader carried on past (the value is `Refused`)."""
+
+    line: int
+    column: int
+    rule: str
+    """What is wrong, the value quoted as a short token (never a secret's)."""
+    fix: str
+    """The fix where nothing is known of what the key takes."""
+    written: str | None = None
+    """An ambiguous plain scalar as written, whose fix depends on the type its key takes; None otherwise."""
+    secret: bool = False
+    """A value of a stack file's `secrets` map: the fix is to encrypt it, whatever else is known."""
+
+    def message(self, source: str) -> str:
+        return f"{source}: line {self.line}, column {self.column}: {self.rule}. Fix: {self.fix}"
+
+    def fix_for(self, expected: str | None) -> str:
+        """The fix where the key takes `expected`: "string", "integer", "boolean", "list", "mapping"
+        or "map" (components/config/keys.py's types); None: not known."""
+        if self.written is None or self.secret or expected is None:
+            return self.fix
+        if expected == "string":
+            return f"quote it: {_token(self.written)}"
+        if expected == "integer":
+            return _whole_number_fix(self.written)
+        if expected == "boolean":
+            word = _YAML11_BOOLS.get(self.written)
+            return "write true or false, without quotes" if word is None else f"write {json.dumps(word)}, without quotes"
+        if expected == "list":
+            return "the key takes a list: write it as [a, b] (quote an item that looks like a date or a number)"
+        if expected in ("mapping", "map"):
+            return "the key takes `name: value` lines, indented below it"
+        return self.fix
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What stands in the data for a value the reader refused: never the value, only why."""
+
+    problems: tuple[YamlProblem, ...]
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    data: Any
+    """The document as plain data, a `Refused` in place of each value with a problem."""
+    problems: tuple[YamlProblem, ...]
+    """Every problem of the document, in the order of the text."""
+
+
+class _RefusalError(Exception):
+    def __init__(self, problem: YamlProblem):
+        super().__init__(problem.rule)
+        self.problem = problem
+
+
+def refusals_in(value: Any) -> list[YamlProblem]:
+    """The problems of the `Refused` values inside `value`, in the order of the data."""
+    if isinstance(value, Refused):
+        return list(value.problems)
+    if isinstance(value, dict):
+        return [problem for item in value.values() for problem in refusals_in(item)]
+    if isinstance(value, list):
+        return [problem for item in value for problem in refusals_in(item)]
+    return []
+
+
+def _leading_zero(written: str) -> bool:
+    digits = written.lstrip("+-")
+    return len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+
+
+def _whole_number_fix(written: str) -> str:
+    if _leading_zero(written):  # 017: octal 15 to some readers; the writer more likely meant 17
+        return "write it as a plain decimal number without the leading 0 (readers disagree on what one means)"
+    kind, value = go_yaml_plain_scalar(written)
+    if kind in ("int", "float") and math.isfinite(value) and value == int(value) and len(str(int(value))) <= MAX_DIGITS:
+        return f"write it as a plain decimal number: {int(value)}"
+    return "write a whole number in plain decimal digits"
+
+
+def _any_type_fix(written: str) -> str:
+    """The fix of an ambiguous scalar where the type its key takes is not known: each reading."""
+    if written in _YAML11_BOOLS:
+        return "quote it if you mean text, or write true or false"
+    if _leading_zero(written):
+        return "quote it if you mean text, or write the number without the leading 0"
+    kind, value = go_yaml_plain_scalar(written)
+    if kind in ("int", "float") and math.isfinite(value):
+        number = int(value) if value == int(value) and len(str(int(value))) <= MAX_DIGITS else value
+        return f"quote it if you mean text, or write it as a plain decimal number ({number}) if you mean the number"
+    return "quote it if you mean text"
 
 
 def _token(text: str) -> str:
@@ -126,7 +237,17 @@ class _Composer(yaml.SafeLoader):
 
 
 def load_yaml_text(text: str, *, source: str) -> Any:
-    """Parse one YAML document into plain data (dict, list, str, int, float, bool, None)."""
+    """Parse one YAML document into plain data (dict, list, str, int, float, bool, None); a
+    YamlError lists every problem of the document."""
+    document = parse_yaml_text(text, source=source)
+    if document.problems:
+        raise YamlError(*(problem.message(source) for problem in document.problems))
+    return document.data
+
+
+def parse_yaml_text(text: str, *, source: str) -> YamlDocument:
+    """One YAML document as plain data with a `Refused` in place of each value that has a problem,
+    and those problems; YamlError where the reading cannot go on."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise YamlError(f"{source}: is larger than {MAX_FILE_BYTES // 1024} KiB. Fix: keep configuration small; "
                           "large data belongs in S3")
@@ -148,9 +269,11 @@ def load_yaml_text(text: str, *, source: str) -> Any:
         if composer is not None:
             composer.dispose()
     if node is None:
-        return None
+        return YamlDocument(None, ())
     _check_size(node, source)
-    return _construct(node, source)
+    problems: list[YamlProblem] = []
+    data = _construct(node, source, problems)
+    return YamlDocument(data, tuple(sorted(problems, key=lambda problem: (problem.line, problem.column))))
 
 
 def _syntax_message(source: str, error: yaml.MarkedYAMLError) -> str:
@@ -197,34 +320,49 @@ def _holds_secrets(key: str) -> bool:
     return key == "secrets" or key.endswith(":secrets")
 
 
-def _construct(node: Node, source: str, secret: bool = False) -> Any:
+def _construct(node: Node, source: str, problems: list[YamlProblem], secret: bool = False) -> Any:
     if isinstance(node, ScalarNode):
-        return _scalar(node, source, secret)
-    if isinstance(node, SequenceNode):
-        if node.tag != _SEQ:
-            raise _bad_tag(node, source)
-        return [_construct(item, source, secret) for item in node.value]
-    if isinstance(node, MappingNode):
-        if node.tag != _MAP:
-            raise _bad_tag(node, source)
-        result: dict[str, Any] = {}
-        first_line: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = _key(key_node, source)
-            if key in result:
-                raise YamlError(f"{_at(source, key_node)}: key {_token(key)} appears twice (first on line "
-                                  f"{first_line[key]}); YAML readers keep only one of them. Fix: remove or merge one")
+        return _scalar(node, problems, secret)
+    if isinstance(node, SequenceNode) and node.tag == _SEQ:
+        return [_construct(item, source, problems, secret) for item in node.value]
+    if isinstance(node, MappingNode) and node.tag == _MAP:
+        return _mapping(node, source, problems, secret)
+    return _refused(_bad_tag(node), problems)
+
+
+def _mapping(node: MappingNode, source: str, problems: list[YamlProblem], secret: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    first_line: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = _key(key_node, source)
+        value = _construct(value_node, source, problems, secret or _holds_secrets(key))
+        if key in first_line:
+            # Neither value is used (readers keep different ones); what was wrong inside them is still said.
+            mark = key_node.start_mark
+            repeated = YamlProblem(mark.line + 1, mark.column + 1, f"key {_token(key)} appears twice (first on line "
+                                   f"{first_line[key]}); YAML readers keep only one of them", "remove or merge one")
+            problems.append(repeated)
+            value = Refused((repeated, *refusals_in(result[key]), *refusals_in(value)))
+        else:
             first_line[key] = key_node.start_mark.line + 1
-            result[key] = _construct(value_node, source, secret or _holds_secrets(key))
-        return result
-    raise _bad_tag(node, source)
+        result[key] = value
+    return result
+
+
+def _refused(problem: YamlProblem, problems: list[YamlProblem]) -> Refused:
+    problems.append(problem)
+    return Refused((problem,))
 
 
 def _key(node: Node, source: str) -> str:
+    """A mapping's key: plain text, or a YamlError (without its key, nothing below it has a place)."""
     if isinstance(node, ScalarNode) and node.tag == f"{_TAG}merge":
         raise YamlError(f"{_at(source, node)}: merge keys ('<<') are not plain data and not every reader "
                           "supports them. Fix: write the keys out")
-    key = _construct(node, source) if isinstance(node, ScalarNode) else node
+    problems: list[YamlProblem] = []
+    key = _scalar(node, problems) if isinstance(node, ScalarNode) else node
+    if problems:
+        raise YamlError(problems[0].message(source))
     if not isinstance(key, str):
         shown = _token(node.value) if isinstance(node, ScalarNode) else "a list or mapping"
         raise YamlError(f"{_at(source, node)}: key {shown} is not text (JSON, and so the Pulumi engine, has "
@@ -235,9 +373,10 @@ def _key(node: Node, source: str) -> str:
     return key
 
 
-def _bad_tag(node: Node, source: str) -> YamlError:
-    return YamlError(f"{_at(source, node)}: the tag {_token(str(node.tag))} is not allowed: only plain data "
-                       "(text, numbers, true/false, null, lists, mappings). Fix: remove the tag")
+def _bad_tag(node: Node) -> YamlProblem:
+    mark = node.start_mark
+    return YamlProblem(mark.line + 1, mark.column + 1, f"the tag {_token(str(node.tag))} is not allowed: only plain "
+                       "data (text, numbers, true/false, null, lists, mappings)", "remove the tag")
 
 
 def go_yaml_plain_scalar(value: str) -> tuple[str, Any]:
@@ -303,44 +442,51 @@ def _same_reading(ours: Any, go_kind: str, go_value: Any) -> bool:
     return False  # a timestamp: this reader never builds one
 
 
-def _scalar(node: ScalarNode, source: str, secret: bool = False) -> Any:
-    value = _scalar_value(node, source, secret)
+def _scalar(node: ScalarNode, problems: list[YamlProblem], secret: bool = False) -> Any:
+    """The scalar's value, or a `Refused` (its problem recorded in `problems`)."""
+    try:
+        value = _scalar_value(node, secret)
+    except _RefusalError as refusal:
+        return _refused(refusal.problem, problems)
     if node.style is None and not getattr(node, "explicit_tag", False):
         go_kind, go_value = go_yaml_plain_scalar(node.value)
         if not _same_reading(value, go_kind, go_value):
             seen = ("a date or time" if go_kind == "timestamp" else go_kind if secret else f"{go_kind} {go_value!r}")
             ours = type(value).__name__ if secret else f"{type(value).__name__} {value!r}"
-            raise _ambiguous(node, source, f"the Pulumi CLI (go-yaml, YAML 1.2) reads it as {seen}, this reader as "
-                             f"{ours}, so the plan and the deployment would differ", secret)
+            return _refused(_ambiguous(node, f"the Pulumi CLI (go-yaml, YAML 1.2) reads it as {seen}, this reader as "
+                                       f"{ours}, so the plan and the deployment would differ", secret), problems)
     return value
 
 
-def _scalar_value(node: ScalarNode, source: str, secret: bool = False) -> Any:
+def _scalar_value(node: ScalarNode, secret: bool = False) -> Any:
     value, tag = node.value, node.tag
     if tag == _STR:
         return value
     if tag == _NULL:
         if value not in _GO_MAP_VALUES or _GO_MAP_VALUES[value][0] != "null":
-            raise _ambiguous(node, source, "it is tagged null but is not ~, null or empty", secret)
+            raise _RefusalError(_ambiguous(node, "it is tagged null but is not ~, null or empty", secret))
         return None
     if tag == _BOOL:
         if value in _BOOLS:
             return _BOOLS[value]
-        raise _ambiguous(node, source, "it is true/false to some YAML readers and text to others; write true or false", secret)
+        raise _RefusalError(_ambiguous(node, "it is true/false to some YAML readers and text to others", secret))
     if tag == _INT:
-        if _JSON_INT.fullmatch(value):
-            return _integer(value, lambda: _at(source, node))
-        raise _ambiguous(node, source, "readers disagree on octal, hex, binary, '_' and base-60 numbers; "
-                         "write a plain decimal number", secret)
+        if not _JSON_INT.fullmatch(value):
+            raise _RefusalError(_ambiguous(node, "readers disagree on octal, hex, binary, '_' and base-60 numbers", secret))
+        if len(value.lstrip("+-")) > MAX_DIGITS:
+            mark = node.start_mark
+            raise _RefusalError(YamlProblem(mark.line + 1, mark.column + 1, f"a number of more than {MAX_DIGITS} digits",
+                                       "write a smaller number", secret=secret))
+        return int(value)
     if tag == _FLOAT:
         if _DECIMAL.fullmatch(value) and math.isfinite(float(value)):
             return float(value)
-        raise _ambiguous(node, source, "it is not a finite decimal number", secret)
+        raise _RefusalError(_ambiguous(node, "it is not a finite decimal number", secret))
     if tag == f"{_TAG}timestamp":
-        raise _ambiguous(node, source, "it is a date or time to some YAML readers and text to others", secret)
+        raise _RefusalError(_ambiguous(node, "it is a date or time to some YAML readers and text to others", secret))
     if tag in (f"{_TAG}merge", f"{_TAG}value"):
-        raise _ambiguous(node, source, "YAML 1.1 readers give it a meaning of its own", secret)
-    raise _bad_tag(node, source)
+        raise _RefusalError(_ambiguous(node, "YAML 1.1 readers give it a meaning of its own", secret))
+    raise _RefusalError(_bad_tag(node))
 
 
 def _integer(digits: str, where: Callable[[], str]) -> int:
@@ -350,18 +496,33 @@ def _integer(digits: str, where: Callable[[], str]) -> int:
     return int(digits)
 
 
-def _ambiguous(node: ScalarNode, source: str, why: str, secret: bool = False) -> YamlError:
+def _ambiguous(node: ScalarNode, why: str, secret: bool = False) -> YamlProblem:
+    line, column = node.start_mark.line + 1, node.start_mark.column + 1
     if secret:  # a secret in plain text: the fix is to encrypt it, never to quote it and commit it
-        return YamlError(f"{_at(source, node)}: a value of the secrets map (value not shown) is ambiguous: {why}. "
-                         "Fix: set it with `pulumi config set --path --secret 'secrets.<name>' <value>`, which writes "
-                         "`secure:` in its place")
-    return YamlError(f"{_at(source, node)}: {_token(node.value)} is ambiguous: {why}. Fix: quote it "
-                       "if you mean text")
+        return YamlProblem(line, column, f"a value of the secrets map (value not shown) is ambiguous: {why}",
+                           "set it with `pulumi config set --path --secret 'secrets.<name>' <value>`, which writes "
+                           "`secure:` in its place", written=node.value, secret=True)
+    return YamlProblem(line, column, f"{_token(node.value)} is ambiguous: {why}", _any_type_fix(node.value),
+                       written=node.value)
 
 
 def read_yaml_file(path: Path, *, source: str | None = None, max_bytes: int = MAX_FILE_BYTES) -> tuple[Any, str]:
-    """(data, text) of a regular UTF-8 file of at most `max_bytes`; YamlError otherwise."""
+    """(data, text) of a regular UTF-8 file of at most `max_bytes`; YamlError (every problem) otherwise."""
     shown = source or path_for_message(path)
+    text = _read_text(path, shown, max_bytes)
+    return load_yaml_text(text, source=shown), text
+
+
+def read_yaml_document(path: Path, *, source: str | None = None,
+                       max_bytes: int = MAX_FILE_BYTES) -> tuple[YamlDocument, str]:
+    """(document, text) of a regular UTF-8 file of at most `max_bytes`: its values with a problem
+    `Refused`; YamlError where it cannot be read on."""
+    shown = source or path_for_message(path)
+    text = _read_text(path, shown, max_bytes)
+    return parse_yaml_text(text, source=shown), text
+
+
+def _read_text(path: Path, shown: str, max_bytes: int) -> str:
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is rejected below anyway.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -382,11 +543,10 @@ def read_yaml_file(path: Path, *, source: str | None = None, max_bytes: int = MA
     if len(data) > max_bytes:
         raise YamlError(f"{shown}: is more than the {max_bytes // 1024} KiB allowed. Fix: keep it small")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise YamlError(f"{shown}: byte {error.start} is not UTF-8 text (a binary file?). "
                           "Fix: name a YAML text file") from None
-    return load_yaml_text(text, source=shown), text
 
 
 def _read_regular_file(descriptor: int, shown: str, max_bytes: int) -> bytes:

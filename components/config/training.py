@@ -447,9 +447,10 @@ def _read_hyperparameters(s: Section, relative_path: str) -> str:
     try:
         document, text = read_yaml_file(path, source=path_for_message(relative_path), max_bytes=MAX_HYPERPARAMETERS_BYTES)
     except YamlError as problem:
-        # The reader's message ends in its own fix: one message carries one.
-        what, _, fix = str(problem).partition(". Fix: ")
-        s.error(s.key("hyperparameters"), relative_path, f"is not usable: {what}", fix or "fix the file")
+        # Each of the reader's messages ends in its own fix: one line per problem of the file.
+        for message in problem.messages:
+            what, _, fix = message.partition(". Fix: ")
+            s.error(s.key("hyperparameters"), relative_path, f"is not usable: {what}", fix or "fix the file")
         return ""
     if not isinstance(document, dict):
         s.error(s.key("hyperparameters"), relative_path, "must hold a YAML mapping (name: value lines)", "fix the file")
