@@ -63,7 +63,7 @@ _EXAMPLE_REPOSITORY = re.compile(r"(?:example-org|example|octo-org|owner|your-or
 # provider writes it (passphrase ciphertexts start with `v1:`, KMS ones are base64), so `pulumi up`
 # cannot decrypt it and stops before the program runs; only the offline plan, which replaces every
 # `secure:` value, can list it.
-_PLACEHOLDER_CIPHERTEXT = re.compile(r"placeholder", re.IGNORECASE)
+_PLACEHOLDER_CIPHERTEXT_START = "placeholder"
 
 
 def _is_example_email(text: str) -> bool:
@@ -138,7 +138,7 @@ PLACEHOLDERS: tuple[PlaceholderKind, ...] = (
         "placeholder-secret", "a placeholder where the secret's ciphertext belongs", ("secrets.<name>",),
         "it is no ciphertext: `pulumi up` cannot decrypt it and stops before the program runs",
         "pulumi config set --stack <stack> --path --secret 'secrets.<name>' <value>",
-        lambda text: bool(_PLACEHOLDER_CIPHERTEXT.match(text)), secret_file_only=True),
+        lambda text: text.casefold().startswith(_PLACEHOLDER_CIPHERTEXT_START), secret_file_only=True),
     PlaceholderKind(
         "zero-image-digest", "the all-zero image digest (sha256:000...)", ("trainerImage", "training.jobs[].image"),
         "no image has it: every job and the checkpoint cleanup would fail to pull",
