@@ -7,6 +7,11 @@ sharded  run under torchrun with 2 processes: every rank saves its own shard (wr
          shard back and checks it; then rank 1's file of the next save vanishes before the
          marker (as a stale NFS view would hide it): that save fails on both ranks, no marker;
          prints `rank R ok`.
+replicated  run under torchrun with 2 processes: the same (DDP-replicated) model and AdamW state
+         on both ranks, each writing its share (replicated.rank_share, writes=True) in parallel;
+         every rank loads the merged whole back and checks it equals the state; then rank 1's
+         share of the next save vanishes before the marker: no marker, the newest complete
+         checkpoint stays the first; prints `rank R ok`.
 dcp      run under torchrun with 2 processes: a DTensor sharded over both ranks goes through
          DistributedCheckpointer (DCP async_save) four times and loads back into zeros; then
          the three newest are damaged three ways (a shard DCP cannot read although the marker
@@ -86,6 +91,70 @@ def sharded(root: str) -> None:
     latest = checkpoint.latest_complete(root)
     assert latest is not None and latest.step == 5
     os.write(1, f"rank {rank} ok\n".encode())  # one write: both ranks share the pipe
+    dist.destroy_process_group()
+
+
+def _replicated_state(step: int) -> dict:
+    torch.manual_seed(0)  # the same on every rank, as DDP keeps it
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    return {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "rng": torch.get_rng_state(), "hparams": {"lr": 1e-3}}
+
+
+def _assert_same(a, b) -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), (a, b)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), (sorted(map(str, a)), sorted(map(str, b)))
+        for key in a:
+            _assert_same(a[key], b[key])
+    else:
+        assert a == b, (a, b)
+
+
+def replicated_shares(root: str) -> None:
+    import torch.distributed as dist
+    from launcher import replicated
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    group = dist.new_group(backend="gloo")
+    state = _replicated_state(5)
+    checkpointer = checkpoint.AsyncCheckpointer(root, rank=rank, world_size=world, writes=True,
+                                                collective=ProcessGroupCollective(group))
+    checkpointer.save(5, replicated.rank_share(state, rank, world))
+    done = checkpointer.wait()
+    assert done is not None and 0 < done.nbytes < done.total_bytes, done
+    info = checkpoint.latest_complete(root)
+    assert info is not None and info.step == 5
+    assert sorted(info.marker["files"]) == [checkpoint.shard_name(r) for r in range(world)]
+    assert done.total_bytes == sum(f["bytes"] for f in info.marker["files"].values())
+    own = checkpoint.load(info.path, rank=rank)
+    assert ("step" in own) == (rank == 0), "what is not a tensor stays with rank 0"
+    _assert_same(replicated.load_merged(info.path), state)
+
+    if rank == 1:  # its share is written, then gone before rank 0 writes the marker
+        write = checkpoint.atomic_write_fd
+
+        def write_then_lose(path: str, fill):
+            meta = write(path, fill)
+            os.unlink(path)
+            return meta
+
+        checkpoint.atomic_write_fd = write_then_lose
+    checkpointer.save(6, replicated.rank_share(_replicated_state(6), rank, world))
+    try:
+        checkpointer.wait()
+        raise AssertionError("a save with a missing share committed")
+    except checkpoint.CheckpointWriteError as e:
+        assert "writing the marker failed" in str(e), e
+    assert not os.path.exists(os.path.join(root, checkpoint.step_dir_name(6), checkpoint.MARKER))
+    latest = checkpoint.latest_complete(root)
+    assert latest is not None and latest.step == 5
+    os.write(1, f"rank {rank} ok\n".encode())
     dist.destroy_process_group()
 
 
@@ -176,7 +245,7 @@ def _damage_dcp_checkpoints(root: str) -> None:
 
 
 if __name__ == "__main__":
-    {"crash": crash, "sharded": sharded, "dcp": dcp_sharded}[sys.argv[1]](sys.argv[2])
+    {"crash": crash, "sharded": sharded, "replicated": replicated_shares, "dcp": dcp_sharded}[sys.argv[1]](sys.argv[2])
     # As the trainer does (train.py): no interpreter finalization after destroy_process_group,
     # which aborts now and then with gloo's threads (pytorch/pytorch#179291).
     sys.stdout.flush()

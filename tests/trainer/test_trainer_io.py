@@ -358,9 +358,10 @@ def _two_ranks(scenario: str, root: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("scenario", ["sharded", "dcp"])
+@pytest.mark.parametrize("scenario", ["sharded", "replicated", "dcp"])
 def test_sharded_save_and_restore_with_two_ranks(tmp_path, measurements, scenario):
-    """sharded: every rank writes its own state file; dcp: a DTensor through PyTorch DCP."""
+    """sharded: every rank writes its own state file; replicated: every rank its share of the same
+    DDP state (the example trainer's way); dcp: a DTensor through PyTorch DCP."""
     root = tmp_path / "ck"
     started = time.monotonic()
     p = _two_ranks(scenario, root)
@@ -368,7 +369,7 @@ def test_sharded_save_and_restore_with_two_ranks(tmp_path, measurements, scenari
     assert sorted(re.findall(r"rank \d ok", p.stdout)) == ["rank 0 ok", "rank 1 ok"]
     newest = checkpoint.latest_complete(str(root))
     assert newest is not None and newest.marker["world_size"] == 2
-    if scenario == "sharded":
+    if scenario in ("sharded", "replicated"):
         assert set(newest.marker["files"]) == {"rank-00000.safetensors", "rank-00001.safetensors"}
     else:
         assert set(newest.marker["files"]) == {".metadata", "__0_0.distcp", "__1_0.distcp"}

@@ -49,6 +49,11 @@ def test_two_process_run_trains_and_loss_falls(trainer_env, launch, measurements
     # keep=2: the oldest checkpoint was pruned; the rest are complete.
     found = checkpoint.list_checkpoints(env["TRAIN_CHECKPOINT_DIR"])
     assert [(c.step, c.complete) for c in found] == [(150, True), (100, True)]
+    # Every rank wrote its share, none funnelled through rank 0; the event counts them all.
+    files = found[0].marker["files"]
+    assert sorted(files) == ["rank-00000.safetensors", "rank-00001.safetensors"]
+    assert all(meta["bytes"] > 0 for meta in files.values())
+    assert saved[-1]["bytes"] == sum(meta["bytes"] for meta in files.values()) > saved[-1]["rank0_bytes"]
 
     measurements.record("2-proc run: loss first-20 mean", first)
     measurements.record("2-proc run: loss last-20 mean", last)

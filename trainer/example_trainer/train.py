@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import yaml
-from launcher import checkpoint, contract
+from launcher import checkpoint, contract, replicated
 from launcher.collective import checkpoint_collective
 from launcher.progress import Progress
 from launcher.schedule import CheckpointSchedule
@@ -307,7 +307,7 @@ def main() -> int:
     model = MLP(ds.dim, hp["hidden"], ds.classes).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
 
-    # ---- resume: rank 0 picks the newest checkpoint that really loads
+    # ---- resume: rank 0 picks the newest checkpoint whose every file loads (each rank wrote one)
     step = 0
     t0 = time.monotonic()
     skipped = []
@@ -322,7 +322,7 @@ def main() -> int:
         chosen, state = checkpoint.load_with_fallback(
             c.checkpoint_dir,
             resume_from,
-            lambda p: checkpoint.load(p, rank=0, map_location="cpu"),
+            lambda p: replicated.load_merged(p, map_location="cpu"),
             on_skip,
         )
     # Everyone loads what rank 0 verified (broadcast as a step number: a tensor
@@ -340,7 +340,7 @@ def main() -> int:
                 chosen = resume_from
             else:
                 chosen = os.path.join(c.checkpoint_dir, name)
-            state = checkpoint.load(chosen, rank=0, map_location="cpu", verify=False)
+            state = replicated.load_merged(chosen, map_location="cpu", verify=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
@@ -378,8 +378,11 @@ def main() -> int:
         checkpoint_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
     )
     last_saved = step
+    # Every rank writes its share of the (replicated) state, all at once: one writer would be one
+    # client and one file, which a parallel file system stripes over a few of its servers only
+    # (launcher/replicated.py). Rank 0 still writes the COMPLETE marker, last.
     checkpointer = checkpoint.AsyncCheckpointer(
-        c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep,
+        c.checkpoint_dir, rank=rank, world_size=world, keep=c.checkpoint_keep, writes=True,
         collective=checkpoint_collective(world, hp["checkpoint_timeout_s"]),
     )
     # Stage for the first save now, before step 1, so that it blocks the loop no longer than
@@ -388,8 +391,9 @@ def main() -> int:
     # parameter's size: stand-ins of those sizes make the buffer as large as the first save's.
     moments = {} if opt.state else {i: {"step": torch.zeros(()), "exp_avg": p, "exp_avg_sq": p}
                                     for i, p in enumerate(model.parameters())}
-    checkpointer.prepare({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                          "moments": moments, "rng": torch.get_rng_state(), "hparams": hp, "world_size": world})
+    checkpointer.prepare(replicated.rank_share(
+        {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(), "moments": moments,
+         "rng": torch.get_rng_state(), "hparams": hp, "world_size": world}, rank, world))
     reasons: dict[int, str] = {}
 
     def report(done: checkpoint.SavedCheckpoint | None) -> None:
@@ -402,8 +406,9 @@ def main() -> int:
             reason=reasons.pop(done.step, "schedule"),
             duration_s=round(done.blocked_s + done.write_s, 4),
             blocked_s=round(done.blocked_s, 4),
-            bytes=done.nbytes,
-            write_mb_per_s=round(done.nbytes / max(done.write_s, 1e-9) / 1e6, 1),
+            bytes=done.total_bytes,
+            rank0_bytes=done.nbytes,
+            write_mb_per_s=round(done.total_bytes / max(done.write_s, 1e-9) / 1e6, 1),
             next_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
         )
 
@@ -419,7 +424,7 @@ def main() -> int:
         }
         reasons[at_step] = reason
         # The loop stops only for the copy to host memory: that is the cost Young's interval needs.
-        blocked = checkpointer.save(at_step, state, meta={"job_id": c.job_id})
+        blocked = checkpointer.save(at_step, replicated.rank_share(state, rank, world), meta={"job_id": c.job_id})
         sched.record(at_step, blocked)
         last_saved = at_step
         prog.beat(at_step)

@@ -335,6 +335,8 @@ class SavedCheckpoint:
     previous save)."""
     write_s: float
     """From the end of the copy until the marker existed on every rank."""
+    total_bytes: int = 0
+    """Bytes every rank wrote together: the whole checkpoint (what the marker lists)."""
 
 
 class BackgroundCommits:
@@ -348,6 +350,7 @@ class BackgroundCommits:
         self._thread: threading.Thread | None = None
         self._done: SavedCheckpoint | None = None
         self._error: BaseException | None = None
+        self._committed_bytes = 0
 
     def poll(self) -> SavedCheckpoint | None:
         """The checkpoint committed since the last call, once; raises CheckpointWriteError if the
@@ -377,7 +380,8 @@ class BackgroundCommits:
         def run() -> None:
             try:
                 path, nbytes = commit()
-                self._done = SavedCheckpoint(step, path, nbytes, blocked_s, time.monotonic() - copied)
+                self._done = SavedCheckpoint(step, path, nbytes, blocked_s, time.monotonic() - copied,
+                                             self._committed_bytes)
             except BaseException as e:  # handed to the training loop by poll()/wait()
                 self._error = e
 
@@ -409,6 +413,7 @@ class BackgroundCommits:
         rank 0 gathers every rank's report, checks that each file is there with its size, and
         only then writes the marker, last; then prunes. Agreed, like every step."""
         reports = self._collective.all_gather(written)
+        self._committed_bytes = sum(meta["bytes"] for report in reports for meta in report.values())
         commit = (lambda: self._commit_marker(path, step, reports, meta)) if self.rank == 0 else None
         self._step(step, "writing the marker", commit)
 
@@ -451,8 +456,8 @@ class AsyncCheckpointer(BackgroundCommits):
     """Collective checkpoints that stop the training loop only for the copy to host memory.
 
     Every rank calls `save(step, state)` at the same step. `writes` says whether this rank writes
-    its `state` (default: rank 0 only, right for replicated DDP state; True on every rank for
-    sharded state: each rank writes its own file, all in parallel). `collective` (needed when
+    its `state` (default: rank 0 only; True on every rank for sharded state, or for replicated DDP
+    state split with replicated.rank_share: each rank writes its own file, all in parallel). `collective` (needed when
     world_size > 1: `collective.checkpoint_collective`) runs on the background thread, over a
     process group of its own.
 
