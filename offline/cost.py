@@ -24,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 from components.config import ConfigError, StackConfig, TeamStackConfig  # noqa: E402
+from components.config.lustre_sizing import gpus_served  # noqa: E402
 from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
 from components.config.strict_yaml import path_for_message  # noqa: E402
 from components.facts import prices  # noqa: E402
@@ -36,6 +37,7 @@ from components.facts.cost_model import (  # noqa: E402
     pool_cost,
     quota_hourly_usd,
 )
+from components.facts.file_systems import flush_seconds, grace_needed_seconds  # noqa: E402
 from components.facts.prices import HOURS_PER_MONTH  # noqa: E402
 
 
@@ -98,6 +100,8 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
         if any(p.capacity_block_node_hourly_usd is not None for p in cost.pools):
             lines.append("  * capacity block price from a 2024 copy of the AWS page: STALE, check before buying")
     lines += _reserved_lines(cost)
+    if config is not None:
+        lines += storage_lines(config)
     base = cost.fixed_monthly_usd + cost.usage_monthly_usd
     if cost.gpu_pools:
         lines.append("")
@@ -137,6 +141,35 @@ def _reserved_lines(cost: StackCost) -> list[str]:
             line += (f"size.min {pool.min_nodes} keeps a node on each, idling at "
                      f"{_usd(pool.min_nodes * p.volume_hourly_usd)}/h more (root volumes); a job starts without a boot")
         lines.append(line)
+    return lines
+
+
+def storage_lines(config: StackConfig | TeamStackConfig) -> list[str]:
+    """What the shared file system gives each GPU it serves, and how long each job's checkpoint
+    takes to write there (the figures the config's grace and sizing checks use)."""
+    team = isinstance(config, TeamStackConfig)
+    storage = config.judged_platform.storage if isinstance(config, TeamStackConfig) else config.storage
+    lines = []
+    lustre = None if team else storage.lustre
+    if lustre is not None and isinstance(config, StackConfig):
+        gpus = gpus_served(config.training, config.node_pools)
+        total = lustre.throughput_mb_s
+        per_gpu = f"{total / gpus:,.0f} MB/s per GPU" if gpus else "no GPU quota"
+        lines += ["", f"FSx for Lustre: {lustre.storage_capacity_gib} GiB x {lustre.throughput_per_tib} MB/s per TiB = "
+                      f"{total:,.0f} MB/s for the {gpus} GPUs of training.gpuQuota: {per_gpu} "
+                      f"(readMBpsPerGpu {lustre.read_mb_s_per_gpu})"]
+    jobs = [job for job in config.training.jobs if job.checkpoint_gib is not None]
+    if not jobs:
+        return lines
+    lines += ["", "Checkpoint writes (one checkpoint; a stop may first finish a save in flight)"]
+    for job in jobs:
+        gib = job.checkpoint_gib or 0
+        store = storage.checkpoint_store(nodes=job.nodes, ranks=job.total_gpus, writers=job.checkpoint_writers,
+                                         checkpoint_gib=gib, lustre=not team)
+        lines.append(f"  {job.name:<20} {gib} GiB on {store.name} at {store.write_mb_s:,.0f} MB/s: "
+                     f"{flush_seconds(gib, store.write_mb_s):.0f} s; a stop needs "
+                     f"{grace_needed_seconds(gib, store.write_mb_s)} s of its {job.termination_grace_period_seconds} s "
+                     f"grace ({store.basis})")
     return lines
 
 

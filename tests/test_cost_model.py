@@ -39,7 +39,7 @@ EXPECTED_FIXED = {
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
-        "FSx for Lustre": 12000 * 0.145,                             # storage.lustre: 12000 GiB at 125 MB/s/TiB: 1740.00
+        "FSx for Lustre": 26400 * 0.145,                             # storage.lustre: 26400 GiB at 125 MB/s/TiB: 3828.00
     },
     "dev": {
         "EKS control plane": 730 * 0.10,
@@ -82,7 +82,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 3001.81
+    assert round(cost.fixed_monthly_usd, 2) == 5089.81
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -271,12 +271,12 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $3,181 + 730 h x $110.19 = $83,620" \
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $5,269 + 730 h x $110.19 = $85,708" \
         in printed["prod"]
-    assert "A month with every GPU pool at max size: $3,181 + 730 h x $175.43 = $131,245" in printed["prod"]
+    assert "A month with every GPU pool at max size: $5,269 + 730 h x $175.43 = $133,333" in printed["prod"]
     assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
-    assert "= fixed + usage + 666 h of every GPU pool at max size" in printed["prod"]
+    assert "= fixed + usage + 654 h of every GPU pool at max size" in printed["prod"]
     assert "Budget (gpu-training:budget): $3,000/month" in printed["dev"]
 
 
@@ -337,7 +337,7 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
         "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
-        "cost: $3,002/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
+        "cost: $5,090/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
         "$175.43/h at max (us-east-1 list prices of 2026-11-30)",
     ]
 

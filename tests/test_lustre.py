@@ -35,7 +35,15 @@ def errors_of(raw, stack="prod") -> list[str]:
 
 
 def with_lustre(stack="dev", **lustre):
-    return mutate(raw_config(stack), "storage.lustre", {"storageCapacityGiB": 2400, "throughputPerTiB": 250, **lustre})
+    return mutate(raw_config(stack), "storage.lustre",
+                  {"storageCapacityGiB": 2400, "throughputPerTiB": 250, "readMBpsPerGpu": 100, **lustre})
+
+
+def prod_at_12000(raw=None):
+    """prod's file system as it was before it was sized from its GPUs: 12000 GiB x 125 MB/s per
+    TiB (10 OSTs), with a read target it meets (32 GPUs x 45 MB/s): the write model's figures."""
+    raw = mutate(raw or raw_config("prod"), "storage.lustre.storageCapacityGiB", 12000)
+    return mutate(raw, "storage.lustre.readMBpsPerGpu", 45)
 
 
 # ------------------------------------------------------------------------------ facts
@@ -80,15 +88,15 @@ def test_prod_uses_lustre_and_dev_staging_keep_efs():
     prod = load(raw_config("prod"))
     assert prod.storage.lustre is not None
     assert (prod.storage.lustre.deployment_type, prod.storage.lustre.storage_capacity_gib,
-            prod.storage.lustre.throughput_per_tib, prod.storage.lustre.availability_zone) == (
-                "PERSISTENT_2", 12000, 125, "use1-az4")
+            prod.storage.lustre.throughput_per_tib, prod.storage.lustre.availability_zone,
+            prod.storage.lustre.read_mb_s_per_gpu) == ("PERSISTENT_2", 26400, 125, "use1-az4", 100)
     for stack in ("dev", "staging"):
         assert load(raw_config(stack), stack).storage.lustre is None
 
 
 def test_lustre_defaults():
-    lustre = load(mutate(raw_config("dev"), "storage.lustre", {"storageCapacityGiB": 1200, "throughputPerTiB": 125}),
-                  "dev").storage.lustre
+    lustre = load(mutate(raw_config("dev"), "storage.lustre",
+                         {"storageCapacityGiB": 1200, "throughputPerTiB": 125, "readMBpsPerGpu": 25}), "dev").storage.lustre
     assert lustre is not None and lustre.deployment_type == "PERSISTENT_2"
     assert lustre.availability_zone == "us-east-1a", "the network's first zone unless told otherwise"
 
@@ -122,6 +130,7 @@ def test_missing_lustre_keys_are_reported_together():
     errors = errors_of(mutate(raw_config("dev"), "storage.lustre", {"availabilityZone": "us-east-1b"}), "dev")
     assert any("storage.lustre.storageCapacityGiB: required key is missing" in e for e in errors)
     assert any("storage.lustre.throughputPerTiB: required key is missing" in e for e in errors)
+    assert any("storage.lustre.readMBpsPerGpu: required key is missing" in e for e in errors)
 
 
 def test_lustre_zone_defaults_to_the_zone_of_the_pools_its_jobs_run_on():
@@ -205,34 +214,117 @@ def test_the_program_refuses_a_lustre_zone_only_the_account_can_judge_before_any
     assert registered == ["pulumi:providers:aws"], "nothing but the provider (which creates nothing) exists yet"
 
 
-def prod_job(**changes):
-    raw = raw_config("prod")
+def prod_job(raw=None, **changes):
+    raw = raw or raw_config("prod")
     job = {**raw[f"{PROJECT}:training"]["jobs"][0], **changes}
     return mutate(raw, "training.jobs", [job])
 
 
 def test_grace_period_shorter_than_the_flush_is_rejected_naming_both_numbers():
-    (error,) = errors_of(prod_job(terminationGracePeriodSeconds=100))
+    (error,) = errors_of(prod_job(terminationGracePeriodSeconds=100, checkpointWriters="rank0"))
     assert error.startswith(f"{PROJECT}:training.jobs[0].terminationGracePeriodSeconds: ")
     assert "(got 100)" in error and "80 GiB checkpoint on FSx for Lustre at 732 MB/s" in error
-    assert "rank 0 writing one file: 1 x 80 GiB striped over 5 of 10 OSTs" in error and "265 s are needed" in error
+    assert "rank 0 writing one file: 1 x 80 GiB striped over 5 of 22 OSTs" in error and "265 s are needed" in error
     assert "at least 265" in error and "checkpointWriters: allRanks" in error
+    assert "at 125 MB/s per TiB no capacity writes 1 file(s) fast enough" in error, \
+        "one file reaches 5 OSTs: a larger file system does not help"
 
 
 def test_the_grace_period_follows_the_storage_and_the_writers():
-    load(prod_job(terminationGracePeriodSeconds=265))  # exactly enough on FSx from rank 0
-    (error,) = errors_of(prod_job(terminationGracePeriodSeconds=264))
+    at_12000 = prod_at_12000()
+    load(prod_job(at_12000, terminationGracePeriodSeconds=265, checkpointWriters="rank0"))  # exactly enough
+    (error,) = errors_of(prod_job(at_12000, terminationGracePeriodSeconds=264, checkpointWriters="rank0"))
     assert "at least 265" in error
-    load(prod_job(terminationGracePeriodSeconds=148, checkpointWriters="allRanks"))  # 16 files: all 10 OSTs
-    smaller = mutate(prod_job(terminationGracePeriodSeconds=148, checkpointWriters="allRanks"),
-                     "storage.lustre.storageCapacityGiB", 4800)
+    load(prod_job(at_12000, terminationGracePeriodSeconds=148))  # allRanks, 16 files: all 10 OSTs
+    smaller = mutate(mutate(prod_job(at_12000, terminationGracePeriodSeconds=148), "storage.lustre.storageCapacityGiB",
+                            4800), "storage.lustre.readMBpsPerGpu", 10)
     (error,) = errors_of(smaller)
     assert "at 586 MB/s" in error and "at least 324" in error
-    measured = mutate(prod_job(terminationGracePeriodSeconds=148), "storage.checkpointWriteMBps", 4000)
+    assert "storage.lustre.storageCapacityGiB: 12000 at 125 MB/s per TiB" in error, "the smallest that fits 148 s"
+    measured = mutate(prod_job(at_12000, terminationGracePeriodSeconds=148, checkpointWriters="rank0"),
+                      "storage.checkpointWriteMBps", 4000)
     load(measured)  # measured faster than documented: enough
-    measured_slow = mutate(prod_job(), "storage.checkpointWriteMBps", 500)
+    measured_slow = mutate(prod_job(at_12000, checkpointWriters="rank0"), "storage.checkpointWriteMBps", 500)
     (error,) = errors_of(measured_slow)
     assert "at 500 MB/s (storage.checkpointWriteMBps, as measured)" in error
+
+
+# ----------------------------------------------------------------------------- sizing
+
+def demand(read_mb_s, *checkpoints):
+    return file_systems.LustreDemand(read_mb_s, tuple(file_systems.CheckpointDemand("job", *c) for c in checkpoints))
+
+
+# (read MB/s, checkpoints as (GiB, files, grace s), throughput per TiB, smallest capacity or None)
+MINIMUM_CAPACITIES = [
+    (3200, (), 125, 26400),  # prod: 32 GPUs x 100 MB/s; 25.8 TiB gives 3,223 MB/s
+    (3200, (), 500, 7200),
+    (3200, (), 1000, 4800),
+    (1464, (), 125, 12000),  # the old prod file system: 1,464.8 MB/s
+    (100, (), 125, 1200),  # the smallest there is
+    (100, ((80, 1, 270),), 125, 7200),  # one file on 5 of 6 OSTs: 732 MB/s, as on any larger file system
+    (100, ((80, 1, 264),), 125, None),  # one file never gets past 5 OSTs x their share
+    (100, ((80, 1, 264),), 250, 4800),
+    (100, ((80, 16, 148),), 125, 12000),  # 16 files: every OST, so it grows with the capacity
+    (100, ((80, 16, 84),), 125, 26400),  # prod's job on prod's file system
+    (100, ((80, 16, 84), (80, 1, 265)), 125, 26400),  # every job's checkpoint must fit
+]
+
+
+@pytest.mark.parametrize(("read", "checkpoints", "per_tib", "expected"), MINIMUM_CAPACITIES)
+def test_minimum_capacity_table(read, checkpoints, per_tib, expected):
+    wanted = demand(read, *checkpoints)
+    found = file_systems.lustre_minimum_capacity(wanted, per_tib)
+    assert found == expected
+    if found is not None:
+        assert wanted.met_by(found, per_tib) and file_systems.lustre_capacity_problem(found) is None
+        smaller = [c for c in file_systems.lustre_capacities(found) if c < found]
+        assert not any(wanted.met_by(c, per_tib) for c in smaller), "the smallest"
+
+
+@pytest.mark.parametrize(("read", "checkpoints", "capacity", "expected"), [
+    (3200, (), 12000, 500),  # the old prod capacity would need 500 MB/s per TiB for 32 GPUs x 100
+    (1464, (), 12000, 125),
+    (3200, (), 2400, None),  # 2.3 TiB x 1000 = 2,344 MB/s at most
+    (100, ((80, 1, 264),), 12000, 250),
+])
+def test_minimum_throughput_table(read, checkpoints, capacity, expected):
+    assert file_systems.lustre_minimum_throughput(demand(read, *checkpoints), capacity) == expected
+
+
+def test_a_file_system_slower_than_its_gpus_read_is_refused_with_both_ways_out():
+    raw = mutate(raw_config("prod"), "storage.lustre.storageCapacityGiB", 12000)
+    (error,) = errors_of(raw)
+    assert error.startswith(f"{PROJECT}:storage.lustre.storageCapacityGiB: 12000 GiB x 125 MB/s per TiB gives 1465 MB/s, "
+                            "less than the 32 GPUs its jobs can run at once (training.gpuQuota) x readMBpsPerGpu 100 = "
+                            "3200 MB/s"), error
+    assert "(got 12000)" in error
+    assert "Fix: set storageCapacityGiB: 26400 (at 125 MB/s per TiB), or throughputPerTiB: 500 (at 12000 GiB)" in error
+
+
+@pytest.mark.parametrize(("quota", "per_gpu", "accepted"), [
+    ({"p5-efa": 16, "gpu-spot": 16}, 45, True),  # 32 GPUs x 45 = 1440 <= 1465
+    ({"p5-efa": 16, "gpu-spot": 16}, 46, False),  # 1472
+    ({"p5-efa": 16, "gpu-spot": 0}, 91, True),  # 16 GPUs: the spot quota reads nothing
+    ({"p5-efa": 16, "gpu-spot": 0}, 92, False),
+])
+def test_the_read_demand_is_the_queues_gpus_times_the_target(quota, per_gpu, accepted):
+    raw = mutate(mutate(prod_at_12000(), "storage.lustre.readMBpsPerGpu", per_gpu), "training.gpuQuota", quota)
+    if accepted:
+        load(raw)
+    else:
+        assert any("storage.lustre.storageCapacityGiB" in e for e in errors_of(raw))
+
+
+def test_make_cost_states_the_read_rate_per_gpu_and_each_checkpoint_write_time():
+    from offline.cost import storage_lines
+
+    lines = storage_lines(load(raw_config("prod")))
+    assert any("26400 GiB x 125 MB/s per TiB = 3,223 MB/s for the 32 GPUs of training.gpuQuota: 101 MB/s per GPU "
+               "(readMBpsPerGpu 100)" in line for line in lines), lines
+    (job,) = [line for line in lines if "pretrain-p5" in line]
+    assert "80 GiB on FSx for Lustre at 3,223 MB/s: 27 s; a stop needs 84 s of its 270 s grace" in job, job
+    assert "every rank writing its own file: 16 x 5 GiB striped over 22 of 22 OSTs" in job, job
 
 
 @pytest.mark.parametrize("stack", ["prod", "team-vision-prod"])
@@ -287,7 +379,7 @@ CHECKPOINT_STORES = [
 
 @pytest.mark.parametrize(("store", "nodes", "ranks", "writers", "gib", "mb_s", "grace"), CHECKPOINT_STORES)
 def test_checkpoint_write_rate_and_grace_period_table(store, nodes, ranks, writers, gib, mb_s, grace):
-    storage = load(raw_config("prod")).storage
+    storage = load(prod_at_12000()).storage
     assert isinstance(storage, StorageConfig)
     found = storage.checkpoint_store(nodes=nodes, ranks=ranks, writers=writers, checkpoint_gib=gib,
                                      lustre=store == "lustre")
@@ -329,7 +421,7 @@ def test_prod_file_system_is_encrypted_persistent_and_in_the_gpu_zone(plan_of):
     assert keys["lustre-key"]["enableKeyRotation"] is True
     assert by_name(plan, "aws:kms/alias:Alias")["lustre-key"]["name"] == "alias/gpu-training-prod-lustre"
     assert (inputs["deploymentType"], inputs["storageType"], inputs["storageCapacity"], inputs["perUnitStorageThroughput"]) == (
-        "PERSISTENT_2", "SSD", 12000, 125)
+        "PERSISTENT_2", "SSD", 26400, 125)
     assert inputs["fileSystemTypeVersion"] == "2.15" and inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
     assert inputs["subnetIds"] == "network-private-us-east-1a-id", "one private subnet, the p5 pool's zone"
     assert inputs["securityGroupIds"] == [LUSTRE_SG]
@@ -422,7 +514,8 @@ def test_prod_jobs_mount_the_lustre_volumes(plan_of):
         assert mounts["checkpoints"] == "/workspace/checkpoints" and mounts["datasets"] == "/workspace/data"
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["TRAIN_CHECKPOINT_DIR"].startswith("/workspace/checkpoints/")
-        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 732.42), "rank 0 writes"
+        assert pod["terminationGracePeriodSeconds"] >= file_systems.grace_needed_seconds(80, 732.42), \
+            "even a trainer that writes from rank 0 alone stops cleanly"
 
 
 def pod_specs(manifest_: dict) -> list[dict]:

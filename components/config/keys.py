@@ -171,6 +171,8 @@ KEYS: tuple[Key, ...] = (
         allowed=("PERSISTENT_2",)),
     Key("storage.lustre.storageCapacityGiB", INTEGER, "1200, 2400, then steps of 2400."),
     Key("storage.lustre.throughputPerTiB", INTEGER, "MB/s per TiB: 125, 250, 500 or 1000."),
+    Key("storage.lustre.readMBpsPerGpu", INTEGER, "Read throughput (MB/s) each GPU the file system serves must get: "
+        "capacity x throughputPerTiB must give the training queue's GPUs x this."),
     Key("storage.lustre.availabilityZone", STRING, "An AZ ID such as use1-az4, or a network zone name; must be the zone "
         "of every EFA or reserved pool whose jobs use it.",
         default=Derived("the zone of the GPU pools its jobs run on (EFA and reserved first), else the network's first")),
@@ -249,8 +251,9 @@ KEYS: tuple[Key, ...] = (
         default=Derived("the trainer's own")),
     Key("training.jobs[].checkpointGiB", INTEGER, "One checkpoint of the whole job: the grace period must cover writing "
         "it; required in prod stacks.", default=UNSET),
-    Key("training.jobs[].checkpointWriters", STRING, "rank0: rank 0 writes the whole checkpoint, as the example trainer "
-        "does; allRanks: every rank writes its own file (sharded state). Sets the write speed of the grace-period check.",
+    Key("training.jobs[].checkpointWriters", STRING, "rank0: rank 0 writes the whole checkpoint; allRanks: every rank "
+        "writes its own file, as the example trainer does (its share of the replicated state) and DCP (sharded state). "
+        "Sets the write speed of the grace-period check and the Lustre sizing.",
         default="rank0", allowed=("rank0", "allRanks")),
     Key("training.jobs[].ttlSecondsAfterFinished", INTEGER, "Seconds a finished job stays in Kubernetes.",
         default=Derived("off: a refresh would re-run a job Kubernetes deleted")),

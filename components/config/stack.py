@@ -20,6 +20,7 @@ from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
+from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
@@ -316,6 +317,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
+    if root.ok("storage", "nodePools", "training.gpuQuota"):
+        check_lustre_size(root, storage, training, node_pools)
     observability = parse_observability(root.section("observability", {}), environment=environment)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     scale_down = parse_scale_down(root.section("scaleDown", {}))

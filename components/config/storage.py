@@ -14,6 +14,7 @@ whose access points give each team a directory of its own (Lustre has no such th
     lustre:
       storageCapacityGiB: 4800     # 1200, 2400, then steps of 2400
       throughputPerTiB: 500        # MB/s per TiB: 125, 250, 500 or 1000
+      readMBpsPerGpu: 50           # what each GPU the file system serves must be able to read
       availabilityZone: use1-az4   # one subnet; an AZ ID (or a network zone name); default: the
                                    # zone of the GPU pools whose jobs use it (config/lustre_zone.py)
 """
@@ -49,10 +50,12 @@ RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s
 MAX_RETENTION_DAYS = 3650
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
-# Who writes a job's checkpoint (`checkpointWriters`): rank 0 alone (the example trainer:
-# trainer/launcher/checkpoint.py AsyncCheckpointer without `writes`), or every rank its own file.
+# Who writes a job's checkpoint (`checkpointWriters`): rank 0 alone (AsyncCheckpointer without
+# `writes`; the default, as nothing is known of a job's own trainer), or every rank its own file (the
+# example trainer, which splits its replicated state: trainer/launcher/replicated.py; DCP).
 RANK0, ALL_RANKS = "rank0", "allRanks"
 CHECKPOINT_WRITERS = (RANK0, ALL_RANKS)
+LUSTRE = "FSx for Lustre"  # CheckpointStore.name of a job on the file system
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class LustreConfig:
     availability_zone: str
     """An AZ ID (the same physical zone in every account) or one of the network's zone names;
     "" until config/lustre_zone.py places a file system whose stack left it out."""
+    read_mb_s_per_gpu: int = 0
+    """The read throughput (MB/s) each GPU it serves must get; config/lustre_sizing.py holds the
+    capacity x throughput per TiB to it."""
 
     @property
     def throughput_mb_s(self) -> float:
@@ -106,7 +112,7 @@ class StorageConfig:
         `writers` (CHECKPOINT_WRITERS: rank 0 alone, or each of its `ranks` on `nodes` nodes)
         write a checkpoint of `checkpoint_gib` there."""
         on_lustre = lustre and self.lustre is not None
-        name = "FSx for Lustre" if on_lustre else "EFS"
+        name = LUSTRE if on_lustre else "EFS"
         if self.checkpoint_write_mb_s is not None:
             return CheckpointStore(name, self.checkpoint_write_mb_s, "storage.checkpointWriteMBps, as measured")
         all_ranks = writers == ALL_RANKS
@@ -220,6 +226,8 @@ def _parse_lustre(section: Section, availability_zones: tuple[str, ...], region:
         section.error(section.key("throughputPerTiB"), throughput,
                       f"is not a throughput {deployment or 'PERSISTENT_2'} offers (MB/s per TiB: {choices})",
                       f"use one of {choices}")
+    read_per_gpu = section.integer("readMBpsPerGpu", minimum=1,
+                                   fix="give the MB/s one GPU's data loader reads, e.g. 50 (samples/s x bytes per sample)")
     # Left out (""): placed in the zone of the GPU pools that use it, once they are known.
     zone = section.string("availabilityZone", "")
     id_problem = zone_id_problem(zone, region) if zone else None
@@ -231,4 +239,4 @@ def _parse_lustre(section: Section, availability_zones: tuple[str, ...], region:
                       f"or one of {', '.join(availability_zones)}")
     section.finish()
     return LustreConfig(deployment_type=deployment, storage_capacity_gib=capacity,
-                        throughput_per_tib=throughput, availability_zone=zone)
+                        throughput_per_tib=throughput, availability_zone=zone, read_mb_s_per_gpu=read_per_gpu)

@@ -25,9 +25,17 @@ from components.config.node_pools import DNS_LABEL, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
-from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
+from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, LUSTRE, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
-from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
+from components.facts.file_systems import (
+    FLUSHES_PER_STOP,
+    STOP_MARGIN_S,
+    CheckpointDemand,
+    LustreDemand,
+    flush_seconds,
+    grace_needed_seconds,
+    lustre_minimum_capacity,
+)
 from components.facts.node_sizing import allocatable, pod_share
 
 IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
@@ -369,8 +377,23 @@ def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageCo
                 f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
                 f"{STOP_MARGIN_S} s)",
                 f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), give the job's storage more "
-                "throughput (storage.lustre.throughputPerTiB / storageCapacityGiB), or, if every rank writes its own "
-                f"file, say so (checkpointWriters: {ALL_RANKS})")
+                f"throughput ({_lustre_minimum(job, storage) if store.name == LUSTRE else 'storage.lustre'}), or, if "
+                f"every rank writes its own file, say so (checkpointWriters: {ALL_RANKS})")
+
+
+def _lustre_minimum(job: JobConfig, storage: StorageConfig) -> str:
+    """The smallest storage.lustre.storageCapacityGiB whose write fits `job`'s grace period."""
+    lustre = storage.lustre
+    if lustre is None or job.checkpoint_gib is None:
+        return "storage.lustre"
+    files = job.total_gpus if job.checkpoint_writers == ALL_RANKS else 1
+    demand = LustreDemand(0, (CheckpointDemand(job.name, job.checkpoint_gib, files, job.termination_grace_period_seconds),))
+    capacity = lustre_minimum_capacity(demand, lustre.throughput_per_tib)
+    if capacity is None:
+        return (f"at {lustre.throughput_per_tib} MB/s per TiB no capacity writes {files} file(s) fast enough: raise "
+                "storage.lustre.throughputPerTiB")
+    return (f"storage.lustre.storageCapacityGiB: {capacity} at {lustre.throughput_per_tib} MB/s per TiB, or a higher "
+            "throughputPerTiB")
 
 
 def platform_sets(env_name: str) -> bool:

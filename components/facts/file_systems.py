@@ -22,15 +22,17 @@ Sources (read 2026):
   outside one cluster placement group is limited to 5 Gbps; the file servers are never in a GPU
   pool's placement group.
 
-Who writes matters (a job's `checkpointWriters`): the example trainer writes its whole checkpoint
-from rank 0 (trainer/launcher/checkpoint.py AsyncCheckpointer, `writes` left out), so one client
-and one file carry all of it; with every rank writing its own file (sharded state), the clients
-and files add up until the file system's own limit.
+Who writes matters (a job's `checkpointWriters`): a trainer that writes its whole checkpoint from
+rank 0 (trainer/launcher/checkpoint.py AsyncCheckpointer, `writes` left out) has one client and
+one file carry all of it, which on Lustre reaches 5 OSTs however large the file system; with
+every rank writing its own file (sharded state, or the example trainer's share of its replicated
+state: trainer/launcher/replicated.py), the clients and files add up until the file system's own limit.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 # ------------------------------------------------------------------------ FSx for Lustre
 
@@ -130,3 +132,67 @@ def flush_seconds(checkpoint_gib: float, write_mb_s: float) -> float:
 def grace_needed_seconds(checkpoint_gib: float, write_mb_s: float) -> int:
     """terminationGracePeriodSeconds that lets a job stop cleanly with its final checkpoint."""
     return math.ceil(FLUSHES_PER_STOP * flush_seconds(checkpoint_gib, write_mb_s) + STOP_MARGIN_S)
+
+
+# ------------------------------------------------------------------------ sizing FSx for Lustre
+
+@dataclass(frozen=True)
+class CheckpointDemand:
+    """One job's checkpoint as the file system must take it within the job's grace period."""
+
+    job: str
+    checkpoint_gib: float
+    files: int
+    """How many files it is written as at once: 1 (rank 0 writes it all) or one per rank."""
+    grace_s: int
+    """terminationGracePeriodSeconds: the stop budget its final flush must fit (grace_needed_seconds)."""
+
+    def write_mb_s(self, capacity_gib: int, throughput_per_tib: int) -> float:
+        return lustre_write_mb_s(capacity_gib, throughput_per_tib, files=self.files,
+                                 file_gib=self.checkpoint_gib / self.files)
+
+    def fits(self, capacity_gib: int, throughput_per_tib: int) -> bool:
+        return grace_needed_seconds(self.checkpoint_gib, self.write_mb_s(capacity_gib, throughput_per_tib)) <= self.grace_s
+
+
+@dataclass(frozen=True)
+class LustreDemand:
+    """What a file system must give: `read_mb_s` in total (the GPUs it serves x a per-GPU read
+    target) and each job's checkpoint within its grace period."""
+
+    read_mb_s: float
+    checkpoints: tuple[CheckpointDemand, ...] = ()
+
+    def met_by(self, capacity_gib: int, throughput_per_tib: int) -> bool:
+        return (lustre_throughput_mb_s(capacity_gib, throughput_per_tib) >= self.read_mb_s
+                and all(c.fits(capacity_gib, throughput_per_tib) for c in self.checkpoints))
+
+
+def lustre_capacities(up_to_gib: int):
+    """The capacities FSx for Lustre offers (1200, 2400, then steps of 2400), up to the first at or
+    above `up_to_gib`."""
+    first, second = LUSTRE_FIRST_CAPACITIES_GIB
+    capacity = first
+    while True:
+        yield capacity
+        if capacity >= up_to_gib:
+            return
+        capacity = second if capacity < second else capacity + LUSTRE_CAPACITY_STEP_GIB
+
+
+def lustre_minimum_capacity(demand: LustreDemand, throughput_per_tib: int) -> int | None:
+    """The smallest capacity that meets `demand` at `throughput_per_tib`, or None when none does.
+    Reads grow with capacity without end; a checkpoint's write grows only until its files' stripes
+    cover every OST (lustre_stripes), and is the same on any larger file system: the search ends
+    at the first capacity past both."""
+    read_gib = math.ceil(demand.read_mb_s / throughput_per_tib * 1024)
+    most_stripes = max((c.files * LUSTRE_LARGE_FILE_STRIPES for c in demand.checkpoints), default=1)
+    for capacity in lustre_capacities(max(read_gib, most_stripes * LUSTRE_OST_GIB)):
+        if demand.met_by(capacity, throughput_per_tib):
+            return capacity
+    return None
+
+
+def lustre_minimum_throughput(demand: LustreDemand, capacity_gib: int, deployment_type: str = "PERSISTENT_2") -> int | None:
+    """The lowest throughput per TiB of `deployment_type` that meets `demand` at `capacity_gib`, or None."""
+    return next((t for t in LUSTRE_DEPLOYMENT_TYPES.get(deployment_type, ()) if demand.met_by(capacity_gib, t)), None)
