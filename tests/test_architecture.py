@@ -59,7 +59,9 @@ def test_the_prod_view_shows_the_main_links_and_nothing_implied(plan_of):
     plan = plan_of("prod")
     edges = edges_of(mermaid("prod", plan.resources, plan.parents, plan.dependencies))
     main_links = {("network", "security_groups"), ("security_groups", "cluster"), ("cluster", "node_pools"),
-                  ("storage_mounts", "job_pretrain_p5"), ("training_queue", "job_pretrain_p5"),
+                  # On Lustre the job waits for the volumes through the checkpoint directory made on them.
+                  ("storage_mounts", "storage_mounts_checkpoint_directory"),
+                  ("storage_mounts_checkpoint_directory", "job_pretrain_p5"), ("training_queue", "job_pretrain_p5"),
                   ("storage_buckets", "workload_roles"), ("checkpoints_efs", "workload_roles")}
     assert main_links <= edges
     assert ("network", "cluster") not in edges, "implied by network -> security groups -> cluster"

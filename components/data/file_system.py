@@ -21,11 +21,13 @@ import pulumi_aws as aws
 
 from components.common.kms import customer_key
 from components.common.renames import renamed_from
+from components.data import training_data
 from components.identity import policies
 
 # The trainer image runs as 1000:1000 (trainer/Dockerfile); files on EFS are written as that user.
-TRAINER_UID = 1000
-TRAINER_GID = 1000
+# The same constants as the training pods' runAsUser/runAsGroup, so the two cannot drift apart.
+TRAINER_UID = training_data.RUN_AS_USER
+TRAINER_GID = training_data.RUN_AS_GROUP
 # Files unread for a week move to Infrequent Access ($0.016 instead of $0.30 per GB-month,
 # docs/cost.md) and come back on first read. A running job writes a checkpoint every hour or
 # so and keeps the last few, so what ages past a week belongs to a job that waits or has finished:

@@ -5,7 +5,7 @@ stack for `team-<team>`. What differs between them is passed in (where the train
 secrets and the checkpoint directory come from); what a tenant is, is written once here:
 
     namespace (guard rails, quota) -> ClusterQueue + LocalQueue -> trainer service account
-    -> volumes -> checkpoint cleanup -> secrets sync -> one JobSet per job
+    -> volumes -> checkpoint directory (Lustre) -> checkpoint cleanup -> secrets sync -> one JobSet per job
 
 The pieces stay top-level resources under the names they have always had (`TenantNames`):
 wrapping them in a component now would give every one a new URN, which Pulumi deploys as a
@@ -26,6 +26,7 @@ from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArg
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
 from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
+from components.workload.checkpoint_directory import CheckpointDirectory, CheckpointDirectoryArgs
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
@@ -139,9 +140,14 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     ), opts)
     namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
     volumes = _volumes(args, namespace_name, opts)
+    # What mounts the checkpoints waits for its directory (made here on Lustre; by the EFS access point).
+    directory = [] if volumes.checkpoints_sub_path is None else [CheckpointDirectory(
+        f"{args.names.volumes}-checkpoint-directory", CheckpointDirectoryArgs(
+            namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool,
+            sub_path=volumes.checkpoints_sub_path, depends_on=[training_ns, volumes]), opts)]
     CheckpointCleanup(names.cleanup, CheckpointCleanupArgs(
         namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool,
-        cleanup=args.checkpoint_cleanup, depends_on=[training_ns, volumes],
+        cleanup=args.checkpoint_cleanup, depends_on=[training_ns, volumes, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), opts)
     secrets_sync = SecretsSync(names.secrets_sync, SecretsSyncArgs(
@@ -161,7 +167,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     jobs = tuple(TrainingJob(f"job-{job.name}", TrainingJobArgs(
         job=job, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace, local_queue=LOCAL_QUEUE,
         # Its pods mount the volumes' claims and read the synced secret.
-        depends_on=[queue, volumes, secrets_sync, identity, training_ns],
+        depends_on=[queue, volumes, secrets_sync, identity, training_ns, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), opts) for job in args.training.jobs)
     return TrainingTenant(training_ns, queue, volumes, secrets_sync, identity, jobs)
