@@ -553,9 +553,19 @@ def test_no_pod_can_write_the_linked_datasets_through_its_checkpoint_mount(plan_
     pv = manifest(plan_of("prod"), "PersistentVolume", "checkpoints-training-prod")["spec"]
     assert pv["csi"]["volumeAttributes"]["mountname"] == "offline1", "the root: the kubelet makes the subPath in it"
     mounts = checkpoint_mounts(plan_of("prod"))
-    assert {owner.split()[0] for owner, _ in mounts} == {"JobSet", "CronJob"}, mounts
+    assert {owner.split()[0] for owner, _ in mounts} == {"JobSet", "CronJob", "Job"}, mounts
     for owner, mount in mounts:
+        if owner == "Job checkpoint-directory":
+            continue  # the one exception, below
         assert mount.get("subPath") == "checkpoints" and mount["mountPath"] == "/workspace/checkpoints", owner
+    # The one pod that mounts the root: the Job that makes the checkpoints directory in it
+    # (workload/checkpoint_directory.py), running the module's fixed script and nothing else.
+    from components.workload import checkpoint_directory
+
+    (job,) = [m for m in plan_of("prod").manifests() if m["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:3] == ["python", "-c", checkpoint_directory.SCRIPT]
+    assert container["command"][3] == f"{checkpoint_directory.ROOT_MOUNT}/{CHECKPOINTS_DIR}"
     for stack in ("dev", "team-vision-prod"):  # EFS: the access point is already the workload's own directory
         assert all("subPath" not in mount for _, mount in checkpoint_mounts(plan_of(stack))), stack
 
