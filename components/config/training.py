@@ -57,6 +57,8 @@ DEFAULT_ARGS = ("-m", "example_trainer.train")
 DEFAULT_HYPERPARAMETERS = "trainer/example_trainer/hparams.yaml"
 # The stack files' directory (Pulumi.yaml stackConfigDir): never a job's hyperparameters.
 STACKS_DIR = "stacks"
+# Where a job's grace check sends a job whose store writes too slowly, when no minimum is known.
+MORE_THROUGHPUT_KEYS = "storage.lustre.throughputPerTiB / storageCapacityGiB"
 
 
 @dataclass(frozen=True)
@@ -377,7 +379,7 @@ def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageCo
                 f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
                 f"{STOP_MARGIN_S} s)",
                 f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), give the job's storage more "
-                f"throughput ({_lustre_minimum(job, storage) if store.name == LUSTRE else 'storage.lustre'}), or, if "
+                f"throughput ({_lustre_minimum(job, storage) if store.name == LUSTRE else MORE_THROUGHPUT_KEYS}), or, if "
                 f"every rank writes its own file, say so (checkpointWriters: {ALL_RANKS})")
 
 
@@ -385,7 +387,7 @@ def _lustre_minimum(job: JobConfig, storage: StorageConfig) -> str:
     """The smallest storage.lustre.storageCapacityGiB whose write fits `job`'s grace period."""
     lustre = storage.lustre
     if lustre is None or job.checkpoint_gib is None:
-        return "storage.lustre"
+        return MORE_THROUGHPUT_KEYS
     files = job.total_gpus if job.checkpoint_writers == ALL_RANKS else 1
     demand = LustreDemand(0, (CheckpointDemand(job.name, job.checkpoint_gib, files, job.termination_grace_period_seconds),))
     capacity = lustre_minimum_capacity(demand, lustre.throughput_per_tib)
