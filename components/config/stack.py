@@ -35,6 +35,7 @@ from components.config.reader import (
     Section,
     did_you_mean,
     refuse_plain_keys_set_as_secrets,
+    report_keys_named_as_paths,
     shown,
 )
 from components.config.registry import RegistryConfig, parse_registry
@@ -256,7 +257,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     # Secret values must never reach Section's generic messages (they print the value): the
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
-    _report_keys_named_as_paths(own, prefix, errors)
+    report_keys_named_as_paths(own, prefix, errors)
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
@@ -465,19 +466,6 @@ def _trainer_image(root: Section, *, environment: str, team: bool) -> str | None
                                  "must be an image pinned by digest (repo@sha256:<64 hex>)",
                                  fix=image_fix(environment, team=team))
     return (image or "") if root.ok("trainerImage") else None
-
-
-def _report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLog) -> None:
-    """`pulumi config set 'secrets.hf-token' x` without --path writes one top-level key with the
-    dots in its name: no key here holds a '.' or '[', so each such key is that mistake (removed
-    from `own`, so it is not also reported as unknown; its value, maybe a secret, is not shown)."""
-    for key in [k for k in own if "." in k or "[" in k]:
-        del own[key]
-        secret = " --secret" if key.startswith(("secrets.", "secrets[")) else ""
-        errors.append(ConfigProblem(
-            f"{prefix}{key}", "unknown key: a key's name with a path in it",
-            f"did you mean `pulumi config set --path{secret} '{key}' <value>`? Without --path the CLI writes the dots "
-            f"into the key's name; remove this key (`pulumi config rm '{key}'`) and set it again with --path"))
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:
