@@ -316,6 +316,18 @@ def test_other_pools_still_name_min_and_desired(pool, changes):
         raised.value.errors
 
 
+def test_a_capacity_block_without_min_is_told_why_it_differs_from_a_reservation():
+    """The docs show `capacity: reservation  # or capacityBlock` with `size: {max: 2}`: switched as
+    the comment invites, the error says why the block needs the sizes the reservation did not."""
+    pools = prod_pools_with("p5-efa", capacity="capacityBlock", size={"max": 2, "desired": 0})
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config({**raw_config("prod"), f"{PROJECT}:nodePools": pools}, project=PROJECT, stack="prod")
+    index = next(i for i, p in enumerate(pools) if p["name"] == "p5-efa")
+    (error,) = [e for e in raised.value.errors if ".size." in e]
+    assert error.startswith(f"{PROJECT}:nodePools[{index}].size.min: required key is missing: a capacityBlock pool "
+                            "states all three sizes"), raised.value.errors
+
+
 def test_the_autoscaler_waits_longer_for_a_node_than_a_gpu_node_takes_to_start(plan_of):
     """CA's default is 15 min (FAQ.md); the stack's estimate for a p5's boot, join and image pull is
     prod's scaleDown.unneededMinutes (docs/cost.md). Kueue's gang timeout counts the same wait."""

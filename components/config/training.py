@@ -255,7 +255,8 @@ def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...],
                       f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs while {others}: together "
                       f"{over.owned}, more than the pool holds, so Kueue would admit gangs whose nodes can never come "
                       "up (their ProvisioningRequests fail and Kueue deactivates them)",
-                      f"lower it to {max(room, 0)} or less, or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
+                      f"{f'lower it to {room} or less' if room > 0 else 'remove it (the others own the whole pool)'}, "
+                      f"or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
                       "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
                       "reclaim them)")
 
