@@ -133,8 +133,9 @@ def test_evidence_rows_name_only_pinned_builds():
 
 def test_kube_proxy_and_coredns_rest_on_the_aws_tables():
     """The two add-ons whose per-minor tables the EKS user guide publishes and the crawl covers."""
-    assert {(addon, pin_evidence(addon, minor).kind) for minor in SUPPORTED_KUBERNETES_VERSIONS
-            for addon in ("kube-proxy", "coredns")} == {("kube-proxy", AWS_TABLE), ("coredns", AWS_TABLE)}
+    kinds = {(addon, evidence.kind if (evidence := pin_evidence(addon, minor)) else None)
+             for minor in SUPPORTED_KUBERNETES_VERSIONS for addon in ("kube-proxy", "coredns")}
+    assert kinds == {("kube-proxy", AWS_TABLE), ("coredns", AWS_TABLE)}
 
 
 def test_the_upgrade_doc_lists_every_pin_of_the_newest_minor_with_its_evidence():

@@ -122,7 +122,7 @@ def test_an_image_cuda_is_checked_against_the_pool(types, stack_cuda, job_cuda, 
     assert error.startswith(f"{PROJECT}:training.jobs[0].imageCuda: ") and refused in error, error
 
 
-@pytest.mark.parametrize("value", ["12", "cuda12.6", "12.6.3", ""])
+@pytest.mark.parametrize("value", ["12", "cuda12.6", "12.6.3", " "])
 def test_a_cuda_that_is_not_major_minor_is_refused(value):
     raw = mutate(raw_config("dev"), "trainerImageCuda", value)
     with pytest.raises(ConfigError) as raised:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+
 PLATFORM, TEAM = "platform", "team"
 BOTH = frozenset({PLATFORM, TEAM})
 
@@ -219,7 +220,7 @@ KEYS: tuple[Key, ...] = (
         "CronJob runs on it.", default=UNSET, stacks=BOTH),
     Key("trainerImageCuda", STRING, "The CUDA major.minor of `trainerImage` (a digest cannot be inspected offline): "
         "every job's pool must run it, from its GPUs' first CUDA (B200: 12.8) to the EKS NVIDIA AMI driver's newest "
-        "major (components/facts/cuda.py).", default=Derived("12.6, the base of trainer/Dockerfile"), stacks=BOTH),
+        "major (components/facts/cuda.py).", default=Derived("12.6, the CUDA of trainer/Dockerfile's base"), stacks=BOTH),
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "

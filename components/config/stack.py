@@ -476,9 +476,11 @@ def _trainer_image(root: Section, *, environment: str, team: bool) -> str | None
 
 
 def _trainer_image_cuda(root: Section) -> str | None:
-    """The stack's `trainerImageCuda` (default: the project's own image); None when it failed."""
-    cuda = root.string("trainerImageCuda", DEFAULT_IMAGE_CUDA, check=cuda_format_problem, fix=CUDA_FORMAT_FIX)
-    return cuda if root.ok("trainerImageCuda") else None
+    """The stack's `trainerImageCuda` (default: the project's own image; Pulumi.yaml's "" stands for
+    unset, as for every top-level string); None when it failed."""
+    cuda = root.optional_string("trainerImageCuda", check=lambda v: None if not v else cuda_format_problem(v),
+                                fix=CUDA_FORMAT_FIX)
+    return (cuda or DEFAULT_IMAGE_CUDA) if root.ok("trainerImageCuda") else None
 
 
 def _report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLog) -> None:

@@ -273,14 +273,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None)
         _check_gang_in_one_zone(s, pool, nodes)
 
-    image = s.string("image", trainer_image or "")
-    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
-        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
-                f"{image_advice}; or give the job an `image` of its own")
-    image_cuda = s.string("imageCuda", trainer_image_cuda or DEFAULT_IMAGE_CUDA, check=cuda_format_problem,
-                          fix=CUDA_FORMAT_FIX)
-    if pool is not None and s.ok("imageCuda") and (trainer_image_cuda is not None or s.has("imageCuda")):
-        _check_image_cuda(s, pool, image_cuda)
+    image, image_cuda = _parse_image(s, pool, trainer_image, trainer_image_cuda, image_advice)
 
     hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
@@ -393,6 +386,20 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
         s.error(s.key("nodes"), f"{nodes} x {gpus} GPUs",
                 f"the gang needs {gang} GPUs but the queue's quota on {pool.name} is {quota.get(pool.name, 0)}: "
                 "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
+
+
+def _parse_image(s: Section, pool: NodePoolConfig | None, trainer_image: str | None, trainer_image_cuda: str | None,
+                 image_advice: str) -> tuple[str, str]:
+    """The job's image and its CUDA; the CUDA checked against `pool` (None: not judged)."""
+    image = s.string("image", trainer_image or "")
+    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
+        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
+                f"{image_advice}; or give the job an `image` of its own")
+    image_cuda = s.string("imageCuda", trainer_image_cuda or DEFAULT_IMAGE_CUDA, check=cuda_format_problem,
+                          fix=CUDA_FORMAT_FIX)
+    if pool is not None and s.ok("imageCuda") and (trainer_image_cuda is not None or s.has("imageCuda")):
+        _check_image_cuda(s, pool, image_cuda)
+    return image, image_cuda
 
 
 def cuda_format_problem(value: str) -> str | None:

@@ -125,7 +125,8 @@ ADDON_EVIDENCE: dict[str, tuple[AddonEvidence, ...]] = {
     ),
     "coredns": (
         AddonEvidence("v1.13.2-eksbuild.11", ("1.34",), AWS_TABLE, "EKS user guide managing-coredns (ja_jp crawl, 1.31-1.36)"),
-        AddonEvidence("v1.14.3-eksbuild.3", ("1.35", "1.36"), AWS_TABLE, "EKS user guide managing-coredns (ja_jp crawl, 1.31-1.36)"),
+        AddonEvidence("v1.14.3-eksbuild.3", ("1.35", "1.36"), AWS_TABLE,
+                      "EKS user guide managing-coredns (ja_jp crawl, 1.31-1.36)"),
     ),
     "vpc-cni": (
         # The managing-vpc-cni table ("latest version per cluster version") is the AWS source; the
@@ -155,7 +156,8 @@ ADDON_EVIDENCE: dict[str, tuple[AddonEvidence, ...]] = {
         AddonEvidence("v1.9.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "no public record of a 1.34 or 1.36 build found"),
     ),
     "amazon-cloudwatch-observability": (
-        AddonEvidence("v6.7.0-eksbuild.1", ("1.36",), PUBLIC_RECORD, "newest EKS returned for 1.36 on 2026-09-27 (a public add-on review)"),
+        AddonEvidence("v6.7.0-eksbuild.1", ("1.36",), PUBLIC_RECORD,
+                      "newest EKS returned for 1.36 on 2026-09-27 (a public add-on review)"),
         AddonEvidence("v6.7.0-eksbuild.1", ("1.34", "1.35"), ASSUMED, "the same build on the older minors"),
     ),
 }
