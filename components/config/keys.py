@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-
 PLATFORM, TEAM = "platform", "team"
 BOTH = frozenset({PLATFORM, TEAM})
 
