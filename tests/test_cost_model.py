@@ -67,7 +67,9 @@ EXPECTED_POOLS = {
 def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
     cost = plan_cost(plan_of(stack).resources)
     assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED[stack], abs=1e-9)
-    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE, abs=1e-9)
+    # prod's GPU node groups all run in the Lustre file system's zone: no cross-AZ traffic to it.
+    lustre = {"cross-AZ traffic to FSx for Lustre": 0.0} if stack == "prod" else {}
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx({**EXPECTED_USAGE, **lustre}, abs=1e-9)
     assert cost.fixed_monthly_usd == pytest.approx(sum(EXPECTED_FIXED[stack].values()), abs=1e-9)
     assert [(p.pool.name, p.pool.min_nodes, p.pool.max_nodes) for p in cost.pools] == \
         [(name, low, high) for name, low, high, _ in EXPECTED_POOLS[stack]]
@@ -233,6 +235,20 @@ def test_stated_volumes_scale_the_usage_items(plan_of):
     cost = plan_cost(plan_of("dev").resources, usage=Usage(nat_gb=1000, log_gb=0, efs_gb=10))
     assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(
         {"NAT data processing": 45.0, "CloudWatch Logs ingestion": 0.0, "EFS Standard storage": 3.0})
+
+
+@pytest.mark.parametrize(("extra_subnets", "gb", "monthly"), [
+    ((), 1000, 0.0),  # the planned prod: every GPU node group in the file system's subnet
+    (("network-private-us-east-1b-id",), 1000, 20.0),  # gpu-spot with a second AZ: 1000 GB x $0.02
+    (("network-private-us-east-1b-id",), 50, 1.0),
+])
+def test_gpu_nodes_outside_the_lustre_zone_pay_the_cross_az_rate(plan_of, extra_subnets, gb, monthly):
+    resources = copy.deepcopy(plan_of("prod").resources)
+    [spot] = [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["name"].endswith("gpu-spot-nodegroup")]
+    spot["inputs"]["subnetIds"] += list(extra_subnets)
+    [item] = [i for i in plan_cost(resources, usage=Usage(lustre_cross_az_gb=gb)).usage if "Lustre" in i.name]
+    assert item.monthly_usd == pytest.approx(monthly)
+    assert ("gpu-training-prod-gpu-spot have nodes outside" in item.detail) is bool(extra_subnets), item.detail
 
 
 def test_a_teams_quota_is_priced_in_whole_nodes():

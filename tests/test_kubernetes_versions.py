@@ -15,11 +15,14 @@ from components.cluster.autoscaler import CHART_VERSION
 from components.config import ConfigError, load_stack_config
 from components.config.cluster import WARNING_WINDOW_DAYS, version_support
 from components.facts.eks_versions import (
+    ADDON_EVIDENCE,
     ADDON_VERSIONS,
+    AWS_TABLE,
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
     EKS_CALENDAR,
     SUPPORTED_KUBERNETES_VERSIONS,
     next_minor,
+    pin_evidence,
 )
 from offline.plan import planned_config, summary, synthesize
 
@@ -112,6 +115,34 @@ def test_node_monitoring_agent_builds_accept_dcgm_tolerations():
     for minor in SUPPORTED_KUBERNETES_VERSIONS:
         major, feature = map(int, ADDON_VERSIONS[minor]["eks-node-monitoring-agent"][1:].split(".")[:2])
         assert (major, feature) >= (1, 6), minor
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_VERSIONS)
+def test_every_addon_pin_has_its_published_evidence(minor):
+    """A bump of a build needs its row in ADDON_EVIDENCE (the published compatibility it rests on)."""
+    missing = [f"{addon} {build}" for addon, build in ADDON_VERSIONS[minor].items() if pin_evidence(addon, minor) is None]
+    assert not missing, f"{minor}: no evidence row for {missing}"
+
+
+def test_evidence_rows_name_only_pinned_builds():
+    """A stale row (its build no longer pinned for a minor it names) would vouch for nothing."""
+    stale = [f"{addon} {row.build} on {minor}" for addon, rows in ADDON_EVIDENCE.items() for row in rows
+             for minor in row.minors if ADDON_VERSIONS.get(minor, {}).get(addon) != row.build]
+    assert not stale, stale
+
+
+def test_kube_proxy_and_coredns_rest_on_the_aws_tables():
+    """The two add-ons whose per-minor tables the EKS user guide publishes and the crawl covers."""
+    kinds = {(addon, evidence.kind if (evidence := pin_evidence(addon, minor)) else None)
+             for minor in SUPPORTED_KUBERNETES_VERSIONS for addon in ("kube-proxy", "coredns")}
+    assert kinds == {("kube-proxy", AWS_TABLE), ("coredns", AWS_TABLE)}
+
+
+def test_the_upgrade_doc_lists_every_pin_of_the_newest_minor_with_its_evidence():
+    doc = (ROOT / "docs" / "upgrading-and-pins.md").read_text()
+    for addon, build in ADDON_VERSIONS[NEWEST].items():
+        evidence = pin_evidence(addon, NEWEST)
+        assert evidence is not None and f"| {addon} | `{build}` | {evidence.kind} |" in doc, addon
 
 
 # --- validation against the calendar ------------------------------------------------------------

@@ -217,6 +217,9 @@ KEYS: tuple[Key, ...] = (
         "prints the command that sets it (for a team stack, with `--repository` its platform's `trainerRepositoryUrl`: "
         "team stacks have no repository). Jobs use it unless they name their own `image`; the checkpoint cleanup "
         "CronJob runs on it.", default=UNSET, stacks=BOTH),
+    Key("trainerImageCuda", STRING, "The CUDA major.minor of `trainerImage` (a digest cannot be inspected offline): "
+        "every job's pool must run it, from its GPUs' first CUDA (B200: 12.8) to the EKS NVIDIA AMI driver's newest "
+        "major (components/facts/cuda.py).", default=Derived("12.6, the CUDA of trainer/Dockerfile's base"), stacks=BOTH),
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
@@ -231,6 +234,8 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].nodes", INTEGER, "Nodes of the job."),
     Key("training.jobs[].gpusPerNode", INTEGER, "GPUs per node."),
     Key("training.jobs[].image", STRING, "The job's image pinned by digest.", default=Derived("trainerImage")),
+    Key("training.jobs[].imageCuda", STRING, "The CUDA major.minor of the job's image, checked against its pool's "
+        "GPUs and driver.", default=Derived("trainerImageCuda")),
     Key("training.jobs[].hyperparameters", STRING, "The job's hyperparameters file, inside the repository.",
         default="trainer/example_trainer/hparams.yaml"),
     Key("training.jobs[].secrets", LIST, "Names of `secrets` entries the job gets as env vars.", default=[]),

@@ -50,7 +50,15 @@ from components.config.service_quotas import (
 )
 from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
-from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, image_fix, parse_training
+from components.config.training import (
+    CUDA_FORMAT_FIX,
+    IMAGE_BY_DIGEST,
+    TrainingConfig,
+    cuda_format_problem,
+    image_fix,
+    parse_training,
+)
+from components.facts.cuda import DEFAULT_IMAGE_CUDA
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -131,7 +139,7 @@ class StackConfig:
         """What is valid but due soon (e.g. the end of standard support). The model only
         collects them: __main__.py hands them to the engine (`pulumi up` shows them), and the
         offline plan prints them in its summary."""
-        return self.cluster.warnings + gang_zone_warnings(self.training.jobs, self.node_pools) + self.load_warnings
+        return self.cluster.warnings + self.load_warnings
 
 
 @dataclass(frozen=True)
@@ -178,8 +186,7 @@ class TeamStackConfig:
         """The platform's cluster warnings (the team's jobs run on its cluster), and the team's jobs'."""
         if self.platform is None:
             return ()
-        return (tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
-                + gang_zone_warnings(self.training.jobs, self.platform.node_pools))
+        return tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -373,7 +380,7 @@ def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[No
     unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
-                          invalid_pools=unjudged_pools,
+                          trainer_image_cuda=_trainer_image_cuda(root), invalid_pools=unjudged_pools,
                           storage=storage if root.ok("storage") else None, environment=environment)
 
 
@@ -409,6 +416,7 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root, environment=environment, team=True),
+                              trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
                               environment=environment, other_owners=_platform_queue(platform, environment))
@@ -470,6 +478,14 @@ def _trainer_image(root: Section, *, environment: str, team: bool) -> str | None
                                  "must be an image pinned by digest (repo@sha256:<64 hex>)",
                                  fix=image_fix(environment, team=team))
     return (image or "") if root.ok("trainerImage") else None
+
+
+def _trainer_image_cuda(root: Section) -> str | None:
+    """The stack's `trainerImageCuda` (default: the project's own image; Pulumi.yaml's "" stands for
+    unset, as for every top-level string); None when it failed."""
+    cuda = root.optional_string("trainerImageCuda", check=lambda v: None if not v else cuda_format_problem(v),
+                                fix=CUDA_FORMAT_FIX)
+    return (cuda or DEFAULT_IMAGE_CUDA) if root.ok("trainerImageCuda") else None
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:

@@ -27,7 +27,9 @@ from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
+from components.facts.cuda import DEFAULT_IMAGE_CUDA, cuda_problem, minimum_cuda, parse_cuda
 from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
+from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.node_sizing import allocatable, pod_share
 
 IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
@@ -81,6 +83,8 @@ class JobConfig:
     """Off by default: Kubernetes would delete the finished JobSet, and the next
     `pulumi up --refresh` would create it again and re-run the training. Set it only for jobs you
     remove from the stack file once they have finished."""
+    image_cuda: str = DEFAULT_IMAGE_CUDA
+    """The CUDA major.minor of `image` (`imageCuda`), checked against the pool's GPUs and driver."""
 
     @property
     def total_gpus(self) -> int:
@@ -153,27 +157,16 @@ def image_fix(environment: str, *, team: bool) -> str:
             "<this stack>`, which prints the trainerImage to set (a team stack has no image repository of its own)")
 
 
-def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig, ...]) -> tuple[str, ...]:
-    """Multi-node jobs on a pool over several AZs. Valid, and the spot pools' capacity comes from
-    spreading, but nothing keeps one gang in one AZ: NCCL across AZs is slower, the slowest link
-    sets every step's pace, and AWS bills the traffic in both directions. EFA pools are one AZ."""
-    by_name = {pool.name: pool for pool in pools}
-    return tuple(
-        f"training job {job.name}: its {job.nodes} nodes run on pool {job.pool}, which spans "
-        f"{len(pool.availability_zones)} AZs: the gang may land in several of them (slower "
-        "NCCL, cross-AZ traffic billed both ways). To keep it in one, give the pool one AZ (availabilityZones) "
-        "or add a pool per AZ"
-        for job in jobs if job.nodes > 1 and (pool := by_name.get(job.pool)) and len(pool.availability_zones) != 1)
-
-
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
                    trainer_image: str | None, invalid_pools: Collection[str] | None = (),
+                   trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
                    other_owners: Collection[tuple[str, Mapping[str, int]]] = ()) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
-    `trainer_image` is the stack's default image ("" for none), None when it failed validation.
+    `trainer_image` is the stack's default image ("" for none), None when it failed validation;
+    `trainer_image_cuda` its CUDA (`trainerImageCuda`), None when that failed.
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
     None when it failed validation (not judged then). In a prod stack every job must state it.
@@ -192,7 +185,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok,
-                         image_advice=image_fix(environment, team=team))
+                         image_advice=image_fix(environment, team=team), trainer_image_cuda=trainer_image_cuda)
         if environment == "prod" and not job_section.has("checkpointGiB"):
             # Without it the grace period cannot be checked, and a prod job cut off mid-flush
             # loses everything since its last complete checkpoint.
@@ -263,7 +256,7 @@ def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...],
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
                secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
-               quota_ok: Callable[..., bool], image_advice: str) -> JobConfig:
+               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None) -> JobConfig:
     name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
@@ -279,11 +272,9 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         pool = None
     elif s.ok("nodes", "gpusPerNode"):
         _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None)
+        _check_gang_in_one_zone(s, pool, nodes)
 
-    image = s.string("image", trainer_image or "")
-    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
-        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
-                f"{image_advice}; or give the job an `image` of its own")
+    image, image_cuda = _parse_image(s, pool, trainer_image, trainer_image_cuda, image_advice)
 
     hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
@@ -336,6 +327,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         checkpoint_writers=s.string("checkpointWriters", RANK0, choices=CHECKPOINT_WRITERS),
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
+        image_cuda=image_cuda,
     )
     if pool is not None and s.ok("gpusPerNode", "cpu", "memoryGiB", "sharedMemoryGiB"):
         _check_pod_fits_node(s, pool, job)
@@ -395,6 +387,56 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
         s.error(s.key("nodes"), f"{nodes} x {gpus} GPUs",
                 f"the gang needs {gang} GPUs but the queue's quota on {pool.name} is {quota.get(pool.name, 0)}: "
                 "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
+
+
+def _parse_image(s: Section, pool: NodePoolConfig | None, trainer_image: str | None, trainer_image_cuda: str | None,
+                 image_advice: str) -> tuple[str, str]:
+    """The job's image and its CUDA; the CUDA checked against `pool` (None: not judged)."""
+    image = s.string("image", trainer_image or "")
+    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
+        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
+                f"{image_advice}; or give the job an `image` of its own")
+    image_cuda = s.string("imageCuda", trainer_image_cuda or DEFAULT_IMAGE_CUDA, check=cuda_format_problem,
+                          fix=CUDA_FORMAT_FIX)
+    if pool is not None and s.ok("imageCuda") and (trainer_image_cuda is not None or s.has("imageCuda")):
+        _check_image_cuda(s, pool, image_cuda)
+    return image, image_cuda
+
+
+def cuda_format_problem(value: str) -> str | None:
+    return None if parse_cuda(value) else "is not a CUDA version"
+
+
+CUDA_FORMAT_FIX = "write the image's CUDA as major.minor, e.g. \"12.8\" (quoted: YAML reads 12.10 as 12.1)"
+
+
+def _check_image_cuda(s: Section, pool: NodePoolConfig, image_cuda: str) -> None:
+    """The image's CUDA against every GPU type of the pool and the AMI's driver (components/facts/cuda.py)."""
+    cuda = parse_cuda(image_cuda)
+    models = tuple(sorted({model for t in pool.instance_types if (model := INSTANCE_TYPES[t].gpu_model)}))
+    if cuda is None or not models:
+        return
+    problem = cuda_problem(cuda, models)
+    if problem:
+        needed = minimum_cuda(models)
+        s.error(s.key("imageCuda"), image_cuda, f"(the CUDA of the job's image, on pool {pool.name}) {problem}",
+                f"run the job on an image built for CUDA {needed[0]}.{needed[1]} or later within a major the driver "
+                "runs (trainer/Dockerfile: --build-arg BASE_IMAGE=<a pytorch/pytorch cuda tag>@sha256:<digest>), and "
+                "state its CUDA in imageCuda (or trainerImageCuda)")
+
+
+def _check_gang_in_one_zone(s: Section, pool: NodePoolConfig, nodes: int) -> None:
+    """A multi-node job's pool must be one AZ. Nothing else keeps a gang in one: the pool's node
+    group is one Auto Scaling group over its subnets, which EC2 balances across AZs, and Kueue's
+    topology-aware scheduling places a gang only after the autoscaler has provisioned its nodes
+    (docs/gpu-fabric-and-capacity.md, "Gangs in one zone")."""
+    if nodes > 1 and len(pool.availability_zones) > 1:
+        s.error(s.key("nodes"), nodes,
+                f"a gang of {nodes} nodes on pool {pool.name}, which spans {len(pool.availability_zones)} AZs "
+                f"({', '.join(pool.availability_zones)}), could land in several of them: slower NCCL, cross-AZ "
+                "traffic billed in both directions, and a one-AZ file system read across AZs",
+                "run multi-node jobs on a pool of one AZ: give the pool one (availabilityZones: [<AZ ID>], the "
+                "Lustre file system's for a platform job), or add a pool per AZ and name one in the job's pool")
 
 
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:

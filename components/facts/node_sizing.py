@@ -68,8 +68,9 @@ class DaemonSetPod:
 # plans install.
 NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
     DaemonSetPod("aws-node", "vpc-cni", 25 + 25, 0,
-                 "add-on v1.22.4-eksbuild.3: aws/amazon-vpc-cni-k8s tag v1.22.4 (7bd5eef) config/master/aws-k8s-cni.yaml, "
-                 "rendered from its chart aws-vpc-cni 1.22.4 (the same values.yaml as aws/eks-charts@5239609): "
+                 "add-on v1.23.1-eksbuild.1: read at aws/amazon-vpc-cni-k8s tag v1.23.0 (0c65d58) "
+                 "config/master/aws-k8s-cni.yaml (no v1.23.1 tag in the mirror of 2026-08-20; v1.22.4 had the "
+                 "same requests, so assumed unchanged), rendered from its chart aws-vpc-cni: "
                  "containers aws-node and aws-eks-nodeagent (the network policy agent, always in the pod) "
                  "request cpu 25m each and no memory; the init container aws-vpc-cni-init 25m"),
     DaemonSetPod("kube-proxy", "kube-proxy", 100, 0,
@@ -117,7 +118,7 @@ NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
                  "charts/aws-fsx-csi-driver/values.yaml (chart 1.17.0): node.resources.requests 10m/40Mi, "
                  "sidecars.nodeDriverRegistrar and sidecars.livenessProbe 10m/32Mi each"),
     DaemonSetPod("nvidia-device-plugin", "nvidia-device-plugin", 0, 0,
-                 "chart 0.18.0: NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca) "
+                 "chart 0.20.0: NVIDIA/k8s-device-plugin tag v0.20.0 (460230b) "
                  "deployments/helm/nvidia-device-plugin/values.yaml: resources {}; no config, so no "
                  "config-manager sidecar; gfd and nfd off"),
     DaemonSetPod("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", 10, 20,
