@@ -455,7 +455,7 @@ def stacks_of_environments(stacks: list[str], environments: list[str]) -> list[s
             or (stack.startswith("team-") and stack.rsplit("-", 1)[-1] in environments)]
 
 
-def _label(commit: str, ref: str) -> str:
+def commit_label(commit: str, ref: str) -> str:
     return f"`{ref}` ({commit[:12]})" if ref != commit else f"`{commit[:12]}`"
 
 
@@ -483,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 with worktree(head_commit, work, "head") as head_tree:
                     head = plan_tree(head_tree, work / "plans-head", args.stack)
-                head_label = _label(head_commit, args.head)
-            report = build_report(_label(base_commit, args.base), head_label, base, head, cost_of)
+                head_label = commit_label(head_commit, args.head)
+            report = build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of)
     except PlanDiffError as error:
         print(f"plan-diff: {error}", file=sys.stderr)
         return 2
