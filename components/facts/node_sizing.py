@@ -39,6 +39,19 @@ KERNEL_MEMORY_FRACTION = 0.05
 # FI_EFA_USE_HUGE_PAGE=0 (workload/fabric_env.py), so DataLoader workers can fork. Memory a node
 # holds as huge pages is not in its memory capacity, so it is counted as unavailable here.
 EFA_HUGEPAGES_MIB = 5120
+# Room kept free beyond kube-reserved and the DaemonSet table, on every node: the table lists
+# what this platform installs, not what the account's owners may add to every node later (a
+# security or runtime-monitoring agent, a log shipper; an add-on bump that raises a request
+# before its row is read again). Without it the whole-node pod's request is exact to the
+# millicore (0.67 vCPU left on p5.48xlarge, 30m on g6e.12xlarge: gpu-training#27 item 5), so one
+# more DaemonSet pod leaves the trainer Pending on a node the Cluster Autoscaler believes fits
+# it (its template node is the whole instance minus the DaemonSets it knows), and the autoscaler
+# keeps adding nodes up to the pool's max. The figures are the issue's: 2 % of the node's vCPUs,
+# at least 2 vCPU, and 2 % of its memory, at least 1 GiB (a typical node agent requests well
+# under 0.5 GiB: the largest row below is 128 MiB). A planning margin, not a measurement.
+MARGIN_SHARE = 0.02
+MIN_MARGIN_CPU_MILLIS = 2000
+MIN_MARGIN_MEMORY_MIB = 1024
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,8 @@ class NodeHeadroom:
     kube_reserved_memory_mib: int
     daemonset_memory_mib: int
     unseen_memory_mib: int  # kernel, firmware, eviction threshold, EFA huge pages
+    margin_cpu_millis: int  # kept free for DaemonSets the table does not know (MARGIN_SHARE)
+    margin_memory_mib: int
     pod_cpu: float
     pod_memory_gib: float
 
@@ -172,10 +187,19 @@ def daemonset_requests(*, efa: bool) -> tuple[int, int]:
     return sum(p.cpu_millis for p in pods), sum(p.memory_mib for p in pods)
 
 
+def margin_cpu_millis(vcpus: int) -> int:
+    return max(MIN_MARGIN_CPU_MILLIS, math.ceil(vcpus * 1000 * MARGIN_SHARE))
+
+
+def margin_memory_mib(memory_gib: int) -> int:
+    return max(MIN_MARGIN_MEMORY_MIB, math.ceil(memory_gib * 1024 * MARGIN_SHARE))
+
+
 def node_headroom(instance_type: str, *, efa: bool) -> NodeHeadroom:
     instance = INSTANCE_TYPES[instance_type]
     reserved_cpu, reserved_memory = kube_reserved_cpu_millis(instance.vcpus), kube_reserved_memory_mib(instance)
     daemon_cpu, daemon_memory = daemonset_requests(efa=efa)
+    margin_cpu, margin_memory = margin_cpu_millis(instance.vcpus), margin_memory_mib(instance.memory_gib)
     capacity_mib = instance.memory_gib * 1024
     unseen = math.ceil(capacity_mib * KERNEL_MEMORY_FRACTION) + EVICTION_HARD_MEMORY_MIB + (EFA_HUGEPAGES_MIB if efa else 0)
     return NodeHeadroom(
@@ -185,14 +209,17 @@ def node_headroom(instance_type: str, *, efa: bool) -> NodeHeadroom:
         kube_reserved_memory_mib=reserved_memory,
         daemonset_memory_mib=daemon_memory,
         unseen_memory_mib=unseen,
-        pod_cpu=(instance.vcpus * 1000 - reserved_cpu - daemon_cpu) / 1000,
-        pod_memory_gib=(capacity_mib - unseen - reserved_memory - daemon_memory) / 1024,
+        margin_cpu_millis=margin_cpu,
+        margin_memory_mib=margin_memory,
+        pod_cpu=(instance.vcpus * 1000 - reserved_cpu - daemon_cpu - margin_cpu) / 1000,
+        pod_memory_gib=(capacity_mib - unseen - reserved_memory - daemon_memory - margin_memory) / 1024,
     )
 
 
 def allocatable(instance_types: Sequence[str], *, efa: bool = False) -> tuple[float, float]:
     """(cpu, memory GiB) a pod can have on any node launched from `instance_types` once the
-    platform's DaemonSets run there: a pool may launch any of its types, so the smallest decides."""
+    platform's DaemonSets run there and the margin is kept free: a pool may launch any of its
+    types, so the smallest decides."""
     rooms = [node_headroom(name, efa=efa) for name in instance_types]
     return min(r.pod_cpu for r in rooms), min(r.pod_memory_gib for r in rooms)
 
