@@ -3,14 +3,20 @@
 import math
 import re
 
+import pulumi
 import pytest
 
+from components.common.eks_addons import managed_addon
+from components.common.helm import helm_release
 from components.cluster.device_plugins import EFA_CHART_VERSION, NVIDIA_CHART_VERSION
 from components.config.node_pools import CAPACITY_TYPES
 from components.facts.eks_versions import ADDON_VERSIONS, SUPPORTED_KUBERNETES_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.node_sizing import (
     NODE_DAEMONSETS,
+    OFF_GPU_NODES,
+    UnsizedInstall,
+    check_sized,
     daemonset_requests,
     eni_max_pods,
     kube_reserved_cpu_millis,
@@ -116,18 +122,37 @@ def test_a_spot_pool_is_sized_by_its_smallest_type():
     assert pod_share(["g5.12xlarge"], gpus=2, gpus_per_node=4) == pod_share(["g6.12xlarge", "g5.12xlarge"], gpus=2, gpus_per_node=4)
 
 
-# Add-ons and charts whose workloads are Deployments on the system pool, never on GPU nodes.
-NOT_ON_GPU_NODES = {"coredns", "cluster-autoscaler", "kueue", "jobset", "external-secrets"}
-
-
 def test_the_table_names_every_daemonset_the_plans_install(plan_of):
-    """A DaemonSet added to the platform without a row here would eat the training pod's room."""
+    """A DaemonSet added to the platform without a row here would eat the training pod's room:
+    every add-on and chart of the dev, staging and prod plans has rows, or is known to stay off
+    GPU nodes; no row is left over; and no plain manifest of the plans is a DaemonSet."""
     installed: set[str] = set()
     for stack in ("dev", "staging", "prod"):
         plan = plan_of(stack)
         installed |= {a["inputs"]["addonName"] for a in plan.of_type("aws:eks/addon:Addon")}
         installed |= {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
-    assert installed - NOT_ON_GPU_NODES == {p.installed_by for p in NODE_DAEMONSETS}
+        kinds = {r["type"] for r in plan.resources} | {str(m.get("kind")) for m in plan.manifests()}
+        assert not {k for k in kinds if "DaemonSet" in k}, stack
+    assert installed - set(OFF_GPU_NODES) == {p.installed_by for p in NODE_DAEMONSETS}
+    assert set(OFF_GPU_NODES) <= installed, "an OFF_GPU_NODES entry the plans no longer install"
+
+
+@pytest.mark.parametrize(("install", "kind"), [
+    (lambda: managed_addon("x", cluster_name="c", addon_name="aws-guardduty-agent", kubernetes_version="1.36",
+                           opts=pulumi.ResourceOptions()), "EKS add-on aws-guardduty-agent"),
+    (lambda: helm_release("x", chart="oci://public.ecr.aws/example/node-problem-detector", version="1.0.0",
+                          namespace="kube-system", values={}, opts=pulumi.ResourceOptions()),
+     "Helm chart node-problem-detector"),
+])
+def test_the_plan_fails_for_an_install_the_sizing_does_not_count(install, kind):
+    """Before any resource exists: an add-on or chart without DaemonSet rows stops the program."""
+    with pytest.raises(UnsizedInstall, match=kind):
+        install()
+
+
+@pytest.mark.parametrize("name", sorted({p.installed_by for p in NODE_DAEMONSETS} | set(OFF_GPU_NODES)))
+def test_every_known_install_passes_the_check(name):
+    check_sized(name, kind="EKS add-on")
 
 
 # The Helm charts the platform pins outside the add-on table (components/cluster/device_plugins.py).

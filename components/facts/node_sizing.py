@@ -140,6 +140,35 @@ NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
 )
 
 
+# Add-ons and charts the platform installs whose pods never land on a GPU node: Deployments
+# pinned to the system pool, with no toleration of the GPU taint (values in components/cluster,
+# components/workload, components/secrets). Everything else the plans install must have rows above.
+OFF_GPU_NODES: dict[str, str] = {
+    "coredns": "EKS add-on Deployment; no toleration of the GPU taint",
+    "cluster-autoscaler": "Deployment, nodeSelector the system pool (cluster/autoscaler.py)",
+    "kueue": "controller Deployment on the system pool (workload/controllers.py)",
+    "jobset": "controller Deployment on the system pool (workload/controllers.py)",
+    "external-secrets": "controller Deployments on the system pool (secrets/sync.py)",
+}
+
+
+class UnsizedInstall(Exception):
+    """An add-on or chart the plan installs that neither has rows in NODE_DAEMONSETS nor is
+    known to stay off GPU nodes: its DaemonSet (if any) would eat the training pod's room."""
+
+
+def check_sized(name: str, *, kind: str) -> None:
+    """Fail the plan for an install whose node pods the sizing does not count. `kind` says what
+    `name` is ("EKS add-on", "Helm chart") for the message."""
+    sized = {pod.installed_by for pod in NODE_DAEMONSETS}
+    if name not in sized and name not in OFF_GPU_NODES:
+        raise UnsizedInstall(
+            f"{kind} {name} is installed, but components/facts/node_sizing.py neither lists its DaemonSet pods "
+            "(NODE_DAEMONSETS) nor says it stays off GPU nodes (OFF_GPU_NODES): the training pod's CPU and "
+            "memory request would not leave room for it. Read its pinned chart or manifest, add a row per "
+            "DaemonSet pod with its requests (sidecars included), or an OFF_GPU_NODES entry with the reason")
+
+
 @dataclass(frozen=True)
 class NodeHeadroom:
     """How one node's CPU and memory divide: reserved by EKS, taken by DaemonSets, left for pods."""
