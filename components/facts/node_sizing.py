@@ -259,3 +259,23 @@ def pod_share(instance_types: Sequence[str], *, gpus: int, gpus_per_node: int, e
     cpu, memory = allocatable(instance_types, efa=efa)
     share = gpus / gpus_per_node
     return max(1, math.floor(cpu * share)), max(1, math.floor(memory * share))
+
+
+# /dev/shm: PyTorch's DataLoader workers hand each batch to the training process through shared
+# memory (torch.multiprocessing's default file_descriptor strategy, backed by /dev/shm), and each
+# worker keeps `prefetch_factor` batches (default 2) in flight (torch.utils.data.DataLoader docs).
+# Too small a /dev/shm fails a worker with "bus error" / "No space left on device" mid-epoch.
+# A planning figure per worker, not a measurement: 2 batches of up to 512 MiB of decoded samples.
+SHM_GIB_PER_LOADER_WORKER = 1
+# A memory-backed emptyDir's files count against the container's memory limit (Kubernetes docs,
+# Volumes, emptyDir: "files you write count against your container's memory limit"), so /dev/shm
+# is carved out of the pod's memory, not added to it: the trainer's processes keep at least 3/4.
+SHM_MAX_SHARE_OF_POD_MEMORY = 0.25
+
+
+def shared_memory_gib(*, gpus: int, loader_workers_per_gpu: int, pod_memory_gib: int) -> int:
+    """Default /dev/shm size: one training process per GPU, each with its loader workers, each
+    worker SHM_GIB_PER_LOADER_WORKER; at most SHM_MAX_SHARE_OF_POD_MEMORY of the pod's memory,
+    at least 1 GiB."""
+    wanted = gpus * loader_workers_per_gpu * SHM_GIB_PER_LOADER_WORKER
+    return max(1, min(wanted, math.floor(pod_memory_gib * SHM_MAX_SHARE_OF_POD_MEMORY)))
