@@ -6,16 +6,16 @@ import re
 import pulumi
 import pytest
 
+from components.cluster.device_plugins import EFA_CHART_VERSION, NVIDIA_CHART_VERSION
 from components.common.eks_addons import managed_addon
 from components.common.helm import helm_release
-from components.cluster.device_plugins import EFA_CHART_VERSION, NVIDIA_CHART_VERSION
 from components.config.node_pools import CAPACITY_TYPES
 from components.facts.eks_versions import ADDON_VERSIONS, SUPPORTED_KUBERNETES_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.node_sizing import (
     NODE_DAEMONSETS,
     OFF_GPU_NODES,
-    UnsizedInstall,
+    UnsizedInstallError,
     check_sized,
     daemonset_requests,
     eni_max_pods,
@@ -146,7 +146,7 @@ def test_the_table_names_every_daemonset_the_plans_install(plan_of):
 ])
 def test_the_plan_fails_for_an_install_the_sizing_does_not_count(install, kind):
     """Before any resource exists: an add-on or chart without DaemonSet rows stops the program."""
-    with pytest.raises(UnsizedInstall, match=kind):
+    with pytest.raises(UnsizedInstallError, match=kind):
         install()
 
 

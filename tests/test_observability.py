@@ -6,6 +6,7 @@ import pytest
 from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
+from components.config.stack import StackConfig
 from components.facts.eks_versions import ADDON_VERSIONS, SUPPORTED_KUBERNETES_VERSIONS
 from components.observability.monitoring import (
     EFA_MIN_ADDON_VERSION,
@@ -75,7 +76,9 @@ def test_invalid_observability_config(stack, path, value, expected):
 
 
 def efa_pools(stack):
-    return [p.name for p in config_of(stack).node_pools if p.efa]
+    config = config_of(stack)
+    assert isinstance(config, StackConfig)
+    return [p.name for p in config.node_pools if p.efa]
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)

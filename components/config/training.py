@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.config.node_pools import DNS_LABEL, NodePoolConfig
-from components.config.vocabularies import Capacity
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
+from components.config.vocabularies import Capacity
 from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
 from components.facts.node_sizing import SHM_MAX_SHARE_OF_POD_MEMORY, allocatable, pod_share, shared_memory_gib
 

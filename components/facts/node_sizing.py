@@ -152,7 +152,7 @@ OFF_GPU_NODES: dict[str, str] = {
 }
 
 
-class UnsizedInstall(Exception):
+class UnsizedInstallError(Exception):
     """An add-on or chart the plan installs that neither has rows in NODE_DAEMONSETS nor is
     known to stay off GPU nodes: its DaemonSet (if any) would eat the training pod's room."""
 
@@ -162,7 +162,7 @@ def check_sized(name: str, *, kind: str) -> None:
     `name` is ("EKS add-on", "Helm chart") for the message."""
     sized = {pod.installed_by for pod in NODE_DAEMONSETS}
     if name not in sized and name not in OFF_GPU_NODES:
-        raise UnsizedInstall(
+        raise UnsizedInstallError(
             f"{kind} {name} is installed, but components/facts/node_sizing.py neither lists its DaemonSet pods "
             "(NODE_DAEMONSETS) nor says it stays off GPU nodes (OFF_GPU_NODES): the training pod's CPU and "
             "memory request would not leave room for it. Read its pinned chart or manifest, add a row per "
