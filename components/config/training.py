@@ -332,16 +332,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
     memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
     shared_memory = _shared_memory(s, pool, gpus, memory)
-    spot = pool is not None and pool.capacity == Capacity.SPOT
-    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
-                      minimum=30, maximum=3600)
-    if spot and grace > SPOT_MAX_GRACE_S and s.ok("terminationGracePeriodSeconds"):
-        s.error(s.key("terminationGracePeriodSeconds"), grace,
-                f"exceeds what a spot node leaves a stopping pod: EC2 terminates it {SPOT_NOTICE_S} s after the "
-                f"interruption notice, and the drain takes ~{SPOT_DRAIN_MARGIN_S} s of that, so a pod of pool "
-                f"{pool.name if pool else ''} is killed after at most {SPOT_MAX_GRACE_S} s",
-                f"set at most {SPOT_MAX_GRACE_S} (the default on spot), make the final checkpoint fit it (checkpointWriters: "
-                f"{ALL_RANKS}, a smaller checkpointGiB), or run the job on on-demand or reserved capacity")
+    grace = _termination_grace(s, pool)
     heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
@@ -365,6 +356,21 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         _check_pod_fits_node(s, pool, job)
     s.finish()
     return job
+
+
+def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
+    """`terminationGracePeriodSeconds`: on a spot pool within what the interruption notice leaves."""
+    spot = pool is not None and pool.capacity == Capacity.SPOT
+    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
+                      minimum=30, maximum=3600)
+    if pool is not None and spot and grace > SPOT_MAX_GRACE_S and s.ok("terminationGracePeriodSeconds"):
+        s.error(s.key("terminationGracePeriodSeconds"), grace,
+                f"exceeds what a spot node leaves a stopping pod: EC2 terminates it {SPOT_NOTICE_S} s after the "
+                f"interruption notice, and the drain takes ~{SPOT_DRAIN_MARGIN_S} s of that, so a pod of pool "
+                f"{pool.name} is killed after at most {SPOT_MAX_GRACE_S} s",
+                f"set at most {SPOT_MAX_GRACE_S} (the default on spot), make the final checkpoint fit it (checkpointWriters: "
+                f"{ALL_RANKS}, a smaller checkpointGiB), or run the job on on-demand or reserved capacity")
+    return grace
 
 
 def _shared_memory(s: Section, pool: NodePoolConfig | None, gpus: int, memory_gib: int | None) -> int:
