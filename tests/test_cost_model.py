@@ -37,7 +37,8 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 3 * 730 * 0.005,              # 10.95
         "KMS keys": 8 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs, Lustre
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
-        "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
+        # gpu-idle, gpu-memory-full, node-failed, efa-rx-dropped, training-pod-unschedulable
+        "CloudWatch alarms": 5 * 0.10,
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
         "FSx for Lustre": 12000 * 0.145,                             # storage.lustre: 12000 GiB at 125 MB/s/TiB: 1740.00
     },
@@ -48,7 +49,7 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
         "KMS keys": 7 * 1.00,
         "Secrets Manager secrets": 2 * 0.40,
-        "CloudWatch alarms": 3 * 0.10,
+        "CloudWatch alarms": 4 * 0.10,                               # no EFA pool: no efa-rx-dropped
         "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
     },
 }
@@ -84,7 +85,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 3001.81
+    assert round(cost.fixed_monthly_usd, 2) == 3002.01  # 5 alarms at $0.10
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -287,9 +288,9 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $3,181 + 730 h x $110.19 = $83,620" \
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $3,182 + 730 h x $110.19 = $83,620" \
         in printed["prod"]
-    assert "A month with every GPU pool at max size: $3,181 + 730 h x $175.43 = $131,245" in printed["prod"]
+    assert "A month with every GPU pool at max size: $3,182 + 730 h x $175.43 = $131,245" in printed["prod"]
     assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
     assert "= fixed + usage + 666 h of every GPU pool at max size" in printed["prod"]

@@ -243,12 +243,16 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].args", LIST, "The container's arguments.", default=["-m", "example_trainer.train"]),
     Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
     Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
-    Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm.", default=8),
+    Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm (memory the pod's limit counts; at most a quarter "
+        "of it).", default=Derived("GPUs per node x loaderWorkersPerGpu x 1 GiB, at most a quarter of the pod's memory")),
+    Key("training.jobs[].loaderWorkersPerGpu", INTEGER, "DataLoader worker processes per GPU that the default "
+        "sharedMemoryGiB is sized for.", default=4),
     Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3),
     Key("training.jobs[].maxDisruptionRestarts", INTEGER, "Restarts after disruptions (spot, maintenance); restarts in "
         "all are bounded by maxRestarts + maxDisruptionRestarts.", default=20),
     Key("training.jobs[].terminationGracePeriodSeconds", INTEGER, "Time a stopping pod gets to write its last "
-        "checkpoint.", default=120),
+        "checkpoint; on a spot pool at most 100 (EC2 terminates the node 120 s after its interruption notice).",
+        default=Derived("120; 100 on a spot pool")),
     Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600),
     Key("training.jobs[].checkpointIntervalSeconds", INTEGER, "Seconds between checkpoints.",
         default=Derived("the trainer's own")),

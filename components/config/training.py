@@ -27,10 +27,11 @@ from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
+from components.config.vocabularies import Capacity
 from components.facts.cuda import DEFAULT_IMAGE_CUDA, cuda_problem, minimum_cuda, parse_cuda
 from components.facts.file_systems import FLUSHES_PER_STOP, STOP_MARGIN_S, flush_seconds, grace_needed_seconds
 from components.facts.instance_types import INSTANCE_TYPES
-from components.facts.node_sizing import allocatable, pod_share
+from components.facts.node_sizing import SHM_MAX_SHARE_OF_POD_MEMORY, allocatable, pod_share, shared_memory_gib
 
 IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -45,6 +46,19 @@ MAX_HYPERPARAMETERS_BYTES = 1024 * 1024
 # 4 KiB pages of x86_64 and arm64 EKS nodes, so 131071 bytes of UTF-8. An env var is the one string
 # "NAME=value". A longer one is accepted by Kubernetes, and the container never starts.
 MAX_ARG_STRLEN = 4096 * 32
+# EC2 interrupts a spot instance two minutes after its interruption notice, whatever the pods'
+# grace (EC2 User Guide, spot-instance-termination-notices: "a warning that is issued two minutes
+# before Amazon EC2 stops or terminates your Spot Instance"). On managed node groups EKS cordons
+# and drains the node when the notice (or an earlier rebalance recommendation) reaches it (EKS
+# User Guide, managed-node-groups, "Managed node group capacity types": Spot), so the pod's
+# SIGTERM comes some seconds after the notice: 20 s for the event's delivery, the cordon and the
+# eviction (a planning figure). A longer grace is cut off by the instance's termination.
+SPOT_NOTICE_S = 120
+SPOT_DRAIN_MARGIN_S = 20
+SPOT_MAX_GRACE_S = SPOT_NOTICE_S - SPOT_DRAIN_MARGIN_S
+DEFAULT_GRACE_S = 120
+# DataLoader workers per training process (per GPU) that /dev/shm is sized for by default.
+DEFAULT_LOADER_WORKERS_PER_GPU = 4
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
 DEFAULT_ARGS = ("-m", "example_trainer.train")
@@ -196,7 +210,9 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                               "(fp32 weights and AdamW's two moments: about 12 bytes per parameter)")
         if storage is not None and job_section.ok("nodes", "gpusPerNode", "checkpointGiB", "checkpointWriters",
                                                   "terminationGracePeriodSeconds"):
-            _check_grace_covers_the_flush(job_section, job, storage, team)
+            pool = next((p for p in pools if p.name == job.pool), None)
+            _check_grace_covers_the_flush(job_section, job, storage, team,
+                                          spot=pool is not None and pool.capacity == Capacity.SPOT)
         jobs.append(job)
     names = [j.name for j in jobs if j.name]  # a rejected name reads "": no name to repeat
     for name in sorted({n for n in names if names.count(n) > 1}):
@@ -307,8 +323,8 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 
     cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
     memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
-    shared_memory = s.integer("sharedMemoryGiB", 8, minimum=1)
-    grace = s.integer("terminationGracePeriodSeconds", 120, minimum=30, maximum=3600)
+    shared_memory = _shared_memory(s, pool, gpus, memory)
+    grace = _termination_grace(s, pool)
     heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
@@ -335,6 +351,34 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
     return job
 
 
+def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
+    """`terminationGracePeriodSeconds`: on a spot pool within what the interruption notice leaves."""
+    spot = pool is not None and pool.capacity == Capacity.SPOT
+    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
+                      minimum=30, maximum=3600)
+    if pool is not None and spot and grace > SPOT_MAX_GRACE_S and s.ok("terminationGracePeriodSeconds"):
+        s.error(s.key("terminationGracePeriodSeconds"), grace,
+                f"exceeds what a spot node leaves a stopping pod: EC2 terminates it {SPOT_NOTICE_S} s after the "
+                f"interruption notice, and the drain takes ~{SPOT_DRAIN_MARGIN_S} s of that, so a pod of pool "
+                f"{pool.name} is killed after at most {SPOT_MAX_GRACE_S} s",
+                f"set at most {SPOT_MAX_GRACE_S} (the default on spot), make the final checkpoint fit it (checkpointWriters: "
+                f"{ALL_RANKS}, a smaller checkpointGiB), or run the job on on-demand or reserved capacity")
+    return grace
+
+
+def _shared_memory(s: Section, pool: NodePoolConfig | None, gpus: int, memory_gib: int | None) -> int:
+    """`sharedMemoryGiB`, by default sized from the node's training processes and their loader
+    workers (facts/node_sizing.shared_memory_gib), within the pod's memory."""
+    workers = s.integer("loaderWorkersPerGpu", DEFAULT_LOADER_WORKERS_PER_GPU, minimum=0, maximum=64)
+    if pool is None or not s.ok("gpusPerNode", "memoryGiB", "loaderWorkersPerGpu"):
+        return s.integer("sharedMemoryGiB", 8, minimum=1)  # nothing to size it by; the error is reported
+    processes = min(gpus, pool.gpus_per_node)
+    pod_memory = memory_gib or pod_share(pool.instance_types, gpus=processes, gpus_per_node=pool.gpus_per_node,
+                                         efa=pool.efa)[1]
+    return s.integer("sharedMemoryGiB", shared_memory_gib(gpus=processes, loader_workers_per_gpu=workers,
+                                                          pod_memory_gib=pod_memory), minimum=1)
+
+
 def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str) -> None:
     """One string of the container's execve (an argument, or NAME=value): no NUL, within MAX_ARG_STRLEN."""
     if "\0" in value:
@@ -348,22 +392,32 @@ def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str)
                 "shorten it; pass large data in the hyperparameters file or in S3")
 
 
-def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool) -> None:
+def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool, *,
+                                  spot: bool) -> None:
     if job.checkpoint_gib is None:
         return
     store = storage.checkpoint_store(nodes=job.nodes, ranks=job.total_gpus, writers=job.checkpoint_writers,
                                      checkpoint_gib=job.checkpoint_gib, lustre=not team)
     needed = grace_needed_seconds(job.checkpoint_gib, store.write_mb_s)
-    if job.termination_grace_period_seconds < needed:
-        flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
-        s.error(s.key("terminationGracePeriodSeconds"), job.termination_grace_period_seconds,
-                f"is too short to stop cleanly: a {job.checkpoint_gib} GiB checkpoint on {store.name} at "
-                f"{store.write_mb_s:.0f} MB/s ({store.basis}) takes {flush:.0f} s to write, and a stop may first "
-                f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
-                f"{STOP_MARGIN_S} s)",
-                f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), give the job's storage more "
-                "throughput (storage.lustre.throughputPerTiB / storageCapacityGiB), or, if every rank writes its own "
-                f"file, say so (checkpointWriters: {ALL_RANKS})")
+    if job.termination_grace_period_seconds >= needed:
+        return
+    flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
+    why = (f"a {job.checkpoint_gib} GiB checkpoint on {store.name} at {store.write_mb_s:.0f} MB/s ({store.basis}) takes "
+           f"{flush:.0f} s to write, and a stop may first finish a background save: {needed} s are needed "
+           f"({FLUSHES_PER_STOP} x {flush:.0f} s + {STOP_MARGIN_S} s)")
+    if spot and needed > SPOT_MAX_GRACE_S:
+        s.error(s.key("checkpointGiB"), job.checkpoint_gib,
+                f"cannot be saved when a spot node is reclaimed: {why}, but a spot pod is killed after at most "
+                f"{SPOT_MAX_GRACE_S} s ({SPOT_NOTICE_S} s notice - {SPOT_DRAIN_MARGIN_S} s for the drain)",
+                f"write it per rank (checkpointWriters: {ALL_RANKS}), give the storage more throughput, shrink the "
+                "checkpoint, or run the job on on-demand or reserved capacity")
+        return
+    s.error(s.key("terminationGracePeriodSeconds"), job.termination_grace_period_seconds,
+            f"is too short to stop cleanly: {why}",
+            f"set terminationGracePeriodSeconds to at least {needed} (at most "
+            f"{SPOT_MAX_GRACE_S if spot else 3600}), give the job's storage more "
+            "throughput (storage.lustre.throughputPerTiB / storageCapacityGiB), or, if every rank writes its own "
+            f"file, say so (checkpointWriters: {ALL_RANKS})")
 
 
 def platform_sets(env_name: str) -> bool:
@@ -442,10 +496,12 @@ def _check_gang_in_one_zone(s: Section, pool: NodePoolConfig, nodes: int) -> Non
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
     memory_limit = job.memory_gib or pod_share(pool.instance_types, gpus=min(job.gpus_per_node, pool.gpus_per_node),
                                                gpus_per_node=pool.gpus_per_node, efa=pool.efa)[1]
-    if job.shared_memory_gib >= memory_limit:
+    if job.shared_memory_gib > memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY:
         s.error(s.key("sharedMemoryGiB"), job.shared_memory_gib,
-                f"must be below the pod's memory ({memory_limit} GiB): /dev/shm counts against it",
-                "lower sharedMemoryGiB or raise memoryGiB")
+                f"must be at most a quarter of the pod's memory ({memory_limit} GiB): /dev/shm is memory the pod's "
+                "limit counts, and the trainer's processes need the rest",
+                f"lower sharedMemoryGiB to {max(1, int(memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY))} or less, "
+                "or raise memoryGiB")
 
     cpu, memory = allocatable(pool.instance_types, efa=pool.efa)
     share = job.gpus_per_node / pool.gpus_per_node
