@@ -444,7 +444,9 @@ def test_every_planned_jobs_image_cuda_runs_on_its_pools_gpus(platform, jobs, pl
     assert jobsets
     for jobset in jobsets:
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        models = tuple(INSTANCE_TYPES[t].gpu_model for t in types_of[pod["nodeSelector"][POOL_LABEL]])
+        gpu_models = [INSTANCE_TYPES[t].gpu_model for t in types_of[pod["nodeSelector"][POOL_LABEL]]]
+        models = tuple(model for model in gpu_models if model)
+        assert len(models) == len(gpu_models), gpu_models  # a trainer's pool has GPUs on every type
         cuda = parse_cuda(cuda_of[jobset["metadata"]["name"]])
         assert cuda and cuda_problem(cuda, models) is None, (jobset["metadata"]["name"], cuda, models)
 
