@@ -282,6 +282,25 @@ def test_what_follows_the_clusters_minor_follows_it(stack, plan_of):
     assert autoscaler["values"]["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS[minor]
 
 
+def _release(text: str) -> tuple[int, ...]:
+    """"v1.23.1-eksbuild.1" -> (1, 23, 1); "0.20.0" -> (0, 20, 0)."""
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text)
+    assert match, text
+    return tuple(int(part) for part in match.groups())
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_the_planned_device_plugin_and_vpc_cni_are_not_the_stale_pins(stack, plan_of):
+    """#27 item 7 on the synthesised plans. Reference review 2 found the NVIDIA device plugin at
+    chart 0.18.0 (NVIDIA/k8s-device-plugin v0.20.0 released 2026-08-19) and vpc-cni at v1.22.4
+    (v1.23.0 released): the plans install at least those newer releases."""
+    plan = plan_of(stack)
+    releases = {r["inputs"]["chart"]: r["inputs"]["version"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
+    addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in plan.of_type(ADDON)}
+    assert _release(releases["nvidia-device-plugin"]) >= (0, 20, 0), releases["nvidia-device-plugin"]
+    assert _release(addons["vpc-cni"]) >= (1, 23, 0), addons["vpc-cni"]
+
+
 @pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_VERSIONS)
 def test_manifests_are_valid_on_every_offered_minor(minor, plan_of):
     """A stack can move to any offered minor (or roll back one) without a manifest change."""

@@ -194,3 +194,40 @@ def test_every_capacity_type_has_planning_numbers():
     from components.cluster.pool_scheduling import CAPACITY_PRIORITY
     from components.workload.sizing import NODE_MTBF_HOURS
     assert set(CAPACITY_PRIORITY) == set(NODE_MTBF_HOURS) == set(CAPACITY_TYPES)
+
+
+# (platform stack, its jobs' plans): a team stack's jobs run on its platform's pools.
+JOB_PLANS = [("dev", "dev"), ("staging", "staging"), ("prod", "prod"), ("prod", "team-vision-prod")]
+
+
+def _gib(quantity: str) -> float:
+    return float(quantity.removesuffix("Gi")) if quantity.endswith("Gi") else float(quantity.removesuffix("Mi")) / 1024
+
+
+@pytest.mark.parametrize(("platform", "jobs"), JOB_PLANS, ids=[j for _, j in JOB_PLANS])
+def test_every_planned_trainer_leaves_the_margin_free_on_each_type_of_its_pool(platform, jobs, plan_of):
+    """#27 item 5 on the synthesised plans: for every JobSet, as many trainer pods as fit a node's
+    GPUs, plus kube-reserved and the DaemonSet table, leave at least 2 % of the vCPUs (>= 2) and
+    2 % of the memory (>= 1 GiB) free, on every instance type of the pool's node groups (the
+    review measured 0.67 vCPU on p5 and 30m on staging's g6e.12xlarge before the margin)."""
+    from components.cluster.pool_scheduling import POOL_LABEL
+    node_groups = [g["inputs"] for g in plan_of(platform).of_type("aws:eks/nodeGroup:NodeGroup")]
+    types_of = {g["labels"][POOL_LABEL]: g["instanceTypes"] for g in node_groups if g.get("instanceTypes")}
+    checked = 0
+    for jobset in (m for m in plan_of(jobs).manifests() if m["kind"] == "JobSet"):
+        spec = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        requests = container["resources"]["requests"]
+        efa = "vpc.amazonaws.com/efa" in requests
+        for name in types_of[spec["nodeSelector"][POOL_LABEL]]:
+            instance, room = INSTANCE_TYPES[name], node_headroom(name, efa=efa)
+            pods = instance.gpus // int(requests["nvidia.com/gpu"])
+            free_cpu = (instance.vcpus * 1000 - room.kube_reserved_cpu_millis - room.daemonset_cpu_millis
+                        - pods * float(requests["cpu"]) * 1000)
+            free_memory_mib = (instance.memory_gib * 1024 - room.unseen_memory_mib - room.kube_reserved_memory_mib
+                               - room.daemonset_memory_mib - pods * _gib(requests["memory"]) * 1024)
+            where = f"{jobset['metadata']['name']} on {name}"
+            assert free_cpu >= max(2000, instance.vcpus * 20), f"{where}: {free_cpu:.0f}m free"
+            assert free_memory_mib >= max(1024, instance.memory_gib * 1024 * 0.02), f"{where}: {free_memory_mib:.0f} MiB free"
+            checked += 1
+    assert checked, "no trainer checked: the test would pass on nothing"
