@@ -18,14 +18,17 @@ STACK ?= dev
 # torch from there first when the index answers a HEAD request within 5 s, so the
 # `pip install -r requirements-dev.txt` after it finds the pin satisfied and keeps the CPU build.
 # When it does not answer (offline, a proxy), one line says so and pip's own configuration decides
-# (PyPI's CUDA build; on our machines, the local wheel cache's CPU build).
+# (PyPI's CUDA build; on our machines, the local wheel cache's CPU build); so it does when the index
+# answers but the install from it fails. A .venv that already holds the CUDA build keeps it (the pin
+# is satisfied): `make clean` first to change it.
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_PIN = $(shell grep -E '^torch==' requirements-dev.txt)
 # Only torch (and what it depends on) comes from that index: everything else stays on PyPI.
 define install_torch_cpu
 	@if $(PY) scripts/_index_answers.py "$(TORCH_CPU_INDEX)/torch/"; then \
 		echo "torch: $(TORCH_PIN) from $(TORCH_CPU_INDEX) (the CPU build)"; \
-		$(PY) -m pip install --quiet --disable-pip-version-check --index-url "$(TORCH_CPU_INDEX)" "$(TORCH_PIN)"; \
+		$(PY) -m pip install --quiet --disable-pip-version-check --index-url "$(TORCH_CPU_INDEX)" "$(TORCH_PIN)" \
+			|| echo "torch: the CPU build did not install from $(TORCH_CPU_INDEX) (an index that answers but does not serve the wheel?); falling back to pip's configured index"; \
 	else \
 		echo "torch: $(TORCH_CPU_INDEX) did not answer within 5 s; falling back to pip's configured index (PyPI: the CUDA build, with nvidia-* wheels)"; \
 	fi

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config.placeholders import find_placeholders, refuse_or_warn
-from components.config.reader import ConfigError, ConfigProblem, ErrorLog, Section, refuse_plain_keys_set_as_secrets
+from components.config.reader import (
+    ConfigError,
+    ConfigProblem,
+    ErrorLog,
+    Section,
+    refuse_plain_keys_set_as_secrets,
+    report_keys_named_as_paths,
+)
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 from components.facts.regions import ARN_PARTITION
 
@@ -177,6 +184,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     errors.take_refused_values(raw)  # the stack file's own problems, first
     prefix = f"{project}:"
     own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    report_keys_named_as_paths(own, prefix, errors)
     for key in sorted(raw):
         if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
             errors.append(ConfigProblem(key, "unknown key for the bootstrap", f"remove it, or write it as {prefix}<key>."))

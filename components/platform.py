@@ -312,6 +312,8 @@ def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) ->
         account_id=on_aws.account_id,
         depends_on=cluster.node_groups,
         logs_key_arn=on_aws.logs_key_arn,
+        control_plane_log_group=cluster.cluster.log_group,
+        efa=any(p.efa for p in config.node_pools),
     ), on_aws.opts)
 
 

@@ -7,6 +7,7 @@
 - `cost`: a stack's cost from its plan; `policy_config`: the policy pack's per-stack config.
 - `cli_errors`: the bad-input contract every command line here keeps (exit 2, one line per error).
 - `project_venv`: a script started by a python without the project's packages re-runs under .venv.
+- `generated_files`, `doc_figures`: the parts of files rendered from code, and their --write/--check.
 
 The commands are `scripts/plan.py`, `scripts/plan-diff`, `scripts/cost.py` and
 `scripts/policy_config.py`; each only makes the repository root importable and calls `main`.

@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nat-gb", type=float, default=Usage.nat_gb, help="GB/month through the NAT gateways")
     parser.add_argument("--log-gb", type=float, default=Usage.log_gb, help="GB/month into CloudWatch Logs")
     parser.add_argument("--efs-gb", type=float, default=Usage.efs_gb, help="GB kept on EFS Standard")
+    parser.add_argument("--lustre-cross-az-gb", type=float, default=Usage.lustre_cross_az_gb,
+                        help="GB/month GPU nodes outside the Lustre file system's zone move to or from it")
     parser.add_argument("--prices", action="store_true", help="print the price table with its sources")
     args = parser.parse_args(argv)
     if args.prices:
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     project_dir = args.project.resolve()
     if not (project_dir / "Pulumi.yaml").is_file():
         parser.error(f"--project {path_for_message(args.project)}: no Pulumi.yaml there")
-    usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb)
+    usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb, lustre_cross_az_gb=args.lustre_cross_az_gb)
     try:
         # The bootstrap's config is its own (bootstrap/config.py), read when its program runs below.
         config = load_config(args.stack) if project_dir == ROOT else None

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.facts.cost_model import plan_cost
+from offline.generated_files import RenderError
 from offline.plan import ROOT, Plan, all_stacks, summary, synthesize, write_plan
-from offline.plan_diff import BOOTSTRAP_DIR, TreePlans, _label, build_report, load_cost_model
+from offline.plan_diff import BOOTSTRAP_DIR, TreePlans, build_report, commit_label, load_cost_model
 
 MARKER = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) [^>]*-->\n)(?P<body>.*?)(?P<close><!-- end generated -->)",
                     re.S)
@@ -35,7 +36,7 @@ EXAMPLE_BASE_COMMIT = "a379639da0e2" + "0" * 28
 EXAMPLE_HEAD_COMMIT = "83f081a82245" + "0" * 28
 
 
-class DocFigureError(Exception):
+class DocFigureError(RenderError):
     """A page names a fragment that does not exist, or the example change no longer applies."""
 
 
@@ -92,7 +93,7 @@ def example_plan_diff(plan_of: PlanOf) -> str:
         others = dict.fromkeys(unchanged_stacks(), same)
         base = TreePlans(stacks={EXAMPLE_STACK: scratch / "base" / EXAMPLE_STACK, **others}, failures={})
         head = TreePlans(stacks={EXAMPLE_STACK: scratch / "head" / EXAMPLE_STACK, **others}, failures={})
-        report = build_report(_label(EXAMPLE_BASE_COMMIT, EXAMPLE_BASE_COMMIT), _label(EXAMPLE_HEAD_COMMIT, "HEAD"),
+        report = build_report(commit_label(EXAMPLE_BASE_COMMIT, EXAMPLE_BASE_COMMIT), commit_label(EXAMPLE_HEAD_COMMIT, "HEAD"),
                               base, head, load_cost_model())
     return f"```\n{report.markdown}```\n"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,9 @@ NON_MANIFEST_K8S_TYPES = ("kubernetes:helm.sh/", "kubernetes:yaml")
 DEFAULT_MAX_CHARS = 60_000
 MAX_VALUE_CHARS = 60
 MAX_PATHS_PER_RESOURCE = 8
+# Set for the plans made here: no example-value lists (as offline/plan.py reads it), which would
+# push a failing stack's error out of the text kept for the comment.
+QUIET_PLACEHOLDERS = "PLAN_QUIET_PLACEHOLDERS"
 
 # Inputs whose change makes the provider replace the resource (delete and create, or create
 # and delete) instead of updating it in place. What we know, with where it is written:
@@ -293,7 +297,8 @@ def plan_tree(tree: Path, build: Path, stacks: list[str]) -> TreePlans:
         command = [sys.executable, str(tree / "scripts" / "plan.py"), *selection, "--build-dir", str(out)]
         if prefix:
             command += ["--project", str(project_dir)]
-        result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+        result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False,
+                                env={**os.environ, QUIET_PLACEHOLDERS: "1"})
         if result.returncode != 0:
             plans.failures[prefix or MAIN_PROJECT] = (result.stderr or result.stdout).strip()[-2000:]
         for directory in sorted(out.iterdir()) if out.is_dir() else []:
@@ -450,7 +455,7 @@ def stacks_of_environments(stacks: list[str], environments: list[str]) -> list[s
             or (stack.startswith("team-") and stack.rsplit("-", 1)[-1] in environments)]
 
 
-def _label(commit: str, ref: str) -> str:
+def commit_label(commit: str, ref: str) -> str:
     return f"`{ref}` ({commit[:12]})" if ref != commit else f"`{commit[:12]}`"
 
 
@@ -478,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 with worktree(head_commit, work, "head") as head_tree:
                     head = plan_tree(head_tree, work / "plans-head", args.stack)
-                head_label = _label(head_commit, args.head)
-            report = build_report(_label(base_commit, args.base), head_label, base, head, cost_of)
+                head_label = commit_label(head_commit, args.head)
+            report = build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of)
     except PlanDiffError as error:
         print(f"plan-diff: {error}", file=sys.stderr)
         return 2

@@ -11,7 +11,6 @@ The parts and how each is made: offline/doc_figures.py.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 from pathlib import Path
@@ -24,34 +23,16 @@ from offline.project_venv import require  # noqa: E402
 
 require("doc_figures.py")  # it plans stacks: the Pulumi SDK
 
-from offline.doc_figures import PAGES, DocFigureError, render_page  # noqa: E402
+from offline.doc_figures import PAGES, render_page  # noqa: E402
+from offline.generated_files import write_or_check  # noqa: E402
 from offline.plan import synthesize  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the generated parts of the pages")
-    mode.add_argument("--check", action="store_true", help="exit 1 if a page differs from what the code prints")
-    args = parser.parse_args(argv)
     plan_of = functools.cache(synthesize)
-    stale = []
-    for page in PAGES:
-        current = page.read_text()
-        try:
-            wanted = render_page(current, plan_of)
-        except DocFigureError as error:
-            print(f"{page.relative_to(ROOT)}: {error}", file=sys.stderr)
-            return 2
-        if wanted == current:
-            continue
-        if args.write:
-            page.write_text(wanted)
-        else:
-            stale.append(page.relative_to(ROOT))
-    for page in stale:
-        print(f"{page}: differs from what the code prints. Fix: run scripts/doc_figures.py --write", file=sys.stderr)
-    return 1 if stale else 0
+    return write_or_check(argv, description=__doc__.splitlines()[0] if __doc__ else "", root=ROOT,
+                          renders={page: functools.partial(render_page, plan_of=plan_of) for page in PAGES},
+                          source="what the code prints", command="scripts/doc_figures.py")
 
 
 if __name__ == "__main__":

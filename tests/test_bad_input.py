@@ -396,6 +396,8 @@ API_LIMITS = [
     ("tag-value-over-256", "costCenter", "c" * 257, "costCenter", "AWS tag value"),
     ("empty-cost-center", "costCenter", "", "costCenter", "AWS tag value"),
     ("blank-cost-center", "costCenter", "   ", "costCenter", "AWS tag value"),
+    # a separate cost center in Cost Explorer from "ml-platform"
+    ("cost-center-with-a-trailing-space", "costCenter", "ml-platform ", "costCenter", "no space at the end"),
     # a non-ASCII letter: the message said "letters", which ä is
     ("non-ascii-cost-center", "costCenter", "ml-plätform", "costCenter", "then ASCII letters, digits"),
     ("unknown-region", "region", "us-east-9", "region", "not an AWS region"),

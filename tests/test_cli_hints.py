@@ -86,6 +86,36 @@ def test_a_key_written_without_path_says_to_set_it_with_path():
     assert not any(ciphertext in error or "10.20.0.0" in error for error in errors)
 
 
+def test_a_dotted_secret_key_with_a_refused_value_gets_both_lines_and_never_its_value(tmp_path):
+    """The YAML reader refuses the date (without quoting it: it is a secret's), and the key still
+    gets the --path hint: the user must set it again anyway."""
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text((STACKS / "Pulumi.dev.yaml").read_text() + "  gpu-training:secrets.extra: 2024-05-06\n")
+    result = subprocess.run([sys.executable, "scripts/plan.py", "--stack", "dev", "--stack-file", str(stack_file),
+                             "--build-dir", str(tmp_path / "build")], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "2024-05-06" not in result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if "secrets.extra" in line]
+    assert len(lines) == 2, lines
+    assert "a value of the secrets map (value not shown) is ambiguous" in lines[0]
+    assert "did you mean `pulumi config set --path --secret 'secrets.extra' <value>`" in lines[1]
+
+
+def test_the_bootstrap_says_to_set_a_dotted_key_with_path():
+    from bootstrap.config import load_bootstrap_config
+    from components.config import decode_raw_config
+    from components.config.stack_file import stack_config
+
+    project, config, secret_keys = stack_config("bootstrap", project_dir=BOOTSTRAP)
+    config[f"{project}:state.versionRetentionDays"] = "30"
+    with pytest.raises(ConfigError) as caught:
+        load_bootstrap_config(decode_raw_config(config), project=project, stack="bootstrap", secret_keys=secret_keys)
+    assert caught.value.errors == [
+        f"{project}:state.versionRetentionDays: unknown key: a key's name with a path in it. Fix: did you mean "
+        "`pulumi config set --path 'state.versionRetentionDays' <value>`? Without --path the CLI writes the dots into "
+        "the key's name; remove this key (`pulumi config rm 'state.versionRetentionDays'`) and set it again with --path"]
+
+
 def test_a_team_stacks_image_advice_is_its_platforms_repository():
     team = errors_of(mutate(raw_config("team-vision-prod"), "trainerImage", "trainer:latest"), stack="team-vision-prod")
     [image] = [e for e in team if e.startswith(f"{PROJECT}:trainerImage:")]

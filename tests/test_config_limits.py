@@ -125,6 +125,14 @@ def test_quotas_the_config_exceeds_are_refused(case, changes, expected):
     assert any(expected in problem for problem in found), found
 
 
+def test_an_over_quota_group_is_said_beside_another_network_problem():
+    """The rule count reads only monitoringIngress: an overlapping vpcCidr must not hide it until the next run."""
+    raw = mutate(raw_config("staging"), "network", big_network(20, 20) | {"vpcCidr": "10.30.0.0/16"})
+    found = problems_of(raw, "staging")
+    assert any("network.vpcCidr: overlaps the VPC CIDR 10.30.0.0/16 of stack 'prod'" in p for p in found), found
+    assert any("network.monitoringIngress.cidrs: gives the security group nodes" in p for p in found), found
+
+
 @pytest.mark.parametrize(
     ("changes", "stack"),
     [
@@ -190,7 +198,7 @@ def load_team(raw, plan_of) -> TeamStackConfig:
         ({"gpuQuota": {"p5-efa": 16, "gpu-spot": 16}},
          "gpu-training:training.gpuQuota.p5-efa: owns 16 of pool p5-efa's 16 GPUs while the platform stack 'prod' "
          "(its training.gpuQuota) owns 16: together 32"),
-        ({"gpuQuota": {"p5-efa": 1, "gpu-spot": 16}}, "Fix: lower it to 0 or less, or borrow it instead: gpuQuotaBorrowed: [p5-efa]"),
+        ({"gpuQuota": {"p5-efa": 1, "gpu-spot": 16}}, "Fix: remove it (the others own the whole pool), or borrow it instead: gpuQuotaBorrowed: [p5-efa]"),
         ({"gpuQuota": {"gpu-spot": 24}}, "gpu-training:training.gpuQuota.gpu-spot: owns 24 of pool gpu-spot's 32 GPUs"),
         ({"gpuQuota": {"gpu-spot": 24}}, "Fix: lower it to 16 or less"),
         ({"gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["p5-efa"]},
@@ -303,7 +311,13 @@ def test_a_secret_with_surrounding_whitespace_is_refused_unshown(value, says):
     assert SECRET_VALUE not in "\n".join(found)
 
 
-@pytest.mark.parametrize(("value", "padding"), [("token", ""), ("two words", ""), ("a\nb", ""), ("x\n", "ends with a newline")])
+@pytest.mark.parametrize(("value", "padding"), [
+    ("token", ""), ("two words", ""), ("a\nb", ""), ("x\n", "ends with a newline"), ("x\r\n", "ends with a newline"),
+    # a PEM key or JSON document read from its file ends with one newline, as the file does
+    ("-----BEGIN KEY-----\nMIIB\n-----END KEY-----\n", ""), ("{\n}\r\n", ""),
+    ("a\nb\n\n", "ends with a newline"), ("a\nb \n", "ends with a newline"),
+    (" a\nb\n", "begins and ends with whitespace (spaces, tabs or newlines)"),
+])
 def test_surrounding_whitespace(value, padding):
     assert surrounding_whitespace(value) == padding
 

@@ -37,7 +37,8 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 3 * 730 * 0.005,              # 10.95
         "KMS keys": 8 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs, Lustre
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
-        "CloudWatch alarms": 3 * 0.10,                               # gpu-idle, gpu-memory-full, node-failed
+        # gpu-idle, gpu-memory-full, node-failed, efa-rx-dropped, training-pod-unschedulable
+        "CloudWatch alarms": 5 * 0.10,
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
         "FSx for Lustre": 26400 * 0.145,                             # storage.lustre: 26400 GiB at 125 MB/s/TiB: 3828.00
     },
@@ -48,7 +49,7 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
         "KMS keys": 7 * 1.00,
         "Secrets Manager secrets": 2 * 0.40,
-        "CloudWatch alarms": 3 * 0.10,
+        "CloudWatch alarms": 4 * 0.10,                               # no EFA pool: no efa-rx-dropped
         "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
     },
 }
@@ -67,7 +68,9 @@ EXPECTED_POOLS = {
 def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
     cost = plan_cost(plan_of(stack).resources)
     assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED[stack], abs=1e-9)
-    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE, abs=1e-9)
+    # prod's GPU node groups all run in the Lustre file system's zone: no cross-AZ traffic to it.
+    lustre = {"cross-AZ traffic to FSx for Lustre": 0.0} if stack == "prod" else {}
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx({**EXPECTED_USAGE, **lustre}, abs=1e-9)
     assert cost.fixed_monthly_usd == pytest.approx(sum(EXPECTED_FIXED[stack].values()), abs=1e-9)
     assert [(p.pool.name, p.pool.min_nodes, p.pool.max_nodes) for p in cost.pools] == \
         [(name, low, high) for name, low, high, _ in EXPECTED_POOLS[stack]]
@@ -82,7 +85,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 5089.81
+    assert round(cost.fixed_monthly_usd, 2) == 5090.01  # 26400 GiB of Lustre, 5 alarms at $0.10
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -235,6 +238,20 @@ def test_stated_volumes_scale_the_usage_items(plan_of):
         {"NAT data processing": 45.0, "CloudWatch Logs ingestion": 0.0, "EFS Standard storage": 3.0})
 
 
+@pytest.mark.parametrize(("extra_subnets", "gb", "monthly"), [
+    ((), 1000, 0.0),  # the planned prod: every GPU node group in the file system's subnet
+    (("network-private-us-east-1b-id",), 1000, 20.0),  # gpu-spot with a second AZ: 1000 GB x $0.02
+    (("network-private-us-east-1b-id",), 50, 1.0),
+])
+def test_gpu_nodes_outside_the_lustre_zone_pay_the_cross_az_rate(plan_of, extra_subnets, gb, monthly):
+    resources = copy.deepcopy(plan_of("prod").resources)
+    [spot] = [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["name"].endswith("gpu-spot-nodegroup")]
+    spot["inputs"]["subnetIds"] += list(extra_subnets)
+    [item] = [i for i in plan_cost(resources, usage=Usage(lustre_cross_az_gb=gb)).usage if "Lustre" in i.name]
+    assert item.monthly_usd == pytest.approx(monthly)
+    assert ("gpu-training-prod-gpu-spot have nodes outside" in item.detail) is bool(extra_subnets), item.detail
+
+
 def test_a_teams_quota_is_priced_in_whole_nodes():
     pools = [pool_cost(NodePool("gpu-spot", ("g6.48xlarge", "g5.48xlarge"), "SPOT", 0, 4, 200)),
              pool_cost(NodePool("small", ("g6.xlarge",), "SPOT", 0, 4, 200))]
@@ -271,9 +288,9 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $5,269 + 730 h x $110.19 = $85,708" \
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $5,270 + 730 h x $110.19 = $85,708" \
         in printed["prod"]
-    assert "A month with every GPU pool at max size: $5,269 + 730 h x $175.43 = $133,333" in printed["prod"]
+    assert "A month with every GPU pool at max size: $5,270 + 730 h x $175.43 = $133,333" in printed["prod"]
     assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
     assert "= fixed + usage + 654 h of every GPU pool at max size" in printed["prod"]

@@ -80,3 +80,17 @@ def test_the_architecture_page_names_every_component_module():
     assert modules, "no modules found: the test would pass on nothing"
     missing = sorted(str(m) for m in modules if f"`{m.name}`" not in table)
     assert not missing, f"docs/architecture.md does not say where these are: {missing}"
+
+
+def test_the_review_table_names_only_tests_and_files_that_exist():
+    """docs/gpu-fabric-and-capacity.md's "Reference review 2" table says which test asserts each
+    point: a renamed test or moved module there would leave a point's evidence pointing at nothing."""
+    text = (ROOT / "docs" / "gpu-fabric-and-capacity.md").read_text()
+    table = text[text.index("## Reference review 2: where each point stands"):]
+    tests = set(re.findall(r"`(test_\w+)`", table))
+    paths = {p for p in re.findall(r"`([\w./-]+\.(?:py|yaml))`", table) if not p.startswith("test_")}
+    defined = {m for f in (ROOT / "tests").rglob("test_*.py") for m in re.findall(r"^def (test_\w+)\(", f.read_text(), re.M)}
+    assert len(tests) > 20 and len(paths) > 15, "the table's names were not found: the test would pass on nothing"
+    assert not tests - defined, f"tests the table names that do not exist: {sorted(tests - defined)}"
+    missing = sorted(p for p in paths if not (ROOT / p).exists() and not (ROOT / "tests" / p).exists())
+    assert not missing, f"files the table names that do not exist: {missing}"

@@ -111,7 +111,7 @@ def test_prod_jobset_carries_the_efa_environment_and_bounds(plan_of):
     (job,) = config.training.jobs
     assert env["TRAIN_MAX_GANG_RESTARTS"] == str(job.max_restarts + job.max_disruption_restarts)
     assert env["TRAIN_RESTART_ATTEMPT"] == {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
-    assert "cpu" not in container["resources"]["limits"] and container["resources"]["requests"]["cpu"] == "190"
+    assert "cpu" not in container["resources"]["limits"] and container["resources"]["requests"]["cpu"] == "186"  # 190.67 - the 3.84 vCPU margin
     # Local NVMe scratch: 80 % of the node's 30,400 GB (28,312 GiB) instance store, one pod per node.
     scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")
     assert scratch == {"name": "scratch", "emptyDir": {"sizeLimit": "22649Gi"}} and env["SCRATCH_DIR"] == "/scratch"
@@ -316,6 +316,18 @@ def test_other_pools_still_name_min_and_desired(pool, changes):
         raised.value.errors
 
 
+def test_a_capacity_block_without_min_is_told_why_it_differs_from_a_reservation():
+    """The docs show `capacity: reservation  # or capacityBlock` with `size: {max: 2}`: switched as
+    the comment invites, the error says why the block needs the sizes the reservation did not."""
+    pools = prod_pools_with("p5-efa", capacity="capacityBlock", size={"max": 2, "desired": 0})
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config({**raw_config("prod"), f"{PROJECT}:nodePools": pools}, project=PROJECT, stack="prod")
+    index = next(i for i, p in enumerate(pools) if p["name"] == "p5-efa")
+    (error,) = [e for e in raised.value.errors if ".size." in e]
+    assert error.startswith(f"{PROJECT}:nodePools[{index}].size.min: required key is missing: a capacityBlock pool "
+                            "states all three sizes"), raised.value.errors
+
+
 def test_the_autoscaler_waits_longer_for_a_node_than_a_gpu_node_takes_to_start(plan_of):
     """CA's default is 15 min (FAQ.md); the stack's estimate for a p5's boot, join and image pull is
     prod's scaleDown.unneededMinutes (docs/cost.md). Kueue's gang timeout counts the same wait."""
@@ -385,3 +397,66 @@ def test_the_failure_policy_reads_the_launchers_and_the_trainers_exit_codes():
     assert training_job.STOPPED_EXIT_CODE == launcher.EXIT_STOPPED == train.EXIT_STOPPED
     assert training_job.CONTRACT_ERROR_EXIT_CODE == train.EXIT_CONFIG
     assert launcher.error("a test of the exit code") == training_job.CONTRACT_ERROR_EXIT_CODE
+
+
+def backoff_delays(strategy: dict, *, cap_seconds: int) -> list[int]:
+    """Kueue v0.19.2's wait before the n-th retry: base * 2^(n-1), at most the cap (plus jitter)."""
+    base, cap = strategy["backoffBaseSeconds"], strategy.get("backoffMaxSeconds", cap_seconds)
+    return [min(base * 2 ** (n - 1), cap) for n in range(1, strategy["backoffLimitCount"] + 1)]
+
+
+def test_backoff_delays_double_from_the_base_up_to_the_cap():
+    assert backoff_delays({"backoffBaseSeconds": 60, "backoffLimitCount": 3}, cap_seconds=1800) == [60, 120, 240]
+    assert backoff_delays({"backoffBaseSeconds": 600, "backoffMaxSeconds": 1800, "backoffLimitCount": 3},
+                          cap_seconds=3600) == [600, 1200, 1800]
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging", "dev"])
+def test_the_docs_retry_waits_are_the_planned_kueue_backoff(stack, plan_of):
+    """#27 item 9 (the backoff doc): the waits docs/gpu-fabric-and-capacity.md states are the ones
+    the planned ProvisioningRequestConfig and Kueue's requeuing strategy give, 60 x 2^(n-1) s."""
+    plan = plan_of(stack)
+    (config,) = manifests(plan, "ProvisioningRequestConfig")
+    (kueue,) = [r["inputs"]["values"] for r in plan.of_type(HELM_RELEASE) if r["name"] == "job-controllers-kueue"]
+    requeuing = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])["waitForPodsReady"]["requeuingStrategy"]
+    retry = backoff_delays(config["spec"]["retryStrategy"], cap_seconds=1800)
+    requeue = backoff_delays(requeuing, cap_seconds=3600)  # Kueue's own cap for requeuing
+    doc = " ".join((ROOT / "docs" / "gpu-fabric-and-capacity.md").read_text().split())
+    assert doc.count("`60 x 2^(n-1)` s") == 2
+    assert f"{', '.join(map(str, retry[:-1]))} and {retry[-1]} s, {len(retry)} times" in doc, retry
+    assert f"({', '.join(map(str, requeue))} s;" in doc and f"After {len(requeue)} the workload is deactivated" in doc
+
+
+# (platform stack, the stack whose JobSets run on its pools)
+JOB_PLANS = [("dev", "dev"), ("staging", "staging"), ("prod", "prod"), ("prod", "team-vision-prod")]
+
+
+@pytest.mark.parametrize(("platform", "jobs"), JOB_PLANS, ids=[j for _, j in JOB_PLANS])
+def test_every_planned_jobs_image_cuda_runs_on_its_pools_gpus(platform, jobs, plan_of):
+    """#27 item 7 on the synthesised plans: each JobSet's image CUDA (the config's) has code for
+    every GPU model of its pool's node groups and runs on the AMI's driver branch."""
+    from components.cluster.pool_scheduling import POOL_LABEL
+    from components.facts.cuda import cuda_problem, parse_cuda
+    groups = [g["inputs"] for g in plan_of(platform).of_type(NODE_GROUP)]
+    types_of = {g["labels"][POOL_LABEL]: g["instanceTypes"] for g in groups if g.get("instanceTypes")}
+    cuda_of = {job.name: job.image_cuda for job in config_of(jobs).training.jobs}
+    jobsets = manifests(plan_of(jobs), "JobSet")
+    assert jobsets
+    for jobset in jobsets:
+        pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        gpu_models = [INSTANCE_TYPES[t].gpu_model for t in types_of[pod["nodeSelector"][POOL_LABEL]]]
+        models = tuple(model for model in gpu_models if model)
+        assert len(models) == len(gpu_models), gpu_models  # a trainer's pool has GPUs on every type
+        cuda = parse_cuda(cuda_of[jobset["metadata"]["name"]])
+        assert cuda and cuda_problem(cuda, models) is None, (jobset["metadata"]["name"], cuda, models)
+
+
+@pytest.mark.parametrize(("stack", "cuda", "says"), [
+    ("prod", "11.7", "is below CUDA 11.8, the first release with code for the pool's"),  # H100, L4
+    ("dev", "14.0", "needs a newer NVIDIA driver than the EKS NVIDIA AMI's 580 branch"),
+])
+def test_a_plan_with_an_image_cuda_its_gpus_cannot_run_stops_before_any_resource(stack, cuda, says):
+    with pytest.raises(ConfigError) as raised:
+        synthesize(stack, overrides={"trainerImageCuda": cuda})
+    refused = [e for e in raised.value.errors if ".imageCuda: " in e]
+    assert refused and all(says in e for e in refused), raised.value.errors

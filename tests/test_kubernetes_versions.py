@@ -15,11 +15,14 @@ from components.cluster.autoscaler import CHART_VERSION
 from components.config import ConfigError, load_stack_config
 from components.config.cluster import WARNING_WINDOW_DAYS, version_support
 from components.facts.eks_versions import (
+    ADDON_EVIDENCE,
     ADDON_VERSIONS,
+    AWS_TABLE,
     CLUSTER_AUTOSCALER_IMAGE_TAGS,
     EKS_CALENDAR,
     SUPPORTED_KUBERNETES_VERSIONS,
     next_minor,
+    pin_evidence,
 )
 from offline.plan import planned_config, summary, synthesize
 
@@ -112,6 +115,34 @@ def test_node_monitoring_agent_builds_accept_dcgm_tolerations():
     for minor in SUPPORTED_KUBERNETES_VERSIONS:
         major, feature = map(int, ADDON_VERSIONS[minor]["eks-node-monitoring-agent"][1:].split(".")[:2])
         assert (major, feature) >= (1, 6), minor
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_VERSIONS)
+def test_every_addon_pin_has_its_published_evidence(minor):
+    """A bump of a build needs its row in ADDON_EVIDENCE (the published compatibility it rests on)."""
+    missing = [f"{addon} {build}" for addon, build in ADDON_VERSIONS[minor].items() if pin_evidence(addon, minor) is None]
+    assert not missing, f"{minor}: no evidence row for {missing}"
+
+
+def test_evidence_rows_name_only_pinned_builds():
+    """A stale row (its build no longer pinned for a minor it names) would vouch for nothing."""
+    stale = [f"{addon} {row.build} on {minor}" for addon, rows in ADDON_EVIDENCE.items() for row in rows
+             for minor in row.minors if ADDON_VERSIONS.get(minor, {}).get(addon) != row.build]
+    assert not stale, stale
+
+
+def test_kube_proxy_and_coredns_rest_on_the_aws_tables():
+    """The two add-ons whose per-minor tables the EKS user guide publishes and the crawl covers."""
+    kinds = {(addon, evidence.kind if (evidence := pin_evidence(addon, minor)) else None)
+             for minor in SUPPORTED_KUBERNETES_VERSIONS for addon in ("kube-proxy", "coredns")}
+    assert kinds == {("kube-proxy", AWS_TABLE), ("coredns", AWS_TABLE)}
+
+
+def test_the_upgrade_doc_lists_every_pin_of_the_newest_minor_with_its_evidence():
+    doc = (ROOT / "docs" / "upgrading-and-pins.md").read_text()
+    for addon, build in ADDON_VERSIONS[NEWEST].items():
+        evidence = pin_evidence(addon, NEWEST)
+        assert evidence is not None and f"| {addon} | `{build}` | {evidence.kind} |" in doc, addon
 
 
 # --- validation against the calendar ------------------------------------------------------------
@@ -249,6 +280,25 @@ def test_what_follows_the_clusters_minor_follows_it(stack, plan_of):
                      if r["inputs"]["chart"] == "cluster-autoscaler"]
     assert autoscaler["version"] == CHART_VERSION == "9.59.0"
     assert autoscaler["values"]["image"]["tag"] == CLUSTER_AUTOSCALER_IMAGE_TAGS[minor]
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """"v1.23.1-eksbuild.1" -> (1, 23, 1); "0.20.0" -> (0, 20, 0)."""
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text)
+    assert match, text
+    return tuple(int(part) for part in match.groups())
+
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_the_planned_device_plugin_and_vpc_cni_are_not_the_stale_pins(stack, plan_of):
+    """#27 item 7 on the synthesised plans. Reference review 2 found the NVIDIA device plugin at
+    chart 0.18.0 (NVIDIA/k8s-device-plugin v0.20.0 released 2026-08-19) and vpc-cni at v1.22.4
+    (v1.23.0 released): the plans install at least those newer releases."""
+    plan = plan_of(stack)
+    releases = {r["inputs"]["chart"]: r["inputs"]["version"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
+    addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in plan.of_type(ADDON)}
+    assert _release(releases["nvidia-device-plugin"]) >= (0, 20, 0), releases["nvidia-device-plugin"]
+    assert _release(addons["vpc-cni"]) >= (1, 23, 0), addons["vpc-cni"]
 
 
 @pytest.mark.parametrize("minor", SUPPORTED_KUBERNETES_VERSIONS)

@@ -170,6 +170,20 @@ def test_a_cpu_index_that_never_answers_falls_back_in_one_line_within_seconds(ch
     assert elapsed < 60, elapsed
 
 
+def test_a_cpu_index_that_answers_but_serves_no_torch_falls_back(checkout, indexes, tmp_path):
+    """A proxy or mirror that answers the probe but does not serve the wheel: make goes on with
+    pip's configured index instead of stopping `make test`."""
+    cpu_index, pypi, _ = indexes
+    empty = tmp_path / "served" / "empty" / "simple" / "torch"
+    empty.mkdir(parents=True)
+    (empty / "index.html").write_text("<html></html>\n")
+    answering_index = cpu_index.replace("/cpu/simple", "/empty/simple")
+    run = make_dev(checkout, answering_index, pypi)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "the CPU build did not install from" in run.stdout and "falling back to pip's configured index" in run.stdout
+    assert installed(checkout) == {"torch": "2.13.0", "nvidia-cublas-cu12": "12.8.4.1"}
+
+
 def test_the_torch_cpu_alias_runs_the_same_recipe():
     dry_run = subprocess.run(["make", "-n", "-o", ".venv/.runtime", "torch-cpu"], cwd=ROOT,
                              capture_output=True, text=True, check=True, timeout=60).stdout

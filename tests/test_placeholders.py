@@ -45,7 +45,6 @@ def kinds_of(text: str) -> set[str]:
     ("192.0.2.10/32", "documentation-network"),
     ("203.0.113.0/25", "documentation-network"),
     ("2001:db8::/48", "documentation-network"),
-    ("198.51.0.0/16", "documentation-network"),  # contains a documentation block
     ("cr-0123456789abcdef0", "example-resource-id"),
     ("i-1234567890abcdef0", "example-resource-id"),
     ("cr-1234abcd56EXAMPLE", "example-resource-id"),
@@ -70,6 +69,8 @@ def test_each_kind_of_example_value_is_recognised(text, kind):
     "10.100.0.0/24",
     "203.0.114.0/24",
     "198.51.101.0/24",
+    "198.51.0.0/16",                                   # a routed range around a documentation block
+    "0.0.0.0/0",
     "cr-0a1b2c3d4e5f67890",
     "sg-0f1e2d3c4b5a69788",
     "acme/gpu-training",
@@ -96,6 +97,17 @@ def test_findings_name_the_key_and_the_kind_never_a_value_and_skip_secrets():
     ]
     text = guard.offline_report("dev", found)
     assert "canary" not in text and "role/b" not in text and ZERO not in text
+
+
+def test_example_looking_text_in_free_form_values_is_the_users_own():
+    """Only the keys the table names carry example values: a job's env may well name a Hugging Face
+    repository `example/llama` or an id with 123456789012 in it, and a real deploy must take it."""
+    raw = {f"{PROJECT}:training": {"jobs": [{"name": "example-ddp", "image": f"r/t@sha256:{ZERO}",
+                                             "env": {"HF_REPO": "example/llama", "RUN": "123456789012",
+                                                     "CONTACT": "ml@example.com"}}]},
+           f"{PROJECT}:tags": {"owner": "owner/team"}}
+    assert [(f.key, f.kind.name) for f in find_placeholders(raw, project=PROJECT)] == [
+        (f"{PROJECT}:training.jobs[0].image", "zero-image-digest")]
 
 
 def test_placeholder_secrets_are_found_in_the_stack_file_only():
@@ -125,7 +137,7 @@ def repository_findings() -> list[tuple[str, str, str]]:
 
 
 def table_key(path: str, project: str) -> str:
-    key = re.sub(r"\[\d+\]", "[]", path.removeprefix(f"{project}:"))
+    key = guard.table_key(path, project)
     return "secrets.<name>" if key.startswith("secrets.") else key
 
 
@@ -254,3 +266,16 @@ def test_the_first_deploy_page_states_the_pulumi_cli_the_workflows_pin():
     (version,) = pins
     assert f"Pulumi CLI | {version}" in FIRST_DEPLOY.read_text().replace("the Pulumi CLI", "Pulumi CLI")
     assert f"Pulumi CLI {version}" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("stack", "advice", "never"), [
+    ("prod", "run scripts/build-image prod", None),
+    ("team-vision-prod", "scripts/build-image --repository <trainerRepositoryUrl of stack prod>",
+     "scripts/build-image team-vision-prod"),
+])
+def test_the_image_fix_fits_the_stack_kind(stack, advice, never):
+    """A team stack has no image repository: `scripts/build-image <team stack>` refuses it."""
+    kind = next(kind for kind in PLACEHOLDERS if kind.name == "zero-image-digest")
+    fix = guard.fix_for(kind, stack)
+    assert advice in fix
+    assert never is None or never not in fix

@@ -251,3 +251,22 @@ def test_every_renamed_component_keeps_its_old_urn_as_an_alias(plan_of):
                 seen.add(record["type"])
                 assert record.get("aliases") == [record["urn"].replace(f"::{record['type']}::", f"::{old}::")], record["urn"]
     assert seen == set(RENAMED_TYPES), "every renamed type is in a plan"
+
+
+def test_the_plans_of_a_diff_leave_out_the_example_value_lists(tmp_path, monkeypatch):
+    """A failing stack's stderr is what the PR comment shows (its last 2,000 characters): the
+    example-value lists of the stacks that planned after it would push the error out of it."""
+    import offline.plan as plan_module
+    import offline.plan_diff as plan_diff_module
+
+    assert plan_diff_module.QUIET_PLACEHOLDERS == plan_module.QUIET_PLACEHOLDERS
+    seen: list[dict[str, str]] = []
+
+    def run(command, **kwargs):
+        seen.append(kwargs["env"])
+        return subprocess.CompletedProcess(command, 2, "", "stack dev: 1 configuration error; nothing was created:")
+
+    monkeypatch.setattr(plan_diff_module.subprocess, "run", run)
+    plans = plan_diff_module.plan_tree(ROOT, tmp_path, ["dev"])
+    assert seen and all(env.get(plan_module.QUIET_PLACEHOLDERS) == "1" for env in seen)
+    assert plans.failures["gpu-training"].startswith("stack dev: 1 configuration error")

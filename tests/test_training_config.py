@@ -35,8 +35,15 @@ CASES = [
     ("hyperparameters-outside-repo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(hyperparameters="../../etc/passwd")]},
      "jobs[0].hyperparameters", "not a file in this repository"),
     ("cpu-above-node", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=64)]}, "jobs[0].cpu", "exceeds this job's share"),
-    ("shm-above-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(memoryGiB=8, sharedMemoryGiB=8)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory"),
-    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=40)]}, "jobs[0].sharedMemoryGiB", "must be below the pod's memory (28 GiB)"),
+    ("shm-above-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(memoryGiB=8, sharedMemoryGiB=3)]},
+     "jobs[0].sharedMemoryGiB", "must be at most a quarter of the pod's memory (8 GiB)"),
+    ("shm-above-default-memory", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(sharedMemoryGiB=7)]},
+     "jobs[0].sharedMemoryGiB", "must be at most a quarter of the pod's memory (27 GiB)"),
+    ("too-many-loader-workers", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(loaderWorkersPerGpu=65)]},
+     "jobs[0].loaderWorkersPerGpu", "must be between 0 and 64"),
+    # dev's gpu-spot is spot: EC2 terminates the node 120 s after the notice; 20 s go to the drain.
+    ("spot-grace-above-the-notice", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(terminationGracePeriodSeconds=120)]},
+     "jobs[0].terminationGracePeriodSeconds", "is killed after at most 100 s"),
     ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
     ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
     ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),
@@ -44,9 +51,9 @@ CASES = [
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
     ("disruption-restarts-unbounded", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=100000)]},
      "jobs[0].maxDisruptionRestarts", "must be between 0 and 1000"),
-    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 770m of DaemonSets leaves 7.14 for the trainer.
-    ("cpu-into-the-daemons-room", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=8)]}, "jobs[0].cpu",
-     "exceeds this job's share of a g6.2xlarge node (7.14 vCPU)"),
+    # g6.2xlarge: 8 vCPU - 90m kube-reserved - 770m of DaemonSets - the 2 vCPU margin leaves 5.14.
+    ("cpu-into-the-daemons-room", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(cpu=6)]}, "jobs[0].cpu",
+     "exceeds this job's share of a g6.2xlarge node (5.14 vCPU)"),
 ]
 
 
@@ -75,16 +82,56 @@ def test_a_valid_job_parses():
     assert (parsed.total_gpus, parsed.cpu, parsed.image, parsed.ttl_seconds_after_finished) == (2, 4, DIGEST, 3600)
 
 
-@pytest.mark.parametrize(("nodes", "zones", "warned"), [
+def with_spot_pool(raw, **changes):
+    pools = [dict(pool, **changes) if pool["name"] == "gpu-spot" else pool for pool in raw[f"{PROJECT}:nodePools"]]
+    return mutate(raw, "nodePools", pools)
+
+
+@pytest.mark.parametrize(("nodes", "zones", "refused"), [
     (2, ["use1-az4", "use1-az6"], True),  # the gang may straddle the two AZs
     (1, ["use1-az4", "use1-az6"], False),  # one node is in one AZ
     (2, ["use1-az4"], False),  # the pool keeps the gang in one AZ
 ])
-def test_a_gang_over_several_azs_is_warned_about(nodes, zones, warned):
+def test_a_gang_over_several_azs_is_refused(nodes, zones, refused):
     raw = mutate(raw_config("dev"), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(nodes=nodes, image=DIGEST)]})
-    pools = [dict(pool, availabilityZones=zones) if pool["name"] == "gpu-spot" else pool for pool in raw[f"{PROJECT}:nodePools"]]
-    config = load_stack_config(mutate(raw, "nodePools", pools), project=PROJECT, stack="dev")
-    zone_warnings = [w for w in config.warnings if w.startswith("training job ddp: ")]
-    assert bool(zone_warnings) is warned, config.warnings
-    if warned:
-        assert "spans 2 AZs" in zone_warnings[0] and "give the pool one AZ" in zone_warnings[0]
+    raw = with_spot_pool(raw, availabilityZones=zones)
+    if not refused:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    [error] = raised.value.errors
+    assert error.startswith(f"{PROJECT}:training.jobs[0].nodes: a gang of 2 nodes on pool gpu-spot, which spans 2 AZs")
+    assert "availabilityZones: [<AZ ID>]" in error
+
+
+@pytest.mark.parametrize(("types", "stack_cuda", "job_cuda", "refused"), [
+    (["p6-b200.48xlarge"], None, None, "is below CUDA 12.8, the first release with code for the pool's B200"),
+    (["p6-b200.48xlarge"], "12.8", None, None),
+    (["p6-b200.48xlarge"], None, "13.0", None),  # the job's own image
+    (["g6.2xlarge", "g5.2xlarge"], None, None, None),  # 12.6 covers L4 and A10G
+    (["g6.2xlarge"], "13.2", None, None),  # the 580 driver runs every 13.x (minor version compatibility)
+    (["g6.2xlarge"], "14.0", None, "needs a newer NVIDIA driver than the EKS NVIDIA AMI's 580 branch"),
+    (["g6.2xlarge"], "11.7", None, "is below CUDA 11.8, the first release with code for the pool's L4"),
+    (["g6.2xlarge", "g5.2xlarge"], None, "11.1", "is below CUDA 11.8, the first release with code for the pool's L4"),
+])
+def test_an_image_cuda_is_checked_against_the_pool(types, stack_cuda, job_cuda, refused):
+    training = {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(image=DIGEST, nodes=1, **({"imageCuda": job_cuda} if job_cuda else {}))]}
+    raw = with_spot_pool(mutate(raw_config("dev"), "training", training), instanceTypes=types, capacity="onDemand")
+    if stack_cuda:
+        raw = mutate(raw, "trainerImageCuda", stack_cuda)
+    if refused is None:
+        assert load_stack_config(raw, project=PROJECT, stack="dev").training.jobs[0].image_cuda == (job_cuda or stack_cuda or "12.6")
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    [error] = raised.value.errors
+    assert error.startswith(f"{PROJECT}:training.jobs[0].imageCuda: ") and refused in error, error
+
+
+@pytest.mark.parametrize("value", ["12", "cuda12.6", "12.6.3", " "])
+def test_a_cuda_that_is_not_major_minor_is_refused(value):
+    raw = mutate(raw_config("dev"), "trainerImageCuda", value)
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw, project=PROJECT, stack="dev")
+    assert any(e.startswith(f"{PROJECT}:trainerImageCuda: ") for e in raised.value.errors), raised.value.errors

@@ -5,12 +5,14 @@ import re
 
 import pytest
 import yaml
-from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, raw_config
 
+from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import load_stack_config
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 
 
 def manifests(plan, kind):
@@ -229,3 +231,40 @@ def test_jobs_tolerate_every_taint_of_their_pool(stack, plan_of):
         pool = pools[pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]]
         tolerated = {(t["key"], t["value"], t["effect"]) for t in pod_spec(jobset)["tolerations"]}
         assert {("nvidia.com/gpu", "true", "NoSchedule")} | {(t.key, t.value, t.effect) for t in pool.taints} <= tolerated
+
+
+def zones_of_pools(platform_plan):
+    """Pool name -> the AZs its node groups' subnets are in (the mock subnet id is `<name>-id`)."""
+    zone_of = {s["name"] + "-id": s["inputs"]["availabilityZone"] for s in platform_plan.of_type("aws:ec2/subnet:Subnet")}
+    zones: dict[str, set[str]] = {}
+    for group in platform_plan.of_type("aws:eks/nodeGroup:NodeGroup"):
+        pool = group["inputs"]["labels"][POOL_LABEL]
+        zones.setdefault(pool, set()).update(zone_of[subnet] for subnet in group["inputs"]["subnetIds"])
+    return zones
+
+
+def test_a_multi_node_jobs_pods_all_land_in_one_zone(stack, plan_of):
+    """Each JobSet's pods are pinned to their pool (nodeSelector), and the pool of a gang has node
+    groups in one AZ only: nothing else keeps the autoscaler's nodes for one gang together. A
+    platform job's gang also sits in the Lustre file system's zone: its checkpoints cross no AZ."""
+    for job_stack in [stack] + [team for team in MANIFEST_STACKS if team.endswith(f"-{stack}")]:
+        _check_gangs_in_one_zone(plan_of(stack), plan_of(job_stack), team=job_stack != stack)
+
+
+def _check_gangs_in_one_zone(platform, jobs_plan, *, team):
+    zones = zones_of_pools(platform)
+    lustre_subnets = {fs["inputs"]["subnetIds"] for fs in platform.of_type(LUSTRE)}  # one subnet, as a string
+    [lustre_zone] = {s["inputs"]["availabilityZone"] for s in platform.of_type("aws:ec2/subnet:Subnet")
+                     if s["name"] + "-id" in lustre_subnets} or {None}
+    assert bool(lustre_zone) is bool(platform.of_type(LUSTRE))
+    gangs = 0
+    for jobset in jobsets(jobs_plan):
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        pods = replicated["replicas"] * replicated["template"]["spec"]["parallelism"]
+        pool = pod_spec(jobset)["nodeSelector"][POOL_LABEL]
+        if pods > 1:
+            gangs += 1
+            assert len(zones[pool]) == 1, f"{jobset['metadata']['name']}: {pods} pods on pool {pool} in {zones[pool]}"
+        if lustre_zone and not team:  # team jobs checkpoint to EFS
+            assert zones[pool] == {lustre_zone}, f"{jobset['metadata']['name']} reads Lustre in {lustre_zone} from {zones[pool]}"
+    assert gangs, "no multi-node job to check"

@@ -79,7 +79,7 @@ class Controller:
 # Rendered names of the pinned charts (release name = chart name, components/common/helm.py):
 # cluster-autoscaler 9.59.0 fullname = <release>-<cloudProvider>-cluster-autoscaler; kueue 0.19.2
 # `<fullname>-controller-manager`; jobset 0.12.0 `<fullname>-controller`; external-secrets 2.9.0
-# `<fullname>`, `-webhook`, `-cert-controller`; nvidia-device-plugin 0.18.0 and
+# `<fullname>`, `-webhook`, `-cert-controller`; nvidia-device-plugin 0.20.0 and
 # aws-efa-k8s-device-plugin 0.5.30 DaemonSets named after the release.
 CONTROLLERS = (
     Controller("Cluster Autoscaler", "Deployment", "kube-system", "cluster-autoscaler-aws-cluster-autoscaler",

@@ -97,7 +97,7 @@ class Cluster(pulumi.ComponentResource):
         # Created first so EKS writes into a group that has a retention period and our key (EKS
         # would create it unencrypted, retained forever). It holds the audit log: prod keeps it
         # >= 365 days (the config model enforces it).
-        log_group = aws.cloudwatch.LogGroup(
+        self.log_group = log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
             name=f"/aws/eks/{args.cluster_name}/cluster",
             retention_in_days=args.config.log_retention_days,

@@ -13,9 +13,12 @@ import pulumi
 from components.cluster.pool_scheduling import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL
 from components.common.helm import helm_release
 
-# NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca9, 2025-10-21); its gh-pages index.yaml lists chart
-# 0.18.0, whose default image is nvcr.io/nvidia/k8s-device-plugin:v0.18.0 (_helpers.tpl: v + appVersion).
-NVIDIA_CHART_VERSION = "0.18.0"
+# NVIDIA/k8s-device-plugin tag v0.20.0 (460230b, 2026-08-19), the newest release (mirror of
+# 2026-08-19; v0.19.3 and v0.18.2 are the older lines); its gh-pages index.yaml (bf58428) lists
+# chart 0.20.0, default image nvcr.io/nvidia/k8s-device-plugin:v0.20.0 (_helpers.tpl: v +
+# appVersion). From 0.18.0 the values we set are unchanged (values.yaml diff: new optional
+# enableHostNetwork and cdi.featureFlags only); the NFD subchart 0.19.0 stays off with gfd.
+NVIDIA_CHART_VERSION = "0.20.0"
 NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 # v0.5.30 (image v0.5.20): its DaemonSet's required node affinity lists every EFA type the config
 # accepts, p6-b200 included (0.5.7 lacked p6; aws/eks-charts@5239609 stable/aws-efa-k8s-device-plugin).

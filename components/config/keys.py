@@ -219,6 +219,9 @@ KEYS: tuple[Key, ...] = (
         "prints the command that sets it (for a team stack, with `--repository` its platform's `trainerRepositoryUrl`: "
         "team stacks have no repository). Jobs use it unless they name their own `image`; the checkpoint cleanup "
         "CronJob runs on it.", default=UNSET, stacks=BOTH),
+    Key("trainerImageCuda", STRING, "The CUDA major.minor of `trainerImage` (a digest cannot be inspected offline): "
+        "every job's pool must run it, from its GPUs' first CUDA (B200: 12.8) to the EKS NVIDIA AMI driver's newest "
+        "major (components/facts/cuda.py).", default=Derived("12.6, the CUDA of trainer/Dockerfile's base"), stacks=BOTH),
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
@@ -233,6 +236,8 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].nodes", INTEGER, "Nodes of the job."),
     Key("training.jobs[].gpusPerNode", INTEGER, "GPUs per node."),
     Key("training.jobs[].image", STRING, "The job's image pinned by digest.", default=Derived("trainerImage")),
+    Key("training.jobs[].imageCuda", STRING, "The CUDA major.minor of the job's image, checked against its pool's "
+        "GPUs and driver.", default=Derived("trainerImageCuda")),
     Key("training.jobs[].hyperparameters", STRING, "The job's hyperparameters file, inside the repository.",
         default="trainer/example_trainer/hparams.yaml"),
     Key("training.jobs[].secrets", LIST, "Names of `secrets` entries the job gets as env vars.", default=[]),
@@ -240,12 +245,16 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].args", LIST, "The container's arguments.", default=["-m", "example_trainer.train"]),
     Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
     Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
-    Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm.", default=8),
+    Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm (memory the pod's limit counts; at most a quarter "
+        "of it).", default=Derived("GPUs per node x loaderWorkersPerGpu x 1 GiB, at most a quarter of the pod's memory")),
+    Key("training.jobs[].loaderWorkersPerGpu", INTEGER, "DataLoader worker processes per GPU that the default "
+        "sharedMemoryGiB is sized for.", default=4),
     Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3),
     Key("training.jobs[].maxDisruptionRestarts", INTEGER, "Restarts after disruptions (spot, maintenance); restarts in "
         "all are bounded by maxRestarts + maxDisruptionRestarts.", default=20),
     Key("training.jobs[].terminationGracePeriodSeconds", INTEGER, "Time a stopping pod gets to write its last "
-        "checkpoint.", default=120),
+        "checkpoint; on a spot pool at most 100 (EC2 terminates the node 120 s after its interruption notice).",
+        default=Derived("120; 100 on a spot pool")),
     Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600),
     Key("training.jobs[].checkpointIntervalSeconds", INTEGER, "Seconds between checkpoints.",
         default=Derived("the trainer's own")),

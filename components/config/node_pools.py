@@ -205,6 +205,16 @@ def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:
     if capacity == Capacity.RESERVATION:
         minimum = size.integer("min", maximum, minimum=0)
         desired = size.integer("desired", maximum, minimum=0)
+    elif capacity == Capacity.CAPACITY_BLOCK and size.ok() and not (size.has("min") and size.has("desired")):
+        # The reservation pool's defaults do not carry over: say so, not only "required key is missing".
+        for name in ("min", "desired"):
+            if not size.has(name):
+                size.missing(name, "a capacityBlock pool states all three sizes (unlike a reservation pool, whose "
+                             "min and desired default to max: a block's instances launch only inside its dates)",
+                             "add it, e.g. size: {min: 0, desired: 0, max: 2}, and raise min and desired for the "
+                             "block's dates")
+        minimum = size.integer("min", 0, minimum=0)
+        desired = size.integer("desired", 0, minimum=0)
     else:
         minimum = size.integer("min", minimum=0)
         desired = size.integer("desired", minimum=0)

@@ -26,6 +26,7 @@ from typing import Any
 from pulumi.runtime import mocks, settings
 
 from components.config.reader import ConfigError, ConfigProblem, Section
+from components.config.training import image_fix
 
 ALLOW_KEY = "placeholders"
 FIRST_DEPLOY_DOC = "docs/first-deploy.md"
@@ -82,7 +83,13 @@ def _is_documentation_network(text: str) -> bool:
         network = ipaddress.ip_network(text, strict=False)
     except ValueError:
         return False
-    return any(network.version == doc.version and network.overlaps(doc) for doc in _DOCUMENTATION_NETWORKS)
+    # Inside a documentation block, not merely overlapping one: a real, routed /16 around one is the user's.
+    return any(network.version == doc.version and network.subnet_of(doc)  # pyright: ignore[reportArgumentType]
+               for doc in _DOCUMENTATION_NETWORKS)
+
+
+BOOTSTRAP_KEYS = "bootstrap:"
+"""How `PlaceholderKind.keys` marks a key of the bootstrap project (bootstrap/Pulumi.yaml)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ PLACEHOLDERS: tuple[PlaceholderKind, ...] = (
         "write your repository as OWNER/REPO, as it appears in its URL",
         lambda text: bool(_EXAMPLE_REPOSITORY.fullmatch(text))),
     PlaceholderKind(
-        "aws-example-account", "the AWS documentation account 111122223333", (
+        "aws-example-account", "an account id AWS documentation uses (111122223333, 123456789012, ...)", (
             "iamPermissionsBoundary", "cluster.adminPrincipals[]", "cluster.readOnlyPrincipals[]", "trainerImage",
             "bootstrap:github.oidcProviderArn"),
         "AWS reserves it for examples: no role, policy or registry of yours is in it",
@@ -175,17 +182,29 @@ def _within(path: str, key: str) -> bool:
     return path == key or path.startswith((f"{key}.", f"{key}["))
 
 
+def table_key(path: str, project: str) -> str:
+    """A value's path as `PlaceholderKind.keys` spells it: without the project, list items as `[]`."""
+    return re.sub(r"\[\d+\]", "[]", path.removeprefix(f"{project}:"))
+
+
+def _kinds_at(key: str) -> list[PlaceholderKind]:
+    """The kinds whose example values sit at `key` (a table key). Only there: the same text in a
+    free-form value (a job's env `HF_REPO: example/llama`, a real /16 around a documentation /24)
+    is the user's own, and a real deploy must not refuse it."""
+    return [kind for kind in PLACEHOLDERS if not kind.secret_file_only
+            and key in {known.removeprefix(BOOTSTRAP_KEYS) for known in kind.keys}]
+
+
 def find_placeholders(raw: Mapping[str, Any], *, project: str, secret_keys: Collection[str] = ()) -> tuple[Placeholder, ...]:
-    """The example values in `raw` (decoded `project:key` -> value), in key order. The project's
-    `secrets` and every path in `secret_keys` are never read."""
+    """The example values in `raw` (decoded `project:key` -> value), in key order, at the keys the
+    table names. The project's `secrets` and every path in `secret_keys` are never read."""
     prefix = f"{project}:"
     skipped = {f"{prefix}secrets", *secret_keys}
     found = []
     for key in sorted(k for k in raw if k.startswith(prefix)):
         for path, text in _strings(key, raw[key]):
             if not any(_within(path, secret) for secret in skipped):
-                found += [Placeholder(path, kind) for kind in PLACEHOLDERS
-                          if not kind.secret_file_only and kind.matches(text)]
+                found += [Placeholder(path, kind) for kind in _kinds_at(table_key(path, project)) if kind.matches(text)]
     return tuple(found)
 
 
@@ -239,6 +258,9 @@ def offline_report(stack: str, found: Collection[Placeholder]) -> str:
 
 
 def fix_for(kind: PlaceholderKind, stack: str) -> str:
+    if kind.name == "zero-image-digest" and stack.startswith("team-"):
+        # A team stack has no image repository of its own: scripts/build-image <team stack> refuses it.
+        return image_fix(stack.rsplit("-", 1)[-1], team=True)
     return kind.fix.replace("<stack>", stack)
 
 

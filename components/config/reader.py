@@ -301,6 +301,20 @@ def refuse_plain_keys_set_as_secrets(errors: ErrorLog, *, project: str, readable
             fix, value=SECRET))
 
 
+def report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLog) -> None:
+    """`pulumi config set 'secrets.hf-token' x` without --path writes one top-level key with the
+    dots in its name: no key here holds a '.' or '[', so each such key is that mistake (removed
+    from `own`, so it is not also reported as unknown; its value, maybe a secret, is not shown).
+    Said even where the stack file reader refused the value: the key must be set again anyway."""
+    for key in [k for k in own if "." in k or "[" in k]:
+        del own[key]
+        secret = " --secret" if key.startswith(("secrets.", "secrets[")) else ""
+        errors.refuse(ConfigProblem(
+            f"{prefix}{key}", "unknown key: a key's name with a path in it",
+            f"did you mean `pulumi config set --path{secret} '{key}' <value>`? Without --path the CLI writes the dots "
+            f"into the key's name; remove this key (`pulumi config rm '{key}'`) and set it again with --path"))
+
+
 _MISSING = object()
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,18}")
 Vocabulary = TypeVar("Vocabulary", bound=StrEnum)

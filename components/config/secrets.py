@@ -57,7 +57,13 @@ def surrounding_whitespace(value: str) -> str:
     """What surrounds `value` ("" when nothing), in words that never show the value. At `pulumi up`
     the engine hands the program every secret decrypted, as text (the secrets only become Outputs
     here), so the value is judged before any resource exists: refused, not trimmed, since a trimmed
-    value would differ from what the stack's config holds and `pulumi config get` shows."""
+    value would differ from what the stack's config holds and `pulumi config get` shows.
+
+    A multi-line value (a PEM key, a JSON document) may end with one newline: its file does, and
+    what reads it expects one."""
+    body = value.removesuffix("\n").removesuffix("\r")
+    if "\n" in body and body == body.rstrip() and value.lstrip() == value:
+        return ""
     ends = [side for side, stripped in (("begins", value.lstrip()), ("ends", value.rstrip())) if stripped != value]
     if not ends:
         return ""

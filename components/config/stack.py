@@ -36,6 +36,7 @@ from components.config.reader import (
     Section,
     did_you_mean,
     refuse_plain_keys_set_as_secrets,
+    report_keys_named_as_paths,
     shown,
 )
 from components.config.registry import RegistryConfig, parse_registry
@@ -50,7 +51,15 @@ from components.config.service_quotas import (
 )
 from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
-from components.config.training import IMAGE_BY_DIGEST, TrainingConfig, gang_zone_warnings, image_fix, parse_training
+from components.config.training import (
+    CUDA_FORMAT_FIX,
+    IMAGE_BY_DIGEST,
+    TrainingConfig,
+    cuda_format_problem,
+    image_fix,
+    parse_training,
+)
+from components.facts.cuda import DEFAULT_IMAGE_CUDA
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -61,10 +70,12 @@ TEAM_STACK = re.compile(rf"team-(?P<team>{TEAM_NAME.pattern})-(?P<env>dev|stagin
 # cost center bills nobody). ASCII on purpose, though the value is a tag only (no Kubernetes label):
 # which Unicode letters a service's tag pattern takes differs from service to service, and the
 # provider's default tags land on all of them. The messages say "ASCII letters" (`ml-plätform`).
-COST_CENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/=+@-]{0,255}")
+# Nor a space last: `ml-platform ` would be a cost center of its own in Cost Explorer.
+COST_CENTER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._:/=+@-]{0,254}[A-Za-z0-9._:/=+@-])?")
 MAX_TEAM_NAME = 20
 REGION_FIX = "use a region name like us-east-1, or add the new region's row to that table"
-COST_CENTER_FIX = "start with an ASCII letter or digit; then ASCII letters, digits, spaces and . _ : / = + - @"
+COST_CENTER_FIX = ("start with an ASCII letter or digit; then ASCII letters, digits, spaces and . _ : / = + - @, "
+                   "no space at the end")
 # <organization>/<project>/<stack>, each part a Pulumi name.
 STACK_REFERENCE = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 # Config keys of other namespaces that this program knowingly accepts.
@@ -129,7 +140,7 @@ class StackConfig:
         """What is valid but due soon (e.g. the end of standard support). The model only
         collects them: __main__.py hands them to the engine (`pulumi up` shows them), and the
         offline plan prints them in its summary."""
-        return self.cluster.warnings + gang_zone_warnings(self.training.jobs, self.node_pools) + self.load_warnings
+        return self.cluster.warnings + self.load_warnings
 
 
 @dataclass(frozen=True)
@@ -176,8 +187,7 @@ class TeamStackConfig:
         """The platform's cluster warnings (the team's jobs run on its cluster), and the team's jobs'."""
         if self.platform is None:
             return ()
-        return (tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
-                + gang_zone_warnings(self.training.jobs, self.platform.node_pools))
+        return tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:
@@ -257,7 +267,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     # Secret values must never reach Section's generic messages (they print the value): the
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
-    _report_keys_named_as_paths(own, prefix, errors)
+    report_keys_named_as_paths(own, prefix, errors)
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
@@ -359,7 +369,9 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     if not root.ok("serviceQuotas"):
         return
     check_node_pool_quotas(root, raw_pools, node_pools, quotas)
-    if root.ok("network", "fabric", "nodePools"):
+    # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
+    # vpcCidr) must not hide an over-quota group until the next run.
+    if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
         check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre),
                                    quotas.security_group_rules)
 
@@ -371,7 +383,7 @@ def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[No
     unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
-                          invalid_pools=unjudged_pools,
+                          trainer_image_cuda=_trainer_image_cuda(root), invalid_pools=unjudged_pools,
                           storage=storage if root.ok("storage") else None, environment=environment)
 
 
@@ -407,6 +419,7 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root, environment=environment, team=True),
+                              trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
                               environment=environment, other_owners=_platform_queue(platform, environment))
@@ -470,17 +483,12 @@ def _trainer_image(root: Section, *, environment: str, team: bool) -> str | None
     return (image or "") if root.ok("trainerImage") else None
 
 
-def _report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLog) -> None:
-    """`pulumi config set 'secrets.hf-token' x` without --path writes one top-level key with the
-    dots in its name: no key here holds a '.' or '[', so each such key is that mistake (removed
-    from `own`, so it is not also reported as unknown; its value, maybe a secret, is not shown)."""
-    for key in [k for k in own if "." in k or "[" in k]:
-        del own[key]
-        secret = " --secret" if key.startswith(("secrets.", "secrets[")) else ""
-        errors.append(ConfigProblem(
-            f"{prefix}{key}", "unknown key: a key's name with a path in it",
-            f"did you mean `pulumi config set --path{secret} '{key}' <value>`? Without --path the CLI writes the dots "
-            f"into the key's name; remove this key (`pulumi config rm '{key}'`) and set it again with --path"))
+def _trainer_image_cuda(root: Section) -> str | None:
+    """The stack's `trainerImageCuda` (default: the project's own image; Pulumi.yaml's "" stands for
+    unset, as for every top-level string); None when it failed."""
+    cuda = root.optional_string("trainerImageCuda", check=lambda v: None if not v else cuda_format_problem(v),
+                                fix=CUDA_FORMAT_FIX)
+    return (cuda or DEFAULT_IMAGE_CUDA) if root.ok("trainerImageCuda") else None
 
 
 def _check_foreign_keys(raw: Mapping[str, Any], prefix: str, errors: ErrorLog) -> None:

@@ -315,9 +315,11 @@ def _check_size(root: Node, source: str) -> None:
 
 
 def _holds_secrets(key: str) -> bool:
-    """A stack file's `secrets` map (`<project>:secrets` or, unqualified, `secrets`): its values are
-    never quoted in a message, even when a mistake in them stops the reading."""
-    return key == "secrets" or key.endswith(":secrets")
+    """A stack file's `secrets` map (`<project>:secrets` or, unqualified, `secrets`), or one of its
+    entries written as a key of its own (`<project>:secrets.hf-token`: `pulumi config set` without
+    --path): its values are never quoted in a message, even when a mistake in them stops the reading."""
+    name = key.split(":", 1)[-1]
+    return name == "secrets" or name.startswith(("secrets.", "secrets["))
 
 
 def _construct(node: Node, source: str, problems: list[YamlProblem], secret: bool = False) -> Any:

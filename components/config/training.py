@@ -27,6 +27,8 @@ from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
 from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, LUSTRE, RANK0, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
+from components.config.vocabularies import Capacity
+from components.facts.cuda import DEFAULT_IMAGE_CUDA, cuda_problem, minimum_cuda, parse_cuda
 from components.facts.file_systems import (
     FLUSHES_PER_STOP,
     STOP_MARGIN_S,
@@ -36,7 +38,8 @@ from components.facts.file_systems import (
     grace_needed_seconds,
     lustre_minimum_capacity,
 )
-from components.facts.node_sizing import allocatable, pod_share
+from components.facts.instance_types import INSTANCE_TYPES
+from components.facts.node_sizing import SHM_MAX_SHARE_OF_POD_MEMORY, allocatable, pod_share, shared_memory_gib
 
 IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -51,6 +54,19 @@ MAX_HYPERPARAMETERS_BYTES = 1024 * 1024
 # 4 KiB pages of x86_64 and arm64 EKS nodes, so 131071 bytes of UTF-8. An env var is the one string
 # "NAME=value". A longer one is accepted by Kubernetes, and the container never starts.
 MAX_ARG_STRLEN = 4096 * 32
+# EC2 interrupts a spot instance two minutes after its interruption notice, whatever the pods'
+# grace (EC2 User Guide, spot-instance-termination-notices: "a warning that is issued two minutes
+# before Amazon EC2 stops or terminates your Spot Instance"). On managed node groups EKS cordons
+# and drains the node when the notice (or an earlier rebalance recommendation) reaches it (EKS
+# User Guide, managed-node-groups, "Managed node group capacity types": Spot), so the pod's
+# SIGTERM comes some seconds after the notice: 20 s for the event's delivery, the cordon and the
+# eviction (a planning figure). A longer grace is cut off by the instance's termination.
+SPOT_NOTICE_S = 120
+SPOT_DRAIN_MARGIN_S = 20
+SPOT_MAX_GRACE_S = SPOT_NOTICE_S - SPOT_DRAIN_MARGIN_S
+DEFAULT_GRACE_S = 120
+# DataLoader workers per training process (per GPU) that /dev/shm is sized for by default.
+DEFAULT_LOADER_WORKERS_PER_GPU = 4
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
 DEFAULT_ARGS = ("-m", "example_trainer.train")
@@ -91,6 +107,8 @@ class JobConfig:
     """Off by default: Kubernetes would delete the finished JobSet, and the next
     `pulumi up --refresh` would create it again and re-run the training. Set it only for jobs you
     remove from the stack file once they have finished."""
+    image_cuda: str = DEFAULT_IMAGE_CUDA
+    """The CUDA major.minor of `image` (`imageCuda`), checked against the pool's GPUs and driver."""
 
     @property
     def total_gpus(self) -> int:
@@ -163,27 +181,16 @@ def image_fix(environment: str, *, team: bool) -> str:
             "<this stack>`, which prints the trainerImage to set (a team stack has no image repository of its own)")
 
 
-def gang_zone_warnings(jobs: tuple[JobConfig, ...], pools: tuple[NodePoolConfig, ...]) -> tuple[str, ...]:
-    """Multi-node jobs on a pool over several AZs. Valid, and the spot pools' capacity comes from
-    spreading, but nothing keeps one gang in one AZ: NCCL across AZs is slower, the slowest link
-    sets every step's pace, and AWS bills the traffic in both directions. EFA pools are one AZ."""
-    by_name = {pool.name: pool for pool in pools}
-    return tuple(
-        f"training job {job.name}: its {job.nodes} nodes run on pool {job.pool}, which spans "
-        f"{len(pool.availability_zones)} AZs: the gang may land in several of them (slower "
-        "NCCL, cross-AZ traffic billed both ways). To keep it in one, give the pool one AZ (availabilityZones) "
-        "or add a pool per AZ"
-        for job in jobs if job.nodes > 1 and (pool := by_name.get(job.pool)) and len(pool.availability_zones) != 1)
-
-
 def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secret_names: tuple[str, ...],
                    trainer_image: str | None, invalid_pools: Collection[str] | None = (),
+                   trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
                    other_owners: Collection[tuple[str, Mapping[str, int]]] = ()) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
-    `trainer_image` is the stack's default image ("" for none), None when it failed validation.
+    `trainer_image` is the stack's default image ("" for none), None when it failed validation;
+    `trainer_image_cuda` its CUDA (`trainerImageCuda`), None when that failed.
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
     None when it failed validation (not judged then). In a prod stack every job must state it.
@@ -202,7 +209,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok,
-                         image_advice=image_fix(environment, team=team))
+                         image_advice=image_fix(environment, team=team), trainer_image_cuda=trainer_image_cuda)
         if environment == "prod" and not job_section.has("checkpointGiB"):
             # Without it the grace period cannot be checked, and a prod job cut off mid-flush
             # loses everything since its last complete checkpoint.
@@ -213,7 +220,9 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                               "(fp32 weights and AdamW's two moments: about 12 bytes per parameter)")
         if storage is not None and job_section.ok("nodes", "gpusPerNode", "checkpointGiB", "checkpointWriters",
                                                   "terminationGracePeriodSeconds"):
-            _check_grace_covers_the_flush(job_section, job, storage, team)
+            pool = next((p for p in pools if p.name == job.pool), None)
+            _check_grace_covers_the_flush(job_section, job, storage, team,
+                                          spot=pool is not None and pool.capacity == Capacity.SPOT)
         jobs.append(job)
     names = [j.name for j in jobs if j.name]  # a rejected name reads "": no name to repeat
     for name in sorted({n for n in names if names.count(n) > 1}):
@@ -265,14 +274,15 @@ def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...],
                       f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs while {others}: together "
                       f"{over.owned}, more than the pool holds, so Kueue would admit gangs whose nodes can never come "
                       "up (their ProvisioningRequests fail and Kueue deactivates them)",
-                      f"lower it to {max(room, 0)} or less, or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
+                      f"{f'lower it to {room} or less' if room > 0 else 'remove it (the others own the whole pool)'}, "
+                      f"or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
                       "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
                       "reclaim them)")
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
                secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
-               quota_ok: Callable[..., bool], image_advice: str) -> JobConfig:
+               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None) -> JobConfig:
     name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
@@ -288,11 +298,9 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         pool = None
     elif s.ok("nodes", "gpusPerNode"):
         _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None)
+        _check_gang_in_one_zone(s, pool, nodes)
 
-    image = s.string("image", trainer_image or "")
-    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
-        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
-                f"{image_advice}; or give the job an `image` of its own")
+    image, image_cuda = _parse_image(s, pool, trainer_image, trainer_image_cuda, image_advice)
 
     hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
@@ -325,8 +333,8 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 
     cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
     memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
-    shared_memory = s.integer("sharedMemoryGiB", 8, minimum=1)
-    grace = s.integer("terminationGracePeriodSeconds", 120, minimum=30, maximum=3600)
+    shared_memory = _shared_memory(s, pool, gpus, memory)
+    grace = _termination_grace(s, pool)
     heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
     interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
@@ -345,11 +353,40 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         checkpoint_writers=s.string("checkpointWriters", RANK0, choices=CHECKPOINT_WRITERS),
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
+        image_cuda=image_cuda,
     )
     if pool is not None and s.ok("gpusPerNode", "cpu", "memoryGiB", "sharedMemoryGiB"):
         _check_pod_fits_node(s, pool, job)
     s.finish()
     return job
+
+
+def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
+    """`terminationGracePeriodSeconds`: on a spot pool within what the interruption notice leaves."""
+    spot = pool is not None and pool.capacity == Capacity.SPOT
+    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
+                      minimum=30, maximum=3600)
+    if pool is not None and spot and grace > SPOT_MAX_GRACE_S and s.ok("terminationGracePeriodSeconds"):
+        s.error(s.key("terminationGracePeriodSeconds"), grace,
+                f"exceeds what a spot node leaves a stopping pod: EC2 terminates it {SPOT_NOTICE_S} s after the "
+                f"interruption notice, and the drain takes ~{SPOT_DRAIN_MARGIN_S} s of that, so a pod of pool "
+                f"{pool.name} is killed after at most {SPOT_MAX_GRACE_S} s",
+                f"set at most {SPOT_MAX_GRACE_S} (the default on spot), make the final checkpoint fit it (checkpointWriters: "
+                f"{ALL_RANKS}, a smaller checkpointGiB), or run the job on on-demand or reserved capacity")
+    return grace
+
+
+def _shared_memory(s: Section, pool: NodePoolConfig | None, gpus: int, memory_gib: int | None) -> int:
+    """`sharedMemoryGiB`, by default sized from the node's training processes and their loader
+    workers (facts/node_sizing.shared_memory_gib), within the pod's memory."""
+    workers = s.integer("loaderWorkersPerGpu", DEFAULT_LOADER_WORKERS_PER_GPU, minimum=0, maximum=64)
+    if pool is None or not s.ok("gpusPerNode", "memoryGiB", "loaderWorkersPerGpu"):
+        return s.integer("sharedMemoryGiB", 8, minimum=1)  # nothing to size it by; the error is reported
+    processes = min(gpus, pool.gpus_per_node)
+    pod_memory = memory_gib or pod_share(pool.instance_types, gpus=processes, gpus_per_node=pool.gpus_per_node,
+                                         efa=pool.efa)[1]
+    return s.integer("sharedMemoryGiB", shared_memory_gib(gpus=processes, loader_workers_per_gpu=workers,
+                                                          pod_memory_gib=pod_memory), minimum=1)
 
 
 def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str) -> None:
@@ -365,22 +402,32 @@ def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str)
                 "shorten it; pass large data in the hyperparameters file or in S3")
 
 
-def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool) -> None:
+def _check_grace_covers_the_flush(s: Section, job: JobConfig, storage: StorageConfig, team: bool, *,
+                                  spot: bool) -> None:
     if job.checkpoint_gib is None:
         return
     store = storage.checkpoint_store(nodes=job.nodes, ranks=job.total_gpus, writers=job.checkpoint_writers,
                                      checkpoint_gib=job.checkpoint_gib, lustre=not team)
     needed = grace_needed_seconds(job.checkpoint_gib, store.write_mb_s)
-    if job.termination_grace_period_seconds < needed:
-        flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
-        s.error(s.key("terminationGracePeriodSeconds"), job.termination_grace_period_seconds,
-                f"is too short to stop cleanly: a {job.checkpoint_gib} GiB checkpoint on {store.name} at "
-                f"{store.write_mb_s:.0f} MB/s ({store.basis}) takes {flush:.0f} s to write, and a stop may first "
-                f"finish a background save: {needed} s are needed ({FLUSHES_PER_STOP} x {flush:.0f} s + "
-                f"{STOP_MARGIN_S} s)",
-                f"set terminationGracePeriodSeconds to at least {needed} (at most 3600), give the job's storage more "
-                f"throughput ({_lustre_minimum(job, storage) if store.name == LUSTRE else MORE_THROUGHPUT_KEYS}), or, if "
-                f"every rank writes its own file, say so (checkpointWriters: {ALL_RANKS})")
+    if job.termination_grace_period_seconds >= needed:
+        return
+    flush = flush_seconds(job.checkpoint_gib, store.write_mb_s)
+    why = (f"a {job.checkpoint_gib} GiB checkpoint on {store.name} at {store.write_mb_s:.0f} MB/s ({store.basis}) takes "
+           f"{flush:.0f} s to write, and a stop may first finish a background save: {needed} s are needed "
+           f"({FLUSHES_PER_STOP} x {flush:.0f} s + {STOP_MARGIN_S} s)")
+    if spot and needed > SPOT_MAX_GRACE_S:
+        s.error(s.key("checkpointGiB"), job.checkpoint_gib,
+                f"cannot be saved when a spot node is reclaimed: {why}, but a spot pod is killed after at most "
+                f"{SPOT_MAX_GRACE_S} s ({SPOT_NOTICE_S} s notice - {SPOT_DRAIN_MARGIN_S} s for the drain)",
+                f"write it per rank (checkpointWriters: {ALL_RANKS}), give the storage more throughput, shrink the "
+                "checkpoint, or run the job on on-demand or reserved capacity")
+        return
+    s.error(s.key("terminationGracePeriodSeconds"), job.termination_grace_period_seconds,
+            f"is too short to stop cleanly: {why}",
+            f"set terminationGracePeriodSeconds to at least {needed} (at most "
+            f"{SPOT_MAX_GRACE_S if spot else 3600}), give the job's storage more throughput "
+            f"({_lustre_minimum(job, storage) if store.name == LUSTRE else MORE_THROUGHPUT_KEYS}), or, if every rank "
+            f"writes its own file, say so (checkpointWriters: {ALL_RANKS})")
 
 
 def _lustre_minimum(job: JobConfig, storage: StorageConfig) -> str:
@@ -421,13 +468,65 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
                 "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
 
 
+def _parse_image(s: Section, pool: NodePoolConfig | None, trainer_image: str | None, trainer_image_cuda: str | None,
+                 image_advice: str) -> tuple[str, str]:
+    """The job's image and its CUDA; the CUDA checked against `pool` (None: not judged)."""
+    image = s.string("image", trainer_image or "")
+    if not IMAGE_BY_DIGEST.fullmatch(image) and s.ok("image") and (trainer_image is not None or s.has("image")):
+        s.error(s.key("image"), image or None, "must be an image pinned by digest (repo@sha256:<64 hex>)",
+                f"{image_advice}; or give the job an `image` of its own")
+    image_cuda = s.string("imageCuda", trainer_image_cuda or DEFAULT_IMAGE_CUDA, check=cuda_format_problem,
+                          fix=CUDA_FORMAT_FIX)
+    if pool is not None and s.ok("imageCuda") and (trainer_image_cuda is not None or s.has("imageCuda")):
+        _check_image_cuda(s, pool, image_cuda)
+    return image, image_cuda
+
+
+def cuda_format_problem(value: str) -> str | None:
+    return None if parse_cuda(value) else "is not a CUDA version"
+
+
+CUDA_FORMAT_FIX = "write the image's CUDA as major.minor, e.g. \"12.8\" (quoted: YAML reads 12.10 as 12.1)"
+
+
+def _check_image_cuda(s: Section, pool: NodePoolConfig, image_cuda: str) -> None:
+    """The image's CUDA against every GPU type of the pool and the AMI's driver (components/facts/cuda.py)."""
+    cuda = parse_cuda(image_cuda)
+    models = tuple(sorted({model for t in pool.instance_types if (model := INSTANCE_TYPES[t].gpu_model)}))
+    if cuda is None or not models:
+        return
+    problem = cuda_problem(cuda, models)
+    if problem:
+        needed = minimum_cuda(models)
+        s.error(s.key("imageCuda"), image_cuda, f"(the CUDA of the job's image, on pool {pool.name}) {problem}",
+                f"run the job on an image built for CUDA {needed[0]}.{needed[1]} or later within a major the driver "
+                "runs (trainer/Dockerfile: --build-arg BASE_IMAGE=<a pytorch/pytorch cuda tag>@sha256:<digest>), and "
+                "state its CUDA in imageCuda (or trainerImageCuda)")
+
+
+def _check_gang_in_one_zone(s: Section, pool: NodePoolConfig, nodes: int) -> None:
+    """A multi-node job's pool must be one AZ. Nothing else keeps a gang in one: the pool's node
+    group is one Auto Scaling group over its subnets, which EC2 balances across AZs, and Kueue's
+    topology-aware scheduling places a gang only after the autoscaler has provisioned its nodes
+    (docs/gpu-fabric-and-capacity.md, "Gangs in one zone")."""
+    if nodes > 1 and len(pool.availability_zones) > 1:
+        s.error(s.key("nodes"), nodes,
+                f"a gang of {nodes} nodes on pool {pool.name}, which spans {len(pool.availability_zones)} AZs "
+                f"({', '.join(pool.availability_zones)}), could land in several of them: slower NCCL, cross-AZ "
+                "traffic billed in both directions, and a one-AZ file system read across AZs",
+                "run multi-node jobs on a pool of one AZ: give the pool one (availabilityZones: [<AZ ID>], the "
+                "Lustre file system's for a platform job), or add a pool per AZ and name one in the job's pool")
+
+
 def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> None:
     memory_limit = job.memory_gib or pod_share(pool.instance_types, gpus=min(job.gpus_per_node, pool.gpus_per_node),
                                                gpus_per_node=pool.gpus_per_node, efa=pool.efa)[1]
-    if job.shared_memory_gib >= memory_limit:
+    if job.shared_memory_gib > memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY:
         s.error(s.key("sharedMemoryGiB"), job.shared_memory_gib,
-                f"must be below the pod's memory ({memory_limit} GiB): /dev/shm counts against it",
-                "lower sharedMemoryGiB or raise memoryGiB")
+                f"must be at most a quarter of the pod's memory ({memory_limit} GiB): /dev/shm is memory the pod's "
+                "limit counts, and the trainer's processes need the rest",
+                f"lower sharedMemoryGiB to {max(1, int(memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY))} or less, "
+                "or raise memoryGiB")
 
     cpu, memory = allocatable(pool.instance_types, efa=pool.efa)
     share = job.gpus_per_node / pool.gpus_per_node

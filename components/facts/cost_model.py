@@ -39,6 +39,9 @@ class Usage:
     """Into CloudWatch Logs: container stdout/stderr, control plane and VPC flow logs."""
     efs_gb: float = 500.0
     """Kept on EFS Standard: a few sharded checkpoints of the running jobs."""
+    lustre_cross_az_gb: float = 1000.0
+    """Read from or written to FSx for Lustre by GPU nodes outside its zone: about a dozen 80 GiB
+    checkpoints. Counted only when a GPU pool has nodes outside the file system's zone."""
 
 
 STATED_USAGE = Usage()
@@ -381,7 +384,36 @@ def usage_items(resources: Sequence[ResourceRecord], usage: Usage) -> list[LineI
         items.append(LineItem("EFS Standard storage", usage.efs_gb * price.usd,
                               f"{usage.efs_gb:g} GB x {rate(price.usd)}/GB-month (no fixed charge; files unread "
                               f"for the lifecycle period move to IA at {rate(prices.EFS_IA_GB_MONTH.usd)})"))
+    lustre_traffic = _lustre_cross_az_item(resources, usage)
+    if lustre_traffic:
+        items.append(lustre_traffic)
     return items
+
+
+def _lustre_cross_az_item(resources: Sequence[ResourceRecord], usage: Usage) -> LineItem | None:
+    """What GPU nodes outside the Lustre file system's zone pay to reach it. A file system lives in
+    one subnet; the private subnets are one per AZ, so a GPU node group with another subnet has
+    nodes in another AZ, and their checkpoints and data cross it (billed both ways)."""
+    lustre_subnets = {subnet for fs in _of_type(resources, "aws:fsx/lustreFileSystem:LustreFileSystem")
+                      for subnet in _as_list(fs["inputs"].get("subnetIds"))}
+    if not lustre_subnets:
+        return None
+    outside = sorted(group["inputs"].get("nodeGroupName", group["name"])
+                     for group in _of_type(resources, "aws:eks/nodeGroup:NodeGroup")
+                     if "nvidia.com/gpu.present" in (group["inputs"].get("labels") or {})
+                     and set(group["inputs"].get("subnetIds") or ()) - lustre_subnets)
+    name = "cross-AZ traffic to FSx for Lustre"
+    if not outside:
+        return LineItem(name, 0.0, "none: every GPU node group runs in the file system's zone")
+    price = prices.CROSS_AZ_GB
+    return LineItem(name, usage.lustre_cross_az_gb * price.usd,
+                    f"{usage.lustre_cross_az_gb:g} GB x {rate(price.usd)}/GB ($0.01 each way): {', '.join(outside)} "
+                    "have nodes outside the file system's zone")
+
+
+def _as_list(value: Any) -> list[Any]:
+    """The provider takes FSx's subnetIds as one string or a list."""
+    return [value] if isinstance(value, str) else list(value or ())
 
 
 def plan_cost(resources: Sequence[ResourceRecord], *, on: date = prices.REVIEWED_ON,

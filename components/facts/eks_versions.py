@@ -56,9 +56,12 @@ EKS_CALENDAR: dict[str, KubernetesRelease] = {
 # Add-on builds that are the same on every minor, so an upgrade of Kubernetes does not also
 # change them (and a change of them is its own, separately reviewed step).
 SAME_ON_EVERY_MINOR: dict[str, str] = {
-    # plausible-strong: the AWS managing-vpc-cni table as copied on 2026-08-20 ("same build across
-    # 1.31 to 1.36"); resolved on live 1.34 and 1.36 clusters.
-    "vpc-cni": "v1.22.4-eksbuild.3",
+    # plausible: the newest build. aws/amazon-vpc-cni-k8s releases: v1.23.0 (2026-07-31) after
+    # v1.22.4; an EKS API answer quoted on 2026-09-26 names v1.23.1 the newest vpc-cni for 1.34
+    # (default still v1.22.4-eksbuild.3); a public 1.36 cluster report shows v1.23.1-eksbuild.1
+    # ACTIVE, 1.34/1.35/1.36 configs pin it. No AWS table for 1.36 was readable offline
+    # (ADDON_EVIDENCE).
+    "vpc-cni": "v1.23.1-eksbuild.1",
     # plausible: resolved on a live 1.36 cluster; build .2 of the same release verified on 1.34.
     "eks-pod-identity-agent": "v1.3.10-eksbuild.3",
     # plausible-strong: >= v1.6.0 for `dcgmAgent.tolerations` in the add-on schema
@@ -91,6 +94,82 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.35": {"kube-proxy": "v1.35.3-eksbuild.13", "coredns": "v1.14.3-eksbuild.3", **SAME_ON_EVERY_MINOR},
     "1.36": {"kube-proxy": "v1.36.0-eksbuild.14", "coredns": "v1.14.3-eksbuild.3", **SAME_ON_EVERY_MINOR},
 }
+
+AWS_TABLE = "aws-table"
+"""The EKS user guide's table of the add-on's builds per minor lists it."""
+PUBLIC_RECORD = "public-record"
+"""No AWS listing was readable offline; public configs or cluster reports of that minor show it."""
+ASSUMED = "assumed"
+"""Seen on another minor only: assumed to be offered on this one."""
+
+
+@dataclass(frozen=True)
+class AddonEvidence:
+    """Where one add-on build was seen, for which minors: the published compatibility behind a pin."""
+
+    build: str
+    minors: tuple[str, ...]
+    kind: str
+    source: str
+
+
+# What the pins above rest on, one row per build and kind of evidence. tests/test_kubernetes_versions.py
+# fails when a pin has no row for its minor, so a bump must bring its evidence. What would make
+# every row AWS_TABLE: `aws eks describe-addon-versions --kubernetes-version <minor> --addon-name
+# <name>` (docs/upgrading-and-pins.md, "Checking a pin against AWS"), which needs an account.
+ADDON_EVIDENCE: dict[str, tuple[AddonEvidence, ...]] = {
+    "kube-proxy": (
+        AddonEvidence("v1.34.6-eksbuild.13", ("1.34",), AWS_TABLE, "EKS user guide managing-kube-proxy (ja_jp crawl, 1.31-1.36)"),
+        AddonEvidence("v1.35.3-eksbuild.13", ("1.35",), AWS_TABLE, "EKS user guide managing-kube-proxy (ja_jp crawl, 1.31-1.36)"),
+        AddonEvidence("v1.36.0-eksbuild.14", ("1.36",), AWS_TABLE, "EKS user guide managing-kube-proxy (ja_jp crawl, 1.31-1.36)"),
+    ),
+    "coredns": (
+        AddonEvidence("v1.13.2-eksbuild.11", ("1.34",), AWS_TABLE, "EKS user guide managing-coredns (ja_jp crawl, 1.31-1.36)"),
+        AddonEvidence("v1.14.3-eksbuild.3", ("1.35", "1.36"), AWS_TABLE,
+                      "EKS user guide managing-coredns (ja_jp crawl, 1.31-1.36)"),
+    ),
+    "vpc-cni": (
+        # The managing-vpc-cni table ("latest version per cluster version") is the AWS source; the
+        # crawls readable offline stop at 1.33 (v1.20.1-eksbuild.3), so none covers this build.
+        AddonEvidence("v1.23.1-eksbuild.1", ("1.34", "1.35", "1.36"), PUBLIC_RECORD,
+                      "EKS API answer quoted 2026-09-26 (newest for 1.34); a 1.36 cluster report (ACTIVE); "
+                      "1.34/1.35/1.36 Terraform pins"),
+    ),
+    "eks-pod-identity-agent": (
+        AddonEvidence("v1.3.10-eksbuild.3", ("1.36",), PUBLIC_RECORD, "resolved on a live 1.36 cluster"),
+        AddonEvidence("v1.3.10-eksbuild.3", ("1.34", "1.35"), ASSUMED, "build .2 of v1.3.10 verified on 1.34"),
+    ),
+    "eks-node-monitoring-agent": (
+        AddonEvidence("v1.7.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "created by public plans on 1.35; chart 1.7.0's image tag"),
+        AddonEvidence("v1.7.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
+    ),
+    "aws-efs-csi-driver": (
+        AddonEvidence("v3.4.1-eksbuild.1", ("1.35",), PUBLIC_RECORD, "an auto-updated 1.35 pin file"),
+        AddonEvidence("v3.4.1-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
+    ),
+    "aws-mountpoint-s3-csi-driver": (
+        AddonEvidence("v2.7.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "public 1.35 clusters, 2026-08-11"),
+        AddonEvidence("v2.7.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
+    ),
+    "aws-fsx-csi-driver": (
+        AddonEvidence("v1.9.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "pinned with 1.35 in a public GPU/EFA stack"),
+        AddonEvidence("v1.9.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "no public record of a 1.34 or 1.36 build found"),
+    ),
+    "amazon-cloudwatch-observability": (
+        AddonEvidence("v6.7.0-eksbuild.1", ("1.36",), PUBLIC_RECORD,
+                      "newest EKS returned for 1.36 on 2026-09-27 (a public add-on review)"),
+        AddonEvidence("v6.7.0-eksbuild.1", ("1.34", "1.35"), ASSUMED, "the same build on the older minors"),
+    ),
+}
+
+
+def pin_evidence(addon: str, minor: str) -> AddonEvidence | None:
+    """The best evidence for the build pinned for `addon` on `minor` (AWS table first), if any."""
+    build = ADDON_VERSIONS.get(minor, {}).get(addon)
+    rows = [row for row in ADDON_EVIDENCE.get(addon, ()) if row.build == build and minor in row.minors]
+    order = (AWS_TABLE, PUBLIC_RECORD, ASSUMED)
+    return min(rows, key=lambda row: order.index(row.kind), default=None)
+
 
 # registry.k8s.io/autoscaling/cluster-autoscaler:<tag>. Verified: kubernetes/autoscaler tags
 # cluster-autoscaler-1.34.5, -1.35.2, -1.36.1 (all 2026-07-22, the newest patch of each minor).

@@ -39,6 +39,19 @@ KERNEL_MEMORY_FRACTION = 0.05
 # FI_EFA_USE_HUGE_PAGE=0 (workload/fabric_env.py), so DataLoader workers can fork. Memory a node
 # holds as huge pages is not in its memory capacity, so it is counted as unavailable here.
 EFA_HUGEPAGES_MIB = 5120
+# Room kept free beyond kube-reserved and the DaemonSet table, on every node: the table lists
+# what this platform installs, not what the account's owners may add to every node later (a
+# security or runtime-monitoring agent, a log shipper; an add-on bump that raises a request
+# before its row is read again). Without it the whole-node pod's request is exact to the
+# millicore (0.67 vCPU left on p5.48xlarge, 30m on g6e.12xlarge: gpu-training#27 item 5), so one
+# more DaemonSet pod leaves the trainer Pending on a node the Cluster Autoscaler believes fits
+# it (its template node is the whole instance minus the DaemonSets it knows), and the autoscaler
+# keeps adding nodes up to the pool's max. The figures are the issue's: 2 % of the node's vCPUs,
+# at least 2 vCPU, and 2 % of its memory, at least 1 GiB (a typical node agent requests well
+# under 0.5 GiB: the largest row below is 128 MiB). A planning margin, not a measurement.
+MARGIN_SHARE = 0.02
+MIN_MARGIN_CPU_MILLIS = 2000
+MIN_MARGIN_MEMORY_MIB = 1024
 
 
 @dataclass(frozen=True)
@@ -68,8 +81,9 @@ class DaemonSetPod:
 # plans install.
 NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
     DaemonSetPod("aws-node", "vpc-cni", 25 + 25, 0,
-                 "add-on v1.22.4-eksbuild.3: aws/amazon-vpc-cni-k8s tag v1.22.4 (7bd5eef) config/master/aws-k8s-cni.yaml, "
-                 "rendered from its chart aws-vpc-cni 1.22.4 (the same values.yaml as aws/eks-charts@5239609): "
+                 "add-on v1.23.1-eksbuild.1: read at aws/amazon-vpc-cni-k8s tag v1.23.0 (0c65d58) "
+                 "config/master/aws-k8s-cni.yaml (no v1.23.1 tag in the mirror of 2026-08-20; v1.22.4 had the "
+                 "same requests, so assumed unchanged), rendered from its chart aws-vpc-cni: "
                  "containers aws-node and aws-eks-nodeagent (the network policy agent, always in the pod) "
                  "request cpu 25m each and no memory; the init container aws-vpc-cni-init 25m"),
     DaemonSetPod("kube-proxy", "kube-proxy", 100, 0,
@@ -117,7 +131,7 @@ NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
                  "charts/aws-fsx-csi-driver/values.yaml (chart 1.17.0): node.resources.requests 10m/40Mi, "
                  "sidecars.nodeDriverRegistrar and sidecars.livenessProbe 10m/32Mi each"),
     DaemonSetPod("nvidia-device-plugin", "nvidia-device-plugin", 0, 0,
-                 "chart 0.18.0: NVIDIA/k8s-device-plugin tag v0.18.0 (3c9ffca) "
+                 "chart 0.20.0: NVIDIA/k8s-device-plugin tag v0.20.0 (460230b) "
                  "deployments/helm/nvidia-device-plugin/values.yaml: resources {}; no config, so no "
                  "config-manager sidecar; gfd and nfd off"),
     DaemonSetPod("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", 10, 20,
@@ -125,6 +139,35 @@ NODE_DAEMONSETS: tuple[DaemonSetPod, ...] = (
                  "stable/aws-efa-k8s-device-plugin/values.yaml resources.requests, one container",
                  efa_nodes_only=True),
 )
+
+
+# Add-ons and charts the platform installs whose pods never land on a GPU node: Deployments
+# pinned to the system pool, with no toleration of the GPU taint (values in components/cluster,
+# components/workload, components/secrets). Everything else the plans install must have rows above.
+OFF_GPU_NODES: dict[str, str] = {
+    "coredns": "EKS add-on Deployment; no toleration of the GPU taint",
+    "cluster-autoscaler": "Deployment, nodeSelector the system pool (cluster/autoscaler.py)",
+    "kueue": "controller Deployment on the system pool (workload/controllers.py)",
+    "jobset": "controller Deployment on the system pool (workload/controllers.py)",
+    "external-secrets": "controller Deployments on the system pool (secrets/sync.py)",
+}
+
+
+class UnsizedInstallError(Exception):
+    """An add-on or chart the plan installs that neither has rows in NODE_DAEMONSETS nor is
+    known to stay off GPU nodes: its DaemonSet (if any) would eat the training pod's room."""
+
+
+def check_sized(name: str, *, kind: str) -> None:
+    """Fail the plan for an install whose node pods the sizing does not count. `kind` says what
+    `name` is ("EKS add-on", "Helm chart") for the message."""
+    sized = {pod.installed_by for pod in NODE_DAEMONSETS}
+    if name not in sized and name not in OFF_GPU_NODES:
+        raise UnsizedInstallError(
+            f"{kind} {name} is installed, but components/facts/node_sizing.py neither lists its DaemonSet pods "
+            "(NODE_DAEMONSETS) nor says it stays off GPU nodes (OFF_GPU_NODES): the training pod's CPU and "
+            "memory request would not leave room for it. Read its pinned chart or manifest, add a row per "
+            "DaemonSet pod with its requests (sidecars included), or an OFF_GPU_NODES entry with the reason")
 
 
 @dataclass(frozen=True)
@@ -137,6 +180,8 @@ class NodeHeadroom:
     kube_reserved_memory_mib: int
     daemonset_memory_mib: int
     unseen_memory_mib: int  # kernel, firmware, eviction threshold, EFA huge pages
+    margin_cpu_millis: int  # kept free for DaemonSets the table does not know (MARGIN_SHARE)
+    margin_memory_mib: int
     pod_cpu: float
     pod_memory_gib: float
 
@@ -172,10 +217,19 @@ def daemonset_requests(*, efa: bool) -> tuple[int, int]:
     return sum(p.cpu_millis for p in pods), sum(p.memory_mib for p in pods)
 
 
+def margin_cpu_millis(vcpus: int) -> int:
+    return max(MIN_MARGIN_CPU_MILLIS, math.ceil(vcpus * 1000 * MARGIN_SHARE))
+
+
+def margin_memory_mib(memory_gib: int) -> int:
+    return max(MIN_MARGIN_MEMORY_MIB, math.ceil(memory_gib * 1024 * MARGIN_SHARE))
+
+
 def node_headroom(instance_type: str, *, efa: bool) -> NodeHeadroom:
     instance = INSTANCE_TYPES[instance_type]
     reserved_cpu, reserved_memory = kube_reserved_cpu_millis(instance.vcpus), kube_reserved_memory_mib(instance)
     daemon_cpu, daemon_memory = daemonset_requests(efa=efa)
+    margin_cpu, margin_memory = margin_cpu_millis(instance.vcpus), margin_memory_mib(instance.memory_gib)
     capacity_mib = instance.memory_gib * 1024
     unseen = math.ceil(capacity_mib * KERNEL_MEMORY_FRACTION) + EVICTION_HARD_MEMORY_MIB + (EFA_HUGEPAGES_MIB if efa else 0)
     return NodeHeadroom(
@@ -185,14 +239,17 @@ def node_headroom(instance_type: str, *, efa: bool) -> NodeHeadroom:
         kube_reserved_memory_mib=reserved_memory,
         daemonset_memory_mib=daemon_memory,
         unseen_memory_mib=unseen,
-        pod_cpu=(instance.vcpus * 1000 - reserved_cpu - daemon_cpu) / 1000,
-        pod_memory_gib=(capacity_mib - unseen - reserved_memory - daemon_memory) / 1024,
+        margin_cpu_millis=margin_cpu,
+        margin_memory_mib=margin_memory,
+        pod_cpu=(instance.vcpus * 1000 - reserved_cpu - daemon_cpu - margin_cpu) / 1000,
+        pod_memory_gib=(capacity_mib - unseen - reserved_memory - daemon_memory - margin_memory) / 1024,
     )
 
 
 def allocatable(instance_types: Sequence[str], *, efa: bool = False) -> tuple[float, float]:
     """(cpu, memory GiB) a pod can have on any node launched from `instance_types` once the
-    platform's DaemonSets run there: a pool may launch any of its types, so the smallest decides."""
+    platform's DaemonSets run there and the margin is kept free: a pool may launch any of its
+    types, so the smallest decides."""
     rooms = [node_headroom(name, efa=efa) for name in instance_types]
     return min(r.pod_cpu for r in rooms), min(r.pod_memory_gib for r in rooms)
 
@@ -203,3 +260,23 @@ def pod_share(instance_types: Sequence[str], *, gpus: int, gpus_per_node: int, e
     cpu, memory = allocatable(instance_types, efa=efa)
     share = gpus / gpus_per_node
     return max(1, math.floor(cpu * share)), max(1, math.floor(memory * share))
+
+
+# /dev/shm: PyTorch's DataLoader workers hand each batch to the training process through shared
+# memory (torch.multiprocessing's default file_descriptor strategy, backed by /dev/shm), and each
+# worker keeps `prefetch_factor` batches (default 2) in flight (torch.utils.data.DataLoader docs).
+# Too small a /dev/shm fails a worker with "bus error" / "No space left on device" mid-epoch.
+# A planning figure per worker, not a measurement: 2 batches of up to 512 MiB of decoded samples.
+SHM_GIB_PER_LOADER_WORKER = 1
+# A memory-backed emptyDir's files count against the container's memory limit (Kubernetes docs,
+# Volumes, emptyDir: "files you write count against your container's memory limit"), so /dev/shm
+# is carved out of the pod's memory, not added to it: the trainer's processes keep at least 3/4.
+SHM_MAX_SHARE_OF_POD_MEMORY = 0.25
+
+
+def shared_memory_gib(*, gpus: int, loader_workers_per_gpu: int, pod_memory_gib: int) -> int:
+    """Default /dev/shm size: one training process per GPU, each with its loader workers, each
+    worker SHM_GIB_PER_LOADER_WORKER; at most SHM_MAX_SHARE_OF_POD_MEMORY of the pod's memory,
+    at least 1 GiB."""
+    wanted = gpus * loader_workers_per_gpu * SHM_GIB_PER_LOADER_WORKER
+    return max(1, min(wanted, math.floor(pod_memory_gib * SHM_MAX_SHARE_OF_POD_MEMORY)))

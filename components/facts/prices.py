@@ -108,6 +108,11 @@ FSX_LUSTRE_P2_125_GB_MONTH = Price(0.145, "GB-month, FSx for Lustre PERSISTENT_2
                                    "c3x.dev (3rd party)", "2026")
 EBS_GP3_GB_MONTH = Price(0.08, "GB-month, EBS gp3 (3000 IOPS, 125 MB/s included)",
                          "menuvis1-blip.github.io Amazon EBS notes (3rd party)", "2026-02-24")
+# Between AZs of one region: $0.01/GB out of one AZ and $0.01/GB into the other, so a GB moved
+# across costs $0.02 (aws.amazon.com/ec2/pricing/on-demand "Data Transfer within the same AWS
+# Region"; duckbillgroup.com "AWS cross-AZ data transfer costs more than AWS says", measured).
+CROSS_AZ_GB = Price(0.02, "GB moved between AZs ($0.01/GB each direction, both billed)",
+                    "aws.amazon.com/ec2/pricing/on-demand (copy: courseiva.com, duckbillgroup.com)", "2026")
 KMS_KEY_MONTH = Price(1.00, "customer managed key-month (first year; each of the first two rotations "
                       "adds $1/month)", "aws.amazon.com/kms/pricing", "2024-05")
 SECRET_MONTH = Price(0.40, "secret-month", "api-evangelist transcription of aws.amazon.com/secrets-manager/pricing",
@@ -132,6 +137,7 @@ SERVICE_PRICES: tuple[tuple[str, Price], ...] = (
     ("Secrets Manager secret", SECRET_MONTH),
     ("CloudWatch Logs ingestion", LOGS_INGEST_GB),
     ("CloudWatch alarm", ALARM_MONTH),
+    ("cross-AZ data transfer", CROSS_AZ_GB),
 )
 
 # What a stack is billed for that this table cannot price (no source found). The cost model
@@ -141,7 +147,7 @@ GAPS = (
     "FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB",
     "CloudWatch Container Insights (enhanced observability is billed per observation) and log storage",
     "S3 and ECR storage and requests, EFS reads/writes and Infrequent Access tiering, AWS Backup",
-    "data transfer: cross-AZ, internet egress, interface endpoint data",
+    "data transfer: cross-AZ other than to FSx for Lustre, internet egress, interface endpoint data",
     "SNS SMS messages, AWS Budgets beyond the free ones",
 )
 

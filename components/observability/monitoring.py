@@ -11,7 +11,12 @@
   - a GPU node below `gpuIdlePercent` utilisation for `gpuIdleMinutes` (data-loading bottleneck,
     or GPUs paid for while a gang waits);
   - GPU memory above `gpuMemoryPercent` on some node (the next step may OOM);
-  - any node in a failed condition.
+  - any node in a failed condition;
+  - on stacks with EFA pools, EFA devices dropping received packets (`node_efa_rx_dropped`, the
+    one EFA error counter Container Insights publishes);
+  - a training pod that stays unschedulable for lack of CPU or memory on nodes that have its GPUs
+    (a metric filter on the kube-scheduler's log: Container Insights counts only pods bound to a
+    node, so an unscheduled pod never shows in its `pod_status_pending`).
   Container Insights publishes each node's value under the `ClusterName` dimension too, so
   Minimum / Maximum over it are the least / most loaded node. No GPU node: no data, no alarm.
 """
@@ -32,6 +37,7 @@ from components.common.kms import customer_key
 from components.common.partition import provider_partition
 from components.config.observability import ObservabilityConfig
 from components.identity import policies
+from components.workload.training_job import REPLICATED_JOB
 
 ADDON = "amazon-cloudwatch-observability"
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -43,6 +49,32 @@ METRICS_NAMESPACE = "ContainerInsights"
 # gpu-idle and gpu-memory-full alarms read node_gpu_utilization and node_gpu_memory_utilization,
 # which exist only while it runs. `dcgmExporter` is an add-on schema key (v6.x).
 CLOUDWATCH_ADDON_CONFIGURATION = {"dcgmExporter": {"enabled": True}}
+# EFA metrics need no switch: Container Insights with enhanced observability collects them from
+# add-on v1.5.2-eksbuild.1 (agent 1.300037.0) wherever the EFA device plugin runs, unless the agent
+# config sets `accelerated_compute_metrics: false` (CloudWatch User Guide,
+# Container-Insights-metrics-enhanced-EKS, "AWS Elastic Fabric Adapter (EFA) metrics"). Of its
+# EFA metrics only `node_efa_rx_dropped` counts errors ("packets that were received and then
+# dropped", Count/Second); the rest are byte rates. Sustained drops mean a congested or faulty
+# fabric path: NCCL over EFA retransmits, and every step waits for the slowest rank.
+EFA_MIN_ADDON_VERSION = (1, 5, 2)
+EFA_DROP_PERIODS = 3  # 15 min: a burst under congestion is not an incident, a quarter-hour is
+
+# The kube-scheduler logs every pod no node can take, with the per-node reasons:
+#   "Unable to schedule pod; no fit; waiting" pod="training-prod/pretrain-p5-node-0-0-x7k2q"
+#   err="0/4 nodes are available: 2 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector..."
+# (kubernetes pkg/scheduler/schedule_one.go handleSchedulingFailure, klog V(2); EKS's scheduler log,
+# which the cluster enables (cluster/control_plane.py), carries it: aws-samples/eks-workshop-v2@16e1382
+# website/docs/observability/opensearch/control-plane-logs.md). The pod's "-node-0-" names a trainer
+# pod of any namespace: <jobset>-<replicated job>-<job index>-<pod index>-<suffix> (the random suffix
+# has no 0). A line without "Insufficient nvidia.com/gpu" and with "Insufficient cpu" (or memory)
+# means the nodes that rejected it had its GPUs free: the whole-node pod asks more than the node
+# has left, which the sizing margin (facts/node_sizing.py) is there to prevent. Every scheduling
+# attempt logs again, and an unschedulable pod is retried at least every 5 min
+# (podMaxInUnschedulablePodsDuration), so the alarm asks 3 of 4 five-minute periods: 15-20 min.
+UNSCHEDULABLE_LINE = "Unable to schedule pod; no fit; waiting"
+TRAINING_POD_TERM = f"-{REPLICATED_JOB}-0-"
+UNSCHEDULABLE_METRIC = "TrainingPodUnschedulableCpuMemory"
+UNSCHEDULABLE_PERIODS, UNSCHEDULABLE_DATAPOINTS = 4, 3
 
 
 @dataclass(frozen=True)
@@ -56,9 +88,46 @@ class AlarmSpec:
     threshold: float
     periods: int
     description: str
+    datapoints: int | None = None
+    """Breaching periods out of `periods` that raise the alarm (None: all of them)."""
+    namespace: str = METRICS_NAMESPACE
+    cluster_dimension: bool = True
+    """Container Insights metrics carry ClusterName; a log metric filter's metric has no dimension."""
 
 
-def alarm_specs(config: ObservabilityConfig) -> list[AlarmSpec]:
+def unschedulable_filter_patterns() -> dict[str, str]:
+    """CloudWatch Logs filter patterns (all quoted terms must match, a -"term" must not) per resource."""
+    return {resource: f'"{UNSCHEDULABLE_LINE}" "{TRAINING_POD_TERM}" "Insufficient {resource}" '
+                      '-"Insufficient nvidia.com/gpu"' for resource in ("cpu", "memory")}
+
+
+def metrics_namespace(cluster_name: str) -> str:
+    """Where the stack's log metric filters publish (one namespace per cluster)."""
+    return f"GpuTraining/{cluster_name}"
+
+
+def alarm_specs(config: ObservabilityConfig, *, cluster_name: str, efa: bool) -> list[AlarmSpec]:
+    return [*_container_insights_alarms(config), *(_efa_alarms() if efa else []), AlarmSpec(
+        "training-pod-unschedulable", UNSCHEDULABLE_METRIC, "Sum", "GreaterThanOrEqualToThreshold", 1,
+        UNSCHEDULABLE_PERIODS, datapoints=UNSCHEDULABLE_DATAPOINTS, namespace=metrics_namespace(cluster_name),
+        cluster_dimension=False,
+        description="A training pod stayed unschedulable for 15-20 min although nodes of its pool had its GPUs free: "
+                    "it asks more CPU or memory than they have left (kubectl describe pod: FailedScheduling "
+                    "'Insufficient cpu'). The autoscaler keeps adding nodes it cannot use. Compare kubectl describe "
+                    "node (Allocated resources) with the pod's requests: a DaemonSet the sizing table does not know "
+                    "(components/facts/node_sizing.py) ate the margin; add its row, or lower the job's cpu/memoryGiB.")]
+
+
+def _efa_alarms() -> list[AlarmSpec]:
+    return [AlarmSpec(
+        "efa-rx-dropped", "node_efa_rx_dropped", "Maximum", "GreaterThanThreshold", 0, EFA_DROP_PERIODS,
+        f"EFA devices of a node dropped received packets for {EFA_DROP_PERIODS * PERIOD_SECONDS // 60} min "
+        "(Container Insights node_efa_rx_dropped): NCCL retransmits and every step waits for it. Find the node "
+        "(dimension NodeName), check its EFA devices (fi_info -p efa, the NCCL log's NIC count) and the other "
+        "jobs on the fabric; cordon and replace it if it persists.")]
+
+
+def _container_insights_alarms(config: ObservabilityConfig) -> list[AlarmSpec]:
     return [
         AlarmSpec("gpu-idle", "node_gpu_utilization", "Minimum", "LessThanThreshold", config.gpu_idle_percent,
                   config.gpu_idle_minutes * 60 // PERIOD_SECONDS,
@@ -126,6 +195,10 @@ class ObservabilityArgs:
     """What must exist before the add-on: the node groups its agents run on."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the Container Insights log groups (the environment's CloudWatch Logs key)."""
+    control_plane_log_group: aws.cloudwatch.LogGroup
+    """The EKS control plane's log group: the scheduler's log, read by the unschedulable-pod filter."""
+    efa: bool = False
+    """The stack has EFA pools: alarm on EFA packet drops."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -185,24 +258,41 @@ class Observability(pulumi.ComponentResource):
                                       endpoint=endpoint, opts=child)
         return topic
 
+    def _create_unschedulable_filters(self) -> list[aws.cloudwatch.LogMetricFilter]:
+        args = self._args
+        return [aws.cloudwatch.LogMetricFilter(
+            f"{self._name}-training-pod-unschedulable-{resource}",
+            name=f"{args.name_prefix}-training-pod-unschedulable-{resource}",
+            log_group_name=args.control_plane_log_group.name,
+            pattern=pattern,
+            # Both filters count into one metric: a line naming both resources counts twice, which
+            # the alarm (>= 1 per period) does not mind.
+            metric_transformation=aws.cloudwatch.LogMetricFilterMetricTransformationArgs(
+                name=UNSCHEDULABLE_METRIC, namespace=metrics_namespace(args.cluster_name), value="1",
+                default_value="0"),
+            opts=pulumi.ResourceOptions(parent=self),
+        ) for resource, pattern in unschedulable_filter_patterns().items()]
+
     def _create_alarms(self) -> None:
         args = self._args
-        for spec in alarm_specs(args.config):
+        filters = self._create_unschedulable_filters()
+        for spec in alarm_specs(args.config, cluster_name=args.cluster_name, efa=args.efa):
             aws.cloudwatch.MetricAlarm(
                 f"{self._name}-{spec.name}",
                 name=f"{args.name_prefix}-{spec.name}",
                 alarm_description=spec.description,
-                namespace=METRICS_NAMESPACE,
+                namespace=spec.namespace,
                 metric_name=spec.metric,
-                dimensions={"ClusterName": args.cluster_name},
+                dimensions={"ClusterName": args.cluster_name} if spec.cluster_dimension else None,
                 statistic=spec.statistic,
                 period=PERIOD_SECONDS,
                 evaluation_periods=spec.periods,
+                datapoints_to_alarm=spec.datapoints,
                 comparison_operator=spec.comparison,
                 threshold=spec.threshold,
                 # GPU pools at zero nodes publish nothing: that is not an incident.
                 treat_missing_data="notBreaching",
                 alarm_actions=[self.topic.arn],
                 ok_actions=[self.topic.arn],
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[] if spec.cluster_dimension else filters),
             )

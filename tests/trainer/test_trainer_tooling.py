@@ -76,6 +76,8 @@ def test_efa_layer_is_pinned_and_checked():
     # ... with torch's wheel-shipped CUDA runtime on the library path (no toolkit in the base).
     assert re.search(r'LD_LIBRARY_PATH="\$\{wheel_libs\}" ldd /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so', efa)
     assert '"nvidia", "**", "libcudart.so*"' in efa
+    # The build log shows what the plugin links (its libcudart major), before a failure on it.
+    assert efa.index("sed 's/^/aws-ofi-nccl needs: /' /tmp/ofi-nccl.ldd") < efa.index("grep 'not found'")
     assert "fi_info --version" in efa
     # Root installs it, before the image drops to UID 1000.
     assert text.index("FROM base AS efa") < text.index("USER 1000:1000")
