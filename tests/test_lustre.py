@@ -98,7 +98,7 @@ def test_lustre_defaults():
     lustre = load(mutate(raw_config("dev"), "storage.lustre",
                          {"storageCapacityGiB": 1200, "throughputPerTiB": 125, "readMBpsPerGpu": 25}), "dev").storage.lustre
     assert lustre is not None and lustre.deployment_type == "PERSISTENT_2"
-    assert lustre.availability_zone == "us-east-1a", "the network's first zone unless told otherwise"
+    assert lustre.availability_zone == "use1-az4", "the zone of the pool its jobs run on (dev's gpu-spot) unless told otherwise"
 
 
 # (case id, key under storage.lustre, value, text the error must contain besides key and value)
@@ -142,8 +142,12 @@ def test_lustre_zone_defaults_to_the_zone_of_the_pools_its_jobs_run_on():
     pools[1]["availabilityZones"] = ["use1-az6"]
     pinned = mutate(raw, "nodePools", pools)
     assert load(pinned, "dev").storage.lustre.availability_zone == "use1-az6"
-    # Jobs on pools spread over zones: the network's first.
-    assert load(with_lustre(), "dev").storage.lustre.availability_zone == "us-east-1a"
+    # Jobs on pools spread over zones (single-node jobs: a gang must stay in one): the network's first.
+    spread = [dict(pool) for pool in raw[f"{PROJECT}:nodePools"]]
+    spread[1]["availabilityZones"] = ["use1-az4", "use1-az6"]
+    jobs = [{**job, "nodes": 1} for job in raw[f"{PROJECT}:training"]["jobs"]]
+    assert load(mutate(mutate(raw, "nodePools", spread), "training.jobs", jobs), "dev").storage.lustre.availability_zone \
+        == "us-east-1a"
 
 
 # (lustre zone, the message's text) against prod's p5-efa pool in use1-az4; None: accepted.
@@ -344,12 +348,13 @@ def test_outside_prod_a_job_without_a_checkpoint_size_is_not_checked():
 
 
 @pytest.mark.parametrize(("writers", "expected"), [
-    (None, ("100 GiB checkpoint on EFS at 524 MB/s (EFS Elastic, rank 0 writing", "at least 440")),
-    ("allRanks", ("100 GiB checkpoint on EFS at 1049 MB/s (EFS Elastic, every rank writing", "at least 235")),
+    (None, ("100 GiB checkpoint on EFS at 524 MB/s (EFS Elastic, rank 0 writing", "440 s are needed")),
+    ("allRanks", ("100 GiB checkpoint on EFS at 1049 MB/s (EFS Elastic, every rank writing", "235 s are needed")),
 ])
 def test_team_jobs_are_checked_against_efs(writers, expected):
+    """The team's job runs on spot: at most 100 s of grace, which neither write fits."""
     raw = raw_config("team-vision-prod")
-    job = {**raw[f"{PROJECT}:training"]["jobs"][0], "checkpointGiB": 100, "terminationGracePeriodSeconds": 180}
+    job = {**raw[f"{PROJECT}:training"]["jobs"][0], "checkpointGiB": 100, "terminationGracePeriodSeconds": 100}
     if writers:
         job["checkpointWriters"] = writers
     errors = errors_of(mutate(raw, "training.jobs", [job]), "team-vision-prod")
