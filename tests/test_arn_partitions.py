@@ -19,7 +19,11 @@ def gov_cloud_overrides() -> dict:
     def in_gov_cloud(value):
         return json.loads(json.dumps(value).replace("arn:aws:", "arn:aws-us-gov:"))
 
+    # The pools pinned to a us-east-1 AZ ID (gpu-spot: its gangs stay in one zone) move to one of GovCloud's.
+    pools = [{**pool, "availabilityZones": ["usgw1-az1"]} if "availabilityZones" in pool else pool
+             for pool in config["gpu-training:nodePools"]]
     return {"region": GOV_REGION, "iamPermissionsBoundary": in_gov_cloud(config["gpu-training:iamPermissionsBoundary"]),
+            "nodePools": pools,
             "network": {**config["gpu-training:network"], "availabilityZones": [f"{GOV_REGION}a", f"{GOV_REGION}b"]},
             "cluster": in_gov_cloud(config["gpu-training:cluster"])}
 
