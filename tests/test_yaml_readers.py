@@ -93,7 +93,7 @@ def test_a_job_env_of_1_5e3_is_refused_and_quoted_plans_as_the_pod_gets_it(tmp_p
     with pytest.raises(ConfigError) as refused:
         synthesize("dev", path)
     (message,) = refused.value.errors
-    assert message.startswith(f"{path}: line 103, column ") and "gpu-training:training.jobs[0].env.LR: " in message
+    assert message.startswith(f"{path}: line {dev_line('env: {NCCL_DEBUG: INFO}')}, column ") and "gpu-training:training.jobs[0].env.LR: " in message
     assert '"1.5e3" is ambiguous: the Pulumi CLI (go-yaml, YAML 1.2) reads it as float 1500.0' in message
     assert message.endswith('Fix: quote it: "1.5e3"'), message  # an env value is text
     path.write_text(text.replace("env: {NCCL_DEBUG: INFO}", "env: {NCCL_DEBUG: INFO, LR: '1.5e3'}"))
@@ -152,6 +152,13 @@ def file_errors(tmp_path: Path, text: str, stack: str = "dev", **options: Any) -
     return [error.replace(f"{tmp_path}/", "") for error in raised.value.errors]
 
 
+def dev_line(fragment: str) -> int:
+    """The line of the dev stack file that holds `fragment`: lines below the top move as the file grows."""
+    lines = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().splitlines()
+    (number,) = [index for index, line in enumerate(lines, 1) if fragment in line]
+    return number
+
+
 def at(line: int, column: int, key: str, rule: str) -> str:
     return f"{DEV_FILE}: line {line}, column {column}: {PROJECT}:{key}: {rule}"
 
@@ -177,7 +184,7 @@ MULTI_PROBLEM_FILES = {
             "str '2024-1-1', so the plan and the deployment would differ. Fix: quote it: \"2024-1-1\""),
          at(32, 27, "cluster.endpointPublicAccess", '"yes" is ambiguous: it is true/false to some YAML readers and text to '
             "others. Fix: write true, without quotes"),
-         at(96, 26, "training.gpuQuota.gpu-spot", "\"0x4\" is ambiguous: readers disagree on octal, hex, binary, '_' and "
+         at(dev_line("gpuQuota: {gpu-spot: 4}"), 26, "training.gpuQuota.gpu-spot", "\"0x4\" is ambiguous: readers disagree on octal, hex, binary, '_' and "
             "base-60 numbers. Fix: write it as a plain decimal number: 4"),
          f"{PROJECT}:registry.keepImages: must be between 1 and 1000 (got 0). Fix: keep at least the images running "
          "workloads pin, e.g. 30"]),
