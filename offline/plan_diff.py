@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Offline plan diff: what a change does to every stack, without credentials.
 
-    scripts/plan-diff BASE_REF [HEAD_REF] [--stack NAME ...] [--changed-stacks-file FILE]
+    scripts/plan-diff BASE_REF [HEAD_REF] [--stack NAME ...] [--all] [--keep-plans DIR]
+                      [--changed-stacks-file FILE]
 
-Plans every stack at BASE_REF and at HEAD_REF (each in a git worktree in a temporary directory;
-without HEAD_REF, the working tree as it is, uncommitted changes included) with this checkout's
-Python environment and `scripts/plan.py --all`, then prints a Markdown summary per stack:
+Plans, at BASE_REF and at HEAD_REF (each in a git worktree in a temporary directory; without
+HEAD_REF, the working tree as it is, uncommitted and untracked files included), the stacks the
+change can affect: those whose plan reads a path that differs between the two trees
+(offline/affected_stacks.py: a stack's own stack file, for a team stack its platform's, the
+program's code and the files it reads). The other stacks' head plan is their base plan: they are
+reported unchanged without being planned. `--all` (or PLAN_DIFF_ALL=1) plans every stack at both
+refs; the diff reads the same either way. Both refs are planned at once, with this checkout's
+Python environment and each tree's own `scripts/plan.py`. Prints a Markdown summary per stack:
 resources added, removed and changed with the input paths that changed, a warning where the
 change forces AWS or Kubernetes to replace the resource, the Kubernetes manifests changed, and
-the cost delta when the stack cost model (components/facts/cost_model.py) exists. A change that
-alters no plan prints "no changes". Exit status: 0, or 1 when a stack fails to plan at a ref
-(the summary says which and why), 2 on bad arguments.
+the cost delta from the stack cost model (components/facts/cost_model.py); then which stacks
+were replanned and why, and which were reused. A change that alters no plan prints "no changes".
+Exit status: 0, or 1 when a stack fails to plan at a ref (the summary says which and why), 2 on
+bad arguments.
 """
 
 from __future__ import annotations
@@ -19,16 +26,19 @@ import argparse
 import importlib
 import json
 import os
+import posixpath
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from offline.affected_stacks import ENVIRONMENTS, MAIN_STACK_DIR, ChangeFacts, affected_stacks
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_PROJECT = "gpu-training"
@@ -42,6 +52,8 @@ MAX_PATHS_PER_RESOURCE = 8
 # Set for the plans made here: no example-value lists (as offline/plan.py reads it), which would
 # push a failing stack's error out of the text kept for the comment.
 QUIET_PLACEHOLDERS = "PLAN_QUIET_PLACEHOLDERS"
+# Set (to anything but 0) for a full replan of every stack, as --all.
+ALL_VARIABLE = "PLAN_DIFF_ALL"
 
 # Inputs whose change makes the provider replace the resource (delete and create, or create
 # and delete) instead of updating it in place. What we know, with where it is written:
@@ -286,25 +298,146 @@ def _projects(tree: Path) -> list[tuple[str, Path]]:
     return projects
 
 
-def plan_tree(tree: Path, build: Path, stacks: list[str]) -> TreePlans:
-    """Plan the tree's stacks with this Python (the tree's own scripts/plan.py and components/)."""
-    plans = TreePlans(stacks={}, failures={})
+def _stack_dir(project_dir: Path) -> Path:
+    """The project's stackConfigDir, as offline/plan.py's all_stacks reads it (a broken project file
+    plans nothing either way: every stack of it is replanned and reports why)."""
+    try:
+        settings = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        settings = None
+    return project_dir / str((settings or {}).get("stackConfigDir") or ".") if isinstance(settings, dict) else project_dir
+
+
+def project_stacks(project_dir: Path) -> list[str]:
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in _stack_dir(project_dir).glob("Pulumi.*.yaml"))
+
+
+def tree_labels(tree: Path) -> list[str]:
+    """Every stack label of a tree (`dev`, `bootstrap/bootstrap`), from its stack files."""
+    return [f"{prefix}{stack}" for prefix, project_dir in _projects(tree) for stack in project_stacks(project_dir)]
+
+
+@dataclass
+class _Running:
+    project: str
+    out: Path
+    log: Path
+    process: subprocess.Popen[bytes]
+
+
+def start_plans(tree: Path, build: Path, stacks: list[str], only: Collection[str] | None = None) -> list[_Running]:
+    """Start planning the tree's stacks with this Python (the tree's own scripts/plan.py and
+    components/): `stacks` limits the main project's, `only` (labels) every project's; None: all.
+    A project whose every stack is planned gets `--all`, as a full replan does."""
+    running = []
+    build.mkdir(parents=True, exist_ok=True)
     for prefix, project_dir in _projects(tree):
-        out = build / (prefix.rstrip("/") or "main")
-        selection = ["--all"]
-        if stacks and not prefix:
-            selection = [arg for stack in stacks for arg in ("--stack", stack)]
+        everything = project_stacks(project_dir)
+        wanted = [s for s in (stacks if stacks and not prefix else everything) if only is None or f"{prefix}{s}" in only]
+        if not wanted:
+            continue
+        out, log = build / (prefix.rstrip("/") or "main"), build / f"{prefix.rstrip('/') or 'main'}.log"
+        full = wanted == everything and not (stacks and not prefix)
+        selection = ["--all"] if full else [arg for stack in wanted for arg in ("--stack", stack)]
         command = [sys.executable, str(tree / "scripts" / "plan.py"), *selection, "--build-dir", str(out)]
         if prefix:
             command += ["--project", str(project_dir)]
-        result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False,
-                                env={**os.environ, QUIET_PLACEHOLDERS: "1"})
-        if result.returncode != 0:
-            plans.failures[prefix or MAIN_PROJECT] = (result.stderr or result.stdout).strip()[-2000:]
-        for directory in sorted(out.iterdir()) if out.is_dir() else []:
+        with log.open("wb") as output:  # stdout and stderr as one: read back only when it fails
+            process = subprocess.Popen(command, cwd=tree, stdout=subprocess.DEVNULL, stderr=output,
+                                       env={**os.environ, QUIET_PLACEHOLDERS: "1"})
+        running.append(_Running(prefix or MAIN_PROJECT, out, log, process))
+    return running
+
+
+def finish_plans(running: list[_Running]) -> TreePlans:
+    plans = TreePlans(stacks={}, failures={})
+    for run in running:
+        if run.process.wait() != 0:
+            plans.failures[run.project] = run.log.read_text(errors="replace").strip()[-2000:]
+        prefix = "" if run.project == MAIN_PROJECT else run.project
+        for directory in sorted(run.out.iterdir()) if run.out.is_dir() else []:
             if (directory / "resources.json").is_file():
                 plans.stacks[f"{prefix}{directory.name}"] = directory
     return plans
+
+
+def plan_tree(tree: Path, build: Path, stacks: list[str], only: Collection[str] | None = None) -> TreePlans:
+    """Plan the tree's stacks (see start_plans) and wait for them."""
+    return finish_plans(start_plans(tree, build, stacks, only))
+
+
+# --- what to replan -----------------------------------------------------------------------------
+
+def changed_paths(base_commit: str, head_commit: str | None) -> list[str]:
+    """Every path that differs between the two trees planned (both names of a rename; without
+    head, the working tree with its untracked files). The trees themselves, not base...head: the
+    base is planned at its tip, whatever the merge base."""
+    diff = git("diff", "--name-only", "--no-renames", "-z", base_commit, *([head_commit] if head_commit else []))
+    untracked = "" if head_commit else git("ls-files", "--others", "--exclude-standard", "-z")
+    return sorted(set(filter(None, (diff + "\0" + untracked).split("\0"))))
+
+
+def _hyperparameter_values(document: Any) -> Iterator[str]:
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key == "hyperparameters" and isinstance(value, str):
+                yield value
+            else:
+                yield from _hyperparameter_values(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from _hyperparameter_values(value)
+
+
+def hyperparameter_files(trees: list[Path]) -> frozenset[str]:
+    """The hyperparameters files the main project's stack files name in any of `trees`, and the default."""
+    from components.config.training import DEFAULT_HYPERPARAMETERS
+
+    found = {DEFAULT_HYPERPARAMETERS}
+    for tree in trees:
+        for path in _stack_dir(tree).glob("Pulumi.*.yaml"):
+            text = path.read_text(errors="replace")
+            try:
+                found.update(_hyperparameter_values(yaml.safe_load(text)))
+            except yaml.YAMLError:  # the strict reader may still read it: take every line that names one
+                found.update(line.split(":", 1)[1].strip().strip("\"'") for line in text.splitlines()
+                             if line.strip().startswith("hyperparameters:"))
+    return frozenset(posixpath.normpath(name) for name in found if name)
+
+
+def vpc_cidrs_changed(base_tree: Path, head_tree: Path, changed: list[str]) -> frozenset[str]:
+    """The environments whose network.vpcCidr, as a sibling platform stack reads it, differs."""
+    from components.config.sibling_stacks import sibling_vpc_cidrs
+
+    def view(tree: Path, environment: str) -> list[str]:
+        found, _ = sibling_vpc_cidrs(_stack_dir(tree), project=MAIN_PROJECT, stack="", environments=(environment,))
+        return [str(sibling.cidr) for sibling in found]
+
+    return frozenset(environment for environment in ENVIRONMENTS
+                     if f"{MAIN_STACK_DIR}/Pulumi.{environment}.yaml" in changed
+                     and view(base_tree, environment) != view(head_tree, environment))
+
+
+@dataclass
+class Selection:
+    replanned: dict[str, list[str]]
+    """Stack label -> why it is planned at both refs."""
+    reused: list[str]
+    """Labels whose inputs are the same at both refs: their head plan is their base plan, not made."""
+    everything: bool = False
+    """--all: every stack planned at both refs."""
+
+
+def select_stacks(base_tree: Path, head_tree: Path, changed: list[str], stacks: list[str], everything: bool) -> Selection:
+    labels = sorted(set(tree_labels(base_tree)) | set(tree_labels(head_tree)))
+    wanted = [label for label in labels if not stacks or label.startswith(f"{BOOTSTRAP_DIR}/") or label in stacks]
+    if everything:
+        return Selection(replanned={label: ["`--all`"] for label in wanted}, reused=[], everything=True)
+    facts = ChangeFacts(hyperparameter_files=hyperparameter_files([base_tree, head_tree]),
+                        vpc_cidr_changed=vpc_cidrs_changed(base_tree, head_tree, changed))
+    affected = affected_stacks(changed, labels, facts)
+    return Selection(replanned={label: affected[label] for label in wanted if label in affected},
+                     reused=[label for label in wanted if label not in affected])
 
 
 # --- the summary --------------------------------------------------------------------------------
@@ -404,14 +537,20 @@ class Report:
 
 
 def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePlans,
-                 cost_of: Callable[[list[dict[str, Any]]], CostFigures] | None) -> Report:
+                 cost_of: Callable[[list[dict[str, Any]]], CostFigures] | None, selection: Selection | None = None) -> Report:
+    """The comment. `selection`: the stacks reused (no plan at either ref: unchanged by construction)
+    and why the others were replanned, said after the diff; the diff itself reads as a full replan's."""
     lines = [f"## Offline plan diff: {base_label} → {head_label}", ""]
     failures = {**{f"{k} at {base_label}": v for k, v in base.failures.items()},
                 **{f"{k} at {head_label}": v for k, v in head.failures.items()}}
     for where, why in failures.items():
         lines += [f"**{where} did not plan:**", "", "```", why, "```", ""]
     changed, unchanged = [], []
-    for stack in sorted(set(base.stacks) | set(head.stacks)):
+    reused = set(selection.reused) if selection else set()
+    for stack in sorted(set(base.stacks) | set(head.stacks) | reused):
+        if stack in reused:
+            unchanged.append(stack)
+            continue
         project = f"{BOOTSTRAP_DIR}/" if stack.startswith(f"{BOOTSTRAP_DIR}/") else MAIN_PROJECT
         if (stack not in base.stacks and project in base.failures) or (stack not in head.stacks and project in head.failures):
             continue  # it did not plan on one side (reported above), so it is neither added nor removed
@@ -433,8 +572,29 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
         lines.append(f"No changes: {', '.join(f'`{s}`' for s in unchanged)}.")
     if changed and cost_of is None:
         lines += ["", "_Cost delta: the stack cost model is not in this checkout yet._"]
+    if selection is not None:
+        lines += ["", *selection_lines(selection)]
     return Report(markdown="\n".join(lines).rstrip() + "\n",
                   changed_stacks=[s for s in changed if not s.startswith(f"{BOOTSTRAP_DIR}/")], failed=bool(failures))
+
+
+SELECTION_SUMMARY = "<details><summary>Stacks planned"
+MAX_REASONS = 3
+
+
+def selection_lines(selection: Selection) -> list[str]:
+    """Which stacks were planned at both refs and why, and which were reused."""
+    total = len(selection.replanned) + len(selection.reused)
+    lines = [f"{SELECTION_SUMMARY}: {len(selection.replanned)} of {total}</summary>", ""]
+    if selection.everything:
+        lines.append("- every stack, at both refs (`--all` / `PLAN_DIFF_ALL=1`)")
+    for label, reasons in ([] if selection.everything else selection.replanned.items()):
+        more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
+        lines.append(f"- replanned `{label}`: {'; '.join(reasons[:MAX_REASONS])}{more}")
+    if selection.reused:
+        lines.append(f"- reused, not replanned (no file their plans read changed, so the head plan is the base plan): "
+                     f"{', '.join(f'`{label}`' for label in selection.reused)}")
+    return [*lines, "", "</details>"]
 
 
 def truncate(markdown: str, max_chars: int) -> str:
@@ -459,32 +619,68 @@ def commit_label(commit: str, ref: str) -> str:
     return f"`{ref}` ({commit[:12]})" if ref != commit else f"`{commit[:12]}`"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plan-diff", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("base", metavar="BASE_REF")
     parser.add_argument("head", metavar="HEAD_REF", nargs="?", help="default: the working tree as it is")
     parser.add_argument("--stack", action="append", default=[], help="only these stacks of the main project")
+    parser.add_argument("--all", action="store_true", dest="everything",
+                        help=f"plan every stack at both refs, not only those the change can affect (or {ALL_VARIABLE}=1)")
+    parser.add_argument("--keep-plans", type=Path, metavar="DIR",
+                        help="write the plans made to DIR/base and DIR/head (a new or empty directory) and keep them")
     parser.add_argument("--changed-stacks-file", type=Path,
                         help="write the main project's changed stacks here as a JSON list (CI's preview matrix)")
     parser.add_argument("--changed-stacks-environment", action="append", default=[], metavar="ENVIRONMENT",
                         help="only the changed stacks of this environment go into --changed-stacks-file (repeatable)")
     parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, help="cut the summary to this length")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@contextmanager
+def _head_tree(head_commit: str | None, work: Path) -> Iterator[Path]:
+    if head_commit is None:
+        yield ROOT
+    else:
+        with worktree(head_commit, work, "head") as tree:
+            yield tree
+
+
+def _plans_dir(keep: Path | None, work: Path) -> Path:
+    if keep is None:
+        return work
+    if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        raise PlanDiffError(f"--keep-plans {keep}: exists and is not an empty directory. Fix: name a new or empty one")
+    return keep
+
+
+def diff_refs(args: argparse.Namespace, everything: bool) -> Report:
+    """Plan what the change can affect (everything: every stack) at both refs, concurrently, and compare."""
+    base_commit = resolve(args.base)
+    head_commit = resolve(args.head) if args.head else None
+    cost_of = load_cost_model()
+    changed = changed_paths(base_commit, head_commit)
+    head_label = commit_label(head_commit, args.head) if head_commit else "the working tree"
+    with tempfile.TemporaryDirectory(prefix="plan-diff-") as scratch:
+        work = Path(scratch)
+        plans = _plans_dir(args.keep_plans, work)
+        with worktree(base_commit, work, "base") as base_tree, _head_tree(head_commit, work) as head_tree:
+            selection = select_stacks(base_tree, head_tree, changed, args.stack, everything)
+            unknown = sorted(set(args.stack) - set(selection.replanned) - set(selection.reused))
+            if unknown:
+                raise PlanDiffError(f"--stack {', '.join(unknown)}: no such stack at either ref. Fix: name a stack of "
+                                    f"{MAIN_STACK_DIR}/ (Pulumi.<stack>.yaml)")
+            only = None if everything else set(selection.replanned)
+            started = [start_plans(tree, plans / f"plans-{side}" if args.keep_plans is None else plans / side, args.stack, only)
+                       for side, tree in (("base", base_tree), ("head", head_tree))]
+            base, head = (finish_plans(running) for running in started)
+        return build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of, selection)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    everything = args.everything or os.environ.get(ALL_VARIABLE, "") not in ("", "0")
     try:
-        base_commit = resolve(args.base)
-        head_commit = resolve(args.head) if args.head else None
-        cost_of = load_cost_model()
-        with tempfile.TemporaryDirectory(prefix="plan-diff-") as scratch:
-            work = Path(scratch)
-            with worktree(base_commit, work, "base") as base_tree:
-                base = plan_tree(base_tree, work / "plans-base", args.stack)
-            if head_commit is None:
-                head, head_label = plan_tree(ROOT, work / "plans-head", args.stack), "the working tree"
-            else:
-                with worktree(head_commit, work, "head") as head_tree:
-                    head = plan_tree(head_tree, work / "plans-head", args.stack)
-                head_label = commit_label(head_commit, args.head)
-            report = build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of)
+        report = diff_refs(args, everything)
     except PlanDiffError as error:
         print(f"plan-diff: {error}", file=sys.stderr)
         return 2

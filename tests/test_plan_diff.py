@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from stack_configs import ROOT
 
+from components.config.stack import stack_kind
+from offline.affected_stacks import ChangeFacts, affected_stacks, platform_of
 from offline.plan_diff import (
     _ABSENT,
     Change,
@@ -270,3 +272,75 @@ def test_the_plans_of_a_diff_leave_out_the_example_value_lists(tmp_path, monkeyp
     plans = plan_diff_module.plan_tree(ROOT, tmp_path, ["dev"])
     assert seen and all(env.get(plan_module.QUIET_PLACEHOLDERS) == "1" for env in seen)
     assert plans.failures["gpu-training"].startswith("stack dev: 1 configuration error")
+
+
+# --- which stacks a change can affect ---------------------------------------------------------
+
+LABELS = ["bootstrap/bootstrap", "dev", "prod", "staging", "team-vision-prod", "team-nlp-dev"]
+HPARAMS = frozenset({"trainer/example_trainer/hparams.yaml", "docs/hparams-demo.yaml"})
+
+AFFECTED_CASES = [
+    # (changed paths, environments whose vpcCidr view changed, expected replanned labels)
+    (["stacks/Pulumi.dev.yaml"], (), ["dev", "team-nlp-dev"]),
+    (["stacks/Pulumi.team-vision-prod.yaml"], (), ["team-vision-prod"]),
+    (["stacks/Pulumi.prod.yaml"], (), ["prod", "team-vision-prod"]),
+    # Its network.vpcCidr is what the other platform stacks check theirs against: each of them, and their teams.
+    (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["stacks/Pulumi.staging.yaml"], (), ["staging"]),
+    (["stacks/Pulumi.qa-sandbox.yaml"], (), []),              # a stack file of no stack either ref has: read by none
+    (["bootstrap/Pulumi.bootstrap.yaml"], (), ["bootstrap/bootstrap"]),
+    (["bootstrap/ci_identity.py"], (), ["bootstrap/bootstrap"]),
+    (["bootstrap/Pulumi.yaml"], (), ["bootstrap/bootstrap"]),
+    (["__main__.py"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["components/compute/node_pools.py"], (), LABELS),
+    (["components/config/keys.py", "docs/config.md"], (), LABELS),
+    (["offline/plan.py"], (), LABELS),
+    (["offline/plan_diff.py", "offline/affected_stacks.py"], (), []),  # the diff tool: runs from this checkout
+    (["scripts/plan.py"], (), LABELS),
+    (["scripts/build-image", "scripts/new-team-stack"], (), []),
+    (["schemas/crds/kueue.x-k8s.io_clusterqueues.yaml"], (), LABELS),
+    (["Pulumi.yaml"], (), LABELS),
+    (["requirements.txt"], (), LABELS),
+    (["requirements-dev.txt"], (), LABELS),
+    (["docs/testing.md", "README.md", "tests/test_plan_diff.py", ".github/workflows/pull-request.yml",
+      "bench/plan_bench.py", "trainer/launcher/checkpoint.py", "Makefile"], (), []),
+    # A hyperparameters file becomes a job's ConfigMap, wherever it lives.
+    (["trainer/example_trainer/hparams.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["docs/hparams-demo.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["trainer/example_trainer/./hparams.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    # Unknown paths replan everything: an input added without a rule costs time, never a wrong diff.
+    (["sitecustomize.py"], (), LABELS),
+    (["stacks/README"], (), LABELS),
+    ([], (), []),
+]
+
+
+@pytest.mark.parametrize(("changed", "vpc_changed", "expected"), AFFECTED_CASES)
+def test_a_change_replans_exactly_the_stacks_that_read_a_changed_path(changed, vpc_changed, expected):
+    facts = ChangeFacts(hyperparameter_files=HPARAMS, vpc_cidr_changed=frozenset(vpc_changed))
+    affected = affected_stacks(changed, LABELS, facts)
+    assert sorted(affected) == sorted(expected)
+    assert all(reasons for reasons in affected.values()), "every replanned stack says why"
+
+
+def test_a_team_stack_follows_its_platform_and_says_so():
+    affected = affected_stacks(["stacks/Pulumi.prod.yaml"], LABELS)
+    assert affected["prod"] == ["`stacks/Pulumi.prod.yaml` (its stack file) changed"]
+    assert affected["team-vision-prod"] == ["`stacks/Pulumi.prod.yaml` (its platform's stack file) changed"]
+    sibling = affected_stacks(["stacks/Pulumi.prod.yaml"], LABELS, ChangeFacts(vpc_cidr_changed=frozenset({"prod"})))
+    assert sibling["team-nlp-dev"] == ["its platform stack `dev`, whose plan it reads, is replanned"]
+
+
+@pytest.mark.parametrize("label", ["dev", "prod", "team-vision-prod", "team-a-b-staging", "team-x-qa", "bootstrap/bootstrap"])
+def test_the_platform_a_team_stack_reads_is_the_one_its_plan_synthesises(label):
+    """offline/plan.py plans the platform stack_kind names (platform_plan_outputs): the same one."""
+    team, environment = stack_kind(label)
+    assert platform_of(label) == (environment if team and not label.startswith("bootstrap/") else None)
+
+
+def test_every_path_of_this_checkout_has_a_rule_or_is_read_by_every_stack():
+    """A new top-level directory gets a rule (it is replanned everything until then): list them here."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    unknown = sorted({path.split("/")[0] for path in listed
+                      if any("no rule" in why for reasons in affected_stacks([path], LABELS).values() for why in reasons)})
+    assert unknown == [], "offline/affected_stacks.py PATH_RULES: say which stacks read these"
