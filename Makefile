@@ -98,7 +98,7 @@ plan: $(BYTECODE)
 plans: $(BYTECODE)
 	$(PY) scripts/plan.py --all --project . --project bootstrap
 
-## what the working tree changes in every stack's plan: make plan-diff BASE=origin/main
+## what the working tree changes in the plans of the stacks it can affect: make plan-diff BASE=origin/main (PLAN_DIFF_ALL=1: every stack)
 plan-diff: $(BYTECODE)
 	scripts/plan-diff $(BASE)
 

@@ -4,6 +4,7 @@ of this repository whose commits change a pool's size, change nothing, or break 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,10 +17,16 @@ from components.config.stack import stack_kind
 from offline.affected_stacks import ChangeFacts, affected_stacks, platform_of
 from offline.plan_diff import (
     _ABSENT,
+    SELECTION_SUMMARY,
     Change,
     StackPlan,
+    TreePlans,
+    build_report,
+    commit_label,
     diff_stack,
     diff_values,
+    load_cost_model,
+    plan_tree,
     render_stack,
     replacement_paths,
     truncate,
@@ -264,11 +271,15 @@ def test_the_plans_of_a_diff_leave_out_the_example_value_lists(tmp_path, monkeyp
     assert plan_diff_module.QUIET_PLACEHOLDERS == plan_module.QUIET_PLACEHOLDERS
     seen: list[dict[str, str]] = []
 
-    def run(command, **kwargs):
-        seen.append(kwargs["env"])
-        return subprocess.CompletedProcess(command, 2, "", "stack dev: 1 configuration error; nothing was created:")
+    class Process:
+        def __init__(self, command, **kwargs):
+            seen.append(kwargs["env"])
+            kwargs["stderr"].write(b"stack dev: 1 configuration error; nothing was created:")
 
-    monkeypatch.setattr(plan_diff_module.subprocess, "run", run)
+        def wait(self):
+            return 2
+
+    monkeypatch.setattr(plan_diff_module.subprocess, "Popen", Process)
     plans = plan_diff_module.plan_tree(ROOT, tmp_path, ["dev"])
     assert seen and all(env.get(plan_module.QUIET_PLACEHOLDERS) == "1" for env in seen)
     assert plans.failures["gpu-training"].startswith("stack dev: 1 configuration error")
@@ -344,3 +355,106 @@ def test_every_path_of_this_checkout_has_a_rule_or_is_read_by_every_stack():
     unknown = sorted({path.split("/")[0] for path in listed
                       if any("no rule" in why for reasons in affected_stacks([path], LABELS).values() for why in reasons)})
     assert unknown == [], "offline/affected_stacks.py PATH_RULES: say which stacks read these"
+
+
+# --- the selective diff equals a full replan ---------------------------------------------------
+
+def replace_once(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, f"{path.name} no longer holds {old!r}; update this test"
+    path.write_text(text.replace(old, new))
+
+
+# (case, the change, the stacks the selective diff must replan). One of each kind of input.
+EQUALITY_CASES = [
+    ("dev stack file", lambda repo: set_gpu_pool_max(repo, "4", "6"), ["dev"]),
+    ("team stack file", lambda repo: replace_once(repo / "stacks/Pulumi.team-vision-prod.yaml",
+                                                  "monthlyLimitUsd: 100", "monthlyLimitUsd: 150"), ["team-vision-prod"]),
+    ("platform stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod.yaml",
+                                                                    "costCenter: ml-platform-prod", "costCenter: ml-prod"),
+     ["prod", "team-vision-prod"]),
+    ("component code", lambda repo: (repo / "components/team.py").write_text(
+        (repo / "components/team.py").read_text() + "\n# a change to the program's code\n"),
+     ["bootstrap/bootstrap", "dev", "prod", "staging", "team-vision-prod"]),
+    ("bootstrap stack file", lambda repo: replace_once(repo / "bootstrap/Pulumi.bootstrap.yaml",
+                                                       "costCenter: ml-platform\n", "costCenter: ml-platform-core\n"),
+     ["bootstrap/bootstrap"]),
+    ("docs only", lambda repo: (repo / "docs/testing.md").write_text((repo / "docs/testing.md").read_text() + "\nMore.\n"), []),
+]
+
+
+def copy_checkout(target: Path) -> Path:
+    """This checkout's files (tracked and new, never ignored ones) as a fresh repository at one commit."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    git(target, "init", "--quiet", "--initial-branch=main")
+    git(target, "add", "-A")
+    git(target, "commit", "--quiet", "-m", "base")
+    git(target, "tag", "base")
+    return target
+
+
+@pytest.fixture(scope="module")
+def base_build(tmp_path_factory) -> tuple[Path, TreePlans]:
+    """A copy of the checkout and the full plan of its base commit, made once for every case."""
+    repo = copy_checkout(tmp_path_factory.mktemp("plan-diff-equality") / "repo")
+    plans = plan_tree(repo, repo.parent / "full-base", [])
+    assert not plans.failures and len(plans.stacks) == 5, plans.failures
+    return repo, plans
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+# Each case plans every stack at its head (the full replan it is held to): 15-40 s apiece. `make test`
+# runs the first; .ci/run all of them (PLAN_DIFF_EQUALITY=all), as it runs the slow doc commands.
+ALWAYS_RUN = ("dev stack file",)
+
+
+@pytest.mark.parametrize(("case", "change", "replanned"), EQUALITY_CASES, ids=[c[0] for c in EQUALITY_CASES])
+def test_the_selective_diff_equals_a_full_replan(base_build, case, change, replanned, tmp_path):
+    if case not in ALWAYS_RUN and os.environ.get("PLAN_DIFF_EQUALITY") != "all":
+        pytest.skip("plans every stack at a new head: run with PLAN_DIFF_EQUALITY=all (.ci/run does)")
+    repo, full_base = base_build
+    git(repo, "checkout", "--quiet", "-B", "case", "base")
+    try:
+        change(repo)
+        git(repo, "commit", "--quiet", "-am", case)
+        head_commit = git(repo, "rev-parse", "HEAD").strip()
+        result = plan_diff(repo, "base", "HEAD", "--keep-plans", str(tmp_path / "selective"))
+        full_head = plan_tree(repo, tmp_path / "full-head", [])  # the repository is checked out at HEAD
+    finally:
+        git(repo, "checkout", "--quiet", "main")
+    assert result.returncode == 0, result.stderr + result.stdout
+    full = build_report(commit_label(git(repo, "rev-parse", "base").strip(), "base"), commit_label(head_commit, "HEAD"),
+                        full_base, full_head, load_cost_model())
+    body, _, selection = result.stdout.partition(f"\n\n{SELECTION_SUMMARY}")
+    assert body + "\n" == full.markdown, "the selective diff reads as the full replan's"
+    assert [line.split("`")[1] for line in selection.splitlines() if line.startswith("- replanned")] == replanned
+    selective = {f"{side}/{label}": directory for side in ("base", "head")
+                 for label, directory in plan_tree_dirs(tmp_path / "selective" / side).items()}
+    assert sorted(selective) == sorted(f"{side}/{label}" for side in ("base", "head") for label in replanned)
+    for label in full_head.stacks:
+        # A replanned stack's plans are the full replan's, byte for byte; a reused one's head plan is its base plan.
+        expected = files_of(full_head.stacks[label])
+        if label in replanned:
+            assert files_of(selective[f"head/{label}"]) == expected, label
+            assert files_of(selective[f"base/{label}"]) == files_of(full_base.stacks[label]), label
+        else:
+            assert files_of(full_base.stacks[label]) == expected, f"{label} is reused but its plan changed"
+
+
+def plan_tree_dirs(build: Path) -> dict[str, Path]:
+    """Stack label -> plan directory of one side of --keep-plans (main/<stack>, bootstrap/<stack>)."""
+    found = {}
+    for project in ("main", "bootstrap"):
+        for directory in sorted((build / project).iterdir()) if (build / project).is_dir() else []:
+            if (directory / "resources.json").is_file():
+                found[directory.name if project == "main" else f"bootstrap/{directory.name}"] = directory
+    return found
