@@ -74,7 +74,7 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("aws:s3/bucketPolicy:BucketPolicy", PB, "TLS-only and log delivery policies"),
     Allowed("aws:s3/bucketOwnershipControls:BucketOwnershipControls", PB, "disables ACLs"),
     Allowed("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", PB, "expires old versions and logs"),
-    Allowed("aws:s3/bucketLogging:BucketLogging", PB, "server access logging of the buckets"),
+    Allowed("aws:s3/bucketLogging:BucketLogging", PB, "server access logging of the buckets (the bootstrap's: not in any plan until the state bucket logs, issue #28 item 6)"),
     Allowed("aws:efs/fileSystem:FileSystem", P, "the checkpoint file system"),
     Allowed("aws:efs/mountTarget:MountTarget", P, "its mount targets"),
     Allowed("aws:efs/fileSystemPolicy:FileSystemPolicy", P, "its TLS-only policy"),

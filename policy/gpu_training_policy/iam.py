@@ -145,7 +145,8 @@ class Probe:
         def literal(part: str, default: str) -> str:
             value = match[part] if match else ""
             return value if value and "*" not in value and "?" not in value else default
-        region = "" if self.global_service else literal("region", PROBE_REGION)
+        # S3 ARNs carry neither region nor account; IAM's carry no region.
+        region = "" if self.global_service or self.service == "s3" else literal("region", PROBE_REGION)
         account = "" if self.service == "s3" else literal("account", PROBE_ACCOUNT)
         return f"arn:{literal('partition', 'aws')}:{self.service}:{region}:{account}:{self.resource}"
 

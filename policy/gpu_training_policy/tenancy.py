@@ -54,8 +54,7 @@ def _efs_volume_problems(volume: PolicyResource, handle: Any, stack: Stack) -> I
     if not own:
         yield f"mounts the access point {access_point or '(unknown)'}, which this team stack did not create"
         return
-    for ap in own:
-        yield from _access_point_problems(ap, stack)
+    # The access point's own root is judged on the access point (_access_point_problems).
     known_ids = {m.group(0) for ap in own for key in ("id", "arn") if isinstance(v := known(ap.props, key), str)
                  for m in ACCESS_POINT_ID.finditer(v)}
     if ACCESS_POINT_ID.fullmatch(access_point) and access_point not in known_ids:
