@@ -196,9 +196,8 @@ def instance_problems(resource_type: str, props: Any) -> list[str]:
         problems.append("does not require IMDSv2 (metadata_options.http_tokens \"required\"; AWS FSBP EC2.8)")
     if truthy(get(props, "associatePublicIpAddress")):
         problems.append("has a public IP (associate_public_ip_address; AWSGuard ec2-instance-no-public-ip, FSBP EC2.9)")
-    if resource_type != "aws:ec2/launchConfiguration:LaunchConfiguration":
-        if not truthy(get(props, "monitoring")):
-            problems.append("has no detailed monitoring (AWSGuard ec2-instance-detailed-monitoring-enabled)")
+    if resource_type != "aws:ec2/launchConfiguration:LaunchConfiguration" and not truthy(get(props, "monitoring")):
+        problems.append("has no detailed monitoring (AWSGuard ec2-instance-detailed-monitoring-enabled)")
     root = get(props, "rootBlockDevice")
     if not truthy(get(root, "encrypted")):
         problems.append("does not encrypt its root volume (root_block_device.encrypted; AWSGuard encrypted-volumes)")

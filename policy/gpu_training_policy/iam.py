@@ -99,6 +99,7 @@ def parse_statements(document: Any) -> list[Statement]:
         if not isinstance(raw, Mapping):
             continue
         not_action, not_resource = "NotAction" in raw, "NotResource" in raw
+        condition = raw.get("Condition")
         found.append(Statement(
             effect=str(raw.get("Effect", "")),
             actions=_strings(raw.get("NotAction" if not_action else "Action")),
@@ -106,7 +107,7 @@ def parse_statements(document: Any) -> list[Statement]:
             resources=_strings(raw.get("NotResource" if not_resource else "Resource")),
             not_resource=not_resource,
             principal=raw.get("Principal"),
-            condition=raw.get("Condition") if isinstance(raw.get("Condition"), Mapping) else {},
+            condition=condition if isinstance(condition, Mapping) else {},
         ))
     return found
 
