@@ -292,7 +292,8 @@ def subject_problem(subject: str) -> str | None:
 def _web_identity_problems(provider: str, condition: Mapping[str, Any]) -> list[str]:
     host_match = OIDC_PROVIDER.search(provider)
     hosts = [host_match["host"]] if host_match else sorted(
-        {str(k).rsplit(":", 1)[0] for block in condition.values() if isinstance(block, Mapping) for k in block})
+        {host for block in condition.values() if isinstance(block, Mapping) for k in block
+         if "." in (host := str(k).rsplit(":", 1)[0])})  # token claims are keyed by the issuer's host name
     if not hosts:
         return [f"trusts the identity provider {provider} without any condition on its tokens"]
     problems = []

@@ -16,7 +16,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs, StackValidationPolicy
 
-from gpu_training_policy.resources import Report, Stack, as_list, describe, get, known, stack_of, strings
+from gpu_training_policy.resources import Report, Stack, as_list, describe, get, has, known, stack_of, strings
 
 PV = "kubernetes:core/v1:PersistentVolume"
 SECRET_STORE = "kubernetes:external-secrets.io/v1:SecretStore"
@@ -79,20 +79,26 @@ def volume_problems(volume: PolicyResource, stack: Stack) -> list[str]:
     return [f"uses the CSI driver {driver}, not the EFS or S3 driver a team's volumes use"]
 
 
-def _role_problem(store: PolicyResource, role: Any, stack: Stack) -> str | None:
+def _role_problem(store: PolicyResource, aws: Any, stack: Stack) -> str | None:
+    if not has(aws, "role"):
+        # Without a role the controller reads with its own identity: the platform's sync role.
+        return "names no role, so it reads with the External Secrets controller's own (platform) identity"
+    role = known(aws, "role")  # not known yet in a first preview: then only the dependency decides
     if isinstance(role, str) and (match := ROLE_ARN.match(role)):
         return None if match["name"].startswith(stack.team_name_prefix) else (
             f"assumes the role {role}; a team's roles are named {stack.team_name_prefix}*")
     own = [r for r in _own(store, "spec", ROLE) if str(known(r.props, "name", "")).startswith(stack.team_name_prefix)]
-    return None if own or role is None else f"assumes the role {role}, which is not one of this team stack's roles"
+    return None if own else f"assumes the role {role or '(not known yet)'}, which is not one of this team stack's roles"
 
 
 def store_problems(store: PolicyResource, stack: Stack) -> list[str]:
     provider = get(get(store.props, "spec") or {}, "provider") or {}
     problems = [f"uses the {kind} provider; a team's store reads AWS Secrets Manager only" for kind in provider
                 if kind != "aws"]
-    aws = get(provider, "aws") or {}
-    problem = _role_problem(store, known(aws, "role"), stack)
+    aws = get(provider, "aws")
+    if aws is None:
+        return problems or ["has no AWS provider"]
+    problem = _role_problem(store, aws, stack)
     if problem:
         problems.append(problem)
     problems += [f"authenticates through {path} = {value}, another namespace" for path, value in strings(get(aws, "auth") or {})

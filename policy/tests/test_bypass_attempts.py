@@ -258,6 +258,8 @@ ATTEMPTS = [
         f"arn:aws:iam::{ACCOUNT}:role/teams/gpu-training-prod-team-nlp-secrets")), "team-references-own"),
     Attempt("store", "a role this stack did not create", TEAM, store(aws_store(
         "arn:aws:mock:us-east-1:123456789012:role/someone-elses")), "team-references-own"),
+    Attempt("store", "no role: the controller's own identity", TEAM, store({"aws": {
+        "service": "SecretsManager", "region": "us-east-1"}}), "team-references-own"),
     Attempt("store", "the Kubernetes provider into another namespace", TEAM, store({"kubernetes": {
         "remoteNamespace": "team-nlp", "server": {"caProvider": {"type": "ConfigMap", "name": "kube-root-ca.crt"}}}}),
         "team-references-own"),
