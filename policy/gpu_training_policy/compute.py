@@ -190,8 +190,9 @@ def instance_problems(resource_type: str, props: Any) -> list[str]:
         return problems
     if resource_type not in INSTANCE_TYPES:
         return problems
-    # EC2 defaults http_tokens to "optional" (IMDSv1) unless the AMI says otherwise (EC2 API
-    # InstanceMetadataOptionsRequest); only an explicit "required" is IMDSv2.
+    # EC2 defaults HttpTokens to "optional" (IMDSv1) unless the AMI says otherwise
+    # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceMetadataOptionsRequest.html);
+    # only an explicit "required" is IMDSv2.
     if get(get(props, "metadataOptions"), "httpTokens") != "required":
         problems.append("does not require IMDSv2 (metadata_options.http_tokens \"required\"; AWS FSBP EC2.8)")
     if truthy(get(props, "associatePublicIpAddress")):

@@ -25,9 +25,9 @@ ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
 ROLE = "aws:iam/role:Role"
 EFS_DRIVER = "efs.csi.aws.com"
 S3_DRIVER = "s3.csi.aws.com"
-# The S3 CSI driver mounts with the pod's own role only when asked to (Mountpoint for S3 CSI
-# driver, docs/CONFIGURATION.md "authenticationSource"); otherwise with the driver's, which
-# reads every team's data.
+# The S3 CSI driver mounts with the pod's own role only when asked to; `driver`, the default,
+# uses the driver's credentials, which read every team's data (awslabs/mountpoint-s3-csi-driver,
+# docs/CONFIGURATION.md, volumeAttributes.authenticationSource).
 POD_AUTHENTICATION = "pod"
 ROLE_ARN = re.compile(r"^arn:[^:]+:iam::\d{12}:role/(?:.*/)?(?P<name>[^/]+)$")
 ACCESS_POINT_ID = re.compile(r"fsap-[0-9a-f]+")
@@ -114,26 +114,55 @@ def external_secret_problems(secret: PolicyResource) -> list[str]:
     return [f"reads through a {kind}, not the namespace's own SecretStore" for kind in sorted(kinds - {"SecretStore"})]
 
 
+# What a team's resource changes, and what it must point at: a resource of the same stack. A
+# literal name or ARN (a platform role, another team's secret) has no such dependency.
+OWN_TARGETS = {
+    "aws:iam/rolePolicy:RolePolicy": ("role", ROLE, "adds permissions to the role"),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("roleArn", ROLE, "binds the role"),
+    "aws:secretsmanager/secretVersion:SecretVersion": ("secretId", "aws:secretsmanager/secret:Secret",
+                                                       "writes a value into the secret"),
+}
+
+
+def target_problems(resource: PolicyResource) -> list[str]:
+    field, target_type, does = OWN_TARGETS[resource.resource_type]
+    if _own(resource, field, target_type):
+        return []
+    return [f"{does} {known(resource.props, field) or '(not known yet)'}, which this team stack did not create"]
+
+
+def reference_problems(resource: PolicyResource, stack: Stack) -> list[str]:
+    """Why a team stack's resource points at something not the team's; empty when it does not."""
+    if resource.resource_type == PV:
+        return volume_problems(resource, stack)
+    if resource.resource_type == SECRET_STORE:
+        return store_problems(resource, stack)
+    if resource.resource_type == EXTERNAL_SECRET:
+        return external_secret_problems(resource)
+    if resource.resource_type == ACCESS_POINT:
+        return list(_access_point_problems(resource, stack))
+    if resource.resource_type in OWN_TARGETS:
+        return target_problems(resource)
+    return []
+
+
 def _team_references_own(args: StackValidationArgs, report: Report) -> None:
     for resource in args.resources:
         stack = stack_of(resource.urn, resource.provider)
         if not stack.is_team:
             continue
-        checks = {PV: lambda r, s=stack: volume_problems(r, s), SECRET_STORE: lambda r, s=stack: store_problems(r, s),
-                  EXTERNAL_SECRET: external_secret_problems,
-                  ACCESS_POINT: lambda r, s=stack: list(_access_point_problems(r, s))}
-        check = checks.get(resource.resource_type)
-        for problem in check(resource) if check else []:
+        for problem in reference_problems(resource, stack):
             report(f"{describe(resource.name, resource.resource_type)} {problem}; team {stack.team} reaches only its "
-                   f"own access point ({stack.team_access_point_root}) and roles ({stack.team_name_prefix}*).",
-                   resource.urn)
+                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}*) and "
+                   "secrets.", resource.urn)
 
 
 team_references_own = StackValidationPolicy(
     name="team-references-own",
     description="In team stacks, persistent volumes mount only the team's own EFS access point (or S3 with the pod's "
-                "role), access points root in the team's directory, SecretStores assume only the team's roles, and "
-                "ExternalSecrets read only through the namespace's SecretStore.",
+                "role), access points root in the team's directory, SecretStores assume only the team's roles, "
+                "ExternalSecrets read only through the namespace's SecretStore, and role policies, Pod Identity "
+                "associations and secret values apply only to the stack's own roles and secrets.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_team_references_own)
 
 POLICIES = (team_references_own,)

