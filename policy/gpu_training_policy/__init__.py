@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from gpu_training_policy import compute, cost, governance, network, secrets, storage
+from gpu_training_policy import compute, cost, governance, iam, network, secrets, storage, tenancy
 
 PACK_NAME = "gpu-training"
 POLICIES: tuple[Policy, ...] = (
@@ -19,5 +19,7 @@ POLICIES: tuple[Policy, ...] = (
     *compute.POLICIES,
     *secrets.POLICIES,
     *governance.POLICIES,
+    *iam.POLICIES,
+    *tenancy.POLICIES,
     *cost.POLICIES,
 )

@@ -171,5 +171,53 @@ spot_instance_diversity = ResourceValidationPolicy(
     description="Spot node groups name at least two instance types.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_spot_diversity)
 
-POLICIES = (eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_access, imdsv2_hop_limit_1,
+# --- EC2 instances (AWSGuard's EC2 rules, and IMDSv2 / no public IP on any instance) -----------
+
+# Instances started outside node groups, and what each calls its settings. pulumi-aws names them
+# alike on Instance and SpotInstanceRequest; a LaunchConfiguration (EC2 Auto Scaling, deprecated)
+# has the same metadata and public IP inputs.
+INSTANCE_TYPES = ("aws:ec2/instance:Instance", "aws:ec2/spotInstanceRequest:SpotInstanceRequest",
+                  "aws:ec2/launchConfiguration:LaunchConfiguration")
+
+
+def instance_problems(resource_type: str, props: Any) -> list[str]:
+    """Why an instance (or a launch template's interfaces) breaks the EC2 rules; empty when none."""
+    problems = []
+    if resource_type == LAUNCH_TEMPLATE:
+        for index, interface in enumerate(as_list(get(props, "networkInterfaces"))):
+            if truthy(get(interface, "associatePublicIpAddress")):
+                problems.append(f"gives network interface {index} a public IP (associate_public_ip_address)")
+        return problems
+    if resource_type not in INSTANCE_TYPES:
+        return problems
+    # EC2 defaults HttpTokens to "optional" (IMDSv1) unless the AMI says otherwise
+    # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceMetadataOptionsRequest.html);
+    # only an explicit "required" is IMDSv2.
+    if get(get(props, "metadataOptions"), "httpTokens") != "required":
+        problems.append("does not require IMDSv2 (metadata_options.http_tokens \"required\"; AWS FSBP EC2.8)")
+    if truthy(get(props, "associatePublicIpAddress")):
+        problems.append("has a public IP (associate_public_ip_address; AWSGuard ec2-instance-no-public-ip, FSBP EC2.9)")
+    if resource_type != "aws:ec2/launchConfiguration:LaunchConfiguration" and not truthy(get(props, "monitoring")):
+        problems.append("has no detailed monitoring (AWSGuard ec2-instance-detailed-monitoring-enabled)")
+    root = get(props, "rootBlockDevice")
+    if not truthy(get(root, "encrypted")):
+        problems.append("does not encrypt its root volume (root_block_device.encrypted; AWSGuard encrypted-volumes)")
+    for volume in as_list(get(props, "ebsBlockDevices")):
+        if not truthy(get(volume, "encrypted")):
+            problems.append(f"leaves EBS volume {get(volume, 'deviceName')} unencrypted (AWSGuard encrypted-volumes)")
+    return problems
+
+
+def _ec2_instance_hardened(args: ResourceValidationArgs, report: Report) -> None:
+    for problem in instance_problems(args.resource_type, args.props):
+        report(f"{describe(args.name, args.resource_type)} {problem}.")
+
+
+ec2_instance_hardened = ResourceValidationPolicy(
+    name="ec2-instance-hardened",
+    description="EC2 instances (and spot requests, launch configurations) require IMDSv2, get no public IP, have "
+                "detailed monitoring and encrypted volumes; launch templates give no interface a public IP.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_ec2_instance_hardened)
+
+POLICIES = (ec2_instance_hardened, eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_access, imdsv2_hop_limit_1,
             encrypted_node_volumes, gpu_node_group_taint, spot_instance_diversity)

@@ -16,6 +16,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
 from gpu_training_policy.resources import (
     COST_TAGS,
     TEAM_TAG,
@@ -333,6 +334,27 @@ team_iam_scope = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_iam_scope)
 
 
+# --- allowed-resource-types ------------------------------------------------------------------
+
+def _allowed_resource_types(args: ResourceValidationArgs, report: Report) -> None:
+    stack = stack_of(args.urn, args.provider)
+    if allowed_entry(args.resource_type, stack.kind) is not None:
+        return
+    elsewhere = sorted({k for e in ALLOWED_TYPES for k in e.kinds.split() if allowed_entry(args.resource_type, k)})
+    why = (f"it is allowed only in {', '.join(elsewhere)} stacks" if elsewhere else
+           f"the package {package_of(args.resource_type)} or this type is not in the allow-list")
+    report(f"{describe(args.name, args.resource_type)} may not be created by the {stack.kind} stack {stack.name}: "
+           f"{why}. Add a line to policy/gpu_training_policy/allowed_types.py (with its reason) if it belongs there.")
+
+
+allowed_resource_types = ResourceValidationPolicy(
+    name="allowed-resource-types",
+    description="Each stack kind (platform, team, bootstrap) creates only the resource types its allow-list names "
+                "(policy/gpu_training_policy/allowed_types.py); aws-native, command, dynamic providers and any "
+                "unlisted package are refused.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_allowed_resource_types)
+
+
 # --- no-prod-data-outside-prod ----------------------------------------------------------------
 
 # A name with a whole `prod`/`production` part marks production data: the same rule as the
@@ -411,5 +433,5 @@ no_prod_stack_reference = StackValidationPolicy(
     description="Non-prod stacks never read a prod stack's outputs (its bucket names and key ARNs).",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_stack_reference)
 
-POLICIES = (cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod,
+POLICIES = (allowed_resource_types, cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod,
             no_prod_stack_reference)

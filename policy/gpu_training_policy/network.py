@@ -24,7 +24,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from gpu_training_policy.resources import Report, as_list, describe, get, is_set, truthy
+from gpu_training_policy.resources import Report, as_list, describe, get, is_set, stack_of, truthy
 
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -232,4 +232,44 @@ fabric_admits_only_itself = StackValidationPolicy(
     validate=_fabric_admits_only_itself,
 )
 
-POLICIES = (no_open_ingress, cidr_ingress_private_and_scoped, fabric_admits_only_itself)
+
+# --- team-rules-own-groups ----------------------------------------------------------------------
+
+# Everything that changes what a security group admits or which interfaces it covers, and the
+# input naming the group.
+GROUP_CHANGES = {
+    INGRESS_RULE: "securityGroupId",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "securityGroupId",
+    LEGACY_RULE: "securityGroupId",
+    "aws:ec2/networkInterfaceSecurityGroupAttachment:NetworkInterfaceSecurityGroupAttachment": "securityGroupId",
+    "aws:vpc/securityGroupVpcAssociation:SecurityGroupVpcAssociation": "securityGroupId",
+}
+
+
+def _team_rules_own_groups(args: StackValidationArgs, report: Report) -> None:
+    """A stack policy: whether the group is the stack's own is a property dependency, known in
+    every preview; a literal group id (the platform's, read from its outputs) has none."""
+    resources = list(args.resources)
+    own = {r.urn for r in resources if r.resource_type in (GROUP, DEFAULT_GROUP)}
+    for resource in resources:
+        field = GROUP_CHANGES.get(resource.resource_type)
+        if field is None or not stack_of(resource.urn, resource.provider).is_team:
+            continue
+        groups = {d.urn for d in resource.property_dependencies.get(field, [])}
+        if not groups or not groups <= own:
+            named = get(resource.props, field)
+            report(f"{describe(resource.name, resource.resource_type)} changes security group {named}, which this team "
+                   "stack does not own (the platform's groups, the EFA fabric among them, belong to the platform "
+                   "stack). Team stacks change only groups they create.", resource.urn)
+
+
+team_rules_own_groups = StackValidationPolicy(
+    name="team-rules-own-groups",
+    description="Team stacks add rules (and interface attachments) only to security groups they create, never to "
+                "the platform's (the EFA fabric group, the node group).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    validate=_team_rules_own_groups,
+)
+
+POLICIES = (no_open_ingress, cidr_ingress_private_and_scoped, fabric_admits_only_itself, team_rules_own_groups)

@@ -25,6 +25,8 @@ TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>
 # tags); a team stack adds `team`.
 COST_TAGS = ("project", "environment", "stack", "cost-center")
 TEAM_TAG = "team"
+# The bootstrap program is the project `<project>-bootstrap` (bootstrap/Pulumi.yaml).
+BOOTSTRAP_PROJECT_SUFFIX = "-bootstrap"
 # What a validation is handed to report with: `report(message)` or `report(message, urn)`. The
 # SDK types ReportViolation with a required URN, but the function it passes defaults it to None.
 Report = Callable[..., None]
@@ -134,6 +136,16 @@ class Stack:
         return self.team is not None
 
     @property
+    def kind(self) -> str:
+        """`team`, `bootstrap` (the account's bootstrap project, which serves every environment) or
+        `platform` (an environment's stack); allowed_types.py keys its table by it."""
+        if self.is_team:
+            return "team"
+        if self.project.endswith(BOOTSTRAP_PROJECT_SUFFIX) or self.name == "bootstrap":
+            return "bootstrap"
+        return "platform"
+
+    @property
     def is_prod(self) -> bool:
         return self.environment == "prod"
 
@@ -150,6 +162,11 @@ class Stack:
     def team_secret_prefix(self) -> str:
         """Secrets Manager names of a team: components/secrets/store.py secret_name."""
         return f"{self.project}/{self.environment}/teams/{self.team}/"
+
+    @property
+    def team_access_point_root(self) -> str:
+        """The team's directory of the checkpoint file system (components/data/file_system.py)."""
+        return f"/workloads/{self.team_namespace}"
 
     @property
     def team_object_prefix(self) -> str:

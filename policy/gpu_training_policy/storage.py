@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pulumi_policy import (
     EnforcementLevel,
     PolicyResource,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
@@ -190,4 +192,62 @@ bucket_public_access_blocked = _bucket_policy(
 bucket_tls_only = _bucket_policy(
     tls_problem, "bucket-tls-only", "S3 bucket policies deny every request made without TLS.", Severity.HIGH)
 
-POLICIES = (bucket_sse_kms, bucket_versioning, bucket_public_access_blocked, bucket_tls_only)
+
+
+# --- access logging (AWSGuard s3-bucket-logging-enabled) -----------------------------------------
+
+def logging_problem(bucket: BucketSettings) -> str | None:
+    """A bucket logs its requests unless it is where the logs go (logging into itself loops)."""
+    if bucket.of(LOGGING_TYPES) or bucket.receives_access_logs or is_set(bucket.bucket.props, "loggings"):
+        return None
+    return "has no server access logging. Add an aws.s3.BucketLogging into the environment's access log bucket."
+
+
+def _bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
+    for bucket in buckets_of(list(args.resources)):
+        problem = logging_problem(bucket)
+        if problem:
+            report(f"{bucket.what} {problem}", bucket.bucket.urn)
+
+
+# Advisory until the bootstrap's state bucket logs (issue #28 item 6); then mandatory.
+bucket_access_logging = StackValidationPolicy(
+    name="bucket-access-logging", description="S3 buckets log their requests (server access logging), except the "
+    "bucket that receives the logs.", enforcement_level=EnforcementLevel.ADVISORY, severity=Severity.MEDIUM,
+    validate=_bucket_access_logging)
+
+
+# --- file systems and keys (AWSGuard efs-encrypted, cmk-backing-key-rotation-enabled) ---------
+
+EFS = "aws:efs/fileSystem:FileSystem"
+KMS_KEY = "aws:kms/key:Key"
+# Rotation applies to symmetric encryption keys only (KMS Developer Guide, "Rotating AWS KMS keys").
+SYMMETRIC_KEY_SPEC = "SYMMETRIC_DEFAULT"
+
+
+def _efs_encrypted(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != EFS:
+        return
+    if not truthy(get(args.props, "encrypted")) or not is_set(args.props, "kmsKeyId"):
+        report(f"{describe(args.name, args.resource_type)} is not encrypted with a customer managed key; set "
+               "encrypted true and kms_key_id (AWSGuard efs-encrypted, AWS FSBP EFS.1).")
+
+
+def _kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != KMS_KEY:
+        return
+    spec = get(args.props, "customerMasterKeySpec") or get(args.props, "keySpec") or SYMMETRIC_KEY_SPEC
+    if spec == SYMMETRIC_KEY_SPEC and not truthy(get(args.props, "enableKeyRotation")):
+        report(f"{describe(args.name, args.resource_type)} does not rotate its key material; set enable_key_rotation "
+               "true (AWSGuard cmk-backing-key-rotation-enabled, AWS FSBP KMS.4).")
+
+
+efs_encrypted = ResourceValidationPolicy(
+    name="efs-encrypted", description="EFS file systems are encrypted at rest with a customer managed key.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_efs_encrypted)
+kms_key_rotation = ResourceValidationPolicy(
+    name="kms-key-rotation", description="Symmetric customer managed KMS keys rotate their key material.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_kms_key_rotation)
+
+POLICIES = (bucket_sse_kms, bucket_versioning, bucket_public_access_blocked, bucket_tls_only, bucket_access_logging,
+            efs_encrypted, kms_key_rotation)

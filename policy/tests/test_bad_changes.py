@@ -56,8 +56,9 @@ def test_team_stack_creating_a_node_group():
 
     violations = evaluate(with_changes(records, add=(node_group,)), POLICIES)
 
-    assert mandatory(violations) == [("team-stack-scope", node_group["urn"])]
-    assert "team stack team-vision-prod creates a node group: team-gpus" in violations[0].message
+    # Refused twice: the team allow-list has no node group, and team-stack-scope names it shared.
+    assert mandatory(violations) == [("allowed-resource-types", node_group["urn"]), ("team-stack-scope", node_group["urn"])]
+    assert any("team stack team-vision-prod creates a node group: team-gpus" in v.message for v in violations)
 
 
 def _as_in_preview(records):

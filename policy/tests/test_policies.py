@@ -16,7 +16,7 @@ from gpu_training_policy.offline import evaluate
 from records import plan, policy_document, resource
 
 POLICY_BY_NAME = {p.name: p for p in POLICIES}
-ADVISORY = {"on-demand-gpu-idle", "stack-has-budget"}
+ADVISORY = {"on-demand-gpu-idle", "stack-has-budget", "bucket-access-logging"}
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -34,6 +34,14 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 BUDGET = "aws:budgets/budget:Budget"
+INSTANCE = "aws:ec2/instance:Instance"
+PV = "kubernetes:core/v1:PersistentVolume"
+STORE = "kubernetes:external-secrets.io/v1:SecretStore"
+ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
+TEAM = "team-vision-prod"
+GITHUB = "token.actions.githubusercontent.com"
+GOOD_INSTANCE = {"metadataOptions": {"httpTokens": "required"}, "associatePublicIpAddress": False, "monitoring": True,
+                 "rootBlockDevice": {"encrypted": True}}
 
 ALL_FLAGS = {"blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True, "restrictPublicBuckets": True}
 TLS_DENY = {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}},
@@ -89,6 +97,34 @@ def team_policy(*statements: dict[str, Any], stack: str = "team-vision-prod") ->
 
 def allow(actions: list[str], resources: list[str]) -> dict[str, Any]:
     return {"Effect": "Allow", "Action": actions, "Resource": resources}
+
+
+def role(trust: dict[str, Any], stack: str = "dev", **inputs: Any) -> list[dict[str, Any]]:
+    return plan(resource(ROLE, "r", {"assumeRolePolicy": policy_document(trust), **inputs}, stack=stack), stack=stack)
+
+
+def github_trust(sub: Any, operator: str = "StringEquals", aud: Any = "sts.amazonaws.com") -> dict[str, Any]:
+    condition: dict[str, Any] = {"StringEquals": {f"{GITHUB}:aud": aud}} if aud else {}
+    condition.setdefault(operator, {})[f"{GITHUB}:sub"] = sub
+    return {"Effect": "Allow", "Principal": {"Federated": f"arn:aws:iam::1:oidc-provider/{GITHUB}"},
+            "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition}
+
+
+def team_volume(handle: str, *, root: str = "/workloads/team-vision", own: bool = True) -> list[dict[str, Any]]:
+    """A team's EFS volume on an access point, created by the stack (`own`) or named by id only."""
+    ap = resource(ACCESS_POINT, "ap", {"fileSystemId": "fs-1", "rootDirectory": {"path": root}}, stack=TEAM)
+    pv = resource(PV, "pv", {"metadata": {"name": "pv"}, "spec": {"claimRef": {"namespace": "team-vision"}, "csi": {
+        "driver": "efs.csi.aws.com", "volumeHandle": handle}}}, stack=TEAM, provider="k8s",
+        depends={"spec": [ap]} if own else None)
+    return plan(ap, pv, stack=TEAM)
+
+
+def team_store(role_arn: str, *, own_name: str | None = None) -> list[dict[str, Any]]:
+    reader = resource(ROLE, "reader", {"name": own_name or "x", "assumeRolePolicy": policy_document()}, stack=TEAM)
+    store = resource(STORE, "store", {"metadata": {"name": "s", "namespace": "team-vision"}, "spec": {"provider": {
+        "aws": {"service": "SecretsManager", "region": "us-east-1", "role": role_arn}}}}, stack=TEAM, provider="k8s",
+        depends={"spec": [reader]} if own_name else None)
+    return plan(reader, store, stack=TEAM)
 
 
 @dataclass(frozen=True)
@@ -327,6 +363,55 @@ FAILING = [
     Case("no-prod-stack-reference", "a dev team stack reads prod", lambda: plan(resource(
         "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/prod"}, stack="team-vision-dev",
         provider=None), stack="team-vision-dev"), "reads the prod stack organization/gpu-training/prod"),
+    # --- allow-lists, IAM matching, trust, team references (issue #28 item 5)
+    Case("allowed-resource-types", "aws-native in a team stack", lambda: plan(resource(
+        "aws-native:s3:Bucket", "b", stack=TEAM), stack=TEAM), "the package aws-native"),
+    Case("allowed-resource-types", "a dynamic provider", lambda: plan(resource(
+        "pulumi-python:dynamic:Resource", "d", {"__provider": "x"}, provider=None)), "the package pulumi-python"),
+    Case("allowed-resource-types", "a platform type in a team stack", lambda: plan(resource(
+        "aws:ec2/securityGroup:SecurityGroup", "sg", stack=TEAM), stack=TEAM), "allowed only in platform stacks"),
+    Case("iam-statements-scoped", "NotAction with Allow", lambda: plan(resource(ROLE_POLICY, "p", {"role": "r", "policy": policy_document(
+        {"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"})})), "NotAction with Allow"),
+    Case("iam-statements-scoped", "arn:*: partition wildcard on secrets", lambda: plan(resource(ROLE_POLICY, "p", {"role": "r",
+        "policy": policy_document(allow(["secretsmanager:GetSecretValue"], ["arn:*:secretsmanager:*:*:secret:*"]))})),
+        "another project's"),
+    Case("iam-statements-scoped", "a whole service on every resource", lambda: plan(resource(ROLE_POLICY, "p", {"role": "r",
+        "policy": policy_document(allow(["ec2:*"], ["*"]))})), "grants whole services (ec2:*)"),
+    Case("iam-statements-scoped", "another team's secret reader role", lambda: team_policy(allow(
+        ["sts:AssumeRole"], ["arn:aws:iam::1:role/gpu-training-prod-team-*"])), "another team's"),
+    Case("iam-statements-scoped", "NotResource in the bootstrap", lambda: plan(resource(ROLE_POLICY, "p", {"role": "r",
+        "policy": policy_document({"Effect": "Allow", "Action": "s3:GetObject", "NotResource": "arn:aws:s3:::x/*"})},
+        stack="bootstrap"), stack="bootstrap"), "NotResource with Allow"),
+    Case("role-trust-scoped", "every principal", lambda: role({"Effect": "Allow", "Principal": "*", "Action": "sts:AssumeRole"}),
+         "trusts every principal"),
+    Case("role-trust-scoped", "a bare account id", lambda: role({"Effect": "Allow", "Principal": {"AWS": "123456789012"},
+         "Action": "sts:AssumeRole"}), "the whole account 123456789012"),
+    Case("role-trust-scoped", "a role of another account", lambda: role({"Effect": "Allow", "Principal": {
+        "AWS": "arn:aws:iam::999988887777:role/x"}, "Action": "sts:AssumeRole"},
+        permissionsBoundary="arn:aws:iam::111122223333:policy/b"), "of another account (this stack's: 111122223333)"),
+    Case("role-trust-scoped", "GitHub OIDC with sub *", lambda: role(github_trust("*", "StringLike")), "has a wildcard"),
+    Case("role-trust-scoped", "GitHub OIDC without aud", lambda: role(github_trust("repo:o/r:ref:refs/heads/main", aud=None)),
+         "without StringEquals"),
+    Case("team-rules-own-groups", "a rule into the platform's fabric group", lambda: plan(resource(INGRESS, "in", {
+        "securityGroupId": "sg-0fabric", "referencedSecurityGroupId": "sg-0fabric", "ipProtocol": "-1"}, stack=TEAM),
+        stack=TEAM), "which this team stack does not own"),
+    Case("ec2-instance-hardened", "public IP and IMDSv1", lambda: plan(resource(INSTANCE, "vm", GOOD_INSTANCE | {
+        "associatePublicIpAddress": True, "metadataOptions": {"httpTokens": "optional"}})), "does not require IMDSv2"),
+    Case("ec2-instance-hardened", "a launch template interface with a public IP", lambda: plan(resource(LAUNCH_TEMPLATE, "lt", {
+        "networkInterfaces": [{"associatePublicIpAddress": "true"}]})), "gives network interface 0 a public IP"),
+    Case("efs-encrypted", "unencrypted file system", lambda: plan(resource("aws:efs/fileSystem:FileSystem", "fs", {
+        "encrypted": False})), "not encrypted with a customer managed key"),
+    Case("kms-key-rotation", "rotation off", lambda: plan(resource("aws:kms/key:Key", "k", {"enableKeyRotation": False})),
+         "does not rotate"),
+    Case("bucket-access-logging", "a data bucket without logging", lambda: plan(*good_bucket()), "no server access logging",
+         (BUCKET, "data")),
+    Case("team-references-own", "another team's access point by id", lambda: team_volume("fs-1::fsap-0123abcd", own=False),
+         "which this team stack did not create"),
+    Case("team-references-own", "the whole file system", lambda: team_volume("fs-1"), "without an access point"),
+    Case("team-references-own", "an access point in another team's directory", lambda: team_volume(
+        "fs-1::ap-id", root="/workloads/team-nlp"), "outside the team's /workloads/team-vision", (ACCESS_POINT, "ap")),
+    Case("team-references-own", "a store assuming another team's role", lambda: team_store(
+        "arn:aws:iam::123456789012:role/gpu-training-prod-team-nlp-secrets"), "gpu-training-prod-team-vision-*"),
     # --- cost (advisory)
     Case("on-demand-gpu-idle", "idle on-demand GPUs in dev", lambda: plan(resource(NODE_GROUP, "gpu", GPU_POOL | {
         "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}})), "keeps 2 on-demand GPU node(s)"),
@@ -385,6 +470,34 @@ PASSING = [
         "spec": {"template": {"spec": {"containers": [{"name": "c", "env": [
             {"name": "TOKEN_DIR", "value": "/var/run/secrets/x"}, {"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": "/t"},
             {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}]}}}}, provider="k8s"))),
+    Case("allowed-resource-types", "a StackReference in a team stack (not in the plans: a read)", lambda: plan(resource(
+        "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/prod"}, stack=TEAM, provider=None),
+        stack=TEAM)),
+    Case("iam-statements-scoped", "Describe actions on * and this project's own ARNs", lambda: plan(resource(ROLE_POLICY, "p", {
+        "role": "r", "policy": {"Statement": [allow(["ec2:DescribeInstances"], ["*"]), allow(
+            ["secretsmanager:GetSecretValue"], ["arn:aws:secretsmanager:us-east-1:1:secret:gpu-training/dev/*"])]}}))),
+    Case("iam-statements-scoped", "a Deny with NotAction", lambda: plan(resource(ROLE_POLICY, "p", {"role": "r", "policy":
+        policy_document({"Effect": "Deny", "NotAction": "s3:GetObject", "Resource": "*"})}))),
+    Case("role-trust-scoped", "GitHub OIDC pull requests of one repository", lambda: role(github_trust(
+        ["repo:o/r:pull_request:ref:refs/pull/*/merge", "repo:o/r:ref:refs/heads/main:ref:refs/heads/main"], "StringLike"))),
+    Case("role-trust-scoped", "a role of the same account", lambda: role({"Effect": "Allow", "Principal": {
+        "AWS": "arn:aws:iam::111122223333:role/x"}, "Action": "sts:AssumeRole"},
+        permissionsBoundary="arn:aws:iam::111122223333:policy/b")),
+    Case("role-trust-scoped", "a role of a configured account", lambda: role({"Effect": "Allow", "Principal": {
+        "AWS": "arn:aws:iam::999988887777:role/x"}, "Action": "sts:AssumeRole"},
+        permissionsBoundary="arn:aws:iam::111122223333:policy/b"), config={"accountIds": ["999988887777"]}),
+    Case("team-rules-own-groups", "a platform stack's rule on its own group", lambda: (lambda group: plan(group, fabric_rule(
+        group, group)))(fabric_group())),
+    Case("ec2-instance-hardened", "a hardened instance", lambda: plan(resource(INSTANCE, "vm", GOOD_INSTANCE))),
+    Case("kms-key-rotation", "an asymmetric signing key", lambda: plan(resource("aws:kms/key:Key", "k", {
+        "customerMasterKeySpec": "RSA_2048", "keyUsage": "SIGN_VERIFY"}))),
+    Case("team-references-own", "the team's own access point", lambda: team_volume("fs-1::ap-id")),
+    Case("team-references-own", "a store assuming the team's own reader role", lambda: team_store(
+        "arn:aws:mock:us-east-1:1:role/reader", own_name="gpu-training-prod-team-vision-secrets")),
+    Case("bucket-access-logging", "a logged bucket and its log target", lambda: plan(
+        *good_bucket("data"), *good_bucket("access-logs"),
+        resource(LOGGING, "data", {"bucket": "data-id", "targetBucket": "access-logs-id", "targetPrefix": "data/"},
+                 depends={"bucket": [resource(BUCKET, "data")], "targetBucket": [resource(BUCKET, "access-logs")]}))),
     Case("stack-has-budget", "a minimal stack with a budget", lambda: plan(resource("aws:sns/topic:Topic", "alerts"), resource(
         BUDGET, "budget", {"budgetType": "COST", "limitAmount": "100", "limitUnit": "USD", "timeUnit": "MONTHLY"}))),
 ]

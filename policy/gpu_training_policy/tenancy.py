@@ -1,0 +1,168 @@
+"""What a team stack's Kubernetes objects point at: volumes on the team's own EFS access point,
+secret stores that assume the team's own reader role.
+
+A team's names (components/team.py, components/workload/tenant.py): its namespace `team-<team>`,
+its checkpoint directory `/workloads/team-<team>` (an EFS access point its stack creates,
+components/data/file_system.py), its roles `<project>-<env>-team-<team>-*`. These are stack
+policies: "created by this stack" is a property dependency, known in every preview, where the
+access point's id and the role's ARN are not yet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs, StackValidationPolicy
+
+from gpu_training_policy.resources import Report, Stack, as_list, describe, get, has, known, stack_of, strings
+
+PV = "kubernetes:core/v1:PersistentVolume"
+SECRET_STORE = "kubernetes:external-secrets.io/v1:SecretStore"
+EXTERNAL_SECRET = "kubernetes:external-secrets.io/v1:ExternalSecret"
+ACCESS_POINT = "aws:efs/accessPoint:AccessPoint"
+ROLE = "aws:iam/role:Role"
+EFS_DRIVER = "efs.csi.aws.com"
+S3_DRIVER = "s3.csi.aws.com"
+# The S3 CSI driver mounts with the pod's own role only when asked to; `driver`, the default,
+# uses the driver's credentials, which read every team's data (awslabs/mountpoint-s3-csi-driver,
+# docs/CONFIGURATION.md, volumeAttributes.authenticationSource).
+POD_AUTHENTICATION = "pod"
+ROLE_ARN = re.compile(r"^arn:[^:]+:iam::\d{12}:role/(?:.*/)?(?P<name>[^/]+)$")
+ACCESS_POINT_ID = re.compile(r"fsap-[0-9a-f]+")
+
+
+def _own(resource: PolicyResource, key: str, resource_type: str) -> list[PolicyResource]:
+    return [d for d in resource.property_dependencies.get(key, []) if d.resource_type == resource_type]
+
+
+def _access_point_problems(access_point: PolicyResource, stack: Stack) -> Iterator[str]:
+    root = get(get(access_point.props, "rootDirectory"), "path")
+    own = stack.team_access_point_root
+    if root is not None and root != own and not str(root).startswith(own + "/"):
+        yield f"roots an EFS access point at {root}, outside the team's {own}"
+
+
+def _efs_volume_problems(volume: PolicyResource, handle: Any, stack: Stack) -> Iterator[str]:
+    parts = str(handle).split(":") if handle is not None else []
+    access_point = parts[2] if len(parts) > 2 else ""
+    if handle is not None and not access_point:
+        yield f"mounts EFS volume {handle} without an access point (the whole file system, every team's directory)"
+        return
+    own = _own(volume, "spec", ACCESS_POINT)
+    if not own:
+        yield f"mounts the access point {access_point or '(unknown)'}, which this team stack did not create"
+        return
+    # The access point's own root is judged on the access point (_access_point_problems).
+    known_ids = {m.group(0) for ap in own for key in ("id", "arn") if isinstance(v := known(ap.props, key), str)
+                 for m in ACCESS_POINT_ID.finditer(v)}
+    if ACCESS_POINT_ID.fullmatch(access_point) and access_point not in known_ids:
+        yield f"mounts the access point {access_point}, not the one this stack created"
+
+
+def volume_problems(volume: PolicyResource, stack: Stack) -> list[str]:
+    spec = get(volume.props, "spec") or {}
+    csi = get(spec, "csi")
+    if csi is None:
+        sources = sorted(k for k in spec if k not in ("accessModes", "capacity", "claimRef", "mountOptions",
+                                                      "persistentVolumeReclaimPolicy", "storageClassName",
+                                                      "volumeMode", "nodeAffinity", "volumeAttributesClassName"))
+        return [f"is a volume of {', '.join(sources) or 'no source'}, not of the EFS or S3 CSI driver"]
+    driver = get(csi, "driver")
+    if driver == EFS_DRIVER:
+        return list(_efs_volume_problems(volume, known(csi, "volumeHandle"), stack))
+    if driver == S3_DRIVER:
+        source = get(get(csi, "volumeAttributes") or {}, "authenticationSource")
+        return [] if source == POD_AUTHENTICATION else [
+            f"mounts S3 with the driver's own credentials (authenticationSource {source}), not the pod's role"]
+    return [f"uses the CSI driver {driver}, not the EFS or S3 driver a team's volumes use"]
+
+
+def _role_problem(store: PolicyResource, aws: Any, stack: Stack) -> str | None:
+    if not has(aws, "role"):
+        # Without a role the controller reads with its own identity: the platform's sync role.
+        return "names no role, so it reads with the External Secrets controller's own (platform) identity"
+    role = known(aws, "role")  # not known yet in a first preview: then only the dependency decides
+    if isinstance(role, str) and (match := ROLE_ARN.match(role)):
+        return None if match["name"].startswith(stack.team_name_prefix) else (
+            f"assumes the role {role}; a team's roles are named {stack.team_name_prefix}*")
+    own = [r for r in _own(store, "spec", ROLE) if str(known(r.props, "name", "")).startswith(stack.team_name_prefix)]
+    return None if own else f"assumes the role {role or '(not known yet)'}, which is not one of this team stack's roles"
+
+
+def store_problems(store: PolicyResource, stack: Stack) -> list[str]:
+    provider = get(get(store.props, "spec") or {}, "provider") or {}
+    problems = [f"uses the {kind} provider; a team's store reads AWS Secrets Manager only" for kind in provider
+                if kind != "aws"]
+    aws = get(provider, "aws")
+    if aws is None:
+        return problems or ["has no AWS provider"]
+    problem = _role_problem(store, aws, stack)
+    if problem:
+        problems.append(problem)
+    problems += [f"authenticates through {path} = {value}, another namespace" for path, value in strings(get(aws, "auth") or {})
+                 if path.endswith(".namespace") and value != stack.team_namespace]
+    return problems
+
+
+def external_secret_problems(secret: PolicyResource) -> list[str]:
+    spec = get(secret.props, "spec") or {}
+    refs = [get(spec, "secretStoreRef")] + [get(get(item, "sourceRef") or {}, "storeRef")
+                                            for key in ("data", "dataFrom") for item in as_list(get(spec, key))]
+    kinds = {str(get(ref, "kind", "SecretStore")) for ref in refs if ref is not None}
+    return [f"reads through a {kind}, not the namespace's own SecretStore" for kind in sorted(kinds - {"SecretStore"})]
+
+
+# What a team's resource changes, and what it must point at: a resource of the same stack. A
+# literal name or ARN (a platform role, another team's secret) has no such dependency.
+OWN_TARGETS = {
+    "aws:iam/rolePolicy:RolePolicy": ("role", ROLE, "adds permissions to the role"),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("roleArn", ROLE, "binds the role"),
+    "aws:secretsmanager/secretVersion:SecretVersion": ("secretId", "aws:secretsmanager/secret:Secret",
+                                                       "writes a value into the secret"),
+}
+
+
+def target_problems(resource: PolicyResource) -> list[str]:
+    field, target_type, does = OWN_TARGETS[resource.resource_type]
+    if _own(resource, field, target_type):
+        return []
+    return [f"{does} {known(resource.props, field) or '(not known yet)'}, which this team stack did not create"]
+
+
+def reference_problems(resource: PolicyResource, stack: Stack) -> list[str]:
+    """Why a team stack's resource points at something not the team's; empty when it does not."""
+    if resource.resource_type == PV:
+        return volume_problems(resource, stack)
+    if resource.resource_type == SECRET_STORE:
+        return store_problems(resource, stack)
+    if resource.resource_type == EXTERNAL_SECRET:
+        return external_secret_problems(resource)
+    if resource.resource_type == ACCESS_POINT:
+        return list(_access_point_problems(resource, stack))
+    if resource.resource_type in OWN_TARGETS:
+        return target_problems(resource)
+    return []
+
+
+def _team_references_own(args: StackValidationArgs, report: Report) -> None:
+    for resource in args.resources:
+        stack = stack_of(resource.urn, resource.provider)
+        if not stack.is_team:
+            continue
+        for problem in reference_problems(resource, stack):
+            report(f"{describe(resource.name, resource.resource_type)} {problem}; team {stack.team} reaches only its "
+                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}*) and "
+                   "secrets.", resource.urn)
+
+
+team_references_own = StackValidationPolicy(
+    name="team-references-own",
+    description="In team stacks, persistent volumes mount only the team's own EFS access point (or S3 with the pod's "
+                "role), access points root in the team's directory, SecretStores assume only the team's roles, "
+                "ExternalSecrets read only through the namespace's SecretStore, and role policies, Pod Identity "
+                "associations and secret values apply only to the stack's own roles and secrets.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_team_references_own)
+
+POLICIES = (team_references_own,)
