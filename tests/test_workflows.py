@@ -3,7 +3,6 @@ order behind environments, roles named as the bootstrap names them; and the scri
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 import shlex
@@ -598,9 +597,10 @@ def owners_of(path: str) -> list[str]:
     owners: list[str] = []
     for pattern, rule_owners in codeowners_rules():
         assert pattern.startswith("/"), f"{pattern}: anchor it at the repository root"
-        if pattern.endswith("/") and ("/" + path).startswith(pattern):
-            owners = rule_owners
-        elif fnmatch.fnmatchcase("/" + path, pattern) and "/" not in pattern.rsplit("/", 1)[1]:
+        under = pattern.endswith("/") and ("/" + path).startswith(pattern)
+        # A `*` of a CODEOWNERS pattern stays within one path segment, as in .gitignore.
+        file_glob = not pattern.endswith("/") and re.fullmatch(re.escape(pattern).replace(r"\*", "[^/]*"), "/" + path)
+        if under or file_glob:
             owners = rule_owners
     return owners
 
