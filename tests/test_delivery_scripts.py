@@ -320,15 +320,23 @@ def test_build_image_dry_run_shows_the_tag_check_and_runs_nothing(image_checkout
     assert calls(root) == []
 
 
-# --- docs/delivery.md: the repository setting the pin pull request needs -----------------------
+# --- docs/delivery.md: the pin pull request needs no Actions approval setting ------------------
 
-def test_setup_checklist_names_the_setting_pin_image_needs_without_its_token():
+def test_setup_checklist_keeps_actions_pr_approval_off_and_sets_up_the_pin_app():
+    """The pin pull request is opened with a GitHub App's token (tests/test_workflows.py), so the
+    setting that lets Actions create and approve pull requests stays off, and the checklist says why
+    and what the App and its environment need."""
     main = yaml.safe_load((ROOT / ".github" / "workflows" / "main.yml").read_text())
     step = next(s for s in main["jobs"]["pin-image"]["steps"] if s.get("uses", "").startswith("peter-evans/create-pull-request@"))
-    assert step["with"]["token"] == "${{ secrets.PIN_IMAGE_TOKEN || github.token }}"  # falls back to GITHUB_TOKEN
+    assert step["with"]["token"] == "${{ steps.app-token.outputs.token }}"  # never the workflow's own token
     text = (ROOT / "docs" / "delivery.md").read_text()
     checklist = " ".join(text.split("### 3. The GitHub repository", 1)[1].split("\n## ", 1)[0].split())
-    assert "Allow GitHub Actions to create and approve pull requests" in checklist
+    assert '"Allow GitHub Actions to create and approve pull requests" off**' in checklist
+    assert "could approve itself" in checklist
+    for needed in ("Contents: read and write", "Pull requests: read and write", "Environment `pin-image`",
+                   "`PIN_IMAGE_APP_CLIENT_ID`", "`PIN_IMAGE_APP_PRIVATE_KEY`", "Not as repository secrets"):
+        assert needed in checklist, needed
+    assert "PIN_IMAGE_TOKEN" not in text
 
 
 # --- Makefile: a checkout path with a space -----------------------------------------------------

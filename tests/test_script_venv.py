@@ -18,6 +18,8 @@ SCRIPTS = ROOT / "scripts"
 # A script as the docs, the workflows and the Makefile run it (scripts/_*: helpers, not commands).
 MENTION = re.compile(r"\bscripts/([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9_])")
 PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify")
+# Standard library only, needing no venv: main.yml's pin-image job, which holds a write token, installs nothing.
+STDLIB_SCRIPTS = ("pin-image",)
 BASH_SCRIPTS = ("build-image", "deploy-environment", "plan-diff", "check-branch-tip", "check-runner-tools")
 # Where the docs' commands are read from.
 DOCUMENTS = (ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "Makefile", ROOT / ".ci" / "run",
@@ -98,7 +100,15 @@ def checkout_without_venv(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("name", PYTHON_SCRIPTS)
+@pytest.mark.parametrize("name", STDLIB_SCRIPTS)
+def test_a_standard_library_script_runs_without_any_venv(name, tmp_path):
+    root = checkout_without_venv(tmp_path)
+    run = subprocess.run([sys.executable, "-S", f"scripts/{name}", "--help"], cwd=root, capture_output=True,
+                         text=True, env=bare_env(), timeout=60)
+    assert run.returncode == 0 and "usage:" in run.stdout and run.stderr == "", run.stderr
+
+
+@pytest.mark.parametrize("name", [name for name in PYTHON_SCRIPTS if name not in STDLIB_SCRIPTS])
 def test_without_a_venv_a_script_exits_2_with_the_make_target(name, tmp_path):
     root = checkout_without_venv(tmp_path)
     # -S: no site-packages at all, so even a python that holds the packages lacks them here.

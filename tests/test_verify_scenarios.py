@@ -55,19 +55,42 @@ def put_gpu_utilisation(outputs: dict[str, Any], scenario: Scenario, now: float,
              "Value": percent, "Unit": "Percent"} for minute in range(1, 9)])
 
 
+# A runner machine as docs/delivery.md tags it (prod is the stack the scenarios check).
+TAGGED_RUNNER = {"environment": "prod", "project": "gpu-training"}
+
+
+def start_runners(outputs: dict[str, Any], runners: list[dict[str, str]], tmp_path: Path) -> Path:
+    """moto's EC2: the runners' security group with an instance per tag set; the outputs file then
+    names that group's id (the plan's is a placeholder)."""
+    ec2 = boto3.client("ec2", region_name=outputs["region"])
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="gpu-training-prod-ci-runner", Description="runners", VpcId=vpc)["GroupId"]
+    for tags in runners:
+        ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m6i.large", SubnetId=subnet,
+                          SecurityGroupIds=[group], TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                              {"Key": k, "Value": v} for k, v in tags.items()]}] if tags else [])
+    path = tmp_path / "outputs-with-runners.json"
+    path.write_text(json.dumps({**outputs, "ciRunnerSecurityGroupId": group}))
+    return path
+
+
 def run_verify(prod_outputs, scenario: Scenario, tmp_path: Path, *extra: str, gpu_percent: float = 93.0,
-               now: float | None = None) -> tuple[int, dict[str, Any], FakeKube]:
-    outputs, outputs_file = prod_outputs
+               now: float | None = None, runners: tuple[dict[str, str], ...] = (TAGGED_RUNNER,),
+               ) -> tuple[int, dict[str, Any], FakeKube]:
+    outputs, _ = prod_outputs
     now = now or time.time()
     with FakeKube(scenario) as fake, mock_aws():
         put_gpu_utilisation(outputs, scenario, now, gpu_percent)
+        outputs_file = start_runners(outputs, list(runners), tmp_path)
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
         out = io.StringIO()
         with redirect_stdout(out):
             code = main(["--stack", "prod", "--outputs", str(outputs_file), "--kubeconfig", str(kubeconfig),
                          "--job", sc.JOB, "--json", *extra], now=now,
-                    cloudwatch=lambda: boto3.client("cloudwatch", region_name=outputs["region"]))
+                        cloudwatch=lambda: boto3.client("cloudwatch", region_name=outputs["region"]),
+                        ec2=lambda: boto3.client("ec2", region_name=outputs["region"]))
     return code, json.loads(out.getvalue()), fake
 
 
@@ -86,7 +109,7 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
     assert by_status(report, "fail") == [] and by_status(report, "skip") == [IN_POD]
     assert set(by_status(report, "pass")) == {
         "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
-        "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client",
+        "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client", "ci.runner-tags",
         f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.checkpoints",
         f"job.{sc.JOB}.gpu-utilisation", f"job.{sc.JOB}.fabric"}
     checks = {c["name"]: c for c in report["checks"]}
@@ -307,6 +330,30 @@ def test_each_broken_scenario_fails_exactly_its_check(prod_outputs, healthy, tmp
     values = {"ns": ns, "cluster": outputs["clusterName"], "region": outputs["region"], **outputs["ncclPortRange"]}
     assert cause.format(**values) in diagnosis["cause"]
     assert command.format(**values) in diagnosis["command"]
+
+
+@pytest.mark.parametrize(("runners", "details"), [
+    # A runner launched without tags, and one of another environment's.
+    (({}, TAGGED_RUNNER), ["no environment tag (wants 'prod'), no project tag (wants 'gpu-training')"]),
+    (({"environment": "dev", "project": "gpu-training"},), ["environment='dev' (wants 'prod')"]),
+    (({"environment": "prod"},), ["no project tag (wants 'gpu-training')"]),
+])
+def test_an_untagged_runner_instance_fails_exactly_the_runner_check(prod_outputs, healthy, tmp_path, runners, details):
+    code, report, _ = run_verify(prod_outputs, healthy, tmp_path, runners=runners)
+    assert code == 1 and by_status(report, "fail") == ["ci.runner-tags"], json.dumps(report, indent=1)
+    check = next(c for c in report["checks"] if c["name"] == "ci.runner-tags")
+    assert check["summary"] == f"1 of {len(runners)} runner instances lack their environment/project tags"
+    assert [d.split(": ", 1)[1] for d in check["details"]] == details
+    assert "ssm:SendCommand" in check["diagnosis"]["cause"]
+    assert check["diagnosis"]["command"].startswith("aws ec2 create-tags --region us-east-1 --resources i-")
+    assert check["diagnosis"]["command"].endswith("--tags Key=environment,Value=prod Key=project,Value=gpu-training")
+
+
+def test_no_runner_instance_in_sight_is_a_skip_that_says_why(prod_outputs, healthy, tmp_path):
+    code, report, _ = run_verify(prod_outputs, healthy, tmp_path, runners=())
+    assert code == 0 and "ci.runner-tags" in by_status(report, "skip")
+    check = next(c for c in report["checks"] if c["name"] == "ci.runner-tags")
+    assert check["summary"].startswith("no instance in the runners' security group sg-")
 
 
 def nccl_scenario(healthy: Scenario, sample: str) -> Scenario:

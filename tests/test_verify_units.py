@@ -315,3 +315,80 @@ def test_the_cni_pod_ip_ceiling_leaves_out_the_efa_only_slot(instance_type, efa,
     from verify.first_node import cni_pod_ips
 
     assert cni_pod_ips(INSTANCE_TYPES[instance_type], efa=efa) == pod_ips
+
+
+# --- ci.runner-tags: the CI runners' instances ------------------------------------------------
+
+class _Instances:
+    """An EC2 client's describe_instances paginator over fixed instances (or an error)."""
+
+    def __init__(self, instances: list[dict] | Exception):
+        self.instances = instances
+        self.filters: list[dict] = []
+
+    def get_paginator(self, operation: str):
+        assert operation == "describe_instances"
+        return self
+
+    def paginate(self, Filters: list[dict]):  # noqa: N803 (boto3's name)
+        self.filters = Filters
+        if isinstance(self.instances, Exception):
+            raise self.instances
+        return [{"Reservations": [{"Instances": self.instances[:1]}]}, {"Reservations": [{"Instances": self.instances[1:]}]}]
+
+
+def _runner(instance_id: str, hours_up: float, **tags: str) -> dict:
+    from datetime import UTC, datetime, timedelta
+
+    return {"InstanceId": instance_id, "LaunchTime": datetime(2026, 12, 1, tzinfo=UTC) - timedelta(hours=hours_up),
+            "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+
+
+NOW = 1_796_083_200.0  # 2026-12-01T00:00:00Z
+TAGGED = {"environment": "prod", "project": "gpu-training"}
+
+
+def _runner_outputs(group: str | None = "sg-0123456789abcdef0"):
+    from verify.stack_outputs import StackOutputs
+
+    return StackOutputs(cluster_name="gpu-training-prod", region="us-east-1", kubeconfig=None, pools={}, namespace="training",
+                        local_queue="training", secret=None, jobs={}, nccl_ports=(50000, 51000), rendezvous_port=29400,
+                        environment="prod", ci_runner_security_group=group)
+
+
+@pytest.mark.parametrize(("instances", "status", "summary"), [
+    ([_runner("i-1", 0.5, **TAGGED), _runner("i-2", 2, **TAGGED)], "pass",
+     "2 runner instances tagged environment=prod, project=gpu-training"),
+    ([_runner("i-1", 0.5, **TAGGED), _runner("i-2", 30, **TAGGED)], "warn", "1 up for more than 24 h"),
+    ([_runner("i-1", 0.5, **TAGGED), _runner("i-2", 1, environment="prod", project="other")], "fail",
+     "1 of 2 runner instances lack their environment/project tags"),
+    ([], "skip", "no instance in the runners' security group sg-0123456789abcdef0"),
+    (RuntimeError("Unable to locate credentials"), "fail", "cannot list the CI runners' instances"),
+])
+def test_the_runner_tag_check(instances, status, summary):
+    from verify import ci_runners
+
+    ec2 = _Instances(instances)
+    result = ci_runners.check_runner_tags(_runner_outputs(), "gpu-training", lambda: ec2, NOW)
+    assert result.status.value == status and summary in result.summary, result
+    assert {"Name": "instance.group-id", "Values": ["sg-0123456789abcdef0"]} in ec2.filters
+    if status == "warn":
+        assert result.details == ("i-2",)
+
+
+def test_a_team_stack_has_no_runners_to_check():
+    from verify import ci_runners
+
+    def no_client():
+        raise AssertionError("a team stack's check must not call EC2")
+
+    result = ci_runners.check_runner_tags(_runner_outputs(group=None), "gpu-training", no_client, NOW)
+    assert result.status.value == "skip" and "team stack" in result.summary
+
+
+def test_the_outputs_name_the_runner_group_of_a_platform_stack_only(plan_of):
+    prod = parse_outputs("prod", plan_of("prod").outputs)
+    assert prod.environment == "prod" and prod.ci_runner_security_group == plan_of("prod").outputs["ciRunnerSecurityGroupId"]
+    assert prod.ci_runner_security_group
+    team = parse_outputs("team-vision-prod", plan_of("team-vision-prod").outputs)
+    assert team.environment == "prod" and team.ci_runner_security_group is None

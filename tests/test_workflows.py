@@ -3,6 +3,7 @@ order behind environments, roles named as the bootstrap names them; and the scri
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -114,6 +115,10 @@ def test_pull_requests_upload_each_stacks_architecture_and_the_plan_diff_as_the_
     assert "`plan-diff` artifact" in readme
 
 
+def preview_command(job: dict[str, Any]) -> str:
+    return next(s["run"] for s in steps(job) if "pulumi preview " in s.get("run", ""))
+
+
 def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_policy_pack():
     """A pull_request run uses the pull request's own workflow file: only dev's credentials may be
     in reach of it (the bootstrap's preview roles of staging and prod do not trust pull requests)."""
@@ -127,10 +132,94 @@ def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_po
     credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
     role = policies.preview_role_name("gpu-training", "dev")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
-    preview = next(s for s in steps(job) if s.get("uses", "").startswith("pulumi/actions@"))["with"]
-    assert preview["command"] == "preview" and preview["diff"] is True and preview["comment-on-pr"] is True
-    assert preview["policyPacks"] == "policy" and preview["stack-name"] == "${{ matrix.stack }}"
-    assert preview["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
+    command = " ".join(preview_command(job).replace("\\\n", " ").split())
+    assert 'pulumi preview --stack "$STACK" --diff --non-interactive' in command
+    preview = next(s for s in steps(job) if "pulumi preview " in s.get("run", ""))
+    assert preview["env"]["STACK"] == "${{ matrix.stack }}"
+    assert preview["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
+
+
+BASE = ".base"
+
+
+def test_the_pull_request_preview_is_judged_by_the_base_branchs_pack_and_config():
+    """The pack and its configuration come from the protected base branch, checked out beside the
+    pull request's tree: a pull request that loosens policy/ or the config script changes nothing
+    of its own preview."""
+    job = workflow("pull-request.yml")["jobs"]["preview"]
+    checkouts = [s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@")]
+    assert [c["with"] for c in checkouts] == [
+        {"persist-credentials": False},
+        {"ref": "${{ github.base_ref }}", "path": BASE, "persist-credentials": False}]
+    runs = "\n".join(s.get("run", "") for s in steps(job))
+    assert re.search(rf"^make -C {re.escape(BASE)} policy-venv$", runs, re.MULTILINE), "the base pack's own venv"
+    assert not re.search(r"^make .*\bpolicy-venv\b", runs.replace(f"make -C {BASE} policy-venv", ""), re.MULTILINE)
+    assert f'.venv/bin/python {BASE}/scripts/policy_config.py "$STACK"' in runs
+    command = preview_command(job)
+    packs = re.findall(r"--policy-pack (\S+)", command)
+    configs = re.findall(r"--policy-pack-config (\S+)", command)
+    assert packs == [f"{BASE}/policy"] and configs == ['"$RUNNER_TEMP/policy-config.json"']
+    assert "policyPacks" not in str(job), "no pack of the pull request's tree"
+
+
+def run_step(script: str, tmp_path: Path, env: dict[str, str], pulumi: str) -> subprocess.CompletedProcess[str]:
+    """Run a workflow step's script as GitHub's default shell does (bash -e), with a stub pulumi."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "pulumi").write_text(pulumi)
+    (bin_dir / "pulumi").chmod(0o755)
+    return subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, check=False, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+                                                       **env})
+
+
+@pytest.mark.parametrize(("public", "exit_code"), [("true", 0), ("false", 0), ("true", 255)])
+def test_the_preview_keeps_stack_outputs_out_of_a_public_repositorys_log_and_comment(tmp_path, public, exit_code):
+    """In a public repository the job's log and artifacts are readable by anyone: the preview then
+    runs with --suppress-outputs, which keeps the stack's outputs out of both (and the comment)."""
+    job = workflow("pull-request.yml")["jobs"]["preview"]
+    step = next(s for s in steps(job) if "pulumi preview " in s.get("run", ""))
+    assert step["env"]["PUBLIC_REPOSITORY"] == "${{ !github.event.repository.private }}"
+    result = run_step(step["run"], tmp_path, {"STACK": "team-vision-dev", "PUBLIC_REPOSITORY": public},
+                      f'#!/bin/sh\necho "pulumi $*"\necho "Outputs: vpcId"\nexit {exit_code}\n')
+    assert result.returncode == exit_code, result.stderr
+    markdown = (tmp_path / "preview" / "team-vision-dev.md").read_text()
+    called = next(line for line in markdown.splitlines() if line.startswith("pulumi "))
+    assert ("--suppress-outputs" in called.split()) is (public == "true")
+    assert "--policy-pack .base/policy" in called
+    assert markdown.startswith("### `team-vision-dev`: pulumi preview " + ("passed" if exit_code == 0 else "failed (exit 255)"))
+    assert not (tmp_path / "preview" / "output.txt").exists()
+
+
+def test_the_preview_comment_is_posted_by_a_job_that_runs_no_pull_request_code(tmp_path):
+    """The job that runs the pull request's code (preview) holds read permissions and its OIDC
+    token; the one holding `pull-requests: write` checks nothing out, runs no script of the
+    repository and only turns the previews' files into one comment."""
+    jobs = workflow("pull-request.yml")["jobs"]
+    preview = jobs["preview"]
+    assert preview["permissions"] == {"contents": "read", "id-token": "write"}
+    assert not [s for s in steps(preview) if s.get("uses", "").startswith(("pulumi/actions@", "marocchino/"))
+                and (s.get("with") or {}).get("command")], "the preview step is the job's own, with no comment"
+    upload = uploads(preview)["preview-${{ matrix.stack }}"]
+    assert upload["path"] == "preview/${{ matrix.stack }}.md"
+    comment = jobs["preview-comment"]
+    assert comment["needs"] == "preview" and SAME_REPOSITORY in comment["if"]
+    assert comment["permissions"] == {"pull-requests": "write"}
+    used = [s["uses"].split("@")[0] for s in steps(comment) if "uses" in s]
+    assert used == ["actions/download-artifact", "marocchino/sticky-pull-request-comment"]
+    download, post = (s for s in steps(comment) if "uses" in s)
+    assert download["with"] == {"pattern": "preview-*", "path": "previews", "merge-multiple": True}
+    assert post["with"] == {"header": "pulumi-preview", "path": "preview-comment.md"}
+    (script,) = [s["run"] for s in steps(comment) if "run" in s]
+    assert not re.search(r"\b(scripts/|make|python|pip|\.venv|\./|source|bash)\b", script), script
+    # What it makes of two previews, one of them far too long for a comment.
+    (tmp_path / "previews").mkdir()
+    (tmp_path / "previews" / "dev.md").write_text("### `dev`: pulumi preview passed\n")
+    (tmp_path / "previews" / "team-vision-dev.md").write_text("x" * 70_000)
+    result = run_step(script, tmp_path, {}, "#!/bin/sh\nexit 99\n")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "preview-comment.md").read_text()
+    assert "### `dev`: pulumi preview passed" in text and len(text.encode()) <= 65_000
 
 
 def test_the_changed_stacks_filter_keeps_the_named_environments_stacks_only():
@@ -159,7 +248,11 @@ def test_previews_never_refresh():
 
 GITHUB_HOSTED = re.compile(r"^(ubuntu|windows|macos)-")
 CLUSTER_COMMAND = re.compile(r"\b(scripts/deploy-environment|pulumi (up|preview|refresh|destroy))\b")
-RUNNER_PREFIX = "gpu-training-"
+# A self-hosted runner's label (and its runner group's name): whose VPC, and for what. Pull request
+# previews and deploys never share runners: a pull request job waiting on a deploy runner could
+# take the next deploy's machine (docs/delivery.md, "CI runners").
+RUNNER_LABEL = re.compile(r"^gpu-training-(?P<environment>[a-z]+|\$\{\{ inputs\.environment \}\})-(?P<use>pull-request|deploy)$")
+RUNNER_USE = {"pull-request.yml": "pull-request", "deploy.yml": "deploy"}
 
 
 def touches_cluster(job: dict[str, Any]) -> bool:
@@ -175,32 +268,51 @@ def runner_labels(job: dict[str, Any]) -> list[str]:
     return [runs_on] if isinstance(runs_on, str) else list(runs_on)
 
 
-def runner_problems(document: dict[str, Any]) -> list[str]:
+def self_hosted_problems(name: str, job: dict[str, Any], environments: set[str], uses: set[str]) -> list[str]:
+    """A cluster job's runner: one environment, its runner group named, the workflow's own use."""
+    runs_on = job["runs-on"]
+    labels = runner_labels(job)
+    if any(GITHUB_HOSTED.match(label) for label in labels) or "self-hosted" not in labels or len(environments) != 1:
+        return [f"{name}: runs pulumi against a cluster, so it needs [self-hosted, gpu-training-<env>-<use>] "
+                f"(a runner inside that environment's VPC), got {labels}"]
+    if not isinstance(runs_on, dict) or not RUNNER_LABEL.match(runs_on.get("group", "")):
+        return [f"{name}: names no runner group (`runs-on: {{group: ..., labels: ...}}`): labels alone are no boundary"]
+    if len(uses) != 1:
+        return [f"{name}: mixes pull-request and deploy runners ({labels})"]
+    return []
+
+
+def runner_problems(document: dict[str, Any], workflow_name: str = "") -> list[str]:
     problems = []
     for name, job in document["jobs"].items():
         if "uses" in job:  # a call of a reusable workflow: its own jobs are checked there
             continue
         labels = runner_labels(job)
-        environments = [label.removeprefix(RUNNER_PREFIX) for label in labels if label.startswith(RUNNER_PREFIX)]
+        matches = [m for m in map(RUNNER_LABEL.match, labels) if m]
+        environments = {m["environment"] for m in matches}
+        uses = {m["use"] for m in matches}
         if not touches_cluster(job):
             if not all(GITHUB_HOSTED.match(label) for label in labels):
                 problems.append(f"{name}: needs no cluster, so it stays on a GitHub-hosted runner (got {labels})")
             continue
-        if any(GITHUB_HOSTED.match(label) for label in labels) or "self-hosted" not in labels or len(environments) != 1:
-            problems.append(f"{name}: runs pulumi against a cluster, so it needs [self-hosted, {RUNNER_PREFIX}<env>] "
-                            f"(a runner inside that environment's VPC), got {labels}")
+        found = self_hosted_problems(name, job, environments, uses)
+        if found:
+            problems += found
             continue
+        if workflow_name in RUNNER_USE and uses != {RUNNER_USE[workflow_name]}:
+            problems.append(f"{name}: {workflow_name} runs on {RUNNER_USE[workflow_name]} runners only, got {labels}")
+        (environment,) = environments
         for step in steps(job):
             if step.get("uses", "").startswith("aws-actions/configure-aws-credentials@"):
                 role_arn = step["with"]["role-to-assume"]
-                if not role_arn.endswith(f"-{environments[0]}"):
-                    problems.append(f"{name}: runner of {environments[0]} but credentials {role_arn}")
+                if not role_arn.endswith(f"-{environment}"):
+                    problems.append(f"{name}: runner of {environment} but credentials {role_arn}")
     return problems
 
 
 def test_cluster_jobs_run_inside_their_environments_vpc_and_nothing_else_does():
     for name, document in all_workflows().items():
-        assert runner_problems(document) == [], name
+        assert runner_problems(document, name) == [], name
     cluster_jobs = {(name, job_name) for name, document in all_workflows().items()
                     for job_name, job in document["jobs"].items() if "uses" not in job and touches_cluster(job)}
     assert cluster_jobs == {("pull-request.yml", "preview"), ("deploy.yml", "preview"), ("deploy.yml", "up")}
@@ -252,17 +364,52 @@ def test_the_runner_check_names_each_missing_tool(tmp_path):
     assert old_cli.returncode == 0 and "::warning" in old_cli.stdout and "AWS CLI v2" in old_cli.stdout
 
 
+DEPLOY_RUNNER = {"group": "gpu-training-dev-deploy", "labels": ["self-hosted", "gpu-training-dev-deploy"]}
+
+
 @pytest.mark.parametrize(("name", "job_name", "runs_on", "says"), [
     ("deploy.yml", "up", "ubuntu-24.04", "needs [self-hosted"),
     ("deploy.yml", "preview", ["self-hosted", "ubuntu-24.04"], "needs [self-hosted"),
     ("pull-request.yml", "preview", ["ubuntu-24.04"], "needs [self-hosted"),
-    ("pull-request.yml", "preview", ["self-hosted", "gpu-training-prod"], "runner of prod but credentials"),
-    ("pull-request.yml", "test", ["self-hosted", "gpu-training-dev"], "stays on a GitHub-hosted runner"),
+    ("pull-request.yml", "preview", {"group": "gpu-training-prod-pull-request",
+                                     "labels": ["self-hosted", "gpu-training-prod-pull-request"]},
+     "runner of prod but credentials"),
+    ("pull-request.yml", "preview", ["self-hosted", "gpu-training-dev-pull-request"], "names no runner group"),
+    ("pull-request.yml", "preview", DEPLOY_RUNNER, "runs on pull-request runners only"),
+    ("pull-request.yml", "preview", {"group": "gpu-training-dev-pull-request",
+                                     "labels": ["self-hosted", "gpu-training-dev-deploy"]}, "mixes pull-request and deploy"),
+    ("deploy.yml", "up", {"group": "gpu-training-dev-pull-request", "labels": ["self-hosted", "gpu-training-dev-pull-request"]},
+     "runs on deploy runners only"),
+    ("pull-request.yml", "test", ["self-hosted", "gpu-training-dev-pull-request"], "stays on a GitHub-hosted runner"),
 ])
 def test_the_runner_check_catches_a_job_on_the_wrong_runner(name, job_name, runs_on, says):
     document = workflow(name)
     document["jobs"][job_name]["runs-on"] = runs_on
-    assert any(says in problem for problem in runner_problems(document)), runner_problems(document)
+    assert any(says in problem for problem in runner_problems(document, name)), runner_problems(document, name)
+
+
+def test_no_pull_request_job_can_land_on_a_deploy_runner():
+    """Every label and runner group a pull-request.yml job names is a pull request one; deploy.yml's
+    are deploy ones; the two sets share nothing but `self-hosted`."""
+    def named(name: str) -> set[str]:
+        return {label for job in workflow(name)["jobs"].values() if "runs-on" in job for label in runner_labels(job)}
+    pull_request, deploy = named("pull-request.yml"), named("deploy.yml")
+    assert pull_request & deploy == {"self-hosted"}
+    assert {label for label in pull_request if RUNNER_LABEL.match(label)} == {"gpu-training-dev-pull-request"}
+    assert not [label for label in pull_request if "deploy" in label]
+    assert {RUNNER_LABEL.match(label)["use"] for label in deploy if RUNNER_LABEL.match(label)} == {"deploy"}  # type: ignore[index]
+    configured = yaml.safe_load((WORKFLOWS.parent / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
+    assert configured == ["gpu-training-dev-pull-request", *(f"gpu-training-{env}-deploy" for env in ("dev", "staging", "prod"))]
+
+
+def test_fork_pull_requests_never_reach_a_self_hosted_runner():
+    """A fork's code must not run on a machine inside a VPC: each self-hosted job of pull-request.yml
+    runs only when the head repository is this one."""
+    jobs = workflow("pull-request.yml")["jobs"]
+    hosted = {name: job for name, job in jobs.items() if "self-hosted" in runner_labels(job)}
+    assert set(hosted) == {"preview"}
+    for name, job in hosted.items():
+        assert job["if"].startswith(SAME_REPOSITORY + " && "), f"{name} would run a fork's code on a self-hosted runner"
 
 
 def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
@@ -362,9 +509,129 @@ def test_a_trainer_change_builds_the_image_and_proposes_the_pin():
     assert jobs["image"]["environment"] == "dev-image"
     assert "scripts/build-image dev" in steps(jobs["image"])[-1]["run"]
     pin = steps(jobs["pin-image"])
-    assert "scripts/pin-image dev" in pin[2]["run"]
+    assert pin[1]["run"] == 'python3 scripts/pin-image dev "$IMAGE"'
     assert pin[3]["uses"].startswith("peter-evans/create-pull-request@")
     assert pin[3]["with"]["add-paths"] == "stacks/Pulumi.dev.yaml"
+
+
+def test_the_pin_pull_request_is_opened_with_a_short_lived_app_token_from_an_environment():
+    """Not the workflow's token (whose pull requests start no workflow, and which needs Actions to
+    be allowed to create pull requests) and no repository secret any branch's workflow can read:
+    an installation token of a GitHub App whose key is a secret of the `pin-image` environment."""
+    job = workflow("main.yml")["jobs"]["pin-image"]
+    assert job["environment"] == "pin-image" and job["permissions"] == {"contents": "read"}
+    token = next(s for s in steps(job) if s.get("uses", "").startswith("actions/create-github-app-token@"))
+    assert token["id"] == "app-token"
+    assert token["with"] == {"client-id": "${{ vars.PIN_IMAGE_APP_CLIENT_ID }}",
+                             "private-key": "${{ secrets.PIN_IMAGE_APP_PRIVATE_KEY }}",
+                             "permission-contents": "write", "permission-pull-requests": "write"}
+    assert "skip-token-revoke" not in token["with"], "revoked when the job ends"
+    create = next(s for s in steps(job) if s.get("uses", "").startswith("peter-evans/create-pull-request@"))
+    assert create["with"]["token"] == "${{ steps.app-token.outputs.token }}"
+    assert steps(job).index(token) == steps(job).index(create) - 1, "made right before its one use"
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        assert "PIN_IMAGE_TOKEN" not in path.read_text(), path.name
+
+
+def test_secrets_are_read_only_by_jobs_of_an_environment():
+    """A repository secret is readable by every branch's workflow; an environment's only by jobs the
+    environment admits (deployment branch `main`)."""
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            if "secrets." in yaml.safe_dump(job):
+                assert job.get("environment"), f"{name}/{job_name} reads a secret outside an environment"
+
+
+# What installs packages: pip itself, or make (whose venv targets run pip from requirements files).
+INSTALLS = re.compile(r"\bpip3? install\b|\bmake\b|\brequirements[\w-]*\.txt\b")
+
+
+def holds_a_write_token(job: dict[str, Any]) -> bool:
+    """A GitHub write scope, or a token of its own (an App's, a secret)."""
+    granted = {scope: level for scope, level in (job.get("permissions") or {}).items() if scope != "id-token"}
+    return "write" in granted.values() or "secrets." in yaml.safe_dump(job)
+
+
+def test_jobs_holding_a_write_token_install_nothing_unhashed():
+    """No package index can hand code to a job that holds a write token: such a job installs with
+    `pip install --require-hashes` from a hashed lock file, or installs nothing (every one today)."""
+    holders = set()
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            if "uses" in job or not holds_a_write_token(job):
+                continue
+            holders.add((name, job_name))
+            for step in steps(job):
+                run = step.get("run", "")
+                for line in run.splitlines():
+                    if INSTALLS.search(line):
+                        assert "pip install" in line and "--require-hashes" in line, f"{name}/{job_name}: {line}"
+    assert holders == {("pull-request.yml", "comment"), ("pull-request.yml", "preview-comment"),
+                       ("main.yml", "pin-image")}
+
+
+def test_pin_image_runs_with_the_standard_library_only(tmp_path):
+    """The pin job installs nothing: scripts/pin-image imports no package outside the standard library."""
+    source = (ROOT / "scripts" / "pin-image").read_text()
+    imported = set(re.findall(r"^(?:from|import) ([A-Za-z_]\w*)", source, re.MULTILINE))
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)
+
+
+# --- CODEOWNERS: who must review what guards the pipeline --------------------------------------
+
+CODEOWNERS = ROOT / ".github" / "CODEOWNERS"
+
+
+def codeowners_rules() -> list[tuple[str, list[str]]]:
+    rules = []
+    for line in CODEOWNERS.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            pattern, *owners = line.split()
+            rules.append((pattern, owners))
+    return rules
+
+
+def owners_of(path: str) -> list[str]:
+    """The owners of a path (the last matching rule wins), for the patterns this file uses:
+    `/dir/` (everything under it) and anchored file globs."""
+    owners: list[str] = []
+    for pattern, rule_owners in codeowners_rules():
+        assert pattern.startswith("/"), f"{pattern}: anchor it at the repository root"
+        under = pattern.endswith("/") and ("/" + path).startswith(pattern)
+        # A `*` of a CODEOWNERS pattern stays within one path segment, as in .gitignore.
+        file_glob = not pattern.endswith("/") and re.fullmatch(re.escape(pattern).replace(r"\*", "[^/]*"), "/" + path)
+        if under or file_glob:
+            owners = rule_owners
+    return owners
+
+
+@pytest.mark.parametrize("path", [
+    ".github/workflows/deploy.yml", ".github/actionlint.yaml", ".github/CODEOWNERS",
+    "bootstrap/policies.py", "bootstrap/Pulumi.bootstrap.yaml", "policy/PulumiPolicy.yaml",
+    "policy/gpu_training_policy/network.py", "scripts/policy_config.py", "offline/policy_config.py",
+    "stacks/Pulumi.prod.yaml", "stacks/Pulumi.staging.yaml", "stacks/Pulumi.team-vision-prod.yaml",
+    "stacks/Pulumi.team-new-staging.yaml",
+])
+def test_codeowners_review_what_guards_the_pipeline(path):
+    assert owners_of(path) == ["@example-org/gpu-training-admins"], path
+
+
+@pytest.mark.parametrize("path", ["stacks/Pulumi.dev.yaml", "stacks/Pulumi.team-vision-dev.yaml", "components/platform.py",
+                                  "trainer/launcher/main.py"])
+def test_codeowners_leave_the_rest_to_ordinary_review(path):
+    assert owners_of(path) == [], path
+
+
+def test_codeowners_are_enforced_by_the_setting_the_docs_name():
+    for pattern, owners in codeowners_rules():
+        assert owners and all(re.fullmatch(r"@[\w.-]+/[\w.-]+", owner) for owner in owners), pattern
+    for stack in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        environment = stack.stem.rsplit("-", 1)[-1].removeprefix("Pulumi.")
+        if environment in ("prod", "staging"):
+            assert owners_of(f"stacks/{stack.name}"), stack.name
+    checklist = " ".join((ROOT / "docs" / "delivery.md").read_text().split("### 3. The GitHub repository", 1)[1]
+                         .split("\n## ", 1)[0].split())
+    assert "Require review from Code Owners" in checklist and "`.github/CODEOWNERS`" in checklist
 
 
 def assumed_roles() -> list[tuple[str, str, str]]:
@@ -418,6 +685,42 @@ def test_the_cli_version_is_the_sdk_version():
     assert sdk
     for name, document in all_workflows().items():
         assert document["env"]["PULUMI_VERSION"] == sdk[1], name
+
+
+ZIZMOR = Path(sys.executable).parent / "zizmor"
+ZIZMOR_IGNORE = re.compile(r"#\s*zizmor:\s*ignore\[(?P<rules>[^\]]+)\](?P<reason>.*)$")
+
+
+def zizmor_findings(directory: Path) -> list[dict[str, Any]]:
+    """zizmor's auditor persona, offline, as JSON: every finding it does not drop as ignored."""
+    result = subprocess.run([str(ZIZMOR), "--persona", "auditor", "--offline", "--no-progress", "--format", "json",
+                             str(directory)], capture_output=True, text=True, check=False, timeout=120)
+    assert result.stdout.strip().startswith("["), result.stderr  # a report, not zizmor's own failure
+    return json.loads(result.stdout)
+
+
+def medium_or_high(findings: list[dict[str, Any]]) -> list[str]:
+    return [f"{f['ident']} ({f['determinations']['severity']}): {f['locations'][0]['symbolic']['key']}"
+            for f in findings if f["determinations"]["severity"] in ("Medium", "High") and not f.get("ignored")]
+
+
+@pytest.mark.skipif(not ZIZMOR.exists(), reason="zizmor is not installed in this venv (pip install zizmor)")
+def test_zizmor_finds_nothing_medium_or_high_that_the_workflow_does_not_justify(tmp_path):
+    """Every finding of severity medium or high is fixed, or ignored by a `# zizmor: ignore[rule]`
+    comment on its line that says why; and the check can fail: without those comments zizmor reports
+    the self-hosted runners again."""
+    assert medium_or_high(zizmor_findings(WORKFLOWS)) == []
+    ignores = [(path.name, line) for path in sorted(WORKFLOWS.glob("*.yml")) for line in path.read_text().splitlines()
+               if "zizmor:" in line]
+    assert ignores, "the self-hosted runners are justified where they are asked for"
+    for name, line in ignores:
+        match = ZIZMOR_IGNORE.search(line)
+        assert match and len(match["reason"].split()) >= 5, f"{name}: an ignore without its reason: {line.strip()}"
+    unjustified = tmp_path / ".github" / "workflows"  # where zizmor collects workflows from
+    unjustified.mkdir(parents=True)
+    for path in WORKFLOWS.glob("*.yml"):
+        (unjustified / path.name).write_text(re.sub(r"#\s*zizmor:[^\n]*", "", path.read_text()))
+    assert any(problem.startswith("self-hosted-runner (Medium)") for problem in medium_or_high(zizmor_findings(unjustified)))
 
 
 def test_actionlint_runs_and_catches_a_broken_workflow(tmp_path):

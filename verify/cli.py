@@ -100,8 +100,8 @@ def _usage_problems(args: argparse.Namespace, outputs: StackOutputs) -> list[str
     return problems
 
 
-def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch: Any = None) -> int:
-    """`now` and `cloudwatch` (a client factory) exist for the offline tests."""
+def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch: Any = None, ec2: Any = None) -> int:
+    """`now`, `cloudwatch` and `ec2` (client factories) exist for the offline tests."""
     args = build_parser().parse_args(argv)
     try:
         _check_stack_name(args.stack)
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch:
         problems = _usage_problems(args, outputs)
         if problems:
             raise UsageError("; ".join(problems))
-        results = run_checks(args, outputs, now=time.time() if now is None else now, cloudwatch=cloudwatch)
+        results = run_checks(args, outputs, now=time.time() if now is None else now, cloudwatch=cloudwatch, ec2=ec2)
     except UsageError as e:
         sys.stderr.write(f"verify: error: {e}\n")
         return EXIT_USAGE
@@ -142,7 +142,8 @@ def _check_outputs_are_the_stacks(stack: str, data: dict[str, Any], outputs_file
     raise UsageError(f"{source}: these are the outputs of stack {theirs} ({named_by}), not of {stack}: {fix}")
 
 
-def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any) -> list[CheckResult]:
+def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any,
+               ec2: Any = None) -> list[CheckResult]:
     from verify import kube
 
     try:
@@ -157,12 +158,25 @@ def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, c
     except kube.ClusterUnreachableError as e:
         raise UsageError(f"no cluster reachable: {e}") from e
     try:
-        return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch)
+        return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch, ec2=ec2)
     except kube.ClusterUnreachableError as e:
         raise UsageError(f"lost the cluster during the checks: {e}") from e
 
 
-def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any) -> list[CheckResult]:
+def _runner_check(outputs: StackOutputs, *, now: float, ec2: Any) -> CheckResult:
+    from components.config.stack_file import project_file
+    from verify import ci_runners
+
+    def make_ec2():
+        import boto3
+
+        return boto3.client("ec2", region_name=outputs.region)
+
+    return ci_runners.check_runner_tags(outputs, str(project_file()["name"]), ec2 or make_ec2, now)
+
+
+def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any,
+         ec2: Any) -> list[CheckResult]:
     from verify import checks
 
     def make_cloudwatch():
@@ -172,7 +186,7 @@ def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: 
 
     ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
                          now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
-    results = checks.cluster_checks(ctx)
+    results = [*checks.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2)]
     for job in args.job:
         results += checks.job_checks(ctx, outputs.jobs[job])
     if args.nccl:

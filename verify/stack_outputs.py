@@ -54,6 +54,9 @@ class StackOutputs:
     jobs: dict[str, JobPromise]
     nccl_ports: tuple[int, int]
     rendezvous_port: int
+    environment: str | None = None
+    ci_runner_security_group: str | None = None
+    """The platform stack's CI runners' security group (`ciRunnerSecurityGroupId`); None in team stacks."""
 
 
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
@@ -140,7 +143,13 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         secret=secret if isinstance(secret, str) else None, jobs=jobs,
         nccl_ports=(int(ports.get("first", 0)), int(ports.get("last", 0))),
         rendezvous_port=int(rendezvous[0]) if rendezvous else 29400,
+        environment=_text(data.get("environment")),
+        ci_runner_security_group=_text(data.get("ciRunnerSecurityGroupId")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _kubeconfig(value: Any) -> dict[str, Any] | None:

@@ -6,6 +6,11 @@ inside the VPC (docs/delivery.md, "CI runners"). The runner joins this group, in
 private subnets (outputs `ciRunnerSecurityGroupId`, `privateSubnetIds`); the control plane admits
 HTTPS from it and nothing else of the runner's. It reaches GitHub, the package registries and
 AWS APIs over HTTPS, through NAT and the VPC endpoints.
+
+The runner machines themselves are not this program's: they are ephemeral (one job each), in
+runner groups apart for pull request previews and deploys, and launched with the tags
+`environment=<env>` and `project=<project>`, which `scripts/verify` checks on every instance in
+this group (verify/ci_runners.py). The group carries the stack's default tags like every resource.
 """
 
 from __future__ import annotations
