@@ -115,7 +115,8 @@ def test_an_unschedulable_training_pod_alarms(stack, plan_of):
     plan = plan_of(stack)
     (cluster,) = plan.of_type("aws:eks/cluster:Cluster")
     assert "scheduler" in cluster["inputs"]["enabledClusterLogTypes"]
-    filters = plan.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
+    filters = [f for f in plan.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
+               if f["inputs"]["metricTransformation"]["name"] == UNSCHEDULABLE_METRIC]  # the training ones: test_dashboards.py
     assert {f["inputs"]["logGroupName"] for f in filters} == {f"/aws/eks/gpu-training-{stack}/cluster"}
     assert sorted(f["inputs"]["pattern"] for f in filters) == sorted(unschedulable_filter_patterns().values())
     assert {f["inputs"]["metricTransformation"]["name"] for f in filters} == {UNSCHEDULABLE_METRIC}

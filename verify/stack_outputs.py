@@ -54,6 +54,8 @@ class StackOutputs:
     jobs: dict[str, JobPromise]
     nccl_ports: tuple[int, int]
     rendezvous_port: int
+    dashboard_url: str | None = None
+    """The stack's CloudWatch dashboard (None: a program older than the output)."""
 
 
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
@@ -140,6 +142,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         secret=secret if isinstance(secret, str) else None, jobs=jobs,
         nccl_ports=(int(ports.get("first", 0)), int(ports.get("last", 0))),
         rendezvous_port=int(rendezvous[0]) if rendezvous else 29400,
+        dashboard_url=data["dashboardUrl"] if isinstance(data.get("dashboardUrl"), str) else None,
     )
 
 
