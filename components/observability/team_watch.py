@@ -25,13 +25,19 @@ from components.observability.training_metrics import WatchedJobs, create_job_al
 @dataclass(frozen=True)
 class TeamWatchArgs:
     watched: WatchedJobs
+    """The team's jobs, in its namespace."""
     config: ObservabilityConfig
     """The platform's alarm settings (noStepMinutes, checkpointLateFactor)."""
     cluster_name: str
+    """The platform's cluster: its metrics namespace and Container Insights' ClusterName."""
     region: str
+    """Where the metrics are (every widget names the Region)."""
     name_prefix: str
+    """Names the alarms and the dashboard."""
     topic_arn: pulumi.Input[str]
+    """The platform's alert topic (its contract's alertTopicArn)."""
     title: str
+    """The dashboard's heading."""
 
 
 def team_watch(args: TeamWatchArgs, opts: pulumi.ResourceOptions) -> str:
