@@ -42,6 +42,7 @@ from components.network.security_groups import SecurityGroups, SecurityGroupsArg
 from components.network.vpc import Network, NetworkArgs
 from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.monitoring import Observability, ObservabilityArgs
+from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.controllers import JobControllers, JobControllersArgs
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
@@ -313,6 +314,9 @@ def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) ->
         depends_on=cluster.node_groups,
         logs_key_arn=on_aws.logs_key_arn,
         control_plane_log_group=cluster.cluster.log_group,
+        region=config.region,
+        watched=WatchedJobs(jobs=config.training.jobs, namespace=config.training_namespace, pools=config.node_pools,
+                            storage=config.storage, team=False),
         efa=any(p.efa for p in config.node_pools),
     ), on_aws.opts)
 
@@ -402,4 +406,5 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "dataKeyArn": data.buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,
         "alertTopicArn": observability.topic.arn,
+        "dashboardUrl": observability.dashboard_url,  # scripts/verify reports it
     }

@@ -35,13 +35,15 @@ from components.data.file_system import access_point
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
 from components.observability.budget import StackBudget, StackBudgetArgs
+from components.observability.team_watch import TeamWatchArgs, team_watch
+from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
-                "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training")
+                "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training", "dashboardUrl")
 """The stack's outputs; named up front, because the engine takes a stack's outputs when the
 program returns, before the contract (and so the values) arrive."""
 
@@ -137,6 +139,13 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
             alert_topic_arn=platform["alertTopicArn"], activate_tags=("team",),
         ), on_aws)
 
+    # --- the team's own jobs: their alarms (to the platform's topic) and dashboard ------------
+    dashboard_url = team_watch(TeamWatchArgs(
+        watched=WatchedJobs(jobs=config.training.jobs, namespace=namespace, pools=platform_config.node_pools,
+                            storage=platform_config.storage, team=True),
+        config=platform_config.observability, cluster_name=platform_config.cluster_name, region=config.region,
+        name_prefix=config.name_prefix, topic_arn=platform["alertTopicArn"], title=f"team {config.team}"), on_aws)
+
     outputs = {
         "environment": config.environment,
         "team": config.team,
@@ -151,6 +160,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
         **fabric_outputs(platform_config.fabric),
         "training": training_outputs(namespace=namespace, local_queue=LOCAL_QUEUE, jobs=config.training.jobs,
                                      has_secrets=bool(config.secrets.names)),
+        "dashboardUrl": dashboard_url,
     }
     assert tuple(outputs) == TEAM_OUTPUTS, "TEAM_OUTPUTS names every output, in order"
     return outputs

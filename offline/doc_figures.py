@@ -14,6 +14,8 @@ tests until the page is regenerated.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import tempfile
 from collections.abc import Callable
@@ -98,13 +100,66 @@ def example_plan_diff(plan_of: PlanOf) -> str:
     return f"```\n{report.markdown}```\n"
 
 
+# --------------------------------------------------------------------------- the dashboard
+
+DASHBOARD_STACK = "prod"
+DASHBOARD_FIGURE = ROOT / "docs" / "figures" / f"dashboard-{DASHBOARD_STACK}.svg"
+_COLUMN_PX, _ROW_PX, _GAP_PX = 40, 22, 4
+_KIND_FILL = {"metric": "#eef4fb", "text": "#f6f6f6", "alarm": "#fdf0ee"}
+
+
+def planned_dashboard(plan: Plan) -> dict:
+    """The body of the plan's one dashboard (components/observability/dashboards.py)."""
+    (dashboard,) = [r for r in plan.resources if r["type"] == "aws:cloudwatch/dashboard:Dashboard"]
+    return json.loads(dashboard["inputs"]["dashboardBody"])
+
+
+def widget_title(widget: dict) -> str:
+    properties = widget["properties"]
+    if widget["type"] == "text":
+        return properties["markdown"].splitlines()[0].lstrip("# ")
+    return properties.get("title", widget["type"])
+
+
+def dashboard_svg(plan_of: PlanOf) -> str:
+    """The planned dashboard's layout: each widget's box at its grid place, with its title."""
+    widgets = planned_dashboard(plan_of(DASHBOARD_STACK))["widgets"]
+    width = 24 * _COLUMN_PX
+    height = max(w["y"] + w["height"] for w in widgets) * _ROW_PX
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
+             f'<rect width="{width}" height="{height}" fill="#ffffff"/>']
+    for w in widgets:
+        x, y = w["x"] * _COLUMN_PX + _GAP_PX / 2, w["y"] * _ROW_PX + _GAP_PX / 2
+        box_w, box_h = w["width"] * _COLUMN_PX - _GAP_PX, w["height"] * _ROW_PX - _GAP_PX
+        lines.append(f'<rect x="{x:g}" y="{y:g}" width="{box_w:g}" height="{box_h:g}" rx="4" '
+                     f'fill="{_KIND_FILL[w["type"]]}" stroke="#8a99a8"/>')
+        lines.append(f'<text x="{x + 8:g}" y="{y + 18:g}">{html.escape(widget_title(w))}</text>')
+        if w["type"] == "metric":  # a sketched series: it is a graph
+            base, step = y + box_h - 12, (box_w - 24) / 8
+            points = " ".join(f"{x + 12 + i * step:g},{base - (box_h - 44) * (0.3 + 0.5 * ((i * 7) % 5) / 5):g}"
+                              for i in range(9))
+            lines.append(f'<polyline points="{points}" fill="none" stroke="#3a78b5" stroke-width="1.5"/>')
+    lines.append("</svg>")
+    return "\n".join(lines) + "\n"
+
+
+def dashboard_widgets(plan_of: PlanOf) -> str:
+    """The planned dashboard's widgets, in layout order, as a Markdown list."""
+    widgets = planned_dashboard(plan_of(DASHBOARD_STACK))["widgets"]
+    return "".join(f"{i}. {widget_title(w)} ({w['type']})\n" for i, w in enumerate(widgets, 1))
+
+
 FRAGMENTS: dict[str, Fragment] = {
     "plan-summary-prod": Fragment(plan_summary("prod"), ("prod",)),
     "plan-diff-example": Fragment(example_plan_diff, (EXAMPLE_STACK,)),
+    "dashboard-widgets-prod": Fragment(dashboard_widgets, (DASHBOARD_STACK,)),
 }
 
 # The pages that hold generated parts (a marker on any other page is an error of the check).
-PAGES = (ROOT / "docs" / "cost.md", ROOT / "docs" / "delivery.md")
+PAGES = (ROOT / "docs" / "cost.md", ROOT / "docs" / "delivery.md", ROOT / "docs" / "operations.md")
+# Whole files the code renders (a figure a page links to).
+FIGURES: dict[Path, Fragment] = {DASHBOARD_FIGURE: Fragment(dashboard_svg, (DASHBOARD_STACK,))}
 
 
 def fragment_names(text: str) -> list[str]:

@@ -23,7 +23,7 @@ from offline.project_venv import require  # noqa: E402
 
 require("doc_figures.py")  # it plans stacks: the Pulumi SDK
 
-from offline.doc_figures import PAGES, render_page  # noqa: E402
+from offline.doc_figures import FIGURES, PAGES, render_page  # noqa: E402
 from offline.generated_files import write_or_check  # noqa: E402
 from offline.plan import synthesize  # noqa: E402
 
@@ -31,7 +31,9 @@ from offline.plan import synthesize  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     plan_of = functools.cache(synthesize)
     return write_or_check(argv, description=__doc__.splitlines()[0] if __doc__ else "", root=ROOT,
-                          renders={page: functools.partial(render_page, plan_of=plan_of) for page in PAGES},
+                          renders={**{page: functools.partial(render_page, plan_of=plan_of) for page in PAGES},
+                                   **{path: lambda _current, figure=figure: figure.render(plan_of)
+                                      for path, figure in FIGURES.items()}},
                           source="what the code prints", command="scripts/doc_figures.py")
 
 

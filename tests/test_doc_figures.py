@@ -15,7 +15,7 @@ from stack_configs import ROOT
 
 from components.facts.cost_model import STATED_USAGE, plan_cost
 from offline.cost import breakdown, price_table
-from offline.doc_figures import PAGES, DocFigureError, example_head_plan, fragment_names, render_page
+from offline.doc_figures import FIGURES, PAGES, DocFigureError, example_head_plan, fragment_names, render_page
 from offline.plan import Plan, planned_config
 
 DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -30,6 +30,22 @@ def test_generated_parts_are_what_the_code_prints(page, plan_of):
     assert fragment_names(text), f"{page.name} lost its generated parts (offline/doc_figures.py PAGES)"
     assert render_page(text, plan_of) == text, \
         f"{page.relative_to(ROOT)} differs from what the code prints. Fix: run scripts/doc_figures.py --write"
+
+
+@pytest.mark.parametrize("figure", sorted(FIGURES), ids=lambda p: p.name)
+def test_generated_figures_are_what_the_code_draws(figure, plan_of):
+    assert figure.read_text() == FIGURES[figure].render(plan_of), \
+        f"{figure.relative_to(ROOT)} differs from what the code draws. Fix: run scripts/doc_figures.py --write"
+
+
+def test_the_dashboard_figure_draws_every_planned_widget(plan_of):
+    from offline.doc_figures import DASHBOARD_FIGURE, DASHBOARD_STACK, planned_dashboard, widget_title
+
+    svg = DASHBOARD_FIGURE.read_text()
+    widgets = planned_dashboard(plan_of(DASHBOARD_STACK))["widgets"]
+    assert svg.count("<text ") == len(widgets) > 10
+    for widget in widgets:
+        assert f">{widget_title(widget)}</text>" in svg.replace("&#x27;", "'")
 
 
 def test_only_the_listed_pages_have_generated_parts():

@@ -91,7 +91,7 @@ def test_a_pool_with_its_own_taint_is_tolerated_too():
 def test_the_gpu_alarms_keep_their_exporter(stack, plan_of):
     plan = plan_of(stack)
     assert addon_configuration(plan, "amazon-cloudwatch-observability") == {"dcgmExporter": {"enabled": True}}
-    metrics = {a["inputs"]["metricName"] for a in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
+    metrics = {a["inputs"].get("metricName") for a in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
     assert {"node_gpu_utilization", "node_gpu_memory_utilization"} <= metrics
 
 

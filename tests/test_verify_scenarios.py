@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -75,13 +76,24 @@ def start_runners(outputs: dict[str, Any], runners: list[dict[str, str]], tmp_pa
     return path
 
 
+def put_training_loss(outputs: dict[str, Any], now: float) -> None:
+    """What the platform's metric filter makes of the trainer's loss lines (GpuTraining/<cluster>)."""
+    cw = boto3.client("cloudwatch", region_name=outputs["region"])
+    dims = [{"Name": "Namespace", "Value": outputs["training"]["namespace"]}, {"Name": "Job", "Value": sc.JOB}]
+    cw.put_metric_data(Namespace=f"GpuTraining/{outputs['clusterName']}", MetricData=[
+        {"MetricName": "TrainingLoss", "Dimensions": dims, "Timestamp": now - 60 * minute, "Value": 2.0 - minute / 10}
+        for minute in range(1, 9)])
+
+
 def run_verify(prod_outputs, scenario: Scenario, tmp_path: Path, *extra: str, gpu_percent: float = 93.0,
                now: float | None = None, runners: tuple[dict[str, str], ...] = (TAGGED_RUNNER,),
-               ) -> tuple[int, dict[str, Any], FakeKube]:
+               loss_metric: bool = True) -> tuple[int, dict[str, Any], FakeKube]:
     outputs, _ = prod_outputs
     now = now or time.time()
     with FakeKube(scenario) as fake, mock_aws():
         put_gpu_utilisation(outputs, scenario, now, gpu_percent)
+        if loss_metric:
+            put_training_loss(outputs, now)
         outputs_file = start_runners(outputs, list(runners), tmp_path)
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
@@ -109,10 +121,15 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
     assert by_status(report, "fail") == [] and by_status(report, "skip") == [IN_POD]
     assert set(by_status(report, "pass")) == {
         "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
-        "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client", "ci.runner-tags",
-        f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.checkpoints",
+        "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client", "cluster.dashboard", "ci.runner-tags",
+        f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.loss-metric",
+        f"job.{sc.JOB}.checkpoints",
         f"job.{sc.JOB}.gpu-utilisation", f"job.{sc.JOB}.fabric"}
     checks = {c["name"]: c for c in report["checks"]}
+    assert checks["cluster.dashboard"]["summary"] == f"dashboard: {prod_outputs[0]['dashboardUrl']}"
+    # 8 one-minute points in 2 or 3 five-minute periods, by the clock
+    assert re.fullmatch(r"[23] TrainingLoss datapoints in the last 30 min, latest 1\.[0-9]+",
+                        checks[f"job.{sc.JOB}.loss-metric"]["summary"])
     assert checks[f"job.{sc.JOB}.fabric"]["summary"] == ("2 pods: 32 of 32 EFA devices, GPUDirect RDMA on every "
                                                          "inter-node channel")
     # Three DaemonSet pods and the training pod.
@@ -281,7 +298,8 @@ BROKEN = [
     ("job-not-admitted", _not_admitted, 93.0, f"job.{sc.JOB}.admitted",
      "waiting for quota (Pending: couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu",
      f"kubectl -n {{ns}} describe workload jobset-{sc.JOB}-3f2a1",
-     tuple(f"job.{sc.JOB}.{c}" for c in ("pods", "progress", "checkpoints", "gpu-utilisation", "fabric", "in-pod"))),
+     tuple(f"job.{sc.JOB}.{c}" for c in ("pods", "progress", "loss-metric", "checkpoints", "gpu-utilisation", "fabric",
+                                         "in-pod"))),
     # The first-node checklist (docs/gpu-fabric-and-capacity.md), what verify can read itself:
     ("efa-devices-short-in-a-pod", _fabric_log(found=(1,)), 93.0, f"job.{sc.JOB}.fabric",
      "fewer EFA devices than the type has", "exec pretrain-p5-node-0-1-m4q9z -- ls /dev/infiniband", ()),
@@ -354,6 +372,32 @@ def test_no_runner_instance_in_sight_is_a_skip_that_says_why(prod_outputs, healt
     assert code == 0 and "ci.runner-tags" in by_status(report, "skip")
     check = next(c for c in report["checks"] if c["name"] == "ci.runner-tags")
     assert check["summary"].startswith("no instance in the runners' security group sg-")
+
+
+def test_a_job_whose_loss_never_reaches_cloudwatch_fails_only_that_check(prod_outputs, healthy, tmp_path):
+    outputs = prod_outputs[0]
+    code, report, _ = run_verify(prod_outputs, healthy, tmp_path, loss_metric=False)
+    assert code == 1 and by_status(report, "fail") == [f"job.{sc.JOB}.loss-metric"], json.dumps(report, indent=1)
+    diagnosis = next(c for c in report["checks"] if c["name"] == f"job.{sc.JOB}.loss-metric")["diagnosis"]
+    assert "Fluent Bit" in diagnosis["cause"] and "`job` field" in diagnosis["cause"]
+    assert diagnosis["command"].startswith(f"aws logs tail /aws/containerinsights/{outputs['clusterName']}/application")
+
+
+def test_outputs_without_a_dashboard_warn(prod_outputs, healthy, tmp_path):
+    outputs = {k: v for k, v in prod_outputs[0].items() if k != "dashboardUrl"}
+    older = tmp_path / "older-outputs.json"
+    older.write_text(json.dumps(outputs))
+    code, report, _ = run_verify((outputs, older), healthy, tmp_path)
+    assert code == 0 and by_status(report, "warn") == ["cluster.dashboard"], json.dumps(report, indent=1)
+
+
+def test_verify_reads_the_metrics_the_plan_makes():
+    from components.observability import training_metrics as planned
+    from verify import training_metrics as read
+
+    assert read.metrics_namespace("c") == planned.metrics_namespace_of("c")
+    assert read.LOSS_METRIC in planned.METRICS
+    assert {read.JOB_DIMENSION, read.NAMESPACE_DIMENSION} == set(planned.DIMENSIONS)
 
 
 def nccl_scenario(healthy: Scenario, sample: str) -> Scenario:

@@ -57,6 +57,8 @@ class StackOutputs:
     environment: str | None = None
     ci_runner_security_group: str | None = None
     """The platform stack's CI runners' security group (`ciRunnerSecurityGroupId`); None in team stacks."""
+    dashboard_url: str | None = None
+    """The stack's CloudWatch dashboard (None: a program older than the output)."""
 
 
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
@@ -145,6 +147,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         rendezvous_port=int(rendezvous[0]) if rendezvous else 29400,
         environment=_text(data.get("environment")),
         ci_runner_security_group=_text(data.get("ciRunnerSecurityGroupId")),
+        dashboard_url=data["dashboardUrl"] if isinstance(data.get("dashboardUrl"), str) else None,
     )
 
 

@@ -196,6 +196,10 @@ KEYS: tuple[Key, ...] = (
     Key("observability.gpuMemoryPercent", INTEGER, "GPU memory use that alerts (near 100%).", default=95),
     Key("observability.logRetentionDays", INTEGER, "Days Container Insights application logs are kept (performance "
         "logs: at most 30).", default=30),
+    Key("observability.noStepMinutes", INTEGER, "A job whose namespace runs pods but that logged no training step "
+        "this long alerts (multiple of 5, at least the trainer's 30-minute startup budget).", default=30),
+    Key("observability.checkpointLateFactor", INTEGER, "A stepping job without a checkpoint for this many planned "
+        "checkpoint intervals alerts (2-10).", default=3),
     Key("observability.nodeLogRetentionDays", INTEGER, "Days host and dataplane logs (with authpriv) are kept; at least "
         "365 in prod.", default=Derived("365 in prod, else 90")),
 

@@ -2,7 +2,9 @@
 
 Alarms (components/observability/monitoring.py): GPU utilisation below `gpuIdlePercent` on some node for
 `gpuIdleMinutes` (usually a data-loading bottleneck, or a gang waiting with paid GPUs), GPU memory
-above `gpuMemoryPercent`, and any node in a failed condition. They notify an SNS topic that
+above `gpuMemoryPercent`, and any node in a failed condition. Per training job
+(components/observability/training_metrics.py): a NaN/inf loss, no step for `noStepMinutes` while
+its namespace runs pods, no checkpoint for `checkpointLateFactor` x its planned interval. They notify an SNS topic that
 e-mails `alertEmails` and texts `alertSms`.
 """
 
@@ -24,6 +26,15 @@ PROD_MIN_NODE_LOG_RETENTION_DAYS = 365
 # minute: the largest group). CloudWatch keeps the metrics extracted from them for 15 months, so
 # the raw records only serve recent queries; a month covers an incident review.
 PERFORMANCE_LOG_RETENTION_DAYS = 30
+# A pod steps only after its rendezvous, data loading and checkpoint restore, which may take the
+# trainer's whole startup budget (workload/training_job.py STARTUP_BUDGET_SECONDS, 30 min; this
+# package imports nothing above it, tests/test_dashboards.py holds the two equal): "no step for N
+# minutes while pods run" alarms on every start if N is shorter.
+TRAINER_STARTUP_MINUTES = 30
+# A job checkpoints every planned interval (components/observability/training_metrics.py); k times
+# it without a save, while it steps, means saves fail or hang. 3: one missed save is a slow file
+# system or a long eval, two more is a pattern.
+DEFAULT_CHECKPOINT_LATE_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,10 @@ class ObservabilityConfig:
     gpu_memory_percent: int
     log_retention_days: int
     node_log_retention_days: int = PROD_MIN_NODE_LOG_RETENTION_DAYS
+    no_step_minutes: int = TRAINER_STARTUP_MINUTES
+    """A job's namespace runs pods but the job logged no step for this long: stalled or restarting."""
+    checkpoint_late_factor: int = DEFAULT_CHECKPOINT_LATE_FACTOR
+    """A stepping job without a checkpoint for this many planned intervals alarms."""
 
     @property
     def log_group_retention_days(self) -> dict[str, int]:
@@ -75,8 +90,18 @@ def parse_observability(section: Section, *, environment: str) -> ObservabilityC
                       f"node logs (logins, sudo, kernel) are audit evidence: prod keeps them at least "
                       f"{PROD_MIN_NODE_LOG_RETENTION_DAYS} days",
                       f"set nodeLogRetentionDays: {PROD_MIN_NODE_LOG_RETENTION_DAYS} or more")
+    no_step, late_factor = _training_alarm_settings(section)
     section.finish()
-    return ObservabilityConfig(emails, sms, idle_percent, idle_minutes, memory_percent, retention, node_retention)
+    return ObservabilityConfig(emails, sms, idle_percent, idle_minutes, memory_percent, retention, node_retention,
+                               no_step, late_factor)
+
+
+def _training_alarm_settings(section: Section) -> tuple[int, int]:
+    no_step = section.integer("noStepMinutes", TRAINER_STARTUP_MINUTES, minimum=TRAINER_STARTUP_MINUTES, maximum=1440)
+    if no_step % 5:
+        section.error(section.key("noStepMinutes"), no_step, "alarms evaluate 5-minute periods", "use a multiple of 5")
+    late_factor = section.integer("checkpointLateFactor", DEFAULT_CHECKPOINT_LATE_FACTOR, minimum=2, maximum=10)
+    return no_step, late_factor
 
 
 def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix: str) -> tuple[str, ...]:

@@ -37,6 +37,20 @@ from components.common.kms import customer_key
 from components.common.partition import provider_partition
 from components.config.observability import ObservabilityConfig
 from components.identity import policies
+from components.observability.dashboards import (
+    DashboardScope,
+    create_dashboard,
+    dashboard_name_of,
+    dashboard_url,
+    environment_panels,
+)
+from components.observability.training_metrics import (
+    UNSCHEDULABLE_METRIC,
+    WatchedJobs,
+    create_job_alarms,
+    create_metric_filters,
+    metrics_namespace_of,
+)
 from components.workload.training_job import REPLICATED_JOB
 
 ADDON = "amazon-cloudwatch-observability"
@@ -73,7 +87,6 @@ EFA_DROP_PERIODS = 3  # 15 min: a burst under congestion is not an incident, a q
 # (podMaxInUnschedulablePodsDuration), so the alarm asks 3 of 4 five-minute periods: 15-20 min.
 UNSCHEDULABLE_LINE = "Unable to schedule pod; no fit; waiting"
 TRAINING_POD_TERM = f"-{REPLICATED_JOB}-0-"
-UNSCHEDULABLE_METRIC = "TrainingPodUnschedulableCpuMemory"
 UNSCHEDULABLE_PERIODS, UNSCHEDULABLE_DATAPOINTS = 4, 3
 
 
@@ -103,7 +116,7 @@ def unschedulable_filter_patterns() -> dict[str, str]:
 
 def metrics_namespace(cluster_name: str) -> str:
     """Where the stack's log metric filters publish (one namespace per cluster)."""
-    return f"GpuTraining/{cluster_name}"
+    return metrics_namespace_of(cluster_name)
 
 
 def alarm_specs(config: ObservabilityConfig, *, cluster_name: str, efa: bool) -> list[AlarmSpec]:
@@ -197,12 +210,18 @@ class ObservabilityArgs:
     """Encrypts the Container Insights log groups (the environment's CloudWatch Logs key)."""
     control_plane_log_group: aws.cloudwatch.LogGroup
     """The EKS control plane's log group: the scheduler's log, read by the unschedulable-pod filter."""
+    region: str = ""
+    """Where the dashboard's metrics are (its widgets name the Region)."""
+    watched: WatchedJobs | None = None
+    """The environment's own training jobs: per-job alarms and dashboard widgets."""
     efa: bool = False
-    """The stack has EFA pools: alarm on EFA packet drops."""
+    """The stack has EFA pools: alarm on EFA packet drops, EFA widgets."""
 
 
 class Observability(pulumi.ComponentResource):
     topic: aws.sns.Topic
+    dashboard: aws.cloudwatch.Dashboard
+    dashboard_url: str
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:observability:Observability", name, None, opts)
@@ -236,8 +255,34 @@ class Observability(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*log_groups, *args.depends_on]),
         )
         self.topic = self._create_topic()
-        self._create_alarms()
-        self.register_outputs({"alertTopicArn": self.topic.arn})
+        alarms = self._create_alarms()
+        create_metric_filters(name, log_group=log_groups[LOG_GROUPS.index("application")], name_prefix=args.name_prefix,
+                              metrics_namespace=metrics_namespace(args.cluster_name), parent=self)
+        alarms += self._create_job_alarms()
+        self._create_dashboard(alarms)
+        self.register_outputs({"alertTopicArn": self.topic.arn, "dashboardUrl": self.dashboard_url})
+
+    def _create_job_alarms(self) -> list[aws.cloudwatch.MetricAlarm]:
+        args = self._args
+        if args.watched is None:
+            return []
+        return create_job_alarms(f"{self._name}-job", args.watched, config=args.config, cluster_name=args.cluster_name,
+                                 name_prefix=args.name_prefix, topic_arn=self.topic.arn,
+                                 opts=pulumi.ResourceOptions(parent=self))
+
+    def _create_dashboard(self, alarms: list[aws.cloudwatch.MetricAlarm]) -> None:
+        args = self._args
+        watched = args.watched
+        scope = DashboardScope(region=args.region, cluster_name=args.cluster_name,
+                               metrics_namespace=metrics_namespace(args.cluster_name),
+                               jobs_namespace=watched.namespace if watched else "", team_only=False,
+                               jobs=tuple(watched.jobs) if watched else (), alarm_arns=())
+        name = dashboard_name_of(args.name_prefix)
+        self.dashboard = create_dashboard(
+            f"{self._name}-dashboard", dashboard_name=name, scope=scope, alarm_arns=[a.arn for a in alarms],
+            panels=lambda s: environment_panels(s, efa=args.efa, title=f"{args.name_prefix}: GPU training"),
+            opts=pulumi.ResourceOptions(parent=self))
+        self.dashboard_url = dashboard_url(args.region, name)
 
     def _create_topic(self) -> aws.sns.Topic:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
@@ -273,10 +318,10 @@ class Observability(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         ) for resource, pattern in unschedulable_filter_patterns().items()]
 
-    def _create_alarms(self) -> None:
+    def _create_alarms(self) -> list[aws.cloudwatch.MetricAlarm]:
         args = self._args
         filters = self._create_unschedulable_filters()
-        for spec in alarm_specs(args.config, cluster_name=args.cluster_name, efa=args.efa):
+        return [
             aws.cloudwatch.MetricAlarm(
                 f"{self._name}-{spec.name}",
                 name=f"{args.name_prefix}-{spec.name}",
@@ -295,4 +340,4 @@ class Observability(pulumi.ComponentResource):
                 alarm_actions=[self.topic.arn],
                 ok_actions=[self.topic.arn],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[] if spec.cluster_dimension else filters),
-            )
+            ) for spec in alarm_specs(args.config, cluster_name=args.cluster_name, efa=args.efa)]

@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = torchrun_command(c, command)
         on_fabric = fabric.fabric_of(os.environ)
         node_fabric = fabric.expected_of(os.environ)
-        gang.check_restart_budget(os.environ)
+        restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
     except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
         return error(str(e))
@@ -436,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         rdzv_endpoint=c.rdzv_endpoint,
         checkpoint_dir=c.checkpoint_dir,
         command=command,
+        restart_attempt=restart_attempt,  # the gang's restarts so far (a CloudWatch metric)
     )
     progress.log(
         "resume_selected",
