@@ -497,7 +497,8 @@ class AsyncCheckpointer(BackgroundCommits):
 
     `poll()` returns each committed checkpoint once (None until then) and raises
     CheckpointWriteError if a background save failed; `wait()` blocks until nothing is in
-    flight. Call `wait()` before the process group is destroyed and before exiting.
+    flight. Call `wait()` before the process group is destroyed, and `close()` (which also waits
+    for the background prune of old checkpoints) before exiting.
     """
 
     def __init__(self, root: str, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
