@@ -371,7 +371,7 @@ def peak_rss() -> dict[str, float]:
             "largest_child_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale, 2)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--state-mib", type=int, default=512, help="checkpoint state size")
@@ -381,7 +381,7 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--check-disk", action="store_true", help="only check that the disk has room, then exit")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent.parent / "build" / "bench" / "latest.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     state_bytes, data_bytes = args.state_mib << 20, args.data_mib << 20
     where = args.dir or tempfile.gettempdir()
