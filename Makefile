@@ -138,13 +138,18 @@ test: lint pytest policy-test
 verify: $(VENV)/.verify
 	$(PY) scripts/verify --stack $(STACK) $(ARGS)
 
-# Speed goals as ratios against a floor measured in the same run (never timed tests). The plan
-# benches import offline/ from the repository root (run as modules); the trainer bench imports the
-# trainer's packages from the path the trainer image gives them (PYTHONPATH).
-## speed as ratios against a floor measured in the same run
+# Speed goals as ratios against a floor measured in the same run (never timed tests), each with a
+# met / not met verdict (bench/harness.py). The plan benches import offline/ from the repository
+# root (run as modules); the trainer bench imports the trainer's packages from the path the trainer
+# image gives them (PYTHONPATH). The trainer bench's disk check runs first, before the minutes of
+# plan figures; it writes into a temporary directory it removes.
+## speed goals against floors measured in the same run, with verdicts (JSON: build/bench/latest.json)
 bench: $(VENV)/.dev $(BYTECODE)
-	$(PY) -m bench.plan_bench
-	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py
+	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py --check-disk
+	rm -f build/bench/latest.json
+	$(PY) -m bench.plan_bench --json build/bench/latest.json
+	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py --json build/bench/latest.json
+	@echo "bench: to publish these figures: cp build/bench/latest.json docs/bench/ && $(PY) -m bench.doc_block --write"
 
 ## remove build/, the virtualenvs and the caches
 clean:

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Offline plan speed against the SDK floor, as ratios (median of N runs, min beside it).
+"""Offline plan speed against its floors, each goal judged by the paired CPU ratio (bench/harness.py).
 
-    python -m bench.plan_bench [--repeat 5]      # from the repository root, as the other benches
+    python -m bench.plan_bench [--pairs 4] [--json build/bench/latest.json]   # from the repository root
 
-Each figure is the wall time of a fresh process, as `make plan` / `make plans` pay it:
+Each figure is a fresh process, as `make plan` / `make plans` / `make plan-diff` pay it, timed by
+wall clock and by its own CPU time (user + system), paired with its floor in rotated order:
 - prod plan:        scripts/plan.py --stack prod
-- all plans:        what `make plans` runs: every stack of both projects (stacks/ and the
-                    bootstrap), one process
-- floor:            bench/plan_floor.py with as many trivial resources as the prod plan has
-- floor + imports:  the same, after importing every provider SDK module the real plan loads
-- typed floor:      floor + imports, the resources being provider SDK resources with one tag
-                    each: the SDK's own work for a typed resource, which no real program avoids
-Goals: all plans <= 2x prod plan; prod plan <= 1.1x floor + imports.
+- all plans:        what `make plans` runs: every stack of both projects, one process
+- typed floor:      bench/plan_floor.py with as many provider SDK resources (SecurityGroups, each
+                    with a tag) as the prod plan has resources, after importing every provider SDK
+                    module the real plan loads: the SDK's own work for typed resources with inputs,
+                    which no program avoids
+- floor + imports:  the same with trivial untyped resources (shown, no goal)
+- plan diff:        `scripts/plan-diff HEAD` (what `make plan-diff` runs) in a scratch clone
+                    whose working tree changes one stack file (dev's spot pool may grow 4 -> 6)
+Goals: all plans <= 2x prod plan; prod plan <= 1.2x typed floor; one-stack plan diff <= 1.5x prod
+plan. CPU time is the judge: on a shared machine wall time measures the neighbours.
 Then bench/plan_profile.py: where a prod synthesis spends its time.
 """
 
@@ -20,18 +24,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench.harness import Goal, Report, run_pairs, timed_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 # The typed floor's resources: a type every platform stack has, with no required inputs. The choice
 # matters: 295 Buckets, with more output properties, cost twice as much (bench/plan_floor.py --typed).
 TYPED_FLOOR_CLASS = "pulumi_aws.ec2.SecurityGroup"
+# The one-stack change the plan diff is timed on: docs/delivery.md's sample (offline/doc_figures.py).
+CHANGED_STACK_FILE = "stacks/Pulumi.dev.yaml"
+CHANGE = ("size: {min: 0, desired: 0, max: 4}", "size: {min: 0, desired: 0, max: 6}")
 
 LOADED_MODULES = """
 import sys
@@ -43,49 +50,59 @@ print("\\n".join(m for m in sys.modules if m.startswith(("pulumi_aws", "pulumi_k
 WITH_ROOT_ON_PATH = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
-def timed(commands: list[list[str]]) -> float:
-    start = time.perf_counter()
-    for command in commands:
-        subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+def process(command: list[str], cwd: Path = ROOT, env: dict | None = None):
+    return lambda: timed_process(command, cwd=cwd, env=env)
+
+
+def scratch_clone_with_one_stack_changed(work: Path) -> Path:
+    """A clone of this commit whose working tree changes one stack file, uncommitted, as a PR's
+    checkout compared with its base."""
+    clone = work / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(clone)], check=True)
+    stack_file = clone / CHANGED_STACK_FILE
+    text = stack_file.read_text()
+    if text.count(CHANGE[0]) != 1:
+        raise SystemExit(f"{CHANGED_STACK_FILE} no longer has one `{CHANGE[0]}`: choose another change in bench/plan_bench.py")
+    stack_file.write_text(text.replace(*CHANGE))
+    return clone
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--diff-pairs", type=int, default=2, help="pairs for the plan diff (each run plans stacks twice)")
+    parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench" / "latest.json")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    report = Report("plan")
+    with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp:
         work = Path(tmp)
         modules = subprocess.run([PY, "-c", LOADED_MODULES], check=True, capture_output=True, text=True, cwd=ROOT,
                                  env=WITH_ROOT_ON_PATH).stdout
         (work / "modules.txt").write_text(modules)
-        subprocess.run([PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")], check=True, cwd=ROOT,
-                       stdout=subprocess.DEVNULL)
+        prod_plan = process([PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")])
+        prod_plan()  # also the warm-up of the page cache for every figure below
         count = len(json.loads((work / "prod" / "resources.json").read_text()))
-        commands = {
-            "prod plan": [[PY, "scripts/plan.py", "--stack", "prod", "--out", str(work / "prod")]],
-            # What `make plans` runs: the platform project's stacks and the bootstrap project's.
-            "all plans": [[PY, "scripts/plan.py", "--all", "--project", ".", "--project", "bootstrap",
-                           "--build-dir", str(work / "all")]],
-            "floor": [[PY, "-m", "bench.plan_floor", str(count)]],
-            "floor + imports": [[PY, "-m", "bench.plan_floor", str(count), "--imports", str(work / "modules.txt")]],
-            "typed floor": [[PY, "-m", "bench.plan_floor", str(count), "--imports", str(work / "modules.txt"),
-                             "--typed", TYPED_FLOOR_CLASS]],
-        }
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.repeat):
-            for name, command in commands.items():  # interleaved: drift hits every figure alike
-                times[name].append(timed(command))
-    median = {name: statistics.median(values) for name, values in times.items()}
-    print(f"offline plan ({count} resources in prod; {args.repeat} runs each, seconds)")
-    for name, values in times.items():
-        print(f"  {name:<18} median {median[name]:6.2f}   min {min(values):6.2f}")
-    print("ratios (median)")
-    print(f"  all plans / prod plan          {median['all plans'] / median['prod plan']:5.2f}x   (goal <= 2.0)")
-    print(f"  prod plan / floor + imports    {median['prod plan'] / median['floor + imports']:5.2f}x   (goal <= 1.1)")
-    print(f"  prod plan / floor              {median['prod plan'] / median['floor']:5.2f}x")
-    print(f"  prod plan / typed floor        {median['prod plan'] / median['typed floor']:5.2f}x   "
-          f"({TYPED_FLOOR_CLASS.rsplit('.', 1)[-1]}s with a tag, not the untyped floor's trivial resources)")
+        report.extra["prod_resources"] = count
+        floor = [PY, "-m", "bench.plan_floor", str(count), "--imports", str(work / "modules.txt")]
+        print(f"offline plan ({count} resources in prod; seconds; ratios project / floor, lower is better)")
+        report.add(run_pairs("all plans / prod plan", ("all plans (make plans)", process(
+            [PY, "scripts/plan.py", "--all", "--project", ".", "--project", "bootstrap", "--build-dir", str(work / "all")])),
+            ("prod plan", prod_plan), pairs=args.pairs, goal=Goal("<=", 2.0, "cpu")))
+        report.add(run_pairs("prod plan / typed floor", ("prod plan", prod_plan),
+                             ("typed floor", process([*floor, "--typed", TYPED_FLOOR_CLASS])),
+                             pairs=args.pairs, goal=Goal("<=", 1.2, "cpu"),
+                             note=f"{count} {TYPED_FLOOR_CLASS.rsplit('.', 1)[-1]}s with a tag each"))
+        report.add(run_pairs("prod plan / floor + imports", ("prod plan", prod_plan),
+                             ("floor + imports (untyped)", process(floor)), pairs=args.pairs))
+        clone = scratch_clone_with_one_stack_changed(work)
+        diff_env = {**os.environ, "PLAN_DIFF_PYTHON": PY}
+        report.add(run_pairs("one-stack plan diff / prod plan",
+                             ("scripts/plan-diff HEAD (one stack file changed)",
+                              process([str(clone / "scripts" / "plan-diff"), "HEAD"], cwd=clone, env=diff_env)),
+                             ("prod plan", prod_plan), pairs=args.diff_pairs, warmup=0,
+                             goal=Goal("<=", 1.5, "cpu"),
+                             note="no warm-up pair (a plan diff plans stacks twice); the prod plans before warmed the caches"))
+    report.save(args.json)
     sys.stdout.flush()
     # What the gap to the floor is made of: the program's own code, or the SDK's work per resource.
     subprocess.run([PY, "-m", "bench.plan_profile", "--stack", "prod"], check=True, cwd=ROOT)

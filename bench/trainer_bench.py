@@ -1,53 +1,56 @@
 #!/usr/bin/env python3
-"""Trainer I/O against the raw speed of the same bytes, measured side by side in one run.
+"""Trainer I/O against the raw speed of the same bytes, paired with its floor (bench/harness.py).
 
-    PYTHONPATH=trainer python bench/trainer_bench.py [--repeat 5] [--state-mib 1024] [--data-mib 256] [--dir DIR]
+    PYTHONPATH=trainer python bench/trainer_bench.py [--pairs 5] [--state-mib 512] [--data-mib 512] [--dir DIR] [--json FILE]
 
-Each figure is measured --repeat times, the project's path and its floor interleaved (drift hits
-both alike); min and median are printed, and each ratio twice: of the medians and of the
-minimums (project / raw: higher is better, except "loop blocked", where lower is better). On a
-shared machine the minimums are the better estimate of what the code costs: other processes
-only ever add time.
+Every goal runs as pairs (project, floor) in rotated order after one warm-up pair, discarded,
+and is judged by the median of the per-pair ratios of wall time (ratios of the medians and of the
+minimums printed beside it). Ratios read as the goal does: ">=" goals are the project's speed
+over the floor's (floor time / project time), "<=" goals the project's time over the floor's.
 
 - loader, 8 KiB and 512 KiB chunks: one epoch of a persistent `ShardLoader` with 2 workers (as
-  in training; its first epoch is a warm-up), against the cheapest read of the same chunks in
-  the same order: one memoryview copy per region (features, labels) out of a warm mapping into
-  the same two buffers, offsets computed beforehand. Startup to the first batch is printed
-  apart. Goal: >= 0.8. Printed beside it, not a goal: the loader's reader alone, in
-  one process (about 1x the floor: the floor must stay the cheapest read).
-- checkpoint save: `AsyncCheckpointer.save` + `wait` (copy to host memory, write while hashing,
-  fsync, rename, marker, directory fsyncs, pruning the previous one) against a write + fsync of
-  the checkpoint file's own bytes to a new file while the previous file stays on disk, as the
-  newest complete checkpoint must until the next one is. Goal: >= 0.7. Printed beside it, not a
-  goal: the same raw write after deleting the previous file first; on a thin-provisioned
-  virtual disk reusing just-freed blocks can be several times faster than new ones.
-- checkpoint restore: what a trainer's resume costs, `checkpoint.load` (the file read once into
-  private memory while it is hashed, digest verified) and the copy of every tensor into the
-  live state (preallocated tensors, as `model.load_state_dict` copies into parameters), against
-  reading the same file into preallocated memory: the cheapest way to get those bytes where the
-  live state is. Page cache warm for both; "cold" drops both files from the page cache first
-  (posix_fadvise DONTNEED; a virtual disk may still be cached by its host). Goal (warm):
-  >= 0.8. Printed beside it, not a goal: the load alone, without the copy.
-- loop blocked: how long `save` stops the training loop, against a copy of the same state into
-  preallocated host memory. Goal: <= 1.5. The checkpointer is prepared first
-  (`AsyncCheckpointer.prepare`, as a trainer does before step 1; its time is printed, not a
-  goal), and the first save is counted with the others; the first save's blocked time against
-  the median of the later ones has a goal of its own: <= 1.5 (needs --repeat >= 2).
+  in training), against the cheapest read of the same chunks in the same order: one memoryview
+  copy per region out of a warm mapping into two reused buffers, offsets computed beforehand.
+  Equal prefetch state: before either side runs, the bench sleeps until the loader's workers
+  are idle; the chunks the loader had already read ahead of the epoch (counted from the index
+  stream it pulled) are skipped by the floor too, so neither side starts with a head start.
+  Goal: >= 0.8. Shown, not a goal: the loader's reader alone in one process, which must come out
+  at or below about 1x (the floor must stay the cheapest read).
+- save: `AsyncCheckpointer.save` + `wait` (copy, hashed write, fsync, rename, marker, directory
+  fsyncs; the prune of the previous checkpoint runs in the background and is finished before the
+  next run of either side) against a write + fsync of the checkpoint file's own bytes to a new
+  file while the previous one stays on disk. Goal: >= 0.9. And against
+  `torch.distributed.checkpoint.async_save` of the same state (+ its future, files fsynced; the
+  previous directory deleted untimed), with one busy process per CPU running beside both sides:
+  goal >= 1.0 (never slower than DCP under load).
+- first save: the loop blocked by a process's first save (after `prepare`, as a trainer does
+  before step 1) against a copy of the same state into preallocated memory; one pair, as a
+  process has one first save. Goal: <= 1.5. Later saves against the same copy: <= 1.5.
+- restore: `checkpoint.load` (read once into private memory while hashed, digest verified) and
+  the copy of every tensor into the live state (preallocated, as `load_state_dict` copies into
+  parameters), against reading the same file into preallocated memory. Warm: both files in the
+  page cache; cold: both dropped before every run (posix_fadvise DONTNEED). Goal (warm): >= 0.8.
 
-Every goal's line ends in `met` or `not met`, judged on the ratio of the medians.
+Sizes (defaults): at most about 3 GiB of memory (saving: the state, its staging buffer, the live
+copy, the raw floor's bytes, DCP's staging; restoring: the state, the live copy, the raw read's
+buffer, one loaded copy) and 3.1 GiB of disk; the bench
+checks the free disk first and removes everything it wrote. Text on stdout, JSON into --json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import mmap
+import multiprocessing
 import os
+import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -55,43 +58,16 @@ from example_trainer.data import ShardChunks, ShardLoader, epoch_order
 from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name
 from launcher import checkpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness, as `make bench` runs it
+from bench.harness import Goal, Report, Result, Sample, run_pairs, timed
+
 # (label, dim, batch): 60 x (32 x 4 + 8) = 8160 bytes; 128 x (1024 x 4 + 8) = 525312 bytes
 CHUNK_SHAPES = (("8 KiB chunks", 32, 60), ("512 KiB chunks", 1024, 128))
 LOADER_WORKERS = 2
-RAW_WRITE_KEPT = "raw write + fsync, previous kept"
-RAW_WRITE_FREED = "raw write + fsync, previous deleted first"
 TENSORS_IN_STATE = 64
-PREPARE = "prepare (allocate + touch staging)"
-FIRST_SAVE = "loop blocked by the first save"
-LATER_SAVES = "loop blocked by later saves"
-LOAD_ALONE = "checkpoint load alone, warm"
-
-
-class Figures:
-    def __init__(self) -> None:
-        self.times: dict[str, list[float]] = {}
-
-    def add(self, name: str, seconds: float) -> None:
-        self.times.setdefault(name, []).append(seconds)
-
-    def median(self, name: str) -> float:
-        return statistics.median(self.times[name])
-
-    def line(self, name: str, nbytes: int | None = None) -> str:
-        values = self.times[name]
-        text = f"  {name:<38} median {self.median(name):8.4f} s   min {min(values):8.4f} s"
-        if nbytes:
-            text += f"   {nbytes / self.median(name) / 1e6:8.0f} MB/s"
-        return text
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-# ---------------------------------------------------------------------- loader
+# Long enough for the loader's workers to finish the blocks they were handed (a few 4 MiB
+# copies), before either side of a loader pair starts.
+SETTLE_S = 0.2
 
 
 def pack(data_dir: Path, dim: int, batch: int, data_bytes: int) -> int:
@@ -149,46 +125,68 @@ def reader_pass(ds: ShardChunks, order: list[int], chunks_per_block: int) -> Cal
     return run
 
 
-def bench_loader(work: Path, figures: Figures, repeat: int, data_bytes: int) -> list[tuple[str, int]]:
-    """One persistent loader per chunk size (as in training) over repeat + 1 epochs: the first
-    epoch (worker start, first reads) is a warm-up, each later one is timed against a raw pass
-    and a pass of the loader's reader in this process alone."""
-    sizes = []
+class CountingIndices:
+    """The loader's index stream, `order` repeated; counts what the loader pulled (read ahead)."""
+
+    def __init__(self, order: list[int]):
+        self.order, self.pulled = order, 0
+
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            for index in self.order:
+                self.pulled += 1
+                yield index
+
+
+def bench_loader(work: Path, report: Report, pairs: int, data_bytes: int) -> None:
     for label, dim, batch in CHUNK_SHAPES:
-        data_dir = work / label.replace(" ", "-")
-        nbytes = pack(data_dir, dim, batch, data_bytes)
-        ds = ShardChunks(str(data_dir), batch)
-        order = epoch_order(len(ds), 0, seed=0, rank=0, world_size=1)
-        raw = raw_mmap_pass(ds, order, memoryview(bytearray(ds.feature_bytes)), memoryview(bytearray(ds.label_bytes)))
-        raw()  # page cache warm for all
-        started = time.perf_counter()
-        loader = ShardLoader(ds, order * (repeat + 1), num_workers=LOADER_WORKERS)
-        reader = reader_pass(ds, order, loader.chunks_per_block)
+        bench_loader_shape(work / label.replace(" ", "-"), label, dim, batch, report, pairs, data_bytes)
+
+
+def bench_loader_shape(data_dir: Path, label: str, dim: int, batch: int, report: Report, pairs: int,
+                       data_bytes: int) -> None:
+    """One persistent loader (as in training) against the floor, then the loader's reader alone
+    against the floor; the page cache warm for all. The data set is removed after: the disk
+    holds one at a time, then the checkpoints."""
+    nbytes = pack(data_dir, dim, batch, data_bytes)
+    ds = ShardChunks(str(data_dir), batch)
+    order = epoch_order(len(ds), 0, seed=0, rank=0, world_size=1)
+    features, labels = memoryview(bytearray(ds.feature_bytes)), memoryview(bytearray(ds.label_bytes))
+    raw_mmap_pass(ds, order, features, labels)()  # page cache warm for all
+    indices = CountingIndices(order)
+    started = time.perf_counter()
+    loader = ShardLoader(ds, indices, num_workers=LOADER_WORKERS)
+    next(loader)
+    first_batch = time.perf_counter() - started
+    for _ in range(len(order) - 1):  # the rest of the warm-up epoch
         next(loader)
-        figures.add(f"loader first batch, {label}", time.perf_counter() - started)
-        for _ in range(len(order) - 1):  # the rest of the warm-up epoch
-            next(loader)
-        for _ in range(repeat):
-            epoch_started = time.perf_counter()
-            for _ in range(len(order)):
-                next(loader)
-            figures.add(f"loader, {label}", time.perf_counter() - epoch_started)
-            figures.add(f"raw mmap, {label}", timed(raw))
-            figures.add(f"reader in one process, {label}", timed(reader))
-        loader.close()
-        del raw, reader  # their mappings of the shards
-        ds.close()
-        shutil.rmtree(data_dir)  # the disk holds one data set at a time, then the checkpoints
-        sizes.append((label, nbytes))
-    return sizes
+    consumed = [len(order)]
 
+    def loader_epoch() -> Sample:
+        sample = timed(lambda: [next(loader) for _ in range(len(order))])
+        consumed[0] += len(order)
+        return sample
 
-# ------------------------------------------------------------------ checkpoints
+    def floor(skip_prefetched: bool = True) -> Sample:
+        # What the loader read ahead before its epoch began (all of it, in a data set smaller
+        # than its read-ahead: too small to time a loader by, as the note says).
+        ahead = min(indices.pulled - consumed[0], len(order)) if skip_prefetched else 0
+        return timed(raw_mmap_pass(ds, order[ahead:], features, labels))
 
-
-def make_state(state_bytes: int) -> dict:
-    per_tensor = max(1, state_bytes // TENSORS_IN_STATE // 4)
-    return {"step": 1, "model": {f"layer{i}.weight": torch.randn(per_tensor) for i in range(TENSORS_IN_STATE)}}
+    read_ahead = LOADER_WORKERS * loader.prefetch_blocks * loader.chunks_per_block
+    small = f"; too small: the loader reads {read_ahead} of its {len(order)} chunks ahead" if read_ahead * 4 > len(order) else ""
+    report.add(run_pairs(f"loader / raw mmap, {label}", (f"loader, {label}", loader_epoch),
+                         (f"raw mmap, {label} (less the loader's read-ahead)", floor), pairs=pairs,
+                         goal=Goal(">=", 0.8), before=lambda: time.sleep(SETTLE_S),
+                         note=f"{nbytes / 2**20:.0f} MiB per epoch; startup to the first batch {first_batch:.3f} s{small}"))
+    loader.close()
+    reader = reader_pass(ds, order, loader.chunks_per_block)
+    report.add(run_pairs(f"reader in one process / raw, {label}", (f"reader in one process, {label}",
+                         lambda: timed(reader)), (f"raw mmap, {label}", lambda: floor(skip_prefetched=False)),
+                         pairs=pairs, orient=">=",
+                         note="no goal; about 1x or below: the floor must stay the cheapest read"))
+    ds.close()
+    shutil.rmtree(data_dir)
 
 
 def raw_write(path: str, blob: memoryview, *, keep_previous: bool) -> None:
@@ -213,144 +211,200 @@ def raw_read(path: str, into: bytearray) -> None:
         f.readinto(into)
 
 
-def drop_cache(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def drop_cache(*paths: str) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def make_state(state_bytes: int) -> dict:
+    per_tensor = max(1, state_bytes // TENSORS_IN_STATE // 4)
+    return {"step": 1, "model": {f"layer{i}.weight": torch.randn(per_tensor) for i in range(TENSORS_IN_STATE)}}
+
+
+def _busy() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def cpu_load() -> Iterator[int]:
+    """One busy process per CPU for the duration: the load a shared CI machine adds."""
+    busy = [multiprocessing.get_context("fork").Process(target=_busy, daemon=True) for _ in range(os.cpu_count() or 1)]
+    for process in busy:
+        process.start()
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        yield len(busy)
     finally:
-        os.close(fd)
+        for process in busy:
+            process.kill()
+            process.join()
 
 
-def bench_checkpoints(work: Path, figures: Figures, repeat: int, state_bytes: int) -> int:
-    state = make_state(state_bytes)
-    tensors = list(state["model"].values())
-    # The floors' and the restore's destinations, preallocated and touched, as a live state is.
-    copies = [torch.zeros_like(t) for t in tensors]
-    live = [torch.zeros_like(t) for t in tensors]
-    nbytes = sum(t.numel() * t.element_size() for t in tensors)
-    root = str(work / "checkpoints")
-    checkpointer = checkpoint.AsyncCheckpointer(root, keep=1)
-    figures.add(PREPARE, timed(lambda: checkpointer.prepare(state)))
-    raw_path = str(work / "raw.bin")
-    # The raw floor writes and reads exactly the bytes of the checkpoint file (random floats: a
-    # storage layer that compresses or deduplicates helps neither side); they are read from the
-    # first save's file, which is why each step's first run is the save.
-    blob: list[memoryview] = []
+class Saves:
+    """The project's save and its floors, over one state and one live copy of it."""
 
-    def save(step: int) -> None:
+    def __init__(self, work: Path, state: dict):
+        self.work, self.state = work, state
+        self.tensors = list(state["model"].values())
+        self.live = [torch.zeros_like(t) for t in self.tensors]  # preallocated and touched, as a live state is
+        self.root = str(work / "checkpoints")
+        self.checkpointer = checkpoint.AsyncCheckpointer(self.root, keep=1)
+        self.step = 0
+        self.blob: memoryview | None = None
+        self.raw_path = str(work / "raw.bin")
+        self.dcp_dirs: list[Path] = []
+        self.dcp_saves = 0
+
+    def host_copy(self) -> Sample:
+        return timed(lambda: [c.copy_(t) for c, t in zip(self.live, self.tensors, strict=True)])
+
+    def save(self) -> tuple[Sample, Sample]:
+        """(loop blocked, save + wait) of the next step."""
+        self.step += 1
         started = time.perf_counter()
-        blocked = checkpointer.save(step, state)
-        done = checkpointer.wait()
-        figures.add("checkpoint save (blocked + background)", time.perf_counter() - started)
-        figures.add("loop blocked by save", blocked)
-        figures.add(FIRST_SAVE if step == 1 else LATER_SAVES, blocked)
-        if not blob:
+        blocked = self.checkpointer.save(self.step, self.state)
+        done = self.checkpointer.wait()
+        total = time.perf_counter() - started
+        if self.blob is None:  # the raw floors write exactly the bytes of the checkpoint file
             assert done is not None
             with open(os.path.join(done.path, checkpoint.shard_name(0)), "rb") as f:
-                blob.append(memoryview(bytearray(f.read())))
+                self.blob = memoryview(bytearray(f.read()))
+        return Sample(blocked), Sample(total)
 
-    # Writes first, then reads, then cold reads, each set in rotating order: what ran just before
-    # (a cold read, a 1 GiB write) slows the next operation on a shared virtual disk, and must
-    # not always fall on the same side.
-    for step in range(1, repeat + 1):
-        figures.add("host memory copy of the state", timed(lambda: [c.copy_(t) for c, t in zip(copies, tensors, strict=True)]))
-        runs = [
-            lambda step=step: save(step),
-            lambda: figures.add(RAW_WRITE_KEPT, timed(lambda: raw_write(raw_path, blob[0], keep_previous=True))),
-            lambda: figures.add(RAW_WRITE_FREED, timed(lambda: raw_write(raw_path, blob[0], keep_previous=False))),
-        ]
-        shift = (step - 1) % 3
-        for run in runs[shift:] + runs[:shift]:
-            run()
-    latest = checkpoint.latest_complete(root)
-    assert latest is not None and latest.step == repeat
+    def settle(self) -> None:
+        """Before every run of either side: the previous save's background prune finished."""
+        self.checkpointer.close()
+
+    def raw_write(self) -> Sample:
+        assert self.blob is not None
+        blob = self.blob
+        return timed(lambda: raw_write(self.raw_path, blob, keep_previous=True))
+
+    def dcp_save(self) -> Sample:
+        from torch.distributed.checkpoint.filesystem import FileSystemWriter
+        from torch.distributed.checkpoint.state_dict_saver import async_save
+
+        self.dcp_saves += 1
+        path = self.work / f"dcp-{self.dcp_saves}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "torch.distributed is ... uninitialized": one process, as meant
+            started = time.perf_counter()
+            future = async_save({"model": self.state["model"]}, checkpoint_id=str(path),
+                                    storage_writer=FileSystemWriter(str(path), sync_files=True))
+            future.result()  # pyright: ignore[reportAttributeAccessIssue]
+            sample = Sample(time.perf_counter() - started)
+        self.dcp_dirs.append(path)
+        while len(self.dcp_dirs) > 1:  # its previous checkpoint deleted after, untimed (ours prunes in the background)
+            shutil.rmtree(self.dcp_dirs.pop(0))
+        return sample
+
+
+def bench_saves(saves: Saves, report: Report, pairs: int) -> None:
+    nbytes = sum(t.numel() * t.element_size() for t in saves.tensors)
+    prepare = timed(lambda: saves.checkpointer.prepare(saves.state))
+    copy = saves.host_copy()
+    first_blocked, first_total = saves.save()
+    report.add(Result("first save blocked / host memory copy", "loop blocked by the first save",
+                      "host memory copy of the state", Goal("<=", 1.5), [first_blocked], [copy], 0,
+                      note=f"one pair (a process has one first save), after prepare ({prepare.wall:.3f} s); "
+                           f"the first save took {first_total.wall:.3f} s in all"))
+    report.add(run_pairs("save / raw fsync'd write", ("checkpoint save + wait", lambda: saves.save()[1]),
+                         ("raw write + fsync, previous kept", saves.raw_write), pairs=pairs, goal=Goal(">=", 0.9),
+                         before=saves.settle, note=f"{nbytes / 2**20:.0f} MiB state in {TENSORS_IN_STATE} tensors"))
+    report.add(run_pairs("loop blocked / host memory copy", ("loop blocked by a later save", lambda: saves.save()[0]),
+                         ("host memory copy of the state", saves.host_copy), pairs=pairs, goal=Goal("<=", 1.5),
+                         before=saves.settle))
+    with cpu_load() as busy:
+        report.add(run_pairs("save / dcp.async_save, under load", ("checkpoint save + wait", lambda: saves.save()[1]),
+                             ("dcp.async_save + result", saves.dcp_save), pairs=pairs, goal=Goal(">=", 1.0),
+                             before=saves.settle, note=f"{busy} busy processes beside both sides"))
+    saves.settle()
+    for path in saves.dcp_dirs:
+        shutil.rmtree(path)
+
+
+def bench_restore(saves: Saves, report: Report, pairs: int) -> None:
+    latest = checkpoint.latest_complete(saves.root)
+    assert latest is not None and saves.blob is not None
     state_path = os.path.join(latest.path, checkpoint.shard_name(0))
-    read_buffer = bytearray(len(blob[0]))
-    raw_read(raw_path, read_buffer)  # its pages touched, as the live state's are
+    read_buffer = bytearray(len(saves.blob))
+    saves.raw_write()  # raw.bin holds the checkpoint file's bytes
+    # Memory for the loaded copy: the raw floor's bytes and the save's staging buffer (a fresh
+    # checkpointer has none) are not needed any more.
+    saves.blob, saves.checkpointer = None, checkpoint.AsyncCheckpointer(saves.root, keep=1)
+    raw_read(saves.raw_path, read_buffer)  # its pages touched, as the live state's are
 
-    def restore() -> None:
-        loaded = checkpoint.load(latest.path)
-        for dst, src in zip(live, loaded["model"].values(), strict=True):
-            dst.copy_(src)
+    def restore() -> Sample:
+        def run() -> None:
+            loaded = checkpoint.load(latest.path)
+            for dst, src in zip(saves.live, loaded["model"].values(), strict=True):
+                dst.copy_(src)
+        return timed(run)
 
-    for cold in (False, True):
-        kind = "cold" if cold else "warm"
-        for attempt in range(repeat):
-            runs = [(raw_path, f"raw read, {kind}", lambda: raw_read(raw_path, read_buffer)),
-                    (state_path, f"checkpoint restore, {kind}", restore)]
-            if not cold:
-                runs.append((state_path, LOAD_ALONE, lambda: checkpoint.load(latest.path)))
-            shift = attempt % len(runs)
-            for path, name, read in runs[shift:] + runs[:shift]:
-                if cold:
-                    drop_cache(path)
-                figures.add(name, timed(read))
-    assert all(torch.equal(a, b) for a, b in zip(live, tensors, strict=True)), "the restore restored something else"
-    return nbytes
+    raw = ("raw read into preallocated memory", lambda: timed(lambda: raw_read(saves.raw_path, read_buffer)))
+    report.add(run_pairs("restore / raw read, warm", ("checkpoint load + copy into the live state", restore), raw,
+                         pairs=pairs, goal=Goal(">=", 0.8), before=lambda: None,
+                         note="both files in the page cache"))
+    report.add(run_pairs("load alone / raw read, warm", ("checkpoint load, no copy",
+                         lambda: timed(lambda: checkpoint.load(latest.path))), raw, pairs=pairs, orient=">="))
+    report.add(run_pairs("restore / raw read, cold", ("checkpoint load + copy into the live state", restore), raw,
+                         pairs=pairs, before=lambda: drop_cache(state_path, saves.raw_path), orient=">=",
+                         note="both files dropped from the page cache before every run"))
+    assert all(torch.equal(a, b) for a, b in zip(saves.live, saves.tensors, strict=True)), "the restore restored something else"
 
 
-def main() -> int:
+def disk_needed(state_bytes: int, data_bytes: int) -> int:
+    """The most the bench holds on disk at once: two checkpoints (the newest and the one being
+    written), the raw floor's file and its successor, two DCP checkpoints; the loader's data
+    set is gone by then."""
+    return max(data_bytes, 6 * state_bytes) + (64 << 20)
+
+
+def peak_rss() -> dict[str, float]:
+    """Peak resident memory in GiB of this process and of the largest child (Linux: KiB)."""
+    scale = 2**20 if sys.platform != "darwin" else 2**30
+    return {"bench_process_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 2),
+            "largest_child_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--state-mib", type=int, default=1024, help="checkpoint state size (default 1 GiB)")
-    # 1 GiB per pass: a 256 MiB pass of 512 KiB chunks lasts ~15 ms, which measures the workers'
-    # wake-up per epoch more than throughput; a training epoch reads far more.
-    parser.add_argument("--data-mib", type=int, default=1024, help="data read per loader pass and chunk size")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--state-mib", type=int, default=512, help="checkpoint state size")
+    # 512 MiB per pass: a 256 MiB pass of 512 KiB chunks lasts ~15 ms, which measures the workers'
+    # wake-up per epoch more than throughput.
+    parser.add_argument("--data-mib", type=int, default=512, help="data read per loader pass and chunk size")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
-    args = parser.parse_args()
+    parser.add_argument("--check-disk", action="store_true", help="only check that the disk has room, then exit")
+    parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent.parent / "build" / "bench" / "latest.json")
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    load_before = os.getloadavg()[0]
-    figures = Figures()
+    state_bytes, data_bytes = args.state_mib << 20, args.data_mib << 20
+    where = args.dir or tempfile.gettempdir()
+    need, free = disk_needed(state_bytes, data_bytes), shutil.disk_usage(where).free
+    if free < need:
+        print(f"trainer bench: needs {need / 2**30:.1f} GiB free in {where}, has {free / 2**30:.1f} GiB. "
+              "Fix: free some, pass --dir on a larger disk, or lower --state-mib / --data-mib", file=sys.stderr)
+        return 2
+    if args.check_disk:
+        print(f"trainer bench: needs {need / 2**30:.1f} GiB free in {where}, has {free / 2**30:.1f} GiB")
+        return 0
+    report = Report("trainer")
+    print(f"trainer I/O ({args.pairs} pairs per goal; needs {need / 2**30:.1f} GiB of disk in {where})")
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-") as tmp:
         work = Path(tmp)
-        sizes = bench_loader(work, figures, args.repeat, args.data_mib << 20)
-        state_bytes = bench_checkpoints(work, figures, args.repeat, args.state_mib << 20)
-    m = figures.median
-    print(f"trainer I/O ({args.repeat} runs each; load average {load_before:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs)")
-    for label, nbytes in sizes:
-        print(figures.line(f"raw mmap, {label}", nbytes))
-        print(figures.line(f"reader in one process, {label}", nbytes))
-        print(figures.line(f"loader, {label}", nbytes))
-        print(figures.line(f"loader first batch, {label}"))
-    for name in ("host memory copy of the state", "loop blocked by save", FIRST_SAVE, LATER_SAVES, PREPARE,
-                 RAW_WRITE_KEPT, RAW_WRITE_FREED,
-                 "checkpoint save (blocked + background)", "raw read, warm", "checkpoint restore, warm", LOAD_ALONE,
-                 "raw read, cold", "checkpoint restore, cold"):
-        if name in figures.times:
-            print(figures.line(name, None if name.startswith(("host", "loop", "prepare")) else state_bytes))
-    print(f"ratios (project / raw, of the medians and of the minimums; {state_bytes / 2**30:.2f} GiB checkpoint)")
-    # (name, top, bottom, goal): the ratio is top / bottom; for speeds the raw time is on top (so
-    # the ratio is the project's speed over the floor's), for times the project's. A goal is
-    # (">=", x) or ("<=", x), or None for a figure printed only to explain the others.
-    pairs: list[tuple[str, str, str, tuple[str, float] | None]] = [
-        (f"loader / raw mmap, {label}", f"raw mmap, {label}", f"loader, {label}", (">=", 0.8)) for label, _ in sizes]
-    # Not a goal: how close the loader's reader alone comes to the floor (about 1, never much
-    # above: the floor must stay the cheapest read of these bytes, or every ratio above flatters).
-    pairs += [(f"reader in one process / raw, {label}", f"raw mmap, {label}", f"reader in one process, {label}", None)
-              for label, _ in sizes]
-    pairs += [
-        ("save / raw fsync'd write", RAW_WRITE_KEPT, "checkpoint save (blocked + background)", (">=", 0.7)),
-        ("save / raw write into freed blocks", RAW_WRITE_FREED, "checkpoint save (blocked + background)", None),
-        ("restore / raw read, warm", "raw read, warm", "checkpoint restore, warm", (">=", 0.8)),
-        ("restore / raw read, cold", "raw read, cold", "checkpoint restore, cold", None),
-        ("load alone / raw read, warm", "raw read, warm", LOAD_ALONE, None),
-        # Times, not throughputs: the project's figure on top, lower is better.
-        ("loop blocked / host memory copy", "loop blocked by save", "host memory copy of the state", ("<=", 1.5)),
-        ("first save / later saves, blocked", FIRST_SAVE, LATER_SAVES, ("<=", 1.5)),
-    ]
-    times = figures.times
-    for name, top, bottom, goal in pairs:
-        goal_text = f"(goal {goal[0]} {goal[1]})" if goal else ""
-        if bottom not in times:
-            print(f"  {name:<38} n/a (needs --repeat >= 2)   {goal_text}".rstrip())
-            continue
-        ratio = m(top) / m(bottom)
-        verdict = ""
-        if goal:
-            verdict = "met" if (ratio >= goal[1] if goal[0] == ">=" else ratio <= goal[1]) else "not met"
-        print(f"  {name:<38} {ratio:6.2f}x median  {min(times[top]) / min(times[bottom]):6.2f}x min   "
-              f"{goal_text} {verdict}".rstrip())
+        bench_loader(work, report, args.pairs, data_bytes)
+        saves = Saves(work, make_state(state_bytes))
+        bench_saves(saves, report, args.pairs)
+        bench_restore(saves, report, args.pairs)
+    report.extra["peak_rss"] = peak_rss()
+    report.extra["disk_needed_gib"] = round(need / 2**30, 2)
+    print(f"peak memory: {report.extra['peak_rss']}")
+    report.save(args.json)
     return 0
 
 

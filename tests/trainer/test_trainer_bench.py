@@ -5,41 +5,68 @@ asserts no speed: speed goals are read from `make bench`."""
 from __future__ import annotations
 
 import dis
+import json
 import os
 import re
 import subprocess
 import sys
 
+import pytest
 from trainer_testlib import ROOT, TRAINER_DIR, requires_torch
 
 pytestmark = requires_torch
 
-RATIOS = [
+GOALS = [
     "loader / raw mmap, 8 KiB chunks",
     "loader / raw mmap, 512 KiB chunks",
+    "first save blocked / host memory copy",
+    "save / raw fsync'd write",
+    "loop blocked / host memory copy",
+    "save / dcp.async_save, under load",
+    "restore / raw read, warm",
+]
+SHOWN = [
     "reader in one process / raw, 8 KiB chunks",
     "reader in one process / raw, 512 KiB chunks",
-    "save / raw fsync'd write",
-    "save / raw write into freed blocks",
-    "restore / raw read, warm",
+    "load alone / raw read, warm",
     "restore / raw read, cold",
-    "loop blocked / host memory copy",
 ]
 
 
-def test_trainer_bench_runs_and_prints_every_ratio(tmp_path):
+def test_trainer_bench_runs_and_gives_a_verdict_per_goal(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
     p = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "trainer_bench.py"), "--repeat", "1", "--state-mib", "4",
-         "--data-mib", "2", "--dir", str(tmp_path)],
+        [sys.executable, str(ROOT / "bench" / "trainer_bench.py"), "--pairs", "1", "--state-mib", "4",
+         "--data-mib", "2", "--dir", str(out), "--json", str(tmp_path / "latest.json")],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(TRAINER_DIR)},  # as `make bench` runs it (the trainer image's path)
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    for name in RATIOS:
-        assert re.search(rf"^  {re.escape(name)} +\d+\.\d\dx median +\d+\.\d\dx min", p.stdout, re.M), \
-            f"no ratio {name!r}:\n{p.stdout}"
-    assert re.search(r"loader first batch, 8 KiB chunks +median", p.stdout)
-    assert list(tmp_path.iterdir()) == [], "the bench cleans up after itself"
+    for name in GOALS:
+        assert re.search(rf"^  {re.escape(name)}  \[\d+ pairs?, \d+ warm-up discarded; goal [<>]= [\d.]+ by paired "
+                         rf"(wall|cpu) ratio: (met|not met)\]$", p.stdout, re.M), f"no verdict for {name!r}:\n{p.stdout}"
+    for name in SHOWN:
+        assert re.search(rf"^  {re.escape(name)}  \[.*shown, no goal\]$", p.stdout, re.M), f"no {name!r}:\n{p.stdout}"
+    assert re.search(r"paired +\d+\.\d\dx \(\d+\.\d\d-\d+\.\d\d\)", p.stdout)
+    saved = json.loads((tmp_path / "latest.json").read_text())["trainer"]
+    assert [r["name"] for r in saved["results"] if r["goal"]] == GOALS
+    assert {r["verdict"] for r in saved["results"] if r["goal"]} <= {"met", "not met"}
+    assert list(out.iterdir()) == [], "the bench cleans up after itself"
+
+
+def test_trainer_bench_says_what_disk_it_needs_before_it_starts(tmp_path, capsys):
+    bench = _bench_module()
+    assert bench.main(["--state-mib", str(1 << 20), "--check-disk", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "needs 6144.1 GiB free" in err and "Fix:" in err
+    assert bench.main(["--state-mib", "4", "--data-mib", "2", "--check-disk", "--dir", str(tmp_path)]) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("state_mib", "data_mib", "gib"), [(512, 512, 3.0625), (64, 1024, 1.0625), (1, 1, 0.0684)])
+def test_disk_needed_holds_two_checkpoints_two_raw_files_and_two_dcp_ones(state_mib, data_mib, gib):
+    assert _bench_module().disk_needed(state_mib << 20, data_mib << 20) / 2**30 == pytest.approx(gib, abs=1e-3)
 
 
 CALL_OPCODES = {dis.opmap[name] for name in ("CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW",

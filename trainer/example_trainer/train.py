@@ -342,7 +342,7 @@ def main() -> int:
                 chosen = os.path.join(c.checkpoint_dir, name)
             state = replicated.load_merged(chosen, map_location="cpu", verify=False)
         model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        checkpoint.load_optimizer_state(opt, state["optimizer"])  # in memory of its own, not the loaded buffer
         torch.set_rng_state(state["rng"])
         step = int(state["step"])
         prog.event(
@@ -483,7 +483,7 @@ def main() -> int:
                     return EXIT_STOPPED
             if hp["step_delay_s"]:
                 time.sleep(hp["step_delay_s"])
-        report(checkpointer.wait())
+        report(checkpointer.close())  # the last save, then the background prune of the one before
     finally:
         loader.close()
 

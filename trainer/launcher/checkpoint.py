@@ -12,8 +12,10 @@ temporary name in the same directory, fsyncs it, renames it and fsyncs the direc
 rank agrees that its file is there, every rank sends rank 0 the {name: size and digest} of the
 files it wrote (an all-gather), rank 0 checks that each of them is there with that size and only
 then writes the marker the same way, fsyncs the parent directory, and prunes old checkpoints
-(marker removed first, so a half-deleted checkpoint is never taken for a complete one). A last
-agreement keeps every rank alive until the marker exists. (Rank 0 never lists the directory to
+in the background, off the save's critical path (marker removed first, so a half-deleted
+checkpoint is never taken for a complete one; only after the new marker is durable, so a prune
+still running or killed leaves the newest complete checkpoint in place). A last agreement keeps
+every rank alive until the marker exists. (Rank 0 never lists the directory to
 learn what was written: on NFS, EFS included, a listing may be stale and leave a rank out.)
 
 `AsyncCheckpointer` runs that protocol so that the training loop waits only for the copy of
@@ -351,6 +353,9 @@ class BackgroundCommits:
         self._done: SavedCheckpoint | None = None
         self._error: BaseException | None = None
         self._committed_bytes = 0
+        self._pruner: threading.Thread | None = None
+        self.prune_error: OSError | None = None
+        """The last background prune's failure, if any: old checkpoints stay, nothing else is lost."""
 
     def poll(self) -> SavedCheckpoint | None:
         """The checkpoint committed since the last call, once; raises CheckpointWriteError if the
@@ -366,10 +371,39 @@ class BackgroundCommits:
         self._join()
         return self.poll()
 
+    def close(self) -> SavedCheckpoint | None:
+        """`wait()`, then for the background prune of old checkpoints: call it before exiting."""
+        done = self.wait()
+        self._join_pruner()
+        return done
+
     def _join(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def _join_pruner(self) -> None:
+        pruner, self._pruner = self._pruner, None
+        if pruner is not None:
+            pruner.join()
+
+    def _prune_in_background(self) -> None:
+        """Rank 0, once the new marker and its directory entry are durable: prune on a thread of
+        its own, so that a save's time (and `wait()`) does not include deleting the previous
+        checkpoint (0.22-0.26 s of a 0.93 s save of 1 GiB on the 2-core development VM). One prune at a time. Not a
+        daemon thread: an exiting interpreter finishes it (and `close()` joins it); a process
+        killed while it runs leaves at worst a checkpoint without its marker, which the next
+        prune removes."""
+        self._join_pruner()
+
+        def run() -> None:
+            try:
+                prune(self.root, self.keep)
+            except OSError as e:
+                self.prune_error = e
+
+        self._pruner = threading.Thread(target=run, name="checkpoint-prune")
+        self._pruner.start()
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -428,7 +462,7 @@ class BackgroundCommits:
             **meta,
         })
         fsync_dir(self.root)
-        prune(self.root, self.keep)
+        self._prune_in_background()
 
 
 def expected_files(path: str, reports: list[dict[str, dict]]) -> dict[str, dict]:
@@ -463,7 +497,8 @@ class AsyncCheckpointer(BackgroundCommits):
 
     `poll()` returns each committed checkpoint once (None until then) and raises
     CheckpointWriteError if a background save failed; `wait()` blocks until nothing is in
-    flight. Call `wait()` before the process group is destroyed and before exiting.
+    flight. Call `wait()` before the process group is destroyed, and `close()` (which also waits
+    for the background prune of old checkpoints) before exiting.
     """
 
     def __init__(self, root: str, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
@@ -480,6 +515,8 @@ class AsyncCheckpointer(BackgroundCommits):
         its pages touched here, not in the first `save`, which then blocks the loop no longer
         than later ones. A state that a save would refuse is refused here (TypeError). Does
         nothing on a rank that writes nothing."""
+        if self.rank == 0:
+            os.makedirs(self.root, exist_ok=True)  # the first save then only adds its step's directory
         if self.writes:
             # No wait for a save in flight: its snapshot keeps the buffer it writes from alive.
             self._stager.prepare(state)
@@ -516,7 +553,7 @@ def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1
     checkpointer = AsyncCheckpointer(root, rank=rank, world_size=world_size, writes=writes, collective=collective,
                                      keep=keep)
     checkpointer.save(step, state, meta)
-    return checkpointer.wait().path  # pyright: ignore[reportOptionalMemberAccess]  # wait() raises on failure
+    return checkpointer.close().path  # pyright: ignore[reportOptionalMemberAccess]  # wait() raises on failure
 
 
 # ---------------------------------------------------------------------- load
@@ -576,6 +613,38 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> A
     if map_location not in (None, "cpu"):
         state = _to_device(state, map_location)
     return state
+
+
+def load_optimizer_state(optimizer: Any, saved: dict) -> None:
+    """`optimizer.load_state_dict(saved)`, with the optimizer's state then in memory of its own.
+
+    On CPU `load_state_dict` keeps the loaded tensors themselves as the optimizer's state (it
+    casts to the parameter's dtype and device, a no-op there), and every tensor `load` returns
+    is a view of the one buffer the file was read into: the live state would keep that whole
+    buffer alive (the model's copy in it included) for the rest of the run. Each such tensor is
+    copied into a tensor of its own here (on a GPU, `load_state_dict`'s copy to the device does
+    that already, and nothing is copied twice)."""
+    import torch
+
+    loaded = {t.untyped_storage().data_ptr() for t in _tensors_in(saved) if t.device.type == "cpu" and t.numel()}
+    optimizer.load_state_dict(saved)
+    for per_param in optimizer.state.values():
+        for key, value in per_param.items():
+            if isinstance(value, torch.Tensor) and value.numel() and value.untyped_storage().data_ptr() in loaded:
+                per_param[key] = value.clone()
+
+
+def _tensors_in(obj: Any) -> Iterable[Any]:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _tensors_in(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _tensors_in(value)
 
 
 def _to_device(obj: Any, device) -> Any:

@@ -51,7 +51,7 @@ class Run(StepLoop):
             return 0
         state = checkpoint.load(info.path, rank=0, verify=False)  # select() verified every file
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        checkpoint.load_optimizer_state(self.optimizer, state["optimizer"])  # not views of the loaded buffer
         if self.scheduler is not None and "scheduler" in state:
             self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
@@ -65,4 +65,4 @@ class Run(StepLoop):
             self._checkpointer.wait()
 
     def _settle(self) -> None:
-        self._checkpointer.wait()
+        self._checkpointer.close()  # the save in flight, then the background prune
