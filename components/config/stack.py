@@ -49,7 +49,7 @@ from components.config.service_quotas import (
     parse_service_quotas,
     security_group_rules,
 )
-from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
+from components.config.sibling_stacks import REGIONAL_STACK, STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import (
     CUDA_FORMAT_FIX,
@@ -117,9 +117,17 @@ class StackConfig:
     """`placeholders.allow` (dev only): a real deploy warns about example values instead of refusing them."""
 
     @property
+    def site(self) -> str | None:
+        """The further region's label of a regional stack (prod-usw2: usw2); None for the
+        environment's own stack."""
+        match = REGIONAL_STACK.fullmatch(self.stack)
+        return match["site"] if match else None
+
+    @property
     def name_prefix(self) -> str:
-        """Prefix of every physical name: two environments can never collide."""
-        return f"{self.project}-{self.environment}"
+        """Prefix of every physical name: two environments, or one environment's stacks in two
+        regions (IAM names are global), can never collide."""
+        return f"{self.project}-{self.environment}" + (f"-{self.site}" if self.site else "")
 
     @property
     def cluster_name(self) -> str:
@@ -194,6 +202,8 @@ def stack_kind(stack: str) -> tuple[str | None, str | None]:
     """(team, environment) implied by a stack name; (None, None) for an unknown form."""
     if stack in ENVIRONMENTS:
         return None, stack
+    if regional := REGIONAL_STACK.fullmatch(stack):
+        return None, regional["env"]
     match = TEAM_STACK.fullmatch(stack)
     if match:
         return match["team"], match["env"]
@@ -296,8 +306,9 @@ def _team_and_environment(stack: str, errors: ErrorLog) -> tuple[str | None, str
     team, environment = stack_kind(stack)
     if environment is None:
         raise ConfigError([ConfigProblem(
-            f"stack '{stack}'", "unknown stack name", "name platform stacks dev, staging or prod and team stacks "
-            "team-<team>-<env> with a lowercase team name (e.g. team-vision-prod).")])
+            f"stack '{stack}'", "unknown stack name", "name platform stacks dev, staging or prod (in a further region: "
+            "<env>-<site>, e.g. prod-usw2) and team stacks team-<team>-<env> with a lowercase team name "
+            "(e.g. team-vision-prod).")])
     if team and len(team) > MAX_TEAM_NAME:
         errors.append(ConfigProblem(f"stack '{stack}'", f"team name '{team}' is longer than {MAX_TEAM_NAME} characters "
                                     "(it becomes part of IAM role names)", "use a shorter team name."))
