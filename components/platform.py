@@ -23,18 +23,22 @@ from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
+from components.common.manifests import custom_resource
 from components.common.provider import aws_provider
 from components.common.tags import default_tags
 from components.config import ConfigError, ConfigProblem, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
+from components.config.multikueue import MANAGER, dispatcher_role_name
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
 from components.data.mounts import LustreVolume
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
+from components.facts.regions import arn_partition
 from components.facts.zones import is_zone_id, zone_id_problems, zone_mismatch_problems
+from components.identity import policies
 from components.identity.workload_roles import WorkloadRoles, WorkloadRolesArgs
 from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
@@ -44,6 +48,16 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.monitoring import Observability, ObservabilityArgs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.controllers import JobControllers, JobControllersArgs
+from components.workload.multikueue import (
+    ANY_REGION,
+    KUEUE_NAMESPACE,
+    ROTATION,
+    MultiKueueManager,
+    MultiKueueManagerArgs,
+    MultiKueueWorker,
+    MultiKueueWorkerArgs,
+    any_region_local_queue,
+)
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
 from components.workload.tenant import (
     PLATFORM_TENANT,
@@ -109,7 +123,9 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     provisioning_api = _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
-    _training_tenant(config, cluster, data, roles, _job_controllers(config, cluster, provisioning_api))
+    controllers = _job_controllers(config, cluster, provisioning_api)
+    tenant = _training_tenant(config, cluster, data, roles, controllers)
+    _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
                                          "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}
@@ -372,6 +388,37 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
         namespace_depends_on=cluster.node_groups,
         queue_depends_on=[controllers.kueue],
     ), cluster.in_cluster)
+
+
+def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depends_on: list[pulumi.Resource]) -> None:
+    """multiKueue: the manager's objects, credential rotation and dispatcher role, or a worker's
+    access entry for that role; either way the namespace's any-region LocalQueue
+    (components/workload/multikueue.py)."""
+    multikueue = config.multikueue
+    if multikueue is None:
+        return
+    namespace = config.training_namespace
+    manager = config.stack if multikueue.role == MANAGER else str(multikueue.manager)
+    role_name = dispatcher_role_name(config.project, manager)
+    if multikueue.role == MANAGER:
+        MultiKueueManager("multikueue", MultiKueueManagerArgs(
+            config=multikueue, project=config.project, cohort=config.environment, namespaces=[namespace],
+            image=config.training.cleanup_image, system_pool=config.system_pool.name,
+            cluster_name=cluster.cluster.eks.name, dispatcher_role_name=role_name,
+            trust_policy=on_aws.account_id.apply(lambda account: policies.workload_trust_policy(
+                account, cluster_name=config.cluster_name, namespace=KUEUE_NAMESPACE, service_account=ROTATION)),
+            partition=arn_partition(config.region), account_id=on_aws.account_id, aws_opts=on_aws.opts,
+            depends_on=depends_on), cluster.in_cluster)
+        cluster_queue = ANY_REGION
+    else:
+        MultiKueueWorker("multikueue", MultiKueueWorkerArgs(
+            cluster_name=cluster.cluster.eks.name,
+            dispatcher_role_arn=on_aws.account_id.apply(
+                lambda account: f"arn:{arn_partition(config.region)}:iam::{account}:role/{role_name}"),
+            aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
+        cluster_queue = namespace  # the namespace's own ClusterQueue (TrainingQueue)
+    custom_resource("multikueue-any-region-queue", any_region_local_queue(namespace, cluster_queue),
+                    pulumi.ResourceOptions.merge(cluster.in_cluster, pulumi.ResourceOptions(depends_on=depends_on)))
 
 
 def _gpu_pools(config: StackConfig) -> list[NodePoolConfig]:

@@ -22,6 +22,7 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
+from components.config.multikueue import MultiKueueConfig, parse_multikueue
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
@@ -115,6 +116,8 @@ class StackConfig:
     """What the load could not judge and says so (a sibling stack file it could not read)."""
     allow_placeholders: bool = False
     """`placeholders.allow` (dev only): a real deploy warns about example values instead of refusing them."""
+    multikueue: MultiKueueConfig | None = None
+    """`multiKueue`: this cluster's part in the environment's one queue over several regions."""
 
     @property
     def site(self) -> str | None:
@@ -346,6 +349,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     allow_placeholders = parse_allow(root, environment=environment)
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
+    multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
+                                  region_problem=region_problem)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
     root.finish()
@@ -356,7 +361,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
-                       allow_placeholders=allow_placeholders)
+                       allow_placeholders=allow_placeholders, multikueue=multikueue)
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,
