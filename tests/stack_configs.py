@@ -12,7 +12,7 @@ from components.config.stack_file import stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gpu-training"
-PLATFORM_STACKS = ("dev", "staging", "prod")
+PLATFORM_STACKS = ("dev", "staging", "prod", "prod-usw2")
 # Stacks whose Kubernetes manifests are validated and scanned.
 TEAM_STACKS = ("team-vision-prod",)
 MANIFEST_STACKS = PLATFORM_STACKS + TEAM_STACKS

@@ -205,7 +205,8 @@ KEYS: tuple[Key, ...] = (
     Key("scaleDown.delayAfterAddMinutes", INTEGER, "No scale-down this long after a scale-up.", default=10),
 
     Key("multiKueue", MAPPING, "This cluster's part in one job queue over the environment's clusters in several "
-        "regions (Kueue MultiKueue, docs/multi-region.md).", default=UNSET, stacks=frozenset({PLATFORM})),
+        "regions (Kueue MultiKueue, docs/multi-region.md); left out, the cluster is on its own.", default={},
+        stacks=frozenset({PLATFORM})),
     Key("multiKueue.role", STRING, "manager: dispatches the environment's jobs to the workers; worker: admits them.",
         allowed=("manager", "worker")),
     Key("multiKueue.manager", STRING, "A worker's manager stack (its dispatcher role gets this cluster's access entry).",

@@ -229,6 +229,19 @@ class MultiKueueWorker(pulumi.ComponentResource):
         k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", metadata=role["metadata"], rules=role["rules"], opts=in_cluster)
         k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-cluster-role-binding", metadata={"name": WORKER_GROUP},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_GROUP},
-            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}], opts=in_cluster)
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=WORKER_GROUP),
+            subjects=[k8s.rbac.v1.SubjectArgs(api_group="rbac.authorization.k8s.io", kind="Group", name=WORKER_GROUP)],
+            opts=in_cluster)
         self.register_outputs({})
+
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def dispatched_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
+    """A JobSet of the manager's namespace made to run in any region: on the any-region queue and
+    managed by MultiKueue (the manager's JobSet controller then leaves it alone; kueue v0.19.2
+    docs/tasks/run/multikueue/jobsets.md). Its pods, volumes and the launcher's environment are as
+    they are: each worker has the same namespace, claims, secrets and service account."""
+    metadata = {**jobset["metadata"], "labels": {**jobset["metadata"].get("labels", {}), QUEUE_LABEL: ANY_REGION}}
+    return {**jobset, "metadata": metadata, "spec": {**jobset["spec"], "managedBy": MANAGED_BY}}
