@@ -162,3 +162,15 @@ def test_the_kubeconfig_is_one_kueue_accepts():
     assert set(user["user"]) == {"token"}  # no exec plugin, no tokenFile (refused by Kueue's validateKubeconfig)
     (cluster,) = config["clusters"]
     assert "certificate-authority" not in cluster["cluster"] and not cluster["cluster"].get("insecure-skip-tls-verify")
+
+
+def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
+    manager, team = plan_of("prod"), plan_of("team-vision-prod")
+    (queue,) = [q for q in kinds(team, "LocalQueue") if q["metadata"]["name"] == ANY_REGION]
+    assert queue["spec"]["clusterQueue"] == ANY_REGION
+    (cluster_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
+    selector = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
+    (namespace,) = [n for n in kinds(team, "Namespace") if n["metadata"]["name"] == queue["metadata"]["namespace"]]
+    assert selector.items() <= namespace["metadata"]["labels"].items()  # the manager's queue admits the team's jobs
+    (own,) = [n for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
+    assert selector.items() <= own["metadata"]["labels"].items()

@@ -45,6 +45,7 @@ FLAVOR = "multikueue"
 WORKER_GROUP = "multikueue-manager"
 """The Kubernetes group of the dispatcher role's access entry on each worker."""
 KUEUE_NAMESPACE = "kueue-system"
+ENVIRONMENT_LABEL = "gpu-training/environment"
 ROTATION = "multikueue-token-rotation"
 SCRIPT = Path(__file__).with_name("multikueue_token_script.py")
 SCRIPT_DIR = "/opt/multikueue"
@@ -60,7 +61,7 @@ def worker_cluster_name(project: str, stack: str) -> str:
     return stack_name_prefix(project, stack)
 
 
-def manager_manifests(config: MultiKueueConfig, *, project: str, cohort: str, namespaces: Sequence[str]) -> list[dict]:
+def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str) -> list[dict]:
     """The manager's Kueue objects, in creation order."""
     workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
                 "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{w.stack}-kubeconfig"}}}}
@@ -79,8 +80,8 @@ def manager_manifests(config: MultiKueueConfig, *, project: str, cohort: str, na
         {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}, "spec": {}},
         {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": ANY_REGION},
          "spec": {"cohortName": cohort,
-                  "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
-                                                              "values": list(namespaces)}]},
+                  # The environment's training namespace and its teams' (components/workload/namespace.py labels).
+                  "namespaceSelector": {"matchLabels": {ENVIRONMENT_LABEL: environment}},
                   "queueingStrategy": "BestEffortFIFO",
                   "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
                       {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]}]}],
@@ -165,8 +166,8 @@ class MultiKueueManagerArgs:
     config: MultiKueueConfig
     project: str
     cohort: str
-    namespaces: Sequence[str]
-    """The namespaces whose jobs may use the queue (the environment's and its teams')."""
+    environment: str
+    """Whose namespaces (the training namespace and the teams') may use the queue."""
     image: str
     system_pool: str
     cluster_name: pulumi.Input[str]
@@ -202,8 +203,7 @@ class MultiKueueManager(pulumi.ComponentResource):
                                 subjects=binding["subjects"], opts=in_cluster)
         k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=cronjob["metadata"], spec=cronjob["spec"], opts=in_cluster)
-        for manifest in manager_manifests(args.config, project=args.project, cohort=args.cohort,
-                                          namespaces=args.namespaces):
+        for manifest in manager_manifests(args.config, cohort=args.cohort, environment=args.environment):
             custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
         self.register_outputs({})
 
