@@ -449,4 +449,8 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "dataKeyArn": data.buckets.data_key.arn,
         "secretsSyncRoleArn": roles.secrets_sync.arn,
         "alertTopicArn": observability.topic.arn,
+        # What scripts/verify checks on a MultiKueue manager (verify/multikueue.py).
+        **({"multiKueue": {"role": config.multikueue.role, "queue": ANY_REGION,
+                           "workers": [w.stack for w in config.multikueue.workers],
+                           "probeImage": config.training.cleanup_image}} if config.multikueue else {}),
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, environment_of, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from offline.plan import MOCK_ACCOUNT_ID, synthesize
@@ -51,7 +51,7 @@ def test_the_prod_budget_thresholds(plan_of):
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_a_platform_budget_counts_its_environment(stack, plan_of):
     budget = budget_of(plan_of(stack))
-    assert budget["costFilters"] == [{"name": "TagKeyValue", "values": [f"user:environment${stack}"]}]
+    assert budget["costFilters"] == [{"name": "TagKeyValue", "values": [f"user:environment${environment_of(stack)}"]}]
     assert "filterExpression" not in budget
 
 

@@ -174,3 +174,65 @@ def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
     assert selector.items() <= namespace["metadata"]["labels"].items()  # the manager's queue admits the team's jobs
     (own,) = [n for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
     assert selector.items() <= own["metadata"]["labels"].items()
+
+
+# --- scripts/verify on the manager --------------------------------------------------------------
+
+def _cluster(name, status, reason="Active", message="Connected"):
+    return {"metadata": {"name": name}, "status": {"conditions": [
+        {"type": "Active", "status": status, "reason": reason, "message": message}]}}
+
+
+ACTIVE_CHECK = {"metadata": {"name": "multikueue"}, "status": {"conditions": [{"type": "Active", "status": "True"}]}}
+
+
+@pytest.mark.parametrize(("clusters", "check", "status", "summary"), [
+    ([_cluster("prod-usw2", "True")], ACTIVE_CHECK, "pass", "1 workers connected: prod-usw2"),
+    ([_cluster("prod-usw2", "False", "ClientConnectionFailed", "Unauthorized")], ACTIVE_CHECK, "fail",
+     "1 of 1 workers not connected"),
+    ([_cluster("a", "True"), _cluster("b", "False")], ACTIVE_CHECK, "fail", "1 of 2 workers not connected"),
+    ([], ACTIVE_CHECK, "fail", "no MultiKueueCluster"),
+    ([_cluster("prod-usw2", "True")], None, "fail", "AdmissionCheck is not Active"),
+])
+def test_verify_says_whether_each_worker_is_connected(clusters, check, status, summary):
+    from verify.multikueue import check_workers
+    result = check_workers(clusters, check)
+    assert (result.status.value, summary in result.summary) == (status, True), result
+
+
+class ProbeKube:
+    """The manager's API as the probe sees it: the Workload Kueue makes for the probe, in `states`."""
+
+    def __init__(self, states):
+        self.states, self.created, self.deleted = list(states), [], []
+
+    def create_custom_object(self, group, version, namespace, plural, body):
+        self.created.append(body)
+
+    def delete_custom_object(self, group, version, namespace, plural, name):
+        self.deleted.append(name)
+
+    def custom_objects(self, group, version, namespace, plural):
+        state, worker = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        owner = self.created[0]["metadata"]["name"]
+        return [{"metadata": {"ownerReferences": [{"kind": "JobSet", "name": owner}]},
+                 "status": {"admissionChecks": [{"name": "multikueue", "state": state}],
+                            **({"clusterName": worker} if worker else {})}}]
+
+
+@pytest.mark.parametrize(("states", "status", "worker"), [
+    ([("Pending", None), ("Ready", "prod-usw2")], "pass", "prod-usw2"),
+    ([("Pending", None)], "fail", None),
+    ([("Rejected", None)], "fail", None),
+])
+def test_the_probe_passes_only_once_a_worker_admits_it_and_is_always_deleted(states, status, worker):
+    from verify.multikueue import check_probe
+    clock = iter(range(0, 10_000, 10))
+    kube = ProbeKube(states)
+    result = check_probe(kube, "training-prod", "img@sha256:1", now=1.0, timeout_s=60, sleep=lambda _: None,
+                         clock=lambda: next(clock))
+    assert result.status.value == status and result.measurements.get("worker") == worker
+    (probe,) = kube.created
+    assert probe["spec"]["managedBy"] == MANAGED_BY and probe["metadata"]["labels"][QUEUE_LABEL] == ANY_REGION
+    assert validate_custom_resource(probe) == []
+    assert kube.deleted == [probe["metadata"]["name"]]

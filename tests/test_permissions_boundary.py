@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, environment_of, mutate, raw_config
 
 from bootstrap import policies
 from components.common.boundary import bound_roles
@@ -19,7 +19,7 @@ KEY = f"{PROJECT}:iamPermissionsBoundary"
 
 
 def boundary_of(stack: str) -> str:
-    environment = stack.rsplit("-", 1)[-1]
+    environment = environment_of(stack)
     return raw_config(environment)[KEY]
 
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, environment_of, raw_config
 
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import load_stack_config
@@ -48,7 +48,7 @@ def test_every_configured_job_is_a_queued_jobset(stack, plan_of):
         namespace = jobset["metadata"]["namespace"]
         local = local_queues[(namespace, jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
         queue = cluster_queues[local["spec"]["clusterQueue"]]
-        assert queue["spec"]["cohortName"] == stack
+        assert queue["spec"]["cohortName"] == environment_of(stack)
         assert {f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]} <= flavors
 
 
@@ -198,7 +198,7 @@ def test_secret_env_comes_from_the_synced_secret(stack, plan_of):
 
 def test_namespace_guard_rails(stack, plan_of):
     plan = plan_of(stack)
-    namespace = f"training-{stack}"
+    namespace = f"training-{environment_of(stack)}"
     (ns,) = [n for n in manifests(plan, "Namespace") if n["metadata"]["name"] == namespace]
     labels = ns["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"

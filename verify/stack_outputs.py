@@ -54,6 +54,10 @@ class StackOutputs:
     jobs: dict[str, JobPromise]
     nccl_ports: tuple[int, int]
     rendezvous_port: int
+    multikueue_role: str | None = None
+    """`multiKueue.role` of the stack (manager: verify checks its workers and dispatches a probe)."""
+    probe_image: str | None = None
+    """The image the MultiKueue probe runs (the trainer image; present on every worker's nodes' registry path)."""
 
 
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
@@ -140,6 +144,8 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         secret=secret if isinstance(secret, str) else None, jobs=jobs,
         nccl_ports=(int(ports.get("first", 0)), int(ports.get("last", 0))),
         rendezvous_port=int(rendezvous[0]) if rendezvous else 29400,
+        multikueue_role=multikueue.get("role") if isinstance(multikueue := data.get("multiKueue"), dict) else None,
+        probe_image=multikueue.get("probeImage") if isinstance(multikueue, dict) else None,
     )
 
 
