@@ -237,7 +237,8 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
     buckets = DataBuckets("storage-buckets", DataBucketsArgs(
         config=config.storage,
         project=config.project,
-        environment=config.environment,
+        # S3 names are global: prod-usw2's buckets are gpu-training-prod-usw2-*, never prod's.
+        environment=config.name_prefix.removeprefix(f"{config.project}-"),
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
         region=config.region,

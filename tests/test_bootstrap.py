@@ -454,7 +454,7 @@ def scoped_requests(plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
 def test_the_deploy_role_may_create_and_change_what_the_stack_plans_by_name_or_cluster(bootstrap, plan_of, stack):
     """The log groups, alarms, topics, file systems and node group tags of every plan stay inside
     the deploy role's name patterns and tag scopes (a rename out of them would fail `pulumi up`)."""
-    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{environment_of(stack)}")
     requests = scoped_requests(plan_of(stack))
     if stack in PLATFORM_STACKS:
         kinds = {action.split(":")[0] for action, _, _ in requests}
@@ -475,7 +475,7 @@ def linked_services(plan: Plan) -> set[str]:
 @pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
 def test_the_deploy_role_may_create_every_service_linked_role_the_stack_needs(bootstrap, plan_of, stack):
     """A first `pulumi up` in a fresh account makes AWS create these with the deploy role's credentials."""
-    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{environment_of(stack)}")
     for service in linked_services(plan_of(stack)):
         assert evaluate(permissions, "iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",
                         {"iam:AWSServiceName": service}) == ALLOW, f"{stack} needs {service}"

@@ -236,3 +236,15 @@ def test_the_probe_passes_only_once_a_worker_admits_it_and_is_always_deleted(sta
     assert probe["spec"]["managedBy"] == MANAGED_BY and probe["metadata"]["labels"][QUEUE_LABEL] == ANY_REGION
     assert validate_custom_resource(probe) == []
     assert kube.deleted == [probe["metadata"]["name"]]
+
+
+def test_no_two_stacks_of_an_environment_share_a_global_name(plan_of):
+    """S3 bucket and IAM role names are global: prod-usw2's must never be prod's."""
+    def names(stack):
+        plan = plan_of(stack)
+        return ({b["inputs"]["bucket"] for b in plan.of_type("aws:s3/bucket:Bucket")}
+                | {r["inputs"]["name"] for r in plan.of_type("aws:iam/role:Role") if r["inputs"].get("name")}
+                | {p["inputs"]["name"] for p in plan.of_type("aws:iam/policy:Policy") if p["inputs"].get("name")})
+    shared = names("prod") & names("prod-usw2")
+    assert not shared, shared
+    assert {f"gpu-training-prod-usw2-{p}-123456789012" for p in ("datasets", "artifacts", "access-logs")} <= names("prod-usw2")

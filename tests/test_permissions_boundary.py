@@ -29,7 +29,7 @@ def test_every_role_of_every_stack_carries_the_environments_boundary(plan_of, st
     assert roles, stack
     boundary = boundary_of(stack)
     # The bootstrap's name for this environment's boundary (bootstrap/policies.py).
-    assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, stack.rsplit('-', 1)[-1])}")
+    assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, environment_of(stack))}")
     missing = sorted(r["name"] for r in roles if r["inputs"].get("permissionsBoundary") != boundary)
     assert not missing, f"roles of {stack} without {boundary}: {missing}"
 
