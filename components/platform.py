@@ -36,6 +36,12 @@ from components.data.file_system import CheckpointFileSystem, CheckpointFileSyst
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
 from components.data.mounts import LustreVolume
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
+from components.data.replication import (
+    CHECKPOINTS_PREFIX,
+    CrossRegionReplication,
+    CrossRegionReplicationArgs,
+    Destination,
+)
 from components.facts.regions import arn_partition
 from components.facts.zones import is_zone_id, zone_id_problems, zone_mismatch_problems
 from components.identity import policies
@@ -242,6 +248,7 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
         region=config.region,
+        lustre_exports_checkpoints=config.multikueue is not None and config.storage.lustre is not None,
     ), on_aws.opts)
     checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
         name_prefix=config.name_prefix,
@@ -271,8 +278,27 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
                                                                          config.storage.lustre.availability_zone)],
             security_group_id=network.security_groups.lustre.id,
             datasets_bucket=buckets.datasets_bucket,
+            checkpoints_bucket=buckets.artifacts_bucket if config.multikueue is not None else None,
         ), on_aws.opts)
+    if config.multikueue is not None:
+        _replication(config, on_aws, buckets)
     return DataStage(buckets, checkpoints, registry, secrets, lustre)
+
+
+def _replication(config: StackConfig, on_aws: OnAws, buckets: DataBuckets) -> None:
+    """Datasets from the manager to each worker; checkpoints both ways (data/replication.py)."""
+    multikueue = config.multikueue
+    assert multikueue is not None
+    if multikueue.role == MANAGER:
+        destinations = [d for w in multikueue.workers for d in (
+            Destination(w.stack, w.region, "datasets", ""), Destination(w.stack, w.region, "artifacts", CHECKPOINTS_PREFIX))]
+    else:
+        destinations = [Destination(str(multikueue.manager), multikueue.manager_region, "artifacts", CHECKPOINTS_PREFIX)]
+    CrossRegionReplication("replication", CrossRegionReplicationArgs(
+        project=config.project, name_prefix=config.name_prefix, partition=arn_partition(config.region),
+        region=config.region, account_id=on_aws.account_id,
+        sources={"datasets": buckets.datasets_bucket, "artifacts": buckets.artifacts_bucket},
+        source_key_arn=buckets.data_key.arn, destinations=destinations, depends_on=[buckets]), on_aws.opts)
 
 
 def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> WorkloadRoles:

@@ -248,3 +248,49 @@ def test_no_two_stacks_of_an_environment_share_a_global_name(plan_of):
     shared = names("prod") & names("prod-usw2")
     assert not shared, shared
     assert {f"gpu-training-prod-usw2-{p}-123456789012" for p in ("datasets", "artifacts", "access-logs")} <= names("prod-usw2")
+
+
+# --- data that follows the job ------------------------------------------------------------------
+
+def _replication_rules(plan):
+    return {r["inputs"]["bucket"]: r["inputs"]["rules"] for r in plan.of_type("aws:s3/bucketReplicationConfig:BucketReplicationConfig")}
+
+
+def test_datasets_go_to_each_worker_and_checkpoints_both_ways(plan_of):
+    manager, worker = _replication_rules(plan_of("prod")), _replication_rules(plan_of("prod-usw2"))
+    account = "123456789012"
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-datasets-{account}"]] == [
+        ("", f"arn:aws:s3:::gpu-training-prod-usw2-datasets-{account}")]
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-artifacts-{account}"]] == [
+        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-usw2-artifacts-{account}")]
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in worker[f"gpu-training-prod-usw2-artifacts-{account}"]] == [
+        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-artifacts-{account}")]
+    (rule,) = worker[f"gpu-training-prod-usw2-artifacts-{account}"]
+    # Re-encrypted under the destination region's data key, by the alias that stack gives it.
+    assert rule["destination"]["encryptionConfiguration"]["replicaKmsKeyId"] == \
+        f"arn:aws:kms:us-east-1:{account}:alias/gpu-training-prod-data"
+    aliases = {a["inputs"]["name"] for a in plan_of("prod").of_type("aws:kms/alias:Alias")}
+    assert "alias/gpu-training-prod-data" in aliases  # the alias the worker's replicas are encrypted under exists
+
+
+@pytest.mark.parametrize("stack", ["prod", "prod-usw2"])
+def test_the_checkpoint_directory_is_linked_to_s3_where_the_pods_mount_it(plan_of, stack):
+    from components.data.lustre import CHECKPOINTS_DIR
+    plan = plan_of(stack)
+    (link,) = [d["inputs"] for d in plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+               if d["inputs"]["fileSystemPath"] == f"/{CHECKPOINTS_DIR}"]
+    assert link["dataRepositoryPath"].endswith("-artifacts-123456789012/checkpoints/")
+    assert set(link["s3"]["autoExportPolicy"]["events"]) == {"NEW", "CHANGED", "DELETED"}
+    assert set(link["s3"]["autoImportPolicy"]["events"]) == {"NEW", "CHANGED", "DELETED"}
+    sub_paths = {m.get("subPath") for m in (mount for job in kinds(plan, "JobSet")
+                 for c in job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+                 for mount in c.get("volumeMounts", [])) if m.get("mountPath") == "/workspace/checkpoints"}
+    assert sub_paths <= {CHECKPOINTS_DIR}  # the launcher's /workspace/checkpoints is that directory
+
+
+def test_the_replication_role_writes_only_the_other_regions_buckets(plan_of):
+    (policy,) = [p for p in plan_of("prod-usw2").of_type("aws:iam/rolePolicy:RolePolicy") if "WriteReplicas" in p["inputs"]["policy"]]
+    statements = {s["Sid"]: s for s in json.loads(policy["inputs"]["policy"])["Statement"]}
+    assert statements["WriteReplicas"]["Resource"] == ["arn:aws:s3:::gpu-training-prod-artifacts-123456789012/*"]
+    assert statements["EncryptReplicas"]["Condition"] == {
+        "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/gpu-training-prod-data"]}}

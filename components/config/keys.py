@@ -211,6 +211,8 @@ KEYS: tuple[Key, ...] = (
         allowed=("manager", "worker")),
     Key("multiKueue.manager", STRING, "A worker's manager stack (its dispatcher role gets this cluster's access entry).",
         default=UNSET),
+    Key("multiKueue.managerRegion", STRING, "A worker's manager's region: its checkpoints replicate there.",
+        default=UNSET),
     Key("multiKueue.workers", LIST, "A manager's worker stacks, most preferred first (at most 20).", default=UNSET),
     Key("multiKueue.workers[].stack", STRING, "A platform stack of the same environment, e.g. prod-usw2."),
     Key("multiKueue.workers[].region", STRING, "The worker stack's region."),

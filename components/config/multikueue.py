@@ -9,6 +9,7 @@
     gpu-training:multiKueue:          # each worker (prod-usw2)
       role: worker
       manager: prod
+      managerRegion: us-east-1
 
 Kueue's MultiKueue (kueue v0.19.2 site/content/en/docs/concepts/multikueue.md): the manager's
 ClusterQueue, with a MultiKueue AdmissionCheck, reserves quota, then creates the Workload in every
@@ -52,6 +53,8 @@ class MultiKueueConfig:
     """The manager's workers, in the order MultiKueue prefers them."""
     manager: str | None = None
     """A worker's manager stack."""
+    manager_region: str = ""
+    """A worker's manager's region (its checkpoints replicate there)."""
 
     @property
     def total_gpus(self) -> int:
@@ -92,8 +95,9 @@ def parse_multikueue(section: Section, *, stack: str, environment: str,
 
     if role == WORKER:
         manager = section.string("manager", check=other_stack_problem, fix=same_environment)
+        manager_region = section.string("managerRegion", check=region_problem, fix="use a region name like us-east-1")
         section.finish()
-        return MultiKueueConfig(role=role, manager=manager or None)
+        return MultiKueueConfig(role=role, manager=manager or None, manager_region=manager_region)
     workers = []
     raw_workers = section.items("workers")
     if role == MANAGER and not raw_workers and section.ok("workers"):
