@@ -115,22 +115,23 @@ class CrossRegionReplication(pulumi.ComponentResource):
                 continue
             aws.s3.BucketReplicationConfig(
                 f"{name}-{purpose}", bucket=bucket, role=role.arn,
-                rules=args.account_id.apply(lambda account, mine=mine: [_rule(args, d, account, i)
-                                                                        for i, d in enumerate(mine, 1)]),
+                rules=args.account_id.apply(lambda account, mine=mine: list[aws.s3.BucketReplicationConfigRuleArgsDict](
+                    _rule(args, d, account, i) for i, d in enumerate(mine, 1))),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, policy]))
         self.register_outputs({})
 
 
-def _rule(args: CrossRegionReplicationArgs, destination: Destination, account: str, priority: int) -> dict:
+def _rule(args: CrossRegionReplicationArgs, destination: Destination, account: str,
+          priority: int) -> aws.s3.BucketReplicationConfigRuleArgsDict:
     return {
         "id": f"to-{destination.stack}-{destination.purpose}", "status": "Enabled", "priority": priority,
         "filter": {"prefix": destination.prefix},
         # Deletes follow (a pruned checkpoint is gone everywhere); only with a filter (V2 schema).
-        "deleteMarkerReplication": {"status": "Enabled"},
-        "sourceSelectionCriteria": {"sseKmsEncryptedObjects": {"status": "Enabled"}},
+        "delete_marker_replication": {"status": "Enabled"},
+        "source_selection_criteria": {"sse_kms_encrypted_objects": {"status": "Enabled"}},
         "destination": {
             "bucket": f"arn:{args.partition}:s3:::{destination_bucket(args.project, destination, account)}",
-            "encryptionConfiguration": {"replicaKmsKeyId": destination_key_alias(
+            "encryption_configuration": {"replica_kms_key_id": destination_key_alias(
                 args.project, destination, partition=args.partition, account_id=account)},
         },
     }
