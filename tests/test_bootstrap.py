@@ -450,7 +450,14 @@ def scoped_requests(plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
     return requests
 
 
-@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+# A known gap (docs/multi-region.md "What is not built yet"): the bootstrap's deploy role of an
+# environment is written for one region and the environment's own names; prod-usw2 needs it for
+# us-west-2 and gpu-training-prod-usw2-*. Strict: this fails once the bootstrap covers it.
+REGIONAL_GAP = pytest.mark.xfail(strict=True, reason="the deploy role covers one region per environment")
+
+
+@pytest.mark.parametrize("stack", [*(pytest.param(s, marks=REGIONAL_GAP) if s == "prod-usw2" else s
+                                     for s in PLATFORM_STACKS), "team-vision-prod"])
 def test_the_deploy_role_may_create_and_change_what_the_stack_plans_by_name_or_cluster(bootstrap, plan_of, stack):
     """The log groups, alarms, topics, file systems and node group tags of every plan stay inside
     the deploy role's name patterns and tag scopes (a rename out of them would fail `pulumi up`)."""

@@ -34,7 +34,8 @@ def test_every_stack_has_its_budget_alerting_the_platform_topic(stack, plan_of):
     assert thresholds == [("ACTUAL", p) for p in config.budget.actual_percent] + \
         [("FORECASTED", p) for p in config.budget.forecast_percent]
     # A team's budget alerts its platform's topic, as the platform's plan exports it.
-    topic = plan_of(f"{config.environment}").outputs["alertTopicArn"] if config.team else PLATFORM_TOPIC
+    topic = plan_of(f"{config.environment}").outputs["alertTopicArn"] if config.team else \
+        PLATFORM_TOPIC.replace("us-east-1", config.region)
     for notification in budget["notifications"]:
         assert notification["comparisonOperator"] == "GREATER_THAN"
         assert notification["thresholdType"] == "PERCENTAGE"
