@@ -294,3 +294,23 @@ def test_the_replication_role_writes_only_the_other_regions_buckets(plan_of):
     assert statements["WriteReplicas"]["Resource"] == ["arn:aws:s3:::gpu-training-prod-artifacts-123456789012/*"]
     assert statements["EncryptReplicas"]["Condition"] == {
         "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/gpu-training-prod-data"]}}
+
+
+def test_a_regional_stack_must_not_overlap_its_environments_other_regions(tmp_path):
+    for stack, cidr in (("prod", "10.30.0.0/16"), ("prod-usw2", "10.31.0.0/16"), ("staging", "10.20.0.0/16")):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(f"config:\n  gpu-training:network:\n    vpcCidr: {cidr}\n")
+    overlapping = mutate(raw_config("prod-usw2"), "network.vpcCidr", "10.30.128.0/17")
+    try:
+        load_stack_config(overlapping, project=PROJECT, stack="prod-usw2", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("overlaps the VPC CIDR 10.30.0.0/16 of stack 'prod'" in p for p in found), found
+    # ... and prod sees prod-usw2's range, though that file is not an environment's own.
+    moved = mutate(raw_config("prod"), "network.vpcCidr", "10.31.0.0/16")
+    try:
+        load_stack_config(moved, project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("of stack 'prod-usw2'" in p for p in found), found
