@@ -23,18 +23,28 @@ from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.boundary import apply_permissions_boundary
 from components.common.kms import LogsKey
+from components.common.manifests import custom_resource
 from components.common.provider import aws_provider
 from components.common.tags import default_tags
 from components.config import ConfigError, ConfigProblem, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
+from components.config.multikueue import MANAGER, dispatcher_role_name
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
 from components.data.mounts import LustreVolume
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
+from components.data.replication import (
+    CHECKPOINTS_PREFIX,
+    CrossRegionReplication,
+    CrossRegionReplicationArgs,
+    Destination,
+)
+from components.facts.regions import arn_partition
 from components.facts.zones import is_zone_id, zone_id_problems, zone_mismatch_problems
+from components.identity import policies
 from components.identity.workload_roles import WorkloadRoles, WorkloadRolesArgs
 from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
@@ -45,6 +55,16 @@ from components.observability.monitoring import Observability, ObservabilityArgs
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.controllers import JobControllers, JobControllersArgs
+from components.workload.multikueue import (
+    ANY_REGION,
+    KUEUE_NAMESPACE,
+    ROTATION,
+    MultiKueueManager,
+    MultiKueueManagerArgs,
+    MultiKueueWorker,
+    MultiKueueWorkerArgs,
+    any_region_local_queue,
+)
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
 from components.workload.tenant import (
     PLATFORM_TENANT,
@@ -110,7 +130,9 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     provisioning_api = _cluster_services(config, on_aws, cluster)
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
-    _training_tenant(config, cluster, data, roles, _job_controllers(config, cluster, provisioning_api))
+    controllers = _job_controllers(config, cluster, provisioning_api)
+    tenant = _training_tenant(config, cluster, data, roles, controllers)
+    _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
                                          "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}
@@ -222,10 +244,12 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
     buckets = DataBuckets("storage-buckets", DataBucketsArgs(
         config=config.storage,
         project=config.project,
-        environment=config.environment,
+        # S3 names are global: prod-usw2's buckets are gpu-training-prod-usw2-*, never prod's.
+        environment=config.name_prefix.removeprefix(f"{config.project}-"),
         name_prefix=config.name_prefix,
         account_id=on_aws.account_id,
         region=config.region,
+        lustre_exports_checkpoints=config.multikueue is not None and config.storage.lustre is not None,
     ), on_aws.opts)
     checkpoints = CheckpointFileSystem("checkpoints-efs", CheckpointFileSystemArgs(
         name_prefix=config.name_prefix,
@@ -255,8 +279,27 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
                                                                          config.storage.lustre.availability_zone)],
             security_group_id=network.security_groups.lustre.id,
             datasets_bucket=buckets.datasets_bucket,
+            checkpoints_bucket=buckets.artifacts_bucket if config.multikueue is not None else None,
         ), on_aws.opts)
+    if config.multikueue is not None:
+        _replication(config, on_aws, buckets)
     return DataStage(buckets, checkpoints, registry, secrets, lustre)
+
+
+def _replication(config: StackConfig, on_aws: OnAws, buckets: DataBuckets) -> None:
+    """Datasets from the manager to each worker; checkpoints both ways (data/replication.py)."""
+    multikueue = config.multikueue
+    assert multikueue is not None
+    if multikueue.role == MANAGER:
+        destinations = [d for w in multikueue.workers for d in (
+            Destination(w.stack, w.region, "datasets", ""), Destination(w.stack, w.region, "artifacts", CHECKPOINTS_PREFIX))]
+    else:
+        destinations = [Destination(str(multikueue.manager), multikueue.manager_region, "artifacts", CHECKPOINTS_PREFIX)]
+    CrossRegionReplication("replication", CrossRegionReplicationArgs(
+        project=config.project, name_prefix=config.name_prefix, partition=arn_partition(config.region),
+        region=config.region, account_id=on_aws.account_id,
+        sources={"datasets": buckets.datasets_bucket, "artifacts": buckets.artifacts_bucket},
+        source_key_arn=buckets.data_key.arn, destinations=destinations, depends_on=[buckets]), on_aws.opts)
 
 
 def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> WorkloadRoles:
@@ -378,6 +421,37 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
     ), cluster.in_cluster)
 
 
+def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depends_on: list[pulumi.Resource]) -> None:
+    """multiKueue: the manager's objects, credential rotation and dispatcher role, or a worker's
+    access entry for that role; either way the namespace's any-region LocalQueue
+    (components/workload/multikueue.py)."""
+    multikueue = config.multikueue
+    if multikueue is None:
+        return
+    namespace = config.training_namespace
+    manager = config.stack if multikueue.role == MANAGER else str(multikueue.manager)
+    role_name = dispatcher_role_name(config.project, manager)
+    if multikueue.role == MANAGER:
+        MultiKueueManager("multikueue", MultiKueueManagerArgs(
+            config=multikueue, project=config.project, cohort=config.environment, environment=config.environment,
+            image=config.training.cleanup_image, system_pool=config.system_pool.name,
+            cluster_name=cluster.cluster.eks.name, dispatcher_role_name=role_name,
+            trust_policy=on_aws.account_id.apply(lambda account: policies.workload_trust_policy(
+                account, cluster_name=config.cluster_name, namespace=KUEUE_NAMESPACE, service_account=ROTATION)),
+            partition=arn_partition(config.region), account_id=on_aws.account_id, aws_opts=on_aws.opts,
+            depends_on=depends_on), cluster.in_cluster)
+        cluster_queue = ANY_REGION
+    else:
+        MultiKueueWorker("multikueue", MultiKueueWorkerArgs(
+            cluster_name=cluster.cluster.eks.name,
+            dispatcher_role_arn=on_aws.account_id.apply(
+                lambda account: f"arn:{arn_partition(config.region)}:iam::{account}:role/{role_name}"),
+            aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
+        cluster_queue = namespace  # the namespace's own ClusterQueue (TrainingQueue)
+    custom_resource("multikueue-any-region-queue", any_region_local_queue(namespace, cluster_queue),
+                    pulumi.ResourceOptions.merge(cluster.in_cluster, pulumi.ResourceOptions(depends_on=depends_on)))
+
+
 def _gpu_pools(config: StackConfig) -> list[NodePoolConfig]:
     return [pool for pool in config.node_pools if pool.gpu]
 
@@ -407,4 +481,8 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         "secretsSyncRoleArn": roles.secrets_sync.arn,
         "alertTopicArn": observability.topic.arn,
         "dashboardUrl": observability.dashboard_url,  # scripts/verify reports it
+        # What scripts/verify checks on a MultiKueue manager (verify/multikueue.py).
+        **({"multiKueue": {"role": config.multikueue.role, "queue": ANY_REGION,
+                           "workers": [w.stack for w in config.multikueue.workers],
+                           "probeImage": config.training.cleanup_image}} if config.multikueue else {}),
     }

@@ -23,8 +23,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common.boundary import apply_permissions_boundary
+from components.common.manifests import custom_resource
 from components.common.provider import aws_provider
 from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig
+from components.config.multikueue import MANAGER
 from components.config.platform_contract import (
     CONTRACT_OUTPUT,
     JUDGED_AGAINST_DEPLOYED_PLATFORM,
@@ -38,6 +40,7 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.team_watch import TeamWatchArgs, team_watch
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.workload.multikueue import ANY_REGION, any_region_local_queue
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
@@ -130,6 +133,11 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
         trainer_role_arn=trainer_role.arn,
         namespace_depends_on=[],
     ), in_cluster)
+
+    # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
+    if platform_config.multikueue is not None and platform_config.multikueue.role == MANAGER:
+        custom_resource("team-any-region-queue", any_region_local_queue(namespace, ANY_REGION),
+                        pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
 
     # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
     if config.budget is not None:

@@ -218,11 +218,43 @@ def price_table() -> str:
     return "\n".join(lines)
 
 
+# A stated volume: a 2 TB dataset refreshed monthly into the other region, and a dozen 80 GiB
+# checkpoints a month of jobs that moved (docs/multi-region.md "What it costs").
+CROSS_REGION_GB = 3000.0
+
+
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
     """The stack's config as its plan reads it (a team stack's on its platform plan's contract)."""
     from offline.plan import planned_config  # it imports the Pulumi SDK
 
     return planned_config(stack)
+
+
+def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_gb: float) -> str:
+    """Every platform stack of `environment` in this checkout (its regions), each and in total, with
+    the data moved between its regions: checkpoints and datasets replicated or read across, priced
+    at prices.INTER_REGION_TRANSFER (every stack is priced with the us-east-1 table: a Region's own
+    list prices are not in it)."""
+    from components.config.sibling_stacks import STACKS_DIR, platform_stacks
+    from offline.plan import synthesize
+
+    stacks = [s for s in platform_stacks(STACKS_DIR, (environment,)) if (STACKS_DIR / f"Pulumi.{s}.yaml").is_file()]
+    lines = [f"environment {environment}: {len(stacks)} platform stack(s), {prices.REGION} list prices "
+             f"reviewed {prices.REVIEWED_ON}"]
+    fixed = usage_total = at_min = at_max = 0.0
+    for stack in stacks:
+        cost = plan_cost(synthesize(stack).resources, on=on, usage=usage)
+        fixed, usage_total = fixed + cost.fixed_monthly_usd, usage_total + cost.usage_monthly_usd
+        at_min, at_max = at_min + cost.gpu_hourly_at_min_usd, at_max + cost.gpu_hourly_at_max_usd
+        lines.append(f"  {stack:<14} {cost.region:<10} {_usd(cost.fixed_monthly_usd, 0)}/month fixed + "
+                     f"{_usd(cost.usage_monthly_usd, 0)}/month usage; GPU pools {_usd(cost.gpu_hourly_at_min_usd)}/h "
+                     f"at min, {_usd(cost.gpu_hourly_at_max_usd)}/h at max")
+    transfer = cross_region_gb * prices.INTER_REGION_TRANSFER.usd if len(stacks) > 1 else 0.0
+    lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month x ${prices.INTER_REGION_TRANSFER.usd}/GB = "
+                 f"{_usd(transfer, 0)}/month (--cross-region-gb; {prices.INTER_REGION_TRANSFER.source})")
+    lines.append(f"  total: {_usd(fixed + usage_total + transfer, 0)}/month + GPU pools {_usd(at_min)}/h at min, "
+                 f"{_usd(at_max)}/h at max")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,9 +271,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lustre-cross-az-gb", type=float, default=Usage.lustre_cross_az_gb,
                         help="GB/month GPU nodes outside the Lustre file system's zone move to or from it")
     parser.add_argument("--prices", action="store_true", help="print the price table with its sources")
+    parser.add_argument("--environment", help="cost every platform stack of an environment (its regions) and the total")
+    parser.add_argument("--cross-region-gb", type=float, default=CROSS_REGION_GB,
+                        help="GB/month moved between the environment's regions (replicated datasets and checkpoints)")
     args = parser.parse_args(argv)
     if args.prices:
         print(price_table())
+        return 0
+    if args.environment:
+        usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb,
+                      lustre_cross_az_gb=args.lustre_cross_az_gb)
+        try:
+            print(environment_costs(args.environment, on=args.on, usage=usage, cross_region_gb=args.cross_region_gb))
+        except ConfigError as error:
+            print(f"environment {args.environment}: {error}", file=sys.stderr)
+            return 2
         return 0
     if not args.stack:
         parser.error("name a stack with --stack (or --prices)")

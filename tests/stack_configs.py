@@ -12,7 +12,9 @@ from components.config.stack_file import stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gpu-training"
-PLATFORM_STACKS = ("dev", "staging", "prod")
+ENVIRONMENT_STACKS = ("dev", "staging", "prod")
+"""The environments' own stacks (one each: the bootstrap's CI roles, keys and boundaries)."""
+PLATFORM_STACKS = (*ENVIRONMENT_STACKS, "prod-usw2")
 # Stacks whose Kubernetes manifests are validated and scanned.
 TEAM_STACKS = ("team-vision-prod",)
 MANIFEST_STACKS = PLATFORM_STACKS + TEAM_STACKS
@@ -44,3 +46,19 @@ def mutate(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     else:
         node[rest[-1]] = value
     return result
+
+
+def environment_of(stack: str) -> str:
+    """The environment of a stack: prod-usw2 and team-vision-prod are prod's."""
+    from components.config.stack import stack_kind
+    return str(stack_kind(stack)[1])
+
+
+def region_of(stack: str) -> str:
+    return str(raw_config(stack)[f"{PROJECT}:region"])
+
+
+def stacks_in_us_east_1(stacks: tuple[str, ...]) -> list[str]:
+    """The stacks whose expected mock ARNs and endpoints a test spells in us-east-1 (prod-usw2's
+    data, network and identity: tests/test_multikueue.py and the region-aware tests)."""
+    return [stack for stack in stacks if region_of(stack) == "us-east-1"]

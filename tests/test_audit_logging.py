@@ -9,7 +9,7 @@ import re
 from fnmatch import fnmatchcase
 
 import pytest
-from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config, stacks_in_us_east_1
 
 from components.common.kms import logs_key_policy
 from components.config import ConfigError, load_stack_config
@@ -41,7 +41,7 @@ def log_group_arn(name: str) -> str:
 
 # --- log groups -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_every_log_group_is_encrypted_with_the_environments_logs_key(stack, plan_of):
     plan = plan_of(stack)
     groups = inputs(plan, LOG_GROUP)
@@ -75,7 +75,7 @@ def test_the_logs_key_admits_only_this_environments_groups(name, admitted):
     assert set(service["Action"]) == {"kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"}
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_each_log_group_keeps_its_chosen_retention(stack, plan_of):
     config = config_of(stack)
     retention = {g["name"]: g["retentionInDays"] for g in inputs(plan_of(stack), LOG_GROUP).values()}
@@ -124,7 +124,7 @@ def test_node_log_retention_must_be_a_cloudwatch_period():
 
 # --- S3 server access logs ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_both_data_buckets_log_access_into_the_access_log_bucket(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     buckets = inputs(plan, BUCKET)
@@ -195,7 +195,7 @@ def test_every_key_has_an_explicit_policy_and_an_alias_that_names_it(stack, plan
     assert all(a["name"].startswith("alias/gpu-training-") for a in aliases.values())
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_the_cluster_secrets_key_is_made_like_the_others(stack, plan_of):
     plan = plan_of(stack)
     key = inputs(plan, KEY)["cluster-secrets-key"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded
-from stack_configs import PLATFORM_STACKS, ROOT, raw_config
+from stack_configs import ENVIRONMENT_STACKS, PLATFORM_STACKS, ROOT, environment_of, raw_config, region_of
 
 from bootstrap import policies
 from components.config import ConfigError
@@ -84,7 +84,7 @@ def test_state_bucket_is_versioned_encrypted_private_tls_only_and_expires_old_ve
 
 def test_one_secrets_provider_key_per_environment_with_its_alias(bootstrap):
     aliases = {r["inputs"]["name"] for r in bootstrap.of_type("aws:kms/alias:Alias")}
-    assert aliases == {"alias/gpu-training-pulumi-state", *(f"alias/gpu-training-pulumi-secrets-{env}" for env in PLATFORM_STACKS)}
+    assert aliases == {"alias/gpu-training-pulumi-state", *(f"alias/gpu-training-pulumi-secrets-{env}" for env in ENVIRONMENT_STACKS)}
     assert bootstrap.outputs["secretsProviders"]["prod"] == "awskms://alias/gpu-training-pulumi-secrets-prod?region=us-east-1"
     assert bootstrap.outputs["backendUrl"] == f"s3://gpu-training-pulumi-state-{ACCOUNT}?region=us-east-1"
 
@@ -177,7 +177,7 @@ def test_default_subject_template_and_immutable_ids():
 READ_VERBS = ("Get", "List", "Describe", "Decrypt")
 
 
-@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_preview_role_has_no_write_action(bootstrap, env):
     _, permissions = role(bootstrap, f"gpu-training-ci-preview-{env}")
     for action in allowed_actions(permissions):
@@ -207,7 +207,7 @@ def test_the_invokes_the_program_makes_are_the_ones_the_roles_are_written_for():
     assert set(INVOKE_ANSWERS) == set(policies.PROGRAM_INVOKES)
 
 
-@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_preview_and_deploy_roles_may_make_every_invoke_the_program_makes(bootstrap, env):
     """`pulumi preview` runs the program: e.g. the zone lookups by AZ ID call ec2:DescribeAvailabilityZones."""
     actions = {a for actions in policies.PROGRAM_INVOKES.values() for a in actions}
@@ -403,7 +403,7 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     # The deploy role's rights rest on these tags, which the stacks' provider puts on every resource.
     provider = one(plan, "pulumi:providers:aws")
     tags = json.loads(provider["inputs"]["defaultTags"])["tags"]
-    assert tags[policies.ENVIRONMENT_TAG] == stack.rsplit("-", 1)[-1]
+    assert tags[policies.ENVIRONMENT_TAG] == environment_of(stack)
     assert tags[policies.PROJECT_TAG] == "gpu-training"
 
 
@@ -450,11 +450,18 @@ def scoped_requests(plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
     return requests
 
 
-@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+# A known gap (docs/multi-region.md "What is not built yet"): the bootstrap's deploy role of an
+# environment is written for one region and the environment's own names; prod-usw2 needs it for
+# us-west-2 and gpu-training-prod-usw2-*. Strict: this fails once the bootstrap covers it.
+REGIONAL_GAP = pytest.mark.xfail(strict=True, reason="the deploy role covers one region per environment")
+
+
+@pytest.mark.parametrize("stack", [*(pytest.param(s, marks=REGIONAL_GAP) if s == "prod-usw2" else s
+                                     for s in PLATFORM_STACKS), "team-vision-prod"])
 def test_the_deploy_role_may_create_and_change_what_the_stack_plans_by_name_or_cluster(bootstrap, plan_of, stack):
     """The log groups, alarms, topics, file systems and node group tags of every plan stay inside
     the deploy role's name patterns and tag scopes (a rename out of them would fail `pulumi up`)."""
-    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{environment_of(stack)}")
     requests = scoped_requests(plan_of(stack))
     if stack in PLATFORM_STACKS:
         kinds = {action.split(":")[0] for action, _, _ in requests}
@@ -475,7 +482,7 @@ def linked_services(plan: Plan) -> set[str]:
 @pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
 def test_the_deploy_role_may_create_every_service_linked_role_the_stack_needs(bootstrap, plan_of, stack):
     """A first `pulumi up` in a fresh account makes AWS create these with the deploy role's credentials."""
-    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{stack.rsplit('-', 1)[-1]}")
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{environment_of(stack)}")
     for service in linked_services(plan_of(stack)):
         assert evaluate(permissions, "iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/{service}/x",
                         {"iam:AWSServiceName": service}) == ALLOW, f"{stack} needs {service}"
@@ -488,7 +495,7 @@ def test_efs_automatic_backups_need_aws_backups_service_linked_role(plan_of):
     assert {"eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "spot.amazonaws.com"} <= linked_services(plan_of("dev"))
 
 
-@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_platform_stacks_give_the_ci_roles_cluster_access(env):
     cluster = raw_config(env)["gpu-training:cluster"]
     admin_roles = {arn.rsplit("/", 1)[-1] for arn in cluster["adminPrincipals"]}
@@ -606,7 +613,7 @@ def test_the_image_role_trusts_the_default_subject_template_too():
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, token(f"repo:{REPO}:pull_request")) != ALLOW
 
 
-@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_the_image_role_names_the_repository_the_stacks_create(bootstrap, plan_of, env):
     """bootstrap/policies.py derives the repository's name; components/data/registry.py gives it."""
     repositories = [r["inputs"]["name"] for r in plan_of(env).of_type("aws:ecr/repository:Repository")]
@@ -630,9 +637,9 @@ def as_list(value: Any) -> list[Any]:
 
 @pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
 def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, plan_of, stack):
-    env = stack.rsplit("-", 1)[-1]
+    env = environment_of(stack)
     document, plan = boundary(bootstrap, env), plan_of(stack)
-    context = {"aws:ResourceTag/environment": env, "aws:RequestedRegion": "us-east-1"}
+    context = {"aws:ResourceTag/environment": env, "aws:RequestedRegion": region_of(stack)}
     for attached in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
         for action in policies.MANAGED_POLICY_ACTIONS[attached["inputs"]["policyArn"].rsplit("/", 1)[-1]]:
             assert evaluate(document, action, "*", context) == ALLOW, f"{attached['name']}: {action}"

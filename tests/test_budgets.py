@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, environment_of, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from offline.plan import MOCK_ACCOUNT_ID, synthesize
@@ -34,7 +34,8 @@ def test_every_stack_has_its_budget_alerting_the_platform_topic(stack, plan_of):
     assert thresholds == [("ACTUAL", p) for p in config.budget.actual_percent] + \
         [("FORECASTED", p) for p in config.budget.forecast_percent]
     # A team's budget alerts its platform's topic, as the platform's plan exports it.
-    topic = plan_of(f"{config.environment}").outputs["alertTopicArn"] if config.team else PLATFORM_TOPIC
+    topic = plan_of(f"{config.environment}").outputs["alertTopicArn"] if config.team else \
+        PLATFORM_TOPIC.replace("us-east-1", config.region)
     for notification in budget["notifications"]:
         assert notification["comparisonOperator"] == "GREATER_THAN"
         assert notification["thresholdType"] == "PERCENTAGE"
@@ -51,7 +52,7 @@ def test_the_prod_budget_thresholds(plan_of):
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_a_platform_budget_counts_its_environment(stack, plan_of):
     budget = budget_of(plan_of(stack))
-    assert budget["costFilters"] == [{"name": "TagKeyValue", "values": [f"user:environment${stack}"]}]
+    assert budget["costFilters"] == [{"name": "TagKeyValue", "values": [f"user:environment${environment_of(stack)}"]}]
     assert "filterExpression" not in budget
 
 

@@ -47,7 +47,8 @@ def test_control_plane(stack, plan_of):
 
 def test_access_entries(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    entries = {e["principalArn"] for e in (r["inputs"] for r in plan.of_type("aws:eks/accessEntry:AccessEntry"))}
+    entries = {e["principalArn"] for e in (r["inputs"] for r in plan.of_type("aws:eks/accessEntry:AccessEntry"))
+               if e.get("kubernetesGroups") != ["multikueue-manager"]}  # MultiKueue's: tests/test_multikueue.py
     assert entries == set(config.cluster.admin_principals) | set(config.cluster.read_only_principals)
     policies = {(a["inputs"]["principalArn"], a["inputs"]["policyArn"].rsplit("/", 1)[-1])
                 for a in plan.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}

@@ -1,7 +1,7 @@
 """The config model: valid stacks parse; each kind of bad input is rejected, naming the key."""
 
 import pytest
-from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, environment_of, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 
@@ -13,7 +13,7 @@ def load(raw, stack="dev"):
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_every_platform_stack_is_valid(stack):
     config = load(raw_config(stack), stack)
-    assert config.environment == stack
+    assert config.environment == environment_of(stack)
     assert config.team is None
     assert len(config.network.subnets) == len(config.network.availability_zones)
 

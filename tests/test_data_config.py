@@ -2,7 +2,7 @@
 secret values never appear in an error message or a repr."""
 
 import pytest
-from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
+from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, environment_of, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
 from components.config.secrets import env_var_name
@@ -28,7 +28,7 @@ def test_stack_files_parse(stack):
     config = load(raw_config(stack), stack)
     assert config.secrets.names == ("hf-token", "wandb-api-key")
     assert config.storage.datasets_bucket is None
-    assert config.storage.efs_backups is (stack == "prod")
+    assert config.storage.efs_backups is (environment_of(stack) == "prod")
     assert config.registry.keep_images >= 1
 
 

@@ -436,9 +436,11 @@ def test_prod_file_system_is_encrypted_persistent_and_in_the_gpu_zone(plan_of):
 
 def test_prod_links_the_datasets_bucket_read_only(plan_of):
     plan = plan_of("prod")
-    (association,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    # (prod, a MultiKueue manager, also links its checkpoint directory: tests/test_multikueue.py)
+    (association,) = [a for a in plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+                      if a["inputs"]["fileSystemPath"] == "/_datasets"]
     inputs = association["inputs"]
-    assert inputs["fileSystemId"] == "lustre-fs-id" and inputs["fileSystemPath"] == "/_datasets"
+    assert inputs["fileSystemId"] == "lustre-fs-id"
     assert inputs["dataRepositoryPath"] == f"s3://gpu-training-prod-datasets-{ACCOUNT}/"
     assert inputs["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}, "import only, no export"
     assert inputs["deleteDataInFilesystem"] is False
@@ -448,13 +450,16 @@ def test_the_data_key_lets_only_fsx_read_only_the_datasets_bucket(plan_of):
     for stack in PLATFORM_STACKS:
         policy = json.loads(by_name(plan_of(stack), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
         fsx = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
-        assert len(fsx) == (stack == "prod"), stack
-    (statement,) = fsx
+        assert len(fsx) == (stack in ("prod", "prod-usw2")), stack
+    policy = json.loads(by_name(plan_of("prod"), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
+    (statement,) = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
     condition = statement["Condition"]
     assert condition["ArnLike"]["aws:PrincipalArn"] == (
         f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*")
     assert condition["StringEquals"] == {"kms:CallerAccount": ACCOUNT, "kms:ViaService": "s3.us-east-1.amazonaws.com"}
-    assert condition["StringLike"] == {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::gpu-training-prod-datasets-{ACCOUNT}"}
+    # The datasets bucket, and (MultiKueue: Lustre exports checkpoints there) the artifacts bucket.
+    assert condition["StringLike"] == {"kms:EncryptionContext:aws:s3:arn": [
+        f"arn:aws:s3:::gpu-training-prod-{purpose}-{ACCOUNT}" for purpose in ("datasets", "artifacts")]}
     assert "kms:*" not in statement["Action"] and "kms:CreateGrant" not in statement["Action"]
 
 

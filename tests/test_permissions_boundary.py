@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, environment_of, mutate, raw_config
 
 from bootstrap import policies
 from components.common.boundary import bound_roles
@@ -19,7 +19,7 @@ KEY = f"{PROJECT}:iamPermissionsBoundary"
 
 
 def boundary_of(stack: str) -> str:
-    environment = stack.rsplit("-", 1)[-1]
+    environment = environment_of(stack)
     return raw_config(environment)[KEY]
 
 
@@ -29,7 +29,7 @@ def test_every_role_of_every_stack_carries_the_environments_boundary(plan_of, st
     assert roles, stack
     boundary = boundary_of(stack)
     # The bootstrap's name for this environment's boundary (bootstrap/policies.py).
-    assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, stack.rsplit('-', 1)[-1])}")
+    assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, environment_of(stack))}")
     missing = sorted(r["name"] for r in roles if r["inputs"].get("permissionsBoundary") != boundary)
     assert not missing, f"roles of {stack} without {boundary}: {missing}"
 

@@ -7,6 +7,7 @@ import pytest
 from stack_configs import PLATFORM_STACKS, raw_config
 
 from components.config import load_stack_config
+from components.config.stack import stack_kind
 from components.network.endpoints import INTERFACE_ENDPOINTS
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
@@ -36,7 +37,8 @@ def test_every_aws_resource_uses_the_explicit_provider(stack, plan_of):
 
 def test_provider_default_tags(stack, plan_of):
     tags = json.loads(plan_of(stack).of_type("pulumi:providers:aws")[0]["inputs"]["defaultTags"])["tags"]
-    assert tags["environment"] == stack and tags["stack"] == stack
+    # prod-usw2 is prod's: budgets and cost allocation add its costs to the environment's.
+    assert tags["environment"] == stack_kind(stack)[1] and tags["stack"] == stack
     assert tags["managed-by"] == "pulumi" and tags["cost-center"]
 
 
@@ -125,11 +127,11 @@ def test_subnets_per_az(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     subnets = plan.of_type("aws:ec2/subnet:Subnet")
     zones = config.network.availability_zones
-    assert len(zones) == {"dev": 2, "staging": 3, "prod": 3}[stack]
+    assert len(zones) == {"dev": 2, "staging": 3, "prod": 3, "prod-usw2": 3}[stack]
     for kind, role_tag in (("private", "kubernetes.io/role/internal-elb"), ("public", "kubernetes.io/role/elb")):
         mine = [s["inputs"] for s in subnets if f"-{kind}-" in s["name"]]
         assert sorted(s["availabilityZone"] for s in mine) == sorted(zones)
-        assert all(s["tags"][role_tag] == "1" and s["tags"][f"kubernetes.io/cluster/gpu-training-{stack}"] == "shared"
+        assert all(s["tags"][role_tag] == "1" and s["tags"][f"kubernetes.io/cluster/{config.cluster_name}"] == "shared"
                    for s in mine)
         assert not any(s["mapPublicIpOnLaunch"] for s in mine)
 
@@ -159,11 +161,12 @@ def test_flow_logs_on(stack, plan_of):
 
 def test_endpoints_present(stack, plan_of):
     endpoints = {e["inputs"]["serviceName"]: e["inputs"] for e in plan_of(stack).of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
-    assert endpoints["com.amazonaws.us-east-1.s3"]["vpcEndpointType"] == "Gateway"
+    region = config_of(stack).region
+    assert endpoints[f"com.amazonaws.{region}.s3"]["vpcEndpointType"] == "Gateway"
     for service in ("ecr.api", "ecr.dkr", "sts", "logs", "secretsmanager", "ec2"):
         assert service in INTERFACE_ENDPOINTS
     for service in INTERFACE_ENDPOINTS:
-        endpoint = endpoints[f"com.amazonaws.us-east-1.{service}"]
+        endpoint = endpoints[f"com.amazonaws.{region}.{service}"]
         assert endpoint["privateDnsEnabled"] is True
         assert endpoint["securityGroupIds"] == [sg_id("vpc-endpoints")]
         assert all("-private-" in s for s in endpoint["subnetIds"])

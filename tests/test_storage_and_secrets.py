@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from crd_schemas import validate_custom_resource
-from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, raw_config
+from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, environment_of, raw_config, stacks_in_us_east_1
 
 from components.config import load_stack_config
 from components.data import training_data
@@ -60,7 +60,7 @@ def key_arn(resource_name):
 
 # --- S3 ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_buckets_have_every_control(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     buckets = data_buckets(plan)
@@ -109,7 +109,7 @@ def test_no_two_environments_share_a_bucket_or_key_alias(plan_of):
     assert len(aliases) == len(set(aliases))
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_every_customer_key_rotates(stack, plan_of):
     keys = by_name(plan_of(stack), "aws:kms/key:Key")
     assert {"storage-buckets-data-key", "checkpoints-efs-key", "registry-key", "secrets-key"} <= set(keys)
@@ -118,7 +118,7 @@ def test_every_customer_key_rotates(stack, plan_of):
 
 # --- EFS ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_efs_for_checkpoints(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     (fs,) = plan.of_type("aws:efs/fileSystem:FileSystem")
@@ -150,10 +150,10 @@ def test_efs_for_checkpoints(stack, plan_of):
     assert "elasticfilesystem:ClientRootAccess" not in granted
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_training_volumes(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    namespace = f"training-{stack}"
+    namespace = f"training-{environment_of(stack)}"
     addons = by_name(plan, "aws:eks/addon:Addon")
     versions = ADDON_VERSIONS[config.cluster.kubernetes_version]
     efs_addon = next(a for a in addons.values() if a["addonName"] == "aws-efs-csi-driver")
@@ -195,7 +195,7 @@ def test_training_volumes(stack, plan_of):
 
 # --- ECR ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_trainer_repository(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     (repository,) = plan.of_type("aws:ecr/repository:Repository")
@@ -213,7 +213,7 @@ def test_trainer_repository(stack, plan_of):
 
 # --- secrets -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_secrets_manager_holds_each_secret_redacted(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     secrets = by_name(plan, "aws:secretsmanager/secret:Secret")
@@ -224,10 +224,10 @@ def test_secrets_manager_holds_each_secret_redacted(stack, plan_of):
     assert all(v["inputs"]["secretString"] == REDACTED for v in versions)
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_external_secrets_syncs_into_training_secrets(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    namespace = f"training-{stack}"
+    namespace = f"training-{environment_of(stack)}"
     release = by_name(plan, "kubernetes:helm.sh/v3:Release")["secrets-sync-operator"]
     assert (release["chart"], release["version"]) == ("external-secrets", ESO_CHART_VERSION)
     crd_release = (ROOT / "schemas" / "crds" / "README.md").read_text()
@@ -257,10 +257,10 @@ def test_external_secrets_syncs_into_training_secrets(stack, plan_of):
 
 # --- workload identity -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_pod_identity_bindings(stack, plan_of):
     plan = plan_of(stack)
-    namespace = f"training-{stack}"
+    namespace = f"training-{environment_of(stack)}"
     account = manifest(plan, "ServiceAccount", "trainer")
     assert account["metadata"]["namespace"] == namespace and account["automountServiceAccountToken"] is False
     associations = {(a["namespace"], a["serviceAccount"]): a for a in by_name(plan, ASSOCIATION).values()}
@@ -280,7 +280,7 @@ def test_pod_identity_bindings(stack, plan_of):
             "aws:RequestTag/kubernetes-namespace": ns, "aws:RequestTag/kubernetes-service-account": service_account}
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_trainer_reaches_only_its_own_data(stack, plan_of):
     plan = plan_of(stack)
     datasets, artifacts = (bucket_arn(f"gpu-training-{stack}-{p}-{ACCOUNT}", "aws") for p in ("datasets", "artifacts"))
@@ -388,7 +388,7 @@ def test_plain_text_secrets_in_a_stack_file_stop_the_plan(tmp_path):
     assert not any(value in result.stdout + result.stderr for value in PLANTED.values())
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_operator_namespace_is_restricted_and_denies_by_default(stack, plan_of):
     plan = plan_of(stack)
     labels = manifest(plan, "Namespace", "external-secrets")["metadata"]["labels"]

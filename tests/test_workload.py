@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, raw_config
+from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, environment_of, raw_config
 
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import load_stack_config
@@ -48,7 +48,7 @@ def test_every_configured_job_is_a_queued_jobset(stack, plan_of):
         namespace = jobset["metadata"]["namespace"]
         local = local_queues[(namespace, jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
         queue = cluster_queues[local["spec"]["clusterQueue"]]
-        assert queue["spec"]["cohortName"] == stack
+        assert queue["spec"]["cohortName"] == environment_of(stack)
         assert {f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]} <= flavors
 
 
@@ -91,7 +91,7 @@ def test_quotas_cover_the_largest_gang(stack, plan_of):
         gang = int(env_of(jobset)["TRAIN_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
         assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= gang
         pool = pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]
-        (cluster_queue,) = manifests(plan, "ClusterQueue")
+        (cluster_queue,) = [q for q in manifests(plan, "ClusterQueue") if q["metadata"]["name"] != "any-region"]
         flavor = next(f for g in cluster_queue["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == f"pool-{pool}")
         nominal = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
         assert nominal["nvidia.com/gpu"] >= gang, "a gang above its queue's quota would never be admitted"
@@ -198,7 +198,7 @@ def test_secret_env_comes_from_the_synced_secret(stack, plan_of):
 
 def test_namespace_guard_rails(stack, plan_of):
     plan = plan_of(stack)
-    namespace = f"training-{stack}"
+    namespace = f"training-{environment_of(stack)}"
     (ns,) = [n for n in manifests(plan, "Namespace") if n["metadata"]["name"] == namespace]
     labels = ns["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"

@@ -175,6 +175,19 @@ def _runner_check(outputs: StackOutputs, *, now: float, ec2: Any) -> CheckResult
     return ci_runners.check_runner_tags(outputs, str(project_file()["name"]), ec2 or make_ec2, now)
 
 
+def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[CheckResult]:
+    """The manager's workers connected, then a probe dispatched and admitted (verify/multikueue.py)."""
+    from verify import checks, multikueue
+
+    workers = checks.guarded("multikueue.workers", lambda: multikueue.check_workers(
+        cluster.cluster_custom_objects(*multikueue.KUEUE, "multikueueclusters"),
+        cluster.cluster_custom_object(*multikueue.KUEUE, "admissionchecks", multikueue.ADMISSION_CHECK)))
+    if workers.status.name != "PASS" or not outputs.probe_image:
+        return [workers]
+    return [workers, checks.guarded("multikueue.probe", multikueue.check_probe, cluster, outputs.namespace,
+                                    outputs.probe_image, now=now)]
+
+
 def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any,
          ec2: Any) -> list[CheckResult]:
     from verify import checks
@@ -187,6 +200,8 @@ def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: 
     ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
                          now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
     results = [*checks.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2)]
+    if outputs.multikueue_role == "manager":
+        results += _multikueue_checks(cluster, outputs, now)
     for job in args.job:
         results += checks.job_checks(ctx, outputs.jobs[job])
     if args.nccl:

@@ -56,6 +56,12 @@ class Kube:
         return self._json(self.custom.list_namespaced_custom_object, group, version, namespace, plural,
                           label_selector=label_selector)["items"]
 
+    def cluster_custom_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        return self._json(self.custom.list_cluster_custom_object, group, version, plural)["items"]
+
+    def cluster_custom_object(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:
+        return self._optional(self.custom.get_cluster_custom_object, group, version, plural, name)
+
     def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
         response: Any = self.core.read_namespaced_pod_log(name, namespace, container=container,
                                                           tail_lines=LOG_TAIL_LINES, _preload_content=False,

@@ -59,6 +59,10 @@ class StackOutputs:
     """The platform stack's CI runners' security group (`ciRunnerSecurityGroupId`); None in team stacks."""
     dashboard_url: str | None = None
     """The stack's CloudWatch dashboard (None: a program older than the output)."""
+    multikueue_role: str | None = None
+    """`multiKueue.role` of the stack (manager: verify checks its workers and dispatches a probe)."""
+    probe_image: str | None = None
+    """The image the MultiKueue probe runs (the trainer image; present on every worker's nodes' registry path)."""
 
 
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
@@ -148,6 +152,8 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         environment=_text(data.get("environment")),
         ci_runner_security_group=_text(data.get("ciRunnerSecurityGroupId")),
         dashboard_url=data["dashboardUrl"] if isinstance(data.get("dashboardUrl"), str) else None,
+        multikueue_role=multikueue.get("role") if isinstance(multikueue := data.get("multiKueue"), dict) else None,
+        probe_image=multikueue.get("probeImage") if isinstance(multikueue, dict) else None,
     )
 
 

@@ -208,6 +208,20 @@ KEYS: tuple[Key, ...] = (
     Key("scaleDown.unneededMinutes", INTEGER, "An unneeded node goes after this many minutes.", default=10),
     Key("scaleDown.delayAfterAddMinutes", INTEGER, "No scale-down this long after a scale-up.", default=10),
 
+    Key("multiKueue", MAPPING, "This cluster's part in one job queue over the environment's clusters in several "
+        "regions (Kueue MultiKueue, docs/multi-region.md); left out, the cluster is on its own.", default={},
+        stacks=frozenset({PLATFORM})),
+    Key("multiKueue.role", STRING, "manager: dispatches the environment's jobs to the workers; worker: admits them.",
+        allowed=("manager", "worker")),
+    Key("multiKueue.manager", STRING, "A worker's manager stack (its dispatcher role gets this cluster's access entry).",
+        default=UNSET),
+    Key("multiKueue.managerRegion", STRING, "A worker's manager's region: its checkpoints replicate there.",
+        default=UNSET),
+    Key("multiKueue.workers", LIST, "A manager's worker stacks, most preferred first (at most 20).", default=UNSET),
+    Key("multiKueue.workers[].stack", STRING, "A platform stack of the same environment, e.g. prod-usw2."),
+    Key("multiKueue.workers[].region", STRING, "The worker stack's region."),
+    Key("multiKueue.workers[].gpus", INTEGER, "The most GPUs the manager dispatches to it at once (its gpuQuota total)."),
+
     Key("budget", MAPPING, "Monthly AWS Budget of the stack (required in prod, platform and team stacks).", default={},
         stacks=BOTH),
     Key("budget.monthlyLimitUsd", INTEGER, "The monthly limit in whole US dollars."),

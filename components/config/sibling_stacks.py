@@ -4,14 +4,17 @@ Each environment has its own VPC, and their ranges stay distinct so they can be 
 reached over one Transit Gateway) later: AWS refuses a peering connection between VPCs whose
 CIDR blocks overlap (Amazon VPC Peering Guide, "VPC peering limitations":
 https://docs.aws.amazon.com/vpc/latest/peering/vpc-peering-basics.html#vpc-peering-limitations).
-The program runs in the checkout, so a platform stack reads the other environments' stack files
-beside its own (stacks/Pulumi.<env>.yaml), strictly; one it cannot read, or whose vpcCidr is not
+The same holds for the stacks of one environment in several regions (stacks/Pulumi.<env>-<site>.yaml,
+e.g. prod-usw2): the MultiKueue manager reaches each worker's private API endpoint over peering or
+a Transit Gateway, which needs distinct ranges too. The program runs in the checkout, so a
+platform stack reads the other platform stacks' files beside its own, strictly; one it cannot read, or whose vpcCidr is not
 a CIDR, is skipped with a warning (its own plan reports why), never a traceback.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,6 +24,8 @@ from components.config.reader import ConfigError
 from components.config.stack_file import REPO_ROOT, read_stack_file, shown_path
 
 STACKS_DIR = REPO_ROOT / "stacks"
+REGIONAL_STACK = re.compile(r"(?P<env>dev|staging|prod)-(?P<site>[a-z][a-z0-9]{1,7})")
+"""A platform stack of an environment in a further region: <env>-<site>, e.g. prod-usw2."""
 """Pulumi.yaml's stackConfigDir: where the environment stacks' files are."""
 
 
@@ -37,7 +42,7 @@ def sibling_vpc_cidrs(stacks_dir: Path, *, project: str, stack: str,
     """(the VPC CIDRs of the other environments' stack files in `stacks_dir`, warnings for those skipped).
     A missing file is no environment of this checkout and says nothing."""
     found, skipped = [], []
-    for environment in environments:
+    for environment in platform_stacks(stacks_dir, environments):
         path = stacks_dir / f"Pulumi.{environment}.yaml"
         if environment == stack or not path.is_file():
             continue
@@ -49,6 +54,14 @@ def sibling_vpc_cidrs(stacks_dir: Path, *, project: str, stack: str,
             skipped.append(f"network.vpcCidr not compared with stack '{environment}' ({shown_path(path)}): {reason}; "
                            "plan that stack to see why")
     return found, skipped
+
+
+def platform_stacks(stacks_dir: Path, environments: tuple[str, ...]) -> list[str]:
+    """Every platform stack of `environments` with a file in `stacks_dir`: the environments'
+    own and their regional siblings (<env>-<site>, e.g. prod-usw2)."""
+    regional = sorted(path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                      for environment in environments for path in stacks_dir.glob(f"Pulumi.{environment}-*.yaml"))
+    return [*environments, *(name for name in regional if REGIONAL_STACK.fullmatch(name))]
 
 
 @lru_cache(maxsize=64)

@@ -22,6 +22,7 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
+from components.config.multikueue import MultiKueueConfig, parse_multikueue
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
@@ -49,7 +50,7 @@ from components.config.service_quotas import (
     parse_service_quotas,
     security_group_rules,
 )
-from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
+from components.config.sibling_stacks import REGIONAL_STACK, STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import (
     CUDA_FORMAT_FIX,
@@ -115,11 +116,21 @@ class StackConfig:
     """What the load could not judge and says so (a sibling stack file it could not read)."""
     allow_placeholders: bool = False
     """`placeholders.allow` (dev only): a real deploy warns about example values instead of refusing them."""
+    multikueue: MultiKueueConfig | None = None
+    """`multiKueue`: this cluster's part in the environment's one queue over several regions."""
+
+    @property
+    def site(self) -> str | None:
+        """The further region's label of a regional stack (prod-usw2: usw2); None for the
+        environment's own stack."""
+        match = REGIONAL_STACK.fullmatch(self.stack)
+        return match["site"] if match else None
 
     @property
     def name_prefix(self) -> str:
-        """Prefix of every physical name: two environments can never collide."""
-        return f"{self.project}-{self.environment}"
+        """Prefix of every physical name: two environments, or one environment's stacks in two
+        regions (IAM names are global), can never collide."""
+        return f"{self.project}-{self.environment}" + (f"-{self.site}" if self.site else "")
 
     @property
     def cluster_name(self) -> str:
@@ -194,6 +205,8 @@ def stack_kind(stack: str) -> tuple[str | None, str | None]:
     """(team, environment) implied by a stack name; (None, None) for an unknown form."""
     if stack in ENVIRONMENTS:
         return None, stack
+    if regional := REGIONAL_STACK.fullmatch(stack):
+        return None, regional["env"]
     match = TEAM_STACK.fullmatch(stack)
     if match:
         return match["team"], match["env"]
@@ -296,8 +309,9 @@ def _team_and_environment(stack: str, errors: ErrorLog) -> tuple[str | None, str
     team, environment = stack_kind(stack)
     if environment is None:
         raise ConfigError([ConfigProblem(
-            f"stack '{stack}'", "unknown stack name", "name platform stacks dev, staging or prod and team stacks "
-            "team-<team>-<env> with a lowercase team name (e.g. team-vision-prod).")])
+            f"stack '{stack}'", "unknown stack name", "name platform stacks dev, staging or prod (in a further region: "
+            "<env>-<site>, e.g. prod-usw2) and team stacks team-<team>-<env> with a lowercase team name "
+            "(e.g. team-vision-prod).")])
     if team and len(team) > MAX_TEAM_NAME:
         errors.append(ConfigProblem(f"stack '{stack}'", f"team name '{team}' is longer than {MAX_TEAM_NAME} characters "
                                     "(it becomes part of IAM role names)", "use a shorter team name."))
@@ -335,6 +349,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     allow_placeholders = parse_allow(root, environment=environment)
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
+    multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
+                                  region_problem=region_problem)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
     root.finish()
@@ -345,7 +361,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
-                       allow_placeholders=allow_placeholders)
+                       allow_placeholders=allow_placeholders, multikueue=multikueue)
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,

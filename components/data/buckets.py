@@ -40,6 +40,8 @@ class DataBucketsArgs:
     """Last part of every bucket name (bucket names are global), and the account the data key trusts."""
     region: str = ""
     """Needed when FSx for Lustre reads the datasets bucket (storage.lustre)."""
+    lustre_exports_checkpoints: bool = False
+    """FSx for Lustre also writes checkpoints to the artifacts bucket (multiKueue: data/replication.py)."""
 
 
 class DataBuckets(pulumi.ComponentResource):
@@ -87,7 +89,8 @@ class DataBuckets(pulumi.ComponentResource):
             return iam.key_policy
         return lambda account, partition: iam.key_policy(account, partition, policies.fsx_datasets_key_statement(
             account_id=account, region=args.region,
-            bucket=bucket_name(args.project, args.environment, "datasets", account)))
+            bucket=bucket_name(args.project, args.environment, "datasets", account),
+            also=[bucket_name(args.project, args.environment, "artifacts", account)] if args.lustre_exports_checkpoints else []))
 
     def _bucket(self, purpose: str, *, checkpoint_expiry: bool) -> aws.s3.Bucket:
         args, child = self._args, pulumi.ResourceOptions(parent=self)

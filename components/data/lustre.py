@@ -55,6 +55,9 @@ class LustreFileSystemArgs:
     """The security group of the file system (Lustre from the nodes)."""
     datasets_bucket: pulumi.Input[str]
     """The bucket the data repository association links the file system to."""
+    checkpoints_bucket: pulumi.Input[str] | None = None
+    """multiKueue: the artifacts bucket whose checkpoints/ the checkpoint directory is linked to,
+    both ways, so checkpoints replicate to the other regions (data/replication.py)."""
 
 
 class LustreFileSystem(pulumi.ComponentResource):
@@ -98,4 +101,20 @@ class LustreFileSystem(pulumi.ComponentResource):
             tags={"Name": f"{args.name_prefix}-lustre-datasets"},
             opts=child,
         )
+        if args.checkpoints_bucket is not None:
+            # Exported as each file is closed, deletions too (a pruned checkpoint goes everywhere);
+            # imported as replicas arrive from the other regions.
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-checkpoints",
+                file_system_id=self.file_system.id,
+                file_system_path=f"/{CHECKPOINTS_DIR}",
+                data_repository_path=pulumi.Output.concat("s3://", args.checkpoints_bucket, f"/{CHECKPOINTS_DIR}/"),
+                batch_import_meta_data_on_create=True,
+                delete_data_in_filesystem=False,
+                s3=aws.fsx.DataRepositoryAssociationS3Args(
+                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=AUTO_IMPORT_EVENTS),
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=AUTO_IMPORT_EVENTS)),
+                tags={"Name": f"{args.name_prefix}-lustre-checkpoints"},
+                opts=child,
+            )
         self.register_outputs({"fileSystemId": self.file_system.id, "mountName": self.file_system.mount_name})

@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from datetime import date
 
 REGION = "us-east-1"
+# Data moved from one US Region to another (us-east-1 <-> us-west-2), charged by the source Region;
+# S3 Cross-Region Replication is billed at this rate too. The AWS EC2 pricing page lists it under
+# "Data Transfer OUT From Amazon EC2 To another AWS Region"; the figure here from the rate matrix at
+# https://www.redresscompliance.com/aws-inter-region-transfer-costs-multiregion.html ("us east 1 to
+# us west 2 | $0.02 per GB"). us-east-1 <-> us-east-2 is $0.01 on the same page: not used here.
 # The day this table was last reviewed as a whole; the cost model judges "past standard support"
 # on this day unless told another, so the same commit always prints the same figures.
 REVIEWED_ON = date(2026, 11, 30)
@@ -34,6 +39,10 @@ class Price:
     source: str
     as_of: str
     """Date of the source's data (or of the page when it carries no date)."""
+
+
+INTER_REGION_TRANSFER = Price(0.02, "GB", "redresscompliance.com AWS inter-region rate matrix (us-east-1 to us-west-2)",
+                              "2026-11")
 
 
 # --- EC2 instances ------------------------------------------------------------------------------

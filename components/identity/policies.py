@@ -36,7 +36,7 @@ def bucket_arn(bucket: str, partition: str) -> str:
 FSX_S3_ACCESS_ROLES = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
 
 
-def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str) -> dict:
+def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str, also: Sequence[str] = ()) -> dict:
     """Key policy statement letting FSx for Lustre read (and, for exports, write) the objects of
     `bucket` under an SSE-KMS customer key: the statement the FSx guide prescribes, with the
     file system id left open (the key exists before the file system), so the principal is any
@@ -52,7 +52,9 @@ def fsx_datasets_key_statement(*, account_id: str, region: str, bucket: str) -> 
         "Condition": {
             "ArnLike": {"aws:PrincipalArn": f"arn:{partition}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"},
             "StringEquals": {"kms:CallerAccount": account_id, "kms:ViaService": f"s3.{region}.amazonaws.com"},
-            "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn(bucket, partition)},
+            # `also`: the artifacts bucket, where Lustre exports checkpoints (data/replication.py).
+            "StringLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn(b, partition) for b in (bucket, *also)]
+                           if also else bucket_arn(bucket, partition)},
         },
     }
 

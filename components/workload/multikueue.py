@@ -1,0 +1,247 @@
+"""MultiKueue: one queue on the manager cluster over the environment's worker clusters.
+
+Manager (kueue v0.19.2 site/static/examples/multikueue/multikueue-setup.yaml): a MultiKueueCluster
+per worker (its kubeconfig in a Secret of kueue-system), one MultiKueueConfig listing them, an
+AdmissionCheck with controller `kueue.x-k8s.io/multikueue`, and a ClusterQueue with that check,
+whose quota is the sum of the workers' (docs/concepts/multikueue.md: "the quota in the manager
+cluster should equal the total quota available in all worker clusters"). Jobs submit to the
+LocalQueue ANY_REGION; a JobSet there carries `spec.managedBy: kueue.x-k8s.io/multikueue`, so the
+manager's JobSet controller leaves it to MultiKueue, which creates it where it is admitted.
+
+Credentials: a CronJob rotates each worker's kubeconfig Secret with a 15-minute EKS token minted
+from the dispatcher role (multikueue_token_script.py); no long-lived key or token exists.
+
+Worker: the same namespace with a LocalQueue ANY_REGION onto its own ClusterQueue (MultiKueue
+expects the job's namespace and LocalQueue to exist on the worker: docs/tasks/manage/
+setup_multikueue.md), and an EKS access entry for the dispatcher role in a Kubernetes group bound
+to the ClusterRole that page's create-multikueue-kubeconfig.sh lists (the JobSet and batch Job
+rules of it: the only kinds this platform runs), not cluster admin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
+from components.common.manifests import custom_resource
+from components.config.multikueue import MultiKueueConfig, stack_name_prefix
+from components.workload.queues import COVERED_RESOURCES, KUEUE_API
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MANAGED_BY = MULTIKUEUE_CONTROLLER
+"""JobSet spec.managedBy of a JobSet the manager dispatches (kueue v0.19.2 docs/tasks/run/multikueue/jobsets.md)."""
+ANY_REGION = "any-region"
+"""The LocalQueue, on the manager and on every worker, of jobs that run wherever there is capacity."""
+ADMISSION_CHECK = "multikueue"
+FLAVOR = "multikueue"
+WORKER_GROUP = "multikueue-manager"
+"""The Kubernetes group of the dispatcher role's access entry on each worker."""
+KUEUE_NAMESPACE = "kueue-system"
+ENVIRONMENT_LABEL = "gpu-training/environment"
+ROTATION = "multikueue-token-rotation"
+SCRIPT = Path(__file__).with_name("multikueue_token_script.py")
+SCRIPT_DIR = "/opt/multikueue"
+# EKS accepts a token for 15 minutes (aws-iam-authenticator README): renewed every 5, two runs may fail.
+ROTATION_SCHEDULE = "*/5 * * * *"
+ROTATION_DEADLINE_SECONDS = 120
+# The manager's ceilings per GPU for what a GPU pod brings along: a p5.48xlarge's 192 vCPUs, 2 TiB
+# and 32 EFA devices over 8 GPUs (components/facts/instances.py). The workers' own quotas decide.
+CPU_PER_GPU, MEMORY_GIB_PER_GPU, EFA_PER_GPU = 24, 256, 4
+
+
+def worker_cluster_name(project: str, stack: str) -> str:
+    return stack_name_prefix(project, stack)
+
+
+def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str) -> list[dict]:
+    """The manager's Kueue objects, in creation order."""
+    workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{w.stack}-kubeconfig"}}}}
+               for w in config.workers]
+    gpus = config.total_gpus
+    quota = {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
+             EFA_RESOURCE: gpus * EFA_PER_GPU}
+    return [
+        *workers,
+        {"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": ADMISSION_CHECK},
+         "spec": {"clusters": [w.stack for w in config.workers]}},
+        {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": ADMISSION_CHECK},
+         "spec": {"controllerName": MULTIKUEUE_CONTROLLER,
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": ADMISSION_CHECK}}},
+        # A flavor of no nodes: the manager runs none of these pods, the worker picks its own flavor.
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}, "spec": {}},
+        {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": ANY_REGION},
+         "spec": {"cohortName": cohort,
+                  # The environment's training namespace and its teams' (components/workload/namespace.py labels).
+                  "namespaceSelector": {"matchLabels": {ENVIRONMENT_LABEL: environment}},
+                  "queueingStrategy": "BestEffortFIFO",
+                  "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
+                      {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]}]}],
+                  "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}},
+    ]
+
+
+def any_region_local_queue(namespace: str, cluster_queue: str) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": {"name": ANY_REGION, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+def worker_cluster_role() -> dict[str, Any]:
+    """kueue v0.19.2 site/static/examples/multikueue/create-multikueue-kubeconfig.sh, the rules for
+    batch Jobs, JobSets and Kueue's own objects (no pods, StatefulSets, Kubeflow, Ray: not run here)."""
+    read = ["get", "list", "watch"]
+    manage = ["create", "delete", *read]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WORKER_GROUP},
+            "rules": [
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": manage},
+                {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": manage},
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*manage, "update", "patch"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": read},
+            ]}
+
+
+def dispatcher_policy(*, partition: str, account_id: str, clusters: Sequence[tuple[str, str]]) -> str:
+    """DescribeCluster (endpoint and CA) of the workers only; the token needs no permission
+    (sts:GetCallerIdentity is never denied: IAM User Guide, GetCallerIdentity)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Sid": "DescribeWorkerClusters", "Effect": "Allow", "Action": "eks:DescribeCluster",
+        "Resource": [f"arn:{partition}:eks:{region}:{account_id}:cluster/{name}" for name, region in clusters]}]})
+
+
+def rotation_manifests(*, image: str, system_pool: str, workers: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """ServiceAccount, Role (only the workers' Secrets), RoleBinding, ConfigMap, CronJob."""
+    meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
+    secrets = [f"{w['name']}-kubeconfig" for w in workers]
+    pod = {
+        "serviceAccountName": ROTATION, "automountServiceAccountToken": False, "restartPolicy": "Never",
+        "nodeSelector": {POOL_LABEL: system_pool},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "rotate", "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", f"{SCRIPT_DIR}/rotate.py"], "env": [{"name": "WORKERS", "value": json.dumps(workers)}],
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+                             {"name": "api", "mountPath": "/var/run/secrets/api", "readOnly": True}]}],
+        "volumes": [{"name": "script", "configMap": {"name": ROTATION, "items": [{"key": "rotate.py", "path": "rotate.py"}]}},
+                    {"name": "api", "projected": {"sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get", "patch"]},
+                   # Server-side apply of a Secret that does not exist yet is a create.
+                   {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROTATION},
+         "subjects": [{"kind": "ServiceAccount", "name": ROTATION, "namespace": KUEUE_NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"rotate.py": SCRIPT.read_text()}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {
+            "schedule": ROTATION_SCHEDULE, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": ROTATION_DEADLINE_SECONDS, "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": ROTATION_DEADLINE_SECONDS,
+                                     "template": {"metadata": {"labels": {"app.kubernetes.io/name": ROTATION}},
+                                                  "spec": pod}}}}},
+    ]
+
+
+@dataclass(frozen=True)
+class MultiKueueManagerArgs:
+    config: MultiKueueConfig
+    project: str
+    cohort: str
+    environment: str
+    """Whose namespaces (the training namespace and the teams') may use the queue."""
+    image: str
+    system_pool: str
+    cluster_name: pulumi.Input[str]
+    dispatcher_role_name: str
+    trust_policy: pulumi.Input[str]
+    partition: str
+    account_id: pulumi.Output[str]
+    aws_opts: pulumi.ResourceOptions
+    depends_on: Sequence[pulumi.Resource]
+
+
+class MultiKueueManager(pulumi.ComponentResource):
+    def __init__(self, name: str, args: MultiKueueManagerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:MultiKueueManager", name, None, opts)
+        aws_child = pulumi.ResourceOptions.merge(args.aws_opts, pulumi.ResourceOptions(parent=self))
+        role = aws.iam.Role(f"{name}-dispatcher", name=args.dispatcher_role_name, assume_role_policy=args.trust_policy,
+                            description="MultiKueue: mints short-lived EKS tokens for the worker clusters",
+                            tags={"workload": ROTATION}, opts=aws_child)
+        clusters = [(worker_cluster_name(args.project, w.stack), w.region) for w in args.config.workers]
+        aws.iam.RolePolicy(f"{name}-dispatcher-access", role=role.id, opts=aws_child, policy=args.account_id.apply(
+            lambda account: dispatcher_policy(partition=args.partition, account_id=account, clusters=clusters)))
+        aws.eks.PodIdentityAssociation(f"{name}-dispatcher-pod-identity", cluster_name=args.cluster_name,
+                                       namespace=KUEUE_NAMESPACE, service_account=ROTATION, role_arn=role.arn,
+                                       opts=aws_child)
+        in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        workers = [{"name": w.stack, "cluster": cluster, "region": w.region}
+                   for w, (cluster, _) in zip(args.config.workers, clusters, strict=True)]
+        account, role_manifest, binding, script, cronjob = rotation_manifests(
+            image=args.image, system_pool=args.system_pool, workers=workers)
+        k8s.core.v1.ServiceAccount(f"{name}-account", metadata=account["metadata"], opts=in_cluster)
+        k8s.rbac.v1.Role(f"{name}-role", metadata=role_manifest["metadata"], rules=role_manifest["rules"], opts=in_cluster)
+        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
+                                subjects=binding["subjects"], opts=in_cluster)
+        k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
+        k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=cronjob["metadata"], spec=cronjob["spec"], opts=in_cluster)
+        for manifest in manager_manifests(args.config, cohort=args.cohort, environment=args.environment):
+            custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
+        self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class MultiKueueWorkerArgs:
+    cluster_name: pulumi.Input[str]
+    dispatcher_role_arn: pulumi.Input[str]
+    aws_opts: pulumi.ResourceOptions
+    depends_on: Sequence[pulumi.Resource]
+
+
+class MultiKueueWorker(pulumi.ComponentResource):
+    """The manager's way in: an access entry in a group bound to the MultiKueue ClusterRole."""
+
+    def __init__(self, name: str, args: MultiKueueWorkerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:MultiKueueWorker", name, None, opts)
+        aws.eks.AccessEntry(f"{name}-manager-access", cluster_name=args.cluster_name,
+                            principal_arn=args.dispatcher_role_arn, kubernetes_groups=[WORKER_GROUP], type="STANDARD",
+                            opts=pulumi.ResourceOptions.merge(args.aws_opts, pulumi.ResourceOptions(parent=self)))
+        in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        role = worker_cluster_role()
+        k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", metadata=role["metadata"], rules=role["rules"], opts=in_cluster)
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-cluster-role-binding", metadata={"name": WORKER_GROUP},
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=WORKER_GROUP),
+            subjects=[k8s.rbac.v1.SubjectArgs(api_group="rbac.authorization.k8s.io", kind="Group", name=WORKER_GROUP)],
+            opts=in_cluster)
+        self.register_outputs({})
+
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def dispatched_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
+    """A JobSet of the manager's namespace made to run in any region: on the any-region queue and
+    managed by MultiKueue (the manager's JobSet controller then leaves it alone; kueue v0.19.2
+    docs/tasks/run/multikueue/jobsets.md). Its pods, volumes and the launcher's environment are as
+    they are: each worker has the same namespace, claims, secrets and service account."""
+    metadata = {**jobset["metadata"], "labels": {**jobset["metadata"].get("labels", {}), QUEUE_LABEL: ANY_REGION}}
+    return {**jobset, "metadata": metadata, "spec": {**jobset["spec"], "managedBy": MANAGED_BY}}

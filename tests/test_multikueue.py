@@ -1,0 +1,316 @@
+"""MultiKueue over prod's regions: the config rules, the manager's and the worker's objects against
+the pinned Kueue CRDs, the access entry and credential path to each worker, and a dispatchable JobSet."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+
+import pytest
+
+from components.config import ConfigError
+from components.config.multikueue import dispatcher_role_name, stack_name_prefix
+from components.config.stack import load_stack_config, stack_kind
+from components.workload import multikueue_token_script as script
+from components.workload.multikueue import ANY_REGION, MANAGED_BY, QUEUE_LABEL, WORKER_GROUP, dispatched_jobset
+from tests.crd_schemas import validate_custom_resource
+from tests.stack_configs import DELETE, PROJECT, mutate, raw_config
+
+
+def kinds(plan, kind):
+    return [m for m in plan.manifests() if m["kind"] == kind]
+
+
+def problems(raw, stack):
+    try:
+        load_stack_config(raw, project=PROJECT, stack=stack, sibling_stacks_dir=None)
+    except ConfigError as error:
+        return error.errors
+    return []
+
+
+@pytest.mark.parametrize(("stack", "kind"), [
+    ("prod", (None, "prod")), ("prod-usw2", (None, "prod")), ("staging-euw1", (None, "staging")),
+    ("team-vision-prod", ("vision", "prod")), ("prod-", (None, None)), ("qa-usw2", (None, None)),
+])
+def test_stack_names_give_the_environment(stack, kind):
+    assert stack_kind(stack) == kind
+
+
+@pytest.mark.parametrize(("stack", "prefix"), [("prod", "gpu-training-prod"), ("prod-usw2", "gpu-training-prod-usw2")])
+def test_a_regional_stack_has_a_name_prefix_of_its_own(stack, prefix):
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    assert config.name_prefix == prefix == stack_name_prefix(PROJECT, stack)
+    assert config.training_namespace == "training-prod"  # the same namespace on every cluster: MultiKueue mirrors it
+
+
+@pytest.mark.parametrize(("stack", "path", "value", "expected"), [
+    ("prod", "multiKueue.workers", [], "is empty"),
+    ("prod", "multiKueue.workers", [{"stack": "prod", "region": "us-east-1", "gpus": 8}], "is this stack itself"),
+    ("prod", "multiKueue.workers", [{"stack": "staging-usw2", "region": "us-west-2", "gpus": 8}],
+     "not a platform stack of environment 'prod'"),
+    ("prod", "multiKueue.workers", [{"stack": "prod-usw2", "region": "us-west-2", "gpus": 8}] * 2, "listed twice"),
+    ("prod", "multiKueue.workers", [{"stack": "prod-usw2", "region": "mars-1", "gpus": 8}], "workers[0].region"),
+    ("prod", "multiKueue.workers", [{"stack": "prod-usw2", "region": "us-west-2", "gpus": 0}], "workers[0].gpus"),
+    ("prod", "multiKueue.role", "boss", "must be one of manager, worker"),
+    ("prod-usw2", "multiKueue.manager", "prod-usw2", "is this stack itself"),
+    ("prod-usw2", "multiKueue.manager", DELETE, "multiKueue.manager: required key is missing"),
+])
+def test_bad_multikueue_config_is_refused_before_any_resource(stack, path, value, expected):
+    found = problems(mutate(raw_config(stack), path, value), stack)
+    assert any(expected in problem for problem in found), found
+
+
+def test_the_manager_objects_match_the_pinned_kueue_crds(plan_of):
+    plan = plan_of("prod")
+    objects = [m for kind in ("MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck", "ClusterQueue", "LocalQueue",
+                              "ResourceFlavor") for m in kinds(plan, kind)]
+    assert {m["kind"] for m in objects} >= {"MultiKueueCluster", "MultiKueueConfig"}
+    for manifest in objects:
+        assert validate_custom_resource(manifest) == [], manifest["metadata"]
+    (cluster,) = kinds(plan, "MultiKueueCluster")
+    assert cluster["metadata"]["name"] == "prod-usw2"
+    assert cluster["spec"]["clusterSource"] == {"kubeConfig": {"locationType": "Secret", "location": "prod-usw2-kubeconfig"}}
+    (config,) = kinds(plan, "MultiKueueConfig")
+    assert config["spec"]["clusters"] == ["prod-usw2"]
+    (check,) = [c for c in kinds(plan, "AdmissionCheck") if c["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"]
+    (queue,) = [q for q in kinds(plan, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
+    assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": check["metadata"]["name"]}]
+    gpus = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert gpus["nvidia.com/gpu"] == 32  # prod-usw2's quota: the manager holds no more in flight than it admits
+
+
+def test_the_credential_path_holds_no_long_lived_secret(plan_of):
+    plan = plan_of("prod")
+    (cronjob,) = [c for c in kinds(plan, "CronJob") if c["metadata"]["namespace"] == "kueue-system"]
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    workers = json.loads(pod["containers"][0]["env"][0]["value"])
+    assert workers == [{"name": "prod-usw2", "cluster": "gpu-training-prod-usw2", "region": "us-west-2"}]
+    (role,) = [r for r in kinds(plan, "Role") if r["metadata"]["namespace"] == "kueue-system"]
+    assert role["rules"][0]["resourceNames"] == ["prod-usw2-kubeconfig"]
+    # No Secret with a kubeconfig is planned: the CronJob writes it, with a 15-minute token.
+    assert not [s for s in kinds(plan, "Secret") if "kubeconfig" in json.dumps(s)]
+    (association,) = [a for a in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if a["inputs"]["namespace"] == "kueue-system"]
+    assert association["inputs"]["serviceAccount"] == "multikueue-token-rotation"
+    (dispatcher,) = [r for r in plan.of_type("aws:iam/role:Role") if r["inputs"].get("name") == dispatcher_role_name(PROJECT, "prod")]
+    (policy,) = [p for p in plan.of_type("aws:iam/rolePolicy:RolePolicy") if "DescribeWorkerClusters" in p["inputs"]["policy"]]
+    statement = json.loads(policy["inputs"]["policy"])["Statement"]
+    assert statement == [{"Sid": "DescribeWorkerClusters", "Effect": "Allow", "Action": "eks:DescribeCluster",
+                          "Resource": ["arn:aws:eks:us-west-2:123456789012:cluster/gpu-training-prod-usw2"]}]
+    assert dispatcher
+
+
+def test_the_worker_lets_the_manager_in_through_a_scoped_group(plan_of):
+    plan = plan_of("prod-usw2")
+    (entry,) = plan.of_type("aws:eks/accessEntry:AccessEntry") and [
+        e for e in plan.of_type("aws:eks/accessEntry:AccessEntry") if e["inputs"].get("kubernetesGroups") == [WORKER_GROUP]]
+    assert entry["inputs"]["principalArn"].endswith(f":role/{dispatcher_role_name(PROJECT, 'prod')}")
+    assert entry["inputs"]["type"] == "STANDARD"
+    (binding,) = [b for b in kinds(plan, "ClusterRoleBinding") if b["metadata"]["name"] == WORKER_GROUP]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]
+    (role,) = [r for r in kinds(plan, "ClusterRole") if r["metadata"]["name"] == WORKER_GROUP]
+    resources = {resource for rule in role["rules"] for resource in rule["resources"]}
+    assert "secrets" not in resources and "*" not in resources and "pods" not in resources
+    assert not any("*" in rule["verbs"] for rule in role["rules"])
+
+
+def test_a_jobset_on_the_manager_is_dispatchable(plan_of):
+    manager, worker = plan_of("prod"), plan_of("prod-usw2")
+    (jobset,) = kinds(manager, "JobSet")
+    dispatched = dispatched_jobset(jobset)
+    assert validate_custom_resource(dispatched) == []
+    assert dispatched["spec"]["managedBy"] == MANAGED_BY
+    namespace = dispatched["metadata"]["namespace"]
+    queue = dispatched["metadata"]["labels"][QUEUE_LABEL]
+    for plan in (manager, worker):  # the LocalQueue exists in the job's namespace on both clusters
+        assert (namespace, queue) in {(q["metadata"]["namespace"], q["metadata"]["name"]) for q in kinds(plan, "LocalQueue")}
+    # Everything the pods mount or assume exists on the worker under the same names.
+    for name in (v.get("persistentVolumeClaim", {}).get("claimName") for v in
+                 jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"].get("volumes", [])):
+        if name:
+            assert name in {c["metadata"]["name"] for c in kinds(worker, "PersistentVolumeClaim")}
+
+
+# The presigned token, checked against botocore's own signer (what `aws eks get-token` uses), at
+# the moment botocore signed.
+def test_the_token_is_the_one_aws_eks_get_token_would_make():
+    pytest.importorskip("botocore")
+    from botocore.auth import SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    keys = {"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG", "Token": "session/token+="}
+    request = AWSRequest(method="GET", url="https://sts.us-west-2.amazonaws.com/",
+                         params={"Action": "GetCallerIdentity", "Version": "2011-06-15"},
+                         headers={"x-k8s-aws-id": "gpu-training-prod-usw2"})
+    SigV4QueryAuth(Credentials(keys["AccessKeyId"], keys["SecretAccessKey"], keys["Token"]), "sts", "us-west-2",
+                   expires=script.PRESIGN_SECONDS).add_auth(request)
+    request.prepare()
+    theirs = dict(p.split("=", 1) for p in str(request.url).split("?", 1)[1].split("&"))
+    signed_at = datetime.datetime.strptime(theirs["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+    token = script.presigned_token(keys, cluster="gpu-training-prod-usw2", region="us-west-2", now=signed_at)
+    assert token.startswith("k8s-aws-v1.") and "=" not in token
+    url = base64.urlsafe_b64decode(token.removeprefix("k8s-aws-v1.") + "==").decode()
+    assert dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&")) == theirs
+
+
+def test_the_kubeconfig_is_one_kueue_accepts():
+    config = json.loads(script.kubeconfig(name="w", endpoint="https://x.eks.amazonaws.com", ca_data="Q0E=", token="t"))
+    (user,) = config["users"]
+    assert set(user["user"]) == {"token"}  # no exec plugin, no tokenFile (refused by Kueue's validateKubeconfig)
+    (cluster,) = config["clusters"]
+    assert "certificate-authority" not in cluster["cluster"] and not cluster["cluster"].get("insecure-skip-tls-verify")
+
+
+def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
+    manager, team = plan_of("prod"), plan_of("team-vision-prod")
+    (queue,) = [q for q in kinds(team, "LocalQueue") if q["metadata"]["name"] == ANY_REGION]
+    assert queue["spec"]["clusterQueue"] == ANY_REGION
+    (cluster_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
+    selector = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
+    (namespace,) = [n for n in kinds(team, "Namespace") if n["metadata"]["name"] == queue["metadata"]["namespace"]]
+    assert selector.items() <= namespace["metadata"]["labels"].items()  # the manager's queue admits the team's jobs
+    (own,) = [n for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
+    assert selector.items() <= own["metadata"]["labels"].items()
+
+
+# --- scripts/verify on the manager --------------------------------------------------------------
+
+def _cluster(name, status, reason="Active", message="Connected"):
+    return {"metadata": {"name": name}, "status": {"conditions": [
+        {"type": "Active", "status": status, "reason": reason, "message": message}]}}
+
+
+ACTIVE_CHECK = {"metadata": {"name": "multikueue"}, "status": {"conditions": [{"type": "Active", "status": "True"}]}}
+
+
+@pytest.mark.parametrize(("clusters", "check", "status", "summary"), [
+    ([_cluster("prod-usw2", "True")], ACTIVE_CHECK, "pass", "1 workers connected: prod-usw2"),
+    ([_cluster("prod-usw2", "False", "ClientConnectionFailed", "Unauthorized")], ACTIVE_CHECK, "fail",
+     "1 of 1 workers not connected"),
+    ([_cluster("a", "True"), _cluster("b", "False")], ACTIVE_CHECK, "fail", "1 of 2 workers not connected"),
+    ([], ACTIVE_CHECK, "fail", "no MultiKueueCluster"),
+    ([_cluster("prod-usw2", "True")], None, "fail", "AdmissionCheck is not Active"),
+])
+def test_verify_says_whether_each_worker_is_connected(clusters, check, status, summary):
+    from verify.multikueue import check_workers
+    result = check_workers(clusters, check)
+    assert (result.status.value, summary in result.summary) == (status, True), result
+
+
+class ProbeKube:
+    """The manager's API as the probe sees it: the Workload Kueue makes for the probe, in `states`."""
+
+    def __init__(self, states):
+        self.states, self.created, self.deleted = list(states), [], []
+
+    def create_custom_object(self, group, version, namespace, plural, body):
+        self.created.append(body)
+
+    def delete_custom_object(self, group, version, namespace, plural, name):
+        self.deleted.append(name)
+
+    def custom_objects(self, group, version, namespace, plural):
+        state, worker = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        owner = self.created[0]["metadata"]["name"]
+        return [{"metadata": {"ownerReferences": [{"kind": "JobSet", "name": owner}]},
+                 "status": {"admissionChecks": [{"name": "multikueue", "state": state}],
+                            **({"clusterName": worker} if worker else {})}}]
+
+
+@pytest.mark.parametrize(("states", "status", "worker"), [
+    ([("Pending", None), ("Ready", "prod-usw2")], "pass", "prod-usw2"),
+    ([("Pending", None)], "fail", None),
+    ([("Rejected", None)], "fail", None),
+])
+def test_the_probe_passes_only_once_a_worker_admits_it_and_is_always_deleted(states, status, worker):
+    from verify.multikueue import check_probe
+    clock = iter(range(0, 10_000, 10))
+    kube = ProbeKube(states)
+    result = check_probe(kube, "training-prod", "img@sha256:1", now=1.0, timeout_s=60, sleep=lambda _: None,
+                         clock=lambda: next(clock))
+    assert result.status.value == status and result.measurements.get("worker") == worker
+    (probe,) = kube.created
+    assert probe["spec"]["managedBy"] == MANAGED_BY and probe["metadata"]["labels"][QUEUE_LABEL] == ANY_REGION
+    assert validate_custom_resource(probe) == []
+    assert kube.deleted == [probe["metadata"]["name"]]
+
+
+def test_no_two_stacks_of_an_environment_share_a_global_name(plan_of):
+    """S3 bucket and IAM role names are global: prod-usw2's must never be prod's."""
+    def names(stack):
+        plan = plan_of(stack)
+        return ({b["inputs"]["bucket"] for b in plan.of_type("aws:s3/bucket:Bucket")}
+                | {r["inputs"]["name"] for r in plan.of_type("aws:iam/role:Role") if r["inputs"].get("name")}
+                | {p["inputs"]["name"] for p in plan.of_type("aws:iam/policy:Policy") if p["inputs"].get("name")})
+    shared = names("prod") & names("prod-usw2")
+    assert not shared, shared
+    assert {f"gpu-training-prod-usw2-{p}-123456789012" for p in ("datasets", "artifacts", "access-logs")} <= names("prod-usw2")
+
+
+# --- data that follows the job ------------------------------------------------------------------
+
+def _replication_rules(plan):
+    return {r["inputs"]["bucket"]: r["inputs"]["rules"] for r in plan.of_type("aws:s3/bucketReplicationConfig:BucketReplicationConfig")}
+
+
+def test_datasets_go_to_each_worker_and_checkpoints_both_ways(plan_of):
+    manager, worker = _replication_rules(plan_of("prod")), _replication_rules(plan_of("prod-usw2"))
+    account = "123456789012"
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-datasets-{account}"]] == [
+        ("", f"arn:aws:s3:::gpu-training-prod-usw2-datasets-{account}")]
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-artifacts-{account}"]] == [
+        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-usw2-artifacts-{account}")]
+    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in worker[f"gpu-training-prod-usw2-artifacts-{account}"]] == [
+        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-artifacts-{account}")]
+    (rule,) = worker[f"gpu-training-prod-usw2-artifacts-{account}"]
+    # Re-encrypted under the destination region's data key, by the alias that stack gives it.
+    assert rule["destination"]["encryptionConfiguration"]["replicaKmsKeyId"] == \
+        f"arn:aws:kms:us-east-1:{account}:alias/gpu-training-prod-data"
+    aliases = {a["inputs"]["name"] for a in plan_of("prod").of_type("aws:kms/alias:Alias")}
+    assert "alias/gpu-training-prod-data" in aliases  # the alias the worker's replicas are encrypted under exists
+
+
+@pytest.mark.parametrize("stack", ["prod", "prod-usw2"])
+def test_the_checkpoint_directory_is_linked_to_s3_where_the_pods_mount_it(plan_of, stack):
+    from components.data.lustre import CHECKPOINTS_DIR
+    plan = plan_of(stack)
+    (link,) = [d["inputs"] for d in plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+               if d["inputs"]["fileSystemPath"] == f"/{CHECKPOINTS_DIR}"]
+    assert link["dataRepositoryPath"].endswith("-artifacts-123456789012/checkpoints/")
+    assert set(link["s3"]["autoExportPolicy"]["events"]) == {"NEW", "CHANGED", "DELETED"}
+    assert set(link["s3"]["autoImportPolicy"]["events"]) == {"NEW", "CHANGED", "DELETED"}
+    sub_paths = {m.get("subPath") for m in (mount for job in kinds(plan, "JobSet")
+                 for c in job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+                 for mount in c.get("volumeMounts", [])) if m.get("mountPath") == "/workspace/checkpoints"}
+    assert sub_paths <= {CHECKPOINTS_DIR}  # the launcher's /workspace/checkpoints is that directory
+
+
+def test_the_replication_role_writes_only_the_other_regions_buckets(plan_of):
+    (policy,) = [p for p in plan_of("prod-usw2").of_type("aws:iam/rolePolicy:RolePolicy") if "WriteReplicas" in p["inputs"]["policy"]]
+    statements = {s["Sid"]: s for s in json.loads(policy["inputs"]["policy"])["Statement"]}
+    assert statements["WriteReplicas"]["Resource"] == ["arn:aws:s3:::gpu-training-prod-artifacts-123456789012/*"]
+    assert statements["EncryptReplicas"]["Condition"] == {
+        "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/gpu-training-prod-data"]}}
+
+
+def test_a_regional_stack_must_not_overlap_its_environments_other_regions(tmp_path):
+    for stack, cidr in (("prod", "10.30.0.0/16"), ("prod-usw2", "10.31.0.0/16"), ("staging", "10.20.0.0/16")):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(f"config:\n  gpu-training:network:\n    vpcCidr: {cidr}\n")
+    overlapping = mutate(raw_config("prod-usw2"), "network.vpcCidr", "10.30.128.0/17")
+    try:
+        load_stack_config(overlapping, project=PROJECT, stack="prod-usw2", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("overlaps the VPC CIDR 10.30.0.0/16 of stack 'prod'" in p for p in found), found
+    # ... and prod sees prod-usw2's range, though that file is not an environment's own.
+    moved = mutate(raw_config("prod"), "network.vpcCidr", "10.31.0.0/16")
+    try:
+        load_stack_config(moved, project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("of stack 'prod-usw2'" in p for p in found), found
