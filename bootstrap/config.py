@@ -79,6 +79,9 @@ class EnvironmentCi:
     """The protected branch deploys come from (only with subjectClaims repo-context-ref is it in the claim)."""
     github_environment: str
     """The GitHub environment of the deploy job (prod: the one with required reviewers)."""
+    read_buckets: tuple[str, ...] = ()
+    """Existing buckets outside the project's names that the environment's roles may read (a
+    stack's `storage.datasetsBucket`): the permissions boundary denies every other such bucket."""
 
     @property
     def image_github_environment(self) -> str:
@@ -171,8 +174,10 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
                         f"{clash}: their jobs could assume each other's roles",
                         "give every stage a GitHub environment of its own (by default, one named after the stage), "
                         "not ending in -image")
+        read_buckets = entry.string_list("readBuckets", [])
         entry.finish()
-        environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
+        environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment,
+                                          read_buckets=tuple(read_buckets)))
     return tuple(environments)
 
 

@@ -290,8 +290,10 @@ DEPLOY_DEV_CASES = [
     ("iam:TagRole", ROLE, {**DEV_ROLE, "aws:RequestTag/environment": "prod"}, DENY),
     ("iam:TagRole", ROLE, {**DEV_ROLE, "aws:RequestTag/team": "vision"}, ALLOW),
     ("ec2:CreateTags", f"{EC2}:vpc/vpc-1", {**OURS, "aws:RequestTag/environment": "prod"}, DENY),
-    ("ec2:CreateVpc", "*", IN_REGION, ALLOW),
-    ("ec2:CreateVpc", "*", {"aws:RequestedRegion": "eu-west-1"}, "not allowed"),
+    # A whole service on its ARNs of the region only, not on `*`.
+    ("ec2:CreateVpc", f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/*", IN_REGION, ALLOW),
+    ("ec2:CreateVpc", f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc/*", {"aws:RequestedRegion": "eu-west-1"}, "not allowed"),
+    ("kms:CreateKey", "*", IN_REGION, ALLOW),
     ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-prod",
      {**IN_REGION, "aws:ResourceTag/environment": "prod", "aws:ResourceTag/project": "gpu-training"}, DENY),
     ("eks:UpdateNodegroupConfig", f"arn:aws:eks:us-east-1:{ACCOUNT}:nodegroup/gpu-training-dev/gpu/1", OURS, ALLOW),
@@ -628,22 +630,62 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
-def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, plan_of, stack):
-    env = stack.rsplit("-", 1)[-1]
-    document, plan = boundary(bootstrap, env), plan_of(stack)
-    context = {"aws:ResourceTag/environment": env, "aws:RequestedRegion": "us-east-1"}
+def planned_role_grants(plan: Plan) -> list[tuple[str, str, str]]:
+    """(role policy, action, resource) for every Allow of every role the plan creates: its inline
+    policies and the AWS managed policies attached to it (their actions on `*`, as the documents
+    in policies.BOUNDARY_ACTIONS say). Read generically: a role added to any stack is in it."""
+    grants = []
     for attached in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
-        for action in policies.MANAGED_POLICY_ACTIONS[attached["inputs"]["policyArn"].rsplit("/", 1)[-1]]:
-            assert evaluate(document, action, "*", context) == ALLOW, f"{attached['name']}: {action}"
+        name = attached["inputs"]["policyArn"].rsplit("/", 1)[-1]
+        assert name in policies.BOUNDARY_ACTIONS, f"{attached['name']} attaches {name}: list its actions in BOUNDARY_ACTIONS"
+        grants += [(attached["name"], action, "*") for action in policies.BOUNDARY_ACTIONS[name]]
     for inline in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
         for statement in json.loads(inline["inputs"]["policy"])["Statement"]:
-            if statement["Effect"] != "Allow":
-                continue
-            for action in as_list(statement["Action"]):
-                for resource in as_list(statement["Resource"]):
-                    outcome = evaluate(document, action, resource, context)
-                    assert outcome == ALLOW, f"{stack} {inline['name']}: {action} on {resource}: {outcome}"
+            if statement["Effect"] == "Allow":
+                grants += [(inline["name"], action, resource) for action in as_list(statement["Action"])
+                           for resource in as_list(statement["Resource"])]
+    return grants
+
+
+def own_resource(env: str, action: str, resource: str) -> str:
+    """The request a grant stands for: a grant on `*` is used on the environment's own resources
+    (its cluster for EKS, its buckets for S3); a pattern stands for a name it matches."""
+    if resource != "*":
+        return resource.replace("*", "x")
+    service = action.split(":", 1)[0]
+    return {"eks": f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-{env}",
+            "s3": f"arn:aws:s3:::gpu-training-{env}-artifacts-{ACCOUNT}"}.get(service, "*")
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, plan_of, stack):
+    """The boundary is not too tight: every grant of every planned role still works under it, on
+    the environment's resources (which carry the project's and the environment's tags)."""
+    env = stack.rsplit("-", 1)[-1]
+    document = boundary(bootstrap, env)
+    context = {"aws:ResourceTag/environment": env, "aws:ResourceTag/project": "gpu-training",
+               "aws:RequestedRegion": "us-east-1"}
+    grants = planned_role_grants(plan_of(stack))
+    assert grants
+    refused = [(name, action, resource) for name, action, resource in grants
+               if evaluate(document, action, own_resource(env, action, resource), context) != ALLOW]
+    assert not refused, f"{stack}: add these to bootstrap/policies.py BOUNDARY_ACTIONS (or scope them): {refused}"
+
+
+def whole_service_grants(document: dict[str, Any]) -> list[str]:
+    """Allow statements of `document` granting a whole service (`svc:*` or `*`) on Resource `*`."""
+    return [action for s in as_list(document["Statement"]) if s["Effect"] == "Allow" and "*" in as_list(s.get("Resource", []))
+            for action in as_list(s.get("Action", [])) if action == "*" or action.endswith(":*")]
+
+
+@pytest.mark.parametrize("stack", ["bootstrap", *PLATFORM_STACKS, "team-vision-prod"])
+def test_no_role_or_boundary_grants_a_whole_service_on_every_resource(bootstrap, plan_of, stack):
+    plan = bootstrap if stack == "bootstrap" else plan_of(stack)
+    documents = [(r["name"], json.loads(r["inputs"]["policy"])) for r in plan.resources
+                 if r["type"] in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy")]
+    assert documents
+    found = {name: grants for name, document in documents if (grants := whole_service_grants(document))}
+    assert not found, f"{stack}: {found}"
 
 
 INLINE_STAR = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
@@ -675,6 +717,82 @@ BOUNDED_ROLE_CASES = [
     ("ec2:DescribeInstances", "*", {}, True),
     ("organizations:LeaveOrganization", "*", {}, False),
 ]
+
+
+OTHER_PROJECT = {"aws:ResourceTag/project": "other-project"}
+# What a role holding `*:*` under an environment's boundary must still be refused: the issue's
+# cross-project escapes, each on another project's resource (untagged or tagged as another's).
+# {env} is the boundary's environment.
+CROSS_PROJECT_CASES = [
+    ("ssm:SendCommand", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0runner", {}),      # an untagged runner
+    ("ssm:StartSession", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0runner", {}),
+    ("ssm:SendCommand", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0node", "OWN"),       # not even its own nodes
+    ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:other/db-Ab12", {}),
+    ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:other/db-Ab12", OTHER_PROJECT),
+    ("s3:GetObject", "arn:aws:s3:::other-project-data/x", {}),
+    ("s3:ListBucket", "arn:aws:s3:::other-project-data", {}),
+    ("ssm:GetParameter", f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/other/db-password", {}),
+    ("ssm:GetParameters", f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/other/db-password", OTHER_PROJECT),
+    ("kms:PutKeyPolicy", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/other", {}),
+    ("kms:Decrypt", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/other", OTHER_PROJECT),
+    ("eks:AssociateAccessPolicy", f"arn:aws:eks:us-east-1:{ACCOUNT}:access-entry/other-cluster/role/x", {}),
+    ("eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/other-cluster", {}),
+    ("eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/other-cluster", "OWN"),  # tagged as ours, other name
+    ("ec2:ModifySnapshotAttribute", f"arn:aws:ec2:us-east-1:{ACCOUNT}:snapshot/snap-1", "OWN"),
+    ("ec2:ModifyImageAttribute", "arn:aws:ec2:us-east-1::image/ami-1", "OWN"),
+    ("ec2:CreateVpcPeeringConnection", f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/vpc-1", "OWN"),
+    ("ec2:AcceptVpcPeeringConnection", f"arn:aws:ec2:us-east-1:{ACCOUNT}:vpc-peering-connection/pcx-1", "OWN"),
+    ("ec2:AuthorizeSecurityGroupIngress", f"arn:aws:ec2:us-east-1:{ACCOUNT}:security-group/sg-other", {}),
+    # Tag-then-read: tagging another project's secret as ours, or anything as another project's.
+    ("secretsmanager:TagResource", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:other/db-Ab12",
+     {"aws:RequestTag/project": "gpu-training"}),
+    ("ec2:CreateTags", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0runner", {"aws:RequestTag/project": "gpu-training"}),
+    ("secretsmanager:TagResource", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/{{env}}/x-Ab12",
+     {"aws:RequestTag/project": "other-project"}),
+]
+
+
+@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize(("action", "resource", "context"), CROSS_PROJECT_CASES)
+def test_a_star_role_under_each_boundary_is_refused_every_cross_project_action(bootstrap, env, action, resource, context):
+    own = {"aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": env}
+    request = own if context == "OWN" else context
+    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, env), action, resource.format(env=env), request)
+    assert outcome != ALLOW, f"{env}: {action} on {resource}: {outcome}"
+
+
+TAG_THEN_READ_CASES = [
+    # The deploy role tags another project's secret or repository into the project, then reads it.
+    ("secretsmanager:TagResource", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:other/db-Ab12",
+     {**IN_REGION, "aws:RequestTag/project": "gpu-training"}),
+    ("ecr:TagResource", f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/other/app", {**IN_REGION, "aws:RequestTag/project": "gpu-training"}),
+    ("ec2:CreateTags", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0runner", {**IN_REGION, "aws:RequestTag/project": "gpu-training"}),
+    # Or retags the project's own as another's, or another project's as anything.
+    ("secretsmanager:TagResource", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/dev/x-Ab12",
+     {**IN_REGION, "aws:RequestTag/project": "other-project"}),
+    ("kms:TagResource", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/other", {**IN_REGION, **OTHER_PROJECT}),
+    # An access entry on another cluster, tagged or not.
+    ("eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/other-cluster", IN_REGION),
+    ("eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/other-cluster",
+     {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "dev"}),
+    ("eks:AssociateAccessPolicy", f"arn:aws:eks:us-east-1:{ACCOUNT}:access-entry/other-cluster/role/x",
+     {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "dev"}),
+]
+
+
+@pytest.mark.parametrize(("action", "resource", "context"), TAG_THEN_READ_CASES)
+def test_the_deploy_role_cannot_tag_its_way_into_other_projects_or_clusters(bootstrap, action, resource, context):
+    _, permissions = role(bootstrap, "gpu-training-ci-deploy-dev")
+    assert evaluate(permissions, action, resource, context) == DENY, f"{action} on {resource}"
+
+
+def test_the_deploy_role_still_creates_access_entries_on_its_own_cluster(bootstrap):
+    _, permissions = role(bootstrap, "gpu-training-ci-deploy-dev")
+    ours = {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "dev"}
+    assert evaluate(permissions, "eks:CreateAccessEntry", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-dev", ours) == ALLOW
+    secret = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/dev/x-Ab12"
+    assert evaluate(permissions, "secretsmanager:TagResource", secret, {**IN_REGION, "aws:RequestTag/project": "gpu-training",
+                                                                       "aws:RequestTag/environment": "dev"}) == ALLOW
 
 
 @pytest.mark.parametrize(("action", "resource", "context", "allowed"), BOUNDED_ROLE_CASES)
