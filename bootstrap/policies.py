@@ -406,6 +406,11 @@ def state_bucket_name(stacks_project: str, account_id: str) -> str:
     return f"{stacks_project}-pulumi-state-{account_id}"
 
 
+def state_log_bucket_name(stacks_project: str, account_id: str) -> str:
+    """The state bucket's access-log bucket: never matches `<project>-<env>-*` either."""
+    return f"{stacks_project}-pulumi-state-logs-{account_id}"
+
+
 def state_key_alias(stacks_project: str) -> str:
     return f"alias/{stacks_project}-pulumi-state"
 

@@ -2,7 +2,10 @@
 
 The bucket: versioned (every state write can be rolled back), SSE-KMS under its own key with S3
 Bucket Keys, public access blocked, ACLs off, TLS-only, old state versions expired after
-`stateVersionRetentionDays`. One secrets-provider key per environment, so a stack's config
+`stateVersionRetentionDays`, and every request to it logged by S3 server access logging into a log
+bucket of its own (`state.accessLogRetentionDays`; components/data/access_logs.py: SSE-S3, ACLs
+off, S3 log delivery admitted by bucket policy for this source bucket and account only, as the
+S3 User Guide, "Enabling Amazon S3 server access logging", prescribes). One secrets-provider key per environment, so a stack's config
 secrets are readable only by the roles of its environment. All of it is `protect`ed: `pulumi
 destroy` of the bootstrap stops before deleting any of it.
 """
@@ -18,8 +21,13 @@ from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from components.common import iam
 from components.common.kms import KEY_DELETION_WINDOW_DAYS
+from components.data.access_logs import access_log_bucket, log_access
 from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
 from components.facts.regions import arn_partition
+
+
+# The log bucket's prefix for the state bucket's logs (components/data/access_logs.log_prefix).
+STATE_LOG_PURPOSE = "state"
 
 
 @dataclass(frozen=True)
@@ -87,4 +95,18 @@ class StateBackend(pulumi.ComponentResource):
                         days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
             ],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
+        self._log_requests(bucket)
         return bucket
+
+    def _log_requests(self, bucket: aws.s3.Bucket) -> None:
+        """Server access logs of the state bucket (FSBP S3.9, checkov CKV_AWS_18): who read or wrote
+        which stack's state, with the caller's identity. CloudTrail logs object reads only as
+        paid data events; these are best effort and free but for their storage."""
+        config, name = self._args.config, f"{self._name}-access-logs"
+        sources = bucket.bucket.apply(lambda source: [(source, f"{STATE_LOG_PURPOSE}/")])
+        log_bucket = access_log_bucket(
+            name, bucket_name=self._args.account_id.apply(
+                lambda account: policies.state_log_bucket_name(config.stacks_project, account)),
+            sources=sources, account_id=self._args.account_id,
+            retention_days=config.state_access_log_retention_days, parent=self)
+        log_access(f"{self._name}-bucket", bucket=bucket, log_bucket=log_bucket, purpose=STATE_LOG_PURPOSE, parent=self)

@@ -63,23 +63,54 @@ def token(sub: str, aud: str = "sts.amazonaws.com") -> dict[str, str]:
 # --- the state bucket and keys ------------------------------------------------------------------
 
 def test_state_bucket_is_versioned_encrypted_private_tls_only_and_expires_old_versions(bootstrap):
-    bucket = one(bootstrap, "aws:s3/bucket:Bucket")
+    bucket = one(bootstrap, "aws:s3/bucket:Bucket", "state-bucket")
     assert bucket["inputs"]["bucket"] == f"gpu-training-pulumi-state-{ACCOUNT}"
     assert bucket["inputs"]["forceDestroy"] is False
-    assert one(bootstrap, "aws:s3/bucketVersioning:BucketVersioning")["inputs"]["versioningConfiguration"]["status"] == "Enabled"
-    rule = one(bootstrap, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")["inputs"]["rules"][0]
+    assert one(bootstrap, "aws:s3/bucketVersioning:BucketVersioning", "state-bucket")["inputs"]["versioningConfiguration"]["status"] == "Enabled"
+    rule = one(bootstrap, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", "state-bucket")["inputs"]["rules"][0]
     state_key = one(bootstrap, "aws:kms/key:Key", "state-state-key")
     assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms",
                                                           "kmsMasterKeyId": f"arn:aws:mock:us-east-1:{ACCOUNT}:key/state-state-key"}
     assert state_key["inputs"]["enableKeyRotation"] is True
-    blocks = one(bootstrap, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")["inputs"]
+    blocks = one(bootstrap, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "state-bucket")["inputs"]
     assert all(blocks[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
-    assert one(bootstrap, "aws:s3/bucketOwnershipControls:BucketOwnershipControls")["inputs"]["rule"]["objectOwnership"] == "BucketOwnerEnforced"
-    bucket_policy = json.loads(one(bootstrap, "aws:s3/bucketPolicy:BucketPolicy")["inputs"]["policy"])
+    assert one(bootstrap, "aws:s3/bucketOwnershipControls:BucketOwnershipControls", "state-bucket")["inputs"]["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    bucket_policy = json.loads(one(bootstrap, "aws:s3/bucketPolicy:BucketPolicy", "state-bucket")["inputs"]["policy"])
     assert evaluate(bucket_policy, "s3:GetObject", f"{BUCKET}/.pulumi/meta.yaml", {"aws:SecureTransport": "false"}) == DENY
-    rules = {r["id"]: r for r in one(bootstrap, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")["inputs"]["rules"]}
+    rules = {r["id"]: r for r in one(bootstrap, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "state-bucket")["inputs"]["rules"]}
     assert rules["expire-old-state-versions"]["noncurrentVersionExpiration"] == {"noncurrentDays": 90}
     assert "expiration" not in rules["abort-incomplete-multipart-uploads"], "current state files never expire"
+
+
+def test_every_request_to_the_state_bucket_is_logged_into_a_log_bucket_only_s3_logging_writes(bootstrap):
+    """S3 server access logging (S3 User Guide, "Enabling Amazon S3 server access logging"): the
+    target bucket admits logging.s3.amazonaws.com by bucket policy, for this source bucket and
+    account only, and is SSE-S3 (log delivery cannot write SSE-KMS by default) with ACLs off."""
+    logging = one(bootstrap, "aws:s3/bucketLogging:BucketLogging", "state-bucket")["inputs"]
+    assert logging["bucket"] == "state-bucket-id" and logging["targetBucket"] == "state-access-logs-id"
+    assert logging["targetPrefix"] == "state/"
+    log_bucket = one(bootstrap, "aws:s3/bucket:Bucket", "state-access-logs")["inputs"]
+    assert log_bucket["bucket"] == f"gpu-training-pulumi-state-logs-{ACCOUNT}" and log_bucket["forceDestroy"] is False
+    encryption = one(bootstrap, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                     "state-access-logs")["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]
+    assert encryption == {"sseAlgorithm": "AES256"}
+    assert one(bootstrap, "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+               "state-access-logs")["inputs"]["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    policy = json.loads(one(bootstrap, "aws:s3/bucketPolicy:BucketPolicy", "state-access-logs")["inputs"]["policy"])
+    logs = f"arn:aws:s3:::gpu-training-pulumi-state-logs-{ACCOUNT}/state/x"
+    delivery = {"aws:SourceArn": BUCKET, "aws:SourceAccount": ACCOUNT, "aws:SecureTransport": "true"}
+    assert evaluate(policy, "s3:PutObject", logs, delivery) == ALLOW
+    assert evaluate(policy, "s3:PutObject", logs, {**delivery, "aws:SourceArn": "arn:aws:s3:::someone-else"}) != ALLOW
+    assert evaluate(policy, "s3:PutObject", logs, {**delivery, "aws:SourceAccount": "999999999999"}) != ALLOW
+    statement = next(s for s in policy["Statement"] if s["Effect"] == "Allow")
+    assert statement["Principal"] == {"Service": "logging.s3.amazonaws.com"}
+    rules = {r["id"]: r for r in one(bootstrap, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                                     "state-access-logs")["inputs"]["rules"]}
+    assert rules["expire-access-logs"]["expiration"] == {"days": 365}
+    shorter = plan_bootstrap(state={"versionRetentionDays": 90, "accessLogRetentionDays": 30})
+    rules = {r["id"]: r for r in one(shorter, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                                     "state-access-logs")["inputs"]["rules"]}
+    assert rules["expire-access-logs"]["expiration"] == {"days": 30}
 
 
 def test_one_secrets_provider_key_per_environment_with_its_alias(bootstrap):
@@ -903,3 +934,15 @@ def test_an_environment_left_empty_takes_its_defaults():
     trust, _ = role(plan, IMAGE_DEV)
     assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None,
                     token(f"repo:{REPO}:environment:dev-image:ref:refs/heads/main")) == ALLOW
+
+
+def test_a_read_bucket_is_readable_under_the_boundary_and_no_more():
+    """environments.<env>.readBuckets: an existing datasets bucket outside the project's names."""
+    plan = plan_bootstrap(environments={"dev": {"readBuckets": ["shared-datasets", "datasets-prod"]}})
+    document = boundary(plan, "dev")
+    assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::shared-datasets/a/b") == ALLOW
+    assert evaluate_bounded(INLINE_STAR, document, "s3:ListBucket", "arn:aws:s3:::shared-datasets") == ALLOW
+    assert evaluate_bounded(INLINE_STAR, document, "s3:PutObject", "arn:aws:s3:::shared-datasets/a") == DENY
+    assert evaluate_bounded(INLINE_STAR, document, "s3:PutBucketPolicy", "arn:aws:s3:::shared-datasets") == DENY
+    assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::datasets-prod/a") == DENY   # prod's, by name
+    assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::other-datasets/a") == DENY
