@@ -946,3 +946,47 @@ def test_a_read_bucket_is_readable_under_the_boundary_and_no_more():
     assert evaluate_bounded(INLINE_STAR, document, "s3:PutBucketPolicy", "arn:aws:s3:::shared-datasets") == DENY
     assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::datasets-prod/a") == DENY   # prod's, by name
     assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::other-datasets/a") == DENY
+
+
+def key_request(principal: str, **tags: str) -> dict[str, str]:
+    return {"aws:PrincipalArn": f"arn:aws:iam::{ACCOUNT}:role/{principal}",
+            **{f"aws:PrincipalTag/{key}": value for key, value in tags.items()}}
+
+
+CI_TAGS = {"project": "gpu-training-bootstrap", "ci-environment": "dev"}
+STACK_ROLE_TAGS = {"project": "gpu-training", "environment": "dev"}
+SECRETS_KEY_CASES = [
+    # (principal, its tags, action, allowed by the key policy)
+    ("gpu-training-ci-preview-dev", CI_TAGS, "kms:Decrypt", True),
+    ("gpu-training-ci-deploy-dev", CI_TAGS, "kms:Decrypt", True),
+    ("gpu-training-ci-preview-prod", {**CI_TAGS, "ci-environment": "prod"}, "kms:Decrypt", False),
+    ("gpu-training-ci-image-dev", CI_TAGS, "kms:Decrypt", False),
+    ("gpu-training-ci-deploy-dev-copy", {}, "kms:Decrypt", False),             # named like the project's, untagged
+    ("workload-roles-trainer-a1b2", STACK_ROLE_TAGS, "kms:Decrypt", False),     # a stack's role, even of dev
+    ("workload-roles-trainer-a1b2", STACK_ROLE_TAGS, "kms:CreateGrant", False),
+    ("AWSReservedSSO_Admin_abc", {}, "kms:Encrypt", True),                      # a person: left to IAM
+]
+
+
+@pytest.mark.parametrize(("principal", "tags", "action", "allowed"), SECRETS_KEY_CASES)
+def test_the_secrets_key_names_its_users(bootstrap, principal, tags, action, allowed):
+    document = json.loads(one(bootstrap, "aws:kms/key:Key", "state-secrets-dev")["inputs"]["policy"])
+    outcome = evaluate(document, action, "*", key_request(principal, **tags))
+    assert (outcome == ALLOW) is allowed, f"{principal} {action}: {outcome}"
+
+
+@pytest.mark.parametrize(("principal", "tags", "via", "allowed"), [
+    ("gpu-training-ci-preview-prod", CI_TAGS, "s3.us-east-1.amazonaws.com", True),
+    ("gpu-training-ci-image-dev", CI_TAGS, "s3.us-east-1.amazonaws.com", True),
+    ("gpu-training-ci-deploy-dev", CI_TAGS, None, False),                       # not through S3
+    ("gpu-training-ci-deploy-dev", CI_TAGS, "s3.eu-west-1.amazonaws.com", False),
+    ("workload-roles-trainer-a1b2", STACK_ROLE_TAGS, "s3.us-east-1.amazonaws.com", False),
+    ("AWSReservedSSO_Admin_abc", {}, None, True),
+])
+def test_the_state_key_is_used_by_the_ci_roles_through_s3_only(bootstrap, principal, tags, via, allowed):
+    document = json.loads(one(bootstrap, "aws:kms/key:Key", "state-state-key")["inputs"]["policy"])
+    context = {**key_request(principal, **tags), **({"kms:ViaService": via} if via else {})}
+    outcome = evaluate(document, "kms:Decrypt", "*", context)
+    assert (outcome == ALLOW) is allowed, f"{principal} via {via}: {outcome}"
+    root = next(s for s in document["Statement"] if s["Sid"] == "EnableIamPolicies")
+    assert root["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"} and root["Action"] == "kms:*"
