@@ -577,15 +577,6 @@ def image_policy(config: BootstrapConfig, environment: str, *, account_id: str, 
     ]}
 
 
-def _bootstrap_resources(config: BootstrapConfig, *, account_id: str, bucket_arn: str, state_key_arn: str,
-                         secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> list[str]:
-    """What the bootstrap owns: the state bucket, its keys, the CI identity and the boundaries."""
-    project, partition = config.stacks_project, arn_partition(config.region)
-    return [bucket_arn, f"{bucket_arn}/*", state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items())),
-            f"arn:{partition}:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
-            f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]
-
-
 def _other_environments_data(config: BootstrapConfig, environment: str) -> list[str]:
     """Buckets and Secrets Manager secrets of the other environments, by name (stacks name them so)."""
     project, others = config.stacks_project, [env for env in ENVIRONMENTS if env != environment]
@@ -698,9 +689,12 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
         # is allowed above, so no IAM write needs a Deny.)
         {"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["secretsmanager:*"],
          "Resource": [arn for arn in _other_environments_data(config, environment) if ":secretsmanager:" in arn]},
-        {"Sid": "DenyBootstrap", "Effect": "Deny", "Action": ["*"], "Resource": _bootstrap_resources(
-            config, account_id=account_id, bucket_arn=bucket_arn, state_key_arn=state_key_arn,
-            secrets_key_arns=secrets_key_arns, oidc_provider_arn=oidc_provider_arn)},
+        # The bootstrap's keys, explicitly. Its bucket is no bucket of the environment's
+        # (DenyOtherBuckets), and its roles, provider and boundaries are IAM, of which the boundary
+        # allows nothing but one service-linked role: naming them again would only spend the
+        # 6,144 characters a managed policy holds (IAM User Guide, "IAM and AWS STS quotas").
+        {"Sid": "DenyBootstrapKeys", "Effect": "Deny", "Action": ["*"],
+         "Resource": [state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items()))]},
         # An untagged role is not the environment's either (StringNotEquals holds on a missing key).
         {"Sid": "DenyRolesOutsideEnvironment", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"],
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},
