@@ -84,6 +84,11 @@ class CiIdentity(pulumi.ComponentResource):
                     self._environment_document(policies.image_policy, env.name),
                     f"push of the trainer image to the {env.name} registry from {env.deploy_branch} "
                     f"through environment {env.image_github_environment}")
+            # checkov CKV_AWS_290 ("write access without constraints") flags this policy, and
+            # rightly reads its Allow of write actions on `*`: a permissions boundary grants
+            # nothing itself, it caps the roles that carry it (IAM User Guide, "Permissions
+            # boundaries for IAM entities"); what a role may write, and where, its own policies
+            # say, and the boundary's Denies constrain them (bootstrap/policies.py boundary_policy).
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",

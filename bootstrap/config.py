@@ -79,6 +79,9 @@ class EnvironmentCi:
     """The protected branch deploys come from (only with subjectClaims repo-context-ref is it in the claim)."""
     github_environment: str
     """The GitHub environment of the deploy job (prod: the one with required reviewers)."""
+    read_buckets: tuple[str, ...] = ()
+    """Existing buckets outside the project's names that the environment's roles may read (a
+    stack's `storage.datasetsBucket`): the permissions boundary denies every other such bucket."""
 
     @property
     def image_github_environment(self) -> str:
@@ -99,6 +102,8 @@ class BootstrapConfig:
     environments: tuple[EnvironmentCi, ...]
     state_version_retention_days: int
     """Old versions of a state file stay this long (a bad `pulumi up` can be rolled back from them)."""
+    state_access_log_retention_days: int = 365
+    """The state bucket's server access logs (who read or wrote which stack's state) stay this long."""
     activate_cost_allocation_tags: bool = True
     """Activate the tag keys the stacks' budgets count by, account-wide (docs/cost.md)."""
 
@@ -171,8 +176,10 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
                         f"{clash}: their jobs could assume each other's roles",
                         "give every stage a GitHub environment of its own (by default, one named after the stage), "
                         "not ending in -image")
+        read_buckets = entry.string_list("readBuckets", [])
         entry.finish()
-        environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment))
+        environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment,
+                                          read_buckets=tuple(read_buckets)))
     return tuple(environments)
 
 
@@ -201,6 +208,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     environments = _parse_environments(root)
     state = root.section("state", {})
     retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
+    log_retention = state.integer("accessLogRetentionDays", 365, minimum=1, maximum=3650)
     state.finish()
     # An object, not a top-level boolean: the engine hands top-level values to the program as strings.
     cost_tags = root.section("costAllocationTags", {})
@@ -211,7 +219,8 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
         raise ConfigError(errors.without_secret_values(raw))
     return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
                            stacks_project=stacks_project, github=github, environments=environments,
-                           state_version_retention_days=retention, activate_cost_allocation_tags=activate_tags)
+                           state_version_retention_days=retention, state_access_log_retention_days=log_retention,
+                           activate_cost_allocation_tags=activate_tags)
 
 
 def refuse_placeholders(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] = ()) -> None:

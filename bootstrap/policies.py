@@ -68,24 +68,97 @@ MANAGED_SERVICES = {
     "aws:budgets/": "budgets",
 }
 GLOBAL_SERVICES = ("budgets",)
-# AWS managed policies the stacks attach to their roles (the deploy role may attach no other, so
-# it cannot hand a role AdministratorAccess), with the actions each grants, by service, read from
-# the policy documents (iann0036/iam-dataset@2073fa52, aws/managedpolicies/<name>.json). Every
-# role's permissions boundary allows them, or the attached policy would not work.
-MANAGED_POLICY_ACTIONS = {
-    "AmazonEC2ContainerRegistryPullOnly": ("ecr:*",),
-    "AmazonEKSClusterPolicy": ("autoscaling:*", "ec2:*", "elasticloadbalancing:*", "iam:CreateServiceLinkedRole", "kms:*"),
-    "AmazonEKSWorkerNodePolicy": ("ec2:*", "eks:*", "eks-auth:*"),
-    "AmazonEKS_CNI_Policy": ("ec2:*",),
-    "AmazonSSMManagedInstanceCore": ("ec2messages:*", "ssm:*", "ssmmessages:*"),
-    "CloudWatchAgentServerPolicy": ("cloudwatch:*", "ec2:*", "logs:*", "ssm:*", "xray:*"),
+# THE BOUNDARY'S ACTIONS: every action a role of the stacks is granted, by who grants it, and no
+# other. The permissions boundary (`boundary_policy`) allows exactly these, so a role that holds
+# `*:*` under it can do no more than the stacks' own roles (no `ssm:SendCommand`, no
+# `ssm:StartSession`: no node role is granted either). tests/test_bootstrap.py checks every
+# action of every planned role's policies, inline or attached, is allowed by its environment's
+# boundary: a new role's actions are one more entry here.
+BOUNDARY_ACTIONS: dict[str, tuple[str, ...]] = {
+    # AWS managed policies the stacks attach (their documents as iann0036/iam-dataset@17e37aef
+    # aws/managedpolicies/<name>.json records them; the deploy role may attach no other policy).
+    "AmazonEC2ContainerRegistryPullOnly": (
+        "ecr:BatchGetImage", "ecr:BatchImportUpstreamImage", "ecr:GetAuthorizationToken", "ecr:GetDownloadUrlForLayer"),
+    # iam:CreateServiceLinkedRole, the policy's third action, is its own statement in the boundary
+    # (ELB's role only, as in the policy).
+    "AmazonEKSClusterPolicy": (
+        "autoscaling:DescribeAutoScalingGroups", "autoscaling:UpdateAutoScalingGroup",
+        "ec2:AttachVolume", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateRoute", "ec2:CreateSecurityGroup",
+        "ec2:CreateTags", "ec2:CreateVolume", "ec2:DeleteNetworkInterface", "ec2:DeleteRoute", "ec2:DeleteSecurityGroup",
+        "ec2:DeleteVolume", "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+        "ec2:DescribeDhcpOptions", "ec2:DescribeInstanceTopology", "ec2:DescribeInstances", "ec2:DescribeInternetGateways",
+        "ec2:DescribeNetworkInterfaces", "ec2:DescribeRouteTables", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets",
+        "ec2:DescribeVolumes", "ec2:DescribeVolumesModifications", "ec2:DescribeVpcs", "ec2:DetachVolume",
+        "ec2:ModifyInstanceAttribute", "ec2:ModifyVolume", "ec2:RevokeSecurityGroupIngress",
+        "elasticloadbalancing:AddTags", "elasticloadbalancing:ApplySecurityGroupsToLoadBalancer",
+        "elasticloadbalancing:AttachLoadBalancerToSubnets", "elasticloadbalancing:ConfigureHealthCheck",
+        "elasticloadbalancing:CreateListener", "elasticloadbalancing:CreateLoadBalancer",
+        "elasticloadbalancing:CreateLoadBalancerListeners", "elasticloadbalancing:CreateLoadBalancerPolicy",
+        "elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:DeleteListener",
+        "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteLoadBalancerListeners",
+        "elasticloadbalancing:DeleteTargetGroup", "elasticloadbalancing:DeregisterInstancesFromLoadBalancer",
+        "elasticloadbalancing:DeregisterTargets", "elasticloadbalancing:DescribeListeners",
+        "elasticloadbalancing:DescribeLoadBalancerAttributes", "elasticloadbalancing:DescribeLoadBalancerPolicies",
+        "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTargetGroupAttributes",
+        "elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth",
+        "elasticloadbalancing:DetachLoadBalancerFromSubnets", "elasticloadbalancing:ModifyListener",
+        "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:ModifyTargetGroup",
+        "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:RegisterInstancesWithLoadBalancer",
+        "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:SetLoadBalancerPoliciesForBackendServer",
+        "elasticloadbalancing:SetLoadBalancerPoliciesOfListener", "kms:DescribeKey"),
+    "AmazonEKSWorkerNodePolicy": (
+        "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeRouteTables", "ec2:DescribeSecurityGroups",
+        "ec2:DescribeSubnets", "ec2:DescribeVolumes", "ec2:DescribeVolumesModifications", "ec2:DescribeVpcs",
+        "eks-auth:AssumeRoleForPodIdentity", "eks:DescribeCluster"),
+    "AmazonEKS_CNI_Policy": (
+        "ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface", "ec2:CreateTags",
+        "ec2:DeleteNetworkInterface", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSubnets", "ec2:DescribeTags", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+        "ec2:UnassignPrivateIpAddresses"),
+    # What the node's SSM agent does for itself: no SendCommand, no StartSession (nobody's role
+    # starts a session on a node; BOUNDARY_NEVER_ACTIONS denies both besides).
+    "AmazonSSMManagedInstanceCore": (
+        "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage", "ec2messages:GetEndpoint",
+        "ec2messages:GetMessages", "ec2messages:SendReply", "ssm:DescribeAssociation", "ssm:DescribeDocument",
+        "ssm:GetDeployablePatchSnapshotForInstance", "ssm:GetDocument", "ssm:GetManifest", "ssm:GetParameter",
+        "ssm:GetParameters", "ssm:ListAssociations", "ssm:ListInstanceAssociations", "ssm:PutComplianceItems",
+        "ssm:PutConfigurePackageResult", "ssm:PutInventory", "ssm:UpdateAssociationStatus",
+        "ssm:UpdateInstanceAssociationStatus", "ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"),
+    "CloudWatchAgentServerPolicy": (
+        "cloudwatch:PutMetricData", "ec2:DescribeTags", "ec2:DescribeVolumes", "logs:CreateLogGroup", "logs:CreateLogStream",
+        "logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:PutLogEvents", "logs:PutRetentionPolicy",
+        "ssm:GetParameter", "xray:GetSamplingRules", "xray:GetSamplingStatisticSummaries", "xray:GetSamplingTargets",
+        "xray:PutTelemetryRecords", "xray:PutTraceSegments"),
+    # Inline policies of the stacks' roles, by the file that writes them.
+    "cluster autoscaler (components/cluster/autoscaler.py)": (
+        "autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+        "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities", "autoscaling:DescribeTags",
+        "autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup", "ec2:DescribeImages",
+        "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
+        "eks:DescribeNodegroup"),
+    "cluster role's envelope key (components/cluster/control_plane.py)": (
+        "kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ListGrants"),
+    "VPC flow logs (components/network)": ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"),
+    "EFS CSI driver (components/identity/policies.py efs_csi_policy)": (
+        "elasticfilesystem:DescribeAccessPoints", "elasticfilesystem:DescribeFileSystems",
+        "elasticfilesystem:DescribeMountTargets"),
+    "trainer (components/identity/policies.py trainer_policy)": (
+        "kms:Decrypt", "kms:GenerateDataKey", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
+        "s3:PutObject", "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
+    # It assumes a team stack's secrets role (assume_team_secret_readers_policy).
+    "External Secrets (components/identity/policies.py secrets_reader_policy)": (
+        "kms:Decrypt", "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue", "sts:AssumeRole"),
 }
-ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
-# What the stacks' inline role policies grant, by service (tests/test_bootstrap.py checks every
-# inline action of every plan against the boundary). sts:AssumeRole: External Secrets' role
-# assumes a team stack's secrets role.
-INLINE_POLICY_ACTIONS = ("autoscaling:*", "ec2:*", "eks:*", "elasticfilesystem:*", "kms:*", "logs:*", "s3:*",
-                         "secretsmanager:*", "sts:AssumeRole")
+# AWS managed policies the stacks attach to their roles: the deploy role may attach no other, so
+# it cannot hand a role AdministratorAccess.
+ATTACHABLE_MANAGED_POLICIES = (
+    "AmazonEC2ContainerRegistryPullOnly", "AmazonEKSClusterPolicy", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
+    "AmazonSSMManagedInstanceCore", "CloudWatchAgentServerPolicy")
+MANAGED_POLICY_ACTIONS = {name: BOUNDARY_ACTIONS[name] for name in ATTACHABLE_MANAGED_POLICIES}
+# The service-linked role AmazonEKSClusterPolicy lets the cluster role create (its
+# AmazonEKSClusterPolicySLRCreate statement).
+BOUNDARY_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com",)
 # Service-linked roles the stacks make AWS create on first use in an account, and what makes it:
 # (resource type, condition on its engine inputs or None, service name). Creating the resource
 # creates the role with the caller's credentials, so the deploy role needs
@@ -192,7 +265,10 @@ PROJECT_EXEMPT_ACTIONS = (
     "ec2:CreateInternetGateway", "ec2:CreateLaunchTemplate", "ec2:CreateNatGateway", "ec2:CreateNetworkInterface",
     "ec2:CreatePlacementGroup", "ec2:CreateRouteTable", "ec2:CreateSecurityGroup", "ec2:CreateSubnet", "ec2:CreateVpc",
     "ec2:CreateVpcEndpoint",
-    "eks:Describe*", "eks:List*", "eks:CreateAccessEntry", "eks:CreateAddon", "eks:CreateCluster", "eks:CreateNodegroup",
+    # Not eks:CreateAccessEntry: it is checked against the cluster, which must be the project's
+    # (an access entry on another project's cluster, then AssociateAccessPolicy on it, is that
+    # cluster's admin); DenyOtherClusters scopes it to this environment's cluster by name too.
+    "eks:Describe*", "eks:List*", "eks:CreateAddon", "eks:CreateCluster", "eks:CreateNodegroup",
     "eks:CreatePodIdentityAssociation", "eks:TagResource",
     "kms:Describe*", "kms:Get*", "kms:List*", "kms:CreateKey", "kms:TagResource",
     # Using a key is not changing it; the bootstrap's keys (another project tag) are used this way.
@@ -234,6 +310,38 @@ NEVER_ACTIONS = ("ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnecti
 # node groups"; the autoscaler's own role is scoped by that tag in components/cluster/autoscaler.py).
 AUTOSCALING_GROUPS = "autoscaling:*:*:autoScalingGroup:*"
 """(Without its partition, as PROJECT_SCOPED_RESOURCES.)"""
+
+
+# The EKS actions that give access to a cluster or run code in it: the deploy role's only on its
+# environment's cluster (by name: deploy_scope_policy).
+CLUSTER_ACCESS_ACTIONS = ("eks:AssociateAccessPolicy", "eks:CreateAccessEntry", "eks:CreateAddon", "eks:CreateNodegroup",
+                          "eks:CreatePodIdentityAssociation", "eks:UpdateAccessEntry", "eks:UpdatePodIdentityAssociation")
+# Writes the deploy role makes that take no resource ARN, so AWS authorizes them on `*` (Service
+# Authorization Reference: kms:CreateKey has no resource type).
+RESOURCELESS_ACTIONS = ("kms:CreateKey",)
+# Never, for any role of the stacks: NEVER_ACTIONS, and commands or sessions on an instance (a
+# node's role holds neither; `*:*` under the boundary must not get them either).
+BOUNDARY_NEVER_ACTIONS = (*NEVER_ACTIONS, "ssm:SendCommand", "ssm:StartSession")
+# What a role of the stacks may act on only while it carries the project's tag: the deploy
+# role's list less the EC2 kinds AWS creates for the cluster without the provider's tags (the
+# cluster security group, the CNI's network interfaces, route tables and subnets the cluster role
+# only reads), plus SSM parameters (AmazonSSMManagedInstanceCore reads parameters on `*`).
+# Security groups follow in BOUNDARY_CLUSTER_OWNED: the project's, or the cluster's.
+BOUNDARY_PROJECT_SCOPED_RESOURCES = (
+    *(f"ec2:*:*:{kind}/*" for kind in (
+        "elastic-ip", "image", "instance", "internet-gateway", "launch-template", "natgateway", "placement-group",
+        "snapshot", "volume", "vpc-flow-log", "vpc-peering-connection")),
+    *(arn for arn in PROJECT_SCOPED_RESOURCES if not arn.startswith("ec2:")),
+    "ssm:*:*:parameter/*",
+)
+# Reads of metadata a role of the stacks makes on resources of any owner (AMIs are Amazon's).
+BOUNDARY_PROJECT_EXEMPT_ACTIONS = ("ec2:Describe*", "ec2:Get*", "eks:Describe*", "eks:List*")
+# Security groups: the project's, or the cluster security group EKS creates, which carries only
+# EKS's own tags (EKS User Guide, "View Amazon EKS security group requirements for clusters").
+EKS_CLUSTER_NAME_TAG = "aws:eks:cluster-name"
+# The actions that add, change or remove tags, in the services the project tags its resources in.
+TAGGING_ACTIONS = ("ec2:CreateTags", "ec2:DeleteTags", "*:TagResource", "*:UntagResource", "logs:TagLogGroup",
+                   "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags")
 
 
 def in_partition(config: BootstrapConfig, *arns_without_partition: str) -> list[str]:
@@ -296,6 +404,11 @@ def services_linked_to(resource_type: str, inputs: Mapping[str, Any]) -> set[str
 def state_bucket_name(stacks_project: str, account_id: str) -> str:
     """Globally unique through the account id; never matches `<project>-<env>-*` (the stacks' buckets)."""
     return f"{stacks_project}-pulumi-state-{account_id}"
+
+
+def state_log_bucket_name(stacks_project: str, account_id: str) -> str:
+    """The state bucket's access-log bucket: never matches `<project>-<env>-*` either."""
+    return f"{stacks_project}-pulumi-state-logs-{account_id}"
 
 
 def state_key_alias(stacks_project: str) -> str:
@@ -464,15 +577,6 @@ def image_policy(config: BootstrapConfig, environment: str, *, account_id: str, 
     ]}
 
 
-def _bootstrap_resources(config: BootstrapConfig, *, account_id: str, bucket_arn: str, state_key_arn: str,
-                         secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> list[str]:
-    """What the bootstrap owns: the state bucket, its keys, the CI identity and the boundaries."""
-    project, partition = config.stacks_project, arn_partition(config.region)
-    return [bucket_arn, f"{bucket_arn}/*", state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items())),
-            f"arn:{partition}:iam::{account_id}:role/{ci_role_pattern(project)}", oidc_provider_arn,
-            f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(project, '*')}"]
-
-
 def _other_environments_data(config: BootstrapConfig, environment: str) -> list[str]:
     """Buckets and Secrets Manager secrets of the other environments, by name (stacks name them so)."""
     project, others = config.stacks_project, [env for env in ENVIRONMENTS if env != environment]
@@ -488,34 +592,132 @@ def _deny_other_environments(environment: str) -> dict[str, Any]:
         "Null": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": "false"}}}
 
 
+# Metadata reads a boundary allows by verb, not one by one (a boundary is one managed policy of
+# at most 6,144 characters: IAM User Guide, "IAM and AWS STS quotas"): every Describe and List of
+# a service BOUNDARY_ACTIONS reads, and the verbs of the ELB API the cluster policy grants.
+COLLAPSED_VERBS = ("Describe", "List")
+ELB_VERBS = ("Add", "Apply", "Attach", "Configure", "Create", "Delete", "Deregister", "Detach", "Modify", "Register", "Set")
+
+
+def boundary_allow_list() -> list[str]:
+    """BOUNDARY_ACTIONS as the boundary writes them: Describe*/List* per service, ELB by verb."""
+    actions: set[str] = set()
+    for action in {a for group in BOUNDARY_ACTIONS.values() for a in group}:
+        service, name = action.split(":", 1)
+        verb = next((v for v in (*COLLAPSED_VERBS, *(ELB_VERBS if service == "elasticloadbalancing" else ()))
+                     if name.startswith(v)), None)
+        actions.add(f"{service}:{verb}*" if verb else action)
+    return sorted(actions)
+
+
+def _cluster_patterns(config: BootstrapConfig, environment: str) -> list[str]:
+    """The environment's EKS cluster and everything under it (node groups, add-ons, access
+    entries, pod identity associations: <kind>/<cluster>/...), and AWS's access policies."""
+    partition, cluster = arn_partition(config.region), cluster_name(config.stacks_project, environment)
+    return [f"arn:{partition}:eks:*:*:cluster/{cluster}", f"arn:{partition}:eks:*:*:*/{cluster}/*",
+            f"arn:{partition}:eks::aws:cluster-access-policy/*"]
+
+
+def _own_buckets(config: BootstrapConfig, environment: str) -> list[str]:
+    partition = arn_partition(config.region)
+    own = f"arn:{partition}:s3:::{config.stacks_project}-{environment}-*"
+    return [own, f"{own}/*"]
+
+
+def _read_buckets(config: BootstrapConfig, environment: str) -> list[str]:
+    partition = arn_partition(config.region)
+    names = next((env.read_buckets for env in config.environments if env.name == environment), ())
+    return [arn for name in names for arn in (f"arn:{partition}:s3:::{name}", f"arn:{partition}:s3:::{name}/*")]
+
+
+def _tagging_scope(project: str) -> list[dict[str, Any]]:
+    """Tag-then-read fails: no request sets the project tag to another value, and no tag of a
+    resource that carries another project's tag changes."""
+    return [
+        {"Sid": "DenyOtherProjectTagValues", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
+            "StringNotEquals": {f"aws:RequestTag/{PROJECT_TAG}": project},
+            "Null": {f"aws:RequestTag/{PROJECT_TAG}": "false"}}},
+        {"Sid": "DenyRetaggingOtherProjects", "Effect": "Deny", "Action": list(TAGGING_ACTIONS), "Resource": ["*"],
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project},
+                       "Null": {f"aws:ResourceTag/{PROJECT_TAG}": "false"}}},
+    ]
+
+
+def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[dict[str, Any]]:
+    """The boundary's share of deploy_scope_policy: nothing of another project, by tag, by
+    cluster name and by bucket name; no tagging a resource into the project (no role of the
+    stacks sets the project tag: the deploy role does, at creation)."""
+    project, prefix = config.stacks_project, cluster_name(config.stacks_project, environment)
+    read_buckets = _read_buckets(config, environment)
+    statements: list[dict[str, Any]] = [
+        {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
+         "Resource": in_partition(config, *BOUNDARY_PROJECT_SCOPED_RESOURCES),
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}},
+        {"Sid": "DenyOtherSecurityGroups", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
+         "Resource": in_partition(config, "ec2:*:*:security-group/*"), "Condition": {"StringNotEquals": {
+             f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/{EKS_CLUSTER_NAME_TAG}": prefix}}},
+        {"Sid": "DenyOtherClusters", "Effect": "Deny", "Action": ["eks:*"],
+         "NotResource": _cluster_patterns(config, environment)},
+        {"Sid": "DenyOtherBuckets", "Effect": "Deny", "Action": ["s3:*"],
+         "NotResource": [*_own_buckets(config, environment), *read_buckets]},
+        {"Sid": "DenySettingTheProjectTag", "Effect": "Deny", "Action": ["*"], "Resource": ["*"],
+         "Condition": {"Null": {f"aws:RequestTag/{PROJECT_TAG}": "false"}}},
+        # (Retagging another project's resources: DenyOtherProjects, which covers the only
+        # tagging the boundary allows, ec2:CreateTags; ELB's AddTags is on load balancers only.)
+        {"Sid": "DenyNeverActions", "Effect": "Deny", "Action": list(BOUNDARY_NEVER_ACTIONS), "Resource": ["*"]},
+    ]
+    if read_buckets:
+        statements.append({"Sid": "ReadOnlyOfReadBuckets", "Effect": "Deny",
+                           "NotAction": ["s3:GetObject", "s3:ListBucket"], "Resource": read_buckets})
+    return statements
+
+
 def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
                     secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
     """The permissions boundary of every role the environment's stacks create: whatever a role's
-    own policies say, it can act only within the services the stacks' roles use, never on IAM
-    (beyond the service-linked role EKS creates), never on another environment's resources or
-    data, never on the bootstrap, and assume only roles of its own environment."""
-    allowed = sorted({*INLINE_POLICY_ACTIONS, *(a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions)})
+    own policies say, it can take only the actions the stacks' roles take (BOUNDARY_ACTIONS),
+    never on IAM (beyond the service-linked role the cluster policy creates), never on another
+    environment's or project's resources or data, never on the bootstrap, and assume only roles
+    of its own environment."""
+    allowed = boundary_allow_list()
     statements: list[dict[str, Any]] = [
-        {"Sid": "ServicesOfTheStacksRoles", "Effect": "Allow", "Action": allowed, "Resource": ["*"]},
-        {"Sid": "DenyIamWrites", "Effect": "Deny", "Action": [
-            "iam:Add*", "iam:Attach*", "iam:CreateAccessKey", "iam:CreateLoginProfile", "iam:CreatePolicy*",
-            "iam:CreateRole", "iam:CreateUser", "iam:Delete*", "iam:Detach*", "iam:PassRole", "iam:Put*",
-            "iam:Remove*", "iam:Set*", "iam:Tag*", "iam:Untag*", "iam:Update*", "iam:Upload*"], "Resource": ["*"]},
+        {"Sid": "ActionsOfTheStacksRoles", "Effect": "Allow", "Action": allowed, "Resource": ["*"]},
+        {"Sid": "ServiceLinkedRolesOfTheClusterPolicy", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
+         "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(BOUNDARY_SERVICE_LINKED_ROLES)}}},
         _deny_other_environments(environment),
-        {"Sid": "DenyOtherEnvironmentsData", "Effect": "Deny", "Action": ["s3:*", "secretsmanager:*"],
-         "Resource": _other_environments_data(config, environment)},
-        {"Sid": "DenyBootstrap", "Effect": "Deny", "Action": ["*"], "Resource": _bootstrap_resources(
-            config, account_id=account_id, bucket_arn=bucket_arn, state_key_arn=state_key_arn,
-            secrets_key_arns=secrets_key_arns, oidc_provider_arn=oidc_provider_arn)},
+        # (Other environments' buckets: DenyOtherBuckets. No IAM action but the service-linked role
+        # is allowed above, so no IAM write needs a Deny.)
+        {"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["secretsmanager:*"],
+         "Resource": [arn for arn in _other_environments_data(config, environment) if ":secretsmanager:" in arn]},
+        # The bootstrap's keys, explicitly. Its bucket is no bucket of the environment's
+        # (DenyOtherBuckets), and its roles, provider and boundaries are IAM, of which the boundary
+        # allows nothing but one service-linked role: naming them again would only spend the
+        # 6,144 characters a managed policy holds (IAM User Guide, "IAM and AWS STS quotas").
+        {"Sid": "DenyBootstrapKeys", "Effect": "Deny", "Action": ["*"],
+         "Resource": [state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items()))]},
         # An untagged role is not the environment's either (StringNotEquals holds on a missing key).
         {"Sid": "DenyRolesOutsideEnvironment", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"],
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},
+        *_boundary_project_scope(config, environment),
     ]
-    if environment != "prod":
-        # Prod buckets by any name (a non-prod stack may read an existing datasets bucket).
+    if environment != "prod" and _read_buckets(config, environment):
+        # Prod buckets by any name among the buckets it may read (DenyOtherBuckets refuses the rest).
         statements.append({"Sid": "DenyProdBuckets", "Effect": "Deny", "Action": ["s3:*"],
                            "Resource": prod_bucket_patterns(arn_partition(config.region))})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _platform_services(services: list[str], partition: str, region: str) -> list[dict[str, Any]]:
+    """Whole services on their resources of this region only; on `*` (what AWS requires of
+    actions without a resource type) only their reads and RESOURCELESS_ACTIONS."""
+    in_region = {"StringEquals": {"aws:RequestedRegion": region}}
+    return [
+        {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
+         "Resource": [f"arn:{partition}:{service}:{region}:*" for service in services], "Condition": in_region},
+        {"Sid": "ReadPlatformServices", "Effect": "Allow",
+         "Action": [*(f"{service}:{verb}*" for service in services for verb in ("Describe", "Get", "List")),
+                    *RESOURCELESS_ACTIONS, *NAME_SCOPED_READS], "Resource": ["*"], "Condition": in_region},
+    ]
 
 
 def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
@@ -542,9 +744,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": [secrets_key_arns[environment]]},
         _program_invokes(),
         # The services the stacks create resources in, in the stacks' region only.
-        {"Sid": "ManagePlatformServices", "Effect": "Allow",
-         "Action": [*(f"{service}:*" for service in services), *NAME_SCOPED_READS],
-         "Resource": ["*"], "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
+        *_platform_services(services, partition, region),
         {"Sid": "ManageEnvironmentLogsAndAlarms", "Effect": "Allow", "Action": ["cloudwatch:*", "logs:*"], "Resource": [
             f"arn:{partition}:logs:{region}:{account_id}:log-group:{log_group_pattern(prefix)}",
             f"arn:{partition}:cloudwatch:{region}:{account_id}:alarm:{prefix}-*"]},
@@ -597,6 +797,58 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# What using a key is (components/common/kms.py KEY_USE_ACTIONS).
+KEY_USE = ("kms:CreateGrant", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
+
+
+def _key_users_only(sid: str, users: list[str], project_roles: str, arn_operator: str) -> list[dict[str, Any]]:
+    """Two Denies: no principal carrying a `project` tag (every role of the stacks and the
+    bootstrap) and no role named like the project's (`project_roles`) uses the key, unless it
+    is one of `users` (`arn_operator`: ArnNotEquals for ARNs, ArnNotLike for a pattern)."""
+    not_a_user = {arn_operator: {"aws:PrincipalArn": users}}
+    return [
+        {"Sid": f"{sid}AmongTaggedPrincipals", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": list(KEY_USE),
+         "Resource": "*", "Condition": {**not_a_user, "Null": {f"aws:PrincipalTag/{PROJECT_TAG}": "false"}}},
+        {"Sid": f"{sid}AmongTheProjectsRoles", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": list(KEY_USE),
+         "Resource": "*", "Condition": {**not_a_user, "ArnLike": {"aws:PrincipalArn": project_roles}}},
+    ]
+
+
+def _root_statement(account_id: str, partition: str) -> dict[str, Any]:
+    """The statement AWS requires in every key policy so the key stays manageable (AWS KMS
+    Developer Guide, "Default key policy", "Allows access to the AWS account and enables IAM
+    policies"): the account's administrators administer the key through IAM."""
+    return {"Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+            "Action": "kms:*", "Resource": "*"}
+
+
+def secrets_key_policy(config: BootstrapConfig, environment: str, account_id: str) -> dict[str, Any]:
+    """The environment's secrets-provider key names its users: among the project's roles only the
+    environment's preview and deploy roles (`pulumi preview`/`up` decrypt the stacks' config
+    secrets). People who set config secrets stay with IAM: they carry no project tag."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    roles = f"arn:{partition}:iam::{account_id}:role"
+    users = [f"{roles}/{preview_role_name(project, environment)}", f"{roles}/{deploy_role_name(project, environment)}"]
+    return {"Version": "2012-10-17", "Statement": [
+        _root_statement(account_id, partition),
+        *_key_users_only("OnlyTheEnvironmentsCiRoles", users, f"{roles}/{project}-*", "ArnNotEquals"),
+    ]}
+
+
+def state_key_policy(config: BootstrapConfig, account_id: str) -> dict[str, Any]:
+    """The state bucket's key names its users: among the project's roles only the CI roles, and
+    those only through S3 in the bootstrap's region (SSE-KMS of the state objects)."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    ci_roles = f"arn:{partition}:iam::{account_id}:role/{ci_role_pattern(project)}"
+    return {"Version": "2012-10-17", "Statement": [
+        _root_statement(account_id, partition),
+        *_key_users_only("OnlyCiRoles", [ci_roles], f"arn:{partition}:iam::{account_id}:role/{project}-*", "ArnNotLike"),
+        {"Sid": "CiRolesOnlyThroughS3", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": list(KEY_USE),
+         "Resource": "*", "Condition": {"ArnLike": {"aws:PrincipalArn": ci_roles},
+                                        "StringNotEquals": {"kms:ViaService": f"s3.{config.region}.amazonaws.com"}}},
+    ]}
+
+
 def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> dict[str, Any]:
     """What keeps the deploy role off other projects' resources in the account: a managed policy
     attached to the deploy role beside its inline one, which it could not hold as well (IAM User
@@ -615,6 +867,19 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
          "Resource": in_partition(config, AUTOSCALING_GROUPS), "Condition": {"StringNotEquals": {
              f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{prefix}": "owned"}}},
         {"Sid": "DenySharingAndPeering", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
+        # Access to a cluster (an entry, a pod identity, an add-on or node group that runs code in
+        # it) only on this environment's cluster, by name as well as by tag.
+        {"Sid": "DenyOtherClusters", "Effect": "Deny", "Action": list(CLUSTER_ACCESS_ACTIONS),
+         "NotResource": _cluster_patterns(config, environment)},
+        # Tag-on-create of secrets and repositories goes through TagResource (exempt above), so
+        # those are scoped by the names the stacks give them: no other project's secret or
+        # repository can be tagged into the project, then read.
+        {"Sid": "DenyTaggingOtherSecrets", "Effect": "Deny",
+         "Action": ["secretsmanager:TagResource", "secretsmanager:UntagResource"],
+         "NotResource": [f"arn:{partition}:secretsmanager:*:*:secret:{project}/{environment}/*"]},
+        {"Sid": "DenyTaggingOtherRepositories", "Effect": "Deny", "Action": ["ecr:TagResource", "ecr:UntagResource"],
+         "NotResource": [f"arn:{partition}:ecr:*:*:repository/{prefix}/*"]},
+        *_tagging_scope(project),
         # A data repository association exports a file system's files to a bucket: its creation is
         # exempt above (the new association has no tags), not on another project's file system.
         {"Sid": "DenyLinkingOtherFileSystems", "Effect": "Deny", "Action": ["fsx:CreateDataRepositoryAssociation"],

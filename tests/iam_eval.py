@@ -3,6 +3,7 @@
 IAM's rules as the AWS policy evaluation logic states them: an explicit Deny wins, then any
 Allow, otherwise the request is implicitly denied. Actions match case-insensitively with `*`
 and `?`; resources and string conditions match with `*` and `?` (`*` also spans `/` and `:`).
+Policy variables (`${key}`) in condition values take the request's value of that key.
 Condition operators not listed here raise, so a test never passes on a condition it ignored.
 A negated operator (StringNotEquals, StringNotLike, ArnNotEquals, ArnNotLike) on a key missing
 from the request is true, as in IAM; `...IfExists` is true when the key is missing; `Null:
@@ -47,8 +48,31 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+_VARIABLE = re.compile(r"\$\{([^}]+)\}")
+
+
+def _resolve(value: str, context: Mapping[str, Any]) -> str | None:
+    """A policy variable (`${aws:ResourceTag/environment}`) takes the request's value of that key;
+    a value naming a key the request lacks matches nothing (IAM User Guide, "IAM policy elements:
+    Variables and tags": "If the key ... is not present ... the condition ... false")."""
+    missing = False
+
+    def value_of(match: re.Match[str]) -> str:
+        nonlocal missing
+        if match.group(1) not in context:
+            missing = True
+            return ""
+        return str(context[match.group(1)])
+
+    resolved = _VARIABLE.sub(value_of, value)
+    return None if missing else resolved
+
+
 def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, Any]) -> bool:
-    wanted = [str(v) for v in _as_list(expected)]
+    resolved = [_resolve(str(v), context) for v in _as_list(expected)]
+    if any(v is None for v in resolved):
+        return False
+    wanted = [v for v in resolved if v is not None]
     present = key in context
     actual = [str(v) for v in _as_list(context.get(key))] if present else []
     if operator == "Null":

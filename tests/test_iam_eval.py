@@ -56,6 +56,13 @@ def test_globs(glob, value, ignore_case, matches):
     ({"Null": {TAG: "false"}}, {TAG: "dev"}, True),
     ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:SecureTransport": "false"}, True),
     ({"NumericLessThan": {"s3:TlsVersion": "1.2"}}, {"s3:TlsVersion": "1.1"}, True),
+    # A policy variable takes the request's value; naming a key the request lacks, it holds for nothing.
+    ({"StringNotEquals": {"aws:PrincipalTag/environment": "${aws:ResourceTag/environment}"}},
+     {"aws:PrincipalTag/environment": "dev", "aws:ResourceTag/environment": "prod"}, True),
+    ({"StringNotEquals": {"aws:PrincipalTag/environment": "${aws:ResourceTag/environment}"}},
+     {"aws:PrincipalTag/environment": "prod", "aws:ResourceTag/environment": "prod"}, False),
+    ({"StringNotEquals": {"aws:PrincipalTag/environment": "${aws:ResourceTag/environment}"}},
+     {"aws:PrincipalTag/environment": "dev"}, False),
     # Several operators and keys in one block are ANDed.
     ({"StringEquals": {TAG: "dev"}, "Null": {"iam:PermissionsBoundary": "false"}}, {TAG: "dev"}, False),
 ])

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from iam_eval import ALLOW, DENY, evaluate
 from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, ROOT
 
 from bootstrap import policies as bootstrap_policies
@@ -153,3 +154,27 @@ def test_the_trainer_image_role_grants_nothing_broad():
     assert any(as_list(s["Resource"]) == ["*"] for s in statements), "the login token needs Resource *"
     # Nothing attached beside the inline document: it is the role's whole grant.
     assert all(a["inputs"]["role"] != name for a in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"))
+
+
+def key_use(env: str, principal_tags: dict[str, str]) -> dict[str, str]:
+    """A request to use a key of the stack (tagged like every resource of it) by a principal with these tags."""
+    return {"aws:ResourceTag/environment": env, "aws:ResourceTag/project": "gpu-training",
+            **{f"aws:PrincipalTag/{key}": value for key, value in principal_tags.items()}}
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_every_key_names_its_users_by_environment_and_project(stack, plan_of):
+    """Every customer key of every stack refuses, in its own policy, a role of another environment
+    or project; its own roles, AWS services and people stay with IAM (components/common/kms.py)."""
+    env = stack.rsplit("-", 1)[-1]
+    other = "dev" if env != "dev" else "prod"
+    keys = plan_of(stack).of_type("aws:kms/key:Key")
+    assert keys
+    for key in keys:
+        document = json.loads(key["inputs"]["policy"])
+        for action in ("kms:Decrypt", "kms:GenerateDataKey", "kms:CreateGrant"):
+            refused = [key_use(env, {"environment": other, "project": "gpu-training"}),
+                       key_use(env, {"environment": env, "project": "other-project"})]
+            assert all(evaluate(document, action, "*", c) == DENY for c in refused), f"{key['name']}: {action}"
+            for allowed in (key_use(env, {"environment": env, "project": "gpu-training"}), key_use(env, {})):
+                assert evaluate(document, action, "*", allowed) == ALLOW, f"{key['name']}: {action} {allowed}"

@@ -97,6 +97,7 @@ class Cluster(pulumi.ComponentResource):
         # Created first so EKS writes into a group that has a retention period and our key (EKS
         # would create it unencrypted, retained forever). It holds the audit log: prod keeps it
         # >= 365 days (the config model enforces it).
+        # checkov CKV_AWS_338 holds in prod only (cluster.logRetentionDays: 30 / 90 / 365).
         self.log_group = log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
             name=f"/aws/eks/{args.cluster_name}/cluster",
@@ -105,6 +106,10 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         config = args.config
+        # checkov CKV_AWS_339 (a supported version) fails on versions newer than its own list
+        # (1.29-1.35 in the pinned checkov 3.3.30): the supported minors are
+        # components/facts/eks_versions.py's. CKV_AWS_39/38 (public endpoint): dev only, from
+        # publicAccessCidrs, never 0.0.0.0/0 (docs/upgrading-and-pins.md).
         self.eks = aws.eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,

@@ -2,6 +2,15 @@
 
 Every key gets an explicit key policy and an alias (checkov CKV2_AWS_64 and the plan's
 readability): `customer_key` is the only place keys are made.
+
+Who may use a key, in the key policy itself (not only in IAM): the account root keeps the
+statement AWS requires so the key stays manageable (AWS KMS Developer Guide, "Default key
+policy": "Allows access to the AWS account and enables IAM policies"), and `users_by_tag` names
+the key's users by the tags every principal of the stacks carries: a role tagged for another
+environment or another project (`environment`, `project`: the provider's default tags) is
+refused every use of the key, whatever its IAM policies grant. AWS services acting through their
+grants (EKS, ECR, EFS, Secrets Manager, S3, CloudWatch Logs) carry no principal tags and are not
+refused; people (untagged) stay with IAM.
 """
 
 from __future__ import annotations
@@ -20,13 +29,41 @@ from components.common.partition import provider_partition
 KEY_DELETION_WINDOW_DAYS = 30
 # What CloudWatch Logs needs on a key that encrypts log groups (CloudWatch Logs user guide,
 # "Encrypt log data in CloudWatch Logs using AWS KMS", key policy example).
+# What using a key is (AWS KMS Developer Guide, "Permissions for AWS KMS: cryptographic
+# operations"), and handing that use to another principal through a grant.
+KEY_USE_ACTIONS = ["kms:CreateGrant", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"]
+# The principal tags a key's users must share with the key (components/common/tags.py).
+USER_TAGS = ("environment", "project")
 LOGS_KEY_ACTIONS = ["kms:Decrypt*", "kms:Describe*", "kms:Encrypt*", "kms:GenerateDataKey*", "kms:ReEncrypt*"]
+
+
+def users_by_tag() -> list[dict[str, object]]:
+    """Key policy statements: a principal carrying an `environment` or `project` tag other than
+    the key's own may not use the key. The key's tags are the stack's (the provider's default
+    tags), compared through a policy variable (IAM User Guide, "IAM policy elements: Variables
+    and tags"; AWS KMS supports aws:ResourceTag in key policies: "ABAC for AWS KMS")."""
+    return [{
+        "Sid": f"OnlyPrincipalsOfThisKeys{tag.capitalize()}",
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+        "Action": KEY_USE_ACTIONS,
+        "Resource": "*",
+        "Condition": {"StringNotEquals": {f"aws:PrincipalTag/{tag}": f"${{aws:ResourceTag/{tag}}}"},
+                      "Null": {f"aws:PrincipalTag/{tag}": "false"}},
+    } for tag in USER_TAGS]
+
+
+def with_users_by_tag(document: str) -> str:
+    """`document` (a key policy) with the `users_by_tag` statements added."""
+    parsed = json.loads(document)
+    return iam.policy(*parsed["Statement"], *users_by_tag())
 
 
 def customer_key(resource_name: str, *, alias: str, description: str, account_id: pulumi.Input[str],
                  parent: pulumi.Resource, policy: Callable[[str, str], str] = iam.key_policy) -> aws.kms.Key:
     """A symmetric key with yearly rotation (FSBP KMS.4), an explicit key policy (by default the
-    account root's: roles get use of the key through their own IAM policies) and an alias.
+    account root's: roles get use of the key through their own IAM policies, and only roles of
+    the key's environment and project may: `users_by_tag`) and an alias.
 
     `policy` maps the account id and the provider's ARN partition to the key policy document."""
     key = aws.kms.Key(
@@ -34,7 +71,8 @@ def customer_key(resource_name: str, *, alias: str, description: str, account_id
         description=description,
         enable_key_rotation=True,
         deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-        policy=pulumi.Output.all(account_id, provider_partition(parent)).apply(lambda v: policy(v[0], v[1])),
+        policy=pulumi.Output.all(account_id, provider_partition(parent)).apply(
+            lambda v: with_users_by_tag(policy(v[0], v[1]))),
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.kms.Alias(resource_name, name=f"alias/{alias}", target_key_id=key.key_id,

@@ -40,6 +40,8 @@ class CiRunnerAccess(pulumi.ComponentResource):
         super().__init__("gpu-training:network:CiRunnerAccess", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         group_name = f"{args.name_prefix}-ci-runner"
+        # checkov CKV2_AWS_5 (a group attached to nothing): the runner instances it is for are
+        # launched outside the stacks (docs/delivery.md), so no planned resource names it.
         self.runner = aws.ec2.SecurityGroup(
             f"{name}-group", name=group_name, vpc_id=args.vpc_id, tags={"Name": group_name},
             description="Self-hosted CI runner: pulumi preview/up against the EKS API", opts=child)

@@ -142,6 +142,8 @@ class Network(pulumi.ComponentResource):
 
     def _create_flow_logs(self) -> None:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
+        # checkov CKV_AWS_338 (a year's retention): 365 days in prod, less in dev and staging on
+        # purpose (network.flowLogRetentionDays; docs/upgrading-and-pins.md).
         log_group = aws.cloudwatch.LogGroup(
             f"{self._name}-flow-logs",
             name=f"/aws/vpc/{args.name_prefix}/flow-logs",

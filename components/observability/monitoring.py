@@ -229,6 +229,9 @@ class Observability(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         retention = args.config.log_group_retention_days
         # Fluent Bit and the agent would create missing groups themselves: unencrypted, kept forever.
+        # checkov CKV_AWS_338 (a year's retention) is unmet for the application and performance
+        # groups, and for every group in dev and staging: retention is chosen per group
+        # (docs/upgrading-and-pins.md, "Security checks we deliberately do not meet").
         log_groups = [
             aws.cloudwatch.LogGroup(f"{name}-logs-{kind}", name=f"/aws/containerinsights/{args.cluster_name}/{kind}",
                                     retention_in_days=retention[kind], kms_key_id=args.logs_key_arn, opts=child)

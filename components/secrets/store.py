@@ -58,6 +58,9 @@ class TrainingSecrets(pulumi.ComponentResource):
                                 account_id=args.account_id, parent=self)
         self.secrets = {}
         for entry in args.config.entries:
+            # checkov CKV2_AWS_57 (automatic rotation) is unmet on purpose: these are third-party API
+            # tokens (Hugging Face, W&B) that only their issuer can rotate; a new value is set with
+            # `pulumi config set --secret` and reaches the pods through External Secrets.
             secret = aws.secretsmanager.Secret(
                 f"{name}-{entry.name}",
                 name=secret_name(args.project, args.environment, entry.name, args.team),
