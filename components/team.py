@@ -38,6 +38,7 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
+from components.workload.viewer import exposure_of
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
@@ -127,6 +128,8 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
                               assume_role_arn=secrets_reader.arn),
         trainer_role_arn=trainer_role.arn,
         namespace_depends_on=[],
+        # The platform's ALB, security group and controller, which the team's Ingress joins.
+        viewer=exposure_of(platform_config),
     ), in_cluster)
 
     # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
