@@ -17,9 +17,9 @@ import pulumi_aws as aws
 
 from components.cluster.addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.cluster.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.cluster.control_plane import Cluster, ClusterArgs
 from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.cluster.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.boundary import apply_permissions_boundary

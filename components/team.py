@@ -38,8 +38,8 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
-from components.workload.viewer import exposure_of
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
+from components.workload.viewer import exposure_of
 
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
                 "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training")

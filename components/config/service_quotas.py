@@ -116,8 +116,9 @@ def security_group_rules(network: NetworkConfig, fabric: FabricConfig, pools: tu
             + lustre_rules + 1, outbound=1,  # + the viewer's port from its load balancer
             drivers=("network.monitoringIngress.cidrs", "network.monitoringIngress.ports")),
         # The viewer's load balancer: each listener port from each allowed CIDR; out to the viewer pods.
-        "viewer-alb": RuleCount(inbound=len(inbound_cidrs(network.monitoring_ingress, network.vpc_cidr)) * len(viewer.listen_ports), outbound=1,
-                                drivers=("network.monitoringIngress.cidrs",)),
+        "viewer-alb": RuleCount(
+            inbound=len(inbound_cidrs(network.monitoring_ingress, network.vpc_cidr)) * len(viewer.listen_ports),
+            outbound=1, drivers=("network.monitoringIngress.cidrs",)),
         "efs": RuleCount(inbound=1, outbound=0),
         "vpc-endpoints": RuleCount(inbound=1, outbound=0),
         "ci-runner": RuleCount(inbound=0, outbound=1),

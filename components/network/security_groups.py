@@ -17,7 +17,7 @@ GPU nodes only, so CPU nodes can never reach training ports:
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -53,7 +53,7 @@ class SecurityGroupsArgs:
     """Some GPU pool has no EFA: create the socket fabric group."""
     lustre: bool = False
     """The stack has an FSx for Lustre file system."""
-    viewer: ViewerConfig = ViewerConfig()
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
     """The viewer's load balancer: its listener ports."""
 
 

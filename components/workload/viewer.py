@@ -184,16 +184,17 @@ class RunViewer(pulumi.ComponentResource):
         super().__init__("gpu-training:workload:RunViewer", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
         metadata = k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS)
-        self.deployment = k8s.apps.v1.Deployment(f"{name}-deployment", metadata=metadata, spec=deployment_spec(
-            image=args.image, namespace=args.namespace, system_pool=args.system_pool,
-            checkpoints_sub_path=args.checkpoints_sub_path), opts=child)
+        spec: Any = deployment_spec(image=args.image, namespace=args.namespace, system_pool=args.system_pool,
+                                    checkpoints_sub_path=args.checkpoints_sub_path)
+        self.deployment = k8s.apps.v1.Deployment(f"{name}-deployment", metadata=metadata, spec=spec, opts=child)
+        policy: Any = network_policy_spec(args.exposure)
         self.service = k8s.core.v1.Service(f"{name}-service", metadata=metadata, spec={
             "type": "ClusterIP", "selector": LABELS,
             "ports": [{"name": "http", "port": VIEWER_PORT, "target_port": VIEWER_PORT, "protocol": "TCP"}],
         }, opts=child)
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=k8s.meta.v1.ObjectMetaArgs(name="allow-viewer-from-alb", namespace=args.namespace),
-            spec=network_policy_spec(args.exposure), opts=child)
+            spec=policy, opts=child)
         self.ingress = k8s.networking.v1.Ingress(
             f"{name}-ingress",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS,
