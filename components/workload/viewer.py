@@ -38,6 +38,7 @@ from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
+from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "tensorboard"
 INGRESS_CLASS = "alb"  # the chart's ingressClass (values.yaml `ingressClass: alb`)
@@ -49,6 +50,8 @@ RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"
 # How often TensorBoard looks for new event files (`--reload_interval`, default 5 s): a minute is
 # enough for a curve of a long run, and keeps it from listing the shared file system constantly.
 RELOAD_SECONDS = 60
+# The training pods' accepted deviation, for the same reason (checkov's skip syntax).
+SKIP_REASONS = {"CKV_K8S_40": TRAINING_SKIP_REASONS["CKV_K8S_40"]}
 
 
 @dataclass(frozen=True)
@@ -184,9 +187,12 @@ class RunViewer(pulumi.ComponentResource):
         super().__init__("gpu-training:workload:RunViewer", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
         metadata = k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS)
+        skips = {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)}
         spec: Any = deployment_spec(image=args.image, namespace=args.namespace, system_pool=args.system_pool,
                                     checkpoints_sub_path=args.checkpoints_sub_path)
-        self.deployment = k8s.apps.v1.Deployment(f"{name}-deployment", metadata=metadata, spec=spec, opts=child)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment", metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=NAME, namespace=args.namespace, labels=LABELS, annotations=skips), spec=spec, opts=child)
         policy: Any = network_policy_spec(args.exposure)
         self.service = k8s.core.v1.Service(f"{name}-service", metadata=metadata, spec={
             "type": "ClusterIP", "selector": LABELS,
