@@ -80,14 +80,16 @@ def trainer_kwargs(callbacks: list | None = None) -> dict:
         "devices": int(env.get("TRAIN_NPROC_PER_NODE") or 1),
         "default_root_dir": os.path.join(current().checkpoint_dir, "lightning"),
         "callbacks": [*(callbacks or []), PlatformCallback()],
-        **tensorboard_logger(),
     }
 
 
 def tensorboard_logger() -> dict:
     """`logger`: Lightning's TensorBoardLogger writing where the viewer looks (launcher.events:
     `lightning/` in the job's event directory); nothing (Lightning's default) when the event files
-    are off or the image lacks the tensorboard package."""
+    are off or the image lacks the tensorboard package. Opt-in, `L.Trainer(**trainer_kwargs(),
+    **tensorboard_logger())`: `trainer_kwargs` never sets `logger`, which a trainer may pass itself
+    (Lightning's default logger, TensorBoard when installed, writes under `default_root_dir`,
+    inside the checkpoints volume, where the viewer finds it too)."""
     directory = events.tensorboard_dir()
     if directory is None:
         return {}
