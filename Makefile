@@ -10,7 +10,7 @@ POLICY_VENV := policy/venv
 STACK ?= dev
 .DEFAULT_GOAL := help
 
-.PHONY: help venv torch-cpu plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
+.PHONY: help venv torch-cpu chromium plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
 
 # PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins, as
 # <version>+cpu, which `torch==<version>` accepts (PEP 440: a pin without a local label matches any);
@@ -116,9 +116,23 @@ lint: $(VENV)/.dev $(POLICY_VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	@if [ -f trainer/Dockerfile ]; then $(VENV)/bin/hadolint trainer/Dockerfile; fi
 
+# The viewer's browser test (tests/test_viewer_browser.py) drives the distribution's Chromium:
+# Debian's `chromium` package (https://packages.debian.org/bookworm/chromium), installed with
+# apt-get when /usr/bin/chromium is missing, through sudo when not root. Playwright (requirements-dev.txt)
+# then downloads no browser of its own. Under CI=true the test fails without it.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+## Debian's chromium for the viewer's browser test (apt-get, sudo when not root; nothing when present)
+chromium:
+	@if [ -x $(CHROMIUM) ]; then echo "chromium: $(CHROMIUM) is there"; else \
+		echo "chromium: $(CHROMIUM) is missing; installing Debian's chromium package"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	fi
+
 # $(CURDIR) quoted: the checkout's path may hold a space (tests/test_delivery_scripts.py).
 ## every test (config tables, synthesised stacks, manifests, trainer, scripts)
-pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
+pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE) chromium
 	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest
 
 # The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.

@@ -19,6 +19,7 @@ from components.cluster.addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster.control_plane import Cluster, ClusterArgs
 from components.cluster.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.cluster.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.cluster.node_pools import NodePools, NodePoolsArgs
 from components.cluster.provisioning_requests import ProvisioningRequestApi, ProvisioningRequestApiArgs
 from components.common.boundary import apply_permissions_boundary
@@ -75,6 +76,7 @@ from components.workload.tenant import (
     training_tenant,
 )
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
+from components.workload.viewer import exposure_of
 
 # The EFS access point (root directory) of the environment's training workload.
 TRAINING_WORKLOAD = "training"
@@ -131,7 +133,8 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     observability = _observability(config, on_aws, cluster)
     _budget(config, on_aws, observability)
     controllers = _job_controllers(config, cluster, provisioning_api)
-    tenant = _training_tenant(config, cluster, data, roles, controllers)
+    load_balancer = _load_balancer_controller(config, on_aws, network, cluster)
+    tenant = _training_tenant(config, cluster, data, roles, controllers, load_balancer)
     _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
@@ -161,6 +164,7 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
         name_prefix=config.name_prefix,
         fabric=config.fabric,
         monitoring_ingress=config.network.monitoring_ingress,
+        viewer=config.viewer,
         efa_fabric=any(p.efa for p in pools),
         socket_fabric=any(p.gpu and not p.efa for p in pools),
         lustre=config.storage.lustre is not None,
@@ -386,8 +390,18 @@ def _job_controllers(config: StackConfig, cluster: ClusterStage, provisioning_ap
     return controllers
 
 
+def _load_balancer_controller(config: StackConfig, on_aws: OnAws, network: NetworkStage,
+                              cluster: ClusterStage) -> LoadBalancerController:
+    """The AWS Load Balancer Controller: the viewers' Ingresses become the environment's one ALB."""
+    return LoadBalancerController("load-balancer-controller", LoadBalancerControllerArgs(
+        cluster_name=config.cluster_name, cluster=cluster.cluster.eks, region=config.region,
+        account_id=on_aws.account_id, vpc_id=network.network.vpc.id, system_pool=config.system_pool.name,
+        depends_on=cluster.node_groups,
+    ), cluster.in_cluster)
+
+
 def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage, roles: WorkloadRoles,
-                     controllers: JobControllers) -> TrainingTenant:
+                     controllers: JobControllers, load_balancer: LoadBalancerController) -> TrainingTenant:
     """The environment's training namespace, its queue, volumes, secrets, trainer identity and jobs."""
     return training_tenant(TrainingTenantArgs(
         names=PLATFORM_TENANT,
@@ -418,6 +432,8 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
         trainer_role_arn=roles.trainer.arn,
         namespace_depends_on=cluster.node_groups,
         queue_depends_on=[controllers.kueue],
+        viewer=exposure_of(config),
+        viewer_depends_on=[load_balancer.release],
     ), cluster.in_cluster)
 
 

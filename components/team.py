@@ -44,6 +44,7 @@ from components.workload.multikueue import ANY_REGION, any_region_local_queue
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
+from components.workload.viewer import exposure_of
 
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
                 "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training", "dashboardUrl")
@@ -132,6 +133,8 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
                               assume_role_arn=secrets_reader.arn),
         trainer_role_arn=trainer_role.arn,
         namespace_depends_on=[],
+        # The platform's ALB, security group and controller, which the team's Ingress joins.
+        viewer=exposure_of(platform_config),
     ), in_cluster)
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----

@@ -54,7 +54,8 @@ def planned_rules(plan: Plan) -> dict[str, RuleCount]:
 
 
 def computed_rules(config: StackConfig) -> dict[str, RuleCount]:
-    counts = security_group_rules(config.network, config.fabric, config.node_pools, lustre=config.storage.lustre is not None)
+    counts = security_group_rules(config.network, config.fabric, config.node_pools, lustre=config.storage.lustre is not None,
+                                  viewer=config.viewer)
     return {role: RuleCount(count.inbound, count.outbound) for role, count in counts.items()}
 
 
@@ -83,7 +84,10 @@ def test_the_rule_count_is_the_plans_for_a_big_config():
     assert isinstance(config, StackConfig)
     planned = planned_rules(plan)
     assert computed_rules(config) == planned
-    assert planned["nodes"].inbound == 20 * 5 + 11 and planned["socket-fabric"].inbound == 9
+    # + 12: 7 control plane ports, 2 DNS, 2 Lustre, the viewer's port from its load balancer.
+    assert planned["nodes"].inbound == 20 * 5 + 12 and planned["socket-fabric"].inbound == 9
+    # The viewer's load balancer: its one listener port (no certificate) from each of the 20 CIDRs.
+    assert planned["viewer-alb"] == RuleCount(inbound=20, outbound=1)
 
 
 def pools_like_gpu_spot(count: int) -> list[dict]:
@@ -94,11 +98,11 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
 @pytest.mark.parametrize(
     ("case", "changes", "expected"),
     [
-        # 20 x 20 on prod: the finding (7 control plane + 2 DNS + 2 Lustre + 400).
+        # 20 x 20 on prod: the finding (7 control plane + 2 DNS + 2 Lustre + the viewer's 1 + 400).
         ("finding", [("network", big_network(20, 20))],
-         "gpu-training:network.monitoringIngress.cidrs: gives the security group nodes 411 inbound rules "
+         "gpu-training:network.monitoringIngress.cidrs: gives the security group nodes 412 inbound rules "
          "(network.monitoringIngress.cidrs x network.monitoringIngress.ports), over the 60 per group"),
-        ("just-over", [("network", big_network(10, 5))], "gives the security group nodes 61 inbound rules"),
+        ("just-over", [("network", big_network(7, 7))], "gives the security group nodes 61 inbound rules"),
         ("rendezvous-ports", [("fabric.rendezvousPorts", list(range(29400, 29460)))],
          "gpu-training:fabric.rendezvousPorts: gives the security group socket-fabric 61 inbound rules"),
         ("raised-too-little", [("network", big_network(20, 20)), ("serviceQuotas", {"securityGroupRules": 400})],
@@ -136,7 +140,7 @@ def test_an_over_quota_group_is_said_beside_another_network_problem():
 @pytest.mark.parametrize(
     ("changes", "stack"),
     [
-        ([("network", big_network(10, 4))], "prod"),  # 40 + 11 = 51 rules: within the default
+        ([("network", big_network(10, 4))], "prod"),  # 40 + 12 = 52 rules: within the default
         ([("network", big_network(20, 20)), ("serviceQuotas", {"securityGroupRules": 500})], "prod"),
         ([("nodePools", pools_like_gpu_spot(31)), ("serviceQuotas", {"managedNodeGroupsPerCluster": 40})], "dev"),
     ],

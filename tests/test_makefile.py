@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.server
+import os
 import re
 import shutil
 import socket
@@ -192,3 +193,35 @@ def test_the_torch_cpu_alias_runs_the_same_recipe():
     dev = subprocess.run(["make", "-n", "-W", "requirements-dev.txt", "-o", ".venv/.runtime", "-o", ".venv/.verify",
                           ".venv/.dev"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60).stdout
     assert dev.index("_index_answers.py") < dev.index("-r requirements-dev.txt") < dev.index("-r requirements-frameworks.txt")
+
+
+@pytest.mark.parametrize(("present", "sudo", "expected"), [
+    (True, "", ["chromium: {chromium} is there"]),
+    (False, "", ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends chromium"]),
+    (False, "sudo", ["sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq",
+                     "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium"]),
+])
+def test_make_chromium_installs_the_distributions_package_only_when_missing(tmp_path, present, sudo, expected):
+    """`make pytest` runs `make chromium` first: apt-get (through sudo when not root) only when the
+    browser the viewer's browser test drives is missing. apt-get and sudo are stand-ins that log."""
+    chromium = tmp_path / "chromium"
+    if present:
+        chromium.write_text("#!/bin/sh\n")
+        chromium.chmod(0o755)
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    for tool in ("apt-get", "sudo"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n'
+                                    + ('exec "$@"\n' if tool == "sudo" else ""))
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = subprocess.run(["make", "-s", "chromium", f"CHROMIUM={chromium}", f"SUDO={sudo}"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    calls = log.read_text() if log.exists() else ""
+    if present:
+        assert run.stdout.strip() == expected[0].format(chromium=chromium) and not calls
+    else:
+        for line in expected:
+            assert line.removeprefix("sudo ").split("env DEBIAN_FRONTEND=noninteractive ")[-1] in calls, calls
+        assert ("sudo env" in calls) == bool(sudo), calls
+    assert "chromium" in re.search(r"^pytest:(.*)$", MAKEFILE, re.MULTILINE)[1].split()

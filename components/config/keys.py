@@ -87,6 +87,14 @@ KEYS: tuple[Key, ...] = (
         "port, all within serviceQuotas.securityGroupRules.", default=[]),
     Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[], entries=INTEGER),
 
+    Key("viewer", MAPPING, "How the namespaces' TensorBoard is reached: one ALB per environment, a path per namespace, "
+        "open to network.monitoringIngress.cidrs (else the VPC's range) only (components/config/viewer.py).",
+        default={}, stacks=frozenset({PLATFORM})),
+    Key("viewer.internetFacing", BOOLEAN, "An internet-facing ALB instead of an internal one; needs "
+        "viewer.certificateArn.", default=False),
+    Key("viewer.certificateArn", STRING, "ACM certificate (the stack's region) for HTTPS on 443, HTTP redirected to "
+        "it; unset: HTTP on 80 only.", default=UNSET),
+
     Key("serviceQuotas", MAPPING, "The account's AWS quotas the config is checked against, where raised from AWS's "
         "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
         default={}, stacks=frozenset({PLATFORM})),

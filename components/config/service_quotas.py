@@ -9,7 +9,8 @@ default is AWS's. What the config can push past a quota:
 - inbound and outbound rules per security group (Amazon VPC quotas: 60 each, adjustable; the
   quota times security groups per network interface may not exceed 1,000): the node group's
   inbound rules grow with monitoringIngress.cidrs x monitoringIngress.ports, the socket fabric's
-  with fabric.rendezvousPorts. `security_group_rules` counts them as components/network creates
+  with fabric.rendezvousPorts, the viewer's load balancer group with its CIDRs (components/config/viewer.py)
+  x listener ports. `security_group_rules` counts them as components/network creates
   them (tests/test_config_limits.py holds the count to every stack's offline plan);
 - managed node groups per cluster (Amazon EKS service quotas: 30, adjustable): one per pool;
 - nodes per managed node group (Amazon EKS service quotas: 450, adjustable): a pool's size.max;
@@ -31,6 +32,7 @@ from components.config.fabric import FabricConfig
 from components.config.network import NetworkConfig
 from components.config.node_pools import NodePoolConfig
 from components.config.reader import ConfigProblem, Section
+from components.config.viewer import ViewerConfig, inbound_cidrs
 from components.facts.file_systems import LUSTRE_PORTS
 
 # Amazon VPC User Guide, "Amazon VPC quotas" (https://docs.aws.amazon.com/vpc/latest/userguide/
@@ -98,20 +100,25 @@ def parse_service_quotas(section: Section) -> ServiceQuotas:
 
 
 def security_group_rules(network: NetworkConfig, fabric: FabricConfig, pools: tuple[NodePoolConfig, ...], *,
-                         lustre: bool) -> dict[str, RuleCount]:
+                         lustre: bool, viewer: ViewerConfig | None = None) -> dict[str, RuleCount]:
     """Group role -> the rules components/network gives it (security_groups.py and ci_runner.py):
     one rule per port range and source. Groups the stack does not create are left out. The groups
     are created without inline rules, so AWS's default allow-all egress rule is removed (the
     provider does): it counts for none. EKS's own cluster security group is EKS's, not counted."""
     monitoring = network.monitoring_ingress
+    viewer = viewer or ViewerConfig()
     lustre_rules = len(LUSTRE_PORTS) if lustre else 0
     ci_runner_rules = 1  # the CI runner's HTTPS to the API (ci_runner.py)
     counts = {
         "control-plane": RuleCount(inbound=1 + ci_runner_rules, outbound=len(CONTROL_PLANE_TO_NODE_PORTS)),
         "nodes": RuleCount(
             inbound=len(CONTROL_PLANE_TO_NODE_PORTS) + len(DNS_PROTOCOLS) + len(monitoring.cidrs) * len(monitoring.ports)
-            + lustre_rules, outbound=1,
+            + lustre_rules + 1, outbound=1,  # + the viewer's port from its load balancer
             drivers=("network.monitoringIngress.cidrs", "network.monitoringIngress.ports")),
+        # The viewer's load balancer: each listener port from each allowed CIDR; out to the viewer pods.
+        "viewer-alb": RuleCount(
+            inbound=len(inbound_cidrs(network.monitoring_ingress, network.vpc_cidr)) * len(viewer.listen_ports),
+            outbound=1, drivers=("network.monitoringIngress.cidrs",)),
         "efs": RuleCount(inbound=1, outbound=0),
         "vpc-endpoints": RuleCount(inbound=1, outbound=0),
         "ci-runner": RuleCount(inbound=0, outbound=1),

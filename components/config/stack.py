@@ -60,6 +60,7 @@ from components.config.training import (
     image_fix,
     parse_training,
 )
+from components.config.viewer import ViewerConfig, parse_viewer
 from components.facts.cuda import DEFAULT_IMAGE_CUDA
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
@@ -116,6 +117,8 @@ class StackConfig:
     """What the load could not judge and says so (a sibling stack file it could not read)."""
     allow_placeholders: bool = False
     """`placeholders.allow` (dev only): a real deploy warns about example values instead of refusing them."""
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
+    """How the namespaces' TensorBoard is reached (its load balancer)."""
     multikueue: MultiKueueConfig | None = None
     """`multiKueue`: this cluster's part in the environment's one queue over several regions."""
 
@@ -351,8 +354,10 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
+    viewer = parse_viewer(root.section("viewer", {}), region=region)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
-    _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None)
+    _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None,
+                          viewer=viewer)
     root.finish()
     if root.errors:
         raise ConfigError(root.errors.without_secret_values(raw, also=raw_secrets))
@@ -361,7 +366,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
-                       allow_placeholders=allow_placeholders, multikueue=multikueue)
+                       allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer)
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,
@@ -380,7 +385,8 @@ def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, projec
 
 
 def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: NetworkConfig, fabric: FabricConfig,
-                          raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...], *, lustre: bool) -> None:
+                          raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...], *, lustre: bool,
+                          viewer: ViewerConfig) -> None:
     """What the config drives against the account's quotas (service_quotas.py), on the parts that passed."""
     if not root.ok("serviceQuotas"):
         return
@@ -388,7 +394,7 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
     # vpcCidr) must not hide an over-quota group until the next run.
     if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
-        check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre),
+        check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre, viewer=viewer),
                                    quotas.security_group_rules)
 
 

@@ -150,6 +150,8 @@ OFF_GPU_NODES: dict[str, str] = {
     "kueue": "controller Deployment on the system pool (workload/controllers.py)",
     "jobset": "controller Deployment on the system pool (workload/controllers.py)",
     "external-secrets": "controller Deployments on the system pool (secrets/sync.py)",
+    "aws-load-balancer-controller": "controller Deployment on the system pool (cluster/load_balancer_controller.py); "
+                                    "chart 3.5.0 has no DaemonSet",
 }
 
 

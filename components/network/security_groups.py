@@ -7,6 +7,9 @@ GPU nodes only, so CPU nodes can never reach training ports:
 - EFA fabric: EFA carries SRD, not TCP, so AWS requires all traffic from and to the group itself.
 - Socket fabric (GPU pools without EFA): only the rendezvous ports and the NCCL port range that
   the pods pin with net.ipv4.ip_local_port_range, from the group itself.
+- The viewer's load balancer: its listener ports (80, and 443 with TLS) from the monitoring CIDRs
+  (else the VPC's range) only, and out only to the viewer's port on the nodes, which open that
+  port to this group alone (components/config/viewer.py).
 - FSx for Lustre (when the stack has one): Lustre LNET on TCP 988 and 1018-1023, from the nodes
   and between the file system's own servers, nothing else.
 """
@@ -14,7 +17,7 @@ GPU nodes only, so CPU nodes can never reach training ports:
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -22,6 +25,7 @@ import pulumi_aws as aws
 from components.common.renames import renamed_from
 from components.config import FabricConfig, MonitoringIngress
 from components.config.service_quotas import CONTROL_PLANE_TO_NODE_PORTS, DNS_PROTOCOLS
+from components.config.viewer import VIEWER_PORT, ViewerConfig, inbound_cidrs
 from components.facts.file_systems import LUSTRE_PORTS
 
 # The control plane -> node ports and the DNS protocols live beside the rule count that the config
@@ -49,6 +53,8 @@ class SecurityGroupsArgs:
     """Some GPU pool has no EFA: create the socket fabric group."""
     lustre: bool = False
     """The stack has an FSx for Lustre file system."""
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
+    """The viewer's load balancer: its listener ports."""
 
 
 class SecurityGroups(pulumi.ComponentResource):
@@ -59,6 +65,7 @@ class SecurityGroups(pulumi.ComponentResource):
     efs: aws.ec2.SecurityGroup
     lustre: aws.ec2.SecurityGroup | None
     vpc_endpoints: aws.ec2.SecurityGroup
+    viewer_alb: aws.ec2.SecurityGroup
 
     def __init__(self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:network:SecurityGroups", name, None,
@@ -72,15 +79,18 @@ class SecurityGroups(pulumi.ComponentResource):
         self.efa_fabric = self._group("efa-fabric", "GPU fabric of EFA pools") if args.efa_fabric else None
         self.socket_fabric = self._group("socket-fabric", "GPU fabric of socket (non-EFA) pools") if args.socket_fabric else None
         self.lustre = self._group("lustre", "FSx for Lustre: LNET from nodes only") if args.lustre else None
+        self.viewer_alb = self._group("viewer-alb", "Viewer load balancer: monitoring CIDRs only")
 
         self._create_cluster_rules()
         self._create_fabric_rules()
         self._create_service_rules()
         self._create_lustre_rules()
+        self._create_viewer_rules()
 
         self.register_outputs({
             "controlPlaneSecurityGroupId": self.control_plane.id,
             "nodeSecurityGroupId": self.nodes.id,
+            "viewerAlbSecurityGroupId": self.viewer_alb.id,
         })
 
     def _group(self, role: str, description: str) -> aws.ec2.SecurityGroup:
@@ -183,3 +193,17 @@ class SecurityGroups(pulumi.ComponentResource):
                          description="Lustre LNET to the EKS nodes (clients)")
             self._ingress(f"nodes-from-lustre-{first}", nodes, protocol="tcp", ports=ports, source=lustre,
                           description="Lustre LNET from the FSx for Lustre file system")
+
+    def _create_viewer_rules(self) -> None:
+        """The controller attaches this group to the viewer's ALB (`security-groups` annotation, by its
+        Name tag) and, told so, changes no rule itself (`manage-backend-security-group-rules: false`):
+        every rule that lets the ALB in or out is here, in the plan."""
+        alb, nodes = self.viewer_alb, self.nodes
+        for cidr in inbound_cidrs(self._args.monitoring_ingress, self._args.vpc_cidr):
+            for port in self._args.viewer.listen_ports:
+                self._ingress(f"viewer-alb-from-{cidr.network_address}-{cidr.prefixlen}-{port}", alb, protocol="tcp",
+                              ports=(port, port), cidr=str(cidr), description=f"Viewer (TensorBoard) from {cidr}")
+        self._egress("viewer-alb-to-nodes", alb, protocol="tcp", ports=(VIEWER_PORT, VIEWER_PORT), destination=nodes,
+                     description="To the viewer pods (IP targets)")
+        self._ingress("nodes-from-viewer-alb", nodes, protocol="tcp", ports=(VIEWER_PORT, VIEWER_PORT), source=alb,
+                      description="Viewer (TensorBoard) from its load balancer")

@@ -5,7 +5,8 @@ stack for `team-<team>`. What differs between them is passed in (where the train
 secrets and the checkpoint directory come from); what a tenant is, is written once here:
 
     namespace (guard rails, quota) -> ClusterQueue + LocalQueue -> trainer service account
-    -> volumes -> checkpoint directory (Lustre) -> checkpoint cleanup -> secrets sync -> one JobSet per job
+    -> volumes -> checkpoint directory (Lustre) -> checkpoint cleanup -> run viewer (TensorBoard)
+    -> secrets sync -> one JobSet per job
 
 The pieces stay top-level resources under the names they have always had (`TenantNames`):
 wrapping them in a component now would give every one a new URN, which Pulumi deploys as a
@@ -31,6 +32,7 @@ from components.workload.namespace import TrainingNamespace, TrainingNamespaceAr
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import TrainingJob, TrainingJobArgs
+from components.workload.viewer import RunViewer, RunViewerArgs, ViewerExposure
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,12 @@ class TrainingTenantArgs:
     """The IAM role the trainer service account is bound to (EKS Pod Identity)."""
     namespace_depends_on: Sequence[pulumi.Resource]
     """What must exist before the namespace and the secrets sync (a platform stack's node groups)."""
+    viewer: ViewerExposure | None = None
+    """How the environment's load balancer reaches the namespace's TensorBoard (None: no viewer)."""
     queue_depends_on: Sequence[pulumi.Resource] | None = None
     """What the ClusterQueue waits for (Kueue's controller); None: the namespace."""
+    viewer_depends_on: Sequence[pulumi.Resource] = ()
+    """What the viewer's Ingress waits for besides the namespace (a platform stack's controller)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,11 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
         cleanup=args.checkpoint_cleanup, depends_on=[training_ns, volumes, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), opts)
+    if args.viewer is not None:
+        RunViewer(f"{names.namespace}-viewer", RunViewerArgs(
+            namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool, exposure=args.viewer,
+            depends_on=[training_ns, volumes, *directory, *args.viewer_depends_on],
+            checkpoints_sub_path=volumes.checkpoints_sub_path), opts)
     secrets_sync = SecretsSync(names.secrets_sync, SecretsSyncArgs(
         cluster_name=args.cluster_name, region=args.region, namespace=namespace_name,
         remote_keys=args.secrets.remote_keys, role_arn=args.secrets.role_arn,

@@ -8,7 +8,8 @@ thread. A training loop that stalls (hung collective, dead data pipeline,
 deadlock) stops calling `step`, the file's mtime stops advancing and
 `heartbeat-check <max_age>` in the liveness probe fails.
 
-Log lines are one JSON object per line on stdout, written by global rank 0:
+Log lines are one JSON object per line on stdout, written by global rank 0 (who also writes
+the same figures as TensorBoard scalars next to the checkpoints: launcher.events):
 
     {"ts": 1712.3, "event": "step", "step": 120, "loss": 0.61, "samples_per_s": 5120.4, ...}
 
@@ -23,6 +24,8 @@ import math
 import os
 import sys
 import time
+
+from . import events
 
 
 def _clean(value):
@@ -144,6 +147,11 @@ class Progress:
             rates["samples_per_s"] = round(self._window_samples / elapsed, 1)
         self._window_samples = self._window_steps = 0
         self._window_start = now
+        events.shared_writer(self.rank).scalars(step, {
+            "train/loss": None if loss is None else float(loss),
+            "train/samples_per_s": rates.get("samples_per_s"),
+            "train/steps_per_s": rates["steps_per_s"],
+        })
         log(
             "step",
             stream=self.stream,

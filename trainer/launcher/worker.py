@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from . import autoprogress, checkpoint, contract, framework_checkpoint, progress, schedule
+from . import autoprogress, checkpoint, contract, events, framework_checkpoint, progress, schedule
 from .checkpoint import CheckpointInfo
 from .progress import _env_int
 from .worker_hooks import ConfigError, report_config_error
@@ -54,6 +54,7 @@ class Worker:
         """A `loss` line from rank 0 every TRAIN_LOG_EVERY_STEPS steps."""
         if step % self.log_every == 0:
             self.event("loss", step=step, loss=round(float(loss), 6))
+            events.shared_writer(self.rank).scalars(step, {"train/loss": float(loss)})
 
     # ------------------------------------------------------------------ stop
 

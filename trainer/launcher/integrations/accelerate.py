@@ -9,6 +9,10 @@ Create it after `accelerator.prepare(...)`: resume loads the newest verified che
 Checkpoints are `accelerator.save_state` directories, `checkpoint_N/` under TRAIN_CHECKPOINT_DIR,
 committed with per-file digests once every rank's save returned (launcher.framework_checkpoint).
 Data order is the loop's: a loop that derives its batches from `step` resumes exactly.
+
+TensorBoard: the Accelerator is made before `Run`, so the trainer passes the directory itself:
+`Accelerator(log_with="tensorboard", project_dir=tensorboard_project_dir())` writes
+`accelerator.log(...)` values where the namespace's viewer looks (launcher.events).
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import events
 from ._loop import StepLoop
+
+
+def tensorboard_project_dir() -> str | None:
+    """`project_dir` of an Accelerator that logs with TensorBoard: `accelerate/` in the job's event
+    directory (None when the workload turned event files off)."""
+    directory = events.tensorboard_dir()
+    return None if directory is None else os.path.join(directory, "accelerate")
 
 
 class Run(StepLoop):

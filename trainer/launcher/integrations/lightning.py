@@ -24,7 +24,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
-from .. import checkpoint
+from .. import checkpoint, events
 from ..framework_checkpoint import resume_path
 from ..worker import current
 
@@ -81,6 +81,24 @@ def trainer_kwargs(callbacks: list | None = None) -> dict:
         "default_root_dir": os.path.join(current().checkpoint_dir, "lightning"),
         "callbacks": [*(callbacks or []), PlatformCallback()],
     }
+
+
+def tensorboard_logger() -> dict:
+    """`logger`: Lightning's TensorBoardLogger writing where the viewer looks (launcher.events:
+    `lightning/` in the job's event directory); nothing (Lightning's default) when the event files
+    are off or the image lacks the tensorboard package. Opt-in, `L.Trainer(**trainer_kwargs(),
+    **tensorboard_logger())`: `trainer_kwargs` never sets `logger`, which a trainer may pass itself
+    (Lightning's default logger, TensorBoard when installed, writes under `default_root_dir`,
+    inside the checkpoints volume, where the viewer finds it too)."""
+    directory = events.tensorboard_dir()
+    if directory is None:
+        return {}
+    try:
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        return {"logger": TensorBoardLogger(save_dir=directory, name="lightning")}
+    except ModuleNotFoundError:  # neither tensorboard nor tensorboardX is installed
+        return {}
 
 
 def _init_process_group() -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .. import events
 from ..framework_checkpoint import resume_path
 from ..worker import current
 
@@ -90,6 +91,16 @@ def resume_from_checkpoint() -> str | None:
     return resume_path(info) if info else None
 
 
+def point_tensorboard(callbacks: list[Any]) -> None:
+    """HF's own TensorBoard logging (`report_to=["tensorboard"]`) writes where the viewer looks
+    (launcher.events: `transformers/` in the job's event directory) unless the trainer chose a
+    place itself (TENSORBOARD_LOGGING_DIR, read by TensorBoardCallback's constructor)."""
+    directory = events.tensorboard_dir()
+    for callback in callbacks:
+        if directory and type(callback).__name__ == "TensorBoardCallback" and getattr(callback, "logging_dir", 0) is None:
+            callback.logging_dir = os.path.join(directory, "transformers")
+
+
 def train(trainer: Any, **train_kwargs: Any) -> Any:
     """`trainer.train(...)` under the platform's contract (see the module docstring)."""
     worker = current()
@@ -102,4 +113,5 @@ def train(trainer: Any, **train_kwargs: Any) -> Any:
     args.save_total_limit = None  # pruning is the launcher's (TRAIN_CHECKPOINT_KEEP)
     if not any(isinstance(cb, PlatformCallback) for cb in trainer.callback_handler.callbacks):
         trainer.add_callback(PlatformCallback())
+    point_tensorboard(trainer.callback_handler.callbacks)
     return trainer.train(resume_from_checkpoint=resume_from_checkpoint(), **train_kwargs)

@@ -1,0 +1,212 @@
+"""The namespace's run viewer: TensorBoard over the jobs' event files, behind the environment's ALB.
+
+- Reads `/workspace/checkpoints` of the namespace's `checkpoints` volume, mounted read-only:
+  each job writes `<job>/tensorboard/` there (trainer/launcher/events.py), so every job is a run.
+- Image: the trainer image (`training.cleanupImage`, pinned by digest), which pins `tensorboard`
+  (trainer/requirements.txt). The checkpoint cleanup CronJob already pulls it onto the system
+  pool, it is one image to scan and patch, and there is no image the TensorBoard project itself
+  publishes and keeps.
+- Hardening as the other system-pool pods: UID/GID 1000 (the access point's owner), non-root,
+  read-only root file system (TensorBoard's scratch on an emptyDir /tmp), no privilege
+  escalation, every capability dropped, RuntimeDefault seccomp, no service account token;
+  requests and limits within the namespace quota's spare room (workload/sizing.py SPARE_*).
+- Reached only through the ALB: Ingress class `alb` in the environment's IngressGroup at path
+  `/<namespace>` (TensorBoard's --path_prefix), IP targets, the security group
+  components/network planned (by Name tag; the controller adds no rule), its CIDRs restated in
+  `inbound-cidrs`. A NetworkPolicy admits the viewer's port from the ALB's subnets only; the
+  namespaces' own default-deny egress (workload/namespace.py: same namespace, DNS, 443 and the
+  Pod Identity agent only) is what keeps another tenant's pods, whose addresses share those
+  subnets, from reaching it.
+
+One ALB per environment, one path per namespace (IngressGroup `<prefix>-viewer`): an ALB is billed
+per hour whether used or not (about $16/month in us-east-1, $0.0225/h, plus LCUs;
+https://aws.amazon.com/elasticloadbalancing/pricing/), so a team's viewer costs a listener rule,
+not another load balancer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.cluster.pool_scheduling import POOL_LABEL
+from components.config import StackConfig
+from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
+from components.data import training_data
+from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
+
+NAME = "tensorboard"
+INGRESS_CLASS = "alb"  # the chart's ingressClass (values.yaml `ingressClass: alb`)
+TMP = "/tmp"
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+# TensorBoard keeps every scalar it loads in memory; a namespace's dozen jobs of a few thousand
+# logged steps each stay well under 1 GiB. Within the namespace quota's spare 4 CPUs / 16 GiB.
+RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+# How often TensorBoard looks for new event files (`--reload_interval`, default 5 s): a minute is
+# enough for a curve of a long run, and keeps it from listing the shared file system constantly.
+RELOAD_SECONDS = 60
+# The training pods' accepted deviation, for the same reason (checkov's skip syntax).
+SKIP_REASONS = {"CKV_K8S_40": TRAINING_SKIP_REASONS["CKV_K8S_40"]}
+
+
+@dataclass(frozen=True)
+class ViewerExposure:
+    """How the environment's load balancer reaches viewers: the same for every namespace of it."""
+
+    group: str
+    """The IngressGroup (one ALB) every namespace's viewer joins."""
+    security_group: str
+    """The Name tag of the ALB's security group (components/network)."""
+    internet_facing: bool
+    certificate_arn: str | None
+    listen_ports: tuple[int, ...]
+    inbound_cidrs: tuple[str, ...]
+    """Who may reach the ALB."""
+    alb_subnet_cidrs: tuple[str, ...]
+    """Where the ALB's addresses are (private subnets; public ones when internet-facing)."""
+
+
+def exposure_of(platform: StackConfig) -> ViewerExposure:
+    """The exposure a platform stack's config gives (a team stack passes its judged platform's)."""
+    network, viewer = platform.network, platform.viewer
+    subnets = [str(s.public if viewer.internet_facing else s.private) for s in network.subnets]
+    return ViewerExposure(
+        group=f"{platform.name_prefix}-viewer", security_group=alb_security_group_name(platform.name_prefix),
+        internet_facing=viewer.internet_facing, certificate_arn=viewer.certificate_arn,
+        listen_ports=viewer.listen_ports,
+        inbound_cidrs=tuple(str(c) for c in inbound_cidrs(network.monitoring_ingress, network.vpc_cidr)),
+        alb_subnet_cidrs=tuple(subnets))
+
+
+def path_prefix(namespace: str) -> str:
+    return f"/{namespace}"
+
+
+def container(image: str, namespace: str, checkpoints_sub_path: str | None) -> dict[str, Any]:
+    prefix = path_prefix(namespace)
+    return {
+        "name": NAME,
+        "image": image,
+        "command": ["python", "-m", "tensorboard.main"],
+        "args": ["--logdir", training_data.CHECKPOINTS.mount_path, "--host", "0.0.0.0", "--port", str(VIEWER_PORT),
+                 "--path_prefix", prefix, "--reload_interval", str(RELOAD_SECONDS)],
+        "env": [{"name": "HOME", "value": TMP}],
+        "ports": [{"name": "http", "containerPort": VIEWER_PORT, "protocol": "TCP"}],
+        "resources": RESOURCES,
+        "readinessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 10},
+        "livenessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 30,
+                          "failureThreshold": 4},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "privileged": False,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [
+            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
+             "readOnly": True, **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
+            {"name": "tmp", "mountPath": TMP},
+        ],
+    }
+
+
+def deployment_spec(*, image: str, namespace: str, system_pool: str, checkpoints_sub_path: str | None) -> dict[str, Any]:
+    return {
+        "replicas": 1,
+        "selector": {"matchLabels": LABELS},
+        "template": {"metadata": {"labels": LABELS}, "spec": {
+            "automountServiceAccountToken": False,
+            "nodeSelector": {POOL_LABEL: system_pool},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": training_data.RUN_AS_USER,
+                "runAsGroup": training_data.RUN_AS_GROUP,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container(image, namespace, checkpoints_sub_path)],
+            "volumes": [
+                {"name": training_data.CHECKPOINTS.name,
+                 "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name, "readOnly": True}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            ],
+        }},
+    }
+
+
+def ingress_annotations(exposure: ViewerExposure, namespace: str) -> dict[str, str]:
+    """Annotations of the AWS Load Balancer Controller (docs/guide/ingress/annotations.md, v3.5.0)."""
+    prefix = "alb.ingress.kubernetes.io"
+    annotations = {
+        f"{prefix}/scheme": "internet-facing" if exposure.internet_facing else "internal",
+        f"{prefix}/target-type": "ip",
+        f"{prefix}/group.name": exposure.group,
+        f"{prefix}/security-groups": exposure.security_group,
+        f"{prefix}/manage-backend-security-group-rules": "false",
+        # Ignored by the controller while security-groups is set; stated so that the Ingress
+        # alone says who may reach it, and stays limited should security-groups ever go (the
+        # controller's default is 0.0.0.0/0). Every member states the same set: no conflict.
+        f"{prefix}/inbound-cidrs": ",".join(exposure.inbound_cidrs),
+        f"{prefix}/listen-ports": json.dumps([{"HTTPS" if p == 443 else "HTTP": p} for p in exposure.listen_ports]),
+        f"{prefix}/healthcheck-path": f"{path_prefix(namespace)}/",
+        f"{prefix}/success-codes": "200",
+    }
+    if exposure.certificate_arn:
+        annotations[f"{prefix}/certificate-arn"] = exposure.certificate_arn
+        annotations[f"{prefix}/ssl-redirect"] = "443"
+    return annotations
+
+
+def network_policy_spec(exposure: ViewerExposure) -> dict[str, Any]:
+    return {
+        "pod_selector": {"match_labels": LABELS},
+        "policy_types": ["Ingress"],
+        "ingress": [{"from_": [{"ip_block": {"cidr": cidr}} for cidr in exposure.alb_subnet_cidrs],
+                     "ports": [{"protocol": "TCP", "port": VIEWER_PORT}]}],
+    }
+
+
+@dataclass(frozen=True)
+class RunViewerArgs:
+    namespace: str
+    """The namespace whose jobs it shows (and its path on the ALB)."""
+    image: str
+    """The trainer image, pinned by digest (training.cleanupImage)."""
+    system_pool: str
+    """Where it runs: never on a GPU node."""
+    exposure: ViewerExposure
+    """The environment's load balancer."""
+    depends_on: Sequence[pulumi.Resource]
+    """The namespace and its checkpoints volume; on a platform stack also the controller."""
+    checkpoints_sub_path: str | None = None
+    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
+
+
+class RunViewer(pulumi.ComponentResource):
+    def __init__(self, name: str, args: RunViewerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:RunViewer", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
+        metadata = k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS)
+        skips = {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)}
+        spec: Any = deployment_spec(image=args.image, namespace=args.namespace, system_pool=args.system_pool,
+                                    checkpoints_sub_path=args.checkpoints_sub_path)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment", metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=NAME, namespace=args.namespace, labels=LABELS, annotations=skips), spec=spec, opts=child)
+        policy: Any = network_policy_spec(args.exposure)
+        self.service = k8s.core.v1.Service(f"{name}-service", metadata=metadata, spec={
+            "type": "ClusterIP", "selector": LABELS,
+            "ports": [{"name": "http", "port": VIEWER_PORT, "target_port": VIEWER_PORT, "protocol": "TCP"}],
+        }, opts=child)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-netpol", metadata=k8s.meta.v1.ObjectMetaArgs(name="allow-viewer-from-alb", namespace=args.namespace),
+            spec=policy, opts=child)
+        self.ingress = k8s.networking.v1.Ingress(
+            f"{name}-ingress",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS,
+                                                annotations=ingress_annotations(args.exposure, args.namespace)),
+            spec={"ingress_class_name": INGRESS_CLASS, "rules": [{"http": {"paths": [{
+                "path": path_prefix(args.namespace), "path_type": "Prefix",
+                "backend": {"service": {"name": NAME, "port": {"number": VIEWER_PORT}}}}]}}]},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.service, *args.depends_on]))
+        self.register_outputs({})
