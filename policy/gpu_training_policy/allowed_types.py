@@ -74,7 +74,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("aws:s3/bucketPolicy:BucketPolicy", PB, "TLS-only and log delivery policies"),
     Allowed("aws:s3/bucketOwnershipControls:BucketOwnershipControls", PB, "disables ACLs"),
     Allowed("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", PB, "expires old versions and logs"),
-    Allowed("aws:s3/bucketLogging:BucketLogging", PB, "access logging (bootstrap: not in any plan until #28 item 6)"),
+    Allowed("aws:s3/bucketLogging:BucketLogging", PB, "server access logging (the state bucket's too)"),
+    Allowed("aws:s3/bucketReplicationConfig:BucketReplicationConfig", P, "datasets/checkpoints to a regional sibling"),
     Allowed("aws:efs/fileSystem:FileSystem", P, "the checkpoint file system"),
     Allowed("aws:efs/mountTarget:MountTarget", P, "its mount targets"),
     Allowed("aws:efs/fileSystemPolicy:FileSystemPolicy", P, "its TLS-only policy"),
@@ -97,14 +98,15 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     # --- observability and cost
     Allowed("aws:cloudwatch/logGroup:LogGroup", P, "control-plane, flow and container logs"),
     Allowed("aws:cloudwatch/logMetricFilter:LogMetricFilter", P, "metrics from logs"),
-    Allowed("aws:cloudwatch/metricAlarm:MetricAlarm", P, "alarms"),
+    Allowed("aws:cloudwatch/metricAlarm:MetricAlarm", PT, "alarms (teams: per-job alarms of their own jobs)"),
+    Allowed("aws:cloudwatch/dashboard:Dashboard", PT, "the environment's dashboard (teams: their jobs' dashboard)"),
     Allowed("aws:sns/topic:Topic", P, "the alerts topic"),
     Allowed("aws:sns/topicPolicy:TopicPolicy", P, "who may publish to it"),
     Allowed("aws:sns/topicSubscription:TopicSubscription", P, "who is told"),
     Allowed("aws:budgets/budget:Budget", PT, "every stack's budget"),
     Allowed("aws:costexplorer/costAllocationTag:CostAllocationTag", B, "activates the cost tags account-wide"),
     # --- Kubernetes
-    Allowed("kubernetes:helm.sh/v3:Release", P, "cluster add-ons (Kueue, JobSet, External Secrets, ...)"),
+    Allowed("kubernetes:helm.sh/v3:Release", P, "cluster add-ons (Kueue, JobSet, External Secrets, LB controller, ...)"),
     Allowed("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", P, "the ProvisioningRequest API"),
     Allowed("kubernetes:storage.k8s.io/v1:StorageClass", P, "EFS/Lustre storage classes"),
     Allowed("kubernetes:core/v1:Namespace", PT, "training namespaces (team stacks: team-<team>)"),
@@ -117,6 +119,11 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:networking.k8s.io/v1:NetworkPolicy", PT, "namespace isolation"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:Role", PT, "namespace roles"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", PT, "namespace role bindings"),
+    Allowed("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", P, "a MultiKueue worker's rights for its manager"),
+    Allowed("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", P, "binds that role to the manager's group"),
+    Allowed("kubernetes:apps/v1:Deployment", PT, "the namespace's run viewer (TensorBoard)"),
+    Allowed("kubernetes:core/v1:Service", PT, "the viewer's ClusterIP service (teams: in their namespace)"),
+    Allowed("kubernetes:networking.k8s.io/v1:Ingress", PT, "the viewer's path on the environment's ALB (teams: their path)"),
     Allowed("kubernetes:batch/v1:Job", P, "one-off setup jobs (checkpoint directory)"),
     Allowed("kubernetes:batch/v1:CronJob", PT, "checkpoint cleanup"),
     Allowed("kubernetes:external-secrets.io/v1:SecretStore", PT, "the namespace's store (teams: their reader role)"),
@@ -127,6 +134,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", P, "GPU pool flavors"),
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck", P, "provisioning admission check"),
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:ProvisioningRequestConfig", P, "its configuration"),
+    Allowed("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", P, "a MultiKueue manager's worker cluster"),
+    Allowed("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig", P, "the manager's set of worker clusters"),
 )
 
 

@@ -71,7 +71,13 @@ def test_every_entry_is_one_type_with_known_kinds_and_a_reason():
     ("gpu-training:network:Network", "team", False),
     ("gpu-training:bootstrap:StateBackend", "platform", False),
     ("kubernetes:helm.sh/v3:Release", "team", False),
-    ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "platform", False),
+    ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "platform", True),
+    ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "team", False),
+    ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "team", False),
+    ("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", "team", False),
+    ("aws:s3/bucketReplicationConfig:BucketReplicationConfig", "team", False),
+    ("aws:cloudwatch/dashboard:Dashboard", "team", True),
+    ("kubernetes:networking.k8s.io/v1:Ingress", "team", True),
     ("aws:ec2/vpcX:Vpc", "platform", False),  # a near name is not the listed type
 ])
 def test_allowed_entry(resource_type, kind, allowed):
