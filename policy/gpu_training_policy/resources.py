@@ -21,6 +21,9 @@ from pulumi_policy.proxy import UnknownValueError
 ENVIRONMENTS = ("dev", "staging", "prod")
 # Stack names as the program's config model defines them (components/config/stack.py).
 TEAM_STACK = re.compile(r"^team-(?P<team>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-(?P<env>dev|staging|prod)$")
+# A platform stack of an environment in a further region, `<env>-<site>` such as prod-usw2
+# (components/config/sibling_stacks.py REGIONAL_STACK): a platform stack of that environment.
+REGIONAL_STACK = re.compile(r"^(?P<env>dev|staging|prod)-(?P<site>[a-z][a-z0-9]{1,7})$")
 # The tags cost allocation reads (components/common/tags.py puts them in the provider's default
 # tags); a team stack adds `team`.
 COST_TAGS = ("project", "environment", "stack", "cost-center")
@@ -138,7 +141,8 @@ class Stack:
     @property
     def kind(self) -> str:
         """`team`, `bootstrap` (the account's bootstrap project, which serves every environment) or
-        `platform` (an environment's stack); allowed_types.py keys its table by it."""
+        `platform` (an environment's stack: `<env>` or a regional sibling `<env>-<site>`, whose
+        environment its name gives, tag or no tag); allowed_types.py keys its table by it."""
         if self.is_team:
             return "team"
         if self.project.endswith(BOOTSTRAP_PROJECT_SUFFIX) or self.name == "bootstrap":
@@ -175,9 +179,12 @@ class Stack:
 
 
 def stack_kind(name: str) -> tuple[str | None, str | None]:
-    """(team, environment) a stack name implies; (None, None) for another form."""
+    """(team, environment) a stack name implies; (None, None) for another form. An environment's
+    stacks are `<env>` and its regional siblings `<env>-<site>`; a team's `team-<team>-<env>`."""
     if name in ENVIRONMENTS:
         return None, name
+    if match := REGIONAL_STACK.match(name):
+        return None, match["env"]
     if match := TEAM_STACK.match(name):
         return match["team"], match["env"]
     return None, None
@@ -185,12 +192,15 @@ def stack_kind(name: str) -> tuple[str | None, str | None]:
 
 def stack_of(urn: str, provider: PolicyProviderResource | None = None) -> Stack:
     """`urn:pulumi:<stack>::<project>::<type>::<name>`; the provider's `team` and `environment`
-    tags count too, so a team stack is recognised by its name or by its tag."""
+    tags count too, so a team stack is recognised by its name or by its tag. Where the name says
+    the environment, the name decides: a `dev` stack tagged `environment: prod` is still dev to
+    `no-prod-data-outside-prod`, and a regional `prod-usw2` is prod on every resource, the ones
+    on its Kubernetes provider (which carries no tags) included."""
     parts = urn.removeprefix("urn:pulumi:").split("::")
     name, project = parts[0], parts[1] if len(parts) > 1 else ""
     team, environment = stack_kind(name)
     tags = provider_default_tags(provider)
-    return Stack(name=name, project=project, environment=tags.get("environment") or environment,
+    return Stack(name=name, project=project, environment=environment or tags.get("environment"),
                  team=tags.get(TEAM_TAG) or team)
 
 

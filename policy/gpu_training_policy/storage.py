@@ -210,10 +210,10 @@ def _bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
             report(f"{bucket.what} {problem}", bucket.bucket.urn)
 
 
-# Advisory until the bootstrap's state bucket logs (issue #28 item 6); then mandatory.
+# Mandatory since the bootstrap's state bucket logs too (issue #28 item 6): every plan passes it.
 bucket_access_logging = StackValidationPolicy(
     name="bucket-access-logging", description="S3 buckets log their requests (server access logging), except the "
-    "bucket that receives the logs.", enforcement_level=EnforcementLevel.ADVISORY, severity=Severity.MEDIUM,
+    "bucket that receives the logs.", enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM,
     validate=_bucket_access_logging)
 
 

@@ -3,11 +3,14 @@ and no entry is there that no plan uses, unless its reason says why."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import BOOTSTRAP_STACKS, STACKS, plan_records
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, KINDS, UNPLANNED, allowed_entry
 from gpu_training_policy.offline import OfflineStack
 from gpu_training_policy.resources import stack_of
+from pulumi_policy import PolicyProviderResource
 
 ALL_STACKS = STACKS + BOOTSTRAP_STACKS
 
@@ -82,3 +85,26 @@ def test_every_entry_is_one_type_with_known_kinds_and_a_reason():
 ])
 def test_allowed_entry(resource_type, kind, allowed):
     assert (allowed_entry(resource_type, kind) is not None) is allowed
+
+
+def tagged(**tags: str) -> PolicyProviderResource:
+    return PolicyProviderResource("pulumi:providers:aws", {"defaultTags": json.dumps({"tags": tags})},
+                                  "urn:pulumi:x::gpu-training::pulumi:providers:aws::aws", "aws")
+
+
+@pytest.mark.parametrize(("stack", "project", "provider", "kind", "environment", "team"), [
+    ("dev", "gpu-training", None, "platform", "dev", None),
+    ("prod-usw2", "gpu-training", None, "platform", "prod", None),  # by name: its Kubernetes objects carry no tags
+    ("staging-euw1", "gpu-training", None, "platform", "staging", None),
+    ("prod-usw2", "gpu-training", tagged(environment="prod"), "platform", "prod", None),
+    ("dev-usw2", "gpu-training", tagged(environment="prod"), "platform", "dev", None),  # a tag does not make it prod
+    ("dev", "gpu-training", tagged(environment="prod"), "platform", "dev", None),
+    ("team-vision-prod", "gpu-training", None, "team", "prod", "vision"),
+    ("prod-usw2", "gpu-training", tagged(team="vision"), "team", "prod", "vision"),  # a team tag makes it a team's
+    ("sandbox", "gpu-training", tagged(environment="dev"), "platform", "dev", None),  # no environment in the name
+    ("prod-us-west-2", "gpu-training", None, "platform", None, None),  # not the regional form
+    ("bootstrap", "gpu-training-bootstrap", None, "bootstrap", None, None),
+])
+def test_stack_of_kind_environment_team(stack, project, provider, kind, environment, team):
+    found = stack_of(f"urn:pulumi:{stack}::{project}::aws:s3/bucket:Bucket::b", provider)
+    assert (found.kind, found.environment, found.team) == (kind, environment, team)

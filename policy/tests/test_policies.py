@@ -16,7 +16,7 @@ from gpu_training_policy.offline import evaluate
 from records import plan, policy_document, resource
 
 POLICY_BY_NAME = {p.name: p for p in POLICIES}
-ADVISORY = {"on-demand-gpu-idle", "stack-has-budget", "bucket-access-logging"}
+ADVISORY = {"on-demand-gpu-idle", "stack-has-budget"}
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -363,6 +363,13 @@ FAILING = [
     Case("no-prod-stack-reference", "a dev team stack reads prod", lambda: plan(resource(
         "pulumi:pulumi:StackReference", "platform", {"name": "organization/gpu-training/prod"}, stack="team-vision-dev",
         provider=None), stack="team-vision-dev"), "reads the prod stack organization/gpu-training/prod"),
+    Case("no-prod-stack-reference", "a dev regional stack reads prod's regional sibling", lambda: plan(resource(
+        "pulumi:pulumi:StackReference", "peer", {"name": "organization/gpu-training/prod-usw2"}, stack="dev-usw2",
+        provider=None), stack="dev-usw2"), "reads the prod stack organization/gpu-training/prod-usw2"),
+    Case("no-prod-data-outside-prod", "a dev regional stack's volume on a prod bucket (no tags: by name)", lambda: plan(
+        resource("kubernetes:core/v1:PersistentVolume", "datasets", {"spec": {"csi": {"driver": "s3.csi.aws.com",
+            "volumeAttributes": {"bucketName": "gpu-training-prod-datasets-1"}}}}, provider="k8s", stack="dev-usw2"),
+        stack="dev-usw2"), "bucket gpu-training-prod-datasets-1"),
     # --- allow-lists, IAM matching, trust, team references (issue #28 item 5)
     Case("allowed-resource-types", "aws-native in a team stack", lambda: plan(resource(
         "aws-native:s3:Bucket", "b", stack=TEAM), stack=TEAM), "the package aws-native"),
