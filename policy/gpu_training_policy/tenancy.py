@@ -1,5 +1,6 @@
 """What a team stack's Kubernetes objects point at: volumes on the team's own EFS access point,
-secret stores that assume the team's own reader role.
+secret stores that assume the team's own reader role, a viewer Ingress that routes only the
+team's path `/team-<team>` of the environment's shared ALB, Services reached only in the cluster.
 
 A team's names (components/team.py, components/workload/tenant.py): its namespace `team-<team>`,
 its checkpoint directory `/workloads/team-<team>` (an EFS access point its stack creates,
@@ -29,6 +30,24 @@ S3_DRIVER = "s3.csi.aws.com"
 # uses the driver's credentials, which read every team's data (awslabs/mountpoint-s3-csi-driver,
 # docs/CONFIGURATION.md, volumeAttributes.authenticationSource).
 POD_AUTHENTICATION = "pod"
+INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
+SERVICE = "kubernetes:core/v1:Service"
+# The AWS Load Balancer Controller's annotations a viewer's Ingress sets (components/workload/
+# viewer.py ingress_annotations). Any other of its annotations is refused in a team stack:
+# `actions.*` forwards to any target group by ARN (another team's viewer) or redirects,
+# `conditions.*` and `group.order` reshape the shared listener's rules (kubernetes-sigs/
+# aws-load-balancer-controller docs/guide/ingress/annotations.md).
+ALB_ANNOTATION_PREFIX = "alb.ingress.kubernetes.io/"
+TEAM_ALB_ANNOTATIONS = frozenset({
+    "scheme", "target-type", "group.name", "security-groups", "manage-backend-security-group-rules", "inbound-cidrs",
+    "listen-ports", "healthcheck-path", "success-codes", "certificate-arn", "ssl-redirect"})
+# `ImplementationSpecific` lets the controller read `*` and `?` in a path: /team-vision* is also
+# /team-vision2/...; Prefix and Exact paths are matched as written (Kubernetes Ingress docs).
+TEAM_PATH_TYPES = ("Prefix", "Exact")
+# A team's Services are reached inside the cluster or through the shared ALB only: NodePort opens
+# a port on every node, LoadBalancer makes a load balancer of its own (outside the platform's
+# security group), ExternalName and externalIPs redirect other clients' traffic (CVE-2020-8554).
+TEAM_SERVICE_TYPES = ("ClusterIP",)
 ROLE_ARN = re.compile(r"^arn:[^:]+:iam::\d{12}:role/(?:.*/)?(?P<name>[^/]+)$")
 ACCESS_POINT_ID = re.compile(r"fsap-[0-9a-f]+")
 
@@ -114,6 +133,44 @@ def external_secret_problems(secret: PolicyResource) -> list[str]:
     return [f"reads through a {kind}, not the namespace's own SecretStore" for kind in sorted(kinds - {"SecretStore"})]
 
 
+def _path_problem(path: Any, path_type: Any, stack: Stack) -> str | None:
+    own = f"/{stack.team_namespace}"
+    if path_type not in TEAM_PATH_TYPES:
+        return f"routes path {path} as {path_type}, not as one of {', '.join(TEAM_PATH_TYPES)}"
+    if not isinstance(path, str) or "*" in path or "?" in path or not (path == own or path.startswith(own + "/")):
+        return f"routes path {path} of the shared load balancer, outside the team's {own}"
+    return None
+
+
+def ingress_problems(ingress: PolicyResource, stack: Stack) -> list[str]:
+    """A team's Ingress joins the environment's ALB (its IngressGroup) with its own path only: a path
+    of another team's, the listener's default action or an annotation's action would take or
+    redirect that team's traffic."""
+    spec = get(ingress.props, "spec") or {}
+    annotations = get(get(ingress.props, "metadata") or {}, "annotations") or {}
+    problems = [f"sets {key}, which this pack does not let a team stack set" for key in sorted(annotations)
+                if key.startswith(ALB_ANNOTATION_PREFIX) and key.removeprefix(ALB_ANNOTATION_PREFIX) not in
+                TEAM_ALB_ANNOTATIONS]
+    if has(spec, "defaultBackend"):
+        problems.append("sets a defaultBackend: the shared listener's default action, every request no rule matches")
+    for rule in as_list(get(spec, "rules")):
+        for item in as_list(get(get(rule, "http") or {}, "paths")):
+            if problem := _path_problem(get(item, "path"), get(item, "pathType"), stack):
+                problems.append(problem)
+            if has(get(item, "backend") or {}, "resource"):
+                problems.append("routes to a resource backend, not a Service of its namespace")
+    return problems
+
+
+def service_problems(service: PolicyResource) -> list[str]:
+    spec = get(service.props, "spec") or {}
+    kind = get(spec, "type", "ClusterIP")
+    problems = [] if kind in TEAM_SERVICE_TYPES else [f"is a Service of type {kind}, not {', '.join(TEAM_SERVICE_TYPES)}"]
+    if get(spec, "externalIPs"):
+        problems.append("claims externalIPs: it captures traffic to those addresses from every pod (CVE-2020-8554)")
+    return problems
+
+
 # What a team's resource changes, and what it must point at: a resource of the same stack. A
 # literal name or ARN (a platform role, another team's secret) has no such dependency.
 OWN_TARGETS = {
@@ -141,6 +198,10 @@ def reference_problems(resource: PolicyResource, stack: Stack) -> list[str]:
         return external_secret_problems(resource)
     if resource.resource_type == ACCESS_POINT:
         return list(_access_point_problems(resource, stack))
+    if resource.resource_type == INGRESS:
+        return ingress_problems(resource, stack)
+    if resource.resource_type == SERVICE:
+        return service_problems(resource)
     if resource.resource_type in OWN_TARGETS:
         return target_problems(resource)
     return []
@@ -153,15 +214,16 @@ def _team_references_own(args: StackValidationArgs, report: Report) -> None:
             continue
         for problem in reference_problems(resource, stack):
             report(f"{describe(resource.name, resource.resource_type)} {problem}; team {stack.team} reaches only its "
-                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}*) and "
-                   "secrets.", resource.urn)
+                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}*), "
+                   f"secrets and load balancer path (/{stack.team_namespace}).", resource.urn)
 
 
 team_references_own = StackValidationPolicy(
     name="team-references-own",
     description="In team stacks, persistent volumes mount only the team's own EFS access point (or S3 with the pod's "
                 "role), access points root in the team's directory, SecretStores assume only the team's roles, "
-                "ExternalSecrets read only through the namespace's SecretStore, and role policies, Pod Identity "
+                "ExternalSecrets read only through the namespace's SecretStore, Ingresses route only the team's path "
+                "of the shared load balancer, Services are ClusterIP, and role policies, Pod Identity "
                 "associations and secret values apply only to the stack's own roles and secrets.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_team_references_own)
 

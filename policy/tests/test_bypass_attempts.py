@@ -129,6 +129,32 @@ def just(stack: str, type_: str, inputs: dict[str, Any] | None = None, **kwargs:
     return lambda _: (on(stack, type_, "bypass", inputs or {}, **kwargs),)
 
 
+INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
+SERVICE = "kubernetes:core/v1:Service"
+PLATFORM_GROUP = "gpu-training-prod-viewer"  # the platform's IngressGroup (one ALB), as the team plan joins it
+
+
+def ingress(namespace: str = "team-vision", path: str = "/team-vision", path_type: str = "Prefix",
+            annotations: dict[str, str] | None = None, **spec: Any) -> Callable[[Records], tuple]:
+    """A viewer-like Ingress of the team stack in the platform's IngressGroup."""
+    return lambda _: (on(TEAM, INGRESS, "bypass-ingress", {
+        "metadata": {"name": "bypass", "namespace": namespace, "annotations": {
+            "alb.ingress.kubernetes.io/group.name": PLATFORM_GROUP, **(annotations or {})}},
+        "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [{
+            "path": path, "pathType": path_type,
+            "backend": {"service": {"name": "tensorboard", "port": {"number": 6006}}}}]}}], **spec}}, k8s=True),)
+
+
+def service(namespace: str = "team-vision", **spec: Any) -> Callable[[Records], tuple]:
+    return lambda _: (on(TEAM, SERVICE, "bypass-service", {"metadata": {"name": "bypass", "namespace": namespace}, "spec": {
+        "selector": {"app.kubernetes.io/name": "tensorboard"}, "ports": [{"port": 6006, "targetPort": 6006}], **spec}},
+        k8s=True),)
+
+
+def cluster_object(type_: str, spec: dict[str, Any]) -> Callable[[Records], tuple]:
+    return lambda _: (on(TEAM, type_, "bypass", {"metadata": {"name": "team-vision"}, **spec}, k8s=True),)
+
+
 OTHER_TEAM_READER = f"arn:aws:iam::{ACCOUNT}:role/gpu-training-prod-team-nlp-secrets"
 ATTEMPTS = [
     # --- a team stack's rules into the platform's security groups
@@ -298,6 +324,48 @@ ATTEMPTS = [
             "allowed-resource-types"),
     Attempt("types", "a Helm release from a team stack", TEAM, just(TEAM, "kubernetes:helm.sh/v3:Release", {
         "chart": "x", "namespace": "team-vision"}, k8s=True), "allowed-resource-types"),
+    # --- a team's Ingress and Services on the environment's shared load balancer
+    Attempt("ingress", "an Ingress in another team's namespace", TEAM, ingress(namespace="team-nlp", path="/team-nlp"),
+            "team-stack-scope"),
+    Attempt("ingress", "joining the platform's IngressGroup with another team's path", TEAM, ingress(path="/team-nlp"),
+            "team-references-own"),
+    Attempt("ingress", "the platform namespace's path", TEAM, ingress(path="/training-prod"), "team-references-own"),
+    Attempt("ingress", "the whole load balancer (path /)", TEAM, ingress(path="/"), "team-references-own"),
+    Attempt("ingress", "a prefix that also matches another team (/team-vision*)", TEAM, ingress(
+        path="/team-vision*", path_type="ImplementationSpecific"), "team-references-own"),
+    Attempt("ingress", "a path that only starts like the team's (/team-vision2)", TEAM, ingress(path="/team-vision2"),
+            "team-references-own"),
+    Attempt("ingress", "a defaultBackend: every request no rule matches", TEAM, ingress(defaultBackend={
+        "service": {"name": "tensorboard", "port": {"number": 6006}}}), "team-references-own"),
+    Attempt("ingress", "an annotation action forwarding to another team's target group", TEAM, ingress(annotations={
+        "alb.ingress.kubernetes.io/actions.steal": json.dumps({"type": "forward", "forwardConfig": {"targetGroups": [{
+            "targetGroupARN": f"arn:aws:elasticloadbalancing:us-east-1:{ACCOUNT}:targetgroup/k8s-teamnlp/0123"}]}})}),
+        "team-references-own"),
+    Attempt("ingress", "a Service of type LoadBalancer (a load balancer of its own)", TEAM, service(type="LoadBalancer"),
+            "team-references-own"),
+    Attempt("ingress", "a NodePort Service", TEAM, service(type="NodePort"), "team-references-own"),
+    Attempt("ingress", "a Service capturing externalIPs", TEAM, service(externalIPs=["10.30.0.10"]), "team-references-own"),
+    Attempt("ingress", "a Service in the platform's namespace", TEAM, service(namespace="training-prod"), "team-stack-scope"),
+    # --- cluster-wide objects (MultiKueue, RBAC) and shared data from a team stack
+    Attempt("cluster", "a MultiKueueCluster (a worker cluster's kubeconfig)", TEAM, cluster_object(
+        "kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", {"spec": {"clusterSource": {"kubeConfig": {
+            "location": "prod-usw2-kubeconfig", "locationType": "Secret"}}}}), "allowed-resource-types"),
+    Attempt("cluster", "a MultiKueueConfig", TEAM, cluster_object(
+        "kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig", {"spec": {"clusters": ["prod-usw2"]}}), "allowed-resource-types"),
+    Attempt("cluster", "a ClusterRole", TEAM, cluster_object("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", {
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}), "allowed-resource-types"),
+    Attempt("cluster", "a ClusterRoleBinding to cluster-admin", TEAM, cluster_object(
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", {
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"}]}),
+        "allowed-resource-types"),
+    Attempt("cluster", "a Deployment in kube-system", TEAM, lambda _: (on(TEAM, "kubernetes:apps/v1:Deployment", "bypass", {
+        "metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}, k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "a BucketReplicationConfig copying the datasets bucket out", TEAM, just(
+        TEAM, "aws:s3/bucketReplicationConfig:BucketReplicationConfig", {
+            "bucket": "gpu-training-prod-datasets-123456789012", "role": f"arn:aws:iam::{ACCOUNT}:role/x",
+            "rules": [{"status": "Enabled", "destination": {"bucket": "arn:aws:s3:::elsewhere"}}]}),
+        "allowed-resource-types"),
     # --- AWSGuard's rules
     Attempt("awsguard", "an unencrypted file system", DEV, just(DEV, "aws:efs/fileSystem:FileSystem", {"encrypted": False}),
             "efs-encrypted"),
@@ -334,7 +402,7 @@ def test_the_pack_refuses_the_attempt(attempt: Attempt):
 
 def test_the_attempts_cover_every_family_with_several_variants():
     families = Counter(a.family for a in ATTEMPTS)
-    assert set(families) == {"sg", "ec2", "iam", "trust", "pv", "store", "types", "awsguard"}
+    assert set(families) == {"sg", "ec2", "iam", "trust", "pv", "store", "types", "awsguard", "ingress", "cluster"}
     assert min(families.values()) >= 3, families
     assert len(ATTEMPTS) >= 35
     assert len({(a.family, a.id) for a in ATTEMPTS}) == len(ATTEMPTS)
@@ -354,3 +422,15 @@ def test_positive_control_the_planned_team_objects_are_checked():
     stolen["propertyDependencies"]["spec"] = []
     assert ("team-references-own", pv["urn"]) in mandatory(evaluate(with_changes(records, drop=(pv["urn"],), add=(stolen,)),
                                                                     POLICIES))
+
+
+def test_positive_control_a_team_dashboard_and_its_viewer_pass():
+    """A team's own dashboard, alarms and viewer (Ingress on its path of the platform's IngressGroup,
+    a ClusterIP Service) are allowed: the plan has them, and one more of each, on the team's own
+    path below its prefix, passes the whole pack as well."""
+    records = plan_records(TEAM)
+    assert {"aws:cloudwatch/dashboard:Dashboard", INGRESS, SERVICE} <= {r["type"] for r in records}
+    extra = (on(TEAM, "aws:cloudwatch/dashboard:Dashboard", "extra-dashboard", {
+        "dashboardName": "gpu-training-prod-vision-extra", "dashboardBody": json.dumps({"widgets": []})}),
+        *ingress(path="/team-vision/extra")(records), *service()(records))
+    assert mandatory(evaluate(with_changes(records, add=extra), POLICIES)) == set()
