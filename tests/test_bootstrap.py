@@ -11,6 +11,7 @@ from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded, g
 from stack_configs import ENVIRONMENT_STACKS, PLATFORM_STACKS, ROOT, environment_of, raw_config, region_of
 
 from bootstrap import policies
+from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError
 from components.observability.budget import COST_ALLOCATION_TAG_KEYS
 from offline.plan import INVOKE_ANSWERS, Plan, synthesize
@@ -918,6 +919,24 @@ def test_each_action_family_stands_for_the_tables_actions_and_reads_only(family)
     assert family in policies.boundary_allow_list()
 
 
+def test_the_bootstrap_config_names_every_regional_platform_stack_with_its_region():
+    """Each stacks/Pulumi.<env>-<site>.yaml is a site of its environment in the bootstrap's config,
+    in the region the stack file says: else its CI roles could not deploy it."""
+    config = load_bootstrap_config(raw_config_of_bootstrap(), project="gpu-training-bootstrap", stack="bootstrap")
+    configured = {f"{env.name}-{site}": region for env in config.environments for site, region in env.sites}
+    regional = {stack: region_of(stack) for stack in PLATFORM_STACKS if stack not in ENVIRONMENT_STACKS}
+    assert regional, "prod-usw2 is a regional stack"
+    assert configured == regional
+    assert policies.environment_regions(config, "prod") == ["us-east-1", "us-west-2"]
+    assert policies.environment_stacks(config, "prod") == ("prod", "prod-usw2", "team-*-prod")
+
+
+def raw_config_of_bootstrap() -> dict[str, Any]:
+    from components.config import decode_raw_config
+    from components.config.stack_file import read_stack_file
+    return decode_raw_config(read_stack_file(BOOTSTRAP / "Pulumi.bootstrap.yaml"))
+
+
 def test_the_bootstrap_exports_each_environments_boundary(bootstrap):
     """One boundary per environment: prod-usw2's roles carry prod's (its stack file says so)."""
     assert set(bootstrap.outputs["permissionsBoundaryArns"]) == set(ENVIRONMENT_STACKS)
@@ -971,6 +990,10 @@ BAD_CONFIG = [
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is dev's image job environment"),
     ({"environments": {"dev": {"githubEnvironment": "ship-image"}, "prod": {"githubEnvironment": "ship"}}},
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "makes ship-image, dev's GitHub environment"),
+    ({"environments": {"prod": {"sites": {"us-west-2": "us-west-2"}}}},
+     "gpu-training-bootstrap:environments.prod.sites.us-west-2", "not a site label"),
+    ({"environments": {"prod": {"sites": {"usw2": "us-west"}}}}, "gpu-training-bootstrap:environments.prod.sites.usw2", "region"),
+    ({"environments": {"prod": {"sites": ["us-west-2"]}}}, "gpu-training-bootstrap:environments.prod.sites", "mapping"),
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),
     ({"stackProject": "gpu-training"}, "gpu-training-bootstrap:stackProject", "did you mean 'stacksProject'"),
