@@ -20,6 +20,7 @@ from components.config.reader import (
     refuse_plain_keys_set_as_secrets,
     report_keys_named_as_paths,
 )
+from components.config.sibling_stacks import REGIONAL_STACK
 from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
 from components.facts.regions import ARN_PARTITION
 
@@ -82,6 +83,15 @@ class EnvironmentCi:
     read_buckets: tuple[str, ...] = ()
     """Existing buckets outside the project's names that the environment's roles may read (a
     stack's `storage.datasetsBucket`): the permissions boundary denies every other such bucket."""
+    sites: tuple[tuple[str, str], ...] = ()
+    """The environment's platform stacks in further regions, as (site, region): stack
+    `<name>-<site>` (e.g. prod-usw2, components/config/sibling_stacks.py REGIONAL_STACK) in that
+    region. Its CI roles cover these stacks' state, regions and names too."""
+
+    @property
+    def platform_stacks(self) -> tuple[str, ...]:
+        """The environment's own platform stack, then its regional siblings."""
+        return (self.name, *(f"{self.name}-{site}" for site, _ in self.sites))
 
     @property
     def image_github_environment(self) -> str:
@@ -150,6 +160,22 @@ def _environment_clash(github_environment: str, earlier: list[EnvironmentCi]) ->
     return None
 
 
+def _parse_sites(entry: Section, environment: str) -> tuple[tuple[str, str], ...]:
+    """`sites: {usw2: us-west-2}`: the environment's regional platform stacks (<env>-<site>) and
+    their regions, each site a name REGIONAL_STACK accepts."""
+    sites = entry.section("sites", {})
+    found = []
+    for site in sorted(sites.data, key=str):
+        if not REGIONAL_STACK.fullmatch(f"{environment}-{site}"):
+            sites.ignore(site)
+            sites.error(sites.key(site), site, "is not a site label (2-8 lowercase letters and digits, a letter first)",
+                        "use the suffix of the stack's name, e.g. usw2 for stack prod-usw2")
+            continue
+        found.append((str(site), sites.string(site, check=region_problem, fix=REGION_FIX)))
+    sites.finish()
+    return tuple(found)
+
+
 def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
     value = root.data.get("environments")
     section = root.section("environments", null_entries=True)  # `dev:` alone: the stage with its defaults
@@ -177,9 +203,10 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
                         "give every stage a GitHub environment of its own (by default, one named after the stage), "
                         "not ending in -image")
         read_buckets = entry.string_list("readBuckets", [])
+        sites = _parse_sites(entry, name)
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment,
-                                          read_buckets=tuple(read_buckets)))
+                                          read_buckets=tuple(read_buckets), sites=sites))
     return tuple(environments)
 
 

@@ -30,6 +30,7 @@ The roles' trust follows GitHub's `sub` claim (see bootstrap/config.py, SUBJECT_
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -149,6 +150,50 @@ BOUNDARY_ACTIONS: dict[str, tuple[str, ...]] = {
     # It assumes a team stack's secrets role (assume_team_secret_readers_policy).
     "External Secrets (components/identity/policies.py secrets_reader_policy)": (
         "kms:Decrypt", "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue", "sts:AssumeRole"),
+    # The AWS Load Balancer Controller's published policy (components/cluster/load_balancer_controller.py,
+    # verbatim in components/facts/aws_load_balancer_controller_iam_policy.json with its tag and
+    # commit). Its iam:CreateServiceLinkedRole is ELB's, as the cluster policy's is (its statement
+    # below); its two IAM reads are of server certificates (public parts), by name: no other IAM read.
+    "AWS Load Balancer Controller (components/cluster/load_balancer_controller.py)": (
+        "acm:DescribeCertificate", "acm:ListCertificates", "cognito-idp:DescribeUserPoolClient",
+        "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateSecurityGroup", "ec2:CreateTags", "ec2:DeleteSecurityGroup",
+        "ec2:DeleteTags", "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+        "ec2:DescribeCoipPools", "ec2:DescribeInstances", "ec2:DescribeInternetGateways", "ec2:DescribeIpamPools",
+        "ec2:DescribeNetworkInterfaces", "ec2:DescribeRouteTables", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets",
+        "ec2:DescribeTags", "ec2:DescribeVpcPeeringConnections", "ec2:DescribeVpcs", "ec2:GetCoipPoolUsage",
+        "ec2:GetSecurityGroupsForVpc", "ec2:RevokeSecurityGroupIngress",
+        "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:AddTags",
+        "elasticloadbalancing:CreateListener", "elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateRule",
+        "elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:DeleteListener",
+        "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteRule", "elasticloadbalancing:DeleteTargetGroup",
+        "elasticloadbalancing:DeregisterTargets", "elasticloadbalancing:DescribeCapacityReservation",
+        "elasticloadbalancing:DescribeListenerAttributes", "elasticloadbalancing:DescribeListenerCertificates",
+        "elasticloadbalancing:DescribeListeners", "elasticloadbalancing:DescribeLoadBalancerAttributes",
+        "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeRules",
+        "elasticloadbalancing:DescribeSSLPolicies", "elasticloadbalancing:DescribeTags",
+        "elasticloadbalancing:DescribeTargetGroupAttributes", "elasticloadbalancing:DescribeTargetGroups",
+        "elasticloadbalancing:DescribeTargetHealth", "elasticloadbalancing:DescribeTrustStores",
+        "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools",
+        "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyListenerAttributes",
+        "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:ModifyRule",
+        "elasticloadbalancing:ModifyTargetGroup", "elasticloadbalancing:ModifyTargetGroupAttributes",
+        "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:RemoveListenerCertificates",
+        "elasticloadbalancing:RemoveTags", "elasticloadbalancing:SetIpAddressType",
+        "elasticloadbalancing:SetRulePriorities", "elasticloadbalancing:SetSecurityGroups",
+        "elasticloadbalancing:SetSubnets", "elasticloadbalancing:SetWebAcl",
+        "iam:GetServerCertificate", "iam:ListServerCertificates",
+        "shield:CreateProtection", "shield:DeleteProtection", "shield:DescribeProtection", "shield:GetSubscriptionState",
+        "waf-regional:AssociateWebACL", "waf-regional:DisassociateWebACL", "waf-regional:GetWebACL",
+        "waf-regional:GetWebACLForResource", "wafv2:AssociateWebACL", "wafv2:DisassociateWebACL", "wafv2:GetWebACL",
+        "wafv2:GetWebACLForResource"),
+    # MultiKueue's manager reads its workers' clusters (endpoint and CA) in their regions (issue #30).
+    "MultiKueue manager (components/workload/multikueue.py dispatcher_policy)": ("eks:DescribeCluster",),
+    # S3 assumes the replication role (trust s3.amazonaws.com) to copy the environment's buckets to
+    # its regional stacks' (issue #30; the S3 User Guide's replication permissions).
+    "S3 replication (components/data/replication.py replication_policy)": (
+        "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "s3:GetObjectVersionAcl", "s3:GetObjectVersionForReplication",
+        "s3:GetObjectVersionTagging", "s3:GetReplicationConfiguration", "s3:ListBucket", "s3:ReplicateDelete",
+        "s3:ReplicateObject", "s3:ReplicateTags"),
 }
 # AWS managed policies the stacks attach to their roles: the deploy role may attach no other, so
 # it cannot hand a role AdministratorAccess.
@@ -429,9 +474,30 @@ def secrets_provider_url(stacks_project: str, environment: str, region: str) -> 
     return f"awskms://{secrets_key_alias(stacks_project, environment)}?region={region}"
 
 
-def environment_stacks(environment: str) -> tuple[str, str]:
-    """The platform stack of an environment and the pattern of its team stacks."""
-    return environment, f"team-*-{environment}"
+def environment_ci(config: BootstrapConfig, environment: str) -> EnvironmentCi:
+    """The environment's entry in the bootstrap's config (its defaults where it has none)."""
+    return next((env for env in config.environments if env.name == environment),
+                EnvironmentCi(name=environment, deploy_branch="main", github_environment=environment))
+
+
+def environment_sites(config: BootstrapConfig, environment: str) -> list[tuple[str, str]]:
+    """(name prefix, region) of each platform stack of the environment: its own stack in the
+    bootstrap's region (<project>-<env>), then its regional stacks (<project>-<env>-<site>, the
+    stacks' name_prefix and cluster name: components/config/stack.py)."""
+    own = cluster_name(config.stacks_project, environment)
+    return [(own, config.region),
+            *((f"{own}-{site}", region) for site, region in environment_ci(config, environment).sites)]
+
+
+def environment_regions(config: BootstrapConfig, environment: str) -> list[str]:
+    """The regions the environment's platform stacks use, the bootstrap's first."""
+    return list(dict.fromkeys(region for _, region in environment_sites(config, environment)))
+
+
+def environment_stacks(config: BootstrapConfig, environment: str) -> tuple[str, ...]:
+    """The platform stacks of an environment (its own, then its regional ones) and the pattern of
+    its team stacks."""
+    return (*environment_ci(config, environment).platform_stacks, f"team-*-{environment}")
 
 
 # --- the DIY backend's object layout (pulumi/pulumi pkg/backend/diy/store.go, lock.go) ----------
@@ -536,7 +602,8 @@ def _program_invokes() -> dict[str, Any]:
 def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str, state_key_arn: str,
                    secrets_key_arn: str) -> dict[str, Any]:
     project = config.stacks_project
-    checkpoints = [arn for stack in environment_stacks(environment) for arn in stack_checkpoints(bucket_arn, project, stack)]
+    checkpoints = [arn for stack in environment_stacks(config, environment)
+                   for arn in stack_checkpoints(bucket_arn, project, stack)]
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
         {"Sid": "ReadStateOfEnvironment", "Effect": "Allow", "Action": ["s3:GetObject"],
@@ -594,27 +661,70 @@ def _deny_other_environments(environment: str) -> dict[str, Any]:
 
 # Metadata reads a boundary allows by verb, not one by one (a boundary is one managed policy of
 # at most 6,144 characters: IAM User Guide, "IAM and AWS STS quotas"): every Describe and List of
-# a service BOUNDARY_ACTIONS reads, and the verbs of the ELB API the cluster policy grants.
+# a service BOUNDARY_ACTIONS reads, but IAM's (iam:List* would read every role, user and key of
+# the account: its two reads stay as they are).
 COLLAPSED_VERBS = ("Describe", "List")
-ELB_VERBS = ("Add", "Apply", "Attach", "Configure", "Create", "Delete", "Deregister", "Detach", "Modify", "Register", "Set")
+EXACT_SERVICES = ("iam",)
+# Services the boundary allows whole on their resources of the account only, never on `*`: ELB's
+# (AmazonEKSClusterPolicy's classic load balancers, the Load Balancer Controller's ALBs and target
+# groups; every ELB action but Describe* takes a load balancer, listener, rule or target group ARN:
+# Service Authorization Reference, "Actions defined by Elastic Load Balancing V2"). Their reads
+# stay Describe* on `*`.
+ACCOUNT_SCOPED_SERVICES = ("elasticloadbalancing",)
+# Families of BOUNDARY_ACTIONS the boundary writes as one wildcard each, with every action the
+# wildcard matches in the Service Authorization Reference ("Actions, resources, and condition keys
+# for <service>"): all of them are in the table, or reads of what the table writes (S3's other
+# object-version reads). tests/test_bootstrap.py checks both, and that every family member the
+# table lists is written by its family.
+ACTION_FAMILIES: dict[str, tuple[str, ...]] = {
+    "ec2:*NetworkInterface": ("ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+                              "ec2:DetachNetworkInterface"),
+    "ec2:*PrivateIpAddresses": ("ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"),
+    "ec2:*SecurityGroupIngress": ("ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"),
+    "ec2messages:*Message*": ("ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage",
+                              "ec2messages:GetMessages"),
+    "s3:GetObjectVersion*": ("s3:GetObjectVersion", "s3:GetObjectVersionAcl", "s3:GetObjectVersionAttributes",
+                             "s3:GetObjectVersionForReplication", "s3:GetObjectVersionTagging", "s3:GetObjectVersionTorrent"),
+    "s3:Replicate*": ("s3:ReplicateDelete", "s3:ReplicateObject", "s3:ReplicateTags"),
+    "ssm:PutCo*": ("ssm:PutComplianceItems", "ssm:PutConfigurePackageResult"),
+    "ssm:Update*Status": ("ssm:UpdateAssociationStatus", "ssm:UpdateInstanceAssociationStatus"),
+    "ssmmessages:*Channel": ("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+                             "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"),
+    # The Load Balancer Controller's WAF calls.
+    "waf-regional:*sociateWebACL": ("waf-regional:AssociateWebACL", "waf-regional:DisassociateWebACL"),
+    "waf-regional:GetWebACL*": ("waf-regional:GetWebACL", "waf-regional:GetWebACLForResource"),
+    "wafv2:*sociateWebACL": ("wafv2:AssociateWebACL", "wafv2:DisassociateWebACL"),
+    "wafv2:GetWebACL*": ("wafv2:GetWebACL", "wafv2:GetWebACLForResource"),
+    "xray:GetSampling*": ("xray:GetSamplingRules", "xray:GetSamplingStatisticSummaries", "xray:GetSamplingTargets"),
+    "xray:PutT*": ("xray:PutTelemetryRecords", "xray:PutTraceSegments"),
+}
+
+
+def _written_as(action: str) -> str | None:
+    """How the boundary's `*` statement writes a BOUNDARY_ACTIONS action (None: the account-scoped one does)."""
+    service, name = action.split(":", 1)
+    verb = next((v for v in COLLAPSED_VERBS if name.startswith(v)), None) if service not in EXACT_SERVICES else None
+    if verb:
+        return f"{service}:{verb}*"
+    if service in ACCOUNT_SCOPED_SERVICES:
+        return None
+    return next((family for family in ACTION_FAMILIES if fnmatch.fnmatchcase(action, family)), action)
 
 
 def boundary_allow_list() -> list[str]:
-    """BOUNDARY_ACTIONS as the boundary writes them: Describe*/List* per service, ELB by verb."""
-    actions: set[str] = set()
-    for action in {a for group in BOUNDARY_ACTIONS.values() for a in group}:
-        service, name = action.split(":", 1)
-        verb = next((v for v in (*COLLAPSED_VERBS, *(ELB_VERBS if service == "elasticloadbalancing" else ()))
-                     if name.startswith(v)), None)
-        actions.add(f"{service}:{verb}*" if verb else action)
-    return sorted(actions)
+    """BOUNDARY_ACTIONS as the boundary's `*` statement writes them: Describe*/List* per service,
+    ACTION_FAMILIES, and no action of ACCOUNT_SCOPED_SERVICES but its reads."""
+    written = {_written_as(a) for group in BOUNDARY_ACTIONS.values() for a in group}
+    return sorted(a for a in written if a is not None)
 
 
 def _cluster_patterns(config: BootstrapConfig, environment: str) -> list[str]:
-    """The environment's EKS cluster and everything under it (node groups, add-ons, access
-    entries, pod identity associations: <kind>/<cluster>/...), and AWS's access policies."""
-    partition, cluster = arn_partition(config.region), cluster_name(config.stacks_project, environment)
-    return [f"arn:{partition}:eks:*:*:cluster/{cluster}", f"arn:{partition}:eks:*:*:*/{cluster}/*",
+    """The environment's EKS clusters (one per platform stack) and everything under them (node
+    groups, add-ons, access entries, pod identity associations: <kind>/<cluster>/...), and AWS's
+    access policies."""
+    partition = arn_partition(config.region)
+    return [*(arn for cluster, _ in environment_sites(config, environment)
+              for arn in (f"arn:{partition}:eks:*:*:cluster/{cluster}", f"arn:{partition}:eks:*:*:*/{cluster}/*")),
             f"arn:{partition}:eks::aws:cluster-access-policy/*"]
 
 
@@ -647,7 +757,7 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
     """The boundary's share of deploy_scope_policy: nothing of another project, by tag, by
     cluster name and by bucket name; no tagging a resource into the project (no role of the
     stacks sets the project tag: the deploy role does, at creation)."""
-    project, prefix = config.stacks_project, cluster_name(config.stacks_project, environment)
+    project = config.stacks_project
     read_buckets = _read_buckets(config, environment)
     statements: list[dict[str, Any]] = [
         {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
@@ -655,7 +765,8 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}},
         {"Sid": "DenyOtherSecurityGroups", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
          "Resource": in_partition(config, "ec2:*:*:security-group/*"), "Condition": {"StringNotEquals": {
-             f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/{EKS_CLUSTER_NAME_TAG}": prefix}}},
+             f"aws:ResourceTag/{PROJECT_TAG}": project,
+             f"aws:ResourceTag/{EKS_CLUSTER_NAME_TAG}": [cluster for cluster, _ in environment_sites(config, environment)]}}},
         {"Sid": "DenyOtherClusters", "Effect": "Deny", "Action": ["eks:*"],
          "NotResource": _cluster_patterns(config, environment)},
         {"Sid": "DenyOtherBuckets", "Effect": "Deny", "Action": ["s3:*"],
@@ -679,9 +790,11 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     never on IAM (beyond the service-linked role the cluster policy creates), never on another
     environment's or project's resources or data, never on the bootstrap, and assume only roles
     of its own environment."""
-    allowed = boundary_allow_list()
+    allowed, partition = boundary_allow_list(), arn_partition(config.region)
     statements: list[dict[str, Any]] = [
         {"Sid": "ActionsOfTheStacksRoles", "Effect": "Allow", "Action": allowed, "Resource": ["*"]},
+        {"Sid": "LoadBalancingOfTheAccount", "Effect": "Allow", "Action": [f"{s}:*" for s in ACCOUNT_SCOPED_SERVICES],
+         "Resource": [f"arn:{partition}:{s}:*:{account_id}:*" for s in ACCOUNT_SCOPED_SERVICES]},
         {"Sid": "ServiceLinkedRolesOfTheClusterPolicy", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(BOUNDARY_SERVICE_LINKED_ROLES)}}},
         _deny_other_environments(environment),
@@ -707,13 +820,14 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def _platform_services(services: list[str], partition: str, region: str) -> list[dict[str, Any]]:
-    """Whole services on their resources of this region only; on `*` (what AWS requires of
+def _platform_services(services: list[str], partition: str, regions: list[str]) -> list[dict[str, Any]]:
+    """Whole services on their resources of these regions only; on `*` (what AWS requires of
     actions without a resource type) only their reads and RESOURCELESS_ACTIONS."""
-    in_region = {"StringEquals": {"aws:RequestedRegion": region}}
+    in_region = {"StringEquals": {"aws:RequestedRegion": regions}}
     return [
         {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
-         "Resource": [f"arn:{partition}:{service}:{region}:*" for service in services], "Condition": in_region},
+         "Resource": [f"arn:{partition}:{service}:{region}:*" for service in services for region in regions],
+         "Condition": in_region},
         {"Sid": "ReadPlatformServices", "Effect": "Allow",
          "Action": [*(f"{service}:{verb}*" for service in services for verb in ("Describe", "Get", "List")),
                     *RESOURCELESS_ACTIONS, *NAME_SCOPED_READS], "Resource": ["*"], "Condition": in_region},
@@ -725,9 +839,8 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     """`secrets_key_arns`: every environment's secrets-provider key (the others are denied)."""
     project, region, partition = config.stacks_project, config.region, arn_partition(config.region)
     role_arns = f"arn:{partition}:iam::{account_id}:role/*"
-    own_objects = [arn for stack in environment_stacks(environment) for arn in stack_objects(bucket_arn, project, stack)]
+    own_objects = [arn for stack in environment_stacks(config, environment) for arn in stack_objects(bucket_arn, project, stack)]
     services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES, *NAME_SCOPED_SERVICES})
-    prefix = cluster_name(project, environment)
     own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
     bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id, partition)}
     attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
@@ -743,11 +856,13 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
         {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"],
          "Resource": [secrets_key_arns[environment]]},
         _program_invokes(),
-        # The services the stacks create resources in, in the stacks' region only.
-        *_platform_services(services, partition, region),
+        # The services the stacks create resources in, in the stacks' regions only.
+        *_platform_services(services, partition, environment_regions(config, environment)),
+        # Each platform stack's log groups and alarms, in its region, by its names.
         {"Sid": "ManageEnvironmentLogsAndAlarms", "Effect": "Allow", "Action": ["cloudwatch:*", "logs:*"], "Resource": [
-            f"arn:{partition}:logs:{region}:{account_id}:log-group:{log_group_pattern(prefix)}",
-            f"arn:{partition}:cloudwatch:{region}:{account_id}:alarm:{prefix}-*"]},
+            arn for site, site_region in environment_sites(config, environment) for arn in (
+                f"arn:{partition}:logs:{site_region}:{account_id}:log-group:{log_group_pattern(site)}",
+                f"arn:{partition}:cloudwatch:{site_region}:{account_id}:alarm:{site}-*")]},
         # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
          "Resource": [f"arn:{partition}:budgets::{account_id}:budget/{project}-{environment}-*"]},
@@ -856,16 +971,18 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
     managed policy). The deploy role can neither change nor detach it (DenyCiIdentityAndBoundaries)."""
     project, partition = config.stacks_project, arn_partition(config.region)
     prefix = cluster_name(project, environment)
+    clusters = [cluster for cluster, _ in environment_sites(config, environment)]
     project_tag = {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(PROJECT_EXEMPT_ACTIONS),
          "Resource": in_partition(config, *PROJECT_SCOPED_RESOURCES), "Condition": project_tag},
         {"Sid": "DenyOtherTopicNames", "Effect": "Deny", "Action": list(SNS_TOPIC_ACTIONS),
          "NotResource": [f"arn:{partition}:sns:*:*:{prefix}-*"]},
-        # The cluster's node group groups, or the project's (keys of one operator: both must fail).
+        # The clusters' node group groups, or the project's (keys of one operator: all must fail).
         {"Sid": "DenyOtherAutoScalingGroups", "Effect": "Deny", "NotAction": ["autoscaling:Describe*"],
          "Resource": in_partition(config, AUTOSCALING_GROUPS), "Condition": {"StringNotEquals": {
-             f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{prefix}": "owned"}}},
+             f"aws:ResourceTag/{PROJECT_TAG}": project,
+             **{f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}": "owned" for cluster in clusters}}}},
         {"Sid": "DenySharingAndPeering", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
         # Access to a cluster (an entry, a pod identity, an add-on or node group that runs code in
         # it) only on this environment's cluster, by name as well as by tag.
@@ -878,7 +995,7 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
          "Action": ["secretsmanager:TagResource", "secretsmanager:UntagResource"],
          "NotResource": [f"arn:{partition}:secretsmanager:*:*:secret:{project}/{environment}/*"]},
         {"Sid": "DenyTaggingOtherRepositories", "Effect": "Deny", "Action": ["ecr:TagResource", "ecr:UntagResource"],
-         "NotResource": [f"arn:{partition}:ecr:*:*:repository/{prefix}/*"]},
+         "NotResource": [f"arn:{partition}:ecr:*:*:repository/{cluster}/*" for cluster in clusters]},
         *_tagging_scope(project),
         # A data repository association exports a file system's files to a bucket: its creation is
         # exempt above (the new association has no tags), not on another project's file system.

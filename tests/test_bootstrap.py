@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pytest
-from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded
+from iam_eval import ALLOW, DENY, allowed_actions, evaluate, evaluate_bounded, glob_match
 from stack_configs import ENVIRONMENT_STACKS, PLATFORM_STACKS, ROOT, environment_of, raw_config, region_of
 
 from bootstrap import policies
+from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError
 from components.observability.budget import COST_ALLOCATION_TAG_KEYS
 from offline.plan import INVOKE_ANSWERS, Plan, synthesize
@@ -446,56 +447,51 @@ def default_tags(plan: Plan) -> dict[str, str]:
     return {f"aws:ResourceTag/{key}": value for key, value in tags.items()}
 
 
-def scoped_requests(plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
+def scoped_requests(plan: Plan, region: str = "us-east-1") -> list[tuple[str, str, dict[str, Any]]]:
     """What `pulumi up` asks of the deploy role for the resources it may touch only by name or by
-    the cluster's tags: (action, resource, request context), creation without tags, changes with
-    the tags the resource then carries."""
-    new, tagged = IN_REGION, {**IN_REGION, **default_tags(plan)}
+    the cluster's tags, in the stack's region: (action, resource, request context), creation
+    without tags, changes with the tags the resource then carries."""
+    in_region = {"aws:RequestedRegion": region}
+    new, tagged = in_region, {**in_region, **default_tags(plan)}
+    fsx, sns, logs, alarms, asg = (arn.replace(":us-east-1:", f":{region}:") for arn in (FSX, SNS, LOGS, ALARMS, ASG))
     requests: list[tuple[str, str, dict[str, Any]]] = []
     for group in plan.of_type("aws:cloudwatch/logGroup:LogGroup"):
-        arn = f"{LOGS}:log-group:{group['inputs']['name']}"
+        arn = f"{logs}:log-group:{group['inputs']['name']}"
         requests += [("logs:CreateLogGroup", arn, new), ("logs:PutRetentionPolicy", arn, tagged),
                      ("logs:AssociateKmsKey", arn, tagged), ("logs:DeleteLogGroup", arn, tagged)]
     for alarm in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm"):
-        arn = f"{ALARMS}:{alarm['inputs']['name']}"
+        arn = f"{alarms}:{alarm['inputs']['name']}"
         requests += [("cloudwatch:PutMetricAlarm", arn, new), ("cloudwatch:TagResource", arn, new),
                      ("cloudwatch:DeleteAlarms", arn, tagged)]
-    topics = [f"{SNS}:{topic['inputs']['name']}" for topic in plan.of_type("aws:sns/topic:Topic")]
+    topics = [f"{sns}:{topic['inputs']['name']}" for topic in plan.of_type("aws:sns/topic:Topic")]
     for arn in topics:
         requests += [("sns:CreateTopic", arn, new), ("sns:TagResource", arn, new),
                      ("sns:SetTopicAttributes", arn, tagged), ("sns:DeleteTopic", arn, tagged)]
     if plan.of_type("aws:sns/topicSubscription:TopicSubscription"):
         requests += [(action, arn, tagged) for arn in topics for action in ("sns:Subscribe", "sns:Unsubscribe")]
     for _ in plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
-        requests += [("fsx:CreateFileSystem", f"{FSX}:file-system/*", new), ("fsx:TagResource", f"{FSX}:file-system/*", new),
-                     ("fsx:UpdateFileSystem", f"{FSX}:file-system/fs-1", tagged)]
+        requests += [("fsx:CreateFileSystem", f"{fsx}:file-system/*", new), ("fsx:TagResource", f"{fsx}:file-system/*", new),
+                     ("fsx:UpdateFileSystem", f"{fsx}:file-system/fs-1", tagged)]
     for _ in plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
-        requests += [("fsx:CreateDataRepositoryAssociation", f"{FSX}:file-system/fs-1", tagged),
-                     ("fsx:CreateDataRepositoryAssociation", f"{FSX}:association/fs-1/*", new),
-                     ("fsx:UpdateDataRepositoryAssociation", f"{FSX}:association/fs-1/dra-1", tagged)]
+        requests += [("fsx:CreateDataRepositoryAssociation", f"{fsx}:file-system/fs-1", tagged),
+                     ("fsx:CreateDataRepositoryAssociation", f"{fsx}:association/fs-1/*", new),
+                     ("fsx:UpdateDataRepositoryAssociation", f"{fsx}:association/fs-1/dra-1", tagged)]
     for tag in plan.of_type("aws:autoscaling/tag:Tag"):
         # EKS tags the node groups' groups for its cluster, not with the provider's default tags.
         cluster = one(plan, "aws:eks/cluster:Cluster")["inputs"]["name"]
-        arn = f"{ASG}:autoScalingGroupName/{tag['inputs']['autoscalingGroupName']}"
-        eks_tags = {**IN_REGION, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}": "owned",
+        arn = f"{asg}:autoScalingGroupName/{tag['inputs']['autoscalingGroupName']}"
+        eks_tags = {**in_region, f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}": "owned",
                     "aws:ResourceTag/eks:cluster-name": cluster}
         requests += [("autoscaling:CreateOrUpdateTags", arn, eks_tags), ("autoscaling:DeleteTags", arn, eks_tags)]
     return requests
 
 
-# A known gap (docs/multi-region.md "What is not built yet"): the bootstrap's deploy role of an
-# environment is written for one region and the environment's own names; prod-usw2 needs it for
-# us-west-2 and gpu-training-prod-usw2-*. Strict: this fails once the bootstrap covers it.
-REGIONAL_GAP = pytest.mark.xfail(strict=True, reason="the deploy role covers one region per environment")
-
-
-@pytest.mark.parametrize("stack", [*(pytest.param(s, marks=REGIONAL_GAP) if s == "prod-usw2" else s
-                                     for s in PLATFORM_STACKS), "team-vision-prod"])
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
 def test_the_deploy_role_may_create_and_change_what_the_stack_plans_by_name_or_cluster(bootstrap, plan_of, stack):
     """The log groups, alarms, topics, file systems and node group tags of every plan stay inside
     the deploy role's name patterns and tag scopes (a rename out of them would fail `pulumi up`)."""
     _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{environment_of(stack)}")
-    requests = scoped_requests(plan_of(stack))
+    requests = scoped_requests(plan_of(stack), region_of(stack))
     if stack in PLATFORM_STACKS:
         kinds = {action.split(":")[0] for action, _, _ in requests}
         assert {"logs", "cloudwatch", "sns", "autoscaling"} <= kinds, kinds
@@ -668,31 +664,49 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def planned_role_grants(plan: Plan) -> list[tuple[str, str, str]]:
-    """(role policy, action, resource) for every Allow of every role the plan creates: its inline
-    policies and the AWS managed policies attached to it (their actions on `*`, as the documents
-    in policies.BOUNDARY_ACTIONS say). Read generically: a role added to any stack is in it."""
+def planned_role_grants(plan: Plan) -> list[tuple[str, str, str, dict[str, str]]]:
+    """(role policy, action, resource, request context) for every Allow of every role the plan
+    creates: its inline policies and the AWS managed policies attached to it (their actions on
+    `*`, as the documents in policies.BOUNDARY_ACTIONS say). A grant's StringEquals condition is
+    the request it stands for (the Load Balancer Controller's iam:CreateServiceLinkedRole names
+    ELB's service). Read generically: a role added to any stack is in it."""
     grants = []
     for attached in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
         name = attached["inputs"]["policyArn"].rsplit("/", 1)[-1]
         assert name in policies.BOUNDARY_ACTIONS, f"{attached['name']} attaches {name}: list its actions in BOUNDARY_ACTIONS"
-        grants += [(attached["name"], action, "*") for action in policies.BOUNDARY_ACTIONS[name]]
+        grants += [(attached["name"], action, "*", {}) for action in policies.BOUNDARY_ACTIONS[name]]
     for inline in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
         for statement in json.loads(inline["inputs"]["policy"])["Statement"]:
             if statement["Effect"] == "Allow":
-                grants += [(inline["name"], action, resource) for action in as_list(statement["Action"])
+                equals = {key: as_list(value)[0] for key, value in statement.get("Condition", {}).get("StringEquals", {}).items()}
+                grants += [(inline["name"], action, resource, equals) for action in as_list(statement["Action"])
                            for resource in as_list(statement["Resource"])]
     return grants
 
 
-def own_resource(env: str, region: str, action: str, resource: str) -> str:
-    """The request a grant stands for: a grant on `*` is used on the environment's own resources
-    (its cluster for EKS, its buckets for S3); a pattern stands for a name it matches."""
+def own_resource(stack: str, action: str, resource: str) -> str:
+    """The request a grant stands for: a grant on `*` is used on the stack's own resources in its
+    region (its cluster for EKS, its buckets for S3, its load balancers for ELB, whose every action
+    but the reads takes one); a pattern stands for a name it matches."""
     if resource != "*":
-        return resource.replace("*", "x")
-    service = action.split(":", 1)[0]
-    return {"eks": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/gpu-training-{env}",
-            "s3": f"arn:aws:s3:::gpu-training-{env}-artifacts-{ACCOUNT}"}.get(service, "*")
+        # A pattern's region and account are the stack's (S3's ARNs have neither).
+        parts = resource.split(":", 5)
+        if len(parts) == 6:
+            parts[3] = region_of(stack) if parts[3] == "*" else parts[3]
+            parts[4] = ACCOUNT if parts[4] == "*" else parts[4]
+        return ":".join(parts).replace("*", "x")
+    service, name = action.split(":", 1)
+    prefix, region = name_prefix(stack), region_of(stack)
+    if service == "elasticloadbalancing" and not name.startswith("Describe"):
+        return f"arn:aws:elasticloadbalancing:{region}:{ACCOUNT}:loadbalancer/app/k8s-viewer/1"
+    return {"eks": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{prefix}",
+            "s3": f"arn:aws:s3:::{prefix}-artifacts-{ACCOUNT}"}.get(service, "*")
+
+
+def name_prefix(stack: str) -> str:
+    """The platform stack's name prefix and cluster name (components/config/stack.py): prod-usw2's
+    is gpu-training-prod-usw2; a team stack's cluster is its environment's."""
+    return "gpu-training-" + (stack if stack in PLATFORM_STACKS else environment_of(stack))
 
 
 @pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
@@ -705,8 +719,8 @@ def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, 
                "aws:RequestedRegion": region}
     grants = planned_role_grants(plan_of(stack))
     assert grants
-    refused = [(name, action, resource) for name, action, resource in grants
-               if evaluate(document, action, own_resource(env, region, action, resource), context) != ALLOW]
+    refused = [(name, action, resource) for name, action, resource, condition in grants
+               if evaluate(document, action, own_resource(stack, action, resource), {**context, **condition}) != ALLOW]
     assert not refused, f"{stack}: add these to bootstrap/policies.py BOUNDARY_ACTIONS (or scope them): {refused}"
 
 
@@ -790,13 +804,16 @@ CROSS_PROJECT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("env", PLATFORM_STACKS)
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
 @pytest.mark.parametrize(("action", "resource", "context"), CROSS_PROJECT_CASES)
-def test_a_star_role_under_each_boundary_is_refused_every_cross_project_action(bootstrap, env, action, resource, context):
+def test_a_star_role_under_each_boundary_is_refused_every_cross_project_action(bootstrap, stack, action, resource, context):
+    """Under the boundary of the stack's environment (prod-usw2's is prod's), in the stack's region."""
+    env, region = environment_of(stack), region_of(stack)
     own = {"aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": env}
-    request = own if context == "OWN" else context
-    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, env), action, resource.format(env=env), request)
-    assert outcome != ALLOW, f"{env}: {action} on {resource}: {outcome}"
+    request = {**(own if context == "OWN" else context), "aws:RequestedRegion": region}
+    arn = resource.format(env=env).replace(":us-east-1:", f":{region}:")
+    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, env), action, arn, request)
+    assert outcome != ALLOW, f"{stack}: {action} on {arn}: {outcome}"
 
 
 TAG_THEN_READ_CASES = [
@@ -863,16 +880,69 @@ def test_the_escalation_chain_of_the_dev_deploy_role_is_closed(bootstrap):
 def test_the_boundary_fits_a_managed_policy_and_the_ci_policies_fit_inline(bootstrap):
     """IAM quotas (IAM User Guide, "IAM and AWS STS quotas"): a managed policy holds 6,144
     characters, a role's inline policies 10,240 together; white space does not count."""
-    def size(document: str) -> int:
-        return len(json.dumps(json.loads(document), separators=(",", ":")))
     for policy in bootstrap.of_type("aws:iam/policy:Policy"):
-        assert size(policy["inputs"]["policy"]) <= 6144, policy["name"]
+        assert iam_size(policy["inputs"]["policy"]) <= 6144, policy["name"]
     for inline in bootstrap.of_type("aws:iam/rolePolicy:RolePolicy"):
-        assert size(inline["inputs"]["policy"]) <= 10240, inline["name"]
+        assert iam_size(inline["inputs"]["policy"]) <= 10240, inline["name"]
+
+
+# Room a boundary keeps below the managed-policy quota, for the next role's actions: a boundary
+# that fills it would fail `pulumi up` of the bootstrap (LimitExceeded) the day a stack adds one.
+BOUNDARY_HEADROOM = 200
+
+
+def iam_size(document: str) -> int:
+    """A policy's size as IAM counts it: white space outside strings excluded (IAM User Guide,
+    "IAM and AWS STS quotas")."""
+    return len(json.dumps(json.loads(document), separators=(",", ":")))
+
+
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
+def test_each_boundary_leaves_headroom_under_the_managed_policy_quota(bootstrap, env):
+    record = next(r for r in bootstrap.of_type("aws:iam/policy:Policy")
+                  if r["inputs"]["name"] == policies.boundary_policy_name("gpu-training", env))
+    size = iam_size(record["inputs"]["policy"])
+    assert size <= 6144 - BOUNDARY_HEADROOM, f"{env}: {size} characters, {6144 - size} left (keep {BOUNDARY_HEADROOM})"
+
+
+@pytest.mark.parametrize("family", sorted(policies.ACTION_FAMILIES))
+def test_each_action_family_stands_for_the_tables_actions_and_reads_only(family):
+    """A wildcard of the boundary matches what the table lists, and beyond it only reads; every
+    table action it matches is among its recorded members (else the record is stale)."""
+    members = policies.ACTION_FAMILIES[family]
+    listed = {a for group in policies.BOUNDARY_ACTIONS.values() for a in group}
+    assert all(glob_match(family, member, ignore_case=True) for member in members), family
+    matched = {a for a in listed if glob_match(family, a, ignore_case=True)}
+    assert len(matched) >= 2 and matched <= set(members), (family, sorted(matched - set(members)))
+    beyond = [m for m in members if m not in listed and not m.split(":", 1)[1].startswith(("Get", "Describe", "List"))]
+    assert not beyond, f"{family} would allow {beyond}, which no role of the stacks is granted"
+    assert family in policies.boundary_allow_list()
+
+
+def test_the_bootstrap_config_names_every_regional_platform_stack_with_its_region():
+    """Each stacks/Pulumi.<env>-<site>.yaml is a site of its environment in the bootstrap's config,
+    in the region the stack file says: else its CI roles could not deploy it."""
+    config = load_bootstrap_config(raw_config_of_bootstrap(), project="gpu-training-bootstrap", stack="bootstrap")
+    configured = {f"{env.name}-{site}": region for env in config.environments for site, region in env.sites}
+    regional = {stack: region_of(stack) for stack in PLATFORM_STACKS if stack not in ENVIRONMENT_STACKS}
+    assert regional, "prod-usw2 is a regional stack"
+    assert configured == regional
+    assert policies.environment_regions(config, "prod") == ["us-east-1", "us-west-2"]
+    assert policies.environment_stacks(config, "prod") == ("prod", "prod-usw2", "team-*-prod")
+
+
+def raw_config_of_bootstrap() -> dict[str, Any]:
+    from components.config import decode_raw_config
+    from components.config.stack_file import read_stack_file
+    return decode_raw_config(read_stack_file(BOOTSTRAP / "Pulumi.bootstrap.yaml"))
 
 
 def test_the_bootstrap_exports_each_environments_boundary(bootstrap):
-    assert set(bootstrap.outputs["permissionsBoundaryArns"]) == set(PLATFORM_STACKS)
+    """One boundary per environment: prod-usw2's roles carry prod's (its stack file says so)."""
+    assert set(bootstrap.outputs["permissionsBoundaryArns"]) == set(ENVIRONMENT_STACKS)
+    for stack in PLATFORM_STACKS:
+        configured = raw_config(stack)["gpu-training:iamPermissionsBoundary"]
+        assert configured.endswith(f":policy/{policies.boundary_policy_name('gpu-training', environment_of(stack))}"), stack
 
 
 # --- cost-allocation tags: activated once, by the bootstrap -------------------------------------
@@ -920,6 +990,10 @@ BAD_CONFIG = [
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "is dev's image job environment"),
     ({"environments": {"dev": {"githubEnvironment": "ship-image"}, "prod": {"githubEnvironment": "ship"}}},
      "gpu-training-bootstrap:environments.prod.githubEnvironment", "makes ship-image, dev's GitHub environment"),
+    ({"environments": {"prod": {"sites": {"us-west-2": "us-west-2"}}}},
+     "gpu-training-bootstrap:environments.prod.sites.us-west-2", "not a site label"),
+    ({"environments": {"prod": {"sites": {"usw2": "us-west"}}}}, "gpu-training-bootstrap:environments.prod.sites.usw2", "region"),
+    ({"environments": {"prod": {"sites": ["us-west-2"]}}}, "gpu-training-bootstrap:environments.prod.sites", "mapping"),
     ({"state": {"versionRetentionDays": 0}}, "gpu-training-bootstrap:state.versionRetentionDays", "between 1 and 3650"),
     ({"region": "us-east"}, "gpu-training-bootstrap:region", "region"),
     ({"stackProject": "gpu-training"}, "gpu-training-bootstrap:stackProject", "did you mean 'stacksProject'"),

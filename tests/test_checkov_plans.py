@@ -24,8 +24,10 @@ JUSTIFIED = {
                     "storage_buckets_access_logs"},
     # Log delivery writes SSE-S3 only (components/data/access_logs.py).
     "CKV_AWS_145": {"state_access_logs", "storage_buckets_access_logs"},
-    # A boundary grants nothing (bootstrap/ci_identity.py).
-    "CKV_AWS_290": {"ci_boundary_dev", "ci_boundary_staging", "ci_boundary_prod"},
+    # A boundary grants nothing (bootstrap/ci_identity.py). The Load Balancer Controller's policy is
+    # its published one, verbatim, under the boundary (components/cluster/load_balancer_controller.py).
+    "CKV_AWS_290": {"ci_boundary_dev", "ci_boundary_staging", "ci_boundary_prod", "load_balancer_controller_policy"},
+    "CKV_AWS_355": {"load_balancer_controller_policy"},
     # Retention chosen per group (components/observability/monitoring.py, network/vpc.py, cluster/control_plane.py).
     "CKV_AWS_338": {"cluster_control_plane_logs", "network_flow_logs", "observability_logs_application",
                     "observability_logs_dataplane", "observability_logs_host", "observability_logs_performance"},
@@ -36,8 +38,9 @@ JUSTIFIED = {
     "CKV_AWS_38": {"cluster_eks"},
     # Third-party API tokens (components/secrets/store.py).
     "CKV2_AWS_57": {"secrets_hf_token", "secrets_wandb_api_key", "team_secrets_wandb_api_key"},
-    # The runners it is for are launched outside the stacks (components/network/ci_runner.py).
-    "CKV2_AWS_5": {"ci_runner_group"},
+    # The runners it is for are launched outside the stacks (components/network/ci_runner.py); the
+    # viewer's ALB is the Load Balancer Controller's, outside the plan (components/network/security_groups.py).
+    "CKV2_AWS_5": {"ci_runner_group", "security_groups_viewer_alb"},
 }
 
 

@@ -87,6 +87,10 @@ class LoadBalancerController(pulumi.ComponentResource):
         self.role = aws.iam.Role(
             f"{name}-role", assume_role_policy=pulumi.Output.from_input(args.account_id).apply(iam.pod_identity_trust_policy),
             opts=child)
+        # checkov CKV_AWS_290/CKV_AWS_355 (writes and restrictable actions on "*"), deliberately:
+        # the policy is the controller's published one, verbatim (its own tag conditions scope the
+        # writes to what it created); the environment's permissions boundary caps it to the
+        # project's resources (bootstrap/policies.py, tests/test_checkov_plans.py JUSTIFIED).
         aws.iam.RolePolicy(f"{name}-policy", role=self.role.id,
                            policy=json.dumps(documented_policy(arn_partition(args.region))), opts=child)
         association = aws.eks.PodIdentityAssociation(

@@ -79,6 +79,9 @@ class SecurityGroups(pulumi.ComponentResource):
         self.efa_fabric = self._group("efa-fabric", "GPU fabric of EFA pools") if args.efa_fabric else None
         self.socket_fabric = self._group("socket-fabric", "GPU fabric of socket (non-EFA) pools") if args.socket_fabric else None
         self.lustre = self._group("lustre", "FSx for Lustre: LNET from nodes only") if args.lustre else None
+        # checkov CKV2_AWS_5 (group attached to nothing), deliberately: the Load Balancer Controller
+        # attaches it to the viewer's ALB, which it creates from the Ingress, outside the plan
+        # (components/cluster/load_balancer_controller.py; tests/test_checkov_plans.py JUSTIFIED).
         self.viewer_alb = self._group("viewer-alb", "Viewer load balancer: monitoring CIDRs only")
 
         self._create_cluster_rules()
