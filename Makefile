@@ -124,7 +124,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ## Debian's chromium for the viewer's browser test (apt-get, sudo when not root; nothing when present)
 chromium:
-	@if [ -x $(CHROMIUM) ]; then echo "chromium: $(CHROMIUM) is there"; else \
+	@if [ -x $(CHROMIUM) ]; then :; else \
 		echo "chromium: $(CHROMIUM) is missing; installing Debian's chromium package"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \

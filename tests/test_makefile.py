@@ -196,7 +196,7 @@ def test_the_torch_cpu_alias_runs_the_same_recipe():
 
 
 @pytest.mark.parametrize(("present", "sudo", "expected"), [
-    (True, "", ["chromium: {chromium} is there"]),
+    (True, "", []),  # silent: `make pytest` output stays what the tests read
     (False, "", ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends chromium"]),
     (False, "sudo", ["sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq",
                      "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium"]),
@@ -219,7 +219,7 @@ def test_make_chromium_installs_the_distributions_package_only_when_missing(tmp_
                          capture_output=True, text=True, check=True, timeout=60)
     calls = log.read_text() if log.exists() else ""
     if present:
-        assert run.stdout.strip() == expected[0].format(chromium=chromium) and not calls
+        assert run.stdout.strip() == "" and not calls
     else:
         for line in expected:
             assert line.removeprefix("sudo ").split("env DEBIAN_FRONTEND=noninteractive ")[-1] in calls, calls

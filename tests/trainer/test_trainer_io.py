@@ -211,6 +211,7 @@ def test_async_save_commits_in_the_background(tmp_path):
     for step in (20, 30):
         checkpointer.save(step, state)  # waits for the previous save before reusing its buffer
     checkpointer.wait()
+    checkpointer.close()  # the prune of step 10 runs after the commit, in the background: close() joins it
     assert [c.step for c in checkpoint.complete_checkpoints(root)] == [30, 20]
 
 
