@@ -137,7 +137,7 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
     assert checks["multikueue.probe"]["summary"] == "a probe on queue any-region was admitted by worker prod-usw2"
     ns = prod_outputs[0]["training"]["namespace"]
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
-    (probe,) = [p for p in fake.calls("DELETE") if p.startswith(f"{jobsets}/multikueue-probe-")]
+    assert len([p for p in fake.calls("DELETE") if p.startswith(f"{jobsets}/multikueue-probe-")]) == 1
     assert fake.calls("POST") == [jobsets]
     assert [j["metadata"]["name"] for j in healthy.objects[key("jobsets", ns, "jobset.x-k8s.io")]] == [sc.JOB]
     # Three DaemonSet pods and the training pod.
