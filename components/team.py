@@ -42,7 +42,14 @@ from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.multikueue import ANY_REGION, any_region_local_queue
 from components.workload.queues import LOCAL_QUEUE
-from components.workload.tenant import TEAM_TENANT, TenantSecrets, TenantStorage, TrainingTenantArgs, training_tenant
+from components.workload.tenant import (
+    TEAM_TENANT,
+    TenantSecrets,
+    TenantStorage,
+    TrainingTenant,
+    TrainingTenantArgs,
+    training_tenant,
+)
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 from components.workload.viewer import exposure_of
 
@@ -111,31 +118,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     trainer_role, secrets_reader = _team_roles(team, secrets, account_id, on_aws)
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
-    tenant = training_tenant(TrainingTenantArgs(
-        names=TEAM_TENANT,
-        namespace=namespace,
-        environment=config.environment,
-        team=config.team,
-        region=config.region,
-        cluster_name=platform["clusterName"],
-        kubernetes_version=platform_config.cluster.kubernetes_version,
-        gpu_pools=[pool for pool in platform_config.node_pools if pool.gpu],
-        fabric=platform_config.fabric,
-        training=config.training,
-        cleanup_image=config.training.cleanup_image or platform_config.training.cleanup_image,
-        system_pool=platform_config.system_pool.name,
-        checkpoint_cleanup=platform_config.storage.checkpoint_cleanup,
-        storage=TenantStorage(file_system_id=platform["checkpointFileSystemId"],
-                              checkpoint_access_point_id=checkpoint_access_point.id,
-                              datasets_bucket=platform["datasetsBucket"]),
-        secrets=TenantSecrets(remote_keys={n: secret_name(config.project, config.environment, n, config.team)
-                                           for n in config.secrets.names},
-                              assume_role_arn=secrets_reader.arn),
-        trainer_role_arn=trainer_role.arn,
-        namespace_depends_on=[],
-        # The platform's ALB, security group and controller, which the team's Ingress joins.
-        viewer=exposure_of(platform_config),
-    ), in_cluster)
+    tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
     if platform_config.multikueue is not None and platform_config.multikueue.role == MANAGER:
@@ -175,6 +158,39 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     }
     assert tuple(outputs) == TEAM_OUTPUTS, "TEAM_OUTPUTS names every output, in order"
     return outputs
+
+
+def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[str], trainer_role_arn: pulumi.Input[str],
+                 secrets_reader_arn: pulumi.Input[str], in_cluster: pulumi.ResourceOptions) -> TrainingTenant:
+    """The team's namespace on the platform's cluster: its queue, identity, volumes, secrets and jobs,
+    on the platform's pools, fabric and file system."""
+    config, platform_config, platform = team.config, team.config.judged_platform, team.resources
+    namespace = config.training_namespace
+    return training_tenant(TrainingTenantArgs(
+        names=TEAM_TENANT,
+        namespace=namespace,
+        environment=config.environment,
+        team=config.team,
+        region=config.region,
+        cluster_name=platform["clusterName"],
+        kubernetes_version=platform_config.cluster.kubernetes_version,
+        gpu_pools=[pool for pool in platform_config.node_pools if pool.gpu],
+        fabric=platform_config.fabric,
+        training=config.training,
+        cleanup_image=config.training.cleanup_image or platform_config.training.cleanup_image,
+        system_pool=platform_config.system_pool.name,
+        checkpoint_cleanup=platform_config.storage.checkpoint_cleanup,
+        storage=TenantStorage(file_system_id=platform["checkpointFileSystemId"],
+                              checkpoint_access_point_id=checkpoint_access_point_id,
+                              datasets_bucket=platform["datasetsBucket"]),
+        secrets=TenantSecrets(remote_keys={n: secret_name(config.project, config.environment, n, config.team)
+                                           for n in config.secrets.names},
+                              assume_role_arn=secrets_reader_arn),
+        trainer_role_arn=trainer_role_arn,
+        namespace_depends_on=[],
+        # The platform's ALB, security group and controller, which the team's Ingress joins.
+        viewer=exposure_of(platform_config),
+    ), in_cluster)
 
 
 def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulumi.Output[str],

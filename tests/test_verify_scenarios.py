@@ -116,12 +116,13 @@ def healthy(prod_outputs) -> Scenario:
 
 
 def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_path):
-    code, report, _ = run_verify(prod_outputs, healthy, tmp_path)
+    code, report, fake = run_verify(prod_outputs, healthy, tmp_path)
     assert code == 0, json.dumps(report, indent=1)
     assert by_status(report, "fail") == [] and by_status(report, "skip") == [IN_POD]
     assert set(by_status(report, "pass")) == {
         "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
         "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client", "cluster.dashboard", "ci.runner-tags",
+        "multikueue.workers", "multikueue.probe",
         f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.loss-metric",
         f"job.{sc.JOB}.checkpoints",
         f"job.{sc.JOB}.gpu-utilisation", f"job.{sc.JOB}.fabric"}
@@ -132,6 +133,13 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
                         checks[f"job.{sc.JOB}.loss-metric"]["summary"])
     assert checks[f"job.{sc.JOB}.fabric"]["summary"] == ("2 pods: 32 of 32 EFA devices, GPUDirect RDMA on every "
                                                          "inter-node channel")
+    # prod is its environment's MultiKueue manager: the probe went to its worker and was removed.
+    assert checks["multikueue.probe"]["summary"] == "a probe on queue any-region was admitted by worker prod-usw2"
+    ns = prod_outputs[0]["training"]["namespace"]
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+    assert len([p for p in fake.calls("DELETE") if p.startswith(f"{jobsets}/multikueue-probe-")]) == 1
+    assert fake.calls("POST") == [jobsets]
+    assert [j["metadata"]["name"] for j in healthy.objects[key("jobsets", ns, "jobset.x-k8s.io")]] == [sc.JOB]
     # Three DaemonSet pods and the training pod.
     assert "- ip-10-0-1-11 (p5.48xlarge): maxPods 100, 4 of 49 pod IPs in use" in [
         f"- {d}" for d in checks["cluster.pod-ips"]["details"]]
@@ -265,6 +273,25 @@ def _starting(s: Scenario, ns: str) -> None:
     s.logs.update({f"{ns}/{p['metadata']['name']}": log for p in sc.job_pods(s, ns)})
 
 
+def _worker_disconnected(s: Scenario, ns: str) -> None:
+    # The manager's kubeconfig for the worker expired (its rotation CronJob stopped): Kueue cannot connect.
+    (worker,) = s.objects[key("multikueueclusters", group=sc.KUEUE)]
+    worker["status"]["conditions"][0].update(status="False", reason="ClientConnectionFailed", message="Unauthorized")
+
+
+def _probe_rejected(s: Scenario, ns: str) -> None:
+    # The worker's any-region LocalQueue is missing: MultiKueue rejects what it dispatches.
+    dispatch = s.on_create
+
+    def reject(s: Scenario, collection: str, body: dict[str, Any]) -> None:
+        if dispatch:
+            dispatch(s, collection, body)
+        for workload in s.objects.get(key("workloads", ns, sc.KUEUE), []):
+            if workload["metadata"]["ownerReferences"][0]["name"] == body["metadata"]["name"]:
+                workload["status"] = {"admissionChecks": [{"name": "multikueue", "state": "Rejected"}]}
+    s.on_create = reject
+
+
 BROKEN = [
     # (scenario, GPU %, the one check that must fail, words of its cause, words of its command,
     #  the checks skipped because of it: every other check passes)
@@ -321,6 +348,12 @@ BROKEN = [
      "aws ec2 describe-security-groups --region {region} --filters Name=group-name,Values={cluster}-efa-fabric",
      # No trainer_start, so no checkpoint period to hold the run to.
      (f"job.{sc.JOB}.checkpoints",)),
+    # prod dispatches its any-region jobs to prod-usw2 (MultiKueue); the probe runs only once the workers are connected.
+    ("multikueue-worker-disconnected", _worker_disconnected, 93.0, "multikueue.workers",
+     "prod-usw2: ClientConnectionFailed Unauthorized: the kubeconfig Secret is missing or expired",
+     "kubectl get multikueuecluster prod-usw2 -o yaml", ()),
+    ("multikueue-probe-rejected", _probe_rejected, 93.0, "multikueue.probe", "no worker admitted a one-pod job",
+     "kubectl -n {ns} get workloads -o wide", ()),
     # Not broken yet: too early to call it a hang, so the diagnosis says so.
     ("trainer-still-starting", _starting, 93.0, f"job.{sc.JOB}.progress", "still starting",
      # NCCL has not set up a network yet: nothing to judge the fabric by.
@@ -403,9 +436,12 @@ def test_verify_reads_the_metrics_the_plan_makes():
 def nccl_scenario(healthy: Scenario, sample: str) -> Scenario:
     """The JobSet 'runs' when created: it completes and its launcher pod logs a recorded output."""
     scenario = clone(healthy)
+    dispatch = healthy.on_create  # the manager's MultiKueue probe is dispatched as before
 
     def on_create(s: Scenario, collection: str, body: dict[str, Any]) -> None:
-        if body.get("kind") != "JobSet":
+        if body.get("kind") != "JobSet" or body.get("spec", {}).get("managedBy") == sc.MULTIKUEUE:
+            if dispatch:
+                dispatch(s, collection, body)
             return
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         body["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
@@ -426,7 +462,8 @@ def test_nccl_gate_passes_on_reference_bandwidth_and_cleans_up(prod_outputs, hea
     nccl = next(c for c in report["checks"] if c["name"] == f"nccl.{sc.POOL}")
     assert nccl["status"] == "pass" and nccl["measurements"]["busbw_gbps_at_2GiB"] == 443.72
     ns = prod_outputs[0]["training"]["namespace"]
-    assert fake.calls("POST") == [f"/api/v1/namespaces/{ns}/secrets", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"]
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+    assert fake.calls("POST") == [jobsets, f"/api/v1/namespaces/{ns}/secrets", jobsets]  # the MultiKueue probe first
     deleted = fake.calls("DELETE")
     assert any("/jobsets/verify-nccl-" in p for p in deleted) and any("/secrets/verify-nccl-" in p for p in deleted)
     assert scenario.objects[key("jobsets", ns, "jobset.x-k8s.io")][-1]["metadata"]["name"] == sc.JOB  # only ours left

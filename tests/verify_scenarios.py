@@ -99,6 +99,40 @@ def trainer_log(now: float, *, loss=None, saves_until: float | None = None, init
     return out.getvalue()
 
 
+KUEUE = "kueue.x-k8s.io"
+MULTIKUEUE = f"{KUEUE}/multikueue"  # a JobSet's spec.managedBy when MultiKueue dispatches it
+
+
+def _active(name: str) -> dict[str, Any]:
+    """Kueue's `Active` condition as a connected MultiKueueCluster and its AdmissionCheck carry it."""
+    return {"metadata": {"name": name}, "status": {"conditions": [
+        {"type": "Active", "status": "True", "reason": "Active", "message": "Connected"}]}}
+
+
+def dispatch_to(worker: str):
+    """The manager's Kueue: a JobSet managed by MultiKueue gets a Workload whose MultiKueue check
+    is Ready and that names the worker which admitted it (`status.clusterName`)."""
+    def on_create(s: Scenario, collection: str, body: dict[str, Any]) -> None:
+        if body.get("kind") != "JobSet" or body.get("spec", {}).get("managedBy") != MULTIKUEUE:
+            return
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        s.add(key("workloads", ns, KUEUE), {
+            "metadata": {"name": f"jobset-{name}-7c1d0", "ownerReferences": [{"kind": "JobSet", "name": name}]},
+            "status": {"admissionChecks": [{"name": "multikueue", "state": "Ready"}], "clusterName": worker}})
+    return on_create
+
+
+def _multikueue_manager(s: Scenario, outputs: dict[str, Any]) -> None:
+    """On a manager (its outputs' `multiKueue.role`): every worker connected, the AdmissionCheck
+    Active, and the first worker admits what is dispatched."""
+    multikueue = outputs.get("multiKueue") or {}
+    if multikueue.get("role") != "manager":
+        return
+    s.add(key("multikueueclusters", group=KUEUE), *[_active(w) for w in multikueue["workers"]])
+    s.add(key("admissionchecks", group=KUEUE), _active("multikueue"))
+    s.on_create = dispatch_to(multikueue["workers"][0])
+
+
 def healthy(outputs: dict[str, Any], now: float) -> Scenario:
     ns = outputs["training"]["namespace"]
     # maxPods 100: 2 ENIs x 49 + 2 (nodeadm), under the managed node group's cap of 250.
@@ -138,6 +172,7 @@ def healthy(outputs: dict[str, Any], now: float) -> Scenario:
     s.logs[f"{ns}/{pods[0]}"] = trainer_log(now) + fabric
     # Only global rank 0 logs steps; the other pod's launcher logs its own start.
     s.logs[f"{ns}/{pods[1]}"] = trainer_log(now).split("\n", 2)[0] + "\n" + fabric
+    _multikueue_manager(s, outputs)
     return s
 
 

@@ -82,14 +82,21 @@ def replication_policy(*, partition: str, account_id: str, region: str, source_b
 @dataclass(frozen=True)
 class CrossRegionReplicationArgs:
     project: str
+    """The Pulumi project: the destination stacks' bucket names and key aliases start with it."""
     name_prefix: str
+    """This stack's resource name prefix (the replication role's name)."""
     partition: str
+    """The region's ARN partition (aws, aws-us-gov, ...)."""
     region: str
+    """This stack's region: the source buckets' and their key's."""
     account_id: pulumi.Output[str]
+    """The account every bucket of the environment is in (the destinations' names carry it)."""
     sources: dict[str, pulumi.Input[str]]
     """purpose (datasets, artifacts) -> this stack's bucket of that purpose."""
     source_key_arn: pulumi.Input[str]
+    """The KMS key the source objects are encrypted with (the role decrypts under it)."""
     destinations: Sequence[Destination]
+    """Where each source's objects are replicated: the other stacks' buckets, one rule each."""
     depends_on: Sequence[pulumi.Resource]
     """The source buckets' versioning (replication refuses an unversioned source)."""
 

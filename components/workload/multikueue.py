@@ -164,19 +164,31 @@ def rotation_manifests(*, image: str, system_pool: str, workers: list[dict[str, 
 @dataclass(frozen=True)
 class MultiKueueManagerArgs:
     config: MultiKueueConfig
+    """The stack's multiKueue config: its workers, their regions and GPU quotas."""
     project: str
+    """The Pulumi project: the workers' cluster names start with it."""
     cohort: str
+    """The Kueue cohort of the any-region ClusterQueue (the environment's queues share it)."""
     environment: str
     """Whose namespaces (the training namespace and the teams') may use the queue."""
     image: str
+    """The image of the kubeconfig rotation CronJob (it runs multikueue_token_script.py)."""
     system_pool: str
+    """The node pool the rotation CronJob runs on."""
     cluster_name: pulumi.Input[str]
+    """The manager's EKS cluster: the dispatcher role's Pod Identity association is made there."""
     dispatcher_role_name: str
+    """The IAM role that mints the workers' EKS tokens (each worker's access entry names it)."""
     trust_policy: pulumi.Input[str]
+    """The dispatcher role's trust policy: Pod Identity for the rotation CronJob's service account."""
     partition: str
+    """The region's ARN partition (aws, aws-us-gov, ...)."""
     account_id: pulumi.Output[str]
+    """The account the workers' clusters are in (the dispatcher policy names their ARNs)."""
     aws_opts: pulumi.ResourceOptions
+    """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the Kubernetes objects: Kueue (its CRDs) and the training namespace."""
 
 
 class MultiKueueManager(pulumi.ComponentResource):
@@ -211,9 +223,13 @@ class MultiKueueManager(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class MultiKueueWorkerArgs:
     cluster_name: pulumi.Input[str]
+    """The worker's EKS cluster: the manager's access entry is made there."""
     dispatcher_role_arn: pulumi.Input[str]
+    """The manager's dispatcher role, let in by the access entry."""
     aws_opts: pulumi.ResourceOptions
+    """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
     depends_on: Sequence[pulumi.Resource]
+    """What must exist before the ClusterRole and its binding: Kueue and the training namespace."""
 
 
 class MultiKueueWorker(pulumi.ComponentResource):
