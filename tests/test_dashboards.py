@@ -168,8 +168,9 @@ def test_every_planned_job_has_its_three_alarms(stack, plan_of):
     platform = platform_config_of(stack)
     alarms = job_alarms(plan)
     team = not isinstance(config, StackConfig)
-    # the environment's alert topic, which its utilisation alarms (and every budget) notify
-    topic = next(a["inputs"]["alarmActions"][0] for a in plan_of(config.environment).of_type(ALARM)
+    # the alert topic its platform's utilisation alarms notify: a platform stack's own (a second
+    # region of an environment has its own topic, in its region), a team stack's environment's
+    topic = next(a["inputs"]["alarmActions"][0] for a in plan_of(config.environment if team else stack).of_type(ALARM)
                  if a["inputs"].get("metricName") == "node_gpu_utilization")
     assert len(alarms) == 3 * len(config.training.jobs) > 0
     observability = platform.observability

@@ -14,6 +14,7 @@ from components.cluster.autoscaler import MAX_NODE_PROVISION_MINUTES
 from components.cluster.device_plugins import EFA_CHART_INSTANCE_TYPES
 from components.cluster.provisioning_requests import CRD_FILE
 from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig, load_stack_config
+from components.config.multikueue import MANAGER, WORKER
 from components.config.node_pools import RESERVED_CAPACITY
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import MINIMUM_IP_TARGET, WARM_IP_TARGET
@@ -144,23 +145,37 @@ def test_socket_jobs_keep_the_socket_transport(plan_of):
     assert "TRAIN_EFA_DEVICES" not in env and "TRAIN_EFA_GPUDIRECT_RDMA" not in env
 
 
-@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "team-vision-prod"])
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "prod-usw2", "team-vision-prod"])
 def test_gang_flavors_are_admitted_through_provisioning_requests(stack, plan_of):
     plan = plan_of(stack)
     config = planned_config(stack)
     platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
     pools = platform.node_pools
-    (queue,) = manifests(plan, "ClusterQueue")
+    queues = {q["metadata"]["name"]: q for q in manifests(plan, "ClusterQueue")}
+    # A MultiKueue manager's any-region queue only dispatches: its one check is MultiKueue's and it
+    # admits nothing onto the manager's pools; the worker's own queue provisions the gang there.
+    manager = isinstance(config, StackConfig) and config.multikueue is not None and config.multikueue.role == MANAGER
+    dispatching = queues.pop("any-region", None)
+    assert (dispatching is not None) is manager
+    if dispatching is not None:
+        assert dispatching["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
+        assert [f["name"] for g in dispatching["spec"]["resourceGroups"] for f in g["flavors"]] == ["multikueue"]
+    (queue,) = queues.values()
     gang_flavors = sorted(f"pool-{p.name}" for p in pools if p.gpu and p.max_size > 1)
     assert gang_flavors
     assert queue["spec"]["admissionChecksStrategy"] == {
         "admissionChecks": [{"name": "gpu-gang-provisioning", "onFlavors": ANY}]}
     assert sorted(queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"]) == gang_flavors
+    # A gang MultiKueue dispatches lands in the worker's LocalQueue any-region: the same checked queue.
+    local = {q["metadata"]["name"]: q["spec"]["clusterQueue"] for q in manifests(plan, "LocalQueue")}
+    if isinstance(config, StackConfig) and config.multikueue is not None and config.multikueue.role == WORKER:
+        assert local["any-region"] == queue["metadata"]["name"]
 
 
 def test_the_provisioning_check_and_its_api_are_installed(plan_of):
     plan = plan_of("prod")
-    (check,) = manifests(plan, "AdmissionCheck")
+    # prod is a MultiKueue manager: beside the provisioning check stands MultiKueue's (tests/test_multikueue.py)
+    (check,) = [c for c in manifests(plan, "AdmissionCheck") if c["spec"]["controllerName"] != "kueue.x-k8s.io/multikueue"]
     (config,) = manifests(plan, "ProvisioningRequestConfig")
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
     assert check["spec"]["parameters"]["name"] == config["metadata"]["name"]

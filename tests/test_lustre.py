@@ -560,14 +560,21 @@ def test_no_pod_can_write_the_linked_datasets_through_its_checkpoint_mount(plan_
     from components.data.lustre import CHECKPOINTS_DIR, DATASETS_PATH
 
     assert not DATASETS_PATH.lstrip("/").startswith(CHECKPOINTS_DIR.rstrip("/") + "/")
+    # The file system's two links, side by side: the datasets (import only) and, prod being a
+    # MultiKueue manager, the checkpoints directory itself (both ways, to the artifacts bucket).
+    # Neither lies inside the other, so a pod's checkpoints subPath reaches the checkpoints link only.
+    associations = plan_of("prod").of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert sorted(a["inputs"]["fileSystemPath"] for a in associations) == [DATASETS_PATH, f"/{CHECKPOINTS_DIR}"]
     pv = manifest(plan_of("prod"), "PersistentVolume", "checkpoints-training-prod")["spec"]
     assert pv["csi"]["volumeAttributes"]["mountname"] == "offline1", "the root: the kubelet makes the subPath in it"
     mounts = checkpoint_mounts(plan_of("prod"))
-    assert {owner.split()[0] for owner, _ in mounts} == {"JobSet", "CronJob", "Job"}, mounts
+    assert {owner.split()[0] for owner, _ in mounts} == {"JobSet", "CronJob", "Job", "Deployment"}, mounts
     for owner, mount in mounts:
         if owner == "Job checkpoint-directory":
             continue  # the one exception, below
         assert mount.get("subPath") == "checkpoints" and mount["mountPath"] == "/workspace/checkpoints", owner
+    # The TensorBoard viewer (workload/viewer.py) only reads the event files beside the checkpoints.
+    assert [mount.get("readOnly") for owner, mount in mounts if owner.startswith("Deployment")] == [True]
     # The one pod that mounts the root: the Job that makes the checkpoints directory in it
     # (workload/checkpoint_directory.py), running the module's fixed script and nothing else.
     from components.workload import checkpoint_directory

@@ -80,7 +80,7 @@ def test_the_command_writes_the_file_and_rejects_an_unknown_stack(tmp_path, caps
     assert result.returncode == 2 and "no stack file" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration():
+def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration(tmp_path):
     result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
                             capture_output=True, text=True, check=True)
     lines = result.stdout.splitlines()
@@ -89,11 +89,21 @@ def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration(
         config = lines[written].rsplit("--output ", 1)[1]
         assert config.endswith(f"/{stack}.json")
         assert f"--stack {stack} " in lines[written + 1] and f"--policy-pack-config {config}" in lines[written + 1]
-    preview = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]["preview"]
-    steps = preview["steps"]
-    action = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions@"))
-    generate = steps[action - 1]["run"]
-    match = re.fullmatch(r'\.venv/bin/python scripts/policy_config\.py "\$STACK" --output "\$RUNNER_TEMP/(\S+)"', generate)
-    assert match and steps[action - 1]["env"] == {"STACK": "${{ matrix.stack }}"}
-    assert steps[action]["with"]["policyPackConfigs"] == f"${{{{ runner.temp }}}}/{match[1]}"
-    assert steps[action]["with"]["policyPacks"] == "policy"
+    # A pull request's preview: the base branch's script (checked out at .base, tests/test_workflows.py)
+    # writes the stack's configuration, and the preview hands that very file to the base branch's pack.
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]["preview"]["steps"]
+    (generate,) = [s for s in steps if "scripts/policy_config.py" in s.get("run", "")]
+    (preview,) = [s for s in steps if "pulumi preview " in s.get("run", "")]
+    assert steps.index(generate) < steps.index(preview)
+    assert generate["env"] == {"STACK": "${{ matrix.stack }}"} and preview["env"]["STACK"] == generate["env"]["STACK"]
+    assert preview["if"] == f"steps.{generate['id']}.outputs.judged == 'true'", "no preview without its configuration"
+    (config,) = re.findall(r'--policy-pack-config "\$RUNNER_TEMP/(\S+)"', preview["run"])
+    (tmp_path / ".base").symlink_to(ROOT)  # the base branch's tree: this one
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    for stack, judged in (("dev", "true"), ("team-qa-dev", "false")):  # the second: new in the pull request
+        outputs = tmp_path / f"{stack}.out"
+        subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", generate["run"]], cwd=tmp_path, check=True,
+                       env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(outputs),
+                            "STACK": stack})
+        assert outputs.read_text() == f"judged={judged}\n"
+    assert json.loads((tmp_path / config).read_text()) == {CIDR_POLICY: {ALLOWED_CIDRS: EXPECTED["dev"]}}

@@ -156,7 +156,8 @@ def bucket_name_problem(name: str) -> str | None:
 
 def bucket_name(project: str, environment: str, purpose: str, account_id: str) -> str:
     """Physical bucket name. S3 names are global: project + environment + account id make it ours and
-    unique per environment, so two environments can never share (or take over) a bucket."""
+    unique per platform stack (`environment` is the stack's name qualifier: prod, or prod-usw2 for
+    prod's second region), so two stacks can never share (or take over) a bucket."""
     name = f"{project}-{environment}-{purpose}-{account_id}"
     problem = bucket_name_problem(name)
     if problem:
