@@ -158,6 +158,8 @@ GAPS = (
     "S3 and ECR storage and requests, EFS reads/writes and Infrequent Access tiering, AWS Backup",
     "data transfer: cross-AZ other than to FSx for Lustre, internet egress, interface endpoint data",
     "SNS SMS messages, AWS Budgets beyond the free ones",
+    "the viewer's Application Load Balancer (the AWS Load Balancer Controller creates it from the Ingresses, outside the plan)",
+    "CloudWatch dashboards beyond the free ones, the custom metrics the training-log metric filters publish (per job and metric)",
 )
 
 # End of EKS standard support per Kubernetes minor (after it: extended support, 6x the hourly
