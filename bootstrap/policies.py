@@ -862,7 +862,9 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
         {"Sid": "ManageEnvironmentLogsAndAlarms", "Effect": "Allow", "Action": ["cloudwatch:*", "logs:*"], "Resource": [
             arn for site, site_region in environment_sites(config, environment) for arn in (
                 f"arn:{partition}:logs:{site_region}:{account_id}:log-group:{log_group_pattern(site)}",
-                f"arn:{partition}:cloudwatch:{site_region}:{account_id}:alarm:{site}-*")]},
+                f"arn:{partition}:cloudwatch:{site_region}:{account_id}:alarm:{site}-*",
+                # Dashboards are global (no region in their ARN): the stacks' and their teams'.
+                f"arn:{partition}:cloudwatch::{account_id}:dashboard/{site}-*")]},
         # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
          "Resource": [f"arn:{partition}:budgets::{account_id}:budget/{project}-{environment}-*"]},

@@ -23,7 +23,7 @@ import posixpath
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from components.config.stack import ENVIRONMENTS, stack_kind
+from components.config.stack import stack_kind
 
 BOOTSTRAP_DIR = "bootstrap"
 MAIN_STACK_DIR = "stacks"  # Pulumi.yaml's stackConfigDir
@@ -101,6 +101,12 @@ def _in_scope(label: str, scope: str) -> bool:
     return (scope == BOOTSTRAP_PROJECT) == label.startswith(BOOTSTRAP_PREFIX)
 
 
+def _is_platform(label: str) -> bool:
+    """A platform stack of the main project: an environment's, or one of its further regions'."""
+    team, environment = stack_kind(label)
+    return team is None and environment is not None
+
+
 def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts, main_stack_dir: str) -> dict[str, str]:
     """Stack label -> why `path` changes its plan, before a team follows its platform."""
     files = {stack_file(label, main_stack_dir): label for label in labels}
@@ -112,7 +118,7 @@ def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts, main_stack
         environment = path.removeprefix(f"{main_stack_dir}/Pulumi.").removesuffix(".yaml")
         if environment in facts.vpc_cidr_changed:
             reasons |= {label: f"`{path}`'s network.vpcCidr (which every platform stack checks its own against) changed"
-                        for label in labels if label in ENVIRONMENTS and label not in reasons}
+                        for label in labels if _is_platform(label) and label not in reasons}
         reasons |= {label: f"`{path}` (its platform's stack file) changed"
                     for label in labels if platform_of(label) == environment and label not in reasons}
         return reasons

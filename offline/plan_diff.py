@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from offline.affected_stacks import ENVIRONMENTS, MAIN_STACK_DIR, ChangeFacts, affected_stacks
+from offline.affected_stacks import MAIN_STACK_DIR, ChangeFacts, affected_stacks, stack_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_PROJECT = "gpu-training"
@@ -413,9 +413,14 @@ def vpc_cidrs_changed(base_tree: Path, head_tree: Path, changed: list[str]) -> f
         found, _ = sibling_vpc_cidrs(_stack_dir(tree), project=MAIN_PROJECT, stack="", environments=(environment,))
         return [str(sibling.cidr) for sibling in found]
 
-    return frozenset(environment for environment in ENVIRONMENTS
-                     if f"{MAIN_STACK_DIR}/Pulumi.{environment}.yaml" in changed
-                     and view(base_tree, environment) != view(head_tree, environment))
+    def platform_label(path: str) -> str | None:
+        label = path.removeprefix(f"{MAIN_STACK_DIR}/Pulumi.").removesuffix(".yaml")
+        team, environment = stack_kind(label)
+        return label if path != label and team is None and environment else None
+
+    # Every platform stack file counts, a further region's (prod-usw2) as much as its environment's.
+    return frozenset(label for path in changed if (label := platform_label(path))
+                     and view(base_tree, stack_kind(label)[1] or label) != view(head_tree, stack_kind(label)[1] or label))
 
 
 @dataclass

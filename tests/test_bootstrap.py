@@ -1071,3 +1071,16 @@ def test_the_state_key_is_used_by_the_ci_roles_through_s3_only(bootstrap, princi
     assert (outcome == ALLOW) is allowed, f"{principal} via {via}: {outcome}"
     root = next(s for s in document["Statement"] if s["Sid"] == "EnableIamPolicies")
     assert root["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"} and root["Action"] == "kms:*"
+
+
+@pytest.mark.parametrize("stack", [*PLATFORM_STACKS, "team-vision-prod"])
+def test_the_deploy_role_manages_its_stacks_dashboards_and_no_other(bootstrap, stack):
+    """Every stack plans a CloudWatch dashboard; a dashboard's ARN has no region."""
+    env = environment_of(stack)
+    _, permissions = role(bootstrap, f"gpu-training-ci-deploy-{env}")
+    own = f"arn:aws:cloudwatch::{ACCOUNT}:dashboard/gpu-training-{stack if stack in PLATFORM_STACKS else env + '-vision'}-x"
+    for action in ("cloudwatch:PutDashboard", "cloudwatch:GetDashboard", "cloudwatch:DeleteDashboards"):
+        assert evaluate(permissions, action, own) == ALLOW, (action, own)
+    other = "staging" if env != "staging" else "dev"
+    assert evaluate(permissions, "cloudwatch:PutDashboard", f"arn:aws:cloudwatch::{ACCOUNT}:dashboard/gpu-training-{other}-x") != ALLOW
+    assert evaluate(permissions, "cloudwatch:PutDashboard", f"arn:aws:cloudwatch::{ACCOUNT}:dashboard/other-project") != ALLOW

@@ -191,6 +191,13 @@ def test_every_planned_job_has_its_three_alarms(stack, plan_of):
         pods = queries(no_step)["pods"]["metric"]
         assert (pods["namespace"], pods["metricName"]) == ("ContainerInsights", "namespace_number_of_running_pods")
         assert pods["dimensions"] == {"ClusterName": platform.cluster_name, "Namespace": config.training_namespace}
+        # The namespace's viewer Deployment always runs: only pods beyond its replicas arm the alarm.
+        viewers = [d for d in plan.of_type("kubernetes:apps/v1:Deployment")
+                   if d["inputs"]["metadata"]["namespace"] == config.training_namespace
+                   and "tensorboard" in json.dumps(d["inputs"]["spec"])]
+        assert len(viewers) == 1
+        expression = queries(no_step)["breach"]["expression"]
+        assert f"FILL(pods, 0) > {viewers[0]['inputs']['spec']['replicas']} AND" in expression, expression
         interval = planned_checkpoint_interval_seconds(job, pools[job.pool], platform.storage, team=team)
         window = min(observability.checkpoint_late_factor * interval, 86_400)
         assert late["evaluationPeriods"] == math.ceil(window / 300) and late["evaluationPeriods"] * 300 <= 86_400

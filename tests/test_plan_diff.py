@@ -217,7 +217,7 @@ def test_a_commit_that_changes_no_plan_prints_no_changes(repo, tmp_path):
     changed = tmp_path / "changed.json"
     result = plan_diff(repo, "HEAD~1", "--changed-stacks-file", str(changed))   # every stack, the working tree
     assert result.returncode == 0, result.stderr
-    assert "no changes in the 5 stacks' offline plans." in result.stdout, result.stdout
+    assert "no changes in the 6 stacks' offline plans." in result.stdout, result.stdout
     assert json.loads(changed.read_text()) == []
 
 
@@ -287,7 +287,7 @@ def test_the_plans_of_a_diff_leave_out_the_example_value_lists(tmp_path, monkeyp
 
 # --- which stacks a change can affect ---------------------------------------------------------
 
-LABELS = ["bootstrap/bootstrap", "dev", "prod", "staging", "team-vision-prod", "team-nlp-dev"]
+LABELS = ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod", "team-nlp-dev"]
 HPARAMS = frozenset({"trainer/example_trainer/hparams.yaml", "docs/hparams-demo.yaml"})
 
 AFFECTED_CASES = [
@@ -296,13 +296,17 @@ AFFECTED_CASES = [
     (["stacks/Pulumi.team-vision-prod.yaml"], (), ["team-vision-prod"]),
     (["stacks/Pulumi.prod.yaml"], (), ["prod", "team-vision-prod"]),
     # Its network.vpcCidr is what the other platform stacks check theirs against: each of them, and their teams.
-    (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["stacks/Pulumi.staging.yaml"], (), ["staging"]),
+    # A further region's stack file: that stack alone, or every platform stack when its vpcCidr moved.
+    (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2"]),
+    (["stacks/Pulumi.prod-usw2.yaml"], ("prod-usw2",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev",
+                                                        "team-vision-prod"]),
     (["stacks/Pulumi.qa-sandbox.yaml"], (), []),              # a stack file of no stack either ref has: read by none
     (["bootstrap/Pulumi.bootstrap.yaml"], (), ["bootstrap/bootstrap"]),
     (["bootstrap/ci_identity.py"], (), ["bootstrap/bootstrap"]),
     (["bootstrap/Pulumi.yaml"], (), ["bootstrap/bootstrap"]),
-    (["__main__.py"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["__main__.py"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["components/compute/node_pools.py"], (), LABELS),
     (["components/config/keys.py", "docs/config.md"], (), LABELS),
     (["offline/plan.py"], (), LABELS),
@@ -316,9 +320,9 @@ AFFECTED_CASES = [
     (["docs/testing.md", "README.md", "tests/test_plan_diff.py", ".github/workflows/pull-request.yml",
       "bench/plan_bench.py", "trainer/launcher/checkpoint.py", "Makefile"], (), []),
     # A hyperparameters file becomes a job's ConfigMap, wherever it lives.
-    (["trainer/example_trainer/hparams.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
-    (["docs/hparams-demo.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
-    (["trainer/example_trainer/./hparams.yaml"], (), ["dev", "prod", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["trainer/example_trainer/hparams.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["docs/hparams-demo.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["trainer/example_trainer/./hparams.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     # Unknown paths replan everything: an input added without a rule costs time, never a wrong diff.
     (["sitecustomize.py"], (), LABELS),
     (["stacks/README"], (), LABELS),
@@ -404,7 +408,8 @@ def base_build(tmp_path_factory) -> tuple[Path, TreePlans]:
     """A copy of the checkout and the full plan of its base commit, made once for every case."""
     repo = copy_checkout(tmp_path_factory.mktemp("plan-diff-equality") / "repo")
     plans = plan_tree(repo, repo.parent / "full-base", [])
-    assert not plans.failures and len(plans.stacks) == 5, plans.failures
+    every_stack = len(list((repo / "stacks").glob("Pulumi.*.yaml"))) + 1  # and the bootstrap
+    assert not plans.failures and len(plans.stacks) == every_stack, plans.failures
     return repo, plans
 
 

@@ -241,7 +241,7 @@ def test_previews_never_refresh():
                 assert "--refresh" not in step.get("run", ""), f"{name}/{job_name} refreshes"
     script = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
                             capture_output=True, text=True, check=True).stdout
-    assert script.count("pulumi preview ") == 2 and "--refresh" not in script and "--yes" not in script
+    assert script.count("pulumi preview ") == 3 and "--refresh" not in script and "--yes" not in script  # prod, prod-usw2, team-vision-prod
 
 
 # --- runners: a job that talks to a cluster runs inside that environment's VPC -----------------
@@ -610,7 +610,7 @@ def owners_of(path: str) -> list[str]:
     "bootstrap/policies.py", "bootstrap/Pulumi.bootstrap.yaml", "policy/PulumiPolicy.yaml",
     "policy/gpu_training_policy/network.py", "scripts/policy_config.py", "offline/policy_config.py",
     "stacks/Pulumi.prod.yaml", "stacks/Pulumi.staging.yaml", "stacks/Pulumi.team-vision-prod.yaml",
-    "stacks/Pulumi.team-new-staging.yaml",
+    "stacks/Pulumi.team-new-staging.yaml", "stacks/Pulumi.prod-usw2.yaml", "stacks/Pulumi.staging-euw1.yaml",
 ])
 def test_codeowners_review_what_guards_the_pipeline(path):
     assert owners_of(path) == ["@example-org/gpu-training-admins"], path
@@ -742,12 +742,13 @@ def test_actionlint_runs_and_catches_a_broken_workflow(tmp_path):
 
 # --- the scripts the workflows run -------------------------------------------------------------
 
-def test_deploy_environment_updates_the_platform_stack_before_its_team_stacks():
+def test_deploy_environment_updates_the_platform_stacks_before_their_team_stacks():
     result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "prod"], capture_output=True,
                             text=True, check=True)
     updates = [line for line in result.stdout.splitlines() if line.startswith("+ pulumi ")]
     stacks = [re.search(r"--stack (\S+)", line)[1] for line in updates]  # type: ignore[index]
-    assert stacks == ["prod", "team-vision-prod"]
+    # the MultiKueue manager, then its further region's worker (docs/multi-region.md), then the teams
+    assert stacks == ["prod", "prod-usw2", "team-vision-prod"]
     assert all("--policy-pack" in line and "--yes" in line for line in updates)
     dev = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "dev"], capture_output=True,
                          text=True, check=True)

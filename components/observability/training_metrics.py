@@ -44,6 +44,7 @@ from components.config.storage import StorageConfig
 from components.config.training import JobConfig
 from components.facts.file_systems import flush_seconds
 from components.workload.sizing import job_mtbf_seconds
+from components.workload.viewer import VIEWER_REPLICAS
 
 LOG_FIELDS = "$.log_processed"
 """Where Fluent Bit puts the parsed JSON line (Merge_Log_Key)."""
@@ -164,13 +165,13 @@ def job_alarms(job: JobConfig, *, namespace: str, interval_s: int, config: Obser
                  "(learning rate, bad batch, overflow in mixed precision). Its checkpoints after that step hold "
                  "the diverged weights: resume from an earlier one.",
                  "FILL(bad, 0)", {"bad": ours("TrainingLossNotFinite", "Sum")}, 1),
-        # "While pods run": the namespace has running pods (Container Insights); without them
-        # (queued, finished, scaled to zero) no step is expected. A finished job in a namespace
+        # "While pods run": the namespace runs pods besides its always-on viewer (Container
+        # Insights); without them (queued, finished, scaled to zero) no step is expected. A finished job in a namespace
         # whose other jobs run alarms too: remove it from the stack file once it has finished.
         JobAlarm("no-step", f"Job {namespace}/{job.name} logged no training step for {config.no_step_minutes} min while "
                  "its namespace runs pods: a hung collective, a dead data pipeline, or pods that restart before "
                  "their first step (kubectl -n <ns> get pods; the launcher's lines in the application log group).",
-                 "IF(FILL(pods, 0) > 0 AND FILL(steps, 0) == 0, 1, 0)",
+                 f"IF(FILL(pods, 0) > {VIEWER_REPLICAS} AND FILL(steps, 0) == 0, 1, 0)",
                  {"pods": pods, "steps": ours("TrainingStep", "SampleCount")},
                  config.no_step_minutes * 60 // EVALUATION_PERIOD_SECONDS),
         JobAlarm("no-checkpoint", f"Job {namespace}/{job.name} has stepped without committing a checkpoint for "

@@ -53,6 +53,10 @@ RELOAD_SECONDS = 60
 # The training pods' accepted deviation, for the same reason (checkov's skip syntax).
 SKIP_REASONS = {"CKV_K8S_40": TRAINING_SKIP_REASONS["CKV_K8S_40"]}
 
+# One TensorBoard per namespace, always running: the per-job "no step while pods run" alarm
+# (components/observability/training_metrics.py) counts these pods out of the namespace's.
+VIEWER_REPLICAS = 1
+
 
 @dataclass(frozen=True)
 class ViewerExposure:
@@ -113,7 +117,7 @@ def container(image: str, namespace: str, checkpoints_sub_path: str | None) -> d
 
 def deployment_spec(*, image: str, namespace: str, system_pool: str, checkpoints_sub_path: str | None) -> dict[str, Any]:
     return {
-        "replicas": 1,
+        "replicas": VIEWER_REPLICAS,
         "selector": {"matchLabels": LABELS},
         "template": {"metadata": {"labels": LABELS}, "spec": {
             "automountServiceAccountToken": False,

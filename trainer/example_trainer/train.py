@@ -474,7 +474,9 @@ def main() -> int:
                 if step != last_saved:
                     save(step, reason)
                 if stopping:
-                    report(checkpointer.wait())
+                    # close(), not wait(): the process ends in os._exit, which would kill the
+                    # background prune of the previous checkpoint half-way.
+                    report(checkpointer.close())
                     prog.event("stopped", step=step, signal=stop.signum)
                     # Every rank writes it, not only local rank 0: then the first worker to exit
                     # has written it before torchrun sees a failure and tears down the others.
