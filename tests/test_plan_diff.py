@@ -379,7 +379,7 @@ EQUALITY_CASES = [
      ["prod", "team-vision-prod"]),
     ("component code", lambda repo: (repo / "components/team.py").write_text(
         (repo / "components/team.py").read_text() + "\n# a change to the program's code\n"),
-     ["bootstrap/bootstrap", "dev", "prod", "staging", "team-vision-prod"]),
+     ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod"]),
     ("bootstrap stack file", lambda repo: replace_once(repo / "bootstrap/Pulumi.bootstrap.yaml",
                                                        "costCenter: ml-platform\n", "costCenter: ml-platform-core\n"),
      ["bootstrap/bootstrap"]),
