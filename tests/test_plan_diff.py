@@ -170,18 +170,7 @@ def plan_diff(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A copy of this checkout's files (tracked and new, never ignored ones) as a fresh repository."""
-    target = tmp_path_factory.mktemp("plan-diff") / "repo"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    git(target, "init", "--quiet", "--initial-branch=main")
-    git(target, "add", "-A")
-    git(target, "commit", "--quiet", "-m", "base")
-    return target
+    return copy_checkout(tmp_path_factory.mktemp("plan-diff") / "repo")
 
 
 def set_gpu_pool_max(repo: Path, old: str, new: str) -> None:
