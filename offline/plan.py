@@ -378,6 +378,8 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         if collecting:
             gc.enable()
         faulthandler.cancel_dump_traceback_later()
+    if not team and stack_file is None and not overrides and not secret_overrides:
+        _PLATFORM_OUTPUTS_MADE[(stack, project_dir, today)] = copy.deepcopy(outputs)
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
                 parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages,
                 placeholders=stack_placeholders(stack, stack_file, project_dir, config, secret_keys,
@@ -419,9 +421,22 @@ def platform_plan_outputs(environment: str, project_dir: Path, today: date | Non
     """The outputs of a platform stack's offline plan: what its team stacks' StackReferences read
     (a copy: the plan is made once per process). Its problems name the platform's stack file."""
     try:
-        return copy.deepcopy(_platform_plan_outputs(environment, project_dir, today))
+        made = _PLATFORM_OUTPUTS_MADE.get((environment, project_dir, today))
+        return copy.deepcopy(made if made is not None else _platform_plan_outputs(environment, project_dir, today))
     except ConfigError as error:
         raise ConfigError(platform_stack_errors(environment, error.problems)) from None
+
+
+_PLATFORM_OUTPUTS_MADE: dict[tuple[str, Path, date | None], dict[str, Any]] = {}
+"""The outputs of each platform plan this process made as its stack file stands (no overrides):
+what a team stack of that environment reads, instead of planning its platform a second time
+(`make plans` plans prod once, not twice)."""
+
+
+def forget_platform_plans() -> None:
+    """Plan the platforms again when a team stack asks (a test that changes a platform's file)."""
+    _PLATFORM_OUTPUTS_MADE.clear()
+    _platform_plan_outputs.cache_clear()
 
 
 @functools.lru_cache(maxsize=8)

@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import posixpath
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from typing import Any
 import yaml
 
 from offline.affected_stacks import MAIN_STACK_DIR, ChangeFacts, affected_stacks, stack_kind
+from offline.plan_cache import COMPLETE, BasePlanCache
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_PROJECT = "gpu-training"
@@ -431,6 +433,8 @@ class Selection:
     """Labels whose inputs are the same at both refs: their head plan is their base plan, not made."""
     everything: bool = False
     """--all: every stack planned at both refs."""
+    cached: list[str] = field(default_factory=list)
+    """Replanned labels whose base plan an earlier diff against the same base made (offline/plan_cache.py)."""
 
 
 def select_stacks(base_tree: Path, head_tree: Path, changed: list[str], stacks: list[str], everything: bool) -> Selection:
@@ -584,6 +588,7 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
 
 
 SELECTION_SUMMARY = "<details><summary>Stacks planned"
+CACHE_NOTE = "PLAN_DIFF_CACHE=0 plans it again"
 MAX_REASONS = 3
 
 
@@ -596,6 +601,9 @@ def selection_lines(selection: Selection) -> list[str]:
     for label, reasons in ([] if selection.everything else selection.replanned.items()):
         more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
         lines.append(f"- replanned `{label}`: {'; '.join(reasons[:MAX_REASONS])}{more}")
+    if selection.cached:
+        lines.append(f"- base plan kept from an earlier diff against the same base (same tree, Python environment "
+                     f"and day; {CACHE_NOTE}): {', '.join(f'`{label}`' for label in selection.cached)}")
     if selection.reused:
         lines.append(f"- reused, not replanned (no file their plans read changed, so the head plan is the base plan): "
                      f"{', '.join(f'`{label}`' for label in selection.reused)}")
@@ -674,11 +682,39 @@ def diff_refs(args: argparse.Namespace, everything: bool) -> Report:
             if unknown:
                 raise PlanDiffError(f"--stack {', '.join(unknown)}: no such stack at either ref. Fix: name a stack of "
                                     f"{MAIN_STACK_DIR}/ (Pulumi.<stack>.yaml)")
-            only = None if everything else set(selection.replanned)
-            started = [start_plans(tree, plans / f"plans-{side}" if args.keep_plans is None else plans / side, args.stack, only)
-                       for side, tree in (("base", base_tree), ("head", head_tree))]
+            only = set(selection.replanned)
+            base_tree_id = git("rev-parse", f"{base_commit}^{{tree}}")
+            cache = BasePlanCache.from_environment(ROOT / "build" / "plan-diff-cache", base_tree_id)
+            kept = {label: entry for label in sorted(only) if cache and (entry := cache.get(label))}
+            selection.cached = sorted(kept)
+            side_dir = {side: plans / f"plans-{side}" if args.keep_plans is None else plans / side for side in ("base", "head")}
+            started = [start_plans(base_tree, side_dir["base"], args.stack, only - set(kept)),
+                       start_plans(head_tree, side_dir["head"], args.stack, only)]
             base, head = (finish_plans(running) for running in started)
+        if cache is not None:
+            for label, directory in base.stacks.items():
+                if label not in kept and _project_of(label) not in base.failures:
+                    cache.put(label, directory)
+            cache.prune()
+        base.stacks.update(_kept_plans(kept, side_dir["base"] if args.keep_plans else None))
         return build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of, selection)
+
+
+def _project_of(label: str) -> str:
+    return f"{BOOTSTRAP_DIR}/" if label.startswith(f"{BOOTSTRAP_DIR}/") else MAIN_PROJECT
+
+
+def _kept_plans(kept: dict[str, Path], keep_dir: Path | None) -> dict[str, Path]:
+    """The cached base plans, copied where --keep-plans keeps the base plans (main/<stack>, bootstrap/<stack>)."""
+    if keep_dir is None:
+        return kept
+    copied = {}
+    for label, entry in kept.items():
+        prefix, _, stack = label.rpartition("/")
+        target = keep_dir / (prefix or "main") / stack
+        shutil.copytree(entry, target, ignore=shutil.ignore_patterns(COMPLETE))
+        copied[label] = target
+    return copied
 
 
 def main(argv: list[str] | None = None) -> int:

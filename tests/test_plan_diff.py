@@ -15,6 +15,7 @@ from stack_configs import ROOT
 
 from components.config.stack import stack_kind
 from offline.affected_stacks import ChangeFacts, affected_stacks, platform_of
+from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache
 from offline.plan_diff import (
     _ABSENT,
     SELECTION_SUMMARY,
@@ -161,9 +162,9 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-def plan_diff(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def plan_diff(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # What scripts/plan-diff runs, with this Python: the copy's own offline package (-m: the copy's root first).
-    return subprocess.run([sys.executable, "-m", "offline.plan_diff", *args], cwd=repo,
+    return subprocess.run([sys.executable, "-m", "offline.plan_diff", *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -225,6 +226,53 @@ def test_an_unknown_ref_is_a_clear_error(repo):
     result = plan_diff(repo, "no-such-branch")
     assert result.returncode == 2
     assert "'no-such-branch' is not a commit here" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_second_diff_against_the_same_base_takes_its_kept_base_plans_and_reads_the_same(repo, tmp_path):
+    team_file = repo / "stacks/Pulumi.team-vision-prod.yaml"
+    original = team_file.read_text()
+    replace_once(team_file, "monthlyLimitUsd: 100", "monthlyLimitUsd: 150")
+    kept = {**os.environ, CACHE_VARIABLE: str(tmp_path / "cache")}
+    try:
+        first, second = plan_diff(repo, "HEAD", env=kept), plan_diff(repo, "HEAD", env=kept)
+        uncached = plan_diff(repo, "HEAD", env={**os.environ, CACHE_VARIABLE: "0"})
+    finally:
+        team_file.write_text(original)
+    for result in (first, second, uncached):
+        assert result.returncode == 0, result.stderr + result.stdout
+    bodies = {result.stdout.partition(f"\n\n{SELECTION_SUMMARY}")[0] for result in (first, second, uncached)}
+    assert len(bodies) == 1 and "### `team-vision-prod`" in bodies.pop(), "the same diff, kept base plans or not"
+    assert "kept from an earlier diff" not in first.stdout + uncached.stdout
+    kept_line = next(line for line in second.stdout.splitlines() if "kept from an earlier diff" in line)
+    assert kept_line.endswith(": `team-vision-prod`"), kept_line
+    (key,) = (tmp_path / "cache").iterdir()
+    assert sorted(p.relative_to(key).as_posix() for p in key.rglob(COMPLETE)) == [f"main/team-vision-prod/{COMPLETE}"]
+
+
+@pytest.mark.parametrize(("tree", "fingerprint", "day", "same"), [
+    ("t1", "f1", "2026-12-01", True),
+    ("t2", "f1", "2026-12-01", False),  # another base tree
+    ("t1", "f2", "2026-12-01", False),  # another Python environment (an SDK upgrade)
+    ("t1", "f1", "2026-12-02", False),  # another day: EKS's calendar may judge a version otherwise
+])
+def test_a_kept_base_plan_is_read_only_for_the_same_tree_environment_and_day(tmp_path, tree, fingerprint, day, same):
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    (plan / "resources.json").write_text("[]")
+    BasePlanCache(tmp_path / "cache", "t1", fingerprint="f1", day="2026-12-01").put("dev", plan)
+    found = BasePlanCache(tmp_path / "cache", tree, fingerprint=fingerprint, day=day).get("dev")
+    assert (found is not None) == same
+    if found is not None:
+        assert (found / "resources.json").read_text() == "[]"
+
+
+def test_an_entry_without_its_completion_mark_is_not_read(tmp_path):
+    cache = BasePlanCache(tmp_path / "cache", "t", fingerprint="f", day="d")
+    cache.entry("bootstrap/bootstrap").mkdir(parents=True)
+    (cache.entry("bootstrap/bootstrap") / "resources.json").write_text("[")  # a run that died while writing
+    assert cache.get("bootstrap/bootstrap") is None
+    with pytest.raises(ValueError):
+        cache.entry("../elsewhere")
 
 
 # The component type tokens renamed to name their package, and the tokens their state was created under.

@@ -196,12 +196,12 @@ def test_a_broken_platform_stack_file_is_named_in_a_team_stacks_offline_plan(tmp
                                                                                   "gpu-training:nodePool:"))
     monkeypatch.setattr(plan_module, "stack_config",
                         lambda stack, path=None, **kwargs: real(stack, path or (broken if stack == "prod" else None), **kwargs))
-    plan_module._platform_plan_outputs.cache_clear()
+    plan_module.forget_platform_plans()
     try:
         with pytest.raises(ConfigError) as raised:
             synthesize(STACK)
     finally:
-        plan_module._platform_plan_outputs.cache_clear()
+        plan_module.forget_platform_plans()
     problems = raised.value.problems
     assert problems and all(p.where.startswith("platform stack 'prod' (stacks/Pulumi.prod.yaml)") for p in problems)
     assert not any(p.is_about("gpu-training:nodePools") for p in problems)
