@@ -442,3 +442,71 @@ def test_the_first_save_after_prepare_blocks_no_longer_than_later_ones(tmp_path,
             break
     measurements.record("unit: first save after prepare / later saves (64 MiB, blocked)", min(ratios), "x")
     assert min(ratios) <= 2, f"first save / median of later saves, per try: {ratios}"
+
+
+# --- reading straight into the live state (load(..., into=...)) ---------------------------------
+
+def test_a_restore_into_the_live_state_fills_its_tensors_in_place_and_the_rest_as_before(tmp_path):
+    import torch
+
+    model, opt = _trained()
+    state = _realistic_state(model, opt)
+    path = _save(tmp_path, state)
+    fresh, _ = _trained(seed=1)
+    live = fresh.state_dict()
+    before = {name: t.data_ptr() for name, t in live.items()}
+    wrong_shape = torch.zeros(2)  # not the saved shape: loaded as before, never written into
+    back = checkpoint.load(path, into={"model": live, "mixed": {"f64": wrong_shape}})
+    for name, t in back["model"].items():
+        assert t.data_ptr() == before[name], f"{name} was not read into the live tensor"
+        assert torch.equal(t, state["model"][name]), name
+    assert torch.equal(wrong_shape, torch.zeros(2)) and back["mixed"]["f64"].data_ptr() != wrong_shape.data_ptr()
+    assert _equal(back["mixed"], state["mixed"]) and _equal(back["optimizer"], state["optimizer"])
+    checkpoint.restore_module(fresh, back["model"])  # nothing left to copy: the same storages
+    for name, t in fresh.state_dict().items():
+        assert torch.equal(t, state["model"][name]) and t.data_ptr() == before[name]
+
+
+def test_a_digest_mismatch_after_reading_into_the_live_state_says_so_and_an_older_checkpoint_restores_it(tmp_path):
+    import torch
+
+    model, opt = _trained()
+    older = _save(tmp_path, _realistic_state(model, opt), step=1)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1)
+    newer = _save(tmp_path, _realistic_state(model, opt), step=2)
+    fpath = os.path.join(newer, checkpoint.shard_name(0))
+    with open(fpath, "r+b") as f:  # one byte of the data flipped: the header still reads
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    fresh, _ = _trained(seed=1)
+    live = {"model": fresh.state_dict()}
+    with pytest.raises(checkpoint.CheckpointDigestError) as raised:
+        checkpoint.load(newer, into=live)
+    assert raised.value.live_state_overwritten
+    chosen, back = checkpoint.load_with_fallback(str(tmp_path / "ck"), None, lambda p: checkpoint.load(p, into=live))
+    assert chosen == older and back is not None
+    checkpoint.restore_module(fresh, back["model"])
+    for name, t in fresh.state_dict().items():
+        assert torch.equal(t, expected[name]), name
+
+
+def test_when_no_checkpoint_restores_an_overwritten_live_state_the_load_stops_the_process(tmp_path):
+    model, opt = _trained()
+    only = _save(tmp_path, _realistic_state(model, opt))
+    fpath = os.path.join(only, checkpoint.shard_name(0))
+    with open(fpath, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    fresh, _ = _trained(seed=1)
+    with pytest.raises(checkpoint.CheckpointCorruptError, match="Start the process again"):
+        checkpoint.load_with_fallback(str(tmp_path / "ck"), None,
+                                      lambda p: checkpoint.load(p, into={"model": fresh.state_dict()}))
+    # Without a live state given, nothing was overwritten: no checkpoint, a fresh start.
+    assert checkpoint.load_with_fallback(str(tmp_path / "ck"), None, checkpoint.load) == (None, None)

@@ -322,7 +322,8 @@ def main() -> int:
         chosen, state = checkpoint.load_with_fallback(
             c.checkpoint_dir,
             resume_from,
-            lambda p: replicated.load_merged(p, map_location="cpu"),
+            # Straight into the model's parameters where they are on the CPU (one copy, no second pass).
+            lambda p: replicated.load_merged(p, map_location="cpu", into={"model": model.state_dict()}),
             on_skip,
         )
     # Everyone loads what rank 0 verified (broadcast as a step number: a tensor
@@ -340,8 +341,8 @@ def main() -> int:
                 chosen = resume_from
             else:
                 chosen = os.path.join(c.checkpoint_dir, name)
-            state = replicated.load_merged(chosen, map_location="cpu", verify=False)
-        model.load_state_dict(state["model"])
+            state = replicated.load_merged(chosen, map_location="cpu", verify=False, into={"model": model.state_dict()})
+        checkpoint.restore_module(model, state["model"])
         checkpoint.load_optimizer_state(opt, state["optimizer"])  # in memory of its own, not the loaded buffer
         torch.set_rng_state(state["rng"])
         step = int(state["step"])

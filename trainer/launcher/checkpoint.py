@@ -77,6 +77,9 @@ class CheckpointCorruptError(Exception):
 class CheckpointDigestError(CheckpointCorruptError):
     """A checkpoint file's bytes do not match the digest in its marker: it will never load."""
 
+    live_state_overwritten = False
+    """Its bytes were read into the live state (`load(..., into=...)`) before the digest was known."""
+
 
 @dataclass(frozen=True)
 class CheckpointInfo:
@@ -584,10 +587,13 @@ def verify_file(path: str, meta: dict) -> None:
             raise CheckpointDigestError(f"{path}: {algorithm} mismatch")
 
 
-def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> Any:
+def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True, into: Any = None) -> Any:
     """Load one rank's file of a complete checkpoint; CheckpointCorruptError on failure.
 
-    `verify` checks the file's digest (pass False only for a file another rank just verified)."""
+    `verify` checks the file's digest (pass False only for a file another rank just verified).
+    `into`: the live state (e.g. {"model": model.state_dict()}): the file's tensors are read
+    straight into the live CPU tensors at the same places (state_file.read_state), which the
+    state returned then holds; `restore_module` skips the copy for them."""
     info = inspect(path)
     if not info.complete:
         raise CheckpointCorruptError(f"{path}: incomplete ({info.reason})")
@@ -605,14 +611,28 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True) -> A
 
     meta = files[name] if verify else {"bytes": files[name].get("bytes")}
     try:
-        state = state_file.read_state(fpath, meta)
+        state = state_file.read_state(fpath, meta, into=into)
     except (state_file.StateFileDigestError, state_file.StateFileRefusedError) as e:
-        raise CheckpointDigestError(str(e)) from e  # it will never load: rejected by load_with_fallback
+        error = CheckpointDigestError(str(e))  # it will never load: rejected by load_with_fallback
+        error.live_state_overwritten = isinstance(e, state_file.StateFileDigestError) and e.live_state_overwritten
+        raise error from e
     except (OSError, state_file.StateFileError) as e:
         raise CheckpointCorruptError(str(e)) from e
     if map_location not in (None, "cpu"):
         state = _to_device(state, map_location)
     return state
+
+
+def restore_module(module: Any, saved: dict) -> None:
+    """`module.load_state_dict(saved)`, unless `load(..., into={...: module.state_dict()})` read
+    every tensor of it into the module's own memory already (the same keys, each the module's
+    storage): then there is nothing left to copy, and a copy onto itself would cost a second pass."""
+    live = module.state_dict()
+    if saved.keys() == live.keys() and all(
+            getattr(saved[key], "data_ptr", None) and saved[key].data_ptr() == live[key].data_ptr()
+            and saved[key].shape == live[key].shape for key in live):
+        return
+    module.load_state_dict(saved)
 
 
 def load_optimizer_state(optimizer: Any, saved: dict) -> None:
@@ -717,15 +737,26 @@ def load_with_fallback(
 
     Returns (path, loaded) of the first that loads, or (None, None). A checkpoint that fails its
     digest (CheckpointDigestError) is rejected on the way (`reject`); any other failure may pass
-    (a flaky mount), and the checkpoint stays as it is."""
+    (a flaky mount), and the checkpoint stays as it is. A loader that reads into the live state
+    (`load(..., into=...)`) and fails its digest has overwritten it: an older checkpoint may still
+    restore it, but when none loads, the state is neither a checkpoint nor a fresh start, and
+    CheckpointCorruptError says to start the process again (the rejected one is not tried again)."""
+    overwritten = None
     for path in candidates(root, preferred):
         try:
             return path, loader(path)
         except CheckpointCorruptError as e:
             if isinstance(e, CheckpointDigestError):
                 reject(path)
+                if e.live_state_overwritten:
+                    overwritten = path
             if on_skip is not None:
                 on_skip(path, e)
+    if overwritten is not None:
+        raise CheckpointCorruptError(
+            f"{overwritten} failed its digest after it was read into the live state, and no older checkpoint "
+            "loads: the state is neither a checkpoint nor a fresh initialisation. Start the process again "
+            "(that checkpoint is rejected and will not be read again)")
     return None, None
 
 

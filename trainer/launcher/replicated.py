@@ -122,7 +122,9 @@ def ranks_in(path: str) -> list[int]:
     return sorted(found)
 
 
-def load_merged(path: str, map_location="cpu", verify: bool = True) -> dict[str, Any]:
+def load_merged(path: str, map_location="cpu", verify: bool = True, into: Any = None) -> dict[str, Any]:
     """Every rank's file of a complete checkpoint, merged into the whole state
-    (CheckpointCorruptError, or CheckpointDigestError with `verify`, as checkpoint.load)."""
-    return merge([checkpoint.load(path, rank=r, map_location=map_location, verify=verify) for r in ranks_in(path)])
+    (CheckpointCorruptError, or CheckpointDigestError with `verify`, as checkpoint.load). `into`:
+    the live state, read into in place (checkpoint.load): each rank's share is a part of it."""
+    return merge([checkpoint.load(path, rank=r, map_location=map_location, verify=verify, into=into)
+                  for r in ranks_in(path)])

@@ -120,6 +120,10 @@ class StateFileRefusedError(StateFileError):
 class StateFileDigestError(StateFileError):
     """A state file's bytes do not match the digest it was written with."""
 
+    live_state_overwritten = False
+    """Set when `read_state(..., into=...)` had already read the file's bytes into the live
+    tensors it was given: they hold unverified data until a good checkpoint is read into them."""
+
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -397,12 +401,18 @@ def _read_into(f: io.FileIO, path: str, view: memoryview, hasher: _Hasher | None
             hasher.add(piece)
 
 
-def read_state(path: str, meta: dict) -> Any:
+def read_state(path: str, meta: dict, into: Any = None) -> Any:
     """The state saved in `path`, verified against `meta` ({"bytes", "xxh3_128"}; without a
     digest, only the size is checked).
 
-    The file is read once into private memory while it is hashed; nothing is parsed before the
-    digest matches. The tensors returned are writable views of that memory, never of the file.
+    The file is read once while it is hashed. Without `into`, it is read into private memory and
+    nothing is parsed before the digest matches; the tensors returned are writable views of that
+    memory, never of the file. With `into` (the live state: a tree like the saved one, e.g.
+    {"model": model.state_dict()}), a file of this format (3) is read straight into each live
+    CPU tensor at the same place in the tree with the same dtype and shape, and the state returned
+    holds those very tensors: one copy from the page cache, none after (only the header, JSON, is
+    parsed before the digest is known; it only decides where the bytes go). On a digest mismatch
+    the live tensors already hold the file's bytes: the error says so (live_state_overwritten).
     Raises StateFileError (StateFileDigestError for a digest mismatch) when the file does not
     match or is not a state file; never runs code from the file."""
     with open(path, "rb", buffering=0) as f:
@@ -411,6 +421,11 @@ def read_state(path: str, meta: dict) -> Any:
             raise StateFileError(f"{path}: {size} bytes, marker says {meta.get('bytes')}")
         if size < _LENGTH.size:
             raise StateFileError(f"{path}: too short for a header")
+        if into is not None:
+            head = _safetensors_head(f, path, size)
+            if head is not None:
+                return _read_into_live(f, path, meta, head, into)
+            f.seek(0)
         buffer = _private_buffer(size)
         view = memoryview(buffer)
         want = meta.get(DIGEST)
@@ -426,11 +441,116 @@ def read_state(path: str, meta: dict) -> Any:
     return _read_safetensors(path, buffer, view)
 
 
+@dataclass(frozen=True)
+class _Head:
+    raw: bytes
+    """The file's first bytes: the length and the header, hashed before the data."""
+    tree: Any
+    spans: list[tuple[int, int, str, torch.dtype, list[int]]]
+    """(begin, end, name, dtype, shape) of each tensor in the data, in file order."""
+
+
+def _safetensors_head(f: io.FileIO, path: str, size: int) -> _Head | None:
+    """The header of a format-3 file, or None for another format (read whole, as before)."""
+    start = f.read(_LENGTH.size)
+    if start == _FORMAT2_MAGIC:
+        return None
+    (header_bytes,) = _LENGTH.unpack(start)
+    if header_bytes > MAX_HEADER_BYTES or _LENGTH.size + header_bytes > size:
+        raise StateFileError(f"{path}: not a safetensors file, or its header is damaged")
+    header_view = f.read(header_bytes)
+    raw = start + header_view
+    tree, spans, end = _safetensors_layout(path, memoryview(raw), len(raw), size)
+    if len(raw) + end != size:
+        raise StateFileError(f"{path}: the tensors cover {end} bytes of data, the file holds {size - len(raw)}")
+    return _Head(raw, tree, spans)
+
+
+def _read_into_live(f: io.FileIO, path: str, meta: dict, head: _Head, into: Any) -> Any:
+    live = _live_targets(head.tree, into)
+    targets = {name: live[name] for _, _, name, dtype, shape in head.spans
+               if name in live and live[name].dtype == dtype and list(live[name].shape) == shape}
+    rest = [span for span in head.spans if span[2] not in targets]
+    buffer = _private_buffer(sum(stop - begin for begin, stop, *_ in rest) or 1)
+    want = meta.get(DIGEST)
+    hasher = _Hasher() if want else None
+    tensors: dict[str, torch.Tensor] = {}
+    at = 0
+    try:
+        if hasher is not None:
+            hasher.add(memoryview(head.raw))
+        for begin, stop, name, dtype, shape in head.spans:
+            nbytes = stop - begin
+            if name in targets:
+                tensors[name] = targets[name]
+                if nbytes:
+                    _read_into(f, path, bytes_of(targets[name]), hasher)
+            else:
+                _read_into(f, path, memoryview(buffer)[at:at + nbytes], hasher)
+                tensors[name] = _view(buffer, at, nbytes, dtype, shape)
+                at += nbytes
+    finally:
+        digest = hasher.hexdigest() if hasher is not None else None
+    if want and digest != want:
+        error = StateFileDigestError(f"{path}: {DIGEST} mismatch (file {digest}, marker {want})")
+        error.live_state_overwritten = bool(targets)
+        raise error
+    try:
+        return _decode(head.tree, tensors)
+    except (ValueError, KeyError, TypeError) as e:
+        raise StateFileError(f"{path}: the state in its header is damaged ({e})") from e
+
+
+def _live_targets(tree: Any, into: Any) -> dict[str, torch.Tensor]:
+    """Tensor name in the file -> the live tensor at the same place in `into` that can take its
+    bytes in place: on the CPU, dense and contiguous (dtype and shape are checked by the caller)."""
+    found: dict[str, torch.Tensor] = {}
+
+    def walk(saved: Any, live: Any) -> None:
+        if type(saved) is list:
+            if isinstance(live, (list, tuple)):  # a shorter or longer live list: its common part
+                for a, b in zip(saved, live, strict=False):
+                    walk(a, b)
+        elif type(saved) is dict:
+            if len(saved) == 1 and next(iter(saved)) in _TAGS:
+                ((tag, value),) = saved.items()
+                if tag == _TENSOR and isinstance(live, torch.Tensor) and live.device.type == "cpu" \
+                        and live.is_contiguous() and live.numel() and not live.is_sparse:
+                    found.setdefault(value, live)
+                elif tag == _TUPLE:
+                    walk(value, live)
+                elif tag == _ODICT and isinstance(live, dict):
+                    for key, item in value["items"]:
+                        if isinstance(key, str) and key in live:
+                            walk(item, live[key])
+                return
+            if isinstance(live, dict):
+                for key, item in saved.items():
+                    if key in live:
+                        walk(item, live[key])
+
+    walk(tree, into)
+    return found
+
+
 def _read_safetensors(path: str, buffer: mmap.mmap | bytearray, view: memoryview) -> Any:
     (header_bytes,) = _LENGTH.unpack_from(view, 0)
     data_start = _LENGTH.size + header_bytes
     if header_bytes > MAX_HEADER_BYTES or data_start > len(view):
         raise StateFileError(f"{path}: not a safetensors file, or its header is damaged")
+    tree, spans, end = _safetensors_layout(path, view, data_start, len(view))
+    if data_start + end != len(view):
+        raise StateFileError(f"{path}: the tensors cover {end} bytes of data, the file holds {len(view) - data_start}")
+    tensors = {name: _view(buffer, data_start + begin, stop - begin, dtype, shape) for begin, stop, name, dtype, shape in spans}
+    try:
+        return _decode(tree, tensors)
+    except (ValueError, KeyError, TypeError) as e:
+        raise StateFileError(f"{path}: the state in its header is damaged ({e})") from e
+
+
+def _safetensors_layout(path: str, view: memoryview, data_start: int, size: int) -> tuple[Any, list, int]:
+    """(the state tree, the tensors' spans in file order, the bytes they cover) of the header in
+    view[8:data_start], every span checked to lie where the header says within a file of `size`."""
     try:
         header = json.loads(bytes(view[_LENGTH.size:data_start]).decode())
         metadata = header.pop("__metadata__", None) or {}
@@ -446,19 +566,14 @@ def _read_safetensors(path: str, buffer: mmap.mmap | bytearray, view: memoryview
             spans.append((offsets[0], offsets[1], name, dtype, shape))
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # json raises ValueError
         raise StateFileError(f"{path}: unreadable header ({e})") from e
-    end, tensors = 0, {}
+    end = 0
+    spans.sort(key=lambda span: span[:2])
     # The spec's rule: the tensors' byte ranges, in order, cover the data exactly.
-    for begin, stop, name, dtype, shape in sorted(spans, key=lambda span: span[:2]):
-        if begin != end or stop - begin != math.prod(shape) * dtype.itemsize or data_start + stop > len(view):
+    for begin, stop, name, dtype, shape in spans:
+        if begin != end or stop - begin != math.prod(shape) * dtype.itemsize or data_start + stop > size:
             raise StateFileError(f"{path}: tensor {name!r} is not where the header says: {header[name]}")
         end = stop
-        tensors[name] = _view(buffer, data_start + begin, stop - begin, dtype, shape)
-    if data_start + end != len(view):
-        raise StateFileError(f"{path}: the tensors cover {end} bytes of data, the file holds {len(view) - data_start}")
-    try:
-        return _decode(tree, tensors)
-    except (ValueError, KeyError, TypeError) as e:
-        raise StateFileError(f"{path}: the state in its header is damaged ({e})") from e
+    return tree, spans, end
 
 
 def _view(buffer: mmap.mmap | bytearray, at: int, nbytes: int, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
