@@ -118,7 +118,7 @@ def test_a_pools_max_size_changes_its_hourly_figure_by_exactly_its_nodes(plan_of
 ])
 def test_the_control_plane_price_follows_the_support_window(version, support_type, on, hourly, why):
     price, reason = eks_hourly(version, support_type, on)
-    assert price.usd == hourly and why in reason
+    assert price is not None and price.usd == hourly and why in reason
 
 
 def cluster(version: str, support_type: str) -> dict:
