@@ -354,6 +354,8 @@ def test_the_environment_is_priced_per_region_and_in_total(plan_of, monkeypatch)
     total = east.fixed_monthly_usd + east.usage_monthly_usd + west.fixed_monthly_usd + west.usage_monthly_usd + 60
     assert f"  total: ${total:,.0f}/month" in out
     assert "not priced, so in no figure above: prod-usw2: KMS keys" in out
+    doc = (ROOT / "docs" / "multi-region.md").read_text()
+    assert f"```\n{out}\n```" in doc, "docs/multi-region.md 'What it costs' no longer shows what --environment prod prints"
 
 
 # --- the commands -----------------------------------------------------------------------------
