@@ -447,3 +447,9 @@ UNPRICED = {"prod-usw2": ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EF
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 def test_every_platform_stack_is_priced_but_for_its_regions_stated_gaps(stack, plan_of):
     assert plan_cost(plan_of(stack).resources).unpriced == UNPRICED.get(stack, ())
+
+
+def test_the_plan_summary_states_an_unpriced_region_instead_of_failing_the_plan():
+    from offline.plan import cost_line
+    provider = {"type": "pulumi:providers:aws", "name": "aws", "parent": None, "inputs": {"region": "eu-west-1"}}
+    assert cost_line([provider]).startswith("cost: not priced: region eu-west-1 has no price table")
