@@ -49,6 +49,8 @@ INTER_REGION_TRANSFER = Price(0.02, "GB", "redresscompliance.com AWS inter-regio
                               "2026-11")
 
 
+# --- us-east-1 (US East, N. Virginia): the figures of US_EAST_1 below ---------------------------------
+
 # --- EC2 instances ------------------------------------------------------------------------------
 
 EC2_ON_DEMAND_SOURCE = ("aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go "
@@ -135,26 +137,9 @@ LOGS_INGEST_GB = Price(0.50, "GB ingested into CloudWatch Logs (standard class)"
 ALARM_MONTH = Price(0.10, "standard-resolution alarm metric-month", "c3x.dev (3rd party); aws.amazon.com/cloudwatch/pricing "
                     "(10 alarms free per account, not deducted)", "2026")
 
-SERVICE_PRICES: tuple[tuple[str, Price], ...] = (
-    ("NAT gateway", NAT_GATEWAY_HOUR),
-    ("NAT data processing", NAT_GATEWAY_GB),
-    ("public IPv4 address", PUBLIC_IPV4_HOUR),
-    ("interface VPC endpoint", INTERFACE_ENDPOINT_AZ_HOUR),
-    ("EKS control plane", EKS_CLUSTER_HOUR),
-    ("EKS control plane, extended support", EKS_EXTENDED_CLUSTER_HOUR),
-    ("EFS Standard", EFS_STANDARD_GB_MONTH),
-    ("EFS Infrequent Access", EFS_IA_GB_MONTH),
-    ("FSx for Lustre PERSISTENT_2-125", FSX_LUSTRE_P2_125_GB_MONTH),
-    ("EBS gp3", EBS_GP3_GB_MONTH),
-    ("KMS key", KMS_KEY_MONTH),
-    ("Secrets Manager secret", SECRET_MONTH),
-    ("CloudWatch Logs ingestion", LOGS_INGEST_GB),
-    ("CloudWatch alarm", ALARM_MONTH),
-    ("cross-AZ data transfer", CROSS_AZ_GB),
-)
-
-# What a stack is billed for that this table cannot price (no source found). The cost model
-# prints these under every breakdown so nobody reads its totals as the whole bill.
+# What a stack is billed for that no region's table can price (no source found; a region adds its
+# own in RegionPrices.gaps). The cost model prints these under every breakdown so nobody reads its
+# totals as the whole bill.
 GAPS = (
     "p5e.48xlarge on-demand (AWS sells it as capacity blocks only) and capacity blocks other than p5.48xlarge",
     "FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB",
