@@ -76,7 +76,7 @@ def _usd(value: float | None, digits: int = 2) -> str:
 
 def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig | None) -> str:
     """`config` None: the bootstrap, which has no budget and no pools."""
-    lines = [f"{stack}: what it costs ({prices.REGION} list prices reviewed {prices.REVIEWED_ON}, "
+    lines = [f"{stack}: what it costs ({cost.region} list prices reviewed {prices.REVIEWED_ON}, "
              f"EKS support judged on {cost.priced_on}; sources: scripts/cost.py --prices)", ""]
     lines.append("Fixed, per month (billed while the stack exists)")
     lines += [f"  {i.name:<34} {_usd(i.monthly_usd):>12}  {i.detail}" for i in cost.fixed]
@@ -112,12 +112,11 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
         lines.append(f"A month with every GPU pool at max size: {_usd(base, 0)} + {HOURS_PER_MONTH} h x "
                      f"{_usd(cost.gpu_hourly_at_max_usd)} = {_usd(base + HOURS_PER_MONTH * cost.gpu_hourly_at_max_usd, 0)}")
     if isinstance(config, TeamStackConfig):
-        lines += _quota_lines(config)
+        lines += _quota_lines(config, prices.region_prices(cost.region))
     if config is not None:
         lines += _budget_lines(config, cost, base)
-    lines += ["", "Not in these figures (no price in components/facts/prices.py):"]
-    lines += [f"  - {gap}" for gap in (*cost.unpriced, *prices.GAPS)]
-    lines += [f"Note: {note}" for note in cost.notes]
+    lines += ["", f"Not in these figures (no {cost.region} price in components/facts/prices.py):"]
+    lines += [f"  - {gap}" for gap in (*cost.unpriced, *cost.gaps)]
     return "\n".join(lines)
 
 
@@ -138,8 +137,9 @@ def _reserved_lines(cost: StackCost) -> list[str]:
             line += (f"size.min {pool.min_nodes} leaves {p.reserved_without_node} without a node: "
                      f"{_usd(p.reserved_without_node_hourly_usd)}/h paid for capacity a job waits for a boot to use")
         else:
+            volumes = None if p.volume_hourly_usd is None else pool.min_nodes * p.volume_hourly_usd
             line += (f"size.min {pool.min_nodes} keeps a node on each, idling at "
-                     f"{_usd(pool.min_nodes * p.volume_hourly_usd)}/h more (root volumes); a job starts without a boot")
+                     f"{_usd(volumes)}/h more (root volumes); a job starts without a boot")
         lines.append(line)
     return lines
 
@@ -173,10 +173,11 @@ def storage_lines(config: StackConfig | TeamStackConfig) -> list[str]:
     return lines
 
 
-def _quota_lines(config: TeamStackConfig) -> list[str]:
-    """A team's GPU quota, fully used, on its platform's pools (whole nodes are billed)."""
+def _quota_lines(config: TeamStackConfig, table: prices.RegionPrices) -> list[str]:
+    """A team's GPU quota, fully used, on its platform's pools (whole nodes are billed), at the
+    prices of the team stack's region (its platform's)."""
     pools = [pool_cost(NodePool(p.name, p.instance_types, CAPACITY_TYPES[p.capacity], p.min_size, p.max_size,
-                                p.root_volume_gib)) for p in config.judged_platform.node_pools]
+                                p.root_volume_gib), table) for p in config.judged_platform.node_pools]
     hourly = quota_hourly_usd(config.training.gpu_quota, pools)
     lines = ["", f"GPU quota at full use, on the {config.environment} platform's shared pools "
                  "(billed to the environment, not to this stack's tags)"]
@@ -206,16 +207,26 @@ def _budget_lines(config: StackConfig | TeamStackConfig, cost: StackCost, base: 
 
 
 def price_table() -> str:
-    lines = [f"Prices ({prices.REGION}, USD; table reviewed {prices.REVIEWED_ON}; components/facts/prices.py)", ""]
-    lines += [f"  {name:<38} ${price.usd:<8g} per {price.unit}  [{price.source}; {price.as_of}]"
-              for name, price in prices.SERVICE_PRICES]
-    lines += ["", f"EC2 on-demand, $/instance-hour [{prices.EC2_ON_DEMAND_SOURCE}; {prices.EC2_ON_DEMAND_AS_OF}]"]
-    lines += [f"  {t:<20} {usd:>11.6f}" for t, usd in prices.EC2_ON_DEMAND_HOURLY.items()]
-    lines += ["", f"Spot: billed at most the on-demand price [{prices.SPOT_CEILING_SOURCE}]"]
-    lines += [f"Capacity block {t}: ${p.usd}/h [{p.source}; {p.as_of}]" for t, p in prices.CAPACITY_BLOCK_HOURLY.items()]
-    lines += ["", "EKS end of standard support: " + ", ".join(f"{v} {d}" for v, d in prices.EKS_STANDARD_SUPPORT_END.items())]
-    lines += ["", "Not priced:"] + [f"  - {gap}" for gap in prices.GAPS]
+    """Every region's table, each price with its source and date; "not priced" where a region has none."""
+    lines: list[str] = []
+    for table in prices.TABLES.values():
+        lines += _region_price_lines(table)
+    lines += ["EKS end of standard support: " + ", ".join(f"{v} {d}" for v, d in prices.EKS_STANDARD_SUPPORT_END.items())]
+    lines += ["", "Not priced in any region:"] + [f"  - {gap}" for gap in prices.GAPS]
     return "\n".join(lines)
+
+
+def _region_price_lines(table: prices.RegionPrices) -> list[str]:
+    lines = [f"Prices ({table.region}, USD; table reviewed {prices.REVIEWED_ON}; components/facts/prices.py)", ""]
+    lines += [f"  {name:<38} not priced (no {table.region} source found)" if price is None else
+              f"  {name:<38} ${price.usd:<8g} per {price.unit}  [{price.source}; {price.as_of}]"
+              for name, price in table.service_prices()]
+    lines += ["", f"EC2 on-demand, $/instance-hour [{table.ec2_on_demand_source}; {table.ec2_on_demand_as_of}]"]
+    lines += [f"  {t:<20} {usd:>11.6f}" for t, usd in table.ec2_on_demand_hourly.items()]
+    lines += ["", f"Spot: billed at most the on-demand price [{prices.SPOT_CEILING_SOURCE}]"]
+    lines += [f"Capacity block {t}: ${p.usd}/h [{p.source}; {p.as_of}]" for t, p in table.capacity_block_hourly.items()]
+    lines += [f"  - {gap}" for gap in table.gaps]
+    return [*lines, ""]
 
 
 # A stated volume: a 2 TB dataset refreshed monthly into the other region, and a dozen 80 GiB
@@ -231,29 +242,48 @@ def load_config(stack: str) -> StackConfig | TeamStackConfig:
 
 
 def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_gb: float) -> str:
-    """Every platform stack of `environment` in this checkout (its regions), each and in total, with
-    the data moved between its regions: checkpoints and datasets replicated or read across, priced
-    at prices.INTER_REGION_TRANSFER (every stack is priced with the us-east-1 table: a Region's own
-    list prices are not in it)."""
+    """Every platform stack of `environment` in this checkout (its regions), each at its own region's
+    list prices and in total, with the data moved between its regions: checkpoints and datasets
+    replicated or read across, billed by the region they leave. The stated volume leaves the first
+    stack's region (the MultiKueue manager's: its buckets replicate to the workers)."""
     from components.config.sibling_stacks import STACKS_DIR, platform_stacks
     from offline.plan import synthesize
 
     stacks = [s for s in platform_stacks(STACKS_DIR, (environment,)) if (STACKS_DIR / f"Pulumi.{s}.yaml").is_file()]
-    lines = [f"environment {environment}: {len(stacks)} platform stack(s), {prices.REGION} list prices "
+    lines = [f"environment {environment}: {len(stacks)} platform stack(s), each at its region's list prices "
              f"reviewed {prices.REVIEWED_ON}"]
     fixed = usage_total = at_min = at_max = 0.0
+    regions: list[str] = []
+    unpriced: list[str] = []
     for stack in stacks:
-        cost = plan_cost(synthesize(stack).resources, on=on, usage=usage)
+        try:
+            cost = plan_cost(synthesize(stack).resources, on=on, usage=usage)
+        except prices.UnpricedRegionError as error:
+            raise prices.UnpricedRegionError(f"stack {stack}: {error}") from None
+        regions.append(cost.region)
         fixed, usage_total = fixed + cost.fixed_monthly_usd, usage_total + cost.usage_monthly_usd
         at_min, at_max = at_min + cost.gpu_hourly_at_min_usd, at_max + cost.gpu_hourly_at_max_usd
+        unpriced += [f"{stack}: {item}" for item in cost.unpriced]
         lines.append(f"  {stack:<14} {cost.region:<10} {_usd(cost.fixed_monthly_usd, 0)}/month fixed + "
                      f"{_usd(cost.usage_monthly_usd, 0)}/month usage; GPU pools {_usd(cost.gpu_hourly_at_min_usd)}/h "
                      f"at min, {_usd(cost.gpu_hourly_at_max_usd)}/h at max")
-    transfer = cross_region_gb * prices.INTER_REGION_TRANSFER.usd if len(stacks) > 1 else 0.0
-    lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month x ${prices.INTER_REGION_TRANSFER.usd}/GB = "
-                 f"{_usd(transfer, 0)}/month (--cross-region-gb; {prices.INTER_REGION_TRANSFER.source})")
+    transfer = 0.0
+    if len(set(regions)) > 1:
+        source = prices.region_prices(regions[0])
+        price = source.inter_region_transfer
+        if price is None:
+            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month out of {source.region}: not priced "
+                         f"(no {source.region} inter-region price in components/facts/prices.py)")
+        else:
+            transfer = cross_region_gb * price.usd
+            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month out of {source.region} x "
+                         f"${price.usd}/GB = {_usd(transfer, 0)}/month (--cross-region-gb; {price.source})")
+    else:
+        lines.append("  cross-region transfer: none (one region)")
     lines.append(f"  total: {_usd(fixed + usage_total + transfer, 0)}/month + GPU pools {_usd(at_min)}/h at min, "
                  f"{_usd(at_max)}/h at max")
+    if unpriced:
+        lines.append("  not priced, so in no figure above: " + "; ".join(unpriced))
     return "\n".join(lines)
 
 
@@ -283,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                       lustre_cross_az_gb=args.lustre_cross_az_gb)
         try:
             print(environment_costs(args.environment, on=args.on, usage=usage, cross_region_gb=args.cross_region_gb))
-        except ConfigError as error:
+        except (ConfigError, prices.UnpricedRegionError) as error:
             print(f"environment {args.environment}: {error}", file=sys.stderr)
             return 2
         return 0
@@ -301,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from offline.plan import synthesize  # the offline plan, in this process; nothing is written
             cost = plan_cost(synthesize(args.stack, project_dir=project_dir).resources, on=args.on, usage=usage)
-    except ConfigError as error:
+    except (ConfigError, prices.UnpricedRegionError) as error:
         print(f"stack {args.stack}: {error}", file=sys.stderr)
         return 2
     except PlanDirError as error:

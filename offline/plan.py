@@ -67,6 +67,7 @@ from components.config.stack import platform_stack_errors, stack_kind  # noqa: E
 from components.config.stack_file import STACK_NAME, project_file, read_stack_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
+from components.facts.prices import UnpricedRegionError  # noqa: E402
 from components.facts.regions import arn_partition  # noqa: E402
 from offline.architecture import mermaid  # noqa: E402
 from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
@@ -541,6 +542,15 @@ def all_stacks(project_dir: Path = ROOT) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_dir.glob("Pulumi.*.yaml"))
 
 
+
+def cost_line(resources: list[dict[str, Any]]) -> str:
+    """The plan summary's cost line; a region without a price table is said so there (make cost
+    refuses such a stack), it does not fail the plan."""
+    try:
+        return plan_cost(resources).summary_line()
+    except UnpricedRegionError as error:
+        return f"cost: not priced: {error}"
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="plan.py", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", action="append", default=[], help="a stack to plan; repeat for several")
@@ -606,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser.prog, f"cannot write {path_for_message(out_dir)}: {error.strerror or error}")
             failed = True
             continue
-        say(f"{summary(plan, out_dir)}\n  {plan_cost(plan.resources).summary_line()}")
+        say(f"{summary(plan, out_dir)}\n  {cost_line(plan.resources)}")
         if plan.placeholders and not os.environ.get(QUIET_PLACEHOLDERS):  # one block per stack, after its summary
             print(offline_report(stack, plan.placeholders), file=sys.stderr, flush=True)
     return 2 if failed else 0

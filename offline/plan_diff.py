@@ -572,9 +572,15 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
             continue
         changed.append(stack)
         costs = None
+        unpriced = ""
         if cost_of is not None and not stack.startswith(f"{BOOTSTRAP_DIR}/"):
-            costs = (cost_of(list(old.resources.values())), cost_of(list(new.resources.values())))
+            try:
+                costs = (cost_of(list(old.resources.values())), cost_of(list(new.resources.values())))
+            except ValueError as error:  # prices.UnpricedRegionError: the stack's region has no price table
+                unpriced = f"_Cost delta: not priced: {error}_"
         lines += render_stack(stack, diff, new, costs)
+        if unpriced:
+            lines += [unpriced, ""]
     if not changed and not failures:
         lines.append(f"no changes in the {len(unchanged)} stacks' offline plans.")
     elif unchanged:

@@ -1,14 +1,16 @@
 """The cost model: every line item of the prod and dev plans against figures computed by hand.
 
-The expected figures below are written out from the price table (components/facts/prices.py,
-us-east-1, reviewed 2026-11-30): a price update makes these fail on purpose, so the review shows
-every dollar amount it moves. Rules that no stack file exercises (extended support, capacity
-blocks, FSx, prices the table lacks) are tested on small synthetic plans.
+The expected figures below are written out from the price tables (components/facts/prices.py,
+us-east-1 and us-west-2, reviewed 2026-11-30): a price update makes these fail on purpose, so the
+review shows every dollar amount it moves. Rules that no stack file exercises (extended support,
+capacity blocks, FSx, prices the table lacks) are tested on small synthetic plans, priced in
+us-east-1 by name (a plan without an aws provider has no region, and is refused).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import date
 
@@ -19,11 +21,13 @@ from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 from components.facts import prices
 from components.facts.cost_model import NodePool, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
 from components.facts.instance_types import INSTANCE_TYPES
-from offline.cost import main, stack_cost
+from components.facts.prices import UnpricedRegionError
+from offline.cost import environment_costs, main, stack_cost
 from offline.plan import main as plan_main
 from offline.plan import synthesize, write_plan
 
 H = 730  # hours in a month
+USE1 = "us-east-1"
 GP3 = 0.08 / 730  # $ per GiB-hour of a root volume
 P5_NODE = 55.04 + 500 * GP3  # p5.48xlarge + 500 GiB
 G5_48_NODE = 16.288 + 200 * GP3  # g5.48xlarge (dearer than g6.48xlarge at 13.3504) + 200 GiB
@@ -82,7 +86,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
     billed_idle = {name: high if name in RESERVED_POOLS.get(stack, ()) else low for name, low, high, _ in gpu}
     assert cost.gpu_hourly_at_min_usd == pytest.approx(sum(billed_idle[name] * node for name, *_, node in gpu), abs=1e-9)
     assert cost.gpu_hourly_at_max_usd == pytest.approx(sum(high * node for _, _, high, node in gpu), abs=1e-9)
-    assert not cost.unpriced and not cost.notes
+    assert not cost.unpriced and cost.region == "us-east-1"
 
 
 def test_the_prod_totals_read_as_computed(plan_of):
@@ -114,7 +118,7 @@ def test_a_pools_max_size_changes_its_hourly_figure_by_exactly_its_nodes(plan_of
 ])
 def test_the_control_plane_price_follows_the_support_window(version, support_type, on, hourly, why):
     price, reason = eks_hourly(version, support_type, on)
-    assert price.usd == hourly and why in reason
+    assert price is not None and price.usd == hourly and why in reason
 
 
 def cluster(version: str, support_type: str) -> dict:
@@ -134,7 +138,7 @@ def launch_template(name: str, gib: int) -> dict:
 
 
 def test_extended_support_is_priced_in_the_fixed_cost():
-    cost = plan_cost([cluster("1.34", "EXTENDED")], on=date(2027, 1, 15))
+    cost = plan_cost([cluster("1.34", "EXTENDED")], on=date(2027, 1, 15), region=USE1)
     (item,) = cost.fixed
     assert item.monthly_usd == pytest.approx(730 * 0.60) and "extended support since 2026-12-02" in item.detail
 
@@ -149,7 +153,7 @@ def test_capacity_block_spot_and_unpriced_pools():
         node_group("spot", ["g6.12xlarge", "g5.12xlarge"], "SPOT", 1, 3),  # no launch template: EKS's 20 GiB
         node_group("h200", ["p5e.48xlarge"], "ON_DEMAND", 0, 2),
     ]
-    cost = plan_cost(plan)
+    cost = plan_cost(plan, region=USE1)
     pools = {p.pool.name: p for p in cost.pools}
     block = pools["block"]
     assert block.node_hourly_usd == pytest.approx(39.33 + 100 * GP3)
@@ -208,9 +212,9 @@ def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp
 def test_a_node_group_naming_no_type_is_read_as_the_eks_default():
     group = node_group("bare", [], "ON_DEMAND", 1, 1)
     del group["inputs"]["instanceTypes"]
-    (pool,) = plan_cost([group, launch_template("bare", 20)]).pools
+    (pool,) = plan_cost([group, launch_template("bare", 20)], region=USE1).pools
     assert pool.pool.instance_types == ("t3.medium",) and pool.pool.gpus_per_node == 0
-    assert pool.node_hourly_usd is None and "no price for t3.medium" in pool.basis
+    assert pool.node_hourly_usd is None and "no us-east-1 price for t3.medium" in pool.basis
 
 
 def test_a_capacity_reservation_bills_every_reserved_instance_idle_or_not():
@@ -219,7 +223,7 @@ def test_a_capacity_reservation_bills_every_reserved_instance_idle_or_not():
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
     plan = [node_group("odcr", ["p5.48xlarge"], "ON_DEMAND", 0, 3), reserved_template,
             node_group("plain", ["p5.48xlarge"], "ON_DEMAND", 0, 3), launch_template("plain", 100)]
-    pools = {p.pool.name: p for p in plan_cost(plan).pools}
+    pools = {p.pool.name: p for p in plan_cost(plan, region=USE1).pools}
     node = 55.04 + 100 * GP3
     assert pools["odcr"].pool.reserved and "reservation" in pools["odcr"].basis
     assert pools["odcr"].hourly_at_min_usd == pools["odcr"].hourly_at_max_usd == pytest.approx(3 * node)
@@ -230,7 +234,7 @@ def test_a_capacity_reservation_bills_every_reserved_instance_idle_or_not():
 def test_fsx_for_lustre_is_priced_only_where_the_table_has_a_price(throughput, monthly):
     lustre = {"type": "aws:fsx/lustreFileSystem:LustreFileSystem", "name": "fsx", "parent": None,
               "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": throughput, "storageCapacity": 2400}}
-    (item,) = plan_cost([lustre]).fixed
+    (item,) = plan_cost([lustre], region=USE1).fixed
     assert item.monthly_usd == (pytest.approx(monthly) if monthly else None)
 
 
@@ -262,21 +266,96 @@ def test_a_teams_quota_is_priced_in_whole_nodes():
     assert quota_hourly_usd({"gpu-spot": 9}, pools) == pytest.approx({"gpu-spot": 2 * G5_48_NODE})  # 9 GPUs: 2 nodes
 
 
-def test_every_instance_type_the_platform_knows_has_a_price_or_a_stated_gap():
-    unpriced = set(INSTANCE_TYPES) - set(prices.EC2_ON_DEMAND_HOURLY)
-    assert unpriced == {"p5e.48xlarge"}
-    assert any("p5e.48xlarge" in gap for gap in prices.GAPS)
-    assert set(prices.EC2_ON_DEMAND_HOURLY) <= set(INSTANCE_TYPES)
+@pytest.mark.parametrize("region", sorted(prices.TABLES))
+def test_every_instance_type_the_platform_knows_has_a_price_or_a_stated_gap(region):
+    table = prices.TABLES[region]
+    unpriced = set(INSTANCE_TYPES) - set(table.ec2_on_demand_hourly)
+    assert unpriced == {"p5e.48xlarge"}, region
+    assert any("p5e.48xlarge" in gap for gap in table.all_gaps)
+    assert set(table.ec2_on_demand_hourly) <= set(INSTANCE_TYPES)
 
 
 def test_every_price_names_its_source_and_date():
-    for name, price in prices.SERVICE_PRICES + tuple(prices.CAPACITY_BLOCK_HOURLY.items()):
-        assert price.usd > 0 and price.source and price.as_of[:4].isdigit(), name
+    for table in prices.TABLES.values():
+        for name, price in table.service_prices() + tuple(table.capacity_block_hourly.items()):
+            if price is not None:
+                assert price.usd > 0 and price.source and price.as_of[:4].isdigit(), (table.region, name)
+        assert table.ec2_on_demand_source and table.ec2_on_demand_as_of, table.region
 
 
-def test_a_region_without_prices_is_said_so():
+def test_a_region_without_a_table_is_refused_not_priced_from_another():
     provider = {"type": "pulumi:providers:aws", "name": "aws", "parent": None, "inputs": {"region": "eu-west-1"}}
-    assert "indicative" in plan_cost([provider]).notes[0]
+    with pytest.raises(UnpricedRegionError, match=r"region eu-west-1 has no price table .*us-east-1, us-west-2"):
+        plan_cost([provider, cluster("1.36", "STANDARD")])
+    with pytest.raises(UnpricedRegionError, match="no aws provider"):
+        plan_cost([cluster("1.36", "STANDARD")])  # no provider: no region to price it in
+    assert plan_cost([]).fixed_monthly_usd == 0  # an empty plan (a stack a change adds) costs nothing
+
+
+def test_make_cost_refuses_a_stack_in_a_region_without_a_table(tmp_path, plan_of, capfd):
+    resources = copy.deepcopy(plan_of("prod").resources)
+    for record in resources:
+        if record["type"] == "pulumi:providers:aws":
+            record["inputs"]["region"] = "eu-west-1"
+    (tmp_path / "resources.json").write_text(json.dumps(resources))
+    assert main(["--stack", "prod", "--plan-dir", str(tmp_path)]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("stack prod: region eu-west-1 has no price table") and "Fix: add a RegionPrices" in err
+
+
+# prod-usw2 at the us-west-2 table: every figure written out from that table's own sources.
+GP3_USW2 = 0.08 / 730  # USW2-EBS:VolumeUsage.gp3, 2026-10-04
+EXPECTED_FIXED_USW2 = {
+    "EKS control plane": 730 * 0.10,                                # USW2 AmazonEKS, standard support
+    "node pool system at min size": 3 * (0.4032 + 50 * GP3_USW2) * H,  # m7i.2xlarge us-west-2 (SkyPilot catalog)
+    "NAT gateways": 3 * 730 * 0.045,                                # USW2-NatGateway-Hours
+    "public IPv4 addresses (NAT)": 3 * 730 * 0.005,
+    "KMS keys": None,                                               # no us-west-2 source: not priced
+    "Secrets Manager secrets": 2 * 0.40,
+    "CloudWatch alarms": None,                                      # no us-west-2 source: not priced
+    "interface VPC endpoints": 8 * 3 * 730 * 0.01,                  # USW2-VpcEndpoint-Hours, 3 AZs
+    "FSx for Lustre": None,                                         # no us-west-2 source: not priced
+}
+EXPECTED_USAGE_USW2 = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
+                       "EFS Standard storage": None, "cross-AZ traffic to FSx for Lustre": 0.0}
+
+
+def test_a_us_west_2_stack_is_priced_from_the_us_west_2_table(plan_of):
+    cost = plan_cost(plan_of("prod-usw2").resources)
+    assert cost.region == "us-west-2"
+    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED_USW2, abs=1e-9)
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE_USW2, abs=1e-9)
+    assert cost.fixed_monthly_usd == pytest.approx(sum(v for v in EXPECTED_FIXED_USW2.values() if v), abs=1e-9)
+    p5, spot = 55.04 + 500 * GP3_USW2, 16.288 + 200 * GP3_USW2  # p5.48xlarge, g5.48xlarge in us-west-2
+    assert cost.gpu_hourly_at_min_usd == pytest.approx(2 * p5) and cost.gpu_hourly_at_max_usd == pytest.approx(2 * p5 + 4 * spot)
+    assert cost.unpriced == ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EFS Standard storage")
+    assert any("us-west-2: no source found" in gap for gap in cost.gaps)
+    assert "(us-west-2 list prices of 2026-11-30); not priced: KMS keys" in cost.summary_line()
+
+
+def test_each_stack_reads_only_its_own_regions_table(plan_of, monkeypatch):
+    """A figure changed in the us-west-2 table moves prod-usw2 and nothing else."""
+    before_east, before_west = plan_cost(plan_of("prod").resources), plan_cost(plan_of("prod-usw2").resources)
+    dear_nat = dataclasses.replace(prices.US_WEST_2, nat_gateway_hour=prices.Price(1.0, "NAT gateway-hour", "test", "2026"))
+    monkeypatch.setitem(prices.TABLES, "us-west-2", dear_nat)
+    after_east, after_west = plan_cost(plan_of("prod").resources), plan_cost(plan_of("prod-usw2").resources)
+    assert after_east == before_east
+    assert after_west.fixed_monthly_usd - before_west.fixed_monthly_usd == pytest.approx(3 * 730 * (1.0 - 0.045))
+
+
+def test_the_environment_is_priced_per_region_and_in_total(plan_of, monkeypatch):
+    import offline.plan
+    monkeypatch.setattr(offline.plan, "synthesize", lambda stack, *_a, **_k: plan_of(stack))
+    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), cross_region_gb=3000)
+    east, west = plan_cost(plan_of("prod").resources), plan_cost(plan_of("prod-usw2").resources)
+    assert f"  prod-usw2      us-west-2  ${west.fixed_monthly_usd:,.0f}/month fixed" in out
+    assert f"  prod           us-east-1  ${east.fixed_monthly_usd:,.0f}/month fixed" in out
+    assert "3,000 GB/month out of us-east-1 x $0.02/GB = $60/month" in out  # billed by the region it leaves
+    total = east.fixed_monthly_usd + east.usage_monthly_usd + west.fixed_monthly_usd + west.usage_monthly_usd + 60
+    assert f"  total: ${total:,.0f}/month" in out
+    assert "not priced, so in no figure above: prod-usw2: KMS keys" in out
+    doc = (ROOT / "docs" / "multi-region.md").read_text()
+    assert f"```\n{out}\n```" in doc, "docs/multi-region.md 'What it costs' no longer shows what --environment prod prints"
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -361,7 +440,16 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     ]
 
 
-@pytest.mark.parametrize("stack", PLATFORM_STACKS)
-def test_every_platform_stack_is_fully_priced(stack, plan_of):
-    assert not plan_cost(plan_of(stack).resources).unpriced
+# What the us-west-2 table has no source for (prices.US_WEST_2.gaps); every other stack is fully priced.
+UNPRICED = {"prod-usw2": ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EFS Standard storage")}
 
+
+@pytest.mark.parametrize("stack", PLATFORM_STACKS)
+def test_every_platform_stack_is_priced_but_for_its_regions_stated_gaps(stack, plan_of):
+    assert plan_cost(plan_of(stack).resources).unpriced == UNPRICED.get(stack, ())
+
+
+def test_the_plan_summary_states_an_unpriced_region_instead_of_failing_the_plan():
+    from offline.plan import cost_line
+    provider = {"type": "pulumi:providers:aws", "name": "aws", "parent": None, "inputs": {"region": "eu-west-1"}}
+    assert cost_line([provider]).startswith("cost: not priced: region eu-west-1 has no price table")

@@ -1,6 +1,7 @@
 """What a stack costs, read from its offline plan (the resources `pulumi up` would create).
 
-Pure arithmetic over `build/<stack>/resources.json` records and the dated table in prices.py:
+Pure arithmetic over `build/<stack>/resources.json` records and the dated table of the stack's
+region in prices.py (the region of the plan's aws provider; a region without a table is refused):
 
 - fixed monthly cost: what is billed while the stack exists, whether or not anything trains (EKS
   control plane, node pools at their minimum size, NAT gateways and their addresses, interface
@@ -23,7 +24,7 @@ from typing import Any
 
 from components.facts import prices
 from components.facts.instance_types import INSTANCE_TYPES
-from components.facts.prices import HOURS_PER_MONTH, Price
+from components.facts.prices import HOURS_PER_MONTH, Price, RegionPrices, region_prices
 
 ResourceRecord = Mapping[str, Any]
 
@@ -90,6 +91,8 @@ class PoolCost:
     basis: str
     on_demand_node_hourly_usd: float | None
     capacity_block_node_hourly_usd: float | None
+    volume_hourly: float | None = None
+    """One node's root volume per hour (None: the region's table has no gp3 price)."""
 
     @property
     def hourly_at_min_usd(self) -> float | None:
@@ -107,9 +110,9 @@ class PoolCost:
         return None if self.node_hourly_usd is None or not gpus else self.node_hourly_usd / gpus
 
     @property
-    def volume_hourly_usd(self) -> float:
+    def volume_hourly_usd(self) -> float | None:
         """One node's root volume: all a running node adds to a reserved instance's bill."""
-        return root_volume_hourly(self.pool.root_volume_gib)
+        return self.volume_hourly
 
     @property
     def reserved_without_node(self) -> int:
@@ -119,19 +122,21 @@ class PoolCost:
 
     @property
     def reserved_without_node_hourly_usd(self) -> float | None:
-        if self.node_hourly_usd is None:
+        if self.node_hourly_usd is None or self.volume_hourly is None:
             return None
-        return self.reserved_without_node * (self.node_hourly_usd - self.volume_hourly_usd)
+        return self.reserved_without_node * (self.node_hourly_usd - self.volume_hourly)
 
 
 @dataclass(frozen=True)
 class StackCost:
     region: str
+    """The plan's region, whose price table priced it ("" only for an empty plan)."""
     priced_on: date
     fixed: tuple[LineItem, ...]
     usage: tuple[LineItem, ...]
     pools: tuple[PoolCost, ...]
-    notes: tuple[str, ...] = field(default=())
+    gaps: tuple[str, ...] = field(default=())
+    """What the region's table cannot price at all (prices.RegionPrices.all_gaps)."""
 
     @property
     def fixed_monthly_usd(self) -> float:
@@ -170,7 +175,7 @@ class StackCost:
         if self.gpu_pools:
             line += (f"; GPU pools ${self.gpu_hourly_at_min_usd:,.2f}/h at min, "
                      f"${self.gpu_hourly_at_max_usd:,.2f}/h at max")
-        line += f" ({prices.REGION} list prices of {self.priced_on})"
+        line += f" ({self.region or 'no region'} list prices of {self.priced_on})"
         if self.unpriced:
             line += f"; not priced: {', '.join(self.unpriced)}"
         return line
@@ -252,32 +257,33 @@ def region_of(resources: Sequence[ResourceRecord]) -> str:
 
 # --- pricing --------------------------------------------------------------------------------------
 
-def eks_hourly(version: str, support_type: str, on: date) -> tuple[Price, str]:
-    """The control plane's hourly price on a day, and why.
+def eks_hourly(version: str, support_type: str, on: date, table: RegionPrices = prices.US_EAST_1) -> tuple[Price | None, str]:
+    """The control plane's hourly price on a day, and why (None: the region's table has no price).
 
     Past the end of standard support a cluster is billed at the extended support price, unless its
     upgrade policy is STANDARD: then EKS upgrades it at the end of standard support instead."""
     end = prices.EKS_STANDARD_SUPPORT_END.get(version)
     if end is None:
-        return prices.EKS_CLUSTER_HOUR, f"Kubernetes {version}: no support calendar in the table, priced as standard"
+        return table.eks_cluster_hour, f"Kubernetes {version}: no support calendar in the table, priced as standard"
     if on <= end:
-        return prices.EKS_CLUSTER_HOUR, f"Kubernetes {version} in standard support until {end}"
+        return table.eks_cluster_hour, f"Kubernetes {version} in standard support until {end}"
     if support_type == "STANDARD":
-        return prices.EKS_CLUSTER_HOUR, (f"Kubernetes {version} left standard support on {end}; upgrade policy "
-                                          "STANDARD: EKS upgrades the cluster instead of billing extended support")
-    return prices.EKS_EXTENDED_CLUSTER_HOUR, f"Kubernetes {version} in extended support since {end}"
+        return table.eks_cluster_hour, (f"Kubernetes {version} left standard support on {end}; upgrade policy "
+                                        "STANDARD: EKS upgrades the cluster instead of billing extended support")
+    return table.eks_extended_cluster_hour, f"Kubernetes {version} in extended support since {end}"
 
 
-def root_volume_hourly(gib: int) -> float:
-    return gib * prices.EBS_GP3_GB_MONTH.usd / HOURS_PER_MONTH
+def root_volume_hourly(gib: int, table: RegionPrices = prices.US_EAST_1) -> float | None:
+    gp3 = table.ebs_gp3_gb_month
+    return None if gp3 is None else gib * gp3.usd / HOURS_PER_MONTH
 
 
-def pool_cost(pool: NodePool) -> PoolCost:
+def pool_cost(pool: NodePool, table: RegionPrices = prices.US_EAST_1) -> PoolCost:
     """Cost of one node per hour: the most expensive of the pool's instance types (the autoscaler
     may launch any of them), plus its root volume."""
-    volume = root_volume_hourly(pool.root_volume_gib)
-    on_demand = _most_expensive({t: prices.EC2_ON_DEMAND_HOURLY.get(t) for t in pool.instance_types})
-    block = _most_expensive({t: p.usd if (p := prices.CAPACITY_BLOCK_HOURLY.get(t)) else None
+    volume = root_volume_hourly(pool.root_volume_gib, table)
+    on_demand = _most_expensive({t: table.ec2_on_demand_hourly.get(t) for t in pool.instance_types})
+    block = _most_expensive({t: p.usd if (p := table.capacity_block_hourly.get(t)) else None
                              for t in pool.instance_types})
     if pool.capacity_type == "CAPACITY_BLOCK":
         billed, basis = block, "capacity block, prepaid for the block used or not (STALE price)"
@@ -287,12 +293,15 @@ def pool_cost(pool: NodePool) -> PoolCost:
         billed, basis = on_demand, "spot, upper bound = on-demand price"
     else:
         billed, basis = on_demand, "on-demand"
+    if volume is None:
+        basis = f"{basis}: no {table.region} price for the gp3 root volume"
     return PoolCost(
         pool=pool,
-        node_hourly_usd=None if billed is None else billed[1] + volume,
-        basis=f"{billed[0]} {basis}" if billed else f"{basis}: no price for {', '.join(pool.instance_types)}",
-        on_demand_node_hourly_usd=None if on_demand is None else on_demand[1] + volume,
-        capacity_block_node_hourly_usd=None if block is None else block[1] + volume,
+        node_hourly_usd=None if billed is None or volume is None else billed[1] + volume,
+        basis=f"{billed[0]} {basis}" if billed else f"{basis}: no {table.region} price for {', '.join(pool.instance_types)}",
+        on_demand_node_hourly_usd=None if on_demand is None or volume is None else on_demand[1] + volume,
+        capacity_block_node_hourly_usd=None if block is None or volume is None else block[1] + volume,
+        volume_hourly=volume,
     )
 
 
@@ -313,13 +322,19 @@ def _monthly(count: float, price: Price, hours: bool = True) -> float:
     return count * price.usd * (HOURS_PER_MONTH if hours else 1)
 
 
-def fixed_items(resources: Sequence[ResourceRecord], pools: Sequence[PoolCost], on: date) -> list[LineItem]:
+def _no_price(region: str, what: str) -> str:
+    return f"{what}: no {region} price in components/facts/prices.py"
+
+
+def fixed_items(resources: Sequence[ResourceRecord], pools: Sequence[PoolCost], on: date,
+                table: RegionPrices = prices.US_EAST_1) -> list[LineItem]:
     items: list[LineItem] = []
     for cluster in _of_type(resources, "aws:eks/cluster:Cluster"):
         inputs = cluster["inputs"]
-        price, why = eks_hourly(str(inputs.get("version", "")), (inputs.get("upgradePolicy") or {}).get("supportType", ""), on)
-        items.append(LineItem("EKS control plane", _monthly(1, price),
-                              f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h ({why})"))
+        price, why = eks_hourly(str(inputs.get("version", "")), (inputs.get("upgradePolicy") or {}).get("supportType", ""),
+                                on, table)
+        items.append(LineItem("EKS control plane", None, _no_price(table.region, why)) if price is None else
+                     LineItem("EKS control plane", _monthly(1, price), f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h ({why})"))
     for cost in pools:
         pool = cost.pool
         if pool.capacity_type == "CAPACITY_BLOCK":
@@ -335,62 +350,70 @@ def fixed_items(resources: Sequence[ResourceRecord], pools: Sequence[PoolCost], 
             f"node pool {pool.name} at min size", monthly,
             f"{pool.min_nodes} x ({cost.basis} + {pool.root_volume_gib} GiB gp3) x {HOURS_PER_MONTH} h"))
     counted = (
-        ("NAT gateways", "aws:ec2/natGateway:NatGateway", prices.NAT_GATEWAY_HOUR, True),
-        ("public IPv4 addresses (NAT)", "aws:ec2/eip:Eip", prices.PUBLIC_IPV4_HOUR, True),
-        ("KMS keys", "aws:kms/key:Key", prices.KMS_KEY_MONTH, False),
-        ("Secrets Manager secrets", "aws:secretsmanager/secret:Secret", prices.SECRET_MONTH, False),
-        ("CloudWatch alarms", "aws:cloudwatch/metricAlarm:MetricAlarm", prices.ALARM_MONTH, False),
+        ("NAT gateways", "aws:ec2/natGateway:NatGateway", table.nat_gateway_hour, True),
+        ("public IPv4 addresses (NAT)", "aws:ec2/eip:Eip", table.public_ipv4_hour, True),
+        ("KMS keys", "aws:kms/key:Key", table.kms_key_month, False),
+        ("Secrets Manager secrets", "aws:secretsmanager/secret:Secret", table.secret_month, False),
+        ("CloudWatch alarms", "aws:cloudwatch/metricAlarm:MetricAlarm", table.alarm_month, False),
     )
     for name, type_token, price, hourly in counted:
         count = len(_of_type(resources, type_token))
-        if count:
-            per = f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h" if hourly else f"{rate(price.usd)}/month"
-            items.append(LineItem(name, _monthly(count, price, hourly), f"{count} x {per}"))
+        if not count:
+            continue
+        if price is None:
+            items.append(LineItem(name, None, _no_price(table.region, f"{count} in the plan")))
+            continue
+        per = f"{HOURS_PER_MONTH} h x {rate(price.usd)}/h" if hourly else f"{rate(price.usd)}/month"
+        items.append(LineItem(name, _monthly(count, price, hourly), f"{count} x {per}"))
     endpoint_azs = sum(len(e["inputs"].get("subnetIds") or ())
                        for e in _of_type(resources, "aws:ec2/vpcEndpoint:VpcEndpoint")
                        if e["inputs"].get("vpcEndpointType") == "Interface")
     if endpoint_azs:
-        price = prices.INTERFACE_ENDPOINT_AZ_HOUR
-        items.append(LineItem("interface VPC endpoints", _monthly(endpoint_azs, price),
+        price = table.interface_endpoint_az_hour
+        items.append(LineItem("interface VPC endpoints", None, _no_price(table.region, f"{endpoint_azs} endpoint-AZs"))
+                     if price is None else
+                     LineItem("interface VPC endpoints", _monthly(endpoint_azs, price),
                               f"{endpoint_azs} endpoint-AZs x {HOURS_PER_MONTH} h x {rate(price.usd)}/h "
                               "(gateway endpoints are free)"))
     for lustre in _of_type(resources, "aws:fsx/lustreFileSystem:LustreFileSystem"):
-        items.append(_lustre_item(lustre["inputs"]))
+        items.append(_lustre_item(lustre["inputs"], table))
     return items
 
 
-def _lustre_item(inputs: Mapping[str, Any]) -> LineItem:
+def _lustre_item(inputs: Mapping[str, Any], table: RegionPrices = prices.US_EAST_1) -> LineItem:
     capacity = int(inputs.get("storageCapacity") or 0)
     throughput = inputs.get("perUnitStorageThroughput")
-    if inputs.get("deploymentType") == "PERSISTENT_2" and throughput == 125:
-        price = prices.FSX_LUSTRE_P2_125_GB_MONTH
+    price = table.fsx_lustre_p2_125_gb_month
+    if inputs.get("deploymentType") == "PERSISTENT_2" and throughput == 125 and price is not None:
         return LineItem("FSx for Lustre", capacity * price.usd, f"{capacity} GiB x {rate(price.usd)}/GB-month (PERSISTENT_2-125)")
     return LineItem("FSx for Lustre", None,
-                    f"{capacity} GiB {inputs.get('deploymentType')}-{throughput}: no price in the table")
+                    _no_price(table.region, f"{capacity} GiB {inputs.get('deploymentType')}-{throughput}"))
 
 
-def usage_items(resources: Sequence[ResourceRecord], usage: Usage) -> list[LineItem]:
+def usage_items(resources: Sequence[ResourceRecord], usage: Usage, table: RegionPrices = prices.US_EAST_1) -> list[LineItem]:
+    def item(name: str, gb: float, price: Price | None, unit: str = "GB", note: str = "") -> LineItem:
+        if price is None:
+            return LineItem(name, None, _no_price(table.region, f"{gb:g} {unit.split('-')[0]}"))
+        return LineItem(name, gb * price.usd, f"{gb:g} GB x {rate(price.usd)}/{unit}{note}")
+
     items = []
     if _of_type(resources, "aws:ec2/natGateway:NatGateway"):
-        price = prices.NAT_GATEWAY_GB
-        items.append(LineItem("NAT data processing", usage.nat_gb * price.usd,
-                              f"{usage.nat_gb:g} GB x {rate(price.usd)}/GB"))
+        items.append(item("NAT data processing", usage.nat_gb, table.nat_gateway_gb))
     if _of_type(resources, "aws:cloudwatch/logGroup:LogGroup"):
-        price = prices.LOGS_INGEST_GB
-        items.append(LineItem("CloudWatch Logs ingestion", usage.log_gb * price.usd,
-                              f"{usage.log_gb:g} GB x {rate(price.usd)}/GB"))
+        items.append(item("CloudWatch Logs ingestion", usage.log_gb, table.logs_ingest_gb))
     if _of_type(resources, "aws:efs/fileSystem:FileSystem"):
-        price = prices.EFS_STANDARD_GB_MONTH
-        items.append(LineItem("EFS Standard storage", usage.efs_gb * price.usd,
-                              f"{usage.efs_gb:g} GB x {rate(price.usd)}/GB-month (no fixed charge; files unread "
-                              f"for the lifecycle period move to IA at {rate(prices.EFS_IA_GB_MONTH.usd)})"))
-    lustre_traffic = _lustre_cross_az_item(resources, usage)
+        ia = table.efs_ia_gb_month
+        items.append(item("EFS Standard storage", usage.efs_gb, table.efs_standard_gb_month, "GB-month",
+                          " (no fixed charge; files unread for the lifecycle period move to IA at "
+                          f"{'a price not in the table' if ia is None else rate(ia.usd)})"))
+    lustre_traffic = _lustre_cross_az_item(resources, usage, table)
     if lustre_traffic:
         items.append(lustre_traffic)
     return items
 
 
-def _lustre_cross_az_item(resources: Sequence[ResourceRecord], usage: Usage) -> LineItem | None:
+def _lustre_cross_az_item(resources: Sequence[ResourceRecord], usage: Usage,
+                          table: RegionPrices = prices.US_EAST_1) -> LineItem | None:
     """What GPU nodes outside the Lustre file system's zone pay to reach it. A file system lives in
     one subnet; the private subnets are one per AZ, so a GPU node group with another subnet has
     nodes in another AZ, and their checkpoints and data cross it (billed both ways)."""
@@ -405,7 +428,9 @@ def _lustre_cross_az_item(resources: Sequence[ResourceRecord], usage: Usage) -> 
     name = "cross-AZ traffic to FSx for Lustre"
     if not outside:
         return LineItem(name, 0.0, "none: every GPU node group runs in the file system's zone")
-    price = prices.CROSS_AZ_GB
+    price = table.cross_az_gb
+    if price is None:
+        return LineItem(name, None, _no_price(table.region, f"{usage.lustre_cross_az_gb:g} GB"))
     return LineItem(name, usage.lustre_cross_az_gb * price.usd,
                     f"{usage.lustre_cross_az_gb:g} GB x {rate(price.usd)}/GB ($0.01 each way): {', '.join(outside)} "
                     "have nodes outside the file system's zone")
@@ -417,15 +442,17 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def plan_cost(resources: Sequence[ResourceRecord], *, on: date = prices.REVIEWED_ON,
-              usage: Usage = STATED_USAGE) -> StackCost:
-    """The cost of a planned stack. `on` decides which EKS support window applies."""
-    pools = tuple(pool_cost(p) for p in node_pools(resources))
-    region = region_of(resources)
-    notes = []
-    if region and region != prices.REGION:
-        notes.append(f"the stack is in {region}; the table holds {prices.REGION} prices: figures are indicative")
-    return StackCost(region=region, priced_on=on, fixed=tuple(fixed_items(resources, pools, on)),
-                     usage=tuple(usage_items(resources, usage)), pools=pools, notes=tuple(notes))
+              usage: Usage = STATED_USAGE, region: str | None = None) -> StackCost:
+    """The cost of a planned stack at the list prices of its region: `region`, else the region of
+    the plan's aws provider. UnpricedRegionError when that region has no table (or the plan names
+    none); an empty plan costs nothing. `on` decides which EKS support window applies."""
+    region = region if region is not None else region_of(resources)
+    if not resources and not region:
+        return StackCost(region="", priced_on=on, fixed=(), usage=(), pools=())
+    table = region_prices(region)
+    pools = tuple(pool_cost(p, table) for p in node_pools(resources))
+    return StackCost(region=region, priced_on=on, fixed=tuple(fixed_items(resources, pools, on, table)),
+                     usage=tuple(usage_items(resources, usage, table)), pools=pools, gaps=table.all_gaps)
 
 
 def quota_hourly_usd(gpu_quota: Mapping[str, int], pools: Sequence[PoolCost]) -> dict[str, float | None]:

@@ -1,25 +1,29 @@
-"""What AWS charges for the things a stack creates: one dated table, the only place to update.
+"""What AWS charges for the things a stack creates: one dated table per region, the only place to update.
 
-Region us-east-1, USD, list prices (no Savings Plans, no Enterprise discounts, no free tier).
-Every price names its source and the date of that source's data. Where no source was found the
-price is absent, never guessed: the cost model then shows the line as "not priced" and leaves
-it out of every total (see `GAPS`).
+USD, list prices (no Savings Plans, no Enterprise discounts, no free tier), one `RegionPrices`
+per region in `TABLES`. A stack is priced from the table of its own region; a region without a
+table is refused (`UnpricedRegionError`), never priced from another region's figures. Every price
+names its source and the date of that source's data. Where no source was found for a region the
+price is None, never guessed or copied from another region: the cost model then shows the line
+as "not priced" and leaves it out of every total (see each table's `gaps` and `GAPS`).
 
 To update: change the figure, its `source` and `as_of`, then `REVIEWED_ON`; run
 `make cost STACK=prod` and `.venv/bin/python -m pytest tests/test_cost_model.py`, which then
 fails on every line item the change moves: update the hand-computed figures there, so the review
-shows each changed dollar amount. EC2 on-demand prices come from the AWS Pricing API as mirrored
-by the Karpenter AWS provider (a generated file, refreshed by its bot): copy the rows of the
-instance types in components/facts/instance_types.py from the newest
-`pkg/providers/pricing/zz_generated.pricing_aws.go`.
+shows each changed dollar amount. us-east-1 EC2 on-demand prices come from the AWS Pricing API as
+mirrored by the Karpenter AWS provider (a generated file, refreshed by its bot): copy the rows of
+the instance types in components/facts/instance_types.py from the newest
+`pkg/providers/pricing/zz_generated.pricing_aws.go`. That file holds us-east-1 only; other
+regions' EC2 prices come from SkyPilot's catalog of the AWS Price List
+(skypilot-org/skypilot-catalog `catalogs/v8/aws/vms.csv`, column Price, the rows of the region).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date
 
-REGION = "us-east-1"
 # Data moved from one US Region to another (us-east-1 <-> us-west-2), charged by the source Region;
 # S3 Cross-Region Replication is billed at this rate too. The AWS EC2 pricing page lists it under
 # "Data Transfer OUT From Amazon EC2 To another AWS Region"; the figure here from the rate matrix at
@@ -44,6 +48,8 @@ class Price:
 INTER_REGION_TRANSFER = Price(0.02, "GB", "redresscompliance.com AWS inter-region rate matrix (us-east-1 to us-west-2)",
                               "2026-11")
 
+
+# --- us-east-1 (US East, N. Virginia): the figures of US_EAST_1 below ---------------------------------
 
 # --- EC2 instances ------------------------------------------------------------------------------
 
@@ -131,26 +137,9 @@ LOGS_INGEST_GB = Price(0.50, "GB ingested into CloudWatch Logs (standard class)"
 ALARM_MONTH = Price(0.10, "standard-resolution alarm metric-month", "c3x.dev (3rd party); aws.amazon.com/cloudwatch/pricing "
                     "(10 alarms free per account, not deducted)", "2026")
 
-SERVICE_PRICES: tuple[tuple[str, Price], ...] = (
-    ("NAT gateway", NAT_GATEWAY_HOUR),
-    ("NAT data processing", NAT_GATEWAY_GB),
-    ("public IPv4 address", PUBLIC_IPV4_HOUR),
-    ("interface VPC endpoint", INTERFACE_ENDPOINT_AZ_HOUR),
-    ("EKS control plane", EKS_CLUSTER_HOUR),
-    ("EKS control plane, extended support", EKS_EXTENDED_CLUSTER_HOUR),
-    ("EFS Standard", EFS_STANDARD_GB_MONTH),
-    ("EFS Infrequent Access", EFS_IA_GB_MONTH),
-    ("FSx for Lustre PERSISTENT_2-125", FSX_LUSTRE_P2_125_GB_MONTH),
-    ("EBS gp3", EBS_GP3_GB_MONTH),
-    ("KMS key", KMS_KEY_MONTH),
-    ("Secrets Manager secret", SECRET_MONTH),
-    ("CloudWatch Logs ingestion", LOGS_INGEST_GB),
-    ("CloudWatch alarm", ALARM_MONTH),
-    ("cross-AZ data transfer", CROSS_AZ_GB),
-)
-
-# What a stack is billed for that this table cannot price (no source found). The cost model
-# prints these under every breakdown so nobody reads its totals as the whole bill.
+# What a stack is billed for that no region's table can price (no source found; a region adds its
+# own in RegionPrices.gaps). The cost model prints these under every breakdown so nobody reads its
+# totals as the whole bill.
 GAPS = (
     "p5e.48xlarge on-demand (AWS sells it as capacity blocks only) and capacity blocks other than p5.48xlarge",
     "FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB",
@@ -173,3 +162,202 @@ EKS_STANDARD_SUPPORT_END: dict[str, date] = {
     "1.35": date(2027, 3, 27),
     "1.36": date(2027, 8, 2),
 }
+
+
+# --- one table per region ---------------------------------------------------------------------------
+
+class UnpricedRegionError(ValueError):
+    """A plan in a region `TABLES` has no table for (or a plan with no region at all)."""
+
+
+@dataclass(frozen=True)
+class RegionPrices:
+    """Every price the cost model uses, for one region. None: no source was found for this region,
+    so the item is "not priced" there (the us-east-1 figure is never borrowed)."""
+
+    region: str
+    ec2_on_demand_hourly: Mapping[str, float]
+    ec2_on_demand_source: str
+    ec2_on_demand_as_of: str
+    capacity_block_hourly: Mapping[str, Price]
+    nat_gateway_hour: Price | None
+    nat_gateway_gb: Price | None
+    public_ipv4_hour: Price | None
+    interface_endpoint_az_hour: Price | None
+    eks_cluster_hour: Price | None
+    eks_extended_cluster_hour: Price | None
+    efs_standard_gb_month: Price | None
+    efs_ia_gb_month: Price | None
+    fsx_lustre_p2_125_gb_month: Price | None
+    ebs_gp3_gb_month: Price | None
+    cross_az_gb: Price | None
+    kms_key_month: Price | None
+    secret_month: Price | None
+    logs_ingest_gb: Price | None
+    alarm_month: Price | None
+    inter_region_transfer: Price | None
+    """Data sent from this region to the other US region of an environment (billed by the source)."""
+    gaps: tuple[str, ...] = field(default=())
+    """What this region's table cannot price, beyond what no region can (`GAPS`)."""
+
+    def service_prices(self) -> tuple[tuple[str, Price | None], ...]:
+        return (
+            ("NAT gateway", self.nat_gateway_hour),
+            ("NAT data processing", self.nat_gateway_gb),
+            ("public IPv4 address", self.public_ipv4_hour),
+            ("interface VPC endpoint", self.interface_endpoint_az_hour),
+            ("EKS control plane", self.eks_cluster_hour),
+            ("EKS control plane, extended support", self.eks_extended_cluster_hour),
+            ("EFS Standard", self.efs_standard_gb_month),
+            ("EFS Infrequent Access", self.efs_ia_gb_month),
+            ("FSx for Lustre PERSISTENT_2-125", self.fsx_lustre_p2_125_gb_month),
+            ("EBS gp3", self.ebs_gp3_gb_month),
+            ("KMS key", self.kms_key_month),
+            ("Secrets Manager secret", self.secret_month),
+            ("CloudWatch Logs ingestion", self.logs_ingest_gb),
+            ("CloudWatch alarm", self.alarm_month),
+            ("cross-AZ data transfer", self.cross_az_gb),
+            ("inter-region data transfer (out)", self.inter_region_transfer),
+        )
+
+    @property
+    def all_gaps(self) -> tuple[str, ...]:
+        return (*self.gaps, *GAPS)
+
+
+US_EAST_1 = RegionPrices(
+    region="us-east-1",
+    ec2_on_demand_hourly=EC2_ON_DEMAND_HOURLY,
+    ec2_on_demand_source=EC2_ON_DEMAND_SOURCE,
+    ec2_on_demand_as_of=EC2_ON_DEMAND_AS_OF,
+    capacity_block_hourly=CAPACITY_BLOCK_HOURLY,
+    nat_gateway_hour=NAT_GATEWAY_HOUR,
+    nat_gateway_gb=NAT_GATEWAY_GB,
+    public_ipv4_hour=PUBLIC_IPV4_HOUR,
+    interface_endpoint_az_hour=INTERFACE_ENDPOINT_AZ_HOUR,
+    eks_cluster_hour=EKS_CLUSTER_HOUR,
+    eks_extended_cluster_hour=EKS_EXTENDED_CLUSTER_HOUR,
+    efs_standard_gb_month=EFS_STANDARD_GB_MONTH,
+    efs_ia_gb_month=EFS_IA_GB_MONTH,
+    fsx_lustre_p2_125_gb_month=FSX_LUSTRE_P2_125_GB_MONTH,
+    ebs_gp3_gb_month=EBS_GP3_GB_MONTH,
+    cross_az_gb=CROSS_AZ_GB,
+    kms_key_month=KMS_KEY_MONTH,
+    secret_month=SECRET_MONTH,
+    logs_ingest_gb=LOGS_INGEST_GB,
+    alarm_month=ALARM_MONTH,
+    inter_region_transfer=INTER_REGION_TRANSFER,
+)
+
+
+# --- us-west-2 (US West, Oregon) --------------------------------------------------------------------
+# Each figure below was read for us-west-2 itself; none is the us-east-1 figure carried over. Where
+# two regions show the same figure, a us-west-2 source says so.
+
+# skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv at commit 00148f2a (SkyPilot's bot fetches the
+# AWS Price List; column Price, rows Region=us-west-2). The file carries no date; its us-east-1 rows
+# for every type below equal the Karpenter figures of 2026-07-20 in EC2_ON_DEMAND_HOURLY, and it
+# already lists p6-b300.48xlarge. p5e.48xlarge has an empty Price there too (capacity blocks only).
+US_WEST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-west-2), "
+                        "commit 00148f2a")
+US_WEST_2_EC2_AS_OF = "undated file; its us-east-1 rows equal Karpenter's 2026-07-20 data"
+US_WEST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
+    "p4d.24xlarge": 21.95764,
+    "p4de.24xlarge": 27.44705,
+    "p5.48xlarge": 55.04,
+    "p5en.48xlarge": 63.296,
+    "p6-b200.48xlarge": 113.9328,
+    "g5.xlarge": 1.006,
+    "g5.2xlarge": 1.212,
+    "g5.12xlarge": 5.672,
+    "g5.48xlarge": 16.288,
+    "g6.xlarge": 0.8048,
+    "g6.2xlarge": 0.9776,
+    "g6.12xlarge": 4.6016,
+    "g6.48xlarge": 13.3504,
+    "g6e.xlarge": 1.861,
+    "g6e.2xlarge": 2.24208,
+    "g6e.12xlarge": 10.49264,
+    "g6e.24xlarge": 15.06559,
+    "g6e.48xlarge": 30.13118,
+    "m6i.large": 0.096,
+    "m6i.xlarge": 0.192,
+    "m6i.2xlarge": 0.384,
+    "m7i.xlarge": 0.2016,
+    "m7i.2xlarge": 0.4032,
+    "c6i.2xlarge": 0.34,
+}
+
+# A public EKS lab cost guide ("Keep the practice below your $20 allowance"): "Rates below use US West
+# (Oregon), us-west-2, checked against AWS's public regional price lists on October 4, 2026", read from
+# the Price List offer files .../offers/v1.0/aws/{AmazonEKS,AmazonEC2,AmazonVPC}/current/us-west-2/.
+_OREGON_PRICE_LISTS = "AWS Price List offer files for us-west-2, as read by a public EKS lab cost guide"
+_OREGON_PRICE_LISTS_AS_OF = "2026-10-04"
+# A public HyperPod/E2B comparison guide, section "Pricing and instance specifications (us-west-2,
+# on-demand)", quoting the AWS Pricing API (usage type USW2-VpcEndpoint-Hours) and the AWS pages.
+_OREGON_HYPERPOD_GUIDE = "public HyperPod comparison guide, 'Pricing (us-west-2, on-demand)', AWS Pricing API"
+US_WEST_2 = RegionPrices(
+    region="us-west-2",
+    ec2_on_demand_hourly=US_WEST_2_EC2_ON_DEMAND_HOURLY,
+    ec2_on_demand_source=US_WEST_2_EC2_SOURCE,
+    ec2_on_demand_as_of=US_WEST_2_EC2_AS_OF,
+    # The capacity-block page copy (see CAPACITY_BLOCK_HOURLY) lists p5.48xlarge for US East only.
+    capacity_block_hourly={},
+    nat_gateway_hour=Price(0.045, "NAT gateway-hour", f"{_OREGON_PRICE_LISTS} (USW2-NatGateway-Hours); same in the "
+                           "HyperPod guide (2026-10-01)", _OREGON_PRICE_LISTS_AS_OF),
+    # A public cost note (CDO04, NAT Gateway vs VPC Endpoint) quoting the AWS Pricing API for AmazonEC2,
+    # location US West (Oregon): USW2-NatGateway-Bytes $0.045/GB; cloudpipelines.pages.dev's 2026 NAT
+    # pricing guide lists US West (Oregon) at ~$0.045/GB too.
+    nat_gateway_gb=Price(0.045, "GB processed", "AWS Pricing API, US West (Oregon), USW2-NatGateway-Bytes, as quoted "
+                         "by a public cost note; cloudpipelines.pages.dev NAT pricing 2026", "2026"),
+    # The same lab guide ($0.005/address-hour in us-west-2); the charge is "in all AWS regions"
+    # (techpartner.news quoting AWS on the 2024-02-01 public IPv4 charge).
+    public_ipv4_hour=Price(0.005, "public IPv4-hour (the NAT gateways' Elastic IPs)",
+                           f"{_OREGON_PRICE_LISTS} (AmazonVPC); techpartner.news: charged in all AWS regions",
+                           _OREGON_PRICE_LISTS_AS_OF),
+    interface_endpoint_az_hour=Price(0.01, "interface endpoint per AZ-hour",
+                                     f"{_OREGON_HYPERPOD_GUIDE} (USW2-VpcEndpoint-Hours)", "2026-10-06"),
+    eks_cluster_hour=Price(0.10, "cluster-hour in standard support", f"{_OREGON_PRICE_LISTS} (AmazonEKS); "
+                           "HyperPod guide (2026-10-06)", _OREGON_PRICE_LISTS_AS_OF),
+    eks_extended_cluster_hour=Price(0.60, "cluster-hour in extended support", f"{_OREGON_PRICE_LISTS} (AmazonEKS); "
+                                    "HyperPod guide (2026-10-06)", _OREGON_PRICE_LISTS_AS_OF),
+    efs_standard_gb_month=None,
+    efs_ia_gb_month=None,
+    fsx_lustre_p2_125_gb_month=None,
+    ebs_gp3_gb_month=Price(0.08, "GB-month, EBS gp3 (3000 IOPS, 125 MB/s included)",
+                           f"{_OREGON_PRICE_LISTS} (USW2-EBS:VolumeUsage.gp3)", _OREGON_PRICE_LISTS_AS_OF),
+    # A us-west-2 Cost Explorer breakdown, published as an example: "USW2-DataTransfer-Regional-Bytes
+    # $0.010 per GB - regional data transfer" (billed out of one AZ and into the other, as in us-east-1).
+    cross_az_gb=Price(0.02, "GB moved between AZs ($0.01/GB each direction, both billed)",
+                      "AWS price description of USW2-DataTransfer-Regional-Bytes in a published us-west-2 bill "
+                      "breakdown (undated)", "2026-12-02 (read; source undated)"),
+    kms_key_month=None,
+    secret_month=Price(0.40, "secret-month", _OREGON_HYPERPOD_GUIDE, "2026-10-06"),
+    # The same bill breakdown: "USW2-DataProcessing-Bytes $0.50 per GB - custom log data ingested".
+    logs_ingest_gb=Price(0.50, "GB ingested into CloudWatch Logs (standard class)",
+                         "AWS price description of USW2-DataProcessing-Bytes in a published us-west-2 bill "
+                         "breakdown (undated)", "2026-12-02 (read; source undated)"),
+    alarm_month=None,
+    # A published note on AWS data-transfer usage types, "examples from real billing":
+    # "USW2-USE1-AWS-Out-Bytes - us-west-2 -> us-east-1 ($0.02/GB)".
+    inter_region_transfer=Price(0.02, "GB sent to us-east-1", "USW2-USE1-AWS-Out-Bytes rate in a published note on "
+                                "AWS data-transfer usage types (undated)", "2026-12-02 (read; source undated)"),
+    gaps=(
+        "us-west-2: no source found for KMS keys, EFS (Standard and Infrequent Access), FSx for Lustre, "
+        "CloudWatch alarms, or p5.48xlarge capacity blocks",
+    ),
+)
+
+TABLES: dict[str, RegionPrices] = {table.region: table for table in (US_EAST_1, US_WEST_2)}
+
+
+def region_prices(region: str) -> RegionPrices:
+    """The price table of `region`; UnpricedRegionError when there is none (no silent fallback)."""
+    table = TABLES.get(region)
+    if table is None:
+        known = ", ".join(TABLES)
+        raise UnpricedRegionError(
+            f"region {region or '(none: the plan has no aws provider)'} has no price table in "
+            f"components/facts/prices.py (tables: {known}). Fix: add a RegionPrices for it, each figure with its "
+            "source and date, or plan the stack in a priced region")
+    return table
