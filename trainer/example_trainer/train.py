@@ -412,6 +412,9 @@ def main() -> int:
             write_mb_per_s=round(done.total_bytes / max(done.write_s, 1e-9) / 1e6, 1),
             next_interval_s=None if c.checkpoint_every_steps else round(sched.interval_s, 3),
         )
+        prune_error = checkpointer.take_prune_error()
+        if prune_error is not None:  # old checkpoints stay on disk; training goes on
+            prog.event("checkpoint_prune_failed", reason=str(prune_error))
 
     def save(at_step: int, reason: str) -> None:
         nonlocal last_saved

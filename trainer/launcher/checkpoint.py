@@ -274,19 +274,31 @@ def _remove_checkpoint(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def prune(root: str, keep: int) -> list[str]:
+def prune(root: str, keep: int, committed: int | None = None) -> list[str]:
     """Keep the newest `keep` complete checkpoints; remove older ones and stale
-    incomplete directories older than the newest complete one."""
+    incomplete directories older than the newest complete one.
+
+    `committed`: the step whose marker the caller just wrote. It counts as the newest, whatever
+    else is there: complete checkpoints of later steps belong to a line the run left when it
+    resumed from an older checkpoint (RESUME_FROM, or a fallback), and are removed, so that a
+    restart resumes this run, not the one it left, and its own checkpoints are not pruned as
+    older than those. Incomplete directories of later steps are left alone (the next save may be
+    writing one)."""
     if keep < 1:
         raise ValueError("keep must be >= 1")
     infos = list_checkpoints(root)
+    if committed is not None:
+        left_behind = [c for c in infos if c.complete and c.step > committed]
+        infos = [c for c in infos if c.step <= committed]
+    else:
+        left_behind = []
     complete = [c for c in infos if c.complete]
     if not complete:
         return []
     newest = complete[0].step
     kept = {c.path for c in complete[:keep]}
     removed = []
-    for c in infos:
+    for c in [*left_behind, *infos]:
         if c.path in kept:
             continue
         if c.complete or c.step < newest:
@@ -390,7 +402,12 @@ class BackgroundCommits:
         if pruner is not None:
             pruner.join()
 
-    def _prune_in_background(self) -> None:
+    def take_prune_error(self) -> OSError | None:
+        """The last background prune's failure, once (the trainer reports it; old checkpoints stay)."""
+        error, self.prune_error = self.prune_error, None
+        return error
+
+    def _prune_in_background(self, step: int) -> None:
         """Rank 0, once the new marker and its directory entry are durable: prune on a thread of
         its own, so that a save's time (and `wait()`) does not include deleting the previous
         checkpoint (0.22-0.26 s of a 0.93 s save of 1 GiB on the 2-core development VM). One prune at a time. Not a
@@ -401,7 +418,7 @@ class BackgroundCommits:
 
         def run() -> None:
             try:
-                prune(self.root, self.keep)
+                prune(self.root, self.keep, committed=step)
             except OSError as e:
                 self.prune_error = e
 
@@ -465,7 +482,7 @@ class BackgroundCommits:
             **meta,
         })
         fsync_dir(self.root)
-        self._prune_in_background()
+        self._prune_in_background(step)
 
 
 def expected_files(path: str, reports: list[dict[str, dict]]) -> dict[str, dict]:

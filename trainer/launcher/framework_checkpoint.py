@@ -104,7 +104,7 @@ def commit(path: str, step: int, ranks: Ranks, *, keep: int, framework: str, res
             "files": files, "framework": framework, "resume": resume, "created_unix": round(time.time(), 3)})
         root = os.path.dirname(os.path.normpath(path))
         checkpoint.fsync_dir(root)
-        checkpoint.prune(root, keep)
+        checkpoint.prune(root, keep, committed=step)
 
     ranks.agreed(f"step {step}: writing the marker", write_marker if ranks.rank == 0 else lambda: None)
 
