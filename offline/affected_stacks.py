@@ -23,7 +23,7 @@ import posixpath
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from components.config.stack import stack_kind
+from components.config.stack_names import stack_kind
 
 BOOTSTRAP_DIR = "bootstrap"
 MAIN_STACK_DIR = "stacks"  # Pulumi.yaml's stackConfigDir

@@ -14,7 +14,6 @@ a CIDR, is skipped with a warning (its own plan reports why), never a traceback.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,10 +21,9 @@ from pathlib import Path
 
 from components.config.reader import ConfigError
 from components.config.stack_file import REPO_ROOT, read_stack_file, shown_path
+from components.config.stack_names import REGIONAL_STACK
 
 STACKS_DIR = REPO_ROOT / "stacks"
-REGIONAL_STACK = re.compile(r"(?P<env>dev|staging|prod)-(?P<site>[a-z][a-z0-9]{1,7})")
-"""A platform stack of an environment in a further region: <env>-<site>, e.g. prod-usw2."""
 """Pulumi.yaml's stackConfigDir: where the environment stacks' files are."""
 
 

@@ -50,7 +50,8 @@ from components.config.service_quotas import (
     parse_service_quotas,
     security_group_rules,
 )
-from components.config.sibling_stacks import REGIONAL_STACK, STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
+from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
+from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import (
     CUDA_FORMAT_FIX,
@@ -64,9 +65,6 @@ from components.config.viewer import ViewerConfig, parse_viewer
 from components.facts.cuda import DEFAULT_IMAGE_CUDA
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
-ENVIRONMENTS = ("dev", "staging", "prod")
-TEAM_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-TEAM_STACK = re.compile(rf"team-(?P<team>{TEAM_NAME.pattern})-(?P<env>dev|staging|prod)")
 # An AWS tag value (`cost-center` on every resource) may hold up to 256 letters, digits, spaces and
 # _ . : / = + - @; we take the ASCII ones and ask for a letter or digit first (an empty or blank
 # cost center bills nobody). ASCII on purpose, though the value is a tag only (no Kubernetes label):
@@ -202,18 +200,6 @@ class TeamStackConfig:
         if self.platform is None:
             return ()
         return tuple(f"platform stack '{self.environment}': {warning}" for warning in self.platform.cluster.warnings)
-
-
-def stack_kind(stack: str) -> tuple[str | None, str | None]:
-    """(team, environment) implied by a stack name; (None, None) for an unknown form."""
-    if stack in ENVIRONMENTS:
-        return None, stack
-    if regional := REGIONAL_STACK.fullmatch(stack):
-        return None, regional["env"]
-    match = TEAM_STACK.fullmatch(stack)
-    if match:
-        return match["team"], match["env"]
-    return None, None
 
 
 def read_engine_config() -> dict[str, str]:
