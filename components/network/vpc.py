@@ -141,6 +141,9 @@ class Network(pulumi.ComponentResource):
         for index, (subnet, plan) in enumerate(zip(self.private_subnets, args.config.subnets, strict=True)):
             az = plan.availability_zone
             nat = nat_gateways[index] if args.config.nat_per_az else nat_gateways[0]
+            # checkov CKV2_AWS_44 (a table with a peering route holds a 0.0.0.0/0 route): that route
+            # is the NAT gateway's; the peering's names the peer VPC's range alone
+            # (tests/test_checkov_plans.py JUSTIFIED).
             table = aws.ec2.RouteTable(
                 f"{self._name}-private-rt-{az}",
                 vpc_id=self.vpc.id,
