@@ -22,7 +22,9 @@ Who makes what (cross-stack names are derived, no StackReference):
 
 - the manager requests the peering to each worker's VPC (found by its Name tag and CIDR in the
   worker's Region) and accepts it there itself (pulumi-aws v7's `region` argument: one provider,
-  the same account), so the connection is active when its `pulumi up` ends; the manager's
+  the same account; "the request must be made from the Region of the requester VPC, and the
+  request must be accepted from the Region of the accepter VPC", Amazon VPC Peering Guide,
+  "Create a VPC peering connection"), so the connection is active when its `pulumi up` ends; the manager's
   private route tables route the worker's CIDR to it;
 - the worker finds the active connection by the two CIDRs and routes the manager's CIDR to it
   in its private route tables (the route tables hold their routes inline, vpc.py: a route
