@@ -138,9 +138,9 @@ def test_the_worker_lets_the_manager_in_through_a_scoped_group(plan_of):
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
     reads = {(group, resource) for rule in roles[WORKER_READ]["rules"] for group in rule["apiGroups"]
              for resource in rule["resources"]}
-    # ClusterQueues (the script's one cluster-scoped read) and what MultiKueue watches cluster-wide.
-    assert reads == {("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "workloads"), ("batch", "jobs"),
-                     ("jobset.x-k8s.io", "jobsets")}
+    # The script's queue reads and what MultiKueue watches cluster-wide.
+    assert reads == {("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "workloads"),
+                     ("batch", "jobs"), ("jobset.x-k8s.io", "jobsets")}
     for name in (WORKER_GROUP, WORKER_READ):
         resources = {resource for rule in roles[name]["rules"] for resource in rule["resources"]}
         assert "secrets" not in resources and "*" not in resources and "pods" not in resources

@@ -20,8 +20,8 @@ the only kinds this platform runs), not cluster admin, split by reach:
 - writes (create and delete Jobs, JobSets and Workloads, update Workload status) in a ClusterRole
   `multikueue-manager` bound by a RoleBinding in each training namespace only (the environment's
   here; team namespaces get the same RoleBinding from their stacks);
-- reads cluster-wide in `multikueue-manager-read` (a ClusterRoleBinding): ClusterQueues (the
-  script's only cluster-scoped resource), and list/watch of Workloads, Jobs and JobSets, because
+- reads cluster-wide in `multikueue-manager-read` (a ClusterRoleBinding): ClusterQueues and
+  LocalQueues (the script's queue reads), and list/watch of Workloads, Jobs and JobSets, because
   MultiKueue watches each of them on the worker across all namespaces (kueue v0.19.2
   pkg/controller/admissionchecks/multikueue/multikueuecluster.go establishWatch: `c.Watch(...,
   client.MatchingLabels{MultiKueueOriginLabel: origin})`, no namespace); a namespaced watch would
@@ -123,18 +123,20 @@ def worker_cluster_role() -> dict[str, Any]:
                 {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*write, "update", "patch"]},
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "list", "watch"]},
             ]}
 
 
 def worker_read_cluster_role() -> dict[str, Any]:
-    """What the manager reads on the worker across namespaces: the script's one cluster-scoped
-    resource (ClusterQueues), and the kinds MultiKueue watches cluster-wide (Workloads, and the
-    Jobs and JobSets of the integrations the manager's Kueue enables: controllers.py)."""
+    """What the manager reads on the worker across namespaces: the script's queue reads
+    (ClusterQueues, cluster-scoped, and LocalQueues, which its ClusterRoleBinding grants
+    cluster-wide too: MultiKueue lists both on a worker, without a namespace, for quota automation,
+    kueue v0.19.2 multikueue/clusterqueue.go aggregateWorkerQuotas), and the kinds MultiKueue
+    watches cluster-wide (Workloads, and the Jobs and JobSets of the integrations the manager's
+    Kueue enables: controllers.py)."""
     read = ["get", "list", "watch"]
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WORKER_READ},
             "rules": [
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": read},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues", "workloads"], "verbs": read},
                 {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": read},
                 {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": read},
             ]}
