@@ -6,7 +6,7 @@ import json
 import pytest
 from stack_configs import PLATFORM_STACKS, raw_config
 
-from components.config import load_stack_config
+from components.config import StackConfig, load_stack_config
 from components.config.stack import stack_kind
 from components.network.endpoints import INTERFACE_ENDPOINTS
 
@@ -17,8 +17,10 @@ EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 OPEN_TO_ALL = {"0.0.0.0/0", "::/0"}
 
 
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project="gpu-training", stack=stack)
+def config_of(stack) -> StackConfig:
+    config = load_stack_config(raw_config(stack), project="gpu-training", stack=stack)
+    assert isinstance(config, StackConfig), stack  # these are the platform stacks
+    return config
 
 
 def sg_id(name):
