@@ -60,8 +60,6 @@ WORKER_READ = "multikueue-manager-read"
 KUEUE_NAMESPACE = "kueue-system"
 ENVIRONMENT_LABEL = "gpu-training/environment"
 ROTATION = "multikueue-token-rotation"
-SECRET_KEY = "kubeconfig"
-"""The key of a kubeconfig Secret Kueue reads (kueue v0.19.2 multikueue_types.go MultiKueueConfigSecretKey)."""
 SCRIPT = Path(__file__).with_name("multikueue_token_script.py")
 SCRIPT_DIR = "/opt/multikueue"
 # EKS accepts a token for 15 minutes (aws-iam-authenticator README): renewed every 5, two runs may fail.
@@ -274,7 +272,8 @@ class MultiKueueManager(pulumi.ComponentResource):
                        for w, (cluster, _) in zip(args.config.workers, clusters, strict=True)]
             return rotation_manifests(image=args.image, system_pool=args.system_pool, workers=workers)
 
-        # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only it waits for it.
+        # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only the
+        # CronJob waits for it; the ServiceAccount, Role, RoleBinding and ConfigMap do not read it.
         account, role_manifest, binding, script, _ = manifests("")
         cronjob_spec = pulumi.Output.from_input(args.dns_suffix).apply(lambda suffix: manifests(suffix)[-1]["spec"])
         for secret in kubeconfig_secrets([w.stack for w in args.config.workers]):
