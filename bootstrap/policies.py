@@ -934,19 +934,34 @@ def _peering_scope(config: BootstrapConfig, environment: str, account_id: str) -
     """PEERING_ACTIONS only between VPCs of the environment: a VPC either call names (the
     requester on create, the accepter on accept) carries the environment's and the project's
     tags (a missing tag fails StringNotEquals), and the connection's two VPCs are in the account
-    and the environment's regions (ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs)."""
-    partition = arn_partition(config.region)
-    vpcs = [f"arn:{partition}:ec2:{region}:{account_id}:vpc/*" for region in environment_regions(config, environment)]
+    (ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs)."""
+    # Any Region of the account: the calls themselves are allowed in the environment's regions only
+    # (ManagePlatformServices), so a connection is requested and accepted there or not at all; one
+    # pattern, not one per region, keeps the inline policy within its 10,240 characters.
+    vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
     vpc_resources, connections = in_partition(config, "ec2:*:*:vpc/*"), in_partition(config, "ec2:*:*:vpc-peering-connection/*")
     return [
         {"Sid": "PeerOnlyTheEnvironmentsVpcs", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
          "Resource": vpc_resources, "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},
         {"Sid": "PeerOnlyTheProjectsVpcs", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
          "Resource": vpc_resources, "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": config.stacks_project}}},
-        *({"Sid": f"PeerOnlyInTheAccountAndRegions{side}", "Effect": "Deny", "Action": [*PEERING_ACTIONS, "ec2:CreateTags"],
+        *({"Sid": f"PeerOnlyInTheAccountAndRegions{side}", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
            "Resource": connections, "Condition": {"ArnNotLike": {f"ec2:{side}Vpc": vpcs}}}
           for side in ("Accepter", "Requester")),
     ]
+
+
+def _peering_tagging_scope(config: BootstrapConfig, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """Tagging a peering connection (the accepter Region's side is tagged after its acceptance,
+    not at creation: exempt from DenyAdoptingOtherProjectsEc2): not one that joins a VPC outside
+    the account, where the request says which VPCs it joins (Null:
+    a request without the key is not refused by this). In the project scope, which has the room
+    (the inline policy is near its 10,240 characters)."""
+    vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
+    return [{"Sid": f"TagOnlyTheEnvironmentsPeerings{side}", "Effect": "Deny", "Action": ["ec2:CreateTags"],
+             "Resource": in_partition(config, "ec2:*:*:vpc-peering-connection/*"),
+             "Condition": {"ArnNotLike": {f"ec2:{side}Vpc": vpcs}, "Null": {f"ec2:{side}Vpc": "false"}}}
+            for side in ("Accepter", "Requester")]
 
 
 # What using a key is (components/common/kms.py KEY_USE_ACTIONS).
@@ -1001,7 +1016,7 @@ def state_key_policy(config: BootstrapConfig, account_id: str) -> dict[str, Any]
     ]}
 
 
-def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> dict[str, Any]:
+def deploy_scope_policy(config: BootstrapConfig, environment: str, *, account_id: str, **_: Any) -> dict[str, Any]:
     """What keeps the deploy role off other projects' resources in the account: a managed policy
     attached to the deploy role beside its inline one, which it could not hold as well (IAM User
     Guide, "IAM and AWS STS quotas": 10,240 characters of inline policy per role, 6,144 per
@@ -1045,9 +1060,10 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
         # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate). Peering connections
         # too: the accepter Region's side of the manager's is tagged by its accepter after the
         # acceptance, not at creation; which connections may be tagged is held to the account and
-        # regions by the VPCs they join (deploy_policy, PeerOnlyInTheAccountAndRegions*).
+        # regions by the VPCs they join (deploy_policy, TagOnlyTheEnvironmentsPeerings*).
         {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
          "Resource": in_partition(config, *(arn for arn in PROJECT_SCOPED_RESOURCES if arn.startswith("ec2:")
                                            and ":security-group/" not in arn and ":vpc-peering-connection/" not in arn)),
          "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
+        *_peering_tagging_scope(config, environment, account_id),
     ]}

@@ -385,9 +385,9 @@ DEPLOY_DEV_CASES = [
     ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc-peering-connection/*",                     # to another account
      {**IN_REGION, "ec2:AccepterVpc": "arn:aws:ec2:us-east-1:999999999999:vpc/vpc-9", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"},
      DENY),
-    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc-peering-connection/*",                     # a region not the env's
-     {**IN_REGION, "ec2:AccepterVpc": f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc/vpc-9", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"},
-     DENY),
+    ("ec2:AcceptVpcPeeringConnection", f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc-peering-connection/pcx-1",  # not its region
+     {"aws:RequestedRegion": "eu-west-1", "ec2:AccepterVpc": f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc/vpc-9",
+      "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, "not allowed"),
     ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1",
      {**IN_REGION, "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, ALLOW),
     ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1",
