@@ -12,7 +12,8 @@ Least privilege, written down (docs/delivery.md repeats it for readers):
   anything tagged with another environment, nor (for the services in PROJECT_SCOPED_RESOURCES)
   anything without the project's tag, nor log groups and alarms outside its environment's names
   (NAME_SCOPED_SERVICES), nor Auto Scaling groups but its cluster's; never shares a snapshot or an
-  image, nor peers a VPC (NEVER_ACTIONS). The project scope is a managed policy of its own
+  image (NEVER_ACTIONS), and peers only its environment's own VPCs, in its regions and account
+  (PEERING_ACTIONS: a MultiKueue manager with its workers). The project scope is a managed policy of its own
   (`deploy_scope_policy`) beside the inline one. IAM: it creates roles, and changes their policies
   or trust, only with its environment's permissions boundary on them (`boundary_policy`), attaches only the
   AWS managed policies the stacks attach, and can neither set nor remove a boundary.
@@ -239,6 +240,10 @@ PROGRAM_INVOKES: dict[str, tuple[str, ...]] = {
     "aws:index/getPartition:getPartition": (),
     # Zone names from AZ IDs (components/platform.py): EC2 DescribeAvailabilityZones.
     "aws:index/getAvailabilityZone:getAvailabilityZone": ("ec2:DescribeAvailabilityZones",),
+    # MultiKueue's peering (components/network/peering.py): the manager finds each worker's VPC
+    # in the worker's Region, a worker the active connection from its manager.
+    "aws:ec2/getVpcs:getVpcs": ("ec2:DescribeVpcs",),
+    "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections": ("ec2:DescribeVpcPeeringConnections",),
 }
 # Environments whose preview role a pull request may assume. A pull_request run uses the pull
 # request's own workflow file, so anyone who can push a branch can run code with that role and
@@ -310,6 +315,9 @@ PROJECT_EXEMPT_ACTIONS = (
     "ec2:CreateInternetGateway", "ec2:CreateLaunchTemplate", "ec2:CreateNatGateway", "ec2:CreateNetworkInterface",
     "ec2:CreatePlacementGroup", "ec2:CreateRouteTable", "ec2:CreateSecurityGroup", "ec2:CreateSubnet", "ec2:CreateVpc",
     "ec2:CreateVpcEndpoint",
+    # A new peering connection has no tags, nor has the accepter Region's side of one before it is
+    # accepted: the VPCs they join are scoped instead (deploy_policy, PeerOnly*).
+    "ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnection",
     # Not eks:CreateAccessEntry: it is checked against the cluster, which must be the project's
     # (an access entry on another project's cluster, then AssociateAccessPolicy on it, is that
     # cluster's admin); DenyOtherClusters scopes it to this environment's cluster by name too.
@@ -345,10 +353,17 @@ NAME_SCOPED_SERVICES = ("logs", "cloudwatch")
 # (terraform-provider-aws internal/service/logs/group.go, internal/service/cloudwatch/metric_alarm.go).
 NAME_SCOPED_READS = ("cloudwatch:DescribeAlarms", "logs:DescribeLogGroups")
 # Never, on any resource, the project's own included: sharing a snapshot or an image with another
-# account (ModifySnapshotAttribute/ModifyImageAttribute add createVolumePermission/launchPermission)
-# or joining the VPC to another network. The stacks do none of this.
-NEVER_ACTIONS = ("ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnection", "ec2:ModifyImageAttribute",
-                 "ec2:ModifySnapshotAttribute")
+# account (ModifySnapshotAttribute/ModifyImageAttribute add createVolumePermission/launchPermission).
+# The stacks do none of this.
+NEVER_ACTIONS = ("ec2:ModifyImageAttribute", "ec2:ModifySnapshotAttribute")
+# Joining a VPC to another network: the deploy role's only between its environment's own VPCs
+# (the MultiKueue manager's with its workers', components/network/peering.py): both carry the
+# environment's and the project's tags, both are in the account and in the environment's
+# regions (deploy_policy, PeerOnly*). For CreateVpcPeeringConnection "the VPC resource ... is
+# always the requester VPC" (Amazon VPC Peering Guide, "Identity and access management for VPC
+# peering"); the accepter VPC is held by the ec2:AccepterVpc condition key on the connection.
+# No role of the stacks peers: the boundary denies both outright (BOUNDARY_NEVER_ACTIONS).
+PEERING_ACTIONS = ("ec2:AcceptVpcPeeringConnection", "ec2:CreateVpcPeeringConnection")
 # The Auto Scaling groups of an environment are EKS's, for its managed node groups: EKS creates
 # them without the provider's default tags (aws/containers-roadmap#608) but tagged for the Cluster
 # Autoscaler's discovery, k8s.io/cluster-autoscaler/<cluster> = owned (EKS User Guide, "Managed
@@ -366,7 +381,7 @@ CLUSTER_ACCESS_ACTIONS = ("eks:AssociateAccessPolicy", "eks:CreateAccessEntry", 
 RESOURCELESS_ACTIONS = ("kms:CreateKey",)
 # Never, for any role of the stacks: NEVER_ACTIONS, and commands or sessions on an instance (a
 # node's role holds neither; `*:*` under the boundary must not get them either).
-BOUNDARY_NEVER_ACTIONS = (*NEVER_ACTIONS, "ssm:SendCommand", "ssm:StartSession")
+BOUNDARY_NEVER_ACTIONS = (*NEVER_ACTIONS, *PEERING_ACTIONS, "ssm:SendCommand", "ssm:StartSession")
 # What a role of the stacks may act on only while it carries the project's tag: the deploy
 # role's list less the EC2 kinds AWS creates for the cluster without the provider's tags (the
 # cluster security group, the CNI's network interfaces, route tables and subnets the cluster role
@@ -908,10 +923,45 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
                       f"arn:{partition}:iam::{account_id}:policy/{boundary_policy_name(project, '*')}",
                       f"arn:{partition}:iam::{account_id}:policy/{ci_role_pattern(project)}"]},
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
+        *_peering_scope(config, environment, account_id),
     ]
     if other_keys:
         statements.append({"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": other_keys})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _peering_scope(config: BootstrapConfig, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """PEERING_ACTIONS only between VPCs of the environment: a VPC either call names (the
+    requester on create, the accepter on accept) carries the environment's and the project's
+    tags (a missing tag fails StringNotEquals), and the connection's two VPCs are in the account
+    (ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs)."""
+    # Any Region of the account: the calls themselves are allowed in the environment's regions only
+    # (ManagePlatformServices), so a connection is requested and accepted there or not at all; one
+    # pattern, not one per region, keeps the inline policy within its 10,240 characters.
+    vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
+    vpc_resources, connections = in_partition(config, "ec2:*:*:vpc/*"), in_partition(config, "ec2:*:*:vpc-peering-connection/*")
+    return [
+        {"Sid": "PeerOnlyTheEnvironmentsVpcs", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
+         "Resource": vpc_resources, "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},
+        {"Sid": "PeerOnlyTheProjectsVpcs", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
+         "Resource": vpc_resources, "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": config.stacks_project}}},
+        *({"Sid": f"PeerOnlyInTheAccountAndRegions{side}", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
+           "Resource": connections, "Condition": {"ArnNotLike": {f"ec2:{side}Vpc": vpcs}}}
+          for side in ("Accepter", "Requester")),
+    ]
+
+
+def _peering_tagging_scope(config: BootstrapConfig, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """Tagging a peering connection (the accepter Region's side is tagged after its acceptance,
+    not at creation: exempt from DenyAdoptingOtherProjectsEc2): not one that joins a VPC outside
+    the account, where the request says which VPCs it joins (Null:
+    a request without the key is not refused by this). In the project scope, which has the room
+    (the inline policy is near its 10,240 characters)."""
+    vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
+    return [{"Sid": f"TagOnlyTheEnvironmentsPeerings{side}", "Effect": "Deny", "Action": ["ec2:CreateTags"],
+             "Resource": in_partition(config, "ec2:*:*:vpc-peering-connection/*"),
+             "Condition": {"ArnNotLike": {f"ec2:{side}Vpc": vpcs}, "Null": {f"ec2:{side}Vpc": "false"}}}
+            for side in ("Accepter", "Requester")]
 
 
 # What using a key is (components/common/kms.py KEY_USE_ACTIONS).
@@ -966,7 +1016,7 @@ def state_key_policy(config: BootstrapConfig, account_id: str) -> dict[str, Any]
     ]}
 
 
-def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> dict[str, Any]:
+def deploy_scope_policy(config: BootstrapConfig, environment: str, *, account_id: str, **_: Any) -> dict[str, Any]:
     """What keeps the deploy role off other projects' resources in the account: a managed policy
     attached to the deploy role beside its inline one, which it could not hold as well (IAM User
     Guide, "IAM and AWS STS quotas": 10,240 characters of inline policy per role, 6,144 per
@@ -985,7 +1035,7 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
          "Resource": in_partition(config, AUTOSCALING_GROUPS), "Condition": {"StringNotEquals": {
              f"aws:ResourceTag/{PROJECT_TAG}": project,
              **{f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}": "owned" for cluster in clusters}}}},
-        {"Sid": "DenySharingAndPeering", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
+        {"Sid": "DenySharing", "Effect": "Deny", "Action": list(NEVER_ACTIONS), "Resource": ["*"]},
         # Access to a cluster (an entry, a pod identity, an add-on or node group that runs code in
         # it) only on this environment's cluster, by name as well as by tag.
         {"Sid": "DenyOtherClusters", "Effect": "Deny", "Action": list(CLUSTER_ACCESS_ACTIONS),
@@ -1007,9 +1057,13 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, **_: Any) -> 
         # the project's already. Security groups excepted: the VPC's default group is created
         # untagged by EC2 and adopted by the stack (aws.ec2.DefaultSecurityGroup), which tags it
         # first, then changes its rules (terraform-provider-aws internal/service/ec2/
-        # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate).
+        # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate). Peering connections
+        # too: the accepter Region's side of the manager's is tagged by its accepter after the
+        # acceptance, not at creation; which connections may be tagged is held to the account and
+        # regions by the VPCs they join (deploy_policy, TagOnlyTheEnvironmentsPeerings*).
         {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
-         "Resource": in_partition(config, *(arn for arn in PROJECT_SCOPED_RESOURCES
-                                           if arn.startswith("ec2:") and ":security-group/" not in arn)),
+         "Resource": in_partition(config, *(arn for arn in PROJECT_SCOPED_RESOURCES if arn.startswith("ec2:")
+                                           and ":security-group/" not in arn and ":vpc-peering-connection/" not in arn)),
          "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
+        *_peering_tagging_scope(config, environment, account_id),
     ]}

@@ -30,7 +30,7 @@ from components.common.tags import default_tags
 from components.config import ConfigError, ConfigProblem, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
-from components.config.multikueue import MANAGER, dispatcher_role_name
+from components.config.multikueue import MANAGER, api_peer_cidrs, dispatcher_role_name, peering_name, stack_name_prefix
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
@@ -49,6 +49,7 @@ from components.identity import policies
 from components.identity.workload_roles import WorkloadRoles, WorkloadRolesArgs
 from components.network.ci_runner import CiRunnerAccess, CiRunnerAccessArgs
 from components.network.endpoints import VpcEndpoints, VpcEndpointsArgs
+from components.network.peering import PeeringRequest, PeerRoute, find_peering, find_vpc
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.network.vpc import Network, NetworkArgs
 from components.observability.budget import StackBudget, StackBudgetArgs
@@ -151,12 +152,15 @@ def _on_aws(config: StackConfig, provider: aws.Provider) -> OnAws:
 def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
     """VPC and subnets, the security groups (GPU fabric included), the VPC endpoints."""
     pools = config.node_pools
+    peerings, peer_routes = _peerings(config, on_aws.provider)
     network = Network("network", NetworkArgs(
         config=config.network,
         name_prefix=config.name_prefix,
         cluster_name=config.cluster_name,
         account_id=on_aws.account_id,
         logs_key_arn=on_aws.logs_key_arn,
+        peerings=peerings,
+        peer_routes=peer_routes,
     ), on_aws.opts)
     security_groups = SecurityGroups("security-groups", SecurityGroupsArgs(
         vpc_id=network.vpc.id,
@@ -168,6 +172,7 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
         efa_fabric=any(p.efa for p in pools),
         socket_fabric=any(p.gpu and not p.efa for p in pools),
         lustre=config.storage.lustre is not None,
+        api_peer_cidrs=api_peer_cidrs(config.multikueue),
     ), on_aws.opts)
     VpcEndpoints("vpc-endpoints", VpcEndpointsArgs(
         region=config.region,
@@ -183,6 +188,38 @@ def _network(config: StackConfig, on_aws: OnAws) -> NetworkStage:
         vpc_id=network.vpc.id, name_prefix=config.name_prefix, control_plane=security_groups.control_plane,
     ), on_aws.opts)
     return NetworkStage(network, security_groups, private_subnets_by_az, ci_runner)
+
+
+def _peerings(config: StackConfig, provider: aws.Provider) -> tuple[tuple[PeeringRequest, ...], tuple[PeerRoute, ...]]:
+    """multiKueue's network path (network/peering.py): the manager requests and accepts a peering
+    to each worker VPC that exists; a worker routes to the active one its manager made. What the
+    lookups do not find yet is left for the next deploy, with a warning."""
+    multikueue = config.multikueue
+    if multikueue is None:
+        return (), ()
+    if multikueue.role == MANAGER:
+        requests = []
+        for worker in multikueue.workers:
+            vpc_name = stack_name_prefix(config.project, worker.stack)
+            vpc_id = find_vpc(provider, region=worker.region, name=vpc_name, cidr=worker.vpc_cidr) if worker.vpc_cidr else None
+            if vpc_id is None:
+                pulumi.log.warn(f"multiKueue: no VPC {vpc_name} ({worker.vpc_cidr or 'CIDR unknown'}) in {worker.region} "
+                                f"yet: the peering to worker '{worker.stack}' is made on the deploy after that stack's "
+                                "first (docs/multi-region.md, Adding a region)")
+                continue
+            requests.append(PeeringRequest(name=peering_name(config.project, config.stack, worker.stack),
+                                           peer_stack=worker.stack, peer_region=worker.region, peer_vpc_id=vpc_id,
+                                           peer_cidr=worker.vpc_cidr))
+        return tuple(requests), ()
+    manager = str(multikueue.manager)
+    connection = find_peering(provider, requester_cidr=multikueue.manager_vpc_cidr,
+                              accepter_cidr=str(config.network.vpc_cidr)) if multikueue.manager_vpc_cidr else None
+    if connection is None:
+        pulumi.log.warn(f"multiKueue: no active VPC peering from manager '{manager}' "
+                        f"({multikueue.manager_vpc_cidr or 'CIDR unknown'}) yet: its route is added on the deploy after "
+                        "the manager's next (docs/multi-region.md, Adding a region)")
+        return (), ()
+    return (), (PeerRoute(multikueue.manager_vpc_cidr, connection),)
 
 
 def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: NetworkStage,
@@ -454,15 +491,16 @@ def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depen
             cluster_name=cluster.cluster.eks.name, dispatcher_role_name=role_name,
             trust_policy=on_aws.account_id.apply(lambda account: policies.workload_trust_policy(
                 account, cluster_name=config.cluster_name, namespace=KUEUE_NAMESPACE, service_account=ROTATION)),
-            partition=arn_partition(config.region), account_id=on_aws.account_id, aws_opts=on_aws.opts,
-            depends_on=depends_on), cluster.in_cluster)
+            partition=arn_partition(config.region),
+            dns_suffix=aws.get_partition_output(opts=pulumi.InvokeOutputOptions(provider=on_aws.provider)).dns_suffix,
+            account_id=on_aws.account_id, aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
         cluster_queue = ANY_REGION
     else:
         MultiKueueWorker("multikueue", MultiKueueWorkerArgs(
             cluster_name=cluster.cluster.eks.name,
             dispatcher_role_arn=on_aws.account_id.apply(
                 lambda account: f"arn:{arn_partition(config.region)}:iam::{account}:role/{role_name}"),
-            aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
+            namespace=namespace, aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
         cluster_queue = namespace  # the namespace's own ClusterQueue (TrainingQueue)
     custom_resource("multikueue-any-region-queue", any_region_local_queue(namespace, cluster_queue),
                     pulumi.ResourceOptions.merge(cluster.in_cluster, pulumi.ResourceOptions(depends_on=depends_on)))

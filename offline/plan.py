@@ -68,7 +68,7 @@ from components.config.stack_file import STACK_NAME, project_file, read_stack_fi
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 from components.facts.prices import UnpricedRegionError  # noqa: E402
-from components.facts.regions import arn_partition  # noqa: E402
+from components.facts.regions import DNS_SUFFIXES, arn_partition  # noqa: E402
 from offline.architecture import mermaid  # noqa: E402
 from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
 from offline.mock_shortcuts import no_source_positions  # noqa: E402
@@ -207,11 +207,30 @@ INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
         "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:{arn_partition(region)}:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
         "userId": "offline-plan", "id": MOCK_ACCOUNT_ID},
-    # (dnsSuffix is the aws partition's: nothing the programs build reads it.)
-    "aws:index/getPartition:getPartition": lambda region, args: {"partition": arn_partition(region),
-                                                                 "dnsSuffix": "amazonaws.com", "id": arn_partition(region)},
+    # dnsSuffix as botocore's data/partitions.json gives it per partition (the rotation CronJob's hosts).
+    "aws:index/getPartition:getPartition": lambda region, args: {
+        "partition": arn_partition(region), "dnsSuffix": DNS_SUFFIXES[arn_partition(region)], "id": arn_partition(region)},
     "aws:index/getAvailabilityZone:getAvailabilityZone": lambda region, args: _availability_zone(region, args["zoneId"]),
+    # MultiKueue's peering lookups (components/network/peering.py), answered as in an environment
+    # whose stacks are all deployed: the other side exists (a first deploy finds nothing: the
+    # stack then plans without that half and warns; tests/test_multikueue.py plans that too).
+    "aws:ec2/getVpcs:getVpcs": lambda region, args: {
+        "ids": [_mock_id("vpc", _filter(args, "tag:Name"))], "id": args.get("region") or region},
+    "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections": lambda region, args: {
+        "ids": [_mock_id("pcx", _filter(args, "requester-vpc-info.cidr-block"), _filter(args, "accepter-vpc-info.cidr-block"))],
+        "id": region},
 }
+
+
+def _filter(args: dict[str, Any], name: str) -> str:
+    """The one value of an EC2 lookup's filter `name`."""
+    (value,) = next(f["values"] for f in args["filters"] if f["name"] == name)
+    return str(value)
+
+
+def _mock_id(kind: str, *parts: str) -> str:
+    """A stable fake EC2 id made of what names the resource: vpc-gpu-training-prod-usw2, pcx-10-30-0-0-16-10-31-0-0-16."""
+    return "-".join([kind, *(part.replace(".", "-").replace("/", "-") for part in parts)])
 
 
 class _Mocks(pulumi.runtime.Mocks):

@@ -370,13 +370,36 @@ DEPLOY_DEV_CASES = [
     ("ec2:DeleteSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-other", IN_REGION, DENY),
     ("ec2:DeleteSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-1", OURS, ALLOW),
     ("ec2:DeregisterImage", "arn:aws:ec2:us-east-1::image/ami-other", IN_REGION, DENY),
-    # Sharing a snapshot or an image, peering a VPC: never, not even the project's own.
+    # Sharing a snapshot or an image: never, not even the project's own.
     ("ec2:ModifySnapshotAttribute", "arn:aws:ec2:us-east-1::snapshot/snap-other", IN_REGION, DENY),
     ("ec2:ModifySnapshotAttribute", "arn:aws:ec2:us-east-1::snapshot/snap-1", OURS, DENY),
     ("ec2:ModifyImageAttribute", "arn:aws:ec2:us-east-1::image/ami-1", OURS, DENY),
-    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-other", IN_REGION, DENY),
-    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-1", OURS, DENY),
-    ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1", OURS, DENY),
+    # Peering: only between the environment's own VPCs (MultiKueue), in the account and its regions.
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-other", IN_REGION, DENY),               # an untagged VPC
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-1", OURS, ALLOW),                      # the requester VPC
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-1",
+     {**IN_REGION, "aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/environment": "prod"}, DENY),
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc/vpc-1", {**IN_REGION, "aws:ResourceTag/environment": "dev"}, DENY),
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc-peering-connection/*",                     # the new connection
+     {**IN_REGION, "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, ALLOW),
+    ("ec2:CreateVpcPeeringConnection", f"{EC2}:vpc-peering-connection/*",                     # to another account
+     {**IN_REGION, "ec2:AccepterVpc": "arn:aws:ec2:us-east-1:999999999999:vpc/vpc-9", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"},
+     DENY),
+    ("ec2:AcceptVpcPeeringConnection", f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc-peering-connection/pcx-1",  # not its region
+     {"aws:RequestedRegion": "eu-west-1", "ec2:AccepterVpc": f"arn:aws:ec2:eu-west-1:{ACCOUNT}:vpc/vpc-9",
+      "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, "not allowed"),
+    ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1",
+     {**IN_REGION, "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, ALLOW),
+    ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc-peering-connection/pcx-1",
+     {**IN_REGION, "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": "arn:aws:ec2:us-east-1:999999999999:vpc/vpc-9"},
+     DENY),
+    ("ec2:AcceptVpcPeeringConnection", f"{EC2}:vpc/vpc-other", IN_REGION, DENY),              # an untagged accepter VPC
+    ("ec2:CreateTags", f"{EC2}:vpc-peering-connection/pcx-1",                                 # the accepter tags its side
+     {**IN_REGION, "aws:RequestTag/project": "gpu-training", "aws:RequestTag/environment": "dev",
+      "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": f"{EC2}:vpc/vpc-1"}, ALLOW),
+    ("ec2:CreateTags", f"{EC2}:vpc-peering-connection/pcx-9",
+     {**IN_REGION, "aws:RequestTag/project": "gpu-training",
+      "ec2:AccepterVpc": f"{EC2}:vpc/vpc-2", "ec2:RequesterVpc": "arn:aws:ec2:us-east-1:999999999999:vpc/vpc-9"}, DENY),
     # Auto Scaling groups: EKS's for the cluster's node groups (tagged for the Cluster Autoscaler).
     ("autoscaling:DeleteAutoScalingGroup", f"{ASG}:autoScalingGroupName/other", IN_REGION, DENY),
     ("autoscaling:DeleteAutoScalingGroup", f"{ASG}:autoScalingGroupName/eks-gpu-training-dev-system-1",

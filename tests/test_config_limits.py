@@ -13,6 +13,7 @@ from crd_schemas import validate_custom_resource
 from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
+from components.config.multikueue import api_peer_cidrs
 from components.config.node_pools import NodePoolConfig
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
 from components.config.secrets import surrounding_whitespace
@@ -55,7 +56,7 @@ def planned_rules(plan: Plan) -> dict[str, RuleCount]:
 
 def computed_rules(config: StackConfig) -> dict[str, RuleCount]:
     counts = security_group_rules(config.network, config.fabric, config.node_pools, lustre=config.storage.lustre is not None,
-                                  viewer=config.viewer)
+                                  viewer=config.viewer, api_peer_cidrs=api_peer_cidrs(config.multikueue))
     return {role: RuleCount(count.inbound, count.outbound) for role, count in counts.items()}
 
 

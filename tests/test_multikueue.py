@@ -9,11 +9,21 @@ import json
 
 import pytest
 
-from components.config import ConfigError
-from components.config.multikueue import dispatcher_role_name, stack_name_prefix
+from components.config import ConfigError, StackConfig
+from components.config.multikueue import dispatcher_role_name, peering_name, stack_name_prefix
 from components.config.stack import load_stack_config, stack_kind
+from components.network.peering import peering_filters, vpc_filters
 from components.workload import multikueue_token_script as script
-from components.workload.multikueue import ANY_REGION, MANAGED_BY, QUEUE_LABEL, WORKER_GROUP, dispatched_jobset
+from components.workload.multikueue import (
+    ANY_REGION,
+    MANAGED_BY,
+    QUEUE_LABEL,
+    WORKER_GROUP,
+    WORKER_READ,
+    dispatched_jobset,
+    kubeconfig_secrets,
+    rotation_manifests,
+)
 from tests.crd_schemas import validate_custom_resource
 from tests.stack_configs import DELETE, PROJECT, mutate, raw_config
 
@@ -86,11 +96,16 @@ def test_the_credential_path_holds_no_long_lived_secret(plan_of):
     (cronjob,) = [c for c in kinds(plan, "CronJob") if c["metadata"]["namespace"] == "kueue-system"]
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     workers = json.loads(pod["containers"][0]["env"][0]["value"])
-    assert workers == [{"name": "prod-usw2", "cluster": "gpu-training-prod-usw2", "region": "us-west-2"}]
+    assert workers == [{"name": "prod-usw2", "cluster": "gpu-training-prod-usw2", "region": "us-west-2",
+                        "dnsSuffix": "amazonaws.com"}]
     (role,) = [r for r in kinds(plan, "Role") if r["metadata"]["namespace"] == "kueue-system"]
-    assert role["rules"][0]["resourceNames"] == ["prod-usw2-kubeconfig"]
-    # No Secret with a kubeconfig is planned: the CronJob writes it, with a 15-minute token.
-    assert not [s for s in kinds(plan, "Secret") if "kubeconfig" in json.dumps(s)]
+    # Only the workers' Secrets, by name: no create, no list, nothing else of kueue-system.
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["prod-usw2-kubeconfig"],
+                              "verbs": ["get", "update", "patch"]}]
+    # The Secret exists before the CronJob runs, empty: no credential in the plan or the state.
+    (secret,) = [s for s in plan.of_type("kubernetes:core/v1:Secret") if s["inputs"]["metadata"]["namespace"] == "kueue-system"]
+    assert secret["inputs"]["metadata"]["name"] == "prod-usw2-kubeconfig"
+    assert not {"data", "stringData"} & set(secret["inputs"])
     (association,) = [a for a in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
                       if a["inputs"]["namespace"] == "kueue-system"]
     assert association["inputs"]["serviceAccount"] == "multikueue-token-rotation"
@@ -108,12 +123,30 @@ def test_the_worker_lets_the_manager_in_through_a_scoped_group(plan_of):
         e for e in plan.of_type("aws:eks/accessEntry:AccessEntry") if e["inputs"].get("kubernetesGroups") == [WORKER_GROUP]]
     assert entry["inputs"]["principalArn"].endswith(f":role/{dispatcher_role_name(PROJECT, 'prod')}")
     assert entry["inputs"]["type"] == "STANDARD"
-    (binding,) = [b for b in kinds(plan, "ClusterRoleBinding") if b["metadata"]["name"] == WORKER_GROUP]
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]
-    (role,) = [r for r in kinds(plan, "ClusterRole") if r["metadata"]["name"] == WORKER_GROUP]
-    resources = {resource for rule in role["rules"] for resource in rule["resources"]}
-    assert "secrets" not in resources and "*" not in resources and "pods" not in resources
-    assert not any("*" in rule["verbs"] for rule in role["rules"])
+    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]
+    # The writes are bound in the training namespace only ...
+    (binding,) = [b for b in kinds(plan, "RoleBinding") if b["metadata"]["name"] == WORKER_GROUP]
+    assert binding["metadata"]["namespace"] == "training-prod" and binding["subjects"] == group
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_GROUP}
+    # ... and no ClusterRoleBinding of the group grants a write: whoever holds a current token can
+    # create a Job or JobSet in training-prod (and the teams' namespaces), not in kube-system.
+    roles = {r["metadata"]["name"]: r for r in kinds(plan, "ClusterRole")}
+    cluster_wide = [b for b in kinds(plan, "ClusterRoleBinding") if group[0] in b["subjects"]]
+    assert [b["metadata"]["name"] for b in cluster_wide] == [WORKER_READ]
+    for bound in cluster_wide:
+        for rule in roles[bound["roleRef"]["name"]]["rules"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    reads = {(group, resource) for rule in roles[WORKER_READ]["rules"] for group in rule["apiGroups"]
+             for resource in rule["resources"]}
+    # The script's queue reads and what MultiKueue watches cluster-wide.
+    assert reads == {("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "workloads"),
+                     ("batch", "jobs"), ("jobset.x-k8s.io", "jobsets")}
+    for name in (WORKER_GROUP, WORKER_READ):
+        resources = {resource for rule in roles[name]["rules"] for resource in rule["resources"]}
+        assert "secrets" not in resources and "*" not in resources and "pods" not in resources
+        assert not any("*" in rule["verbs"] for rule in roles[name]["rules"])
+    writes = {resource for rule in roles[WORKER_GROUP]["rules"] if "create" in rule["verbs"] for resource in rule["resources"]}
+    assert writes == {"jobs", "jobsets", "workloads"}
 
 
 def test_a_jobset_on_the_manager_is_dispatchable(plan_of):
@@ -150,10 +183,49 @@ def test_the_token_is_the_one_aws_eks_get_token_would_make():
     request.prepare()
     theirs = dict(p.split("=", 1) for p in str(request.url).split("?", 1)[1].split("&"))
     signed_at = datetime.datetime.strptime(theirs["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
-    token = script.presigned_token(keys, cluster="gpu-training-prod-usw2", region="us-west-2", now=signed_at)
+    token = script.presigned_token(keys, cluster="gpu-training-prod-usw2", region="us-west-2", dns_suffix="amazonaws.com",
+                                   now=signed_at)
     assert token.startswith("k8s-aws-v1.") and "=" not in token
     url = base64.urlsafe_b64decode(token.removeprefix("k8s-aws-v1.") + "==").decode()
     assert dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&")) == theirs
+
+
+@pytest.mark.parametrize(("service", "region", "suffix", "host"), [
+    ("sts", "us-west-2", "amazonaws.com", "sts.us-west-2.amazonaws.com"),
+    ("eks", "cn-north-1", "amazonaws.com.cn", "eks.cn-north-1.amazonaws.com.cn"),
+    ("sts", "cn-northwest-1", "amazonaws.com.cn", "sts.cn-northwest-1.amazonaws.com.cn"),
+    ("eks", "us-gov-west-1", "amazonaws.com", "eks.us-gov-west-1.amazonaws.com"),
+])
+def test_the_token_script_calls_the_partitions_hosts(service, region, suffix, host):
+    assert script.service_host(service, region, suffix) == host
+
+
+def test_in_china_the_token_is_presigned_for_the_china_sts_host():
+    keys = {"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "secret"}
+    now = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+    token = script.presigned_token(keys, cluster="c", region="cn-north-1", dns_suffix="amazonaws.com.cn", now=now)
+    url = base64.urlsafe_b64decode(token.removeprefix("k8s-aws-v1.") + "==").decode()
+    assert url.startswith("https://sts.cn-north-1.amazonaws.com.cn/?") and "cn-north-1%2Fsts%2Faws4_request" in url
+
+
+def test_the_manager_learns_the_dns_suffix_from_the_partition():
+    from offline.plan import INVOKE_ANSWERS
+    answer = INVOKE_ANSWERS["aws:index/getPartition:getPartition"]
+    assert answer("cn-north-1", {})["dnsSuffix"] == "amazonaws.com.cn"
+    assert answer("us-east-1", {})["dnsSuffix"] == "amazonaws.com"
+    worker = {"name": "w", "cluster": "gpu-training-w", "region": "cn-northwest-1", "dnsSuffix": "amazonaws.com.cn"}
+    cronjob = rotation_manifests(image="i", system_pool="system", workers=[worker])[-1]
+    env = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert json.loads(env[0]["value"]) == [worker]
+
+
+def test_the_rotation_only_patches_the_secret_pulumi_created():
+    (secret,) = kubeconfig_secrets(["prod-usw2"])
+    assert secret["metadata"] == {"name": "prod-usw2-kubeconfig", "namespace": "kueue-system",
+                                  "labels": {"app.kubernetes.io/managed-by": "multikueue-token-rotation"}}
+    assert "data" not in secret and "stringData" not in secret
+    patch = json.loads(script.secret_patch("{}"))
+    assert patch == {"data": {"kubeconfig": base64.b64encode(b"{}").decode()}}  # nothing but the data: never a create
 
 
 def test_the_kubeconfig_is_one_kueue_accepts():
@@ -314,3 +386,94 @@ def test_a_regional_stack_must_not_overlap_its_environments_other_regions(tmp_pa
     except ConfigError as error:
         found = error.errors
     assert any("of stack 'prod-usw2'" in p for p in found), found
+
+
+# --- the network path: manager <-> worker peering -------------------------------------------------
+
+def _private_routes(plan):
+    return {t["inputs"]["tags"]["Name"]: t["inputs"]["routes"] for t in plan.of_type("aws:ec2/routeTable:RouteTable")
+            if "-private-" in t["inputs"]["tags"]["Name"]}
+
+
+def test_the_manager_peers_with_each_worker_and_routes_its_range(plan_of):
+    plan = plan_of("prod")
+    (request,) = plan.of_type("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")
+    assert request["inputs"]["peerRegion"] == "us-west-2"
+    assert request["inputs"]["peerVpcId"] == "vpc-gpu-training-prod-usw2"  # found by its Name tag and CIDR
+    assert request["inputs"]["tags"]["Name"] == peering_name(PROJECT, "prod", "prod-usw2")
+    assert "autoAccept" not in request["inputs"]  # inter-Region: accepted on the other side
+    (accepter,) = plan.of_type("aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter")
+    assert accepter["inputs"]["region"] == "us-west-2" and accepter["inputs"]["autoAccept"] is True
+    assert accepter["inputs"]["vpcPeeringConnectionId"] == f"{request['name']}-id"
+    routes = _private_routes(plan)
+    assert len(routes) == 3  # one private table per AZ, each with the worker's range to the accepted connection
+    for table in routes.values():
+        assert {"cidrBlock": "10.31.0.0/16", "vpcPeeringConnectionId": f"{accepter['name']}-id"} in table
+    # The public table does not: nothing reaches the worker from the public subnets.
+    public = [t for t in plan.of_type("aws:ec2/routeTable:RouteTable") if t["inputs"]["tags"]["Name"].endswith("-public")]
+    assert [r["cidrBlock"] for t in public for r in t["inputs"]["routes"]] == ["0.0.0.0/0"]
+
+
+def test_the_worker_routes_to_its_manager_and_opens_its_api_to_that_range_only(plan_of):
+    plan = plan_of("prod-usw2")
+    assert not plan.of_type("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")  # the manager's to make
+    for table in _private_routes(plan).values():
+        assert {"cidrBlock": "10.30.0.0/16", "vpcPeeringConnectionId": "pcx-10-30-0-0-16-10-31-0-0-16"} in table
+    control_plane = "security-groups-control-plane-id"
+    from_cidrs = [r["inputs"] for r in plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                  if r["inputs"]["securityGroupId"] == control_plane and r["inputs"].get("cidrIpv4")]
+    assert [(r["cidrIpv4"], r["ipProtocol"], r["fromPort"], r["toPort"]) for r in from_cidrs] == [
+        ("10.30.0.0/16", "tcp", 443, 443)]
+    # The manager's API admits no other VPC: nothing dispatches to it.
+    assert not [r for r in plan_of("prod").of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                if r["inputs"]["securityGroupId"] == control_plane and r["inputs"].get("cidrIpv4")]
+
+
+@pytest.mark.parametrize(("filters", "name", "expected"), [
+    (vpc_filters(name="gpu-training-prod-usw2", cidr="10.31.0.0/16"), "tag:Name", ["gpu-training-prod-usw2"]),
+    (vpc_filters(name="gpu-training-prod-usw2", cidr="10.31.0.0/16"), "cidr-block-association.cidr-block", ["10.31.0.0/16"]),
+    (peering_filters(requester_cidr="10.30.0.0/16", accepter_cidr="10.31.0.0/16"), "requester-vpc-info.cidr-block",
+     ["10.30.0.0/16"]),
+    (peering_filters(requester_cidr="10.30.0.0/16", accepter_cidr="10.31.0.0/16"), "accepter-vpc-info.cidr-block",
+     ["10.31.0.0/16"]),
+    (peering_filters(requester_cidr="10.30.0.0/16", accepter_cidr="10.31.0.0/16"), "status-code", ["active"]),
+])
+def test_the_lookups_filter_on_what_names_the_other_side(filters, name, expected):
+    assert [f["values"] for f in filters if f["name"] == name] == [expected]
+
+
+@pytest.mark.parametrize("stack", ["prod", "prod-usw2"])
+def test_a_first_deploy_that_finds_no_other_side_plans_without_the_peering(monkeypatch, stack):
+    """Adding a region: the manager's first deploy finds no worker VPC, the worker's none active
+    peering. Each plans its stack without that half and says so; the next deploy adds it."""
+    from offline import plan as offline_plan
+    monkeypatch.setitem(offline_plan.INVOKE_ANSWERS, "aws:ec2/getVpcs:getVpcs", lambda region, args: {"ids": [], "id": region})
+    monkeypatch.setitem(offline_plan.INVOKE_ANSWERS, "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections",
+                        lambda region, args: {"ids": [], "id": region})
+    plan = offline_plan.synthesize(stack)
+    assert not plan.of_type("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")
+    assert not plan.of_type("aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter")
+    for table in _private_routes(plan).values():
+        assert [r["cidrBlock"] for r in table] == ["0.0.0.0/0"]
+    assert any("multiKueue:" in w and "Adding a region" in w for w in plan.warnings), plan.warnings
+    # The worker's API ingress does not wait for the peering: it names a range, not a connection.
+    if stack == "prod-usw2":
+        assert [r for r in plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                if r["inputs"].get("cidrIpv4") == "10.30.0.0/16"]
+
+
+def test_a_peer_without_a_readable_stack_file_is_refused_before_any_resource(tmp_path):
+    (tmp_path / "Pulumi.prod.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n")
+    try:
+        load_stack_config(raw_config("prod"), project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("multiKueue.workers[0].stack" in p and "no stack file" in p for p in found), found
+    (tmp_path / "Pulumi.prod-usw2.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.31.0.0/16\n")
+    config = load_stack_config(raw_config("prod"), project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
+    assert isinstance(config, StackConfig) and config.multikueue is not None
+    assert config.multikueue.workers[0].vpc_cidr == "10.31.0.0/16"
+    worker = load_stack_config(raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2", sibling_stacks_dir=tmp_path)
+    assert isinstance(worker, StackConfig) and worker.multikueue is not None
+    assert worker.multikueue.manager_vpc_cidr == "10.30.0.0/16"

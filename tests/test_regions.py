@@ -8,7 +8,7 @@ import botocore
 import pytest
 from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
 
-from components.facts.regions import ARN_PARTITIONS, ZONES, arn_partition, availability_zone_ids, availability_zones
+from components.facts.regions import ARN_PARTITIONS, DNS_SUFFIXES, ZONES, arn_partition, availability_zone_ids, availability_zones
 from components.facts.zones import zone_id_prefix
 
 EC2_ZONES = {region: [z for z in zones if z.zone_type == "availability-zone"]
@@ -52,6 +52,12 @@ def test_the_arn_partitions_are_botocores():
 ])
 def test_a_regions_arn_partition(region, partition):
     assert arn_partition(region) == partition
+
+
+def test_the_dns_suffixes_are_botocores():
+    partitions = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())["partitions"]
+    assert {p["id"]: p["outputs"]["dnsSuffix"] for p in partitions} == DNS_SUFFIXES
+    assert DNS_SUFFIXES["aws-cn"] == "amazonaws.com.cn"
 
 
 def test_every_region_botocore_knows_is_in_the_partition_botocore_puts_it_in():

@@ -13,6 +13,7 @@ from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, TEAM_STACKS
 
 from components.cluster import load_balancer_controller as lbc
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
+from components.config.multikueue import api_peer_cidrs
 from components.config.service_quotas import security_group_rules
 from components.config.viewer import VIEWER_PORT, ViewerConfig
 from components.facts.regions import arn_partition
@@ -201,9 +202,12 @@ def test_security_groups_open_only_the_viewer_and_monitoring_ports_from_the_cidr
     node_rules = [r for r in from_cidrs if r["securityGroupId"] == "security-groups-nodes-id"]
     assert {(r["cidrIpv4"], r["fromPort"]) for r in node_rules} == {(str(c), p) for c in monitoring.cidrs
                                                                       for p in monitoring.ports}
-    # Any other rule from a CIDR is the endpoints' HTTPS from the VPC itself.
+    # Any other rule from a CIDR is the endpoints' HTTPS from the VPC itself, and on a MultiKueue
+    # worker the API's HTTPS from its manager's VPC (tests/test_multikueue.py).
     others = [r for r in from_cidrs if r not in alb_rules and r not in node_rules]
-    assert {(r["cidrIpv4"], r["fromPort"]) for r in others} == {(str(config.network.vpc_cidr), 443)}
+    assert {(r["securityGroupId"], r["cidrIpv4"], r["fromPort"]) for r in others} == {
+        ("security-groups-vpc-endpoints-id", str(config.network.vpc_cidr), 443),
+        *(("security-groups-control-plane-id", cidr, 443) for cidr in api_peer_cidrs(config.multikueue))}
     to_viewer = [r["inputs"] for r in ingress if r["inputs"].get("fromPort") == VIEWER_PORT]
     assert [(r["securityGroupId"], r.get("referencedSecurityGroupId")) for r in to_viewer] == [
         ("security-groups-nodes-id", "security-groups-viewer-alb-id")]

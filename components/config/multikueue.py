@@ -44,6 +44,9 @@ class WorkerCluster:
     gpus: int
     """The manager's quota for it: the ClusterQueue's total is the sum over the workers (Kueue
     docs: "the quota in the manager cluster should equal the total quota available in all worker clusters")."""
+    vpc_cidr: str = ""
+    """Its stack file's network.vpcCidr (the manager routes it over the peering); "" when the
+    config was loaded without the stack files beside it (then no peering is planned)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class MultiKueueConfig:
     """A worker's manager stack."""
     manager_region: str = ""
     """A worker's manager's region (its checkpoints replicate there)."""
+    manager_vpc_cidr: str = ""
+    """A worker's manager's network.vpcCidr, from its stack file: routed over the peering and let
+    into the worker's API on 443 ("" as WorkerCluster.vpc_cidr)."""
 
     @property
     def total_gpus(self) -> int:
@@ -71,6 +77,20 @@ def stack_name_prefix(project: str, stack: str) -> str:
 def dispatcher_role_name(project: str, manager_stack: str) -> str:
     """The IAM role the manager's credential rotation runs as; each worker's access entry names it."""
     return f"{stack_name_prefix(project, manager_stack)}-{DISPATCHER_ROLE_SUFFIX}"
+
+
+def peering_name(project: str, manager_stack: str, worker_stack: str) -> str:
+    """The Name tag of the VPC peering manager <-> worker, on both sides: the manager creates it
+    (and accepts it in the worker's region), the worker finds it by this name for its routes."""
+    return f"{stack_name_prefix(project, manager_stack)}-to-{worker_stack}"
+
+
+def api_peer_cidrs(config: MultiKueueConfig | None) -> tuple[str, ...]:
+    """The peered ranges this stack's Kubernetes API admits (443): a worker's manager's VPC, whose
+    rotation CronJob and Kueue call it; nothing on a manager or a stack without multiKueue."""
+    if config is None or config.role != WORKER or not config.manager_vpc_cidr:
+        return ()
+    return (config.manager_vpc_cidr,)
 
 
 def environment_of(stack: str) -> str:

@@ -100,9 +100,11 @@ def parse_service_quotas(section: Section) -> ServiceQuotas:
 
 
 def security_group_rules(network: NetworkConfig, fabric: FabricConfig, pools: tuple[NodePoolConfig, ...], *,
-                         lustre: bool, viewer: ViewerConfig | None = None) -> dict[str, RuleCount]:
+                         lustre: bool, viewer: ViewerConfig | None = None,
+                         api_peer_cidrs: tuple[str, ...] = ()) -> dict[str, RuleCount]:
     """Group role -> the rules components/network gives it (security_groups.py and ci_runner.py):
-    one rule per port range and source. Groups the stack does not create are left out. The groups
+    one rule per port range and source (`api_peer_cidrs`: the peered ranges the API admits,
+    multikueue.api_peer_cidrs). Groups the stack does not create are left out. The groups
     are created without inline rules, so AWS's default allow-all egress rule is removed (the
     provider does): it counts for none. EKS's own cluster security group is EKS's, not counted."""
     monitoring = network.monitoring_ingress
@@ -110,7 +112,8 @@ def security_group_rules(network: NetworkConfig, fabric: FabricConfig, pools: tu
     lustre_rules = len(LUSTRE_PORTS) if lustre else 0
     ci_runner_rules = 1  # the CI runner's HTTPS to the API (ci_runner.py)
     counts = {
-        "control-plane": RuleCount(inbound=1 + ci_runner_rules, outbound=len(CONTROL_PLANE_TO_NODE_PORTS)),
+        "control-plane": RuleCount(inbound=1 + ci_runner_rules + len(api_peer_cidrs),
+                                   outbound=len(CONTROL_PLANE_TO_NODE_PORTS)),
         "nodes": RuleCount(
             inbound=len(CONTROL_PLANE_TO_NODE_PORTS) + len(DNS_PROTOCOLS) + len(monitoring.cidrs) * len(monitoring.ports)
             + lustre_rules + 1, outbound=1,  # + the viewer's port from its load balancer

@@ -62,6 +62,15 @@ def platform_stacks(stacks_dir: Path, environments: tuple[str, ...]) -> list[str
     return [*environments, *(name for name in regional if REGIONAL_STACK.fullmatch(name))]
 
 
+def stack_vpc_cidr(stacks_dir: Path, *, project: str, stack: str) -> tuple[ipaddress.IPv4Network | None, str]:
+    """One platform stack's network.vpcCidr from its file beside this one, or None and why not."""
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return None, f"there is no stack file {shown_path(path)}"
+    stat = path.stat()
+    return _vpc_cidr(path, stat.st_mtime_ns, stat.st_size, project)
+
+
 @lru_cache(maxsize=64)
 def _vpc_cidr(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[ipaddress.IPv4Network | None, str]:
     """The file's network.vpcCidr, or None and why not. Cached per version of the file (mtime and

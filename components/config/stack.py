@@ -22,7 +22,7 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
-from components.config.multikueue import MultiKueueConfig, parse_multikueue
+from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
 from components.config.observability import ObservabilityConfig, parse_observability
@@ -50,7 +50,7 @@ from components.config.service_quotas import (
     parse_service_quotas,
     security_group_rules,
 )
-from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs
+from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs, stack_vpc_cidr
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import (
@@ -340,10 +340,11 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
+    multikueue = _with_peer_cidrs(root, multikueue, project=project, stacks_dir=sibling_stacks_dir)
     viewer = parse_viewer(root.section("viewer", {}), region=region)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None,
-                          viewer=viewer)
+                          viewer=viewer, multikueue=multikueue)
     root.finish()
     if root.errors:
         raise ConfigError(root.errors.without_secret_values(raw, also=raw_secrets))
@@ -353,6 +354,29 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
                        allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer)
+
+
+def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, project: str,
+                     stacks_dir: Path | None) -> MultiKueueConfig | None:
+    """The VPC CIDRs of the stacks this one is peered with (a manager's workers, a worker's
+    manager), read from their stack files as their names are derived (no StackReference): the
+    peering's routes and the worker's API ingress need them before anything is created."""
+    if multikueue is None or stacks_dir is None or not root.ok("multiKueue"):
+        return multikueue
+
+    def cidr(key: str, stack: str) -> str:
+        found, reason = stack_vpc_cidr(stacks_dir, project=project, stack=stack)
+        if found is None:
+            root.error(key, stack, f"names a stack whose VPC CIDR cannot be read ({reason}): the VPC peering "
+                       "to it routes that range", f"add stacks/Pulumi.{stack}.yaml with network.vpcCidr, or fix it")
+            return ""
+        return str(found)
+
+    if multikueue.role == MANAGER:
+        return replace(multikueue, workers=tuple(
+            replace(w, vpc_cidr=cidr(f"{project}:multiKueue.workers[{index}].stack", w.stack))
+            for index, w in enumerate(multikueue.workers)))
+    return replace(multikueue, manager_vpc_cidr=cidr(f"{project}:multiKueue.manager", str(multikueue.manager)))
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,
@@ -372,7 +396,7 @@ def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, projec
 
 def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: NetworkConfig, fabric: FabricConfig,
                           raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...], *, lustre: bool,
-                          viewer: ViewerConfig) -> None:
+                          viewer: ViewerConfig, multikueue: MultiKueueConfig | None) -> None:
     """What the config drives against the account's quotas (service_quotas.py), on the parts that passed."""
     if not root.ok("serviceQuotas"):
         return
@@ -380,7 +404,8 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
     # vpcCidr) must not hide an over-quota group until the next run.
     if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
-        check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre, viewer=viewer),
+        check_security_group_rules(root, security_group_rules(network, fabric, node_pools, lustre=lustre, viewer=viewer,
+                                                              api_peer_cidrs=api_peer_cidrs(multikueue)),
                                    quotas.security_group_rules)
 
 

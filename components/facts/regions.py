@@ -24,6 +24,11 @@ REGIONS_AS_OF = "2026-11"
 ARN_PARTITIONS = ("aws", "aws-cn", "aws-eusc", "aws-iso", "aws-iso-b", "aws-iso-e", "aws-iso-f", "aws-us-gov")
 ARN_PARTITION = "(?:" + "|".join(sorted(ARN_PARTITIONS, key=len, reverse=True)) + ")"
 """A regular expression of one partition, for ARN patterns."""
+# Each partition's DNS suffix (botocore 1.44.8 data/partitions.json, outputs.dnsSuffix; tests/test_regions.py
+# checks it against the botocore installed): what aws.get_partition answers as dnsSuffix, the offline plan's mock too.
+DNS_SUFFIXES = {"aws": "amazonaws.com", "aws-cn": "amazonaws.com.cn", "aws-eusc": "amazonaws.eu",
+                "aws-iso": "c2s.ic.gov", "aws-iso-b": "sc2s.sgov.gov", "aws-iso-e": "cloud.adc-e.uk",
+                "aws-iso-f": "csp.hci.ic.gov", "aws-us-gov": "amazonaws.com"}
 # How a Region's name tells its partition (botocore partitions.json, regionRegex): every other
 # Region (us-east-1, eu-west-1, ...) is in "aws".
 _PARTITION_OF_REGION_PREFIX = {"cn-": "aws-cn", "eusc-": "aws-eusc", "us-iso-": "aws-iso", "us-isob-": "aws-iso-b",

@@ -55,6 +55,8 @@ class SecurityGroupsArgs:
     """The stack has an FSx for Lustre file system."""
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
     """The viewer's load balancer: its listener ports."""
+    api_peer_cidrs: tuple[str, ...] = ()
+    """Peered VPCs whose pods reach the Kubernetes API (a MultiKueue worker's manager: peering.py)."""
 
 
 class SecurityGroups(pulumi.ComponentResource):
@@ -85,6 +87,7 @@ class SecurityGroups(pulumi.ComponentResource):
         self.viewer_alb = self._group("viewer-alb", "Viewer load balancer: monitoring CIDRs only")
 
         self._create_cluster_rules()
+        self._create_api_peer_rules()
         self._create_fabric_rules()
         self._create_service_rules()
         self._create_lustre_rules()
@@ -170,6 +173,15 @@ class SecurityGroups(pulumi.ComponentResource):
             self._ingress("socket-fabric-nccl", self.socket_fabric, protocol="tcp", ports=(nccl.first, nccl.last),
                           source=self.socket_fabric,
                           description="NCCL/gloo ports pinned by the pods' net.ipv4.ip_local_port_range")
+
+    def _create_api_peer_rules(self) -> None:
+        """EKS User Guide, "Accessing a private only API server": from a connected network, the
+        control plane security group must allow 443 from it. Only the manager's VPC CIDR."""
+        for cidr in self._args.api_peer_cidrs:
+            network = ipaddress.IPv4Network(cidr)
+            self._ingress(f"control-plane-from-peer-{network.network_address}-{network.prefixlen}", self.control_plane,
+                          protocol="tcp", ports=(HTTPS_PORT, HTTPS_PORT), cidr=cidr,
+                          description=f"Kubernetes API from the MultiKueue manager's VPC {cidr} (peering)")
 
     def _create_service_rules(self) -> None:
         self._ingress("efs-from-nodes", self.efs, protocol="tcp", ports=(NFS_PORT, NFS_PORT), source=self.nodes,

@@ -14,6 +14,7 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.config import NetworkConfig
+from components.network.peering import PeeringRequest, PeerRoute, VpcPeering
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class NetworkArgs:
     """The account the flow log role trusts."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the flow-log group (the environment's CloudWatch Logs key)."""
+    peerings: tuple[PeeringRequest, ...] = ()
+    """Peering connections this VPC requests (a MultiKueue manager's, one per worker found)."""
+    peer_routes: tuple[PeerRoute, ...] = ()
+    """Routes to connections another stack made (a MultiKueue worker's, to its manager)."""
 
 
 class Network(pulumi.ComponentResource):
@@ -35,6 +40,7 @@ class Network(pulumi.ComponentResource):
     public_subnets: list[aws.ec2.Subnet]
     private_subnets: list[aws.ec2.Subnet]
     private_route_tables: list[aws.ec2.RouteTable]
+    peerings: list[VpcPeering]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:network:Network", name, None, opts)
@@ -56,7 +62,11 @@ class Network(pulumi.ComponentResource):
                                      tags={"Name": f"{args.name_prefix}-default-unused"}, opts=child)
         self._create_subnets()
         nat_gateways = self._create_nat_gateways()
-        self._create_routes(nat_gateways)
+        self.peerings = [VpcPeering(f"{name}-peering-{request.peer_stack}", vpc_id=self.vpc.id, request=request,
+                                    opts=child) for request in args.peerings]
+        self._create_routes(nat_gateways, [
+            *(PeerRoute(request.peer_cidr, peering.connection_id) for request, peering in zip(
+                args.peerings, self.peerings, strict=True)), *args.peer_routes])
         self._create_flow_logs()
 
         self.register_outputs({
@@ -123,16 +133,23 @@ class Network(pulumi.ComponentResource):
             ))
         return gateways
 
-    def _create_routes(self, nat_gateways: list[aws.ec2.NatGateway]) -> None:
+    def _create_routes(self, nat_gateways: list[aws.ec2.NatGateway], peer_routes: list[PeerRoute]) -> None:
+        """Inline routes: the table holds exactly these (a route added outside the stack is removed
+        on its next update), so the peering's routes are here too."""
         args, child = self._args, pulumi.ResourceOptions(parent=self)
         self.private_route_tables = []
         for index, (subnet, plan) in enumerate(zip(self.private_subnets, args.config.subnets, strict=True)):
             az = plan.availability_zone
             nat = nat_gateways[index] if args.config.nat_per_az else nat_gateways[0]
+            # checkov CKV2_AWS_44 (a table with a peering route holds a 0.0.0.0/0 route): that route
+            # is the NAT gateway's; the peering's names the peer VPC's range alone
+            # (tests/test_checkov_plans.py JUSTIFIED).
             table = aws.ec2.RouteTable(
                 f"{self._name}-private-rt-{az}",
                 vpc_id=self.vpc.id,
-                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id),
+                        *(aws.ec2.RouteTableRouteArgs(cidr_block=route.cidr, vpc_peering_connection_id=route.connection_id)
+                          for route in peer_routes)],
                 tags={"Name": f"{args.name_prefix}-private-{az}"},
                 opts=child,
             )

@@ -13,9 +13,19 @@ from the dispatcher role (multikueue_token_script.py); no long-lived key or toke
 
 Worker: the same namespace with a LocalQueue ANY_REGION onto its own ClusterQueue (MultiKueue
 expects the job's namespace and LocalQueue to exist on the worker: docs/tasks/manage/
-setup_multikueue.md), and an EKS access entry for the dispatcher role in a Kubernetes group bound
-to the ClusterRole that page's create-multikueue-kubeconfig.sh lists (the JobSet and batch Job
-rules of it: the only kinds this platform runs), not cluster admin.
+setup_multikueue.md), and an EKS access entry for the dispatcher role in a Kubernetes group with
+the rules of that page's create-multikueue-kubeconfig.sh (the JobSet and batch Job rules of it:
+the only kinds this platform runs), not cluster admin, split by reach:
+
+- writes (create and delete Jobs, JobSets and Workloads, update Workload status) in a ClusterRole
+  `multikueue-manager` bound by a RoleBinding in each training namespace only (the environment's
+  here; team namespaces get the same RoleBinding from their stacks);
+- reads cluster-wide in `multikueue-manager-read` (a ClusterRoleBinding): ClusterQueues and
+  LocalQueues (the script's queue reads), and list/watch of Workloads, Jobs and JobSets, because
+  MultiKueue watches each of them on the worker across all namespaces (kueue v0.19.2
+  pkg/controller/admissionchecks/multikueue/multikueuecluster.go establishWatch: `c.Watch(...,
+  client.MatchingLabels{MultiKueueOriginLabel: origin})`, no namespace); a namespaced watch would
+  be refused and the cluster never become active.
 """
 
 from __future__ import annotations
@@ -43,7 +53,10 @@ ANY_REGION = "any-region"
 ADMISSION_CHECK = "multikueue"
 FLAVOR = "multikueue"
 WORKER_GROUP = "multikueue-manager"
-"""The Kubernetes group of the dispatcher role's access entry on each worker."""
+"""The Kubernetes group of the dispatcher role's access entry on each worker, and the name of its
+ClusterRole and of the RoleBinding of it in each training namespace (team stacks bind theirs so)."""
+WORKER_READ = "multikueue-manager-read"
+"""The ClusterRole and ClusterRoleBinding of the group's cluster-wide reads."""
 KUEUE_NAMESPACE = "kueue-system"
 ENVIRONMENT_LABEL = "gpu-training/environment"
 ROTATION = "multikueue-token-rotation"
@@ -64,7 +77,8 @@ def worker_cluster_name(project: str, stack: str) -> str:
 def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str) -> list[dict]:
     """The manager's Kueue objects, in creation order."""
     workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
-                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{w.stack}-kubeconfig"}}}}
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                          "location": kubeconfig_secret_name(w.stack)}}}}
                for w in config.workers]
     gpus = config.total_gpus
     quota = {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
@@ -95,20 +109,50 @@ def any_region_local_queue(namespace: str, cluster_queue: str) -> dict[str, Any]
 
 
 def worker_cluster_role() -> dict[str, Any]:
-    """kueue v0.19.2 site/static/examples/multikueue/create-multikueue-kubeconfig.sh, the rules for
-    batch Jobs, JobSets and Kueue's own objects (no pods, StatefulSets, Kubeflow, Ray: not run here)."""
-    read = ["get", "list", "watch"]
-    manage = ["create", "delete", *read]
+    """kueue v0.19.2 site/static/examples/multikueue/create-multikueue-kubeconfig.sh, its rules for
+    batch Jobs, JobSets and Kueue's Workloads (no pods, StatefulSets, Kubeflow, Ray: not run
+    here), less the cluster-wide reads of worker_read_cluster_role: bound per training namespace."""
+    write = ["create", "delete", "get"]
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WORKER_GROUP},
             "rules": [
-                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": manage},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": write},
                 {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": manage},
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": write},
                 {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*manage, "update", "patch"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*write, "update", "patch"]},
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": read},
             ]}
+
+
+def worker_read_cluster_role() -> dict[str, Any]:
+    """What the manager reads on the worker across namespaces: the script's queue reads
+    (ClusterQueues, cluster-scoped, and LocalQueues, which its ClusterRoleBinding grants
+    cluster-wide too: MultiKueue lists both on a worker, without a namespace, for quota automation,
+    kueue v0.19.2 multikueue/clusterqueue.go aggregateWorkerQuotas), and the kinds MultiKueue
+    watches cluster-wide (Workloads, and the Jobs and JobSets of the integrations the manager's
+    Kueue enables: controllers.py)."""
+    read = ["get", "list", "watch"]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WORKER_READ},
+            "rules": [
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues", "workloads"], "verbs": read},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": read},
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": read},
+            ]}
+
+
+def worker_bindings(namespace: str) -> list[dict[str, Any]]:
+    """The group's RoleBinding in `namespace` (a team stack binds its own namespace the same way,
+    same name) and its ClusterRoleBinding to the cluster-wide reads."""
+    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": WORKER_GROUP, "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_GROUP},
+         "subjects": group},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": WORKER_READ},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_READ},
+         "subjects": group},
+    ]
 
 
 def dispatcher_policy(*, partition: str, account_id: str, clusters: Sequence[tuple[str, str]]) -> str:
@@ -119,10 +163,26 @@ def dispatcher_policy(*, partition: str, account_id: str, clusters: Sequence[tup
         "Resource": [f"arn:{partition}:eks:{region}:{account_id}:cluster/{name}" for name, region in clusters]}]})
 
 
+def kubeconfig_secret_name(worker: str) -> str:
+    """The Secret of `worker`'s kubeconfig in kueue-system (its MultiKueueCluster names it)."""
+    return f"{worker}-kubeconfig"
+
+
+def kubeconfig_secrets(workers: Sequence[str]) -> list[dict[str, Any]]:
+    """The workers' kubeconfig Secrets, created up front and empty, so the rotation needs no
+    `create` (RBAC cannot name an object that does not exist yet) and no credential is ever in
+    the plan or the state (the policy pack's no-plaintext-secrets refuses data on a Secret); the
+    CronJob writes their data from then on (Kueue reports the worker not connected until then)."""
+    return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": {"name": kubeconfig_secret_name(worker), "namespace": KUEUE_NAMESPACE,
+                          "labels": {"app.kubernetes.io/managed-by": ROTATION}}} for worker in workers]
+
+
 def rotation_manifests(*, image: str, system_pool: str, workers: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """ServiceAccount, Role (only the workers' Secrets), RoleBinding, ConfigMap, CronJob."""
+    """ServiceAccount, Role (only the workers' Secrets, by name), RoleBinding, ConfigMap, CronJob.
+    `workers`: {name, cluster, region, dnsSuffix} each (the token script's WORKERS)."""
     meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
-    secrets = [f"{w['name']}-kubeconfig" for w in workers]
+    secrets = [kubeconfig_secret_name(w["name"]) for w in workers]
     pod = {
         "serviceAccountName": ROTATION, "automountServiceAccountToken": False, "restartPolicy": "Never",
         "nodeSelector": {POOL_LABEL: system_pool},
@@ -144,9 +204,9 @@ def rotation_manifests(*, image: str, system_pool: str, workers: list[dict[str, 
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get", "patch"]},
-                   # Server-side apply of a Secret that does not exist yet is a create.
-                   {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]},
+         # Only the workers' Secrets, which Pulumi creates (kubeconfig_secrets): no `create`, no list.
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets,
+                    "verbs": ["get", "update", "patch"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROTATION},
          "subjects": [{"kind": "ServiceAccount", "name": ROTATION, "namespace": KUEUE_NAMESPACE}]},
@@ -183,6 +243,8 @@ class MultiKueueManagerArgs:
     """The dispatcher role's trust policy: Pod Identity for the rotation CronJob's service account."""
     partition: str
     """The region's ARN partition (aws, aws-us-gov, ...)."""
+    dns_suffix: pulumi.Input[str]
+    """The partition's DNS suffix (aws.get_partition's dnsSuffix): the EKS and STS hosts of the workers."""
     account_id: pulumi.Output[str]
     """The account the workers' clusters are in (the dispatcher policy names their ARNs)."""
     aws_opts: pulumi.ResourceOptions
@@ -205,16 +267,27 @@ class MultiKueueManager(pulumi.ComponentResource):
                                        namespace=KUEUE_NAMESPACE, service_account=ROTATION, role_arn=role.arn,
                                        opts=aws_child)
         in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
-        workers = [{"name": w.stack, "cluster": cluster, "region": w.region}
-                   for w, (cluster, _) in zip(args.config.workers, clusters, strict=True)]
-        account, role_manifest, binding, script, cronjob = rotation_manifests(
-            image=args.image, system_pool=args.system_pool, workers=workers)
+        def manifests(dns_suffix: str) -> list[dict[str, Any]]:
+            workers = [{"name": w.stack, "cluster": cluster, "region": w.region, "dnsSuffix": dns_suffix}
+                       for w, (cluster, _) in zip(args.config.workers, clusters, strict=True)]
+            return rotation_manifests(image=args.image, system_pool=args.system_pool, workers=workers)
+
+        # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only the
+        # CronJob waits for it; the ServiceAccount, Role, RoleBinding and ConfigMap do not read it.
+        account, role_manifest, binding, script, _ = manifests("")
+        cronjob_spec = pulumi.Output.from_input(args.dns_suffix).apply(lambda suffix: manifests(suffix)[-1]["spec"])
+        for secret in kubeconfig_secrets([w.stack for w in args.config.workers]):
+            k8s.core.v1.Secret(f"{name}-{secret['metadata']['name']}", metadata=secret["metadata"], type=secret["type"],
+                               # The CronJob writes the token: a `pulumi up` must never take it away.
+                               opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(
+                                   ignore_changes=["data", "stringData"])))
         k8s.core.v1.ServiceAccount(f"{name}-account", metadata=account["metadata"], opts=in_cluster)
         k8s.rbac.v1.Role(f"{name}-role", metadata=role_manifest["metadata"], rules=role_manifest["rules"], opts=in_cluster)
         k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
                                 subjects=binding["subjects"], opts=in_cluster)
         k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
-        k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=cronjob["metadata"], spec=cronjob["spec"], opts=in_cluster)
+        k8s.batch.v1.CronJob(f"{name}-cronjob", metadata={"name": ROTATION, "namespace": KUEUE_NAMESPACE},
+                             spec=cronjob_spec, opts=in_cluster)
         for manifest in manager_manifests(args.config, cohort=args.cohort, environment=args.environment):
             custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
         self.register_outputs({})
@@ -226,14 +299,17 @@ class MultiKueueWorkerArgs:
     """The worker's EKS cluster: the manager's access entry is made there."""
     dispatcher_role_arn: pulumi.Input[str]
     """The manager's dispatcher role, let in by the access entry."""
+    namespace: str
+    """The environment's training namespace: the group's writes are bound there."""
     aws_opts: pulumi.ResourceOptions
     """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
     depends_on: Sequence[pulumi.Resource]
-    """What must exist before the ClusterRole and its binding: Kueue and the training namespace."""
+    """What must exist before the ClusterRoles and their bindings: Kueue and the training namespace."""
 
 
 class MultiKueueWorker(pulumi.ComponentResource):
-    """The manager's way in: an access entry in a group bound to the MultiKueue ClusterRole."""
+    """The manager's way in: an access entry in a group whose writes are bound in the training
+    namespace only, and whose cluster-wide grant is read-only."""
 
     def __init__(self, name: str, args: MultiKueueWorkerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:MultiKueueWorker", name, None, opts)
@@ -241,13 +317,18 @@ class MultiKueueWorker(pulumi.ComponentResource):
                             principal_arn=args.dispatcher_role_arn, kubernetes_groups=[WORKER_GROUP], type="STANDARD",
                             opts=pulumi.ResourceOptions.merge(args.aws_opts, pulumi.ResourceOptions(parent=self)))
         in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
-        role = worker_cluster_role()
+        role, read = worker_cluster_role(), worker_read_cluster_role()
         k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", metadata=role["metadata"], rules=role["rules"], opts=in_cluster)
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-cluster-role-binding", metadata={"name": WORKER_GROUP},
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=WORKER_GROUP),
-            subjects=[k8s.rbac.v1.SubjectArgs(api_group="rbac.authorization.k8s.io", kind="Group", name=WORKER_GROUP)],
-            opts=in_cluster)
+        k8s.rbac.v1.ClusterRole(f"{name}-read-cluster-role", metadata=read["metadata"], rules=read["rules"],
+                                opts=in_cluster)
+        # (The ClusterRoleBinding `multikueue-cluster-role-binding` of the writes is gone on purpose:
+        # its deletion is the change, no alias.)
+        binding, read_binding = worker_bindings(args.namespace)
+        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
+                                subjects=binding["subjects"], opts=in_cluster)
+        k8s.rbac.v1.ClusterRoleBinding(f"{name}-read-cluster-role-binding", metadata=read_binding["metadata"],
+                                       role_ref=read_binding["roleRef"], subjects=read_binding["subjects"],
+                                       opts=in_cluster)
         self.register_outputs({})
 
 

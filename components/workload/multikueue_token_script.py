@@ -12,12 +12,16 @@ Pod Identity: no key anywhere). Standard library only (the trainer image's Pytho
   (kubernetes-sigs/aws-iam-authenticator README, "API Authorization from Outside a Cluster");
 - the Secret `<worker>-kubeconfig` in kueue-system, key `kubeconfig` (kueue v0.19.2
   multikueue_types.go MultiKueueConfigSecretKey), which Kueue watches and reconnects on change.
+  Pulumi creates the Secret, empty; this script only patches its data (a JSON merge patch, which
+  never creates: its Role has get/update/patch on those names alone).
 
 Kueue refuses exec plugins and token files in a Secret's kubeconfig (kueue v0.19.2
 pkg/controller/admissionchecks/multikueue/multikueuecluster.go validateKubeconfig), so the token
 itself is written, and replaced before it expires.
 
-Arguments: a JSON list of {"name", "cluster", "region"} (one per worker) in WORKERS.
+Arguments: a JSON list of {"name", "cluster", "region", "dnsSuffix"} (one per worker) in WORKERS;
+dnsSuffix is the partition's (aws.get_partition: amazonaws.com, amazonaws.com.cn in China), the
+EKS and STS hosts being `<service>.<region>.<dnsSuffix>`.
 """
 
 from __future__ import annotations
@@ -55,10 +59,16 @@ def canonical_query(params: dict[str, str]) -> str:
                     for k, v in sorted(params.items()))
 
 
-def presigned_token(credentials: dict[str, str], *, cluster: str, region: str, now: datetime.datetime) -> str:
+def service_host(service: str, region: str, dns_suffix: str) -> str:
+    """A regional endpoint of the partition: sts.us-west-2.amazonaws.com, eks.cn-north-1.amazonaws.com.cn."""
+    return f"{service}.{region}.{dns_suffix}"
+
+
+def presigned_token(credentials: dict[str, str], *, cluster: str, region: str, dns_suffix: str,
+                    now: datetime.datetime) -> str:
     """The EKS bearer token for `cluster`: a presigned sts:GetCallerIdentity URL (SigV4 query signing,
     https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html)."""
-    host = f"sts.{region}.amazonaws.com"
+    host = service_host("sts", region, dns_suffix)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     scope = f"{day}/{region}/sts/aws4_request"
     params = {"Action": "GetCallerIdentity", "Version": "2011-06-15", "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
@@ -114,17 +124,19 @@ def pod_identity_credentials() -> dict[str, str]:
         return json.load(reply)
 
 
+def secret_patch(config: str) -> bytes:
+    """The merge patch: the kubeconfig (base64, as Secret data is) and nothing else of the Secret."""
+    return json.dumps({"data": {"kubeconfig": base64.b64encode(config.encode()).decode()}}).encode()
+
+
 def write_secret(name: str, config: str) -> None:
     with open(API_TOKEN) as file:
         token = file.read().strip()
-    body = json.dumps({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                       "metadata": {"name": name, "namespace": NAMESPACE,
-                                    "labels": {"app.kubernetes.io/managed-by": "multikueue-token-rotation"}},
-                       "data": {"kubeconfig": base64.b64encode(config.encode()).decode()}}).encode()
-    # Server-side apply: creates the Secret on the first run, replaces its data afterwards.
-    url = f"{API}/api/v1/namespaces/{NAMESPACE}/secrets/{name}?fieldManager=multikueue-token-rotation&force=true"
+    body = secret_patch(config)
+    # A JSON merge patch of the Secret Pulumi created: replaces its data, never creates (404 if missing).
+    url = f"{API}/api/v1/namespaces/{NAMESPACE}/secrets/{name}?fieldManager=multikueue-token-rotation"
     request = urllib.request.Request(url, data=body, method="PATCH", headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/apply-patch+yaml"})
+        "Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"})
     urllib.request.urlopen(request, context=ssl.create_default_context(cafile=API_CA), timeout=30).close()
 
 
@@ -136,9 +148,10 @@ def main() -> int:
         now = datetime.datetime.now(datetime.UTC)
         try:
             cluster = signed_get(credentials, service="eks", region=worker["region"],
-                                 host=f"eks.{worker['region']}.amazonaws.com",
+                                 host=service_host("eks", worker["region"], worker["dnsSuffix"]),
                                  path=f"/clusters/{worker['cluster']}", now=now)["cluster"]
-            token = presigned_token(credentials, cluster=worker["cluster"], region=worker["region"], now=now)
+            token = presigned_token(credentials, cluster=worker["cluster"], region=worker["region"],
+                                    dns_suffix=worker["dnsSuffix"], now=now)
             write_secret(f"{worker['name']}-kubeconfig", kubeconfig(
                 name=worker["name"], endpoint=cluster["endpoint"],
                 ca_data=cluster["certificateAuthority"]["data"], token=token))
