@@ -287,8 +287,9 @@ AFFECTED_CASES = [
     # Its network.vpcCidr is what the other platform stacks check theirs against: each of them, and their teams.
     (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["stacks/Pulumi.staging.yaml"], (), ["staging"]),
-    # A further region's stack file: that stack alone, or every platform stack when its vpcCidr moved.
-    (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2"]),
+    # A further region's stack file: that stack and the environment's teams (their tenancy on a
+    # MultiKueue worker reads its plan), or every platform stack when its vpcCidr moved.
+    (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2", "team-vision-prod"]),
     (["stacks/Pulumi.prod-usw2.yaml"], ("prod-usw2",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev",
                                                         "team-vision-prod"]),
     (["stacks/Pulumi.qa-sandbox.yaml"], (), []),              # a stack file of no stack either ref has: read by none
@@ -333,6 +334,13 @@ def test_a_team_stack_follows_its_platform_and_says_so():
     assert affected["team-vision-prod"] == ["`stacks/Pulumi.prod.yaml` (its platform's stack file) changed"]
     sibling = affected_stacks(["stacks/Pulumi.prod.yaml"], LABELS, ChangeFacts(vpc_cidr_changed=frozenset({"prod"})))
     assert sibling["team-nlp-dev"] == ["its platform stack `dev`, whose plan it reads, is replanned"]
+
+
+def test_a_team_stack_follows_its_environments_worker_stacks_and_says_so():
+    affected = affected_stacks(["stacks/Pulumi.prod-usw2.yaml"], LABELS)
+    assert affected["team-vision-prod"] == [
+        "its environment's stack `prod-usw2` (a MultiKueue worker's plan it reads) is replanned"]
+    assert "team-nlp-dev" not in affected
 
 
 @pytest.mark.parametrize("label", ["dev", "prod", "team-vision-prod", "team-a-b-staging", "team-x-qa", "bootstrap/bootstrap"])

@@ -66,9 +66,7 @@ def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str
     workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
                 "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{w.stack}-kubeconfig"}}}}
                for w in config.workers]
-    gpus = config.total_gpus
-    quota = {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
-             EFA_RESOURCE: gpus * EFA_PER_GPU}
+    quota = dispatch_quota(config.total_gpus)
     return [
         *workers,
         {"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": ADMISSION_CHECK},
@@ -87,6 +85,35 @@ def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str
                       {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]}]}],
                   "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}},
     ]
+
+
+def dispatch_quota(gpus: int) -> dict[str, int | str]:
+    """What the manager may hold in flight for `gpus` GPUs: the GPUs and the per-GPU ceilings of what comes with them."""
+    return {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
+            EFA_RESOURCE: gpus * EFA_PER_GPU}
+
+
+def team_any_region_queue_name(namespace: str) -> str:
+    return f"{namespace}-{ANY_REGION}"
+
+
+def team_any_region_cluster_queue(namespace: str, *, cohort: str, gpus: int) -> dict[str, Any]:
+    """A team's ClusterQueue on the manager behind its LocalQueue ANY_REGION: the MultiKueue check,
+    owning nothing and borrowing at most `gpus` (the team's total over every region) from the
+    cohort's idle quota, which is the environment's ClusterQueue ANY_REGION (the workers' sum). So
+    the team's dispatched GPUs stay within its total and the environment's (kueue v0.19.2
+    ClusterQueue: a workload may use "nominalQuota+borrowingLimit"; each worker's own team queue
+    caps that region)."""
+    limit = dispatch_quota(gpus)
+    nothing = dispatch_quota(0)
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": team_any_region_queue_name(namespace)},
+            "spec": {"cohortName": cohort,
+                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                     "queueingStrategy": "BestEffortFIFO",
+                     "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
+                         {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": nothing[r], "borrowingLimit": limit[r]}
+                                                        for r in COVERED_RESOURCES]}]}],
+                     "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}}
 
 
 def any_region_local_queue(namespace: str, cluster_queue: str) -> dict[str, Any]:
