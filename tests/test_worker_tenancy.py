@@ -212,6 +212,11 @@ def without_gpu_spot(raw):
     (lambda raw: raw, []),
     (lambda raw: mutate(raw, "multiKueue.manager", "prod-euw1"), ["gpu-training:multiKueue: is not a MultiKueue worker of 'prod'"]),
     (without_gpu_spot, ["gpu-training:training.gpuQuota.gpu-spot: is not a GPU pool of worker stack 'prod-usw2' (it has p5-efa)"]),
+    # prod-usw2's own queue owns 16 of gpu-spot's 32 GPUs, and the team's 16 fit; were it 24, they would not.
+    (lambda raw: mutate(mutate(raw, "training.gpuQuota", {"p5-efa": 16, "gpu-spot": 24}),
+                        "storage.lustre.readMBpsPerGpu", 80),  # (its Lustre then still serves its 40 GPUs)
+     ["gpu-training:training.gpuQuota.gpu-spot: owns 16 of pool gpu-spot's 32 GPUs on worker stack 'prod-usw2', "
+      "which its own queue shares: together 40, more than the pool holds there"]),
 ])
 def test_a_worker_that_cannot_hold_the_team_is_refused(change, expected):
     team, entry, worker = team_and_worker(change(raw_config("prod-usw2")))

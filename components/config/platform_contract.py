@@ -27,6 +27,7 @@ from typing import Any
 from components.config.multikueue import MANAGER, WORKER, WorkerCluster
 from components.config.reader import ConfigError, ConfigProblem
 from components.config.stack import StackConfig, TeamStackConfig, decode_raw_config, load_stack_config
+from components.config.training import overcommitted_pools
 
 CONTRACT_OUTPUT = "platformContract"
 """The platform stack's output a team stack reads."""
@@ -165,4 +166,15 @@ def worker_problems(team: TeamStackConfig, worker: WorkerCluster, platform: Stac
         "the team's queue there has a flavor per quota pool",
         f"give the team quota on pools every region of {team.environment} has, or add the pool to {worker.stack}")
         for pool in sorted(team.training.gpu_quota) if pool not in gpu_pools]
+    # The same rule as on the manager (training.py _check_owned_quota_fits), against the worker's
+    # own queue: owned quota beyond a pool admits gangs whose nodes never come up.
+    owned = team.training.owned_gpu_quota
+    for over in overcommitted_pools(platform.node_pools, [(f"{worker.stack}'s training.gpuQuota",
+                                                            platform.training.owned_gpu_quota), ("the team", owned)]):
+        if owned.get(over.pool):
+            problems.append(ConfigProblem(
+                f"{team.project}:training.gpuQuota.{over.pool}",
+                f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs on worker stack '{worker.stack}', "
+                f"which its own queue shares: together {over.owned}, more than the pool holds there",
+                f"lower it, or borrow it instead: gpuQuotaBorrowed: [{over.pool}]", value=str(owned[over.pool])))
     return problems

@@ -72,6 +72,7 @@ class WorkerTenantArgs:
     environment: str
     """The environment: the namespace's label (the manager's queue selects it) and the queue's cohort."""
     team: str
+    """The team, labelled on the namespace."""
     region: str
     """The worker's region: its datasets bucket's, given to Mountpoint."""
     cluster_name: pulumi.Input[str]
