@@ -180,7 +180,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     if team.workers:
         _any_region_queue(team, tenant, in_cluster)
         for worker in team.workers:
-            _team_on_worker(team, worker, secrets, trainer_role, account_id, on_aws)
+            _team_on_worker(team, worker, secrets_reader, trainer_role, account_id, on_aws)
 
     # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
     if config.budget is not None:
@@ -276,7 +276,11 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
     secrets_reader = _team_role(
         "team-secrets-reader", config, on_aws,
         name=policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
-        trust=policies.assumed_by_role_trust_policy(platform["secretsSyncRoleArn"]),
+        # The platform's External Secrets role, and each MultiKueue worker's (which may assume its
+        # manager's team readers: WorkloadRolesArgs.team_readers_prefix).
+        trust=policies.assumed_by_role_trust_policy(
+            platform["secretsSyncRoleArn"] if not team.workers
+            else [platform["secretsSyncRoleArn"], *(w.resources["secretsSyncRoleArn"] for w in team.workers)]),
         policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
             lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
     )
@@ -304,12 +308,13 @@ def _any_region_queue(team: TeamOnPlatform, tenant: TrainingTenant, in_cluster: 
                     pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(depends_on=[cluster_queue])))
 
 
-def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets: TrainingSecrets,
+def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader: aws.iam.Role,
                     trainer_role: aws.iam.Role, account_id: pulumi.Output[str],
                     on_aws: pulumi.ResourceOptions) -> WorkerTenant:
     """The team's tenancy on one worker: its access point on the worker's file system, the trainer
-    role's access to the worker's buckets, a secrets reader for the worker's External Secrets, and
-    the namespace's objects, all through the worker's own providers (IAM is global: the stack's)."""
+    role's access to the worker's buckets, and the namespace's objects (its store assumes the team's
+    one secrets reader, which trusts the worker's External Secrets role), all through the worker's
+    own providers (IAM is global: the stack's)."""
     config, platform, stack = team.config, worker.config, worker.worker.stack
     resources = worker.resources
     worker_aws = aws_provider(config, region=platform.region, resource_name=f"aws-{stack}")
@@ -328,16 +333,6 @@ def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets: Train
                            artifacts_bucket=resources["artifactsBucket"], data_key_arn=resources["dataKeyArn"],
                            secret_arns=[], secrets_key_arn="", artifacts_prefix=f"teams/{config.team}/")),
                        opts=on_aws)
-    # The worker's External Secrets role may assume `<its prefix>-team-*-secrets` only
-    # (policies.assume_team_secret_readers_policy), so the worker gets a reader of its own name.
-    secret_arns = [s.arn for s in secrets.secrets.values()]
-    secrets_reader = _team_role(
-        f"team-secrets-reader-{stack}", config, on_aws,
-        name=policies.team_secrets_reader_role_name(platform.name_prefix, config.team),
-        trust=policies.assumed_by_role_trust_policy(resources["secretsSyncRoleArn"]),
-        policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
-            lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
-    )
     return WorkerTenant(f"{stack}-team", WorkerTenantArgs(
         namespace=config.training_namespace, environment=config.environment, team=config.team,
         region=platform.region, cluster_name=resources["clusterName"],

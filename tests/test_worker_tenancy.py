@@ -3,6 +3,7 @@ there (namespace, queues, identity, volumes, secrets), through the worker's own 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import subprocess
 import sys
@@ -149,30 +150,41 @@ def test_identity_volumes_and_secrets_on_a_worker_are_the_workers(plan_of):
         (access,) = records(team, "aws:iam/rolePolicy:RolePolicy", f"team-trainer-{worker}-access")
         resources = [r for s in json.loads(access["inputs"]["policy"])["Statement"] for r in s["Resource"]]
         assert any(deployed["datasetsBucket"] in r for r in resources)
-        assert all(f"/teams/vision/" in r for r in resources if deployed["artifactsBucket"] + "/" in r)
+        assert all("/teams/vision/" in r for r in resources if deployed["artifactsBucket"] + "/" in r)
 
 
-def reader_policy(plan, name):
+def role_policy(plan, name):
     (policy,) = records(plan, "aws:iam/rolePolicy:RolePolicy", name)
     return json.loads(policy["inputs"]["policy"])
 
 
-def test_a_worker_syncs_the_teams_secrets_from_the_managers_region_with_a_reader_of_its_own(plan_of):
+def test_a_worker_syncs_the_teams_secrets_from_the_managers_region_through_the_teams_one_reader(plan_of):
     team = plan_of(TEAM_STACK)
     secrets = {s["inputs"]["name"] for s in team.of_type("aws:secretsmanager/secret:Secret")}
+    (reader,) = records(team, "aws:iam/role:Role", "team-secrets-reader")
+    trusted = json.loads(reader["inputs"]["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"]
+    manager = plan_of(MANAGER).outputs[CONTRACT_OUTPUT]["resources"]["secretsSyncRoleArn"]
+    reader_arn = f"arn:aws:iam::{plan_module.MOCK_ACCOUNT_ID}:role/{reader['inputs']['name']}"
     for worker in workers(plan_of(MANAGER)):
         deployed = plan_of(worker).outputs[CONTRACT_OUTPUT]["resources"]
-        (reader,) = records(team, "aws:iam/role:Role", f"team-secrets-reader-{worker}")
-        # The worker's External Secrets role may assume <its prefix>-team-*-secrets only.
-        assert reader["inputs"]["name"] == f"gpu-training-{worker}-team-vision-secrets"
-        assert json.loads(reader["inputs"]["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"] == \
-            deployed["secretsSyncRoleArn"]
-        # It reads what the team's reader on the manager reads: the team's secrets, in the manager's region.
-        assert reader_policy(team, f"team-secrets-reader-{worker}-access") == reader_policy(team, "team-secrets-reader-access")
+        assert sorted(trusted) == sorted([manager, deployed["secretsSyncRoleArn"]])
+        # ... and the worker's External Secrets role may assume it: its manager's team readers.
+        (assume,) = role_policy(plan_of(worker), "workload-roles-secrets-sync-teams-access")["Statement"]
+        assert assume["Action"] == ["sts:AssumeRole"] and any(fnmatch.fnmatchcase(reader_arn, r) for r in assume["Resource"])
         (store,) = on_cluster(team, worker, "SecretStore")
+        (own_store,) = on_cluster(team, None, "SecretStore")
+        assert store["spec"] == own_store["spec"]  # the manager's region, the same reader role
         assert store["spec"]["provider"]["aws"]["region"] == plan_of(MANAGER).outputs["region"]
         (external,) = on_cluster(team, worker, "ExternalSecret")
         assert {d["remoteRef"]["key"] for d in external["spec"]["data"]} == secrets
+
+
+def test_a_worker_assumes_no_reader_of_its_own_name(plan_of):
+    """The worker's External Secrets role reaches its manager's team readers, not a prefix of its own
+    (no team stack makes `gpu-training-prod-usw2-team-*`), and a platform's own is unchanged."""
+    for stack, prefix in (("prod-usw2", "gpu-training-prod"), ("prod", "gpu-training-prod"), ("dev", "gpu-training-dev")):
+        (assume,) = role_policy(plan_of(stack), "workload-roles-secrets-sync-teams-access")["Statement"]
+        assert [r.rsplit(":role/", 1)[1] for r in assume["Resource"]] == [f"{prefix}-team-*-secrets"], stack
 
 
 def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path):

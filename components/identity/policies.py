@@ -170,9 +170,11 @@ def assume_team_secret_readers_policy(*, account_id: str, partition: str, name_p
                                     sid="AssumeTeamSecretReaders"))
 
 
-def assumed_by_role_trust_policy(role_arn: str) -> str:
-    """Trust policy: only `role_arn` may assume this role."""
-    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": role_arn},
+def assumed_by_role_trust_policy(role_arn: str | Sequence[str]) -> str:
+    """Trust policy: only `role_arn` may assume this role (or only these roles: a team's secrets
+    reader, assumed by the External Secrets role of its platform and of each MultiKueue worker)."""
+    principal = role_arn if isinstance(role_arn, str) else list(role_arn)
+    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": principal},
                        "Action": ["sts:AssumeRole"]})
 
 

@@ -94,7 +94,9 @@ def dispatch_quota(gpus: int) -> dict[str, int | str]:
 
 
 def team_any_region_queue_name(namespace: str) -> str:
-    return f"{namespace}-{ANY_REGION}"
+    """`team-vision.any-region`: a dot, which no namespace (a DNS label) holds, so it can never be
+    another team's ClusterQueue (named as its namespace); the policy pack allows a team this name."""
+    return f"{namespace}.{ANY_REGION}"
 
 
 def team_any_region_cluster_queue(namespace: str, *, cohort: str, gpus: int) -> dict[str, Any]:
