@@ -106,7 +106,9 @@ def test_quota_in_total_on_the_manager_and_per_region_on_each_worker(plan_of):
     ({"gpu-spot": 8}, frozenset({"gpu-spot"}), {"pool-gpu-spot": (0, 8), "pool-p5-efa": (0, 0)}),
 ])
 def test_a_regional_queue_never_exceeds_the_teams_quota(gpu_quota, borrowed, expected):
-    pools = [p for p in load_stack_config(raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2").node_pools if p.gpu]
+    worker = load_stack_config(raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2")
+    assert isinstance(worker, StackConfig)
+    pools = [p for p in worker.node_pools if p.gpu]
     manifest = capped_cluster_queue_manifest(NAMESPACE, cohort="prod", pools=pools, gpu_quota=gpu_quota,
                                              borrowed_pools=borrowed)
     got = {f["name"]: (gpus(manifest, f["name"])["nominalQuota"], gpus(manifest, f["name"])["borrowingLimit"])
@@ -211,7 +213,8 @@ def team_and_worker(worker_raw=None):
     worker = load_stack_config(worker_raw or raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2",
                                sibling_stacks_dir=None)
     assert isinstance(worker, StackConfig)
-    (entry,) = platform.multikueue.workers if platform.multikueue else ()
+    assert platform.multikueue is not None
+    (entry,) = platform.multikueue.workers
     return team, entry, worker
 
 
