@@ -247,7 +247,10 @@ def test_every_renamed_component_keeps_its_old_urn_as_an_alias(plan_of):
             old = RENAMED_TYPES.get(record["type"])
             if old is not None:
                 seen.add(record["type"])
-                assert record.get("aliases") == [record["urn"].replace(f"::{record['type']}::", f"::{old}::")], record["urn"]
+                # The type is the URN's last type segment (after `$` under a parent component).
+                types, _, name = record["urn"].rpartition("::")
+                assert types.endswith(record["type"]), record["urn"]
+                assert record.get("aliases") == [f"{types.removesuffix(record['type'])}{old}::{name}"], record["urn"]
     assert seen == set(RENAMED_TYPES), "every renamed type is in a plan"
 
 
