@@ -377,6 +377,10 @@ EQUALITY_CASES = [
     ("platform stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod.yaml",
                                                                     "costCenter: ml-platform-prod", "costCenter: ml-prod"),
      ["prod", "team-vision-prod"]),
+    # A MultiKueue worker's stack file: the team's tenancy there reads the worker's plan.
+    ("worker stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod-usw2.yaml",
+                                                                  "costCenter: ml-platform-prod", "costCenter: ml-prod"),
+     ["prod-usw2", "team-vision-prod"]),
     ("component code", lambda repo: (repo / "components/team.py").write_text(
         (repo / "components/team.py").read_text() + "\n# a change to the program's code\n"),
      ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod"]),
