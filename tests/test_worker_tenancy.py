@@ -13,7 +13,15 @@ import pytest
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
 from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import CONTRACT_OUTPUT, worker_problems
-from components.workload.multikueue import ADMISSION_CHECK, ANY_REGION, FLAVOR, WORKER_GROUP, team_any_region_queue_name
+from components.workload.multikueue import (
+    ADMISSION_CHECK,
+    ANY_REGION,
+    FLAVOR,
+    QUEUE_LABEL,
+    WORKER_GROUP,
+    dispatched_jobset,
+    team_any_region_queue_name,
+)
 from components.workload.worker_tenant import capped_cluster_queue_manifest, dispatcher_role_binding
 from offline import plan as plan_module
 from offline.plan import synthesize
@@ -260,3 +268,27 @@ def test_a_worker_contract_of_another_version_stops_the_team_before_any_resource
     (error,) = raised.value.errors
     assert error.startswith(f"platform stack organization/{PROJECT}/prod-usw2: output platformContract: version 2"), error
     assert str(raised.value).splitlines()[0].endswith("nothing was created:")
+
+
+def test_a_team_job_dispatched_to_a_worker_finds_everything_its_pods_name_there(plan_of):
+    """A team JobSet made dispatchable (on `any-region`, managed by MultiKueue) names a queue, a
+    service account, claims, ConfigMaps and a Secret: each exists in the team's namespace on every worker."""
+    team = plan_of(TEAM_STACK)
+    (jobset,) = on_cluster(team, None, "JobSet")
+    dispatched = dispatched_jobset(jobset)
+    pods = [r["template"]["spec"]["template"]["spec"] for r in dispatched["spec"]["replicatedJobs"]]
+    named = {
+        "LocalQueue": {dispatched["metadata"]["labels"][QUEUE_LABEL]},
+        "ServiceAccount": {pod["serviceAccountName"] for pod in pods},
+        "PersistentVolumeClaim": {v["persistentVolumeClaim"]["claimName"] for pod in pods for v in pod["volumes"]
+                                  if "persistentVolumeClaim" in v},
+        "ConfigMap": {v["configMap"]["name"] for pod in pods for v in pod["volumes"] if "configMap" in v},
+        "ExternalSecret": {e["valueFrom"]["secretKeyRef"]["name"] for pod in pods for c in pod["containers"]
+                           for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})},
+    }
+    assert all(named.values()), named  # the job names one of each: the test checks something
+    for worker in workers(plan_of(MANAGER)):
+        for kind, names in named.items():
+            there = {m["metadata"]["name"] if kind != "ExternalSecret" else m["spec"]["target"]["name"]
+                     for m in on_cluster(team, worker, kind) if m["metadata"]["namespace"] == jobset["metadata"]["namespace"]}
+            assert names <= there, f"{worker} lacks the {kind} {sorted(names - there)}"

@@ -7,6 +7,7 @@ docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a mana
     namespace (the manager's name and labels) -> ClusterQueue (the team's quota in that region)
     + LocalQueue `any-region` -> RoleBinding of the dispatcher's group -> trainer service account
     -> volumes (the worker's own file system and datasets replica) -> secrets sync
+    -> the jobs' hyperparameters ConfigMaps (what a job's pods mount besides the volumes)
 
 and no jobs: jobs are submitted on the manager and dispatched. The launcher sees the same
 namespace, service account, claims and secret names in every region.
@@ -31,6 +32,7 @@ from components.workload.multikueue import WORKER_GROUP, any_region_local_queue
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.queues import cluster_queue_manifest
 from components.workload.sizing import namespace_quota
+from components.workload.training_job import hyperparameters_config_map
 
 RBAC_API_GROUP = "rbac.authorization.k8s.io"
 
@@ -82,7 +84,7 @@ class WorkerTenantArgs:
     gpu_pools: Sequence[NodePoolConfig]
     """The worker's GPU pools: the queue's flavors (made by the worker's platform stack)."""
     training: TrainingConfig
-    """The team's gpuQuota (the cap in this region); its jobs stay on the manager."""
+    """The team's gpuQuota (the cap in this region) and its jobs (their hyperparameters; the jobs stay on the manager)."""
     file_system_id: pulumi.Input[str]
     """The worker's EFS file system."""
     checkpoint_access_point_id: pulumi.Input[str]
@@ -126,6 +128,11 @@ class WorkerTenant(pulumi.ComponentResource):
         SecretsSync(f"{name}-secrets-sync", SecretsSyncArgs(
             cluster_name=args.cluster_name, region=args.secrets_region, namespace=namespace_name,
             remote_keys=args.remote_keys, assume_role_arn=args.secrets_reader_arn, depends_on=[self.namespace]), inside)
+        # MultiKueue copies the job, not what it mounts: the jobs' hyperparameters are here too.
+        for job in args.training.jobs:
+            config_map = hyperparameters_config_map(job, args.namespace)
+            k8s.core.v1.ConfigMap(f"{name}-job-{job.name}-hyperparameters", metadata=config_map["metadata"],
+                                  data=config_map["data"], opts=inside)
         self.register_outputs({})
 
     @staticmethod
