@@ -197,18 +197,22 @@ def test_a_worker_assumes_no_reader_of_its_own_name(plan_of):
         assert [r.rsplit(":role/", 1)[1] for r in assume["Resource"]] == [f"{prefix}-team-*-secrets"], stack
 
 
-def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path):
-    made = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging", "--out-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("environment", ["dev", "staging"])
+def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path, environment):
+    made = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", environment,
+                           "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
-    plan = synthesize("team-nlp-staging", tmp_path / "Pulumi.team-nlp-staging.yaml")
+    stack = f"team-nlp-{environment}"
+    # dev's own queue owns all of gpu-spot: the new team borrows its GPU there.
+    overrides = {"training": {"gpuQuota": {"gpu-spot": 1}, "gpuQuotaBorrowed": ["gpu-spot"]}} if environment == "dev" else {}
+    plan = synthesize(stack, tmp_path / f"Pulumi.{stack}.yaml", overrides=overrides)
     assert [r["name"] for r in plan.of_type("pulumi:providers:kubernetes")] == ["platform-cluster"]
     assert [r["name"] for r in plan.of_type("pulumi:providers:aws")] == ["aws"]
     assert plan.other_clusters == {}
     assert not [m for m in plan.manifests() if m["metadata"]["name"] in (ANY_REGION, team_any_region_queue_name("team-nlp"))]
     (trainer,) = records(plan, "aws:iam/role:Role", "team-trainer")
     condition = json.loads(trainer["inputs"]["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
-    assert condition["aws:RequestTag/eks-cluster-name"] == "gpu-training-staging"
+    assert condition["aws:RequestTag/eks-cluster-name"] == f"gpu-training-{environment}"
 
 
 # --- a worker's contract judged before any resource ---------------------------------------------
