@@ -61,8 +61,14 @@ from components.config import (  # noqa: E402
     decode_raw_config,
     load_stack_config,
 )
+from components.config.multikueue import MANAGER  # noqa: E402
 from components.config.placeholders import Placeholder, find_placeholders, offline_report, placeholder_secrets  # noqa: E402
-from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
+from components.config.platform_contract import (  # noqa: E402
+    CONTRACT_OUTPUT,
+    platform_of_contract,
+    read_contract,
+    worker_stack_reference,
+)
 from components.config.stack import platform_stack_errors, stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, read_stack_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
@@ -135,13 +141,12 @@ class Plan:
     placeholders: tuple[Placeholder, ...] = ()
     """The example values still in the stack's config (components/config/placeholders.py): the
     plan takes them, a real deploy refuses them. main() lists them once, on stderr."""
-
-    def of_type(self, type_token: str) -> list[dict[str, Any]]:
-        return [r for r in self.resources if r["type"] == type_token]
-
     other_clusters: dict[str, str] = field(default_factory=dict)
     """Kubernetes provider name -> the stack it reaches, for the objects made on another stack's
     cluster (a team's tenancy on each MultiKueue worker): their files are named after that stack."""
+
+    def of_type(self, type_token: str) -> list[dict[str, Any]]:
+        return [r for r in self.resources if r["type"] == type_token]
 
     def manifest_records(self) -> list[dict[str, Any]]:
         return [r for r in self.resources
@@ -354,9 +359,11 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     region = str(config.get(f"{project}:region", "us-east-1"))
     team, environment = stack_kind(stack)
     references: dict[str, dict[str, Any]] = {}
+    workers: list[str] = []
     if team and environment:
         if platform_outputs is None:
             platform_outputs = platform_plan_outputs(environment, project_dir, today)
+        workers = worker_stacks(platform_outputs)
         references = referenced_stack_outputs(project, environment, platform_outputs, project_dir, today)
     mocks = _Mocks(region, references)
     monitor = _RecordingMonitor(mocks)
@@ -400,11 +407,9 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         if collecting:
             gc.enable()
         faulthandler.cancel_dump_traceback_later()
-    other_clusters = {worker_cluster_provider_name(name.rsplit("/", 1)[-1]): name.rsplit("/", 1)[-1]
-                      for name in list(references)[1:]}  # the workers' (the first is the platform's)
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
                 parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages,
-                other_clusters=other_clusters,
+                other_clusters={worker_cluster_provider_name(worker): worker for worker in workers},
                 placeholders=stack_placeholders(stack, stack_file, project_dir, config, secret_keys,
                                                 overridden={*(overrides or {}), *(secret_overrides or {})}))
 
@@ -445,10 +450,15 @@ def referenced_stack_outputs(project: str, environment: str, platform_outputs: d
     """What each StackReference of a team stack reads, by reference name: its platform's outputs, and
     where that platform is a MultiKueue manager, each worker's own plan outputs (made before the
     team's program runs: one mock engine at a time)."""
-    multikueue = platform_outputs.get("multiKueue") or {}
-    workers = multikueue.get("workers", []) if multikueue.get("role") == "manager" else []
     return {f"organization/{project}/{environment}": platform_outputs,
-            **{f"organization/{project}/{worker}": platform_plan_outputs(worker, project_dir, today) for worker in workers}}
+            **{worker_stack_reference(project, worker): platform_plan_outputs(worker, project_dir, today)
+               for worker in worker_stacks(platform_outputs)}}
+
+
+def worker_stacks(platform_outputs: dict[str, Any]) -> list[str]:
+    """The worker stacks of a platform that is a MultiKueue manager (its output multiKueue), else none."""
+    multikueue = platform_outputs.get("multiKueue") or {}
+    return list(multikueue.get("workers", [])) if multikueue.get("role") == MANAGER else []
 
 
 def platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
