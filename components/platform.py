@@ -30,7 +30,14 @@ from components.common.tags import default_tags
 from components.config import ConfigError, ConfigProblem, NodePoolConfig, StackConfig
 from components.config.lustre_zone import WHY_ONE_ZONE, pools_that_fix_the_zone
 from components.config.lustre_zone import ZONE_KEY as LUSTRE_ZONE_KEY
-from components.config.multikueue import MANAGER, api_peer_cidrs, dispatcher_role_name, peering_name, stack_name_prefix
+from components.config.multikueue import (
+    MANAGER,
+    WORKER,
+    api_peer_cidrs,
+    dispatcher_role_name,
+    peering_name,
+    stack_name_prefix,
+)
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
@@ -359,6 +366,9 @@ def _workload_roles(config: StackConfig, on_aws: OnAws, data: DataStage) -> Work
         secrets_key_arn=data.secrets.key.arn,
         file_system_arn=data.checkpoints.file_system.arn,
         access_point_arns=[ap.arn for ap in data.checkpoints.access_points.values()],
+        # A worker syncs the secrets of its manager's teams (their tenancy here: components/team.py).
+        team_readers_prefix=stack_name_prefix(config.project, str(config.multikueue.manager))
+        if config.multikueue is not None and config.multikueue.role == WORKER else None,
     ), on_aws.opts)
 
 

@@ -9,12 +9,17 @@ namespace `team-<team>` (same guard rails as the environment's) -> ClusterQueue 
 the environment's cohort -> the team's trainer role (its own artifacts prefix, its own EFS
 access point, its own secrets) -> secrets in Secrets Manager, synced by a store that assumes a
 reader role for this team only -> volumes -> jobs.
+
+Where the platform is a MultiKueue manager, the team's jobs may be dispatched to the manager's
+workers; so the stack also reads each worker's contract (a StackReference of its own) and makes
+the team's tenancy there (workload/worker_tenant.py: namespace, queues, identity, volumes,
+secrets; no jobs), with that worker's AWS and Kubernetes providers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
@@ -26,12 +31,15 @@ from components.common.boundary import apply_permissions_boundary
 from components.common.manifests import custom_resource
 from components.common.provider import aws_provider
 from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig
-from components.config.multikueue import MANAGER
+from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import (
     CONTRACT_OUTPUT,
     JUDGED_AGAINST_DEPLOYED_PLATFORM,
     platform_of_contract,
     read_contract,
+    worker_problems,
+    worker_stack_reference,
+    workers_of,
 )
 from components.data.file_system import access_point
 from components.identity import policies
@@ -40,7 +48,11 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.team_watch import TeamWatchArgs, team_watch
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
-from components.workload.multikueue import ANY_REGION, any_region_local_queue
+from components.workload.multikueue import (
+    any_region_local_queue,
+    team_any_region_cluster_queue,
+    team_any_region_queue_name,
+)
 from components.workload.queues import LOCAL_QUEUE
 from components.workload.tenant import (
     TEAM_TENANT,
@@ -52,6 +64,7 @@ from components.workload.tenant import (
 )
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 from components.workload.viewer import exposure_of
+from components.workload.worker_tenant import WorkerTenant, WorkerTenantArgs, worker_cluster_provider_name
 
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
                 "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training", "dashboardUrl")
@@ -60,13 +73,27 @@ program returns, before the contract (and so the values) arrive."""
 
 
 @dataclass(frozen=True)
+class WorkerPlatform:
+    """A MultiKueue worker of the team's platform, as its own contract describes it."""
+
+    worker: WorkerCluster
+    """The manager's entry for it (stack, region, gpus)."""
+    config: StackConfig
+    """The worker platform stack's config, as deployed."""
+    resources: dict[str, str]
+    """Its resources the team's tenancy attaches to (cluster, file system, buckets, roles)."""
+
+
+@dataclass(frozen=True)
 class TeamOnPlatform:
-    """A team stack judged against its platform's contract."""
+    """A team stack judged against its platform's contract (and its workers')."""
 
     config: TeamStackConfig
     """Bound: its `platform` is the contract's."""
     resources: dict[str, str]
     """The platform's resources the team attaches to (platform_contract.CONTRACT_RESOURCES)."""
+    workers: tuple[WorkerPlatform, ...] = ()
+    """Where the platform is a MultiKueue manager: each of its workers."""
 
 
 def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
@@ -78,8 +105,37 @@ def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackCo
     # run before anything exists. StackReference outputs are known in previews too, so the
     # preview shows these resources as `pulumi up` creates them.
     built = reference.get_output(CONTRACT_OUTPUT).apply(
-        lambda contract: _build(_on_platform(config, contract, bind, today)))
+        lambda contract: _with_workers(_on_platform(config, contract, bind, today), today))
     return {name: built.apply(lambda outputs, name=name: outputs[name]) for name in TEAM_OUTPUTS}
+
+
+def _with_workers(team: TeamOnPlatform, today: date | None) -> pulumi.Output[dict[str, Any]]:
+    """The team's resources once every worker's contract (a StackReference each) was read and the
+    team judged against it too: a worker deployed from another commit, or one without the team's
+    quota pools, stops the run before anything exists."""
+    workers = workers_of(team.config.judged_platform)
+    references = [pulumi.StackReference(f"worker-{w.stack}", stack_name=worker_stack_reference(team.config.project, w.stack))
+                  for w in workers]
+    contracts = pulumi.Output.all(*[reference.get_output(CONTRACT_OUTPUT) for reference in references])
+    return contracts.apply(lambda values: _build(replace(team, workers=_on_workers(team, workers, values, today))))
+
+
+def _on_workers(team: TeamOnPlatform, workers: tuple[WorkerCluster, ...], values: list[Any],
+                today: date | None) -> tuple[WorkerPlatform, ...]:
+    config, found, problems = team.config, [], []
+    for worker, value in zip(workers, values, strict=True):
+        try:
+            contract = read_contract(value, reference=worker_stack_reference(config.project, worker.stack),
+                                     project=config.project)
+            platform = platform_of_contract(contract, project=config.project, environment=worker.stack, today=today)
+        except ConfigError as error:
+            problems += error.problems
+            continue
+        problems += worker_problems(config, worker, platform)
+        found.append(WorkerPlatform(worker, platform, contract.resources))
+    if problems:
+        raise ConfigError(problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
+    return tuple(found)
 
 
 def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
@@ -121,9 +177,10 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
-    if platform_config.multikueue is not None and platform_config.multikueue.role == MANAGER:
-        custom_resource("team-any-region-queue", any_region_local_queue(namespace, ANY_REGION),
-                        pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
+    if team.workers:
+        _any_region_queue(team, tenant, in_cluster)
+        for worker in team.workers:
+            _team_on_worker(team, worker, secrets_reader, trainer_role, account_id, on_aws)
 
     # --- the team's budget: its own tagged costs, alerting the platform's topic ----------------
     if config.budget is not None:
@@ -201,9 +258,10 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
     secret_arns = [s.arn for s in secrets.secrets.values()]
     trainer_role = _team_role(
         "team-trainer", config, on_aws,
+        # The manager's cluster, and each worker's where a dispatched job runs.
         trust=account_id.apply(lambda account: policies.workload_trust_policy(
-            account, cluster_name=platform_config.cluster_name, namespace=config.training_namespace,
-            service_account=TRAINER_SERVICE_ACCOUNT)),
+            account, cluster_name=[platform_config.cluster_name, *(w.resources["clusterName"] for w in team.workers)],
+            namespace=config.training_namespace, service_account=TRAINER_SERVICE_ACCOUNT)),
         policy=pulumi.Output.all(
             account_id=account_id,
             datasets_bucket=platform["datasetsBucket"],
@@ -218,7 +276,11 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
     secrets_reader = _team_role(
         "team-secrets-reader", config, on_aws,
         name=policies.team_secrets_reader_role_name(platform_config.name_prefix, config.team),
-        trust=policies.assumed_by_role_trust_policy(platform["secretsSyncRoleArn"]),
+        # The platform's External Secrets role, and each MultiKueue worker's (which may assume its
+        # manager's team readers: WorkloadRolesArgs.team_readers_prefix).
+        trust=policies.assumed_by_role_trust_policy(
+            platform["secretsSyncRoleArn"] if not team.workers
+            else [platform["secretsSyncRoleArn"], *(w.resources["secretsSyncRoleArn"] for w in team.workers)]),
         policy=pulumi.Output.all(secret_arns=pulumi.Output.all(*secret_arns), secrets_key_arn=secrets.key.arn).apply(
             lambda v: policies.secrets_reader_policy(region=config.region, **v)) if secret_arns else None,
     )
@@ -232,3 +294,52 @@ def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.Resourc
     if policy is not None:
         role_policy(resource_name, role, policy, opts)
     return role
+
+
+def _any_region_queue(team: TeamOnPlatform, tenant: TrainingTenant, in_cluster: pulumi.ResourceOptions) -> None:
+    """On the manager: the team's LocalQueue `any-region` onto its own MultiKueue ClusterQueue, whose
+    limit is the team's gpuQuota total over every region (each worker's queue caps that region)."""
+    config = team.config
+    namespace = config.training_namespace
+    after_namespace = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace]))
+    cluster_queue = custom_resource("team-any-region-cluster-queue", team_any_region_cluster_queue(
+        namespace, cohort=config.environment, gpus=sum(config.training.gpu_quota.values())), after_namespace)
+    custom_resource("team-any-region-queue", any_region_local_queue(namespace, team_any_region_queue_name(namespace)),
+                    pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(depends_on=[cluster_queue])))
+
+
+def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader: aws.iam.Role,
+                    trainer_role: aws.iam.Role, account_id: pulumi.Output[str],
+                    on_aws: pulumi.ResourceOptions) -> WorkerTenant:
+    """The team's tenancy on one worker: its access point on the worker's file system, the trainer
+    role's access to the worker's buckets, and the namespace's objects (its store assumes the team's
+    one secrets reader, which trusts the worker's External Secrets role), all through the worker's
+    own providers (IAM is global: the stack's)."""
+    config, platform, stack = team.config, worker.config, worker.worker.stack
+    resources = worker.resources
+    worker_aws = aws_provider(config, region=platform.region, resource_name=f"aws-{stack}")
+    worker_cluster = k8s.Provider(worker_cluster_provider_name(stack), kubeconfig=resources["kubeconfig"])
+    on_worker_aws = pulumi.ResourceOptions(providers=[worker_aws])
+    checkpoint_access_point = access_point(
+        f"{stack}-team-checkpoints-ap", file_system_id=resources["checkpointFileSystemId"],
+        workload=config.training_namespace, name_prefix=config.name_prefix, opts=on_worker_aws)
+    # The trainer's pods there read the worker's datasets replica and write the team's prefix of its
+    # artifacts bucket, with the worker's data key; its secrets come synced, not read by the pods.
+    aws.iam.RolePolicy(f"team-trainer-{stack}-access", role=trainer_role.id,
+                       policy=account_id.apply(lambda account: policies.trainer_policy(
+                           region=platform.region, account_id=account,
+                           datasets_bucket=resources["datasetsBucket"],
+                           datasets_external=platform.storage.datasets_bucket is not None,
+                           artifacts_bucket=resources["artifactsBucket"], data_key_arn=resources["dataKeyArn"],
+                           secret_arns=[], secrets_key_arn="", artifacts_prefix=f"teams/{config.team}/")),
+                       opts=on_aws)
+    return WorkerTenant(f"{stack}-team", WorkerTenantArgs(
+        namespace=config.training_namespace, environment=config.environment, team=config.team,
+        region=platform.region, cluster_name=resources["clusterName"],
+        kubernetes_version=platform.cluster.kubernetes_version,
+        gpu_pools=[pool for pool in platform.node_pools if pool.gpu], training=config.training,
+        file_system_id=resources["checkpointFileSystemId"], checkpoint_access_point_id=checkpoint_access_point.id,
+        datasets_bucket=resources["datasetsBucket"], secrets_region=config.region,
+        remote_keys={n: secret_name(config.project, config.environment, n, config.team) for n in config.secrets.names},
+        secrets_reader_arn=secrets_reader.arn, trainer_role_arn=trainer_role.arn,
+    ), pulumi.ResourceOptions(providers=[worker_aws, worker_cluster]))

@@ -3,7 +3,11 @@
 A stack's plan (offline/plan.py under the mock runtime) reads:
 - its own stack file (stacks/Pulumi.<stack>.yaml; bootstrap/Pulumi.<stack>.yaml for the bootstrap);
 - a team stack (team-<team>-<env>) also its platform stack `<env>`'s plan, so everything that
-  one reads (components/config/stack.py stack_kind: the platform is named by the stack name);
+  one reads (components/config/stack.py stack_kind: the platform is named by the stack name),
+  and where that platform is a MultiKueue manager, its workers' plans (the team's tenancy there,
+  offline/plan.py referenced_stack_outputs): the environment's further-region stacks
+  `<env>-<site>`, all of them (which ones are workers is the manager's config: replanning the
+  team for a region that is none costs time, never a wrong diff);
 - a platform stack also the other environments' stack files, for their network.vpcCidr only
   (components/config/sibling_stacks.py): a change elsewhere in those files leaves it alone;
 - the hyperparameters files its jobs name (components/config/training.py: any file of the
@@ -85,6 +89,17 @@ def platform_of(label: str) -> str | None:
     return environment if team else None
 
 
+def platforms_read_by(label: str, labels: Iterable[str]) -> list[str]:
+    """Every platform stack of `labels` whose plan a team stack reads: its platform's, then its
+    environment's further regions' (the manager's workers among them); [] for any other stack."""
+    environment = platform_of(label)
+    if environment is None:
+        return []
+    regional = sorted(other for other in labels if other != environment and _is_platform(other)
+                      and stack_kind(other)[1] == environment)
+    return [environment, *regional]
+
+
 @dataclass(frozen=True)
 class ChangeFacts:
     """What the pure selection needs beyond the paths, read from the two trees by plan_diff."""
@@ -137,7 +152,10 @@ def affected_stacks(changed_paths: Iterable[str], labels: Collection[str], facts
         for label, why in _direct_reasons(path, ordered, facts, main_stack_dir).items():
             reasons.setdefault(label, []).append(why)
     for label in ordered:
-        platform = platform_of(label)
-        if platform in reasons and label not in reasons:
-            reasons[label] = [f"its platform stack `{platform}`, whose plan it reads, is replanned"]
+        replanned = [platform for platform in platforms_read_by(label, ordered) if platform in reasons]
+        if replanned and label not in reasons:
+            reasons[label] = [f"its platform stack `{platform}`, whose plan it reads, is replanned"
+                              if platform == platform_of(label) else
+                              f"its environment's stack `{platform}` (a MultiKueue worker's plan it reads) is replanned"
+                              for platform in replanned]
     return {label: reasons[label] for label in ordered if label in reasons}

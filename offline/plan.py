@@ -61,14 +61,21 @@ from components.config import (  # noqa: E402
     decode_raw_config,
     load_stack_config,
 )
+from components.config.multikueue import MANAGER  # noqa: E402
 from components.config.placeholders import Placeholder, find_placeholders, offline_report, placeholder_secrets  # noqa: E402
-from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract  # noqa: E402
+from components.config.platform_contract import (  # noqa: E402
+    CONTRACT_OUTPUT,
+    platform_of_contract,
+    read_contract,
+    worker_stack_reference,
+)
 from components.config.stack import platform_stack_errors, stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, read_stack_file, stack_config  # noqa: E402
 from components.config.strict_yaml import YamlError, load_json_text, path_for_message  # noqa: E402
 from components.facts.cost_model import plan_cost  # noqa: E402
 from components.facts.prices import UnpricedRegionError  # noqa: E402
 from components.facts.regions import DNS_SUFFIXES, arn_partition  # noqa: E402
+from components.workload.worker_tenant import worker_cluster_provider_name  # noqa: E402
 from offline.architecture import mermaid  # noqa: E402
 from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
 from offline.mock_shortcuts import no_source_positions  # noqa: E402
@@ -135,15 +142,23 @@ class Plan:
     placeholders: tuple[Placeholder, ...] = ()
     """The example values still in the stack's config (components/config/placeholders.py): the
     plan takes them, a real deploy refuses them. main() lists them once, on stderr."""
+    other_clusters: dict[str, str] = field(default_factory=dict)
+    """Kubernetes provider name -> the stack it reaches, for the objects made on another stack's
+    cluster (a team's tenancy on each MultiKueue worker): their files are named after that stack."""
 
     def of_type(self, type_token: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_token]
 
+    def manifest_records(self) -> list[dict[str, Any]]:
+        return [r for r in self.resources
+                if r["type"].startswith("kubernetes:") and not r["type"].startswith(NON_MANIFEST_K8S_TYPES)]
+
     def manifests(self) -> list[dict[str, Any]]:
-        return [
-            r["inputs"] for r in self.resources
-            if r["type"].startswith("kubernetes:") and not r["type"].startswith(NON_MANIFEST_K8S_TYPES)
-        ]
+        return [r["inputs"] for r in self.manifest_records()]
+
+    def manifests_on(self, cluster: str | None) -> list[dict[str, Any]]:
+        """The objects made on one cluster: a stack of `other_clusters`, or None for the stack's own (its platform's)."""
+        return [r["inputs"] for r in self.manifest_records() if self.other_clusters.get(r["provider"]) == cluster]
 
 
 # --- the mock engine --------------------------------------------------------------------------
@@ -236,10 +251,11 @@ def _mock_id(kind: str, *parts: str) -> str:
 class _Mocks(pulumi.runtime.Mocks):
     """Answers as AWS would, with stable fake identifiers; unknown invokes fail loudly."""
 
-    def __init__(self, region: str, stack_outputs: dict[str, Any] | None = None):
+    def __init__(self, region: str, stack_outputs: dict[str, dict[str, Any]] | None = None):
         self.region = region
         self.stack_outputs = stack_outputs or {}
-        """What a StackReference reads: the outputs of the platform stack's own offline plan."""
+        """StackReference name (organization/<project>/<stack>) -> what it reads: the outputs of
+        that stack's own offline plan."""
         self.inputs: dict[ResourceKey, dict[str, Any]] = {}
         """Each resource's inputs as the mock monitor deserialised them, until the recording
         monitor takes them: one deserialisation per resource, not two. The mock monitor drops
@@ -253,10 +269,17 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
         if args.typ == "pulumi:pulumi:StackReference":
-            state["outputs"] = self.stack_outputs
+            state["outputs"] = self._referenced_outputs(str(args.inputs.get("name")))
         if args.typ == "aws:ecr/repository:Repository":  # scripts/build-image reads this as trainerRepositoryUrl
             state["repositoryUrl"] = f"{MOCK_ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{args.inputs['name']}"
         return f"{args.name}-id", state
+
+    def _referenced_outputs(self, name: str) -> dict[str, Any]:
+        if name not in self.stack_outputs:
+            raise NotImplementedError(f"offline plan has no outputs for the StackReference {name} (it plans "
+                                      f"{', '.join(sorted(self.stack_outputs)) or 'none'}): add its stack to "
+                                      "referenced_stack_outputs in offline/plan.py")
+        return self.stack_outputs[name]
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
         return self._invoke_result(args), []  # (outputs, no check failures)
@@ -341,8 +364,9 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration.
 
     `today` (None: $PLAN_TODAY if set, else the current date) is the day the EKS support
-    calendar is read for. A team stack's StackReference reads `platform_outputs`, by default
-    the outputs of its platform stack's own plan (so both read one contract, as deployed)."""
+    calendar is read for. A team stack's StackReference of its platform reads `platform_outputs`,
+    by default the outputs of its platform stack's own plan (so both read one contract, as
+    deployed); those of a manager's workers read each worker's own plan."""
     if today is None and os.environ.get(TODAY_VARIABLE):
         try:
             today = date.fromisoformat(os.environ[TODAY_VARIABLE])
@@ -354,9 +378,14 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
                                                 secret_overrides=secret_overrides, project_dir=project_dir)
     region = str(config.get(f"{project}:region", "us-east-1"))
     team, environment = stack_kind(stack)
-    if team and environment and platform_outputs is None:
-        platform_outputs = platform_plan_outputs(environment, project_dir, today)
-    mocks = _Mocks(region, platform_outputs)
+    references: dict[str, dict[str, Any]] = {}
+    workers: list[str] = []
+    if team and environment:
+        if platform_outputs is None:
+            platform_outputs = platform_plan_outputs(environment, project_dir, today)
+        workers = worker_stacks(platform_outputs)
+        references = referenced_stack_outputs(project, environment, platform_outputs, project_dir, today)
+    mocks = _Mocks(region, references)
     monitor = _RecordingMonitor(mocks)
     recorder = _WarningRecorder()
     engine_log = logging.getLogger(f"gpu-training.plan.{stack}")
@@ -402,6 +431,7 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
         _PLATFORM_OUTPUTS_MADE[(stack, project_dir, today)] = copy.deepcopy(outputs)
     return Plan(stack=stack, resources=sorted(monitor.records, key=resource_sort_key), outputs=outputs,
                 parents=monitor.parents, dependencies=monitor.dependencies, warnings=recorder.messages,
+                other_clusters={worker_cluster_provider_name(worker): worker for worker in workers},
                 placeholders=stack_placeholders(stack, stack_file, project_dir, config, secret_keys,
                                                 overridden={*(overrides or {}), *(secret_overrides or {})}))
 
@@ -437,9 +467,26 @@ def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir
     return load_stack_config(raw, project=project, stack=stack, today=today, platform=platform)
 
 
+def referenced_stack_outputs(project: str, environment: str, platform_outputs: dict[str, Any], project_dir: Path,
+                             today: date | None) -> dict[str, dict[str, Any]]:
+    """What each StackReference of a team stack reads, by reference name: its platform's outputs, and
+    where that platform is a MultiKueue manager, each worker's own plan outputs (made before the
+    team's program runs: one mock engine at a time)."""
+    return {f"organization/{project}/{environment}": platform_outputs,
+            **{worker_stack_reference(project, worker): platform_plan_outputs(worker, project_dir, today)
+               for worker in worker_stacks(platform_outputs)}}
+
+
+def worker_stacks(platform_outputs: dict[str, Any]) -> list[str]:
+    """The worker stacks of a platform that is a MultiKueue manager (its output multiKueue), else none."""
+    multikueue = platform_outputs.get("multiKueue") or {}
+    return list(multikueue.get("workers", [])) if multikueue.get("role") == MANAGER else []
+
+
 def platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
-    """The outputs of a platform stack's offline plan: what its team stacks' StackReferences read
-    (a copy: the plan is made once per process). Its problems name the platform's stack file."""
+    """The outputs of a platform stack's offline plan (an environment's, or a worker's such as
+    prod-usw2): what its team stacks' StackReferences read (a copy: the plan is made once per
+    process). Its problems name the platform's stack file."""
     try:
         made = _PLATFORM_OUTPUTS_MADE.get((environment, project_dir, today))
         return copy.deepcopy(made if made is not None else _platform_plan_outputs(environment, project_dir, today))
@@ -466,10 +513,11 @@ def _platform_plan_outputs(environment: str, project_dir: Path, today: date | No
 
 # --- output -----------------------------------------------------------------------------------
 
-def manifest_filename(manifest: dict[str, Any]) -> str:
+def manifest_filename(manifest: dict[str, Any], cluster: str | None = None) -> str:
+    """kind-namespace-name.yaml; `<stack>--kind-namespace-name.yaml` for an object on another stack's cluster."""
     metadata = manifest.get("metadata") or {}
     parts = [manifest.get("kind", "object"), metadata.get("namespace") or "cluster", metadata.get("name", "unnamed")]
-    return "-".join(str(p).lower() for p in parts) + ".yaml"
+    return (f"{cluster}--" if cluster else "") + "-".join(str(p).lower() for p in parts) + ".yaml"
 
 
 # What a plan directory holds; --out refuses a directory holding anything else (it is replaced).
@@ -491,8 +539,9 @@ def _write_files(plan: Plan, out_dir: Path) -> None:
     (out_dir / "outputs.json").write_text(json.dumps(plan.outputs, indent=2, sort_keys=True) + "\n")
     (out_dir / "architecture.md").write_text(mermaid(plan.stack, plan.resources, plan.parents, plan.dependencies))
     written: dict[str, str] = {}
-    for manifest in plan.manifests():
-        name = manifest_filename(manifest)
+    for record in plan.manifest_records():
+        manifest = record["inputs"]
+        name = manifest_filename(manifest, plan.other_clusters.get(record["provider"]))
         # kind-namespace-name is unique within one API group: two groups' kinds of one name would
         # overwrite each other silently.
         if name in written:

@@ -457,16 +457,18 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     attached = {r["inputs"]["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
     listed = {f"arn:aws:iam::aws:policy/{name}" for name in policies.ATTACHABLE_MANAGED_POLICIES}
     assert attached <= listed, f"the deploy role may not attach {sorted(attached - listed)}"
-    # The deploy role's rights rest on these tags, which the stacks' provider puts on every resource.
-    provider = one(plan, "pulumi:providers:aws")
+    # The deploy role's rights rest on these tags, which the stacks' provider puts on every resource
+    # (and a team stack's further providers, one per MultiKueue worker region, alike).
+    provider = one(plan, "pulumi:providers:aws", "aws")
     tags = json.loads(provider["inputs"]["defaultTags"])["tags"]
+    assert all(json.loads(p["inputs"]["defaultTags"])["tags"] == tags for p in plan.of_type("pulumi:providers:aws"))
     assert tags[policies.ENVIRONMENT_TAG] == environment_of(stack)
     assert tags[policies.PROJECT_TAG] == "gpu-training"
 
 
 def default_tags(plan: Plan) -> dict[str, str]:
     """The tags the stacks' provider puts on every resource it creates, as request context."""
-    tags = json.loads(one(plan, "pulumi:providers:aws")["inputs"]["defaultTags"])["tags"]
+    tags = json.loads(one(plan, "pulumi:providers:aws", "aws")["inputs"]["defaultTags"])["tags"]
     return {f"aws:ResourceTag/{key}": value for key, value in tags.items()}
 
 

@@ -225,7 +225,7 @@ def test_borrowed_quota_passes_and_becomes_a_borrowing_limit(plan_of):
     config = load_team(mutate(raw_config(TEAM_STACK), "training", training), plan_of)
     assert config.training.owned_gpu_quota == {"gpu-spot": 16}
     plan = synthesize(TEAM_STACK, overrides={"training": training}, platform_outputs=plan_of("prod").outputs)
-    (queue,) = [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
+    (queue,) = [m for m in plan.manifests_on(None) if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == "team-vision"]
     assert validate_custom_resource(queue) == []
     flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["spec"]["resourceGroups"][0]["flavors"]}
     assert flavors["pool-p5-efa"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 16}

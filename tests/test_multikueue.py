@@ -238,11 +238,15 @@ def test_the_kubeconfig_is_one_kueue_accepts():
 
 def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
     manager, team = plan_of("prod"), plan_of("team-vision-prod")
-    (queue,) = [q for q in kinds(team, "LocalQueue") if q["metadata"]["name"] == ANY_REGION]
-    assert queue["spec"]["clusterQueue"] == ANY_REGION
+    (queue,) = [q for q in team.manifests_on(None) if q["kind"] == "LocalQueue" and q["metadata"]["name"] == ANY_REGION]
+    # The team's own MultiKueue queue (its total), borrowing from the environment's in the cohort.
+    (team_queue,) = [q for q in kinds(team, "ClusterQueue") if q["metadata"]["name"] == queue["spec"]["clusterQueue"]]
     (cluster_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
+    assert team_queue["spec"]["cohortName"] == cluster_queue["spec"]["cohortName"]
+    assert team_queue["spec"]["admissionChecksStrategy"] == cluster_queue["spec"]["admissionChecksStrategy"]
     selector = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
-    (namespace,) = [n for n in kinds(team, "Namespace") if n["metadata"]["name"] == queue["metadata"]["namespace"]]
+    (namespace,) = [n for n in team.manifests_on(None)
+                    if n["kind"] == "Namespace" and n["metadata"]["name"] == queue["metadata"]["namespace"]]
     assert selector.items() <= namespace["metadata"]["labels"].items()  # the manager's queue admits the team's jobs
     (own,) = [n for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
     assert selector.items() <= own["metadata"]["labels"].items()

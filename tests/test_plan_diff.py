@@ -295,7 +295,10 @@ def test_every_renamed_component_keeps_its_old_urn_as_an_alias(plan_of):
             old = RENAMED_TYPES.get(record["type"])
             if old is not None:
                 seen.add(record["type"])
-                assert record.get("aliases") == [record["urn"].replace(f"::{record['type']}::", f"::{old}::")], record["urn"]
+                # The type is the URN's last type segment (after `$` under a parent component).
+                types, _, name = record["urn"].rpartition("::")
+                assert types.endswith(record["type"]), record["urn"]
+                assert record.get("aliases") == [f"{types.removesuffix(record['type'])}{old}::{name}"], record["urn"]
     assert seen == set(RENAMED_TYPES), "every renamed type is in a plan"
 
 
@@ -335,8 +338,9 @@ AFFECTED_CASES = [
     # Its network.vpcCidr is what the other platform stacks check theirs against: each of them, and their teams.
     (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["stacks/Pulumi.staging.yaml"], (), ["staging"]),
-    # A further region's stack file: that stack alone, or every platform stack when its vpcCidr moved.
-    (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2"]),
+    # A further region's stack file: that stack and the environment's teams (their tenancy on a
+    # MultiKueue worker reads its plan), or every platform stack when its vpcCidr moved.
+    (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2", "team-vision-prod"]),
     (["stacks/Pulumi.prod-usw2.yaml"], ("prod-usw2",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev",
                                                         "team-vision-prod"]),
     (["stacks/Pulumi.qa-sandbox.yaml"], (), []),              # a stack file of no stack either ref has: read by none
@@ -383,6 +387,13 @@ def test_a_team_stack_follows_its_platform_and_says_so():
     assert sibling["team-nlp-dev"] == ["its platform stack `dev`, whose plan it reads, is replanned"]
 
 
+def test_a_team_stack_follows_its_environments_worker_stacks_and_says_so():
+    affected = affected_stacks(["stacks/Pulumi.prod-usw2.yaml"], LABELS)
+    assert affected["team-vision-prod"] == [
+        "its environment's stack `prod-usw2` (a MultiKueue worker's plan it reads) is replanned"]
+    assert "team-nlp-dev" not in affected
+
+
 @pytest.mark.parametrize("label", ["dev", "prod", "team-vision-prod", "team-a-b-staging", "team-x-qa", "bootstrap/bootstrap"])
 def test_the_platform_a_team_stack_reads_is_the_one_its_plan_synthesises(label):
     """offline/plan.py plans the platform stack_kind names (platform_plan_outputs): the same one."""
@@ -414,6 +425,10 @@ EQUALITY_CASES = [
     ("platform stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod.yaml",
                                                                     "costCenter: ml-platform-prod", "costCenter: ml-prod"),
      ["prod", "team-vision-prod"]),
+    # A MultiKueue worker's stack file: the team's tenancy there reads the worker's plan.
+    ("worker stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod-usw2.yaml",
+                                                                  "costCenter: ml-platform-prod", "costCenter: ml-prod"),
+     ["prod-usw2", "team-vision-prod"]),
     ("component code", lambda repo: (repo / "components/team.py").write_text(
         (repo / "components/team.py").read_text() + "\n# a change to the program's code\n"),
      ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod"]),

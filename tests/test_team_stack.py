@@ -22,7 +22,8 @@ SHARED_INFRASTRUCTURE = (
 
 
 def manifests(plan, kind):
-    return [m for m in plan.manifests() if m["kind"] == kind]
+    """The objects of `kind` on the platform's cluster (test_worker_tenancy.py: those on its workers)."""
+    return [m for m in plan.manifests_on(None) if m["kind"] == kind]
 
 
 def role_policy(plan, name):
@@ -33,7 +34,9 @@ def test_team_stack_creates_no_shared_infrastructure(plan_of):
     plan = plan_of(STACK)
     assert not [r["name"] for r in plan.resources if r["type"] in SHARED_INFRASTRUCTURE]
     assert not manifests(plan, "ResourceFlavor"), "flavors are the platform's"
-    assert {r["provider"] for r in plan.resources if r["type"].startswith("aws:")} == {"aws"}
+    # The stack's own provider, and one per MultiKueue worker of prod (its region: the team's tenancy there).
+    workers = plan_of("prod").outputs["multiKueue"]["workers"]
+    assert {r["provider"] for r in plan.resources if r["type"].startswith("aws:")} == {"aws", *(f"aws-{w}" for w in workers)}
     tags = json.loads(plan.of_type("pulumi:providers:aws")[0]["inputs"]["defaultTags"])["tags"]
     assert (tags["team"], tags["environment"]) == (TEAM, "prod")
 
@@ -43,8 +46,9 @@ def test_team_namespace_queue_and_jobs(plan_of):
     (namespace,) = manifests(plan, "Namespace")
     assert namespace["metadata"]["name"] == f"team-{TEAM}"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    (queue,) = manifests(plan, "ClusterQueue")
-    assert queue["metadata"]["name"] == f"team-{TEAM}" and queue["spec"]["cohortName"] == "prod"
+    # Its own queue; beside it the MultiKueue queue of its jobs on `any-region` (test_worker_tenancy.py).
+    (queue,) = [q for q in manifests(plan, "ClusterQueue") if q["metadata"]["name"] == f"team-{TEAM}"]
+    assert queue["spec"]["cohortName"] == "prod"
     assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": f"team-{TEAM}"}}
     (jobset,) = manifests(plan, "JobSet")
     assert jobset["metadata"]["namespace"] == f"team-{TEAM}"
@@ -54,7 +58,7 @@ def test_team_namespace_queue_and_jobs(plan_of):
     assert pod["securityContext"]["sysctls"][0]["value"] == platform.fabric.nccl_port_range.sysctl_value
     (claim,) = [c for c in manifests(plan, "PersistentVolumeClaim") if c["metadata"]["name"] == "checkpoints"]
     assert claim["metadata"]["namespace"] == f"team-{TEAM}"
-    (access_point,) = plan.of_type("aws:efs/accessPoint:AccessPoint")
+    (access_point,) = [a for a in plan.of_type("aws:efs/accessPoint:AccessPoint") if a["provider"] == "aws"]
     assert access_point["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{TEAM}"
 
 
@@ -69,9 +73,10 @@ def test_team_identity_reaches_only_the_teams_data(plan_of):
     assert secrets and all(s.startswith(f"{PROJECT}/prod/teams/{TEAM}/") for s in secrets)
     reader = next(r["inputs"] for r in plan.of_type("aws:iam/role:Role") if r["name"] == "team-secrets-reader")
     assert reader["name"] == f"gpu-training-prod-team-{TEAM}-secrets"
-    # Trusted: the deployed platform's External Secrets role, as its contract names it.
+    # Trusted: the deployed platform's External Secrets role, as its contract names it (and each
+    # MultiKueue worker's: test_worker_tenancy.py).
     platform_role = plan_of("prod").outputs[CONTRACT_OUTPUT]["resources"]["secretsSyncRoleArn"]
-    assert json.loads(reader["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"] == platform_role
+    assert platform_role in json.loads(reader["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"]
     (store,) = manifests(plan, "SecretStore")
     assert store["metadata"]["namespace"] == f"team-{TEAM}" and store["spec"]["provider"]["aws"]["role"]
 

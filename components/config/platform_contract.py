@@ -24,8 +24,10 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from components.config.multikueue import MANAGER, WORKER, WorkerCluster
 from components.config.reader import ConfigError, ConfigProblem
-from components.config.stack import StackConfig, decode_raw_config, load_stack_config
+from components.config.stack import StackConfig, TeamStackConfig, decode_raw_config, load_stack_config
+from components.config.training import overcommitted_pools
 
 CONTRACT_OUTPUT = "platformContract"
 """The platform stack's output a team stack reads."""
@@ -128,3 +130,51 @@ def platform_of_contract(contract: PlatformContract, *, project: str, environmen
     if not isinstance(loaded, StackConfig):
         raise ConfigError([ConfigProblem(f"stack '{environment}'", "is not a platform stack", where=where)])
     return loaded
+
+
+def worker_stack_reference(project: str, worker_stack: str) -> str:
+    """The StackReference name of a manager's worker stack (DIY backend: organization/<project>/<stack>)."""
+    return f"organization/{project}/{worker_stack}"
+
+
+def workers_of(platform: StackConfig) -> tuple[WorkerCluster, ...]:
+    """The worker clusters a team's tenancy reaches too: those of a MultiKueue manager, else none."""
+    multikueue = platform.multikueue
+    return multikueue.workers if multikueue is not None and multikueue.role == MANAGER else ()
+
+
+def worker_problems(team: TeamStackConfig, worker: WorkerCluster, platform: StackConfig) -> list[ConfigProblem]:
+    """What keeps the team's tenancy off a worker, judged on the worker's deployed contract: the
+    worker must be the manager's (MultiKueue dispatches there) in the region the manager lists, and
+    every pool of the team's gpuQuota a GPU pool there (its ClusterQueue's flavors are the worker's)."""
+    where = f"worker stack '{worker.stack}' (its deployed {CONTRACT_OUTPUT})"
+    deploy = f"deploy {worker.stack} from this commit (pulumi up --stack {worker.stack}), then this team stack"
+    problems = []
+    multikueue = platform.multikueue
+    if multikueue is None or multikueue.role != WORKER or multikueue.manager != team.judged_platform.stack:
+        problems.append(ConfigProblem(
+            f"{team.project}:multiKueue", f"is not a MultiKueue worker of '{team.judged_platform.stack}'",
+            f"{deploy}; or drop it from {team.judged_platform.stack}'s multiKueue.workers", where=where))
+    if platform.region != worker.region:
+        problems.append(ConfigProblem(
+            f"{team.project}:region", f"is {platform.region}, the manager lists {worker.region}",
+            f"make {team.judged_platform.stack}'s multiKueue.workers[].region the worker's region", where=where))
+    gpu_pools = sorted(pool.name for pool in platform.node_pools if pool.gpu)
+    problems += [ConfigProblem(
+        f"{team.project}:training.gpuQuota.{pool}",
+        f"is not a GPU pool of worker stack '{worker.stack}' (it has {', '.join(gpu_pools) or 'none'}): "
+        "the team's queue there has a flavor per quota pool",
+        f"give the team quota on pools every region of {team.environment} has, or add the pool to {worker.stack}")
+        for pool in sorted(team.training.gpu_quota) if pool not in gpu_pools]
+    # The same rule as on the manager (training.py _check_owned_quota_fits), against the worker's
+    # own queue: owned quota beyond a pool admits gangs whose nodes never come up.
+    owned = team.training.owned_gpu_quota
+    for over in overcommitted_pools(platform.node_pools, [(f"{worker.stack}'s training.gpuQuota",
+                                                            platform.training.owned_gpu_quota), ("the team", owned)]):
+        if owned.get(over.pool):
+            problems.append(ConfigProblem(
+                f"{team.project}:training.gpuQuota.{over.pool}",
+                f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs on worker stack '{worker.stack}', "
+                f"which its own queue shares: together {over.owned}, more than the pool holds there",
+                f"lower it, or borrow it instead: gpuQuotaBorrowed: [{over.pool}]", value=str(owned[over.pool])))
+    return problems

@@ -82,9 +82,14 @@ def file_system_policy(file_system_arn: str) -> str:
     )
 
 
-def workload_trust_policy(account_id: str, *, cluster_name: str, namespace: str, service_account: str) -> str:
+def workload_trust_policy(account_id: str, *, cluster_name: str | Sequence[str], namespace: str,
+                          service_account: str) -> str:
     """EKS Pod Identity may assume the role only for one service account of one namespace of one
-    cluster: Pod Identity sets these session tags itself, so a stray association cannot use it."""
+    cluster: Pod Identity sets these session tags itself, so a stray association cannot use it.
+    Several clusters (a team's trainer on a MultiKueue manager and its workers): that service
+    account of that namespace in any of them (a condition key with several values matches any of
+    them: IAM User Guide, "Creating a condition with multiple keys or values")."""
+    clusters = [cluster_name] if isinstance(cluster_name, str) else list(cluster_name)
     return iam.policy({
         "Sid": "PodIdentityForOneServiceAccount",
         "Effect": "Allow",
@@ -92,7 +97,7 @@ def workload_trust_policy(account_id: str, *, cluster_name: str, namespace: str,
         "Action": ["sts:AssumeRole", "sts:TagSession"],
         "Condition": {"StringEquals": {
             "aws:SourceAccount": account_id,
-            "aws:RequestTag/eks-cluster-name": cluster_name,
+            "aws:RequestTag/eks-cluster-name": clusters[0] if len(clusters) == 1 else clusters,
             "aws:RequestTag/kubernetes-namespace": namespace,
             "aws:RequestTag/kubernetes-service-account": service_account,
         }},
@@ -165,9 +170,11 @@ def assume_team_secret_readers_policy(*, account_id: str, partition: str, name_p
                                     sid="AssumeTeamSecretReaders"))
 
 
-def assumed_by_role_trust_policy(role_arn: str) -> str:
-    """Trust policy: only `role_arn` may assume this role."""
-    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": role_arn},
+def assumed_by_role_trust_policy(role_arn: str | Sequence[str]) -> str:
+    """Trust policy: only `role_arn` may assume this role (or only these roles: a team's secrets
+    reader, assumed by the External Secrets role of its platform and of each MultiKueue worker)."""
+    principal = role_arn if isinstance(role_arn, str) else list(role_arn)
+    return iam.policy({"Sid": "AssumedByOneRole", "Effect": "Allow", "Principal": {"AWS": principal},
                        "Action": ["sts:AssumeRole"]})
 
 

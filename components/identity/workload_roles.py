@@ -62,6 +62,9 @@ class WorkloadRolesArgs:
     """The checkpoint file system the EFS CSI controller may describe."""
     access_point_arns: Sequence[pulumi.Input[str]]
     """The checkpoint file system's access points the EFS CSI controller may describe."""
+    team_readers_prefix: str | None = None
+    """The name prefix of the team secret readers External Secrets may assume (`<prefix>-team-*-secrets`):
+    None, this cluster's; a MultiKueue worker's is its manager's, whose team stacks make them."""
 
 
 class WorkloadRoles(pulumi.ComponentResource):
@@ -90,7 +93,8 @@ class WorkloadRoles(pulumi.ComponentResource):
 
         self._policy("secrets-sync-teams", self.secrets_sync, pulumi.Output.from_input(args.account_id).apply(
             lambda account: policies.assume_team_secret_readers_policy(
-                account_id=account, partition=arn_partition(args.region), name_prefix=args.cluster_name)))
+                account_id=account, partition=arn_partition(args.region),
+                name_prefix=args.team_readers_prefix or args.cluster_name)))
 
         self.efs_csi = self._role("efs-csi", EFS_CSI_NAMESPACE, EFS_CSI_SERVICE_ACCOUNT,
                                   "EFS CSI controller: describe the checkpoint file system")

@@ -80,9 +80,7 @@ def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str
                 "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
                                                           "location": kubeconfig_secret_name(w.stack)}}}}
                for w in config.workers]
-    gpus = config.total_gpus
-    quota = {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
-             EFA_RESOURCE: gpus * EFA_PER_GPU}
+    quota = dispatch_quota(config.total_gpus)
     return [
         *workers,
         {"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": ADMISSION_CHECK},
@@ -101,6 +99,37 @@ def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str
                       {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]}]}],
                   "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}},
     ]
+
+
+def dispatch_quota(gpus: int) -> dict[str, int | str]:
+    """What the manager may hold in flight for `gpus` GPUs: the GPUs and the per-GPU ceilings of what comes with them."""
+    return {"cpu": gpus * CPU_PER_GPU, "memory": f"{gpus * MEMORY_GIB_PER_GPU}Gi", GPU_RESOURCE: gpus,
+            EFA_RESOURCE: gpus * EFA_PER_GPU}
+
+
+def team_any_region_queue_name(namespace: str) -> str:
+    """`team-vision.any-region`: a dot, which no namespace (a DNS label) holds, so it can never be
+    another team's ClusterQueue (named as its namespace); the policy pack allows a team this name."""
+    return f"{namespace}.{ANY_REGION}"
+
+
+def team_any_region_cluster_queue(namespace: str, *, cohort: str, gpus: int) -> dict[str, Any]:
+    """A team's ClusterQueue on the manager behind its LocalQueue ANY_REGION: the MultiKueue check,
+    owning nothing and borrowing at most `gpus` (the team's total over every region) from the
+    cohort's idle quota, which is the environment's ClusterQueue ANY_REGION (the workers' sum). So
+    the team's dispatched GPUs stay within its total and the environment's (kueue v0.19.2
+    ClusterQueue: a workload may use "nominalQuota+borrowingLimit"; each worker's own team queue
+    caps that region)."""
+    limit = dispatch_quota(gpus)
+    nothing = dispatch_quota(0)
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": team_any_region_queue_name(namespace)},
+            "spec": {"cohortName": cohort,
+                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                     "queueingStrategy": "BestEffortFIFO",
+                     "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
+                         {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": nothing[r], "borrowingLimit": limit[r]}
+                                                        for r in COVERED_RESOURCES]}]}],
+                     "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}}
 
 
 def any_region_local_queue(namespace: str, cluster_queue: str) -> dict[str, Any]:
@@ -140,18 +169,23 @@ def worker_read_cluster_role() -> dict[str, Any]:
             ]}
 
 
+def dispatcher_role_binding(namespace: str) -> dict[str, Any]:
+    """The group's RoleBinding in `namespace`: it may manage Jobs, JobSets and Workloads there
+    (the ClusterRole WORKER_GROUP bound in this namespace only). The environment's training
+    namespace gets it here, each team namespace on a worker from its team stack (worker_tenant.py)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": WORKER_GROUP, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_GROUP},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]}
+
+
 def worker_bindings(namespace: str) -> list[dict[str, Any]]:
-    """The group's RoleBinding in `namespace` (a team stack binds its own namespace the same way,
-    same name) and its ClusterRoleBinding to the cluster-wide reads."""
-    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]
+    """The group's RoleBinding in `namespace` and its ClusterRoleBinding to the cluster-wide reads."""
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": WORKER_GROUP, "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_GROUP},
-         "subjects": group},
+        dispatcher_role_binding(namespace),
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": WORKER_READ},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_READ},
-         "subjects": group},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": WORKER_GROUP}]},
     ]
 
 

@@ -290,19 +290,28 @@ class TrainingJobArgs:
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 
 
+def hyperparameters_config_map(job: JobConfig, namespace: str) -> dict[str, Any]:
+    """The ConfigMap a job's pods mount its hyperparameters from (also on each MultiKueue worker,
+    where a dispatched copy of the job runs: workload/worker_tenant.py)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"{job.name}-hyperparameters", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": job.name}},
+            "data": {"hparams.yaml": job.hyperparameters}}
+
+
 class TrainingJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:TrainingJob", name, None, opts)
         job = args.job
+        hyperparameters = hyperparameters_config_map(job, args.namespace)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-hyperparameters",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{job.name}-hyperparameters", namespace=args.namespace,
-                                                labels={"app.kubernetes.io/name": job.name}),
-            data={"hparams.yaml": job.hyperparameters},
+            metadata=hyperparameters["metadata"],
+            data=hyperparameters["data"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         manifest = jobset_manifest(job, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
-                                   fabric=args.fabric, hyperparameters_config_map=f"{job.name}-hyperparameters",
+                                   fabric=args.fabric, hyperparameters_config_map=hyperparameters["metadata"]["name"],
                                    checkpoints_sub_path=args.checkpoints_sub_path)
         custom_resource(
             f"{name}-jobset",

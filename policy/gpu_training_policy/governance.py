@@ -157,10 +157,13 @@ NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.s
                                "kubernetes:kustomize")
 # The cluster-scoped Kubernetes objects a team stack makes (components/team.py), each bound to the
 # team: its namespace, the persistent volumes its claims bind, its Kueue ClusterQueue (named as the
-# namespace: components/workload/queues.py). Every other
+# namespace: components/workload/queues.py) and, on a MultiKueue manager, its ClusterQueue of the
+# environment's queue `any-region` (`<namespace>.any-region`: components/workload/multikueue.py
+# team_any_region_queue_name; with a dot, which no namespace, and so no other team's queue, can hold). Every other
 # Kubernetes object of a team stack lives in the team's namespace: a ClusterRoleBinding, a CRD or
 # a webhook configuration would reach the whole cluster.
 TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "ClusterQueue")  # and persistent volumes, judged by their claim
+TEAM_CLUSTER_QUEUE_SUFFIXES = ("", ".any-region")
 # Cluster-scoped kinds, whatever `metadata.namespace` an object of them says (the API server
 # ignores it): Kubernetes' own and those of the add-ons the platform installs. Any kind named
 # Cluster* counts too (ClusterRole, ClusterRoleBinding, External Secrets' ClusterSecretStore).
@@ -190,8 +193,9 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
             f"is a cluster-scoped volume bound to namespace {claim_namespace}, not {namespace} (spec.claimRef)")
     if kind in TEAM_CLUSTER_SCOPED_KINDS:
         name = get(metadata, "name")
-        if name != namespace:
-            return f"is a cluster-scoped {kind} named {name}, not {namespace}"
+        allowed = [namespace + suffix for suffix in (TEAM_CLUSTER_QUEUE_SUFFIXES if kind == "ClusterQueue" else ("",))]
+        if name not in allowed:
+            return f"is a cluster-scoped {kind} named {name}, not {' or '.join(allowed)}"
         enforce = get(get(metadata, "labels") or {}, POD_SECURITY_ENFORCE) if kind == "Namespace" else None
         if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS and not (patch and enforce is None):
             return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "

@@ -359,6 +359,14 @@ ATTEMPTS = [
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"}]}),
         "allowed-resource-types"),
+    # A team's own any-region ClusterQueue is `team-vision.any-region`: another team's, or a name
+    # that only starts like it, is not the team's.
+    Attempt("cluster", "another team's any-region ClusterQueue", TEAM, lambda _: (on(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+            "metadata": {"name": "team-nlp.any-region"}, "spec": {}}, k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "a ClusterQueue named like the any-region one without its dot", TEAM, lambda _: (on(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+            "metadata": {"name": "team-vision-any-region"}, "spec": {}}, k8s=True),), "team-stack-scope"),
     Attempt("cluster", "a Deployment in kube-system", TEAM, lambda _: (on(TEAM, "kubernetes:apps/v1:Deployment", "bypass", {
         "metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}, k8s=True),), "team-stack-scope"),
     Attempt("cluster", "a BucketReplicationConfig copying the datasets bucket out", TEAM, just(

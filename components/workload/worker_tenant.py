@@ -1,0 +1,132 @@
+"""A team's tenancy on a MultiKueue worker cluster: what a job dispatched there needs to run.
+
+MultiKueue creates a dispatched job's Workload and JobSet on the worker in the same namespace and
+on the LocalQueue of the same name as on the manager, which must exist there (kueue v0.19.2
+docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a manager makes, on each worker:
+
+    namespace (the manager's name and labels) -> ClusterQueue (the team's quota in that region)
+    + LocalQueue `any-region` -> RoleBinding of the dispatcher's group -> trainer service account
+    -> volumes (the worker's own file system and datasets replica) -> secrets sync
+    -> the jobs' hyperparameters ConfigMaps (what a job's pods mount besides the volumes)
+
+and no jobs: jobs are submitted on the manager and dispatched. The launcher sees the same
+namespace, service account, claims and secret names in every region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.common.manifests import custom_resource
+from components.config import NodePoolConfig
+from components.config.training import TrainingConfig
+from components.data.mounts import StorageMounts, StorageMountsArgs
+from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs
+from components.secrets.sync import SecretsSync, SecretsSyncArgs
+from components.workload.multikueue import any_region_local_queue, dispatcher_role_binding
+from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload.queues import cluster_queue_manifest
+from components.workload.sizing import namespace_quota
+from components.workload.training_job import hyperparameters_config_map
+
+
+def worker_cluster_provider_name(worker_stack: str) -> str:
+    """The Kubernetes provider of a worker's cluster in a team stack (the offline plan names the
+    objects made through it after the worker)."""
+    return f"{worker_stack}-cluster"
+
+
+def capped_cluster_queue_manifest(name: str, *, cohort: str, pools: list[NodePoolConfig], gpu_quota: dict[str, int],
+                                  borrowed_pools: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The team's ClusterQueue in one region: its gpuQuota, lent while idle but never exceeded
+    (borrowingLimit 0 on what it owns and on the pools it has no quota on: kueue v0.19.2 ClusterQueue,
+    a workload may use "nominalQuota+borrowingLimit"), so gpuQuota caps the team in every region; a
+    training.gpuQuotaBorrowed pool borrows up to its quota, as on the manager."""
+    manifest = cluster_queue_manifest(name, cohort=cohort, namespace=name, pools=pools, gpu_quota=gpu_quota,
+                                      borrowed_pools=borrowed_pools)
+    for flavor in manifest["spec"]["resourceGroups"][0]["flavors"]:
+        for resource in flavor["resources"]:
+            resource.setdefault("borrowingLimit", 0)
+    return manifest
+
+
+@dataclass(frozen=True)
+class WorkerTenantArgs:
+    namespace: str
+    """The team's namespace, the same name as on the manager."""
+    environment: str
+    """The environment: the namespace's label (the manager's queue selects it) and the queue's cohort."""
+    team: str
+    """The team, labelled on the namespace."""
+    region: str
+    """The worker's region: its datasets bucket's, given to Mountpoint."""
+    cluster_name: pulumi.Input[str]
+    """The worker's EKS cluster: the trainer's Pod Identity association is made there."""
+    kubernetes_version: str
+    """The worker's Kubernetes version."""
+    gpu_pools: Sequence[NodePoolConfig]
+    """The worker's GPU pools: the queue's flavors (made by the worker's platform stack)."""
+    training: TrainingConfig
+    """The team's gpuQuota (the cap in this region) and its jobs (their hyperparameters; the jobs stay on the manager)."""
+    file_system_id: pulumi.Input[str]
+    """The worker's EFS file system."""
+    checkpoint_access_point_id: pulumi.Input[str]
+    """The team's access point on it."""
+    datasets_bucket: pulumi.Input[str]
+    """The worker's datasets bucket (the manager's, replicated)."""
+    secrets_region: str
+    """Where the team's secrets are (the manager's region): the worker's External Secrets reads them there."""
+    remote_keys: dict[str, str]
+    """Secret name in the namespace -> its name in Secrets Manager."""
+    secrets_reader_arn: pulumi.Input[str]
+    """The team's reader role that the worker's External Secrets role assumes."""
+    trainer_role_arn: pulumi.Input[str]
+    """The team's trainer role (it trusts the worker's cluster too)."""
+
+
+class WorkerTenant(pulumi.ComponentResource):
+    """The team's namespace on one worker cluster (opts: the worker's AWS and Kubernetes providers)."""
+
+    namespace: TrainingNamespace
+
+    def __init__(self, name: str, args: WorkerTenantArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-training:workload:WorkerTenant", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        quota_pools = [pool for pool in args.gpu_pools if pool.name in args.training.gpu_quota]
+        self.namespace = TrainingNamespace(f"{name}-namespace", TrainingNamespaceArgs(
+            name=args.namespace, environment=args.environment, team=args.team, quota=namespace_quota(quota_pools),
+            depends_on=[]), child)
+        inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        namespace_name = self.namespace.namespace.metadata.name  # an output: children wait for the namespace
+        self._create_queues(name, args, inside)
+        binding = dispatcher_role_binding(args.namespace)
+        k8s.rbac.v1.RoleBinding(f"{name}-dispatcher-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
+                                subjects=binding["subjects"], opts=inside)
+        TrainerServiceAccount(f"{name}-trainer-identity", TrainerServiceAccountArgs(
+            cluster_name=args.cluster_name, namespace=namespace_name, role_arn=args.trainer_role_arn), inside)
+        StorageMounts(f"{name}-storage-mounts", StorageMountsArgs(
+            cluster_name=args.cluster_name, namespace=namespace_name, region=args.region,
+            kubernetes_version=args.kubernetes_version, file_system_id=args.file_system_id,
+            checkpoint_access_point_id=args.checkpoint_access_point_id, datasets_bucket=args.datasets_bucket), inside)
+        SecretsSync(f"{name}-secrets-sync", SecretsSyncArgs(
+            cluster_name=args.cluster_name, region=args.secrets_region, namespace=namespace_name,
+            remote_keys=args.remote_keys, assume_role_arn=args.secrets_reader_arn, depends_on=[self.namespace]), inside)
+        # MultiKueue copies the job, not what it mounts: the jobs' hyperparameters are here too.
+        for job in args.training.jobs:
+            config_map = hyperparameters_config_map(job, args.namespace)
+            k8s.core.v1.ConfigMap(f"{name}-job-{job.name}-hyperparameters", metadata=config_map["metadata"],
+                                  data=config_map["data"], opts=inside)
+        self.register_outputs({})
+
+    @staticmethod
+    def _create_queues(name: str, args: WorkerTenantArgs, opts: pulumi.ResourceOptions) -> None:
+        cluster_queue = custom_resource(f"{name}-cluster-queue", capped_cluster_queue_manifest(
+            args.namespace, cohort=args.environment, pools=list(args.gpu_pools), gpu_quota=args.training.gpu_quota,
+            borrowed_pools=args.training.borrowed_pools), opts)
+        custom_resource(f"{name}-any-region-queue", any_region_local_queue(args.namespace, args.namespace),
+                        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[cluster_queue])))
