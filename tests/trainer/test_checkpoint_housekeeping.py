@@ -187,3 +187,25 @@ def test_no_restored_tensor_is_a_view_of_the_checkpoint(tmp_path, project_path):
     assert all(torch.equal(a, b) for a, b in zip(before, live, strict=True))
     expected = _trained(torch)[1].state_dict()["state"]
     assert all(torch.equal(live_optimizer.state_dict()["state"][i][k], expected[i][k]) for i in expected for k in expected[i])
+
+
+@requires_torch
+def test_a_slow_prune_of_one_save_never_takes_the_next_commit_for_a_line_left_behind(tmp_path, monkeypatch):
+    """The prune after step 1 lists the directory slowly (a busy shared file system) while step 2
+    commits: step 2 must not be taken for a checkpoint of a later line and superseded."""
+    import time
+
+    root = str(tmp_path)
+    real_list = checkpoint.list_checkpoints
+
+    def slow_list(*args, **kwargs):
+        time.sleep(0.5)
+        return real_list(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "list_checkpoints", slow_list)
+    checkpointer = checkpoint.AsyncCheckpointer(root, keep=2)
+    for step in (1, 2):
+        checkpointer.save(step, _small_state(step))
+        assert checkpointer.wait() is not None
+    checkpointer.close()
+    assert [c.step for c in checkpoint.complete_checkpoints(root)] == [2, 1]

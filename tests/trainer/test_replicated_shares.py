@@ -124,3 +124,18 @@ def two_share_checkpoint(tmp_path, root: str, step: int) -> None:
         os.rename(os.path.join(alone, checkpoint.shard_name(0)), os.path.join(target, checkpoint.shard_name(rank)))
     checkpoint.atomic_write_json(os.path.join(target, checkpoint.MARKER), {
         "format": checkpoint.FORMAT_VERSION, "step": step, "world_size": 2, "files": files})
+
+
+def test_a_share_that_fails_after_another_was_read_into_the_live_state_stops_the_process(tmp_path):
+    """Rank 0's share is read into the live model, then rank 1's (no live target of its own)
+    fails its digest: the live model holds a checkpoint's weights, not its own, so with no older
+    checkpoint the load must stop, not start afresh on them."""
+    root = str(tmp_path / "ck")
+    two_share_checkpoint(tmp_path, root, 1)
+    shard = os.path.join(root, checkpoint.step_dir_name(1), checkpoint.shard_name(1))
+    with open(shard, "r+b") as f:
+        f.seek(os.path.getsize(shard) - 8)
+        f.write(b"\xff" * 8)
+    live = {"model": {name: torch.zeros_like(t) for name, t in state()["model"].items()}}
+    with pytest.raises(checkpoint.CheckpointCorruptError, match="Start the process again"):
+        checkpoint.load_with_fallback(root, None, lambda p: replicated.load_merged(p, into=live))

@@ -510,3 +510,40 @@ def test_when_no_checkpoint_restores_an_overwritten_live_state_the_load_stops_th
                                       lambda p: checkpoint.load(p, into={"model": fresh.state_dict()}))
     # Without a live state given, nothing was overwritten: no checkpoint, a fresh start.
     assert checkpoint.load_with_fallback(str(tmp_path / "ck"), None, checkpoint.load) == (None, None)
+
+
+def test_a_read_that_fails_midway_into_the_live_state_says_it_overwrote_it(tmp_path, monkeypatch):
+    import torch
+    from launcher import state_file
+
+    state = {"model": {"a": torch.full((1024,), 3.0), "b": torch.full((1024,), 4.0)}}
+    path = _save(tmp_path, state)
+    real_read_into = state_file._read_into  # pyright: ignore[reportPrivateUsage]
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")
+        return real_read_into(*args, **kwargs)
+
+    monkeypatch.setattr(state_file, "_read_into", failing)
+    live = {"model": {"a": torch.zeros(1024), "b": torch.zeros(1024)}}
+    with pytest.raises(checkpoint.CheckpointCorruptError) as raised:
+        checkpoint.load(path, into=live)
+    assert raised.value.live_state_overwritten and not isinstance(raised.value, checkpoint.CheckpointDigestError)
+
+
+def test_a_damaged_header_with_a_live_state_given_is_rejected_by_its_digest_as_without_one(tmp_path):
+    import torch
+
+    path = _save(tmp_path, {"model": {"w": torch.ones(1000)}})
+    fpath = os.path.join(path, checkpoint.shard_name(0))
+    with open(fpath, "r+b") as f:
+        data = f.read()
+        f.seek(data.index(b"[1000]"))
+        f.write(b"[2000]")  # the header says another shape
+    live = {"model": {"w": torch.zeros(1000)}}
+    with pytest.raises(checkpoint.CheckpointDigestError) as raised:
+        checkpoint.load(path, into=live)
+    assert not raised.value.live_state_overwritten and torch.equal(live["model"]["w"], torch.zeros(1000))

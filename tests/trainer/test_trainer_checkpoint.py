@@ -164,17 +164,25 @@ def test_prune_keeps_newest_complete_and_drops_stale_partials(tmp_path):
     assert [c.step for c in checkpoint.list_checkpoints(str(tmp_path))] == [50, 40, 30]
 
 
-def test_a_commit_after_resuming_from_an_older_checkpoint_removes_the_line_it_left_and_keeps_its_own(tmp_path):
+def test_a_commit_after_resuming_from_an_older_checkpoint_supersedes_the_line_it_left_and_keeps_its_own(tmp_path):
     """Resumed from step 20 while 30 and 40 exist (RESUME_FROM, or 30 and 40 failed to load):
-    the commit of step 25 makes the run's own line the newest; a later partial is left alone."""
+    the commit of step 25 makes the run's own line the newest; 30 and 40 are superseded (their
+    files kept until the run saves past them); a later partial is left alone."""
     for step in (10, 20, 30, 40):
         _fake_checkpoint(tmp_path, step)
     _fake_checkpoint(tmp_path, 25)
     _fake_checkpoint(tmp_path, 26, marker=False)  # the next save, being written
     removed = checkpoint.prune(str(tmp_path), keep=2, committed=25)
-    assert sorted(os.path.basename(p) for p in removed) == ["step-000000010", "step-000000030", "step-000000040"]
-    assert [c.step for c in checkpoint.list_checkpoints(str(tmp_path))] == [26, 25, 20]
+    assert [os.path.basename(p) for p in removed] == ["step-000000010"]
+    listed = {c.step: c for c in checkpoint.list_checkpoints(str(tmp_path))}
+    assert sorted(listed) == [20, 25, 26, 30, 40]
+    assert [s for s, c in listed.items() if c.complete] == [25, 20]
+    assert listed[40].reason.startswith("superseded") and listed[30].reason.startswith("superseded")
     assert checkpoint.latest_complete(str(tmp_path)).step == 25, "a restart resumes this run"
+    for step in (35, 45):  # the run saves past the steps it left: their directories go
+        _fake_checkpoint(tmp_path, step)
+        checkpoint.prune(str(tmp_path), keep=2, committed=step)
+    assert [c.step for c in checkpoint.list_checkpoints(str(tmp_path))] == [45, 35]
 
 
 def test_candidates_start_at_preferred(tmp_path):

@@ -61,6 +61,7 @@ from typing import Any, BinaryIO, Protocol, cast
 PREFIX = "step-"
 MARKER = "COMPLETE"
 REJECTED_MARKER = "COMPLETE.rejected"  # the marker of a checkpoint that failed its digest (reject)
+SUPERSEDED_MARKER = "COMPLETE.superseded"  # the marker of a checkpoint of a line the run left (prune)
 FORMAT_VERSION = 3  # safetensors files (state_file.py)
 PICKLED_SKELETON_FORMAT = 2  # TRSTATE2 files, still loadable through a restricted unpickler
 LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable with torch.load(weights_only=True)
@@ -73,12 +74,13 @@ _STEP_RE = re.compile(r"(?:step-|checkpoint-|checkpoint_)(\d{1,12})")
 class CheckpointCorruptError(Exception):
     """A checkpoint file does not match its marker or cannot be loaded."""
 
+    live_state_overwritten = False
+    """Set when some of the checkpoint's bytes had been read into the live state (`load(...,
+    into=...)`) before the failure: it is neither that checkpoint nor what it was before."""
+
 
 class CheckpointDigestError(CheckpointCorruptError):
     """A checkpoint file's bytes do not match the digest in its marker: it will never load."""
-
-    live_state_overwritten = False
-    """Its bytes were read into the live state (`load(..., into=...)`) before the digest was known."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,8 @@ def inspect(path: str) -> CheckpointInfo:
     except FileNotFoundError:
         if os.path.exists(os.path.join(path, REJECTED_MARKER)):
             return CheckpointInfo(step, path, False, "rejected at load: a file did not match its digest")
+        if os.path.exists(os.path.join(path, SUPERSEDED_MARKER)):
+            return CheckpointInfo(step, path, False, "superseded: the run resumed from an older checkpoint and saved past it")
         return CheckpointInfo(step, path, False, "no COMPLETE marker")
     except (OSError, ValueError) as e:
         return CheckpointInfo(step, path, False, f"unreadable marker: {e}")
@@ -276,29 +280,30 @@ def _remove_checkpoint(path: str) -> None:
 
 def prune(root: str, keep: int, committed: int | None = None) -> list[str]:
     """Keep the newest `keep` complete checkpoints; remove older ones and stale
-    incomplete directories older than the newest complete one.
+    incomplete directories older than the newest complete one (rejected ones included).
 
     `committed`: the step whose marker the caller just wrote. It counts as the newest, whatever
-    else is there: complete checkpoints of later steps belong to a line the run left when it
-    resumed from an older checkpoint (RESUME_FROM, or a fallback), and are removed, so that a
-    restart resumes this run, not the one it left, and its own checkpoints are not pruned as
-    older than those. Incomplete directories of later steps are left alone (the next save may be
-    writing one)."""
+    else is there: a complete checkpoint of a later step belongs to a line the run left when it
+    resumed from an older checkpoint (RESUME_FROM, or a fallback past one that did not load), and
+    is superseded (its marker renamed, its files kept), so that a restart resumes this run, and
+    this run's checkpoints are not pruned as older than it; its directory goes once the run's own
+    line passes its step. Incomplete directories of later steps are left alone (the next save may
+    be writing one). Returns the directories removed."""
     if keep < 1:
         raise ValueError("keep must be >= 1")
     infos = list_checkpoints(root)
     if committed is not None:
-        left_behind = [c for c in infos if c.complete and c.step > committed]
+        for c in infos:
+            if c.complete and c.step > committed:
+                _supersede(c.path)
         infos = [c for c in infos if c.step <= committed]
-    else:
-        left_behind = []
     complete = [c for c in infos if c.complete]
     if not complete:
         return []
     newest = complete[0].step
     kept = {c.path for c in complete[:keep]}
     removed = []
-    for c in [*left_behind, *infos]:
+    for c in infos:
         if c.path in kept:
             continue
         if c.complete or c.step < newest:
@@ -307,6 +312,14 @@ def prune(root: str, keep: int, committed: int | None = None) -> list[str]:
     if removed:
         fsync_dir(root)
     return removed
+
+
+def _supersede(path: str) -> None:
+    try:
+        os.replace(os.path.join(path, MARKER), os.path.join(path, SUPERSEDED_MARKER))
+    except FileNotFoundError:
+        return
+    fsync_dir(path)
 
 
 class Collective(Protocol):
@@ -473,6 +486,9 @@ class BackgroundCommits:
 
     def _commit_marker(self, path: str, step: int, reports: list[dict[str, dict]], meta: dict) -> None:
         files = expected_files(path, reports)
+        # The previous save's prune first: run while this marker appears, it would take this
+        # checkpoint for one of a later step than it committed, left behind (prune's `committed`).
+        self._join_pruner()
         atomic_write_json(os.path.join(path, MARKER), {
             "format": FORMAT_VERSION,
             "step": step,
@@ -631,10 +647,12 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True, into
         state = state_file.read_state(fpath, meta, into=into)
     except (state_file.StateFileDigestError, state_file.StateFileRefusedError) as e:
         error = CheckpointDigestError(str(e))  # it will never load: rejected by load_with_fallback
-        error.live_state_overwritten = isinstance(e, state_file.StateFileDigestError) and e.live_state_overwritten
+        error.live_state_overwritten = state_file.overwrote_live_state(e)
         raise error from e
     except (OSError, state_file.StateFileError) as e:
-        raise CheckpointCorruptError(str(e)) from e
+        error = CheckpointCorruptError(str(e))
+        error.live_state_overwritten = state_file.overwrote_live_state(e)
+        raise error from e
     if map_location not in (None, "cpu"):
         state = _to_device(state, map_location)
     return state
@@ -643,9 +661,11 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True, into
 def restore_module(module: Any, saved: dict) -> None:
     """`module.load_state_dict(saved)`, unless `load(..., into={...: module.state_dict()})` read
     every tensor of it into the module's own memory already (the same keys, each the module's
-    storage): then there is nothing left to copy, and a copy onto itself would cost a second pass."""
+    storage): then there is nothing left to copy, and a copy onto itself would cost a second pass. A
+    module with load hooks (tied weights, recomputed buffers) gets its load_state_dict all the same."""
     live = module.state_dict()
-    if saved.keys() == live.keys() and all(
+    hooked = any(m._load_state_dict_pre_hooks or m._load_state_dict_post_hooks for m in module.modules())
+    if not hooked and saved.keys() == live.keys() and all(
             getattr(saved[key], "data_ptr", None) and saved[key].data_ptr() == live[key].data_ptr()
             and saved[key].shape == live[key].shape for key in live):
         return
@@ -759,19 +779,19 @@ def load_with_fallback(
     restore it, but when none loads, the state is neither a checkpoint nor a fresh start, and
     CheckpointCorruptError says to start the process again (the rejected one is not tried again)."""
     overwritten = None
-    for path in candidates(root, preferred):
+    for path in candidates(root, preferred):  # (an older one that loads restores what an overwrite did)
         try:
             return path, loader(path)
         except CheckpointCorruptError as e:
             if isinstance(e, CheckpointDigestError):
                 reject(path)
-                if e.live_state_overwritten:
-                    overwritten = path
+            if e.live_state_overwritten:
+                overwritten = path
             if on_skip is not None:
                 on_skip(path, e)
     if overwritten is not None:
         raise CheckpointCorruptError(
-            f"{overwritten} failed its digest after it was read into the live state, and no older checkpoint "
+            f"{overwritten} failed to load after it was read into the live state, and no older checkpoint "
             "loads: the state is neither a checkpoint nor a fresh initialisation. Start the process again "
             "(that checkpoint is rejected and will not be read again)")
     return None, None

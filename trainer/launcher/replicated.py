@@ -126,5 +126,12 @@ def load_merged(path: str, map_location="cpu", verify: bool = True, into: Any = 
     """Every rank's file of a complete checkpoint, merged into the whole state
     (CheckpointCorruptError, or CheckpointDigestError with `verify`, as checkpoint.load). `into`:
     the live state, read into in place (checkpoint.load): each rank's share is a part of it."""
-    return merge([checkpoint.load(path, rank=r, map_location=map_location, verify=verify, into=into)
-                  for r in ranks_in(path)])
+    shares = []
+    for rank in ranks_in(path):
+        try:
+            shares.append(checkpoint.load(path, rank=rank, map_location=map_location, verify=verify, into=into))
+        except checkpoint.CheckpointCorruptError as error:
+            # An earlier rank's file may be in the live state already: the checkpoint as a whole overwrote it.
+            error.live_state_overwritten = error.live_state_overwritten or (into is not None and bool(shares))
+            raise
+    return merge(shares)

@@ -120,10 +120,15 @@ class StateFileRefusedError(StateFileError):
 class StateFileDigestError(StateFileError):
     """A state file's bytes do not match the digest it was written with."""
 
-    live_state_overwritten = False
-    """Set when `read_state(..., into=...)` had already read the file's bytes into the live
-    tensors it was given: they hold unverified data until a good checkpoint is read into them."""
 
+LIVE_STATE_OVERWRITTEN = "live_state_overwritten"
+"""The attribute `read_state(..., into=...)` sets (True) on any error raised once some of the
+file's bytes were read into the live tensors it was given: they hold unverified data until a
+good checkpoint is read into them."""
+
+
+def overwrote_live_state(error: BaseException) -> bool:
+    return bool(getattr(error, LIVE_STATE_OVERWRITTEN, False))
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -411,8 +416,9 @@ def read_state(path: str, meta: dict, into: Any = None) -> Any:
     {"model": model.state_dict()}), a file of this format (3) is read straight into each live
     CPU tensor at the same place in the tree with the same dtype and shape, and the state returned
     holds those very tensors: one copy from the page cache, none after (only the header, JSON, is
-    parsed before the digest is known; it only decides where the bytes go). On a digest mismatch
-    the live tensors already hold the file's bytes: the error says so (live_state_overwritten).
+    parsed before the digest is known; it only decides where the bytes go, and a header that does
+    not parse sends the file down the first path). An error once bytes reached the live tensors
+    (a digest mismatch, a short read) says so (overwrote_live_state).
     Raises StateFileError (StateFileDigestError for a digest mismatch) when the file does not
     match or is not a state file; never runs code from the file."""
     with open(path, "rb", buffering=0) as f:
@@ -422,7 +428,10 @@ def read_state(path: str, meta: dict, into: Any = None) -> Any:
         if size < _LENGTH.size:
             raise StateFileError(f"{path}: too short for a header")
         if into is not None:
-            head = _safetensors_head(f, path, size)
+            try:
+                head = _safetensors_head(f, path, size)
+            except StateFileError:
+                head = None  # a damaged header: read whole and judged by its digest first, as without `into`
             if head is not None:
                 return _read_into_live(f, path, meta, head, into)
             f.seek(0)
@@ -475,7 +484,7 @@ def _read_into_live(f: io.FileIO, path: str, meta: dict, head: _Head, into: Any)
     want = meta.get(DIGEST)
     hasher = _Hasher() if want else None
     tensors: dict[str, torch.Tensor] = {}
-    at = 0
+    at, written = 0, False
     try:
         if hasher is not None:
             hasher.add(memoryview(head.raw))
@@ -484,16 +493,20 @@ def _read_into_live(f: io.FileIO, path: str, meta: dict, head: _Head, into: Any)
             if name in targets:
                 tensors[name] = targets[name]
                 if nbytes:
+                    written = True
                     _read_into(f, path, bytes_of(targets[name]), hasher)
             else:
                 _read_into(f, path, memoryview(buffer)[at:at + nbytes], hasher)
                 tensors[name] = _view(buffer, at, nbytes, dtype, shape)
                 at += nbytes
+    except (OSError, StateFileError) as error:  # a short read, EIO: what reached the live tensors is unverified
+        setattr(error, LIVE_STATE_OVERWRITTEN, written)
+        raise
     finally:
         digest = hasher.hexdigest() if hasher is not None else None
     if want and digest != want:
         error = StateFileDigestError(f"{path}: {DIGEST} mismatch (file {digest}, marker {want})")
-        error.live_state_overwritten = bool(targets)
+        setattr(error, LIVE_STATE_OVERWRITTEN, written)
         raise error
     try:
         return _decode(head.tree, tensors)
