@@ -10,30 +10,39 @@ what decides a plan's bytes:
 - the Python environment that planned it: the interpreter's version and every installed
   distribution with its version (the `*.dist-info` names of its site-packages), so an SDK or
   provider upgrade plans afresh;
-- the day (UTC): a plan judges each Kubernetes version against EKS's calendar as of today.
+- the day the plans judge each Kubernetes version against EKS's calendar on: PLAN_TODAY where
+  set (offline/plan.py reads it, and the plans inherit it), else today (UTC).
 
 Nothing else enters a plan (offline/plan.py reads no clock but the day, no network, no account).
 tests/test_plan_diff.py holds a diff from cached base plans to the same bytes as one without.
 
 The cache is a directory (PLAN_DIFF_CACHE, default build/plan-diff-cache; "0" turns it off):
 <tree>-<environment>-<day>/<stack label>/ holds one plan directory, written to a temporary name
-and renamed into place whole, so a run that dies leaves no half entry. The newest KEPT_ENTRIES
-keys are kept. In CI, actions/cache carries the directory between a pull request's runs
-(.github/workflows/pull-request.yml).
+and renamed into place whole, so a run that dies leaves no half entry. The KEPT_ENTRIES keys used
+last are kept. In CI only main writes it: a push to main plans every stack into it
+(`scripts/plan-diff --fill-cache`, .github/workflows/main.yml) and saves it; a pull request's
+run restores the entry of its base commit and never saves one, so no pull request's code can hand
+another run (or a later push of its own) base plans it made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import sys
 import sysconfig
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 CACHE_VARIABLE = "PLAN_DIFF_CACHE"
+TODAY_VARIABLE = "PLAN_TODAY"
+"""offline/plan.py's day override (its TODAY_VARIABLE): the plans are judged on that day."""
+STALE_STAGING_SECONDS = 3600
+"""A staging directory older than this belongs to a run that died: prune removes it."""
 KEPT_ENTRIES = 8
 """Keys kept (each a base commit's plans, ~5 MB for every stack of this project)."""
 COMPLETE = ".complete"
@@ -59,7 +68,8 @@ def _label_dir(label: str) -> str:
 class BasePlanCache:
     def __init__(self, root: Path, tree: str, *, fingerprint: str | None = None, day: str | None = None):
         self.root = root
-        self.key = f"{tree}-{fingerprint or environment_fingerprint()}-{day or datetime.now(UTC).date().isoformat()}"
+        day = day or os.environ.get(TODAY_VARIABLE, "").strip() or datetime.now(UTC).date().isoformat()
+        self.key = f"{tree}-{fingerprint or environment_fingerprint()}-{day}"
 
     @classmethod
     def from_environment(cls, default_root: Path, tree: str) -> BasePlanCache | None:
@@ -75,25 +85,31 @@ class BasePlanCache:
     def get(self, label: str) -> Path | None:
         """The plan directory kept for this label, or None."""
         entry = self.entry(label)
-        return entry if (entry / COMPLETE).is_file() else None
+        if not (entry / COMPLETE).is_file():
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(self.root / self.key)  # used now: prune keeps the keys used last
+        return entry
 
     def put(self, label: str, plan_dir: Path) -> None:
         """Keep a copy of a plan directory; an entry already there stays as it is."""
         entry = self.entry(label)
         if (entry / COMPLETE).is_file():
             return
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
-        try:
+        staging = None
+        try:  # a cache that cannot be written is no cache, not a failure
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
             shutil.copytree(plan_dir, staging, dirs_exist_ok=True)
             (staging / COMPLETE).write_text("")
             shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry of a run that died
             os.rename(staging, entry)
         except OSError:
-            shutil.rmtree(staging, ignore_errors=True)  # a cache that cannot be written is no cache, not a failure
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
 
     def prune(self, keep: int = KEPT_ENTRIES) -> None:
-        """Remove all but the `keep` most recently written keys."""
+        """Remove all but the `keep` keys used last, and staging directories of runs that died."""
         try:
             keys = sorted((p for p in self.root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
         except OSError:
@@ -101,3 +117,8 @@ class BasePlanCache:
         for stale in keys[keep:]:
             if stale.name != self.key:
                 shutil.rmtree(stale, ignore_errors=True)
+        now = time.time()
+        for staging in self.root.glob("*/*/.*-*"):
+            with contextlib.suppress(OSError):
+                if staging.is_dir() and now - staging.stat().st_mtime > STALE_STAGING_SECONDS:
+                    shutil.rmtree(staging, ignore_errors=True)

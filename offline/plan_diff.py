@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from offline.affected_stacks import MAIN_STACK_DIR, ChangeFacts, affected_stacks, stack_kind
-from offline.plan_cache import COMPLETE, BasePlanCache
+from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_PROJECT = "gpu-training"
@@ -58,6 +58,7 @@ MAX_PATHS_PER_RESOURCE = 8
 # Set for the plans made here: no example-value lists (as offline/plan.py reads it), which would
 # push a failing stack's error out of the text kept for the comment.
 QUIET_PLACEHOLDERS = "PLAN_QUIET_PLACEHOLDERS"
+DEFAULT_CACHE = ROOT / "build" / "plan-diff-cache"
 # Set (to anything but 0) for a full replan of every stack, as --all.
 ALL_VARIABLE = "PLAN_DIFF_ALL"
 
@@ -613,7 +614,7 @@ def selection_lines(selection: Selection) -> list[str]:
         more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
         lines.append(f"- replanned `{label}`: {'; '.join(reasons[:MAX_REASONS])}{more}")
     if selection.cached:
-        lines.append(f"- base plan kept from an earlier diff against the same base (same tree, Python environment "
+        lines.append(f"- base plan kept from an earlier run against the same base (same tree, Python environment "
                      f"and day; {CACHE_NOTE}): {', '.join(f'`{label}`' for label in selection.cached)}")
     if selection.reused:
         lines.append(f"- reused, not replanned (no file their plans read changed, so the head plan is the base plan): "
@@ -657,6 +658,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--changed-stacks-environment", action="append", default=[], metavar="ENVIRONMENT",
                         help="only the changed stacks of this environment go into --changed-stacks-file (repeatable)")
     parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, help="cut the summary to this length")
+    parser.add_argument("--fill-cache", action="store_true",
+                        help=f"only plan every stack at BASE_REF into the base-plan cache ({CACHE_VARIABLE}, "
+                             "default build/plan-diff-cache) for later diffs against it")
     return parser
 
 
@@ -694,8 +698,8 @@ def diff_refs(args: argparse.Namespace, everything: bool) -> Report:
                 raise PlanDiffError(f"--stack {', '.join(unknown)}: no such stack at either ref. Fix: name a stack of "
                                     f"{MAIN_STACK_DIR}/ (Pulumi.<stack>.yaml)")
             only = set(selection.replanned)
-            base_tree_id = git("rev-parse", f"{base_commit}^{{tree}}")
-            cache = BasePlanCache.from_environment(ROOT / "build" / "plan-diff-cache", base_tree_id)
+            # --all is the full replan, trusting no shortcut: no kept plan either.
+            cache = None if everything else base_plan_cache(base_commit)
             kept = {label: entry for label in sorted(only) if cache and (entry := cache.get(label))}
             selection.cached = sorted(kept)
             side_dir = {side: plans / f"plans-{side}" if args.keep_plans is None else plans / side for side in ("base", "head")}
@@ -709,6 +713,29 @@ def diff_refs(args: argparse.Namespace, everything: bool) -> Report:
             cache.prune()
         base.stacks.update(_kept_plans(kept, side_dir["base"] if args.keep_plans else None))
         return build_report(commit_label(base_commit, args.base), head_label, base, head, cost_of, selection)
+
+
+def base_plan_cache(commit: str) -> BasePlanCache | None:
+    return BasePlanCache.from_environment(DEFAULT_CACHE, git("rev-parse", f"{commit}^{{tree}}"))
+
+
+def fill_cache(ref: str) -> int:
+    """Plan every stack of `ref` into the base-plan cache (CI's job on main: the pull requests
+    based on that commit read them, and never write the cache themselves)."""
+    commit = resolve(ref)
+    cache = base_plan_cache(commit)
+    if cache is None:
+        raise PlanDiffError(f"--fill-cache: {CACHE_VARIABLE} turns the cache off. Fix: unset it or name a directory")
+    with tempfile.TemporaryDirectory(prefix="plan-diff-") as scratch, worktree(commit, Path(scratch), "base") as tree:
+        plans = finish_plans(start_plans(tree, Path(scratch) / "plans", []))
+        for label, directory in plans.stacks.items():
+            if _project_of(label) not in plans.failures:
+                cache.put(label, directory)
+    cache.prune()
+    for project, why in plans.failures.items():
+        print(f"plan-diff: {project} did not plan at {commit[:12]}: {why}", file=sys.stderr)
+    print(f"plan-diff: kept the base plans of {len(plans.stacks)} stacks of {commit[:12]} in {cache.root / cache.key}")
+    return 1 if plans.failures else 0
 
 
 def _project_of(label: str) -> str:
@@ -732,6 +759,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     everything = args.everything or os.environ.get(ALL_VARIABLE, "") not in ("", "0")
     try:
+        if args.fill_cache:
+            return fill_cache(args.base)
         report = diff_refs(args, everything)
     except PlanDiffError as error:
         print(f"plan-diff: {error}", file=sys.stderr)

@@ -242,11 +242,28 @@ def test_a_second_diff_against_the_same_base_takes_its_kept_base_plans_and_reads
         assert result.returncode == 0, result.stderr + result.stdout
     bodies = {result.stdout.partition(f"\n\n{SELECTION_SUMMARY}")[0] for result in (first, second, uncached)}
     assert len(bodies) == 1 and "### `team-vision-prod`" in bodies.pop(), "the same diff, kept base plans or not"
-    assert "kept from an earlier diff" not in first.stdout + uncached.stdout
-    kept_line = next(line for line in second.stdout.splitlines() if "kept from an earlier diff" in line)
+    assert "kept from an earlier run" not in first.stdout + uncached.stdout
+    kept_line = next(line for line in second.stdout.splitlines() if "kept from an earlier run" in line)
     assert kept_line.endswith(": `team-vision-prod`"), kept_line
     (key,) = (tmp_path / "cache").iterdir()
     assert sorted(p.relative_to(key).as_posix() for p in key.rglob(COMPLETE)) == [f"main/team-vision-prod/{COMPLETE}"]
+
+
+def test_fill_cache_keeps_every_stack_of_a_commit_and_all_trusts_none_of_it(repo, tmp_path):
+    kept = {**os.environ, CACHE_VARIABLE: str(tmp_path / "cache")}
+    filled = plan_diff(repo, "HEAD", "--fill-cache", env=kept)
+    assert filled.returncode == 0, filled.stderr
+    (key,) = (tmp_path / "cache").iterdir()
+    assert len(list(key.rglob(COMPLETE))) == len(list((repo / "stacks").glob("Pulumi.*.yaml"))) + 1  # and the bootstrap
+    team_file = repo / "stacks/Pulumi.team-vision-prod.yaml"
+    original = team_file.read_text()
+    replace_once(team_file, "monthlyLimitUsd: 100", "monthlyLimitUsd: 150")
+    try:
+        selective, everything = plan_diff(repo, "HEAD", env=kept), plan_diff(repo, "HEAD", "--all", env=kept)
+    finally:
+        team_file.write_text(original)
+    assert selective.returncode == 0 and everything.returncode == 0, selective.stderr + everything.stderr
+    assert "kept from an earlier run" in selective.stdout and "kept from an earlier run" not in everything.stdout
 
 
 @pytest.mark.parametrize(("tree", "fingerprint", "day", "same"), [
@@ -264,6 +281,22 @@ def test_a_kept_base_plan_is_read_only_for_the_same_tree_environment_and_day(tmp
     assert (found is not None) == same
     if found is not None:
         assert (found / "resources.json").read_text() == "[]"
+
+
+def test_the_day_a_plan_is_judged_on_is_its_key_s_day_and_an_unwritable_cache_is_no_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("PLAN_TODAY", "2027-02-01")
+    judged_then = BasePlanCache.from_environment(tmp_path / "default", "t")
+    monkeypatch.delenv("PLAN_TODAY")
+    judged_today = BasePlanCache.from_environment(tmp_path / "default", "t")
+    assert judged_then is not None and judged_today is not None
+    assert judged_then.key.endswith("-2027-02-01") and judged_then.key != judged_today.key
+    (tmp_path / "a-file").write_text("")
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    BasePlanCache(tmp_path / "a-file", "t", fingerprint="f", day="d").put("dev", plan)  # says nothing, keeps nothing
+    monkeypatch.setenv(CACHE_VARIABLE, "0")
+    assert BasePlanCache.from_environment(tmp_path / "default", "t") is None
 
 
 def test_an_entry_without_its_completion_mark_is_not_read(tmp_path):

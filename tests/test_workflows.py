@@ -21,7 +21,8 @@ from bootstrap.config import EnvironmentCi
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 SAME_REPOSITORY = "github.event.pull_request.head.repo.full_name == github.repository"
-PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40})$")
+# owner/repo, or owner/repo/path of an action inside a repository (actions/cache/restore): one pin per repository.
+PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)(?:/[\w.-]+)*@(?P<sha>[0-9a-f]{40})$")
 
 
 def workflow(name: str) -> dict[str, Any]:
