@@ -496,7 +496,8 @@ def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depen
     role_name = dispatcher_role_name(config.project, manager)
     if multikueue.role == MANAGER:
         MultiKueueManager("multikueue", MultiKueueManagerArgs(
-            config=multikueue, project=config.project, cohort=config.environment, environment=config.environment,
+            config=multikueue, project=config.project, cohort=config.environment,
+            training_namespace=config.training_namespace,
             image=config.training.cleanup_image, system_pool=config.system_pool.name,
             cluster_name=cluster.cluster.eks.name, dispatcher_role_name=role_name,
             trust_policy=on_aws.account_id.apply(lambda account: policies.workload_trust_policy(

@@ -66,6 +66,7 @@ def test_a_regional_stack_has_a_name_prefix_of_its_own(stack, prefix):
     ("prod", "multiKueue.role", "boss", "must be one of manager, worker"),
     ("prod-usw2", "multiKueue.manager", "prod-usw2", "is this stack itself"),
     ("prod-usw2", "multiKueue.manager", DELETE, "multiKueue.manager: required key is missing"),
+    ("prod-usw2", "cluster.endpointPublicAccess", True, "is on in a MultiKueue stack"),
 ])
 def test_bad_multikueue_config_is_refused_before_any_resource(stack, path, value, expected):
     found = problems(mutate(raw_config(stack), path, value), stack)
@@ -239,17 +240,22 @@ def test_the_kubeconfig_is_one_kueue_accepts():
 def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
     manager, team = plan_of("prod"), plan_of("team-vision-prod")
     (queue,) = [q for q in team.manifests_on(None) if q["kind"] == "LocalQueue" and q["metadata"]["name"] == ANY_REGION]
-    # The team's own MultiKueue queue (its total), borrowing from the environment's in the cohort.
+    # The team's own MultiKueue queue, with its total as a quota of its own, neither lent nor borrowed.
     (team_queue,) = [q for q in kinds(team, "ClusterQueue") if q["metadata"]["name"] == queue["spec"]["clusterQueue"]]
     (cluster_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
-    assert team_queue["spec"]["cohortName"] == cluster_queue["spec"]["cohortName"]
     assert team_queue["spec"]["admissionChecksStrategy"] == cluster_queue["spec"]["admissionChecksStrategy"]
-    selector = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
+    (flavor,) = team_queue["spec"]["resourceGroups"][0]["flavors"]
+    gpus = next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")
+    assert gpus["nominalQuota"] > 0 and gpus["borrowingLimit"] == gpus["lendingLimit"] == 0
     (namespace,) = [n for n in team.manifests_on(None)
                     if n["kind"] == "Namespace" and n["metadata"]["name"] == queue["metadata"]["namespace"]]
-    assert selector.items() <= namespace["metadata"]["labels"].items()  # the manager's queue admits the team's jobs
-    (own,) = [n for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
-    assert selector.items() <= own["metadata"]["labels"].items()
+    # (kubernetes.io/metadata.name: the label the API server gives every namespace, its name.)
+    by_name = "kubernetes.io/metadata.name"
+    assert team_queue["spec"]["namespaceSelector"] == {"matchLabels": {by_name: namespace["metadata"]["name"]}}
+    # The environment's queue (the platform's own dispatches) admits its training namespace only:
+    # no team takes the platform's quota.
+    assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {by_name: "training-prod"}}
+    assert [n["metadata"]["name"] for n in kinds(manager, "Namespace") if n["metadata"]["name"] == "training-prod"]
 
 
 # --- scripts/verify on the manager --------------------------------------------------------------

@@ -73,12 +73,13 @@ def test_each_worker_gets_the_teams_namespace_objects_through_its_own_cluster(pl
 def test_the_worker_namespace_is_the_managers_and_its_any_region_queue_selects_it(plan_of):
     manager, team = plan_of(MANAGER), plan_of(TEAM_STACK)
     (own,) = on_cluster(team, None, "Namespace")
-    (selecting,) = [q for q in manager.manifests() if q["kind"] == "ClusterQueue" and q["metadata"]["name"] == ANY_REGION]
-    selector = selecting["spec"]["namespaceSelector"]["matchLabels"]
+    (selecting,) = [q for q in on_cluster(team, None, "ClusterQueue")
+                    if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
+    # (kubernetes.io/metadata.name: the label the API server gives every namespace, its name.)
+    assert selecting["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
     for worker in workers(manager):
         (there,) = on_cluster(team, worker, "Namespace")
         assert there["metadata"] == own["metadata"]
-        assert selector.items() <= there["metadata"]["labels"].items()
 
 
 def test_the_any_region_queue_is_on_the_manager_and_every_worker_by_the_same_name(plan_of):
@@ -99,8 +100,8 @@ def test_quota_in_total_on_the_manager_and_per_region_on_each_worker(plan_of):
     quota = json.loads(json.dumps(raw_config(TEAM_STACK)[f"{PROJECT}:training"]["gpuQuota"]))
     (total,) = [q for q in on_cluster(team, None, "ClusterQueue") if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
     assert total["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": ADMISSION_CHECK}]
-    assert total["spec"]["cohortName"] == "prod"  # borrows the environment's any-region quota (the workers' sum)
-    assert gpus(total, FLAVOR) == {"name": GPU, "nominalQuota": 0, "borrowingLimit": sum(quota.values())}
+    # A quota of its own, the team's total: it neither takes the environment's any-region quota nor lends it.
+    assert gpus(total, FLAVOR) == {"name": GPU, "nominalQuota": sum(quota.values()), "borrowingLimit": 0, "lendingLimit": 0}
     for worker in workers(plan_of(MANAGER)):
         (regional,) = on_cluster(team, worker, "ClusterQueue")
         assert regional["metadata"]["name"] == NAMESPACE

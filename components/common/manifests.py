@@ -7,10 +7,20 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+# Fields the API server refuses to change on an object (a CEL rule `self == oldSelf` in the CRD):
+# a new value replaces the object. Kueue v0.19.2 LocalQueue spec.clusterQueue
+# (schemas/crds/kueue.x-k8s.io_localqueues.yaml, "field is immutable").
+IMMUTABLE_FIELDS = {"LocalQueue": ["spec.clusterQueue"]}
+
 
 def custom_resource(resource_name: str, manifest: dict[str, Any],
                     opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    """The object `manifest` describes (apiVersion, kind, metadata, spec), created as written."""
+    """The object `manifest` describes (apiVersion, kind, metadata, spec), created as written; one
+    whose immutable field changes is replaced (deleted first: the new one has the same name)."""
+    immutable = IMMUTABLE_FIELDS.get(manifest["kind"])
+    if immutable:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=immutable, delete_before_replace=True))
     return k8s.apiextensions.CustomResource(
         resource_name,
         api_version=manifest["apiVersion"],

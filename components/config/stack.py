@@ -341,6 +341,14 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
     multikueue = _with_peer_cidrs(root, multikueue, project=project, stacks_dir=sibling_stacks_dir)
+    if multikueue is not None and cluster.endpoint_public_access and root.ok("multiKueue"):
+        # The peering carries the manager's calls to a worker's private endpoint, whose name resolves
+        # to private addresses only while public access is off (EKS User Guide, "Cluster API server
+        # endpoint"); with it on, the name resolves to public addresses and the calls leave by NAT.
+        root.error(f"{root.key('cluster')}.endpointPublicAccess", True,
+                   "is on in a MultiKueue stack: the manager reaches each worker's API over the VPC peering, "
+                   "which only a private endpoint answers on",
+                   "set cluster.endpointPublicAccess: false (reach the API over VPN or peering)")
     viewer = parse_viewer(root.section("viewer", {}), region=region)
     quotas = parse_service_quotas(root.section("serviceQuotas", {}))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None,

@@ -58,7 +58,6 @@ ClusterRole and of the RoleBinding of it in each training namespace (team stacks
 WORKER_READ = "multikueue-manager-read"
 """The ClusterRole and ClusterRoleBinding of the group's cluster-wide reads."""
 KUEUE_NAMESPACE = "kueue-system"
-ENVIRONMENT_LABEL = "gpu-training/environment"
 ROTATION = "multikueue-token-rotation"
 SCRIPT = Path(__file__).with_name("multikueue_token_script.py")
 SCRIPT_DIR = "/opt/multikueue"
@@ -74,7 +73,7 @@ def worker_cluster_name(project: str, stack: str) -> str:
     return stack_name_prefix(project, stack)
 
 
-def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str) -> list[dict]:
+def manager_manifests(config: MultiKueueConfig, *, cohort: str, training_namespace: str) -> list[dict]:
     """The manager's Kueue objects, in creation order."""
     workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
                 "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
@@ -92,8 +91,9 @@ def manager_manifests(config: MultiKueueConfig, *, cohort: str, environment: str
         {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}, "spec": {}},
         {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": ANY_REGION},
          "spec": {"cohortName": cohort,
-                  # The environment's training namespace and its teams' (components/workload/namespace.py labels).
-                  "namespaceSelector": {"matchLabels": {ENVIRONMENT_LABEL: environment}},
+                  # The environment's training namespace only: each team dispatches through a queue of its
+                  # own with its own quota (team_any_region_cluster_queue), never this one's.
+                  "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": training_namespace}},
                   "queueingStrategy": "BestEffortFIFO",
                   "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
                       {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quota[r]} for r in COVERED_RESOURCES]}]}],
@@ -114,22 +114,26 @@ def team_any_region_queue_name(namespace: str) -> str:
 
 
 def team_any_region_cluster_queue(namespace: str, *, cohort: str, gpus: int) -> dict[str, Any]:
-    """A team's ClusterQueue on the manager behind its LocalQueue ANY_REGION: the MultiKueue check,
-    owning nothing and borrowing at most `gpus` (the team's total over every region) from the
-    cohort's idle quota, which is the environment's ClusterQueue ANY_REGION (the workers' sum). So
-    the team's dispatched GPUs stay within its total and the environment's (kueue v0.19.2
-    ClusterQueue: a workload may use "nominalQuota+borrowingLimit"; each worker's own team queue
-    caps that region)."""
-    limit = dispatch_quota(gpus)
-    nothing = dispatch_quota(0)
+    """A team's ClusterQueue on the manager behind its LocalQueue ANY_REGION: the MultiKueue check
+    and a quota of its own, `gpus` (the team's total over every region; each worker's own team
+    queue caps that region), neither lent nor borrowed (lendingLimit and borrowingLimit 0, kueue
+    v0.19.2 ClusterQueue): the team's dispatches never take the environment's ANY_REGION quota
+    (the platform's own jobs) nor hold any of it, and a team can use no more than its total."""
+    quota = dispatch_quota(gpus)
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": team_any_region_queue_name(namespace)},
             "spec": {"cohortName": cohort,
                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                      "queueingStrategy": "BestEffortFIFO",
                      "resourceGroups": [{"coveredResources": COVERED_RESOURCES, "flavors": [
-                         {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": nothing[r], "borrowingLimit": limit[r]}
-                                                        for r in COVERED_RESOURCES]}]}],
+                         {"name": FLAVOR, "resources": [
+                             {"name": r, "nominalQuota": quota[r], "borrowingLimit": _none(quota[r]),
+                              "lendingLimit": _none(quota[r])} for r in COVERED_RESOURCES]}]}],
                      "admissionChecksStrategy": {"admissionChecks": [{"name": ADMISSION_CHECK}]}}}
+
+
+def _none(quantity: int | str) -> int | str:
+    """Zero in the quantity's own form (`0Gi` for memory)."""
+    return "0Gi" if isinstance(quantity, str) else 0
 
 
 def any_region_local_queue(namespace: str, cluster_queue: str) -> dict[str, Any]:
@@ -263,8 +267,8 @@ class MultiKueueManagerArgs:
     """The Pulumi project: the workers' cluster names start with it."""
     cohort: str
     """The Kueue cohort of the any-region ClusterQueue (the environment's queues share it)."""
-    environment: str
-    """Whose namespaces (the training namespace and the teams') may use the queue."""
+    training_namespace: str
+    """The one namespace whose jobs may use the queue (the environment's own; teams have theirs)."""
     image: str
     """The image of the kubeconfig rotation CronJob (it runs multikueue_token_script.py)."""
     system_pool: str
@@ -322,7 +326,7 @@ class MultiKueueManager(pulumi.ComponentResource):
         k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata={"name": ROTATION, "namespace": KUEUE_NAMESPACE},
                              spec=cronjob_spec, opts=in_cluster)
-        for manifest in manager_manifests(args.config, cohort=args.cohort, environment=args.environment):
+        for manifest in manager_manifests(args.config, cohort=args.cohort, training_namespace=args.training_namespace):
             custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
         self.register_outputs({})
 
