@@ -25,6 +25,7 @@ from gpu_training_policy.resources import (
     describe,
     get,
     has,
+    is_list,
     json_document,
     known,
     package_of,
@@ -196,6 +197,8 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
         allowed = [namespace + suffix for suffix in (TEAM_CLUSTER_QUEUE_SUFFIXES if kind == "ClusterQueue" else ("",))]
         if name not in allowed:
             return f"is a cluster-scoped {kind} named {name}, not {' or '.join(allowed)}"
+        if kind == "ClusterQueue" and not patch:
+            return _team_cluster_queue_problem(name, get(props, "spec") or {}, namespace)
         enforce = get(get(metadata, "labels") or {}, POD_SECURITY_ENFORCE) if kind == "Namespace" else None
         if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS and not (patch and enforce is None):
             return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "
@@ -206,7 +209,67 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
     object_namespace = get(metadata, "namespace")
     if object_namespace is None:
         return f"is a {kind} without a namespace: cluster-scoped, or placed in the provider's default namespace"
-    return None if object_namespace == namespace else f"lives in namespace {object_namespace}"
+    if object_namespace != namespace:
+        return f"lives in namespace {object_namespace}"
+    if kind == "LocalQueue" and not patch:
+        target = get(get(props, "spec") or {}, "clusterQueue")
+        queues = [namespace + suffix for suffix in TEAM_CLUSTER_QUEUE_SUFFIXES]
+        if target not in queues:
+            return f"is a LocalQueue onto ClusterQueue {target}, not the team's own ({' or '.join(queues)})"
+    if kind == "RoleBinding" and not patch:
+        return _team_role_binding_problem(props, namespace)
+    return None
+
+
+# What a team namespace's ClusterQueues must say (components/workload/queues.py, multikueue.py
+# team_any_region_cluster_queue): they admit the team's namespace only, and the one behind
+# `any-region` admits nothing locally (the MultiKueue check dispatches it to a worker).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+MULTIKUEUE_CHECK = "multikueue"
+
+
+def _plain(value: Any) -> Any:
+    """A property as plain dicts and lists (the engine hands the pack proxies of them)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return [_plain(item) for item in value] if is_list(value) else value
+
+
+def _team_cluster_queue_problem(name: str, spec: Any, namespace: str) -> str | None:
+    spec = _plain(spec)
+    selector = get(spec, "namespaceSelector")
+    if selector != {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}:
+        return (f"is ClusterQueue {name} admitting namespaces {selector}, not the team's alone "
+                f"({{matchLabels: {{{NAMESPACE_NAME_LABEL}: {namespace}}}}})")
+    if name.endswith(".any-region"):
+        checks = get(get(spec, "admissionChecksStrategy") or {}, "admissionChecks")
+        if checks != [{"name": MULTIKUEUE_CHECK}]:
+            return (f"is ClusterQueue {name} without the MultiKueue check alone ({checks}): it would admit "
+                    "its quota on the manager's own nodes")
+    return None
+
+
+# The role bindings a team namespace holds: its own Roles to its own service accounts, and on a
+# MultiKueue worker the dispatcher's group to its ClusterRole (components/workload/multikueue.py
+# dispatcher_role_binding). Any other ClusterRole (admin, edit) or subject (another namespace's
+# accounts, system:authenticated) would hand the namespace, its synced secrets included, to others.
+DISPATCHER_GROUP = "multikueue-manager"
+
+
+def _team_role_binding_problem(props: Any, namespace: str) -> str | None:
+    role_ref = _plain(get(props, "roleRef") or {})
+    subjects = _plain(get(props, "subjects") or [])
+    if get(role_ref, "kind") == "ClusterRole" and get(role_ref, "name") == DISPATCHER_GROUP:
+        if subjects == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": DISPATCHER_GROUP}]:
+            return None
+        return f"binds ClusterRole {DISPATCHER_GROUP} to {subjects}, not to the dispatcher's group alone"
+    if get(role_ref, "kind") != "Role":
+        return f"binds {get(role_ref, 'kind')} {get(role_ref, 'name')}: a team binds only its namespace's own Roles"
+    strangers = [s for s in subjects if not (isinstance(s, dict) and get(s, "kind") == "ServiceAccount"
+                                             and get(s, "namespace") == namespace)]
+    if strangers:
+        return f"binds Role {get(role_ref, 'name')} to {strangers}: a team binds only its namespace's service accounts"
+    return None
 
 
 def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:

@@ -367,6 +367,34 @@ ATTEMPTS = [
     Attempt("cluster", "a ClusterQueue named like the any-region one without its dot", TEAM, lambda _: (on(
         TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
             "metadata": {"name": "team-vision-any-region"}, "spec": {}}, k8s=True),), "team-stack-scope"),
+    # The review's probes: the team's own queue names, but admitting more or locally; a LocalQueue
+    # onto the environment's queue; a namespace's RoleBinding handing it to everyone.
+    Attempt("cluster", "the team's any-region ClusterQueue admitting every namespace", TEAM, lambda _: (on(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+            "metadata": {"name": "team-vision.any-region"},
+            "spec": {"namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": "multikueue"}]}}},
+        k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "the team's any-region ClusterQueue without the MultiKueue check", TEAM, lambda _: (on(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+            "metadata": {"name": "team-vision.any-region"},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-vision"}}}},
+        k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "a LocalQueue onto the environment's any-region queue", TEAM, lambda _: (on(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "bypass", {
+            "metadata": {"name": "sneak", "namespace": "team-vision"}, "spec": {"clusterQueue": "any-region"}},
+        k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "a RoleBinding of admin to system:authenticated", TEAM, lambda _: (on(
+        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "bypass", {
+            "metadata": {"name": "open", "namespace": "team-vision"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]},
+        k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "the dispatcher's ClusterRole bound to another team's account", TEAM, lambda _: (on(
+        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "bypass", {
+            "metadata": {"name": "lend", "namespace": "team-vision"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "multikueue-manager"},
+            "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-nlp"}]},
+        k8s=True),), "team-stack-scope"),
     Attempt("cluster", "a Deployment in kube-system", TEAM, lambda _: (on(TEAM, "kubernetes:apps/v1:Deployment", "bypass", {
         "metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}, k8s=True),), "team-stack-scope"),
     Attempt("cluster", "a BucketReplicationConfig copying the datasets bucket out", TEAM, just(
