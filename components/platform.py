@@ -243,6 +243,7 @@ def _cluster_and_node_pools(config: StackConfig, on_aws: OnAws, network: Network
         control_plane_security_group_id=groups.control_plane.id,
         account_id=on_aws.account_id,
         logs_key_arn=on_aws.logs_key_arn,
+        api_path=network.network.private_route_tables if config.multikueue and config.multikueue.role == WORKER else (),
     ), on_aws.opts)
     node_pools = NodePools("node-pools", NodePoolsArgs(
         pools=config.node_pools,

@@ -487,3 +487,15 @@ def test_a_peer_without_a_readable_stack_file_is_refused_before_any_resource(tmp
     worker = load_stack_config(raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2", sibling_stacks_dir=tmp_path)
     assert isinstance(worker, StackConfig) and worker.multikueue is not None
     assert worker.multikueue.manager_vpc_cidr == "10.30.0.0/16"
+
+
+def test_a_workers_kubernetes_objects_wait_for_its_route_back_to_the_manager(plan_of):
+    """The deploy runner sits in the manager's VPC: on the worker, every Kubernetes object waits
+    for the private route tables that carry the route back (updated in the same `pulumi up`)."""
+    worker = plan_of("prod-usw2")
+    (provider,) = [key for key in worker.dependencies if key == ("pulumi:providers:kubernetes", "cluster-k8s")]
+    tables = {key for key in worker.dependencies if key[0] == "aws:ec2/routeTable:RouteTable" and "private" in key[1]}
+    assert tables and tables <= worker.dependencies[provider]
+    manager = plan_of("prod")
+    assert not any(key[0] == "aws:ec2/routeTable:RouteTable"
+                   for key in manager.dependencies[("pulumi:providers:kubernetes", "cluster-k8s")])

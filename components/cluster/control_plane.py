@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -55,6 +56,10 @@ class ClusterArgs:
     """The account the Kubernetes secrets key and the VPC CNI role trust."""
     logs_key_arn: pulumi.Input[str]
     """Encrypts the control plane's log group (the environment's CloudWatch Logs key)."""
+    api_path: Sequence[pulumi.Resource] = ()
+    """What the deploy's path to the API goes through, made or changed in the same update: every
+    Kubernetes object waits for it (a MultiKueue worker's route tables, whose route back to the
+    manager's VPC carries the deploy runner's calls)."""
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
@@ -147,7 +152,8 @@ class Cluster(pulumi.ComponentResource):
         self.boot_addons = self._create_boot_addons()
         self.kubeconfig = pulumi.Output.all(self.eks.name, self.eks.endpoint, self.eks.certificate_authority.data).apply(
             lambda values: kubeconfig(values[0], values[1], values[2], args.region))
-        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self))
+        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(
+            parent=self, depends_on=list(args.api_path)))
         self.register_outputs({"clusterName": self.eks.name, "endpoint": self.eks.endpoint})
 
     def _create_cluster_role(self, secrets_key: aws.kms.Key) -> aws.iam.Role:
