@@ -61,7 +61,7 @@ from components.config import (  # noqa: E402
     decode_raw_config,
     load_stack_config,
 )
-from components.config.multikueue import MANAGER  # noqa: E402
+from components.config.multikueue import MANAGER, stack_name_prefix  # noqa: E402
 from components.config.placeholders import Placeholder, find_placeholders, offline_report, placeholder_secrets  # noqa: E402
 from components.config.platform_contract import (  # noqa: E402
     CONTRACT_OUTPUT,
@@ -229,12 +229,49 @@ INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     # MultiKueue's peering lookups (components/network/peering.py), answered as in an environment
     # whose stacks are all deployed: the other side exists (a first deploy finds nothing: the
     # stack then plans without that half and warns; tests/test_multikueue.py plans that too).
-    "aws:ec2/getVpcs:getVpcs": lambda region, args: {
-        "ids": [_mock_id("vpc", _filter(args, "tag:Name"))], "id": args.get("region") or region},
-    "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections": lambda region, args: {
-        "ids": [_mock_id("pcx", _filter(args, "requester-vpc-info.cidr-block"), _filter(args, "accepter-vpc-info.cidr-block"))],
-        "id": region},
+    "aws:ec2/getVpcs:getVpcs": lambda region, args: _vpcs(args.get("region") or region, args),
+    "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections": lambda region, args: _peerings(region, args),
 }
+
+
+@functools.lru_cache(maxsize=4)
+def _planned_vpcs(stacks_dir: Path, project: str) -> frozenset[tuple[str, str, str]]:
+    """(region, Name tag, CIDR) of every platform stack's VPC in this checkout: what DescribeVpcs
+    finds once they are deployed. The lookups are answered from it, so a lookup in the wrong
+    region, by the wrong name or CIDR finds nothing offline, as it would in AWS."""
+    found = set()
+    for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
+        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        team, environment = stack_kind(stack)
+        if team or not environment:
+            continue
+        try:
+            config = read_stack_file(path)
+        except ConfigError:
+            continue
+        region, network = config.get(f"{project}:region", "us-east-1"), config.get(f"{project}:network")
+        cidr = network.get("vpcCidr") if isinstance(network, dict) else None
+        if isinstance(region, str) and isinstance(cidr, str):
+            found.add((region, stack_name_prefix(project, stack), cidr))
+    return frozenset(found)
+
+
+def _checkout_vpcs() -> frozenset[tuple[str, str, str]]:
+    return _planned_vpcs(ROOT / "stacks", project_file(ROOT)["name"])
+
+
+def _vpcs(region: str, args: dict[str, Any]) -> dict[str, Any]:
+    name, cidr = _filter(args, "tag:Name"), _filter(args, "cidr-block-association.cidr-block")
+    return {"ids": [_mock_id("vpc", name)] if (region, name, cidr) in _checkout_vpcs() else [], "id": region}
+
+
+def _peerings(region: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The active peering the manager made, as its worker finds it in its own region: the requester
+    one of the checkout's VPCs, the accepter this region's."""
+    requester, accepter = _filter(args, "requester-vpc-info.cidr-block"), _filter(args, "accepter-vpc-info.cidr-block")
+    vpcs = _checkout_vpcs()
+    found = any(c == requester for _, _, c in vpcs) and any(r == region and c == accepter for r, _, c in vpcs)
+    return {"ids": [_mock_id("pcx", requester, accepter)] if found else [], "id": region}
 
 
 def _filter(args: dict[str, Any], name: str) -> str:

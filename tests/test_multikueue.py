@@ -499,3 +499,17 @@ def test_a_workers_kubernetes_objects_wait_for_its_route_back_to_the_manager(pla
     manager = plan_of("prod")
     assert not any(key[0] == "aws:ec2/routeTable:RouteTable"
                    for key in manager.dependencies[("pulumi:providers:kubernetes", "cluster-k8s")])
+
+
+@pytest.mark.parametrize(("region", "name", "cidr", "found"), [
+    ("us-west-2", "gpu-training-prod-usw2", "10.31.0.0/16", True),
+    ("us-east-1", "gpu-training-prod-usw2", "10.31.0.0/16", False),  # looked up in the wrong region
+    ("us-west-2", "gpu-training-prod-usw2", "10.30.0.0/16", False),  # by another stack's CIDR
+    ("us-west-2", "gpu-training-prod", "10.31.0.0/16", False),       # by another stack's name
+])
+def test_the_offline_vpc_lookup_finds_only_a_planned_stacks_vpc_where_it_is(region, name, cidr, found):
+    """The mock answers as AWS would once the checkout's stacks are deployed, so a peering planned
+    offline shows the manager looked in the right region, by the right name and CIDR."""
+    from offline import plan as offline_plan
+    filters = [{"name": "tag:Name", "values": [name]}, {"name": "cidr-block-association.cidr-block", "values": [cidr]}]
+    assert bool(offline_plan.INVOKE_ANSWERS["aws:ec2/getVpcs:getVpcs"]("us-east-1", {"region": region, "filters": filters})["ids"]) == found
