@@ -208,7 +208,7 @@ def test_symlinks_are_never_followed(tmp_path):
 
 def cronjob_of(plan) -> dict:
     # (a MultiKueue manager also runs its token rotation, in kueue-system: tests/test_multikueue.py)
-    (cronjob,) = [m for m in plan.manifests() if m["kind"] == "CronJob" and m["metadata"]["namespace"] != "kueue-system"]
+    (cronjob,) = [m for m in plan.manifests_on(None) if m["kind"] == "CronJob" and m["metadata"]["namespace"] != "kueue-system"]
     return cronjob
 
 
@@ -224,7 +224,7 @@ def test_the_cronjob_is_valid_and_admitted_by_its_namespace(stack, plan_of):
     cronjob = cronjob_of(plan)
     kubernetes_validate.validate(cronjob, f"{kubernetes_minor(stack)}.0", strict=True)
     namespace = cronjob["metadata"]["namespace"]
-    (ns,) = [m for m in plan.manifests() if m["kind"] == "Namespace" and m["metadata"]["name"] == namespace]
+    (ns,) = [m for m in plan.manifests_on(None) if m["kind"] == "Namespace" and m["metadata"]["name"] == namespace]
     enforced = ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
     template = cronjob["spec"]["jobTemplate"]["spec"]["template"]
     # The level the namespace enforces, and the stricter one it warns about.
