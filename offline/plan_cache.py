@@ -57,7 +57,7 @@ def environment_fingerprint() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _label_dir(label: str) -> str:
+def label_dir(label: str) -> str:
     """`dev` -> main/dev, `bootstrap/bootstrap` -> bootstrap/bootstrap (no label escapes the entry)."""
     prefix, _, stack = label.rpartition("/")
     if not stack or stack.startswith(".") or (prefix and prefix.startswith(".")):
@@ -80,7 +80,7 @@ class BasePlanCache:
         return cls(Path(configured) if configured else default_root, tree)
 
     def entry(self, label: str) -> Path:
-        return self.root / self.key / _label_dir(label)
+        return self.root / self.key / label_dir(label)
 
     def get(self, label: str) -> Path | None:
         """The plan directory kept for this label, or None."""

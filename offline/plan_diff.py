@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from offline.affected_stacks import MAIN_STACK_DIR, ChangeFacts, affected_stacks, stack_kind
-from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache
+from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache, label_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_PROJECT = "gpu-training"
@@ -566,7 +566,7 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
         if stack in reused:
             unchanged.append(stack)
             continue
-        project = f"{BOOTSTRAP_DIR}/" if stack.startswith(f"{BOOTSTRAP_DIR}/") else MAIN_PROJECT
+        project = _project_of(stack)
         if (stack not in base.stacks and project in base.failures) or (stack not in head.stacks and project in head.failures):
             continue  # it did not plan on one side (reported above), so it is neither added nor removed
         empty = StackPlan(resources={}, manifests={})
@@ -748,8 +748,7 @@ def _kept_plans(kept: dict[str, Path], keep_dir: Path | None) -> dict[str, Path]
         return kept
     copied = {}
     for label, entry in kept.items():
-        prefix, _, stack = label.rpartition("/")
-        target = keep_dir / (prefix or "main") / stack
+        target = keep_dir / label_dir(label)
         shutil.copytree(entry, target, ignore=shutil.ignore_patterns(COMPLETE))
         copied[label] = target
     return copied
