@@ -112,15 +112,21 @@ class CiIdentity(pulumi.ComponentResource):
         return role
 
     def _attach_scope(self, resource_name: str, role: aws.iam.Role, environment: str) -> None:
-        """The deploy role's project scope, a managed policy of its own (policies.deploy_scope_policy)."""
-        scope = aws.iam.Policy(
-            f"{resource_name}-project-scope",
-            name=policies.deploy_scope_policy_name(self._args.config.stacks_project, environment),
-            description=f"Keeps the {environment} deploy role off other projects' resources",
-            policy=self._environment_document(policies.deploy_scope_policy, environment),
-            tags={"ci-environment": environment}, opts=pulumi.ResourceOptions(parent=self))
-        aws.iam.RolePolicyAttachment(f"{resource_name}-project-scope", role=role.name, policy_arn=scope.arn,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        """The deploy role's managed policies: its project scope (policies.deploy_scope_policy)
+        and what it never does (policies.deploy_guard_policy); with them inline, the role's inline
+        policies would pass their 10,240 characters."""
+        project = self._args.config.stacks_project
+        for suffix, name, document, description in (
+                ("project-scope", policies.deploy_scope_policy_name(project, environment), policies.deploy_scope_policy,
+                 f"Keeps the {environment} deploy role off other projects' resources"),
+                ("guard", policies.deploy_guard_policy_name(project, environment), policies.deploy_guard_policy,
+                 f"Keeps the {environment} deploy role off other environments, the bootstrap and the CI identity")):
+            policy = aws.iam.Policy(
+                f"{resource_name}-{suffix}", name=name, description=description,
+                policy=self._environment_document(document, environment),
+                tags={"ci-environment": environment}, opts=pulumi.ResourceOptions(parent=self))
+            aws.iam.RolePolicyAttachment(f"{resource_name}-{suffix}", role=role.name, policy_arn=policy.arn,
+                                         opts=pulumi.ResourceOptions(parent=self))
 
     def _state_bucket_arn(self) -> pulumi.Output[str]:
         partition = arn_partition(self._args.config.region)

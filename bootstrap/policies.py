@@ -13,8 +13,9 @@ Least privilege, written down (docs/delivery.md repeats it for readers):
   anything without the project's tag, nor log groups and alarms outside its environment's names
   (NAME_SCOPED_SERVICES), nor Auto Scaling groups but its cluster's; never shares a snapshot or an
   image (NEVER_ACTIONS), and peers only its environment's own VPCs, in its regions and account
-  (PEERING_ACTIONS: a MultiKueue manager with its workers). The project scope is a managed policy of its own
-  (`deploy_scope_policy`) beside the inline one. IAM: it creates roles, and changes their policies
+  (PEERING_ACTIONS: a MultiKueue manager with its workers). The project scope
+  (`deploy_scope_policy`) and what it never does (`deploy_guard_policy`) are managed policies of
+  their own beside the inline one. IAM: it creates roles, and changes their policies
   or trust, only with its environment's permissions boundary on them (`boundary_policy`), attaches only the
   AWS managed policies the stacks attach, and can neither set nor remove a boundary.
 - neither role can change the bootstrap: the state bucket's settings, the bootstrap's own state,
@@ -445,6 +446,11 @@ def deploy_scope_policy_name(stacks_project: str, environment: str) -> str:
     return f"{deploy_role_name(stacks_project, environment)}-project-scope"
 
 
+def deploy_guard_policy_name(stacks_project: str, environment: str) -> str:
+    """The managed policy of what the deploy role never does (`deploy_guard_policy`)."""
+    return f"{deploy_role_name(stacks_project, environment)}-guard"
+
+
 def boundary_policy_name(stacks_project: str, environment: str) -> str:
     """The managed policy every role of the environment's stacks carries as permissions boundary."""
     return f"{stacks_project}-boundary-{environment}"
@@ -859,7 +865,6 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
     bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id, partition)}
     attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
-    other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
     statements: list[dict[str, Any]] = [
         # The state of this environment's stacks, nothing else in the bucket.
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
@@ -903,8 +908,22 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}}},
         {"Sid": "LetFsxReachLinkedBuckets", "Effect": "Allow", "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
          "Resource": [f"arn:{partition}:iam::{account_id}:{FSX_S3_ACCESS_ROLES}"]},
-        # Never: another environment's resources, the bootstrap, the boundary itself, other roles
-        # by chaining (other projects' resources: deploy_scope_policy).
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
+                        secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
+    """What the deploy role never does, whatever `deploy_policy` allows: another environment's
+    resources and secrets, the bootstrap, the boundaries, other roles by chaining, peering outside
+    the environment (other projects' resources: deploy_scope_policy). A managed policy of its own
+    beside the inline one: inline, it left no room for another regional site, each of which adds
+    its region's resources to ManagePlatformServices, and a role's inline policies hold 10,240
+    characters together (IAM User Guide, "IAM and AWS STS quotas"). The deploy role can neither
+    change nor detach it (DenyCiIdentityAndBoundaries)."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
+    statements: list[dict[str, Any]] = [
         _deny_other_environments(environment),
         {"Sid": "DenyTaggingIntoOtherEnvironments", "Effect": "Deny", "Action": ["*"], "Resource": ["*"], "Condition": {
             "StringNotEquals": {f"aws:RequestTag/{ENVIRONMENT_TAG}": environment},
@@ -924,6 +943,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
                       f"arn:{partition}:iam::{account_id}:policy/{ci_role_pattern(project)}"]},
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
         *_peering_scope(config, environment, account_id),
+        *_peering_tagging_scope(config, environment, account_id),
     ]
     if other_keys:
         statements.append({"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": other_keys})
@@ -937,7 +957,8 @@ def _peering_scope(config: BootstrapConfig, environment: str, account_id: str) -
     (ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs)."""
     # Any Region of the account: the calls themselves are allowed in the environment's regions only
     # (ManagePlatformServices), so a connection is requested and accepted there or not at all; one
-    # pattern, not one per region, keeps the inline policy within its 10,240 characters.
+    # pattern, not one per region, keeps the guard short (each Region a site adds lengthens the
+    # inline policy already).
     vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
     vpc_resources, connections = in_partition(config, "ec2:*:*:vpc/*"), in_partition(config, "ec2:*:*:vpc-peering-connection/*")
     return [
@@ -955,8 +976,7 @@ def _peering_tagging_scope(config: BootstrapConfig, environment: str, account_id
     """Tagging a peering connection (the accepter Region's side is tagged after its acceptance,
     not at creation: exempt from DenyAdoptingOtherProjectsEc2): not one that joins a VPC outside
     the account, where the request says which VPCs it joins (Null:
-    a request without the key is not refused by this). In the project scope, which has the room
-    (the inline policy is near its 10,240 characters)."""
+    a request without the key is not refused by this)."""
     vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
     return [{"Sid": f"TagOnlyTheEnvironmentsPeerings{side}", "Effect": "Deny", "Action": ["ec2:CreateTags"],
              "Resource": in_partition(config, "ec2:*:*:vpc-peering-connection/*"),
@@ -1060,10 +1080,9 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, *, account_id
         # vpc_default_security_group.go, resourceDefaultSecurityGroupCreate). Peering connections
         # too: the accepter Region's side of the manager's is tagged by its accepter after the
         # acceptance, not at creation; which connections may be tagged is held to the account and
-        # regions by the VPCs they join (deploy_policy, TagOnlyTheEnvironmentsPeerings*).
+        # regions by the VPCs they join (deploy_guard_policy, TagOnlyTheEnvironmentsPeerings*).
         {"Sid": "DenyAdoptingOtherProjectsEc2", "Effect": "Deny", "Action": ["ec2:CreateTags"],
          "Resource": in_partition(config, *(arn for arn in PROJECT_SCOPED_RESOURCES if arn.startswith("ec2:")
                                            and ":security-group/" not in arn and ":vpc-peering-connection/" not in arn)),
          "Condition": {**project_tag, "Null": {"ec2:CreateAction": "true"}}},
-        *_peering_tagging_scope(config, environment, account_id),
     ]}

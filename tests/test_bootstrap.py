@@ -268,6 +268,7 @@ ALARMS = f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm"
 ASG = f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:6d1f2a9e-0000-4000-8000-000000000000"
 DEV_NODE_GROUP_ASG = "aws:ResourceTag/k8s.io/cluster-autoscaler/gpu-training-dev"
 DEV_SCOPE = f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-ci-deploy-dev-project-scope"
+DEV_GUARD = f"arn:aws:iam::{ACCOUNT}:policy/gpu-training-ci-deploy-dev-guard"
 
 DEPLOY_DEV_CASES = [
     # (action, resource, request context, expected) for the dev deploy role
@@ -426,6 +427,11 @@ DEPLOY_DEV_CASES = [
      {"iam:PolicyARN": DEV_SCOPE}, DENY),
     ("iam:CreatePolicyVersion", DEV_SCOPE, {}, DENY),
     ("iam:DeletePolicy", DEV_SCOPE, {}, DENY),
+    # Nor the guard (the Denies above of the bootstrap, the boundaries and other environments).
+    ("iam:DetachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-deploy-dev",
+     {"iam:PolicyARN": DEV_GUARD}, DENY),
+    ("iam:CreatePolicyVersion", DEV_GUARD, {}, DENY),
+    ("iam:SetDefaultPolicyVersion", DEV_GUARD, {}, DENY),
     # Nor the image role the trainer job pushes with (a gpu-training-ci-* role).
     ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-image-dev", BOUNDED_DEV_ROLE, DENY),
     ("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/gpu-training-ci-image-dev", BOUNDED_DEV_ROLE, DENY),
@@ -952,8 +958,8 @@ def test_the_bootstrap_config_names_every_regional_platform_stack_with_its_regio
     regional = {stack: region_of(stack) for stack in PLATFORM_STACKS if stack not in ENVIRONMENT_STACKS}
     assert regional, "prod-usw2 is a regional stack"
     assert configured == regional
-    assert policies.environment_regions(config, "prod") == ["us-east-1", "us-west-2"]
-    assert policies.environment_stacks(config, "prod") == ("prod", "prod-usw2", "team-*-prod")
+    assert policies.environment_regions(config, "prod") == ["us-east-1", "us-east-2", "us-west-2"]
+    assert policies.environment_stacks(config, "prod") == ("prod", "prod-use2", "prod-usw2", "team-*-prod")
 
 
 def raw_config_of_bootstrap() -> dict[str, Any]:
