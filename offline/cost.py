@@ -229,7 +229,7 @@ def _region_price_lines(table: prices.RegionPrices) -> list[str]:
     return [*lines, ""]
 
 
-# A stated volume: a 2 TB dataset refreshed monthly into the other region, and a dozen 80 GiB
+# A stated volume per worker region: a 2 TB dataset refreshed monthly into it, and a dozen 80 GiB
 # checkpoints a month of jobs that moved (docs/multi-region.md "What it costs").
 CROSS_REGION_GB = 3000.0
 
@@ -244,8 +244,9 @@ def load_config(stack: str) -> StackConfig | TeamStackConfig:
 def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_gb: float) -> str:
     """Every platform stack of `environment` in this checkout (its regions), each at its own region's
     list prices and in total, with the data moved between its regions: checkpoints and datasets
-    replicated or read across, billed by the region they leave. The stated volume leaves the first
-    stack's region (the MultiKueue manager's: its buckets replicate to the workers)."""
+    replicated or read across, billed by the region they leave at that pair's rate. The stated
+    volume leaves the first stack's region (the MultiKueue manager's: its buckets replicate to the
+    workers) for each other region."""
     from components.config.sibling_stacks import STACKS_DIR, platform_stacks
     from offline.plan import synthesize
 
@@ -268,17 +269,21 @@ def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_
                      f"{_usd(cost.usage_monthly_usd, 0)}/month usage; GPU pools {_usd(cost.gpu_hourly_at_min_usd)}/h "
                      f"at min, {_usd(cost.gpu_hourly_at_max_usd)}/h at max")
     transfer = 0.0
-    if len(set(regions)) > 1:
-        source = prices.region_prices(regions[0])
-        price = source.inter_region_transfer
+    manager_region = regions[0] if regions else ""
+    destinations = [region for region in dict.fromkeys(regions) if region != manager_region]
+    rates = prices.region_prices(manager_region).inter_region_transfer if destinations else {}
+    for destination in destinations:
+        pair = f"{manager_region} -> {destination}"
+        price = rates.get(destination)
         if price is None:
-            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month out of {source.region}: not priced "
-                         f"(no {source.region} inter-region price in components/facts/prices.py)")
-        else:
-            transfer = cross_region_gb * price.usd
-            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month out of {source.region} x "
-                         f"${price.usd}/GB = {_usd(transfer, 0)}/month (--cross-region-gb; {price.source})")
-    else:
+            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month {pair}: not priced "
+                         f"(no {pair} rate in components/facts/prices.py)")
+            unpriced.append(f"transfer {pair}")
+            continue
+        transfer += cross_region_gb * price.usd
+        lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month {pair} x ${price.usd}/GB = "
+                     f"{_usd(cross_region_gb * price.usd, 0)}/month ({price.source})")
+    if not destinations:
         lines.append("  cross-region transfer: none (one region)")
     lines.append(f"  total: {_usd(fixed + usage_total + transfer, 0)}/month + GPU pools {_usd(at_min)}/h at min, "
                  f"{_usd(at_max)}/h at max")
@@ -303,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prices", action="store_true", help="print the price table with its sources")
     parser.add_argument("--environment", help="cost every platform stack of an environment (its regions) and the total")
     parser.add_argument("--cross-region-gb", type=float, default=CROSS_REGION_GB,
-                        help="GB/month moved between the environment's regions (replicated datasets and checkpoints)")
+                        help="GB/month the manager's region sends to each other region of the environment "
+                             "(replicated datasets and checkpoints)")
     args = parser.parse_args(argv)
     if args.prices:
         print(price_table())

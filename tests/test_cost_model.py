@@ -1,7 +1,7 @@
 """The cost model: every line item of the prod and dev plans against figures computed by hand.
 
 The expected figures below are written out from the price tables (components/facts/prices.py,
-us-east-1 and us-west-2, reviewed 2026-11-30): a price update makes these fail on purpose, so the
+us-east-1, us-west-2 and us-east-2, reviewed 2026-11-30): a price update makes these fail on purpose, so the
 review shows every dollar amount it moves. Rules that no stack file exercises (extended support,
 capacity blocks, FSx, prices the table lacks) are tested on small synthetic plans, priced in
 us-east-1 by name (a plan without an aws provider has no region, and is refused).
@@ -270,8 +270,9 @@ def test_a_teams_quota_is_priced_in_whole_nodes():
 def test_every_instance_type_the_platform_knows_has_a_price_or_a_stated_gap(region):
     table = prices.TABLES[region]
     unpriced = set(INSTANCE_TYPES) - set(table.ec2_on_demand_hourly)
-    assert unpriced == {"p5e.48xlarge"}, region
-    assert any("p5e.48xlarge" in gap for gap in table.all_gaps)
+    assert "p5e.48xlarge" in unpriced, region  # capacity blocks only, in every region
+    for instance_type in unpriced:
+        assert any(instance_type in gap for gap in table.all_gaps), (region, instance_type)
     assert set(table.ec2_on_demand_hourly) <= set(INSTANCE_TYPES)
 
 
@@ -285,7 +286,7 @@ def test_every_price_names_its_source_and_date():
 
 def test_a_region_without_a_table_is_refused_not_priced_from_another():
     provider = {"type": "pulumi:providers:aws", "name": "aws", "parent": None, "inputs": {"region": "eu-west-1"}}
-    with pytest.raises(UnpricedRegionError, match=r"region eu-west-1 has no price table .*us-east-1, us-west-2"):
+    with pytest.raises(UnpricedRegionError, match=r"region eu-west-1 has no price table .*us-east-1, us-west-2, us-east-2"):
         plan_cost([provider, cluster("1.36", "STANDARD")])
     with pytest.raises(UnpricedRegionError, match="no aws provider"):
         plan_cost([cluster("1.36", "STANDARD")])  # no provider: no region to price it in
@@ -333,6 +334,33 @@ def test_a_us_west_2_stack_is_priced_from_the_us_west_2_table(plan_of):
     assert "(us-west-2 list prices of 2026-11-30); not priced: KMS keys" in cost.summary_line()
 
 
+
+# prod-use2 at the us-east-2 table, the same way; p5-efa has no reservation there (GPU pools $0/h at min).
+GP3_USE2 = 0.08 / 730  # USE2-EBS:VolumeUsage.gp3, Price List answer of 2023-03-01
+EXPECTED_FIXED_USE2 = {
+    "EKS control plane": 730 * 0.10,                                # learner's us-east-2 notes, standard support
+    "node pool system at min size": 3 * (0.4032 + 50 * GP3_USE2) * H,  # m7i.2xlarge us-east-2 (SkyPilot catalog)
+    "NAT gateways": 3 * 730 * 0.045,                                # Price List API us-east-2, 2026-08-11
+    "public IPv4 addresses (NAT)": 3 * 730 * 0.005,
+    "KMS keys": 8 * 1.00,
+    "Secrets Manager secrets": None,                                # no us-east-2 source: not priced
+    "CloudWatch alarms": None,                                      # no us-east-2 source: not priced
+    "interface VPC endpoints": None,                                # no us-east-2 source: not priced
+    "FSx for Lustre": None,                                         # no us-east-2 source: not priced
+}
+EXPECTED_USAGE_USE2 = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
+                       "EFS Standard storage": None, "cross-AZ traffic to FSx for Lustre": 0.0}
+
+
+def test_a_us_east_2_stack_is_priced_from_the_us_east_2_table(plan_of):
+    cost = plan_cost(plan_of("prod-use2").resources)
+    assert cost.region == "us-east-2"
+    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED_USE2, abs=1e-9)
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE_USE2, abs=1e-9)
+    p5, spot = 55.04 + 500 * GP3_USE2, 16.288 + 200 * GP3_USE2  # p5.48xlarge, g5.48xlarge in us-east-2
+    assert cost.gpu_hourly_at_min_usd == 0 and cost.gpu_hourly_at_max_usd == pytest.approx(2 * p5 + 4 * spot)
+    assert any("us-east-2: p4de.24xlarge" in gap for gap in cost.gaps)
+
 def test_each_stack_reads_only_its_own_regions_table(plan_of, monkeypatch):
     """A figure changed in the us-west-2 table moves prod-usw2 and nothing else."""
     before_east, before_west = plan_cost(plan_of("prod").resources), plan_cost(plan_of("prod-usw2").resources)
@@ -347,16 +375,30 @@ def test_the_environment_is_priced_per_region_and_in_total(plan_of, monkeypatch)
     import offline.plan
     monkeypatch.setattr(offline.plan, "synthesize", lambda stack, *_a, **_k: plan_of(stack))
     out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), cross_region_gb=3000)
-    east, west = plan_cost(plan_of("prod").resources), plan_cost(plan_of("prod-usw2").resources)
-    assert f"  prod-usw2      us-west-2  ${west.fixed_monthly_usd:,.0f}/month fixed" in out
-    assert f"  prod           us-east-1  ${east.fixed_monthly_usd:,.0f}/month fixed" in out
-    assert "3,000 GB/month out of us-east-1 x $0.02/GB = $60/month" in out  # billed by the region it leaves
-    total = east.fixed_monthly_usd + east.usage_monthly_usd + west.fixed_monthly_usd + west.usage_monthly_usd + 60
+    costs = {stack: plan_cost(plan_of(stack).resources) for stack in ("prod", "prod-usw2", "prod-use2")}
+    for stack, region in (("prod", "us-east-1"), ("prod-usw2", "us-west-2"), ("prod-use2", "us-east-2")):
+        assert f"  {stack:<14} {region:<10} ${costs[stack].fixed_monthly_usd:,.0f}/month fixed" in out
+    # Billed by the region it leaves, at the pair's rate: the same 3,000 GB to each worker region.
+    assert "3,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $60/month" in out
+    assert "3,000 GB/month us-east-1 -> us-east-2 x $0.01/GB = $30/month" in out
+    total = sum(c.fixed_monthly_usd + c.usage_monthly_usd for c in costs.values()) + 60 + 30
     assert f"  total: ${total:,.0f}/month" in out
-    assert "not priced, so in no figure above: prod-usw2: KMS keys" in out
+    assert "not priced, so in no figure above: prod-use2: Secrets Manager secrets" in out
     doc = (ROOT / "docs" / "multi-region.md").read_text()
     assert f"```\n{out}\n```" in doc, "docs/multi-region.md 'What it costs' no longer shows what --environment prod prints"
 
+
+
+def test_a_region_pair_without_a_rate_is_not_priced_rather_than_borrowed(plan_of, monkeypatch):
+    import offline.plan
+    monkeypatch.setattr(offline.plan, "synthesize", lambda stack, *_a, **_k: plan_of(stack))
+    no_ohio_rate = dataclasses.replace(prices.US_EAST_1, inter_region_transfer={
+        "us-west-2": prices.US_EAST_1.inter_region_transfer["us-west-2"]})
+    monkeypatch.setitem(prices.TABLES, "us-east-1", no_ohio_rate)
+    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), cross_region_gb=3000)
+    assert "3,000 GB/month us-east-1 -> us-east-2: not priced (no us-east-1 -> us-east-2 rate" in out
+    assert "3,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $60/month" in out
+    assert "transfer us-east-1 -> us-east-2" in out.split("not priced, so in no figure above:")[1]
 
 # --- the commands -----------------------------------------------------------------------------
 
@@ -440,8 +482,10 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     ]
 
 
-# What the us-west-2 table has no source for (prices.US_WEST_2.gaps); every other stack is fully priced.
-UNPRICED = {"prod-usw2": ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EFS Standard storage")}
+# What the us-west-2 and us-east-2 tables have no source for (their gaps); every other stack is fully priced.
+UNPRICED = {"prod-usw2": ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EFS Standard storage"),
+            "prod-use2": ("Secrets Manager secrets", "CloudWatch alarms", "interface VPC endpoints", "FSx for Lustre",
+                          "EFS Standard storage")}
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)

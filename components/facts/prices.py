@@ -24,11 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
-# Data moved from one US Region to another (us-east-1 <-> us-west-2), charged by the source Region;
-# S3 Cross-Region Replication is billed at this rate too. The AWS EC2 pricing page lists it under
-# "Data Transfer OUT From Amazon EC2 To another AWS Region"; the figure here from the rate matrix at
-# https://www.redresscompliance.com/aws-inter-region-transfer-costs-multiregion.html ("us east 1 to
-# us west 2 | $0.02 per GB"). us-east-1 <-> us-east-2 is $0.01 on the same page: not used here.
+# Data moved from one US Region to another is charged by the Region it leaves, at a rate that
+# depends on the pair; S3 Cross-Region Replication is billed at that rate too. The AWS EC2 pricing
+# page lists it under "Data Transfer OUT From Amazon EC2 To another AWS Region"; the figures here
+# from the rate matrix at https://www.redresscompliance.com/aws-inter-region-transfer-costs-multiregion.html
+# ("Traffic between US East (N. Virginia) and US East (Ohio) is the cheapest inter-region path at
+# $0.01 per GB in each direction"; "us east 1 to us west 2 | $0.02 per GB"; "All other US-to-US
+# region pairs - US East to US West (Oregon)... are priced at $0.02 per GB per direction").
+_REDRESS_MATRIX = "redresscompliance.com AWS inter-region rate matrix"
 # The day this table was last reviewed as a whole; the cost model judges "past standard support"
 # on this day unless told another, so the same commit always prints the same figures.
 REVIEWED_ON = date(2026, 11, 30)
@@ -45,8 +48,11 @@ class Price:
     """Date of the source's data (or of the page when it carries no date)."""
 
 
-INTER_REGION_TRANSFER = Price(0.02, "GB", "redresscompliance.com AWS inter-region rate matrix (us-east-1 to us-west-2)",
-                              "2026-11")
+INTER_REGION_TRANSFER: dict[str, Price] = {
+    "us-west-2": Price(0.02, "GB sent to us-west-2", f"{_REDRESS_MATRIX} (us-east-1 to us-west-2)", "2026-11"),
+    "us-east-2": Price(0.01, "GB sent to us-east-2", f"{_REDRESS_MATRIX} (US East (N. Virginia) - US East (Ohio))",
+                       "2026-11"),
+}
 
 
 # --- us-east-1 (US East, N. Virginia): the figures of US_EAST_1 below ---------------------------------
@@ -195,8 +201,9 @@ class RegionPrices:
     secret_month: Price | None
     logs_ingest_gb: Price | None
     alarm_month: Price | None
-    inter_region_transfer: Price | None
-    """Data sent from this region to the other US region of an environment (billed by the source)."""
+    inter_region_transfer: Mapping[str, Price]
+    """Data sent from this region to each region named (billed by the source); a region not named
+    has no source for that pair here, so what goes there is "not priced"."""
     gaps: tuple[str, ...] = field(default=())
     """What this region's table cannot price, beyond what no region can (`GAPS`)."""
 
@@ -217,7 +224,7 @@ class RegionPrices:
             ("CloudWatch Logs ingestion", self.logs_ingest_gb),
             ("CloudWatch alarm", self.alarm_month),
             ("cross-AZ data transfer", self.cross_az_gb),
-            ("inter-region data transfer (out)", self.inter_region_transfer),
+            *((f"data transfer out to {region}", price) for region, price in self.inter_region_transfer.items()),
         )
 
     @property
@@ -260,7 +267,7 @@ US_EAST_1 = RegionPrices(
 # already lists p6-b300.48xlarge. p5e.48xlarge has an empty Price there too (capacity blocks only).
 US_WEST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-west-2), "
                         "commit 00148f2a")
-US_WEST_2_EC2_AS_OF = "undated file; its us-east-1 rows equal Karpenter's 2026-07-20 data"
+SKYPILOT_CATALOG_AS_OF = "undated file; its us-east-1 rows equal Karpenter's 2026-07-20 data"
 US_WEST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
     "p4d.24xlarge": 21.95764,
     "p4de.24xlarge": 27.44705,
@@ -300,7 +307,7 @@ US_WEST_2 = RegionPrices(
     region="us-west-2",
     ec2_on_demand_hourly=US_WEST_2_EC2_ON_DEMAND_HOURLY,
     ec2_on_demand_source=US_WEST_2_EC2_SOURCE,
-    ec2_on_demand_as_of=US_WEST_2_EC2_AS_OF,
+    ec2_on_demand_as_of=SKYPILOT_CATALOG_AS_OF,
     # The capacity-block page copy (see CAPACITY_BLOCK_HOURLY) lists p5.48xlarge for US East only.
     capacity_block_hourly={},
     nat_gateway_hour=Price(0.045, "NAT gateway-hour", f"{_OREGON_PRICE_LISTS} (USW2-NatGateway-Hours); same in the "
@@ -340,15 +347,116 @@ US_WEST_2 = RegionPrices(
     alarm_month=None,
     # A published note on AWS data-transfer usage types, "examples from real billing":
     # "USW2-USE1-AWS-Out-Bytes - us-west-2 -> us-east-1 ($0.02/GB)".
-    inter_region_transfer=Price(0.02, "GB sent to us-east-1", "USW2-USE1-AWS-Out-Bytes rate in a published note on "
-                                "AWS data-transfer usage types (undated)", "2026-12-02 (read; source undated)"),
+    # No us-west-2 -> us-east-2 rate was found: data sent there is not priced.
+    inter_region_transfer={
+        "us-east-1": Price(0.02, "GB sent to us-east-1", "USW2-USE1-AWS-Out-Bytes rate in a published note on "
+                           "AWS data-transfer usage types (undated)", "2026-12-02 (read; source undated)"),
+    },
     gaps=(
         "us-west-2: no source found for KMS keys, EFS (Standard and Infrequent Access), FSx for Lustre, "
         "CloudWatch alarms, or p5.48xlarge capacity blocks",
     ),
 )
 
-TABLES: dict[str, RegionPrices] = {table.region: table for table in (US_EAST_1, US_WEST_2)}
+# --- us-east-2 (US East, Ohio) ------------------------------------------------------------------------
+# Each figure below was read for us-east-2 itself (a source naming US East (Ohio) or its usage-type
+# prefix USE2-, or saying the price is the same in every region); none is carried over from us-east-1.
+
+# The same SkyPilot catalog file and commit as us-west-2, rows Region=us-east-2 (use2-az1..az3, one
+# price per type). p4de.24xlarge has no us-east-2 row (the catalog lists it in us-east-1 and
+# us-west-2 among US regions): it is absent, and named in the gaps.
+US_EAST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-east-2), "
+                        "commit 00148f2a")
+US_EAST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
+    "p4d.24xlarge": 21.95764,
+    "p5.48xlarge": 55.04,
+    "p5en.48xlarge": 63.296,
+    "p6-b200.48xlarge": 113.9328,
+    "g5.xlarge": 1.006,
+    "g5.2xlarge": 1.212,
+    "g5.12xlarge": 5.672,
+    "g5.48xlarge": 16.288,
+    "g6.xlarge": 0.8048,
+    "g6.2xlarge": 0.9776,
+    "g6.12xlarge": 4.6016,
+    "g6.48xlarge": 13.3504,
+    "g6e.xlarge": 1.861,
+    "g6e.2xlarge": 2.24208,
+    "g6e.12xlarge": 10.49264,
+    "g6e.24xlarge": 15.06559,
+    "g6e.48xlarge": 30.13118,
+    "m6i.large": 0.096,
+    "m6i.xlarge": 0.192,
+    "m6i.2xlarge": 0.384,
+    "m7i.xlarge": 0.2016,
+    "m7i.2xlarge": 0.4032,
+    "c6i.2xlarge": 0.34,
+}
+# A public project's cost notes: "Every rate below was read from the AWS Price List API on
+# 2026-08-11 against us-east-2 (Ohio)" (NAT gateway "$0.045/h ... + $0.045/GB processed", public
+# IPv4 "$0.005/h", CloudWatch Logs ingestion "$0.50 / GB ... USE2-DataProcessing-Bytes").
+_OHIO_PRICE_LIST = "AWS Price List API for us-east-2, as read by a public project's cost notes"
+_OHIO_PRICE_LIST_AS_OF = "2026-08-11"
+US_EAST_2 = RegionPrices(
+    region="us-east-2",
+    ec2_on_demand_hourly=US_EAST_2_EC2_ON_DEMAND_HOURLY,
+    ec2_on_demand_source=US_EAST_2_EC2_SOURCE,
+    ec2_on_demand_as_of=SKYPILOT_CATALOG_AS_OF,
+    # The capacity-block page copy of CAPACITY_BLOCK_HOURLY has a row "p5.48xlarge US East (Ohio)
+    # $39.33 USD $4.916 USD 8 x H100"; stale in the same way.
+    capacity_block_hourly={
+        "p5.48xlarge": Price(39.33, "instance-hour", "aws.amazon.com/ec2/capacityblocks/pricing (copy; STALE), "
+                             "row US East (Ohio)", "2024-12"),
+    },
+    # Also rajesh.medampudi.com: "In us-east-1 (N. Virginia) and us-east-2 (Ohio) this is $0.045
+    # per NAT Gateway-hour"; cloudburn.io: "$32.40 hourly + $4.50 data processing" for 100 GB in
+    # US East Ohio.
+    nat_gateway_hour=Price(0.045, "NAT gateway-hour", f"{_OHIO_PRICE_LIST}; rajesh.medampudi.com, cloudburn.io",
+                           _OHIO_PRICE_LIST_AS_OF),
+    nat_gateway_gb=Price(0.045, "GB processed", f"{_OHIO_PRICE_LIST}; hub.pointfive.co ('$0.045/GB in US East Ohio')",
+                         _OHIO_PRICE_LIST_AS_OF),
+    public_ipv4_hour=Price(0.005, "public IPv4-hour (the NAT gateways' Elastic IPs)",
+                           f"{_OHIO_PRICE_LIST}; haufe-akademie.de ('All AWS regions are affected')",
+                           _OHIO_PRICE_LIST_AS_OF),
+    interface_endpoint_az_hour=None,
+    # Only a learner's notes ("Region: us-east-2 (Ohio)", "$0.10 per hour x 730 hours"); the extended
+    # support price found names no region.
+    eks_cluster_hour=Price(0.10, "cluster-hour in standard support", "a public learner's EKS cost notes for "
+                           "us-east-2 (weak; undated)", "2026-12-03 (read; source undated)"),
+    eks_extended_cluster_hour=None,
+    efs_standard_gb_month=None,
+    efs_ia_gb_month=None,
+    fsx_lustre_p2_125_gb_month=None,
+    # opencost/opencost's AWS provider test embeds a Price List answer for usagetype
+    # USE2-EBS:VolumeUsage.gp3: "$0.08 per GB-month of General Purpose (gp3) provisioned storage -
+    # US East (Ohio)" (effectiveDate 2023-03-01).
+    ebs_gp3_gb_month=Price(0.08, "GB-month, EBS gp3 (3000 IOPS, 125 MB/s included)",
+                           "AWS Price List answer for USE2-EBS:VolumeUsage.gp3 in opencost/opencost's AWS provider test",
+                           "2023-03-01"),
+    # bitsand.cloud: "$0.01/GB in each direction. This pricing is the same in all regions."
+    cross_az_gb=Price(0.02, "GB moved between AZs ($0.01/GB each direction, both billed)",
+                      "bitsand.cloud 'Slashing data transfer costs' (same in all regions; undated)",
+                      "2026-12-03 (read; source undated)"),
+    # The same learner's notes: "$1/month per key" (weak).
+    kms_key_month=Price(1.00, "customer managed key-month", "a public learner's cost notes for us-east-2 (weak; undated)",
+                        "2026-12-03 (read; source undated)"),
+    secret_month=None,
+    logs_ingest_gb=Price(0.50, "GB ingested into CloudWatch Logs (standard class)",
+                         f"{_OHIO_PRICE_LIST} (USE2-DataProcessing-Bytes)", _OHIO_PRICE_LIST_AS_OF),
+    alarm_month=None,
+    inter_region_transfer={
+        "us-east-1": Price(0.01, "GB sent to us-east-1", f"{_REDRESS_MATRIX} (US East (N. Virginia) - US East (Ohio))",
+                           "2026-11"),
+        "us-west-2": Price(0.02, "GB sent to us-west-2", f"{_REDRESS_MATRIX} (US East to US West (Oregon))", "2026-11"),
+    },
+    gaps=(
+        "us-east-2: no source found for interface endpoints, EKS extended support, EFS (Standard and Infrequent "
+        "Access), FSx for Lustre, Secrets Manager or CloudWatch alarms",
+        "us-east-2: p4de.24xlarge (no us-east-2 row in the SkyPilot catalog: not offered there)",
+    ),
+)
+
+TABLES: dict[str, RegionPrices] = {table.region: table for table in (US_EAST_1, US_WEST_2, US_EAST_2)}
 
 
 def region_prices(region: str) -> RegionPrices:
