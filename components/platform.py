@@ -336,14 +336,17 @@ def _data(config: StackConfig, on_aws: OnAws, network: NetworkStage, zone_names_
 
 
 def _replication(config: StackConfig, on_aws: OnAws, buckets: DataBuckets) -> None:
-    """Datasets from the manager to each worker; checkpoints both ways (data/replication.py)."""
+    """Datasets from the manager to each worker; checkpoints from each cluster to every other one
+    (S3 does not replicate a replica again, so a worker's go to its fellow workers directly:
+    data/replication.py)."""
     multikueue = config.multikueue
     assert multikueue is not None
     if multikueue.role == MANAGER:
         destinations = [d for w in multikueue.workers for d in (
             Destination(w.stack, w.region, "datasets", ""), Destination(w.stack, w.region, "artifacts", CHECKPOINTS_PREFIX))]
     else:
-        destinations = [Destination(str(multikueue.manager), multikueue.manager_region, "artifacts", CHECKPOINTS_PREFIX)]
+        destinations = [Destination(stack, region, "artifacts", CHECKPOINTS_PREFIX) for stack, region in (
+            (str(multikueue.manager), multikueue.manager_region), *multikueue.sibling_workers)]
     CrossRegionReplication("replication", CrossRegionReplicationArgs(
         project=config.project, name_prefix=config.name_prefix, partition=arn_partition(config.region),
         region=config.region, account_id=on_aws.account_id,

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gpu-training"
 ENVIRONMENT_STACKS = ("dev", "staging", "prod")
 """The environments' own stacks (one each: the bootstrap's CI roles, keys and boundaries)."""
-PLATFORM_STACKS = (*ENVIRONMENT_STACKS, "prod-usw2")
+PLATFORM_STACKS = (*ENVIRONMENT_STACKS, "prod-usw2", "prod-use2")
 # Stacks whose Kubernetes manifests are validated and scanned.
 TEAM_STACKS = ("team-vision-prod",)
 MANIFEST_STACKS = PLATFORM_STACKS + TEAM_STACKS

@@ -45,7 +45,8 @@ JUSTIFIED = {
     # target: ours goes to the NAT gateway, the peering route names the peer's range alone
     # (components/network/vpc.py, MultiKueue's manager and worker).
     "CKV2_AWS_44": {f"network_private_rt_{zone}" for zone in (
-        "us_east_1a", "us_east_1b", "us_east_1c", "us_west_2a", "us_west_2b", "us_west_2c")},
+        "us_east_1a", "us_east_1b", "us_east_1c", "us_west_2a", "us_west_2b", "us_west_2c",
+        "us_east_2a", "us_east_2b", "us_east_2c")},
 }
 
 

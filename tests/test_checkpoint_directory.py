@@ -16,7 +16,7 @@ from components.data import training_data
 from components.workload import checkpoint_directory
 
 JOB = ("kubernetes:batch/v1:Job", "storage-mounts-checkpoint-directory-job")
-LUSTRE_STACKS = ("prod", "prod-usw2")
+LUSTRE_STACKS = ("prod", "prod-usw2", "prod-use2")
 
 
 def manifests(plan, kind: str) -> list[dict]:

@@ -24,7 +24,7 @@ BOOTSTRAP = ROOT / "bootstrap"
     ("DEV", STACKS, ROOT, "did you mean 'dev'? (stack names are case-sensitive)"),
     ("prd", STACKS, ROOT, "did you mean 'prod'?"),
     ("team-vision-prd", STACKS, ROOT, "did you mean 'team-vision-prod'?"),
-    ("qa", STACKS, ROOT, "use one of dev, prod, prod-usw2, staging, team-vision-prod, or create it "
+    ("qa", STACKS, ROOT, "use one of dev, prod, prod-use2, prod-usw2, staging, team-vision-prod, or create it "
                          "(scripts/new-team-stack writes team stacks)"),
     ("bootstrap", STACKS, ROOT, "'bootstrap' is the bootstrap project's stack: pass --project bootstrap (`make plan` and "
                                 "`make cost` do for STACK=bootstrap)"),

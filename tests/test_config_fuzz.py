@@ -67,7 +67,7 @@ ALIAS_BOMB = ("bomb:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: &b [*a, *a, *
 # key the project documents (Pulumi.yaml) or requires (`pulumi:disable-default-providers`).
 MISSING_PATH = re.compile(r"((\.[A-Za-z][A-Za-z0-9]*)|(\[[0-9]+\]))*: ")
 BOOTSTRAP = ROOT / "bootstrap"
-# Every stack file of both projects: the four stacks of stacks/ and the bootstrap's.
+# Every stack file of both projects: the stacks of stacks/ and the bootstrap's.
 FUZZED = [*((stack, ROOT) for stack in MANIFEST_STACKS), ("bootstrap", BOOTSTRAP)]
 
 

@@ -162,9 +162,9 @@ def test_prod_bucket_patterns_agree_with_the_config_rule():
 
 def test_bucket_names_are_unique_per_stack_and_valid():
     # S3 names are global and a bucket lives in one region: each platform stack (an environment's
-    # second region too, prod-usw2) names its own, from its name prefix's qualifier
+    # other regions too, prod-usw2 and prod-use2) names its own, from its name prefix's qualifier
     names = {bucket_name(PROJECT, stack, purpose, "123456789012") for stack in PLATFORM_STACKS for purpose in ("datasets", "artifacts")}
-    assert len(names) == 2 * len(PLATFORM_STACKS) == 8 and all(len(n) <= 63 for n in names)
+    assert len(names) == 2 * len(PLATFORM_STACKS) == 10 and all(len(n) <= 63 for n in names)
     with pytest.raises(ValueError, match="not a valid S3 bucket name"):
         bucket_name("Project", "dev", "datasets", "123456789012")
 

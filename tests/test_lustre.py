@@ -450,7 +450,7 @@ def test_the_data_key_lets_only_fsx_read_only_the_datasets_bucket(plan_of):
     for stack in PLATFORM_STACKS:
         policy = json.loads(by_name(plan_of(stack), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
         fsx = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
-        assert len(fsx) == (stack in ("prod", "prod-usw2")), stack
+        assert len(fsx) == (stack in ("prod", "prod-usw2", "prod-use2")), stack
     policy = json.loads(by_name(plan_of("prod"), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
     (statement,) = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
     condition = statement["Condition"]

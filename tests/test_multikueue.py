@@ -27,6 +27,9 @@ from components.workload.multikueue import (
 from tests.crd_schemas import validate_custom_resource
 from tests.stack_configs import DELETE, PROJECT, mutate, raw_config
 
+WORKERS = {"prod-usw2": "us-west-2", "prod-use2": "us-east-2"}
+"""prod's workers and their regions, in the order its stack file lists them."""
+
 
 def kinds(plan, kind):
     return [m for m in plan.manifests() if m["kind"] == kind]
@@ -80,16 +83,16 @@ def test_the_manager_objects_match_the_pinned_kueue_crds(plan_of):
     assert {m["kind"] for m in objects} >= {"MultiKueueCluster", "MultiKueueConfig"}
     for manifest in objects:
         assert validate_custom_resource(manifest) == [], manifest["metadata"]
-    (cluster,) = kinds(plan, "MultiKueueCluster")
-    assert cluster["metadata"]["name"] == "prod-usw2"
-    assert cluster["spec"]["clusterSource"] == {"kubeConfig": {"locationType": "Secret", "location": "prod-usw2-kubeconfig"}}
+    clusters = {c["metadata"]["name"]: c["spec"]["clusterSource"] for c in kinds(plan, "MultiKueueCluster")}
+    assert clusters == {worker: {"kubeConfig": {"locationType": "Secret", "location": f"{worker}-kubeconfig"}}
+                        for worker in WORKERS}
     (config,) = kinds(plan, "MultiKueueConfig")
-    assert config["spec"]["clusters"] == ["prod-usw2"]
+    assert config["spec"]["clusters"] == list(WORKERS)  # the order prod's stack file prefers them in
     (check,) = [c for c in kinds(plan, "AdmissionCheck") if c["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"]
     (queue,) = [q for q in kinds(plan, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
     assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": check["metadata"]["name"]}]
     gpus = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
-    assert gpus["nvidia.com/gpu"] == 32  # prod-usw2's quota: the manager holds no more in flight than it admits
+    assert gpus["nvidia.com/gpu"] == 32 + 32  # the workers' quotas: the manager holds no more in flight than they admit
 
 
 def test_the_credential_path_holds_no_long_lived_secret(plan_of):
@@ -97,16 +100,17 @@ def test_the_credential_path_holds_no_long_lived_secret(plan_of):
     (cronjob,) = [c for c in kinds(plan, "CronJob") if c["metadata"]["namespace"] == "kueue-system"]
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     workers = json.loads(pod["containers"][0]["env"][0]["value"])
-    assert workers == [{"name": "prod-usw2", "cluster": "gpu-training-prod-usw2", "region": "us-west-2",
-                        "dnsSuffix": "amazonaws.com"}]
+    assert workers == [{"name": worker, "cluster": f"gpu-training-{worker}", "region": region, "dnsSuffix": "amazonaws.com"}
+                       for worker, region in WORKERS.items()]
     (role,) = [r for r in kinds(plan, "Role") if r["metadata"]["namespace"] == "kueue-system"]
     # Only the workers' Secrets, by name: no create, no list, nothing else of kueue-system.
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["prod-usw2-kubeconfig"],
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "resourceNames": [f"{worker}-kubeconfig" for worker in WORKERS],
                               "verbs": ["get", "update", "patch"]}]
-    # The Secret exists before the CronJob runs, empty: no credential in the plan or the state.
-    (secret,) = [s for s in plan.of_type("kubernetes:core/v1:Secret") if s["inputs"]["metadata"]["namespace"] == "kueue-system"]
-    assert secret["inputs"]["metadata"]["name"] == "prod-usw2-kubeconfig"
-    assert not {"data", "stringData"} & set(secret["inputs"])
+    # The Secrets exist before the CronJob runs, empty: no credential in the plan or the state.
+    secrets = [s for s in plan.of_type("kubernetes:core/v1:Secret") if s["inputs"]["metadata"]["namespace"] == "kueue-system"]
+    assert sorted(s["inputs"]["metadata"]["name"] for s in secrets) == sorted(f"{worker}-kubeconfig" for worker in WORKERS)
+    assert not any({"data", "stringData"} & set(secret["inputs"]) for secret in secrets)
     (association,) = [a for a in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
                       if a["inputs"]["namespace"] == "kueue-system"]
     assert association["inputs"]["serviceAccount"] == "multikueue-token-rotation"
@@ -114,7 +118,8 @@ def test_the_credential_path_holds_no_long_lived_secret(plan_of):
     (policy,) = [p for p in plan.of_type("aws:iam/rolePolicy:RolePolicy") if "DescribeWorkerClusters" in p["inputs"]["policy"]]
     statement = json.loads(policy["inputs"]["policy"])["Statement"]
     assert statement == [{"Sid": "DescribeWorkerClusters", "Effect": "Allow", "Action": "eks:DescribeCluster",
-                          "Resource": ["arn:aws:eks:us-west-2:123456789012:cluster/gpu-training-prod-usw2"]}]
+                          "Resource": [f"arn:aws:eks:{region}:123456789012:cluster/gpu-training-{worker}"
+                                       for worker, region in WORKERS.items()]}]
     assert dispatcher
 
 
@@ -338,24 +343,36 @@ def _replication_rules(plan):
     return {r["inputs"]["bucket"]: r["inputs"]["rules"] for r in plan.of_type("aws:s3/bucketReplicationConfig:BucketReplicationConfig")}
 
 
-def test_datasets_go_to_each_worker_and_checkpoints_both_ways(plan_of):
-    manager, worker = _replication_rules(plan_of("prod")), _replication_rules(plan_of("prod-usw2"))
+def _routes(rules):
+    return [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in rules]
+
+
+def test_datasets_go_to_each_worker_and_checkpoints_to_every_other_cluster(plan_of):
+    """S3 does not replicate a replica again: a checkpoint written in us-west-2 reaches us-east-2
+    only by a rule of prod-usw2's own, not through prod."""
     account = "123456789012"
-    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-datasets-{account}"]] == [
-        ("", f"arn:aws:s3:::gpu-training-prod-usw2-datasets-{account}")]
-    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in manager[f"gpu-training-prod-artifacts-{account}"]] == [
-        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-usw2-artifacts-{account}")]
-    assert [(r["filter"]["prefix"], r["destination"]["bucket"]) for r in worker[f"gpu-training-prod-usw2-artifacts-{account}"]] == [
-        ("checkpoints/", f"arn:aws:s3:::gpu-training-prod-artifacts-{account}")]
-    (rule,) = worker[f"gpu-training-prod-usw2-artifacts-{account}"]
-    # Re-encrypted under the destination region's data key, by the alias that stack gives it.
-    assert rule["destination"]["encryptionConfiguration"]["replicaKmsKeyId"] == \
-        f"arn:aws:kms:us-east-1:{account}:alias/gpu-training-prod-data"
-    aliases = {a["inputs"]["name"] for a in plan_of("prod").of_type("aws:kms/alias:Alias")}
-    assert "alias/gpu-training-prod-data" in aliases  # the alias the worker's replicas are encrypted under exists
+    manager = _replication_rules(plan_of("prod"))
+    assert _routes(manager[f"gpu-training-prod-datasets-{account}"]) == [
+        ("", f"arn:aws:s3:::gpu-training-{worker}-datasets-{account}") for worker in WORKERS]
+    assert _routes(manager[f"gpu-training-prod-artifacts-{account}"]) == [
+        ("checkpoints/", f"arn:aws:s3:::gpu-training-{worker}-artifacts-{account}") for worker in WORKERS]
+    clusters = ("prod", *WORKERS)
+    for worker in WORKERS:
+        rules = _replication_rules(plan_of(worker))
+        assert set(rules) == {f"gpu-training-{worker}-artifacts-{account}"}, worker  # no datasets leave a worker
+        (bucket_rules,) = rules.values()
+        assert _routes(bucket_rules) == [("checkpoints/", f"arn:aws:s3:::gpu-training-{other}-artifacts-{account}")
+                                         for other in clusters if other != worker], worker
+        assert len({r["priority"] for r in bucket_rules}) == len(bucket_rules)  # S3 refuses rules of equal priority
+        # Re-encrypted under each destination region's data key, by the alias that stack gives it.
+        regions = {"prod": "us-east-1", **WORKERS}
+        assert [r["destination"]["encryptionConfiguration"]["replicaKmsKeyId"] for r in bucket_rules] == [
+            f"arn:aws:kms:{regions[other]}:{account}:alias/gpu-training-{other}-data" for other in clusters if other != worker]
+    for stack in clusters:  # the alias each cluster's replicas are encrypted under exists there
+        assert f"alias/gpu-training-{stack}-data" in {a["inputs"]["name"] for a in plan_of(stack).of_type("aws:kms/alias:Alias")}
 
 
-@pytest.mark.parametrize("stack", ["prod", "prod-usw2"])
+@pytest.mark.parametrize("stack", ["prod", *WORKERS])
 def test_the_checkpoint_directory_is_linked_to_s3_where_the_pods_mount_it(plan_of, stack):
     from components.data.lustre import CHECKPOINTS_DIR
     plan = plan_of(stack)
@@ -373,9 +390,24 @@ def test_the_checkpoint_directory_is_linked_to_s3_where_the_pods_mount_it(plan_o
 def test_the_replication_role_writes_only_the_other_regions_buckets(plan_of):
     (policy,) = [p for p in plan_of("prod-usw2").of_type("aws:iam/rolePolicy:RolePolicy") if "WriteReplicas" in p["inputs"]["policy"]]
     statements = {s["Sid"]: s for s in json.loads(policy["inputs"]["policy"])["Statement"]}
-    assert statements["WriteReplicas"]["Resource"] == ["arn:aws:s3:::gpu-training-prod-artifacts-123456789012/*"]
+    assert statements["WriteReplicas"]["Resource"] == [
+        f"arn:aws:s3:::gpu-training-{other}-artifacts-123456789012/*" for other in ("prod", "prod-use2")]
     assert statements["EncryptReplicas"]["Condition"] == {
-        "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/gpu-training-prod-data"]}}
+        "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/gpu-training-prod-data", "alias/gpu-training-prod-use2-data"]}}
+
+
+def test_a_worker_its_manager_does_not_list_is_refused(tmp_path):
+    """Its manager would never dispatch to it, nor send it datasets: refused before anything exists."""
+    (tmp_path / "Pulumi.prod.yaml").write_text(
+        "config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n"
+        "  gpu-training:multiKueue:\n    workers: [{stack: prod-usw2, region: us-west-2, gpus: 32}]\n")
+    try:
+        load_stack_config(raw_config("prod-use2"), project=PROJECT, stack="prod-use2", sibling_stacks_dir=tmp_path)
+        found = []
+    except ConfigError as error:
+        found = error.errors
+    assert any("gpu-training:multiKueue.manager" in p and "does not list 'prod-use2'" in p
+               and "stacks/Pulumi.prod.yaml" in p for p in found), found
 
 
 def test_a_regional_stack_must_not_overlap_its_environments_other_regions(tmp_path):
@@ -407,18 +439,24 @@ def _private_routes(plan):
 
 def test_the_manager_peers_with_each_worker_and_routes_its_range(plan_of):
     plan = plan_of("prod")
-    (request,) = plan.of_type("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")
-    assert request["inputs"]["peerRegion"] == "us-west-2"
-    assert request["inputs"]["peerVpcId"] == "vpc-gpu-training-prod-usw2"  # found by its Name tag and CIDR
-    assert request["inputs"]["tags"]["Name"] == peering_name(PROJECT, "prod", "prod-usw2")
-    assert "autoAccept" not in request["inputs"]  # inter-Region: accepted on the other side
-    (accepter,) = plan.of_type("aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter")
-    assert accepter["inputs"]["region"] == "us-west-2" and accepter["inputs"]["autoAccept"] is True
-    assert accepter["inputs"]["vpcPeeringConnectionId"] == f"{request['name']}-id"
+    worker_cidrs = {"prod-usw2": "10.31.0.0/16", "prod-use2": "10.32.0.0/16"}
+    requests = {r["inputs"]["tags"]["Name"]: r for r in plan.of_type("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")}
+    accepters = {a["inputs"]["region"]: a for a in
+                 plan.of_type("aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter")}
+    assert set(requests) == {peering_name(PROJECT, "prod", worker) for worker in WORKERS}
+    assert set(accepters) == set(WORKERS.values())
     routes = _private_routes(plan)
-    assert len(routes) == 3  # one private table per AZ, each with the worker's range to the accepted connection
-    for table in routes.values():
-        assert {"cidrBlock": "10.31.0.0/16", "vpcPeeringConnectionId": f"{accepter['name']}-id"} in table
+    assert len(routes) == 3  # one private table per AZ, each with every worker's range to its accepted connection
+    for worker, region in WORKERS.items():
+        request = requests[peering_name(PROJECT, "prod", worker)]
+        assert request["inputs"]["peerRegion"] == region
+        assert request["inputs"]["peerVpcId"] == f"vpc-gpu-training-{worker}"  # found by its Name tag and CIDR
+        assert "autoAccept" not in request["inputs"]  # inter-Region: accepted on the other side
+        accepter = accepters[region]
+        assert accepter["inputs"]["autoAccept"] is True
+        assert accepter["inputs"]["vpcPeeringConnectionId"] == f"{request['name']}-id"
+        for table in routes.values():
+            assert {"cidrBlock": worker_cidrs[worker], "vpcPeeringConnectionId": f"{accepter['name']}-id"} in table
     # The public table does not: nothing reaches the worker from the public subnets.
     public = [t for t in plan.of_type("aws:ec2/routeTable:RouteTable") if t["inputs"]["tags"]["Name"].endswith("-public")]
     assert [r["cidrBlock"] for t in public for r in t["inputs"]["routes"]] == ["0.0.0.0/0"]
@@ -473,7 +511,9 @@ def test_a_first_deploy_that_finds_no_other_side_plans_without_the_peering(monke
 
 
 def test_a_peer_without_a_readable_stack_file_is_refused_before_any_resource(tmp_path):
-    (tmp_path / "Pulumi.prod.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n")
+    (tmp_path / "Pulumi.prod.yaml").write_text(
+        "config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n  gpu-training:multiKueue:\n    workers:\n"
+        + "".join(f"      - {{stack: {worker}, region: {region}}}\n" for worker, region in WORKERS.items()))
     try:
         load_stack_config(raw_config("prod"), project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
         found = []
@@ -481,6 +521,7 @@ def test_a_peer_without_a_readable_stack_file_is_refused_before_any_resource(tmp
         found = error.errors
     assert any("multiKueue.workers[0].stack" in p and "no stack file" in p for p in found), found
     (tmp_path / "Pulumi.prod-usw2.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.31.0.0/16\n")
+    (tmp_path / "Pulumi.prod-use2.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.32.0.0/16\n")
     config = load_stack_config(raw_config("prod"), project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
     assert isinstance(config, StackConfig) and config.multikueue is not None
     assert config.multikueue.workers[0].vpc_cidr == "10.31.0.0/16"

@@ -207,7 +207,7 @@ def test_a_commit_that_changes_no_plan_prints_no_changes(repo, tmp_path):
     changed = tmp_path / "changed.json"
     result = plan_diff(repo, "HEAD~1", "--changed-stacks-file", str(changed))   # every stack, the working tree
     assert result.returncode == 0, result.stderr
-    assert "no changes in the 6 stacks' offline plans." in result.stdout, result.stdout
+    assert "no changes in the 7 stacks' offline plans." in result.stdout, result.stdout
     assert json.loads(changed.read_text()) == []
 
 

@@ -129,7 +129,7 @@ def test_subnets_per_az(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     subnets = plan.of_type("aws:ec2/subnet:Subnet")
     zones = config.network.availability_zones
-    assert len(zones) == {"dev": 2, "staging": 3, "prod": 3, "prod-usw2": 3}[stack]
+    assert len(zones) == {"dev": 2, "staging": 3, "prod": 3, "prod-usw2": 3, "prod-use2": 3}[stack]
     for kind, role_tag in (("private", "kubernetes.io/role/internal-elb"), ("public", "kubernetes.io/role/elb")):
         mine = [s["inputs"] for s in subnets if f"-{kind}-" in s["name"]]
         assert sorted(s["availabilityZone"] for s in mine) == sorted(zones)

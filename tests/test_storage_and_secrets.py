@@ -103,10 +103,10 @@ def test_buckets_have_every_control(stack, plan_of):
 
 
 def test_no_two_platform_stacks_share_a_bucket_or_key_alias(plan_of):
-    # not even two regions of one environment (prod, prod-usw2): each replicates into the other's own
+    # not even two regions of one environment (prod, prod-usw2, prod-use2): each replicates into the others' own
     buckets = [b["bucket"] for s in PLATFORM_STACKS for b in by_name(plan_of(s), BUCKET).values()]
     aliases = [a["name"] for s in PLATFORM_STACKS for a in by_name(plan_of(s), "aws:kms/alias:Alias").values()]
-    assert len(buckets) == len(set(buckets)) == 3 * len(PLATFORM_STACKS) == 12  # datasets, artifacts, access logs
+    assert len(buckets) == len(set(buckets)) == 3 * len(PLATFORM_STACKS) == 15  # datasets, artifacts, access logs
     assert len(aliases) == len(set(aliases))
 
 

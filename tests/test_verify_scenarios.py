@@ -274,8 +274,8 @@ def _starting(s: Scenario, ns: str) -> None:
 
 
 def _worker_disconnected(s: Scenario, ns: str) -> None:
-    # The manager's kubeconfig for the worker expired (its rotation CronJob stopped): Kueue cannot connect.
-    (worker,) = s.objects[key("multikueueclusters", group=sc.KUEUE)]
+    # The manager's kubeconfig for one worker expired (its rotation CronJob stopped): Kueue cannot connect.
+    (worker,) = [c for c in s.objects[key("multikueueclusters", group=sc.KUEUE)] if c["metadata"]["name"] == "prod-usw2"]
     worker["status"]["conditions"][0].update(status="False", reason="ClientConnectionFailed", message="Unauthorized")
 
 
@@ -348,7 +348,8 @@ BROKEN = [
      "aws ec2 describe-security-groups --region {region} --filters Name=group-name,Values={cluster}-efa-fabric",
      # No trainer_start, so no checkpoint period to hold the run to.
      (f"job.{sc.JOB}.checkpoints",)),
-    # prod dispatches its any-region jobs to prod-usw2 (MultiKueue); the probe runs only once the workers are connected.
+    # prod dispatches its any-region jobs to prod-usw2 and prod-use2 (MultiKueue); the probe runs only once the workers
+    # are connected: one disconnected worker fails the check, naming it.
     ("multikueue-worker-disconnected", _worker_disconnected, 93.0, "multikueue.workers",
      "prod-usw2: ClientConnectionFailed Unauthorized: the kubeconfig Secret is missing or expired",
      "kubectl get multikueuecluster prod-usw2 -o yaml", ()),

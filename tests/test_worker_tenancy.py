@@ -52,7 +52,7 @@ def gpus(cluster_queue, flavor):
 
 
 def test_the_manager_has_workers_for_the_team_to_reach(plan_of):
-    assert workers(plan_of(MANAGER)) == ["prod-usw2"], "the tests below read each worker of prod"
+    assert workers(plan_of(MANAGER)) == ["prod-usw2", "prod-use2"], "the tests below read each worker of prod"
 
 
 def test_each_worker_gets_the_teams_namespace_objects_through_its_own_cluster(plan_of):
@@ -177,9 +177,10 @@ def test_a_worker_syncs_the_teams_secrets_from_the_managers_region_through_the_t
     trusted = json.loads(reader["inputs"]["assumeRolePolicy"])["Statement"][0]["Principal"]["AWS"]
     manager = plan_of(MANAGER).outputs[CONTRACT_OUTPUT]["resources"]["secretsSyncRoleArn"]
     reader_arn = f"arn:aws:iam::{plan_module.MOCK_ACCOUNT_ID}:role/{reader['inputs']['name']}"
+    worker_sync_roles = [plan_of(w).outputs[CONTRACT_OUTPUT]["resources"]["secretsSyncRoleArn"]
+                         for w in workers(plan_of(MANAGER))]
+    assert sorted(trusted) == sorted([manager, *worker_sync_roles])  # each cluster's sync role, no other
     for worker in workers(plan_of(MANAGER)):
-        deployed = plan_of(worker).outputs[CONTRACT_OUTPUT]["resources"]
-        assert sorted(trusted) == sorted([manager, deployed["secretsSyncRoleArn"]])
         # ... and the worker's External Secrets role may assume it: its manager's team readers.
         (assume,) = role_policy(plan_of(worker), "workload-roles-secrets-sync-teams-access")["Statement"]
         assert assume["Action"] == ["sts:AssumeRole"] and any(fnmatch.fnmatchcase(reader_arn, r) for r in assume["Resource"])
@@ -194,7 +195,8 @@ def test_a_worker_syncs_the_teams_secrets_from_the_managers_region_through_the_t
 def test_a_worker_assumes_no_reader_of_its_own_name(plan_of):
     """The worker's External Secrets role reaches its manager's team readers, not a prefix of its own
     (no team stack makes `gpu-training-prod-usw2-team-*`), and a platform's own is unchanged."""
-    for stack, prefix in (("prod-usw2", "gpu-training-prod"), ("prod", "gpu-training-prod"), ("dev", "gpu-training-dev")):
+    for stack, prefix in (("prod-usw2", "gpu-training-prod"), ("prod-use2", "gpu-training-prod"), ("prod", "gpu-training-prod"),
+                          ("dev", "gpu-training-dev")):
         (assume,) = role_policy(plan_of(stack), "workload-roles-secrets-sync-teams-access")["Statement"]
         assert [r.rsplit(":role/", 1)[1] for r in assume["Resource"]] == [f"{prefix}-team-*-secrets"], stack
 
@@ -228,7 +230,7 @@ def team_and_worker(worker_raw=None):
                                sibling_stacks_dir=None)
     assert isinstance(worker, StackConfig)
     assert platform.multikueue is not None
-    (entry,) = platform.multikueue.workers
+    (entry,) = [w for w in platform.multikueue.workers if w.stack == "prod-usw2"]
     return team, entry, worker
 
 

@@ -242,7 +242,8 @@ def test_previews_never_refresh():
                 assert "--refresh" not in step.get("run", ""), f"{name}/{job_name} refreshes"
     script = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
                             capture_output=True, text=True, check=True).stdout
-    assert script.count("pulumi preview ") == 3 and "--refresh" not in script and "--yes" not in script  # prod, prod-usw2, team-vision-prod
+    # prod, prod-use2, prod-usw2, team-vision-prod
+    assert script.count("pulumi preview ") == 4 and "--refresh" not in script and "--yes" not in script
 
 
 # --- runners: a job that talks to a cluster runs inside that environment's VPC -----------------
@@ -748,8 +749,8 @@ def test_deploy_environment_updates_the_platform_stacks_before_their_team_stacks
                             text=True, check=True)
     updates = [line for line in result.stdout.splitlines() if line.startswith("+ pulumi ")]
     stacks = [re.search(r"--stack (\S+)", line)[1] for line in updates]  # type: ignore[index]
-    # the MultiKueue manager, then its further region's worker (docs/multi-region.md), then the teams
-    assert stacks == ["prod", "prod-usw2", "team-vision-prod"]
+    # the MultiKueue manager, then its workers in the other regions (docs/multi-region.md), then the teams
+    assert stacks == ["prod", "prod-use2", "prod-usw2", "team-vision-prod"]
     assert all("--policy-pack" in line and "--yes" in line for line in updates)
     dev = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "dev"], capture_output=True,
                          text=True, check=True)

@@ -61,6 +61,9 @@ class MultiKueueConfig:
     manager_vpc_cidr: str = ""
     """A worker's manager's network.vpcCidr, from its stack file: routed over the peering and let
     into the worker's API on 443 ("" as WorkerCluster.vpc_cidr)."""
+    sibling_workers: tuple[tuple[str, str], ...] = ()
+    """A worker's fellow workers (stack, region), from its manager's stack file: its checkpoints
+    replicate to each of them as well as to the manager, since S3 does not replicate a replica again."""
 
     @property
     def total_gpus(self) -> int:

@@ -89,5 +89,29 @@ def _vpc_cidr(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[ipa
         return None, "its network.vpcCidr is not a CIDR"
 
 
+def manager_workers(stacks_dir: Path, *, project: str, manager: str) -> tuple[list[tuple[str, str]] | None, str]:
+    """The (stack, region) of each worker a manager's stack file lists under multiKueue.workers, or
+    None and why not. Read as loosely as the CIDR: the manager's own plan judges its entries."""
+    path = stacks_dir / f"Pulumi.{manager}.yaml"
+    if not path.is_file():
+        return None, f"there is no stack file {shown_path(path)}"
+    stat = path.stat()
+    return _manager_workers(path, stat.st_mtime_ns, stat.st_size, project)
+
+
+@lru_cache(maxsize=64)
+def _manager_workers(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[list[tuple[str, str]] | None, str]:
+    try:
+        config = read_stack_file(path)
+    except ConfigError as error:
+        return None, f"the file cannot be read ({error.problems[0].rule})"
+    section = config.get(f"{project}:multiKueue", config.get("multiKueue"))
+    workers = section.get("workers") if isinstance(section, Mapping) else None
+    if not isinstance(workers, list):
+        return None, "it lists no multiKueue.workers"
+    return [(str(w["stack"]), str(w.get("region", ""))) for w in workers
+            if isinstance(w, Mapping) and isinstance(w.get("stack"), str)], ""
+
+
 def overlapping_vpc_cidrs(cidr: ipaddress.IPv4Network, siblings: list[SiblingCidr]) -> list[SiblingCidr]:
     return [sibling for sibling in siblings if sibling.cidr.overlaps(cidr)]

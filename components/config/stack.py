@@ -50,7 +50,13 @@ from components.config.service_quotas import (
     parse_service_quotas,
     security_group_rules,
 )
-from components.config.sibling_stacks import STACKS_DIR, overlapping_vpc_cidrs, sibling_vpc_cidrs, stack_vpc_cidr
+from components.config.sibling_stacks import (
+    STACKS_DIR,
+    manager_workers,
+    overlapping_vpc_cidrs,
+    sibling_vpc_cidrs,
+    stack_vpc_cidr,
+)
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
 from components.config.training import (
@@ -340,7 +346,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
-    multikueue = _with_peer_cidrs(root, multikueue, project=project, stacks_dir=sibling_stacks_dir)
+    multikueue = _with_peer_cidrs(root, multikueue, project=project, stack=stack, stacks_dir=sibling_stacks_dir)
     if multikueue is not None and cluster.endpoint_public_access and root.ok("multiKueue"):
         # The peering carries the manager's calls to a worker's private endpoint, whose name resolves
         # to private addresses only while public access is off (EKS User Guide, "Cluster API server
@@ -364,7 +370,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer)
 
 
-def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, project: str,
+def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, project: str, stack: str,
                      stacks_dir: Path | None) -> MultiKueueConfig | None:
     """The VPC CIDRs of the stacks this one is peered with (a manager's workers, a worker's
     manager), read from their stack files as their names are derived (no StackReference): the
@@ -384,7 +390,22 @@ def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, proj
         return replace(multikueue, workers=tuple(
             replace(w, vpc_cidr=cidr(f"{project}:multiKueue.workers[{index}].stack", w.stack))
             for index, w in enumerate(multikueue.workers)))
-    return replace(multikueue, manager_vpc_cidr=cidr(f"{project}:multiKueue.manager", str(multikueue.manager)))
+    manager = str(multikueue.manager)
+    return replace(multikueue, manager_vpc_cidr=cidr(f"{project}:multiKueue.manager", manager),
+                   sibling_workers=_fellow_workers(root, stacks_dir, project=project, stack=stack, manager=manager))
+
+
+def _fellow_workers(root: Section, stacks_dir: Path, *, project: str, stack: str, manager: str) -> tuple[tuple[str, str], ...]:
+    """The other workers the manager's file lists; a worker it does not list is refused: the
+    manager would never dispatch to it, nor replicate its datasets there."""
+    workers, reason = manager_workers(stacks_dir, project=project, manager=manager)
+    if workers is None or stack not in {name for name, _ in workers}:
+        why = reason or f"its multiKueue.workers does not list '{stack}'"
+        root.error(f"{project}:multiKueue.manager", manager, f"names a manager that does not dispatch here ({why})",
+                   f"add {{stack: {stack}, region: <this region>, gpus: <training.gpuQuota total>}} to "
+                   f"multiKueue.workers in stacks/Pulumi.{manager}.yaml")
+        return ()
+    return tuple((name, region) for name, region in workers if name != stack)
 
 
 def _check_distinct_vpc_cidr(section: Section, network: NetworkConfig, *, project: str, stack: str,

@@ -5,10 +5,11 @@
   in the manager's region appears under /workspace/data in every region.
 - Checkpoints: on a stack with Lustre and multiKueue, the Lustre directory the pods mount as
   /workspace/checkpoints is linked to `checkpoints/` of the region's artifacts bucket (export and
-  import), and that prefix is replicated to the other side (manager -> each worker, worker ->
-  manager). A job that MultiKueue starts again in another region finds its checkpoints where it
-  left them; the launcher's checkpoint verification skips a checkpoint whose files have not all
-  arrived (S3 replicates objects in no guaranteed order) and resumes from the newest complete one.
+  import), and that prefix is replicated to every other cluster of the environment (manager ->
+  each worker, each worker -> the manager and each fellow worker). A job that MultiKueue starts
+  again in another region finds its checkpoints where it left them; the launcher's checkpoint
+  verification skips a checkpoint whose files have not all arrived (S3 replicates objects in no
+  guaranteed order) and resumes from the newest complete one.
 
 Each region keeps its Lustre linked to a bucket of its own region: AWS's DRA pages
 (https://docs.aws.amazon.com/fsx/latest/LustreGuide/create-dra-linked-data-repo.html) do not
@@ -17,8 +18,10 @@ lazy load. Replication needs versioning on both buckets (every bucket here has i
 S3 assumes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/setting-repl-config-perm-overview.html);
 SSE-KMS objects are re-encrypted under the destination's data key (`replicaKmsKeyId`, which takes
 a key or alias ARN: https://docs.aws.amazon.com/AmazonS3/latest/API/API_EncryptionConfiguration.html).
-Replicas are not replicated again (S3 does not chain), so checkpoints reach the other workers
-through the manager only once the manager's copy is written there by its own job.
+Replicas are not replicated again: S3 leaves out objects that are replicas made by another
+replication rule (S3 User Guide, "What does Amazon S3 replicate?",
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-what-is-isnot-replicated.html),
+so a worker replicates its checkpoints to each fellow worker itself, one rule each.
 """
 
 from __future__ import annotations
