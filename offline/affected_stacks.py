@@ -10,6 +10,10 @@ A stack's plan (offline/plan.py under the mock runtime) reads:
   team for a region that is none costs time, never a wrong diff);
 - a platform stack also the other environments' stack files, for their network.vpcCidr only
   (components/config/sibling_stacks.py): a change elsewhere in those files leaves it alone;
+- a further region's stack `<env>-<site>` also its environment's stack file `<env>` whole: a
+  MultiKueue worker reads its fellow workers from its manager's multiKueue.workers (which stack is
+  the manager is that file's config: replanning a site that is no worker costs time, never a
+  wrong diff);
 - the hyperparameters files its jobs name (components/config/training.py: any file of the
   repository; trainer/example_trainer/hparams.yaml by default);
 - the code: components/, offline/, scripts/plan.py, schemas/ (CRDs read as files), the project
@@ -134,6 +138,9 @@ def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts, main_stack
         if environment in facts.vpc_cidr_changed:
             reasons |= {label: f"`{path}`'s network.vpcCidr (which every platform stack checks its own against) changed"
                         for label in labels if _is_platform(label) and label not in reasons}
+        reasons |= {label: f"`{path}` (its environment's stack file, whose multiKueue.workers a worker reads) changed"
+                    for label in labels if _is_platform(label) and label != environment
+                    and stack_kind(label)[1] == environment and label not in reasons}
         reasons |= {label: f"`{path}` (its platform's stack file) changed"
                     for label in labels if platform_of(label) == environment and label not in reasons}
         return reasons

@@ -360,27 +360,28 @@ def test_the_plans_of_a_diff_leave_out_the_example_value_lists(tmp_path, monkeyp
 
 # --- which stacks a change can affect ---------------------------------------------------------
 
-LABELS = ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod", "team-nlp-dev"]
+LABELS = ["bootstrap/bootstrap", "dev", "prod", "prod-use2", "prod-usw2", "staging", "team-vision-prod", "team-nlp-dev"]
 HPARAMS = frozenset({"trainer/example_trainer/hparams.yaml", "docs/hparams-demo.yaml"})
 
 AFFECTED_CASES = [
     # (changed paths, environments whose vpcCidr view changed, expected replanned labels)
     (["stacks/Pulumi.dev.yaml"], (), ["dev", "team-nlp-dev"]),
     (["stacks/Pulumi.team-vision-prod.yaml"], (), ["team-vision-prod"]),
-    (["stacks/Pulumi.prod.yaml"], (), ["prod", "team-vision-prod"]),
+    # ... and the environment's further regions: a MultiKueue worker reads its fellow workers there.
+    (["stacks/Pulumi.prod.yaml"], (), ["prod", "prod-use2", "prod-usw2", "team-vision-prod"]),
     # Its network.vpcCidr is what the other platform stacks check theirs against: each of them, and their teams.
-    (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["stacks/Pulumi.prod.yaml"], ("prod",), ["dev", "prod", "prod-use2", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["stacks/Pulumi.staging.yaml"], (), ["staging"]),
     # A further region's stack file: that stack and the environment's teams (their tenancy on a
     # MultiKueue worker reads its plan), or every platform stack when its vpcCidr moved.
     (["stacks/Pulumi.prod-usw2.yaml"], (), ["prod-usw2", "team-vision-prod"]),
-    (["stacks/Pulumi.prod-usw2.yaml"], ("prod-usw2",), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev",
-                                                        "team-vision-prod"]),
+    (["stacks/Pulumi.prod-usw2.yaml"], ("prod-usw2",), ["dev", "prod", "prod-use2", "prod-usw2", "staging",
+                                                        "team-nlp-dev", "team-vision-prod"]),
     (["stacks/Pulumi.qa-sandbox.yaml"], (), []),              # a stack file of no stack either ref has: read by none
     (["bootstrap/Pulumi.bootstrap.yaml"], (), ["bootstrap/bootstrap"]),
     (["bootstrap/ci_identity.py"], (), ["bootstrap/bootstrap"]),
     (["bootstrap/Pulumi.yaml"], (), ["bootstrap/bootstrap"]),
-    (["__main__.py"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["__main__.py"], (), ["dev", "prod", "prod-use2", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     (["components/compute/node_pools.py"], (), LABELS),
     (["components/config/keys.py", "docs/config.md"], (), LABELS),
     (["offline/plan.py"], (), LABELS),
@@ -394,9 +395,9 @@ AFFECTED_CASES = [
     (["docs/testing.md", "README.md", "tests/test_plan_diff.py", ".github/workflows/pull-request.yml",
       "bench/plan_bench.py", "trainer/launcher/checkpoint.py", "Makefile"], (), []),
     # A hyperparameters file becomes a job's ConfigMap, wherever it lives.
-    (["trainer/example_trainer/hparams.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
-    (["docs/hparams-demo.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
-    (["trainer/example_trainer/./hparams.yaml"], (), ["dev", "prod", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["trainer/example_trainer/hparams.yaml"], (), ["dev", "prod", "prod-use2", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["docs/hparams-demo.yaml"], (), ["dev", "prod", "prod-use2", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
+    (["trainer/example_trainer/./hparams.yaml"], (), ["dev", "prod", "prod-use2", "prod-usw2", "staging", "team-nlp-dev", "team-vision-prod"]),
     # Unknown paths replan everything: an input added without a rule costs time, never a wrong diff.
     (["sitecustomize.py"], (), LABELS),
     (["stacks/README"], (), LABELS),
@@ -457,14 +458,14 @@ EQUALITY_CASES = [
                                                   "monthlyLimitUsd: 100", "monthlyLimitUsd: 150"), ["team-vision-prod"]),
     ("platform stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod.yaml",
                                                                     "costCenter: ml-platform-prod", "costCenter: ml-prod"),
-     ["prod", "team-vision-prod"]),
+     ["prod", "prod-use2", "prod-usw2", "team-vision-prod"]),
     # A MultiKueue worker's stack file: the team's tenancy there reads the worker's plan.
     ("worker stack file a team reads", lambda repo: replace_once(repo / "stacks/Pulumi.prod-usw2.yaml",
                                                                   "costCenter: ml-platform-prod", "costCenter: ml-prod"),
      ["prod-usw2", "team-vision-prod"]),
     ("component code", lambda repo: (repo / "components/team.py").write_text(
         (repo / "components/team.py").read_text() + "\n# a change to the program's code\n"),
-     ["bootstrap/bootstrap", "dev", "prod", "prod-usw2", "staging", "team-vision-prod"]),
+     ["bootstrap/bootstrap", "dev", "prod", "prod-use2", "prod-usw2", "staging", "team-vision-prod"]),
     ("bootstrap stack file", lambda repo: replace_once(repo / "bootstrap/Pulumi.bootstrap.yaml",
                                                        "costCenter: ml-platform\n", "costCenter: ml-platform-core\n"),
      ["bootstrap/bootstrap"]),
