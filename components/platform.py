@@ -456,6 +456,7 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
     """The environment's training namespace, its queue, volumes, secrets, trainer identity and jobs."""
     return training_tenant(TrainingTenantArgs(
         names=PLATFORM_TENANT,
+        stack=config.stack,
         namespace=config.training_namespace,
         environment=config.environment,
         team=None,

@@ -225,6 +225,7 @@ def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[
     namespace = config.training_namespace
     return training_tenant(TrainingTenantArgs(
         names=TEAM_TENANT,
+        stack=config.stack,
         namespace=namespace,
         environment=config.environment,
         team=config.team,

@@ -296,7 +296,7 @@ def test_the_pod_security_checker_catches_each_rule(pod_change, level, expected)
 
 
 def test_the_pod_security_checker_admits_the_reference_restricted_pod():
-    manifest = cronjob_manifest(namespace="n", image="r/i@sha256:" + "0" * 64, system_pool="system",
+    manifest = cronjob_manifest(namespace="n", stack="dev", image="r/i@sha256:" + "0" * 64, system_pool="system",
                                 cleanup=load_stack_config(raw_config("dev"), project=PROJECT, stack="dev")
                                 .storage.checkpoint_cleanup)
     pod = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]

@@ -387,6 +387,33 @@ def test_the_checkpoint_directory_is_linked_to_s3_where_the_pods_mount_it(plan_o
     assert sub_paths <= {CHECKPOINTS_DIR}  # the launcher's /workspace/checkpoints is that directory
 
 
+def _trainer_env(jobset):
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    sub_path = next((m.get("subPath", "") for m in container["volumeMounts"] if m["mountPath"] == "/workspace/checkpoints"), "")
+    return sub_path, {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_no_two_jobsets_of_an_environment_write_one_checkpoint_directory(plan_of):
+    """checkpoints/ is one namespace across prod's regions (replicated both ways, imported into each
+    Lustre): prod and prod-usw2 both run a `pretrain-p5`, each in a directory of its own stack; the
+    stack's cleanup judges that directory alone."""
+    owners: dict[tuple[str, str], str] = {}
+    for stack in ("prod", *WORKERS, "team-vision-prod"):
+        plan = plan_of(stack)
+        (cleanup,) = [c for c in kinds(plan, "CronJob") if c["metadata"]["name"] == "checkpoint-cleanup"]
+        (cleanup_container,) = cleanup["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        root = {e["name"]: e.get("value") for e in cleanup_container["env"]}["CHECKPOINT_ROOT"]
+        assert root == f"/workspace/checkpoints/{stack}", stack
+        for jobset in kinds(plan, "JobSet"):
+            sub_path, env = _trainer_env(jobset)
+            name = jobset["metadata"]["name"]
+            assert env["TRAIN_CHECKPOINT_DIR"] == f"{root}/{name}" and env["TRAIN_RUN_ID"] == f"{stack}/{name}"
+            key = (sub_path, env["TRAIN_CHECKPOINT_DIR"])
+            assert key not in owners, f"{stack}'s {name} writes {key}, as {owners[key]} does"
+            owners[key] = f"{stack}/{name}"
+    assert {"prod/pretrain-p5", "prod-usw2/pretrain-p5"} <= set(owners.values())
+
+
 def test_the_replication_role_writes_only_the_other_regions_buckets(plan_of):
     (policy,) = [p for p in plan_of("prod-usw2").of_type("aws:iam/rolePolicy:RolePolicy") if "WriteReplicas" in p["inputs"]["policy"]]
     statements = {s["Sid"]: s for s in json.loads(policy["inputs"]["policy"])["Statement"]}

@@ -469,7 +469,7 @@ def check_checkpoints(ctx: Context, state: JobState) -> CheckResult:
                       f"{progress_log.LATE_PERIODS} periods of {cadence.period:.0f}{unit}", Diagnosis(
                           "checkpoints are not completing: the shared file system is not mounted, not writable or too "
                           "slow (EFS throughput), or saves fail",
-                          f"kubectl -n {ns} exec {pod} -- ls -l /workspace/checkpoints/{job}; "
+                          f"kubectl -n {ns} exec {pod} -- sh -c 'ls -l \"$TRAIN_CHECKPOINT_DIR\"'; "
                           f"kubectl -n {ns} logs {pod} | grep checkpoint"), **measured)
     return passed(check, f"{cadence.saves} checkpoints, none more than {progress_log.LATE_PERIODS} periods apart "
                   f"(period {cadence.period:.0f}{unit}, longest gap {cadence.worst_gap:.0f}{unit})", **measured)

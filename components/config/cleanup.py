@@ -6,7 +6,7 @@
         dryRun: true       # only log what would go; set false once the log reads right
 
 A nightly CronJob in each training namespace (components/workload/checkpoint_cleanup.py) removes
-/workspace/checkpoints/<job> when no unfinished JobSet of that name exists in the namespace and
+/workspace/checkpoints/<stack>/<job> when no unfinished JobSet of that name exists in the namespace and
 nothing in the directory changed for `afterDays`. A new stack starts in dry-run: it logs its
 choices and removes nothing until this says otherwise.
 """

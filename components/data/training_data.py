@@ -39,6 +39,29 @@ DATASETS = TrainingVolume("datasets", "datasets", "/workspace/data", read_only=T
 VOLUMES = (CHECKPOINTS, DATASETS)
 
 
+def stack_checkpoint_root(stack: str) -> str:
+    """The directory of the checkpoints volume that holds every run of `stack`: /workspace/checkpoints/<stack>.
+
+    One namespace per run: a MultiKueue environment replicates `checkpoints/` between its regions
+    (data/replication.py) and each region's Lustre imports what arrives, new, changed and deleted.
+    Two stacks that planned a job of the same name (prod and prod-usw2 both had `pretrain-p5`) would
+    write, supersede and prune one another's `step-N` directories. Under the stack that owns the run
+    they never meet, and a dispatched job keeps its manager's directory wherever it runs (the path
+    is in the JobSet's spec). The stack's checkpoint cleanup judges this directory only."""
+    return f"{CHECKPOINTS.mount_path}/{stack}"
+
+
+def run_checkpoint_dir(stack: str, job: str) -> str:
+    """A run's TRAIN_CHECKPOINT_DIR: /workspace/checkpoints/<stack>/<job>."""
+    return f"{stack_checkpoint_root(stack)}/{job}"
+
+
+def run_id(stack: str, job: str) -> str:
+    """A run's TRAIN_RUN_ID: the launcher writes it into every checkpoint marker and never selects,
+    supersedes or prunes a checkpoint whose marker names another run (trainer/launcher/checkpoint.py)."""
+    return f"{stack}/{job}"
+
+
 def pod_volumes() -> list[dict[str, Any]]:
     """`spec.volumes` entries of a training pod."""
     return [{"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}

@@ -1,7 +1,7 @@
 """A nightly CronJob that removes finished jobs' checkpoint directories from the shared file system.
 
 What goes and what stays is decided by checkpoint_cleanup_script.py (mounted from a ConfigMap,
-run by the trainer image's Python): a directory /workspace/checkpoints/<job> goes when no
+run by the trainer image's Python): a directory /workspace/checkpoints/<stack>/<job> goes when no
 unfinished JobSet of that name exists in the namespace and nothing in it changed for
 `storage.checkpointCleanup.afterDays`. Why JobSets and not file ages alone: a gang queued by
 Kueue, or stopped by a spot reclaim, writes nothing for as long as it waits, and must still find
@@ -48,10 +48,13 @@ def role_rules() -> list[k8s.rbac.v1.PolicyRuleArgsDict]:
     return [{"api_groups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]}]
 
 
-def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_sub_path: str | None) -> dict[str, Any]:
+def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_sub_path: str | None, *,
+                      stack: str) -> dict[str, Any]:
     resources = {"cpu": "250m", "memory": "256Mi"}
     env = {
-        "CHECKPOINT_ROOT": training_data.CHECKPOINTS.mount_path,
+        # This stack's runs only: what other stacks of the environment write and replicate here is
+        # theirs to judge (on a MultiKueue worker, the manager's dispatched runs included).
+        "CHECKPOINT_ROOT": training_data.stack_checkpoint_root(stack),
         "MAX_AGE_DAYS": str(cleanup.after_days),
         "DRY_RUN": "true" if cleanup.dry_run else "false",
         "TOKEN_DIR": TOKEN_DIR,
@@ -81,7 +84,7 @@ def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_
     }
 
 
-def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig,
+def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str, cleanup: CheckpointCleanupConfig,
                      checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     pod_spec = {
         "serviceAccountName": NAME,
@@ -96,7 +99,7 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
             "fsGroup": training_data.RUN_AS_GROUP,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [cleanup_container(image, cleanup, checkpoints_sub_path)],
+        "containers": [cleanup_container(image, cleanup, checkpoints_sub_path, stack=stack)],
         "volumes": [
             {"name": training_data.CHECKPOINTS.name,
              "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}},
@@ -138,6 +141,8 @@ def cronjob_manifest(*, namespace: str, image: str, system_pool: str, cleanup: C
 class CheckpointCleanupArgs:
     namespace: str
     """The training namespace whose checkpoint directories are cleaned."""
+    stack: str
+    """The stack whose runs' directories (/workspace/checkpoints/<stack>/<job>) are judged."""
     image: str
     """The trainer image: its Python runs the script, and it is already pinned and pulled."""
     system_pool: str
@@ -166,7 +171,8 @@ class CheckpointCleanup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role]))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata, data={SCRIPT.name: SCRIPT.read_text()},
                                        opts=child)
-        manifest = cronjob_manifest(namespace=args.namespace, image=args.image, system_pool=args.system_pool,
+        manifest = cronjob_manifest(namespace=args.namespace, stack=args.stack, image=args.image,
+                                    system_pool=args.system_pool,
                                     cleanup=args.cleanup, checkpoints_sub_path=args.checkpoints_sub_path)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=manifest["metadata"], spec=manifest["spec"],
                              opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role, script]))

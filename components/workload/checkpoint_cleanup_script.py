@@ -1,8 +1,11 @@
 """Removes the checkpoint directories of finished jobs from the shared file system.
 
 The checkpoint cleanup CronJob runs this file (mounted from a ConfigMap) with the trainer
-image's Python; it imports only the standard library. Layout it works on: one directory per job,
-/workspace/checkpoints/<job name> (TRAIN_CHECKPOINT_DIR of components/workload/training_job.py).
+image's Python; it imports only the standard library. Layout it works on: one directory per job
+under the stack that owns the runs, /workspace/checkpoints/<stack>/<job name> (TRAIN_CHECKPOINT_DIR of
+components/workload/training_job.py); CHECKPOINT_ROOT is /workspace/checkpoints/<stack>, so the
+runs of the environment's other stacks, which replication brings here, are never judged. A root
+that does not exist yet (no run of this stack has saved) has nothing to remove.
 
 A directory goes only when all of these hold:
 - its name is a job name (a DNS label): anything else on the file system is not ours to judge;
@@ -151,6 +154,10 @@ def run(*, root: str, namespace: str, max_age_days: float, dry_run: bool,
         log(f"error: {jobsets_path} not found (is JobSet installed?); nothing removed")
         return 1
     unfinished = unfinished_jobs(listed)
+    if not os.path.isdir(root):
+        log(f"checkpoint cleanup of {root} in namespace {namespace}: no such directory (no run of this stack "
+            "has saved a checkpoint yet); nothing to remove")
+        return 0
     decisions = select(scan(root), unfinished=unfinished, now=clock(), max_age_days=max_age_days)
     going = [d for d in decisions if d.remove]
     mode = "dry run, nothing is removed" if dry_run else "removing"

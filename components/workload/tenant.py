@@ -86,6 +86,8 @@ class TenantSecrets:
 class TrainingTenantArgs:
     names: TenantNames
     """Resource names of the pieces (PLATFORM_TENANT or TEAM_TENANT)."""
+    stack: str
+    """The stack that makes the tenant: its runs' checkpoints go under /workspace/checkpoints/<stack>."""
     namespace: str
     """The Kubernetes namespace, also the name of its ClusterQueue."""
     environment: str
@@ -152,7 +154,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
             namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool,
             sub_path=volumes.checkpoints_sub_path, depends_on=[training_ns, volumes]), opts)]
     CheckpointCleanup(names.cleanup, CheckpointCleanupArgs(
-        namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool,
+        namespace=args.namespace, stack=args.stack, image=args.cleanup_image, system_pool=args.system_pool,
         cleanup=args.checkpoint_cleanup, depends_on=[training_ns, volumes, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), opts)
@@ -176,7 +178,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     ), opts)
     pools_by_name = {pool.name: pool for pool in args.gpu_pools}
     jobs = tuple(TrainingJob(f"job-{job.name}", TrainingJobArgs(
-        job=job, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace, local_queue=LOCAL_QUEUE,
+        job=job, stack=args.stack, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace, local_queue=LOCAL_QUEUE,
         # Its pods mount the volumes' claims and read the synced secret.
         depends_on=[queue, volumes, secrets_sync, identity, training_ns, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,

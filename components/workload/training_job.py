@@ -81,8 +81,9 @@ def scratch_gib(job: JobConfig, pool: NodePoolConfig) -> int:
     return int(store_gb * 10**9 / 2**30 * SCRATCH_SHARE_OF_INSTANCE_STORE * share)
 
 
-def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> list[dict[str, Any]]:
-    """The launcher contract (trainer/README.md), NCCL settings, then the job's own env and secrets."""
+def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, stack: str) -> list[dict[str, Any]]:
+    """The launcher contract (trainer/README.md), NCCL settings, then the job's own env and secrets.
+    `stack`: the stack that owns the run (its checkpoint namespace, training_data.run_checkpoint_dir)."""
     contract = {
         "TRAIN_NNODES": job.nodes,
         "TRAIN_NPROC_PER_NODE": job.gpus_per_node,
@@ -90,7 +91,8 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig) -> l
         "TRAIN_RDZV_HOST": f"{job.name}-{REPLICATED_JOB}-0-0.{job.name}",
         "TRAIN_RDZV_PORT": fabric.rendezvous_ports[0],
         "TRAIN_JOB_ID": job.name,
-        "TRAIN_CHECKPOINT_DIR": f"{training_data.CHECKPOINTS.mount_path}/{job.name}",
+        "TRAIN_CHECKPOINT_DIR": training_data.run_checkpoint_dir(stack, job.name),
+        "TRAIN_RUN_ID": training_data.run_id(stack, job.name),
         "TRAIN_DATA_DIR": training_data.DATASETS.mount_path,
         "TRAIN_HPARAMS_FILE": f"{HPARAMS_DIR}/hparams.yaml",
         "TRAIN_MTBF_S": job_mtbf_seconds(pool, job.nodes),
@@ -127,7 +129,7 @@ def _trainer_resources(job: JobConfig, pool: NodePoolConfig) -> dict[str, dict[s
 
 
 def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
-                      checkpoints_sub_path: str | None) -> dict[str, Any]:
+                      checkpoints_sub_path: str | None, *, stack: str) -> dict[str, Any]:
     scratch = scratch_gib(job, pool)
     heartbeat_check = ["heartbeat-check", str(job.heartbeat_timeout_seconds)]
     return {
@@ -135,7 +137,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
         "image": job.image,
         "imagePullPolicy": "Always",
         "args": list(job.args),
-        "env": trainer_env(job, pool, fabric),
+        "env": trainer_env(job, pool, fabric, stack=stack),
         # Memory, GPUs, EFA and huge pages: requests equal limits (exclusive devices; a leaking
         # trainer cannot starve the node). CPU: requested, not capped, unless the job sets `cpu`:
         # CPU shares already protect every other pod's request, and a cap would only idle cores.
@@ -163,7 +165,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
 
 
 def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, hyperparameters_config_map: str,
-                     checkpoints_sub_path: str | None) -> dict[str, Any]:
+                     checkpoints_sub_path: str | None, stack: str) -> dict[str, Any]:
     scratch = scratch_gib(job, pool)
     return {
         "serviceAccountName": training_data.SERVICE_ACCOUNT,
@@ -184,7 +186,7 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
             # Pins NCCL's ephemeral ports to the range the fabric security group opens.
             "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": fabric.nccl_port_range.sysctl_value}],
         },
-        "containers": [trainer_container(job, pool, fabric, checkpoints_sub_path)],
+        "containers": [trainer_container(job, pool, fabric, checkpoints_sub_path, stack=stack)],
         "volumes": [
             *training_data.pod_volumes(),
             {"name": "hyperparameters", "configMap": {"name": hyperparameters_config_map}},
@@ -236,11 +238,11 @@ def _indexed_job_spec(job: JobConfig, labels: dict[str, str], pod_spec: dict[str
     }
 
 
-def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: NodePoolConfig,
+def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: str, pool: NodePoolConfig,
                     fabric: FabricConfig, hyperparameters_config_map: str,
                     checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     pod_spec = trainer_pod_spec(job, pool, fabric, hyperparameters_config_map=hyperparameters_config_map,
-                                checkpoints_sub_path=checkpoints_sub_path)
+                                checkpoints_sub_path=checkpoints_sub_path, stack=stack)
     labels = {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",
               "app.kubernetes.io/part-of": "gpu-training"}
     spec: dict[str, Any] = {}
@@ -276,6 +278,8 @@ def jobset_manifest(job: JobConfig, *, namespace: str, local_queue: str, pool: N
 class TrainingJobArgs:
     job: JobConfig
     """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
+    stack: str
+    """The stack that owns the run: its checkpoints go to /workspace/checkpoints/<stack>/<job>."""
     pool: NodePoolConfig
     """The pool the job's pods run on: its instance type sizes the pods."""
     fabric: FabricConfig
@@ -310,7 +314,7 @@ class TrainingJob(pulumi.ComponentResource):
             data=hyperparameters["data"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
-        manifest = jobset_manifest(job, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
+        manifest = jobset_manifest(job, stack=args.stack, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
                                    fabric=args.fabric, hyperparameters_config_map=hyperparameters["metadata"]["name"],
                                    checkpoints_sub_path=args.checkpoints_sub_path)
         custom_resource(

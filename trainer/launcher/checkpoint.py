@@ -25,6 +25,12 @@ the renames and the marker happen on a background thread. Its collectives go thr
 (e.g. a gloo group made for checkpoints) because they run concurrently with the training loop's
 collectives. `save` is the same protocol, waited for.
 
+Whose checkpoint: the marker names the run that wrote it (`"run"`: TRAIN_RUN_ID, `<stack>/<job>`,
+set by the platform). A checkpoint whose marker names another run is never selected, superseded,
+cleared or pruned by this one (`CheckpointInfo.foreign`): runs of one environment's regions each
+have a directory of their own, and this keeps it so whatever replication brings in. A marker
+without a run (written before markers named one, or by a run without TRAIN_RUN_ID) is this run's.
+
 A checkpoint is *complete* when its marker parses, names the same step and every file it lists
 exists with the recorded size (`inspect`, cheap, no torch: that is what the launcher uses).
 Loading (`load_with_fallback`) additionally checks the digest; on any failure it falls back to
@@ -62,6 +68,7 @@ PREFIX = "step-"
 MARKER = "COMPLETE"
 REJECTED_MARKER = "COMPLETE.rejected"  # the marker of a checkpoint that failed its digest (reject)
 SUPERSEDED_MARKER = "COMPLETE.superseded"  # the marker of a checkpoint of a line the run left (prune)
+RUN_ID_ENV = "TRAIN_RUN_ID"  # the run this process belongs to; its markers name it (module docstring)
 FORMAT_VERSION = 3  # safetensors files (state_file.py)
 PICKLED_SKELETON_FORMAT = 2  # TRSTATE2 files, still loadable through a restricted unpickler
 LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable with torch.load(weights_only=True)
@@ -90,6 +97,19 @@ class CheckpointInfo:
     complete: bool
     reason: str = ""
     marker: dict = field(default_factory=dict, compare=False, repr=False)
+    foreign: bool = False
+    """Its marker names another run: never this run's to select, supersede, clear or prune."""
+
+
+def current_run() -> str:
+    """This process's run (TRAIN_RUN_ID), "" when the platform set none."""
+    return os.environ.get(RUN_ID_ENV, "").strip()
+
+
+def run_fields() -> dict[str, str]:
+    """What a marker records of the run that writes it (nothing without TRAIN_RUN_ID)."""
+    run = current_run()
+    return {"run": run} if run else {}
 
 
 def step_dir_name(step: int) -> str:
@@ -225,6 +245,10 @@ def inspect(path: str) -> CheckpointInfo:
         return CheckpointInfo(step, path, False, f"unreadable marker: {e}")
     if not isinstance(marker, dict) or marker.get("step") != step:
         return CheckpointInfo(step, path, False, "marker does not name this step")
+    run, mine = marker.get("run"), current_run()
+    if run and mine and run != mine:
+        return CheckpointInfo(step, path, False, f"written by another run ({run!r}, this is {mine!r})", marker,
+                              foreign=True)
     files = marker.get("files")
     if not isinstance(files, dict) or not files:
         return CheckpointInfo(step, path, False, "marker lists no files")
@@ -288,10 +312,11 @@ def prune(root: str, keep: int, committed: int | None = None) -> list[str]:
     is superseded (its marker renamed, its files kept), so that a restart resumes this run, and
     this run's checkpoints are not pruned as older than it; its directory goes once the run's own
     line passes its step. Incomplete directories of later steps are left alone (the next save may
-    be writing one). Returns the directories removed."""
+    be writing one). Another run's checkpoints (`foreign`) are never touched. Returns the
+    directories removed."""
     if keep < 1:
         raise ValueError("keep must be >= 1")
-    infos = list_checkpoints(root)
+    infos = [c for c in list_checkpoints(root) if not c.foreign]
     if committed is not None:
         for c in infos:
             if c.complete and c.step > committed:
@@ -312,6 +337,14 @@ def prune(root: str, keep: int, committed: int | None = None) -> list[str]:
     if removed:
         fsync_dir(root)
     return removed
+
+
+def refuse_foreign(path: str) -> None:
+    """CheckpointWriteError when `path` holds another run's checkpoint: a save never clears it."""
+    info = inspect(path)
+    if info.foreign:
+        raise CheckpointWriteError(f"{path}: {info.reason}; two runs share this checkpoint directory "
+                                   "(give each run its own TRAIN_CHECKPOINT_DIR)")
 
 
 def _supersede(path: str) -> None:
@@ -471,6 +504,7 @@ class BackgroundCommits:
         """Rank 0: a fresh, empty directory for the step (a stale partial one is removed)."""
         os.makedirs(self.root, exist_ok=True)
         if os.path.exists(path):  # stale partial from an interrupted run
+            refuse_foreign(path)
             _remove_checkpoint(path)
         os.makedirs(path)
         fsync_dir(self.root)
@@ -495,6 +529,7 @@ class BackgroundCommits:
             "world_size": self.world_size,
             "files": files,
             "created_unix": round(time.time(), 3),
+            **run_fields(),
             **meta,
         })
         fsync_dir(self.root)

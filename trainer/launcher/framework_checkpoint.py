@@ -101,7 +101,8 @@ def commit(path: str, step: int, ranks: Ranks, *, keep: int, framework: str, res
             raise CheckpointWriteError(f"{path}: the framework's resume path {resume!r} was not written")
         checkpoint.atomic_write_json(os.path.join(path, checkpoint.MARKER), {
             "format": checkpoint.FORMAT_VERSION, "step": step, "world_size": ranks.world_size,
-            "files": files, "framework": framework, "resume": resume, "created_unix": round(time.time(), 3)})
+            "files": files, "framework": framework, "resume": resume, "created_unix": round(time.time(), 3),
+            **checkpoint.run_fields()})
         root = os.path.dirname(os.path.normpath(path))
         checkpoint.fsync_dir(root)
         checkpoint.prune(root, keep, committed=step)

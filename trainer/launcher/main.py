@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
 
     found = checkpoint.list_checkpoints(c.checkpoint_dir)
     latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and (latest is None or x.step > latest.step)]
+    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
     resume = latest.path if latest else ""
     env = dict(os.environ)
     env.update(c.to_env())

@@ -162,6 +162,7 @@ class Worker:
         interrupted attempt left, and creates it; agreed."""
         def fresh() -> None:
             if os.path.exists(path):
+                checkpoint.refuse_foreign(path)
                 checkpoint._remove_checkpoint(path)
             os.makedirs(path)
 
