@@ -52,6 +52,25 @@ def test_every_configured_job_is_a_queued_jobset(stack, plan_of):
         assert {f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]} <= flavors
 
 
+def test_a_budget_holds_every_non_spot_gang_against_eviction(stack, plan_of):
+    """A node group update drains through the eviction API: it must fail on a running reserved or
+    on-demand gang, never evict it; a spot gang keeps its drain (the node leaves anyway)."""
+    plan = plan_of(stack)
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    pools = {p.name: p for p in config.node_pools}
+    budgets = manifests(plan, "PodDisruptionBudget")
+    for jobset in jobsets(plan):
+        labels = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
+        holding = [b for b in budgets if b["metadata"]["namespace"] == jobset["metadata"]["namespace"]
+                   and b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        job = next(j for j in config.training.jobs if j.name == jobset["metadata"]["name"])
+        if str(pools[job.pool].capacity) == "spot":
+            assert holding == [], jobset["metadata"]["name"]
+        else:
+            assert [b["spec"]["maxUnavailable"] for b in holding] == [0], jobset["metadata"]["name"]
+    assert len(budgets) == sum(str(pools[j.pool].capacity) != "spot" for j in config.training.jobs)
+
+
 def test_sysctl_pins_the_range_the_fabric_group_opens(stack, plan_of):
     plan = plan_of(stack)
     socket_rules = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)

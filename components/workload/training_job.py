@@ -31,6 +31,7 @@ from components.cluster.pool_scheduling import (
 from components.common.manifests import custom_resource
 from components.config import FabricConfig, NodePoolConfig
 from components.config.training import JobConfig
+from components.config.vocabularies import Capacity
 from components.data import training_data
 from components.facts.instance_types import INSTANCE_TYPES
 from components.workload.fabric_env import fabric_env
@@ -238,13 +239,17 @@ def _indexed_job_spec(job: JobConfig, labels: dict[str, str], pod_spec: dict[str
     }
 
 
+def _pod_labels(job: JobConfig) -> dict[str, str]:
+    return {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",
+            "app.kubernetes.io/part-of": "gpu-training"}
+
+
 def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: str, pool: NodePoolConfig,
                     fabric: FabricConfig, hyperparameters_config_map: str,
                     checkpoints_sub_path: str | None = None) -> dict[str, Any]:
     pod_spec = trainer_pod_spec(job, pool, fabric, hyperparameters_config_map=hyperparameters_config_map,
                                 checkpoints_sub_path=checkpoints_sub_path, stack=stack)
-    labels = {"app.kubernetes.io/name": job.name, "app.kubernetes.io/component": "training",
-              "app.kubernetes.io/part-of": "gpu-training"}
+    labels = _pod_labels(job)
     spec: dict[str, Any] = {}
     if job.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
@@ -294,6 +299,27 @@ class TrainingJobArgs:
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 
 
+def disruption_budget(job: JobConfig, pool: NodePoolConfig, namespace: str) -> dict[str, Any] | None:
+    """A PodDisruptionBudget that allows no voluntary eviction of the gang's pods, or None on spot.
+
+    A managed node group update (a Kubernetes minor, a new AMI, any launch template change) drains
+    its nodes through the eviction API, which honours PDBs: with this one the update waits, then
+    fails with PodEvictionFailure instead of evicting a running multi-day gang (EKS User Guide,
+    "Managed node update behavior", upgrade phase: "If the Pods don't leave the node within 15
+    minutes and there's no force flag, the upgrade phase fails with a PodEvictionFailure error").
+    Kueue's preemption and a JobSet restart delete pods, which no PDB holds. Spot pools get none:
+    their nodes go on the 2-minute notice whatever a PDB says, and a rebalance drain should
+    restart the gang early (docs/operations.md, "Holding a running gang")."""
+    if pool.capacity == Capacity.SPOT:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": job.name, "namespace": namespace, "labels": {"app.kubernetes.io/name": job.name}},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": _pod_labels(job)}},
+    }
+
+
 def hyperparameters_config_map(job: JobConfig, namespace: str) -> dict[str, Any]:
     """The ConfigMap a job's pods mount its hyperparameters from (also on each MultiKueue worker,
     where a dispatched copy of the job runs: workload/worker_tenant.py)."""
@@ -329,4 +355,8 @@ class TrainingJob(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        budget = disruption_budget(job, args.pool, args.namespace)
+        if budget is not None:
+            k8s.policy.v1.PodDisruptionBudget(f"{name}-disruption-budget", metadata=budget["metadata"], spec=budget["spec"],
+                                              opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({})
