@@ -86,6 +86,10 @@ POOL_CASES = [
     ("az-id-malformed", {**RESERVED_P5, "capacityReservationId": RESERVATION, "availabilityZones": ["use1-azX"]},
      "nodePools[1].availabilityZones[0]", "neither an AZ ID nor one of the network"),
     ("zone-id-twice", gpu_pool(availabilityZones=["use1-az1", "use1-az1"]), "nodePools[1].availabilityZones", "lists a zone twice"),
+    ("shutdown-grace-below-nodeadm", gpu_pool(shutdownGracePeriodSeconds=60), "nodePools[1].shutdownGracePeriodSeconds",
+     "must be between 150 and 3630"),
+    ("shutdown-grace-on-cpu-pool", {**SYSTEM, "name": "cpu2", "shutdownGracePeriodSeconds": 300},
+     "nodePools[1].shutdownGracePeriodSeconds", "is set on a CPU pool"),
 ]
 
 

@@ -84,12 +84,21 @@ def test_efa_launch_templates_have_efa_only_devices_and_raid0(stack, plan_of):
         if pool.efa:
             interfaces = template["networkInterfaces"]
             assert [i["interfaceType"] for i in interfaces] == ["interface"] + ["efa-only"] * instance.efa_interfaces
+        spec = {}
+        if pool.gpu:  # the kubelet's graceful shutdown, above every job's grace on the pool
+            spec["kubelet"] = {"config": {"shutdownGracePeriod": f"{pool.shutdown_grace_period_seconds}s",
+                                          "shutdownGracePeriodCriticalPods": "30s"}}
+            graces = [j.termination_grace_period_seconds for j in config.training.jobs if j.pool == pool.name]
+            assert all(grace <= pool.shutdown_grace_period_seconds - 30 for grace in graces), (pool.name, graces)
         if instance.has_instance_store:
+            spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+        if spec:
             assert nodeadm_documents(template["userData"]) == [{
-                "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
-                "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}}}]
+                "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}]
         else:
             assert "userData" not in template, pool.name
+    if stack == "prod":
+        assert {p.name: p.shutdown_grace_period_seconds for p in config.node_pools if p.gpu} == {"p5-efa": 300, "gpu-spot": 150}
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])

@@ -68,6 +68,35 @@ def test_efa_pool_is_used_by_whole_nodes():
     assert any("training.jobs[0].gpusPerNode" in e and "whole nodes" in e for e in errors), errors
 
 
+@pytest.mark.parametrize(("shutdown_grace", "job_grace", "refused"), [
+    (None, 120, False),   # nodeadm's 150 s leaves exactly the default grace
+    (None, 121, True),
+    (300, 270, False),    # prod's p5 pool and pretrain-p5
+    (300, 271, True),
+])
+def test_a_jobs_grace_fits_its_pools_graceful_node_shutdown(shutdown_grace, job_grace, refused):
+    """A node stop, a host shutdown or an auto-repair replacement gives a pod shutdownGracePeriod
+    minus the critical pods' 30 s, whatever the pod asks."""
+    raw = raw_config("prod")
+    pools = raw[f"{PROJECT}:nodePools"]
+    index = next(i for i, p in enumerate(pools) if p["name"] == "p5-efa")
+    pool = {k: v for k, v in pools[index].items() if k != "shutdownGracePeriodSeconds"}
+    if shutdown_grace is not None:
+        pool["shutdownGracePeriodSeconds"] = shutdown_grace
+    raw = mutate(raw, "nodePools", [*pools[:index], pool, *pools[index + 1:]])
+    raw = mutate(raw, "training", {"gpuQuota": {"p5-efa": 16}, "jobs": [
+        job(pool="p5-efa", gpusPerNode=8, terminationGracePeriodSeconds=job_grace)]})
+    try:
+        load_stack_config(raw, project=PROJECT, stack="prod", secret_keys=None)
+        errors = []
+    except ConfigError as error:
+        errors = error.errors
+    grace_errors = [e for e in errors if "training.jobs[0].terminationGracePeriodSeconds" in e and "node shutdown" in e]
+    assert bool(grace_errors) == refused, errors
+    if refused:
+        assert f"shutdownGracePeriodSeconds to at least {job_grace + 30}" in grace_errors[0]
+
+
 def test_jobs_without_a_pinned_image_are_rejected():
     raw = mutate(mutate(raw_config("dev"), "trainerImage", ""), "training", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job()]})
     with pytest.raises(ConfigError, match=r"training.jobs\[0\].image: must be an image pinned by digest"):

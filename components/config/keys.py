@@ -151,6 +151,9 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].size.max", INTEGER, "Most nodes; on a reservation or capacity block its instance count."),
     Key("nodePools[].availabilityZones", LIST, "The pool's zones; GPU pools name AZ IDs (use1-az4), EFA and reserved "
         "pools exactly one, the reservation's.", default=Derived("the network's zones")),
+    Key("nodePools[].shutdownGracePeriodSeconds", INTEGER, "GPU pools: the kubelet's graceful node shutdown; the last 30 s "
+        "go to critical pods, the rest to training pods, so it must exceed every job's terminationGracePeriodSeconds "
+        "on the pool by 30.", default=150),
     Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),
     Key("nodePools[].labels", MAP, "Kubernetes labels of the nodes.", default={}),
     Key("nodePools[].taints", LIST, "Kubernetes taints of the nodes (each key and effect once).", default=[]),

@@ -81,6 +81,14 @@ class NodePoolConfig:
     placement_group: str | None = None
     """An existing cluster placement group to launch into (the one a reservation was created in);
     None: an EFA pool on onDemand or spot gets one of its own, one on reserved capacity none."""
+    shutdown_grace_period_seconds: int = 0
+    """GPU pools: the kubelet's graceful node shutdown, of which the last
+    SHUTDOWN_GRACE_CRITICAL_PODS_S go to critical pods; 0 on CPU pools (nodeadm's own)."""
+
+    @property
+    def pod_shutdown_grace_seconds(self) -> int:
+        """What a node shutdown leaves a training pod: shutdownGracePeriod minus the critical pods' share."""
+        return self.shutdown_grace_period_seconds - SHUTDOWN_GRACE_CRITICAL_PODS_S
 
     @property
     def instance_facts(self) -> InstanceType:
@@ -108,6 +116,17 @@ class NodePoolConfig:
         """A CPU pool that never scales to zero and repels no pod: CoreDNS, the controllers and the
         autoscaler tolerate none of a pool's own taints (PreferNoSchedule only steers them)."""
         return not self.gpu and self.min_size >= 1 and all(t.effect == TaintEffect.PREFER_NO_SCHEDULE for t in self.taints)
+
+
+# The kubelet's graceful node shutdown on GPU pools. nodeadm sets shutdownGracePeriod 150s, 30 s of
+# it for critical pods, on Kubernetes 1.34 and later (awslabs/amazon-eks-ami @81fec2e
+# nodeadm/internal/kubelet/config.go:245-253), so a node stop, a host-initiated shutdown or an
+# auto-repair replacement gives other pods 120 s, whatever their terminationGracePeriodSeconds.
+# GPU pools state it in their own NodeConfig (node_bootstrap.py), long enough for every job on the
+# pool to write its last checkpoint (training.py checks each job's grace against it).
+DEFAULT_SHUTDOWN_GRACE_S = 150
+SHUTDOWN_GRACE_CRITICAL_PODS_S = 30
+MAX_SHUTDOWN_GRACE_S = 3600 + SHUTDOWN_GRACE_CRITICAL_PODS_S  # a job's grace is at most 3600 s
 
 
 def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
@@ -180,6 +199,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
     taints = _parse_taints(s)
+    shutdown_grace = _parse_shutdown_grace(s, gpu=gpu)
     s.finish()
     if s.failed or capacity is None:
         return None
@@ -187,8 +207,20 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
-        placement_group=placement_group,
+        placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace,
     )
+
+
+def _parse_shutdown_grace(s: Section, *, gpu: bool) -> int:
+    """`shutdownGracePeriodSeconds`: a GPU pool's kubelet graceful shutdown (0 on CPU pools)."""
+    if not gpu:
+        if s.has("shutdownGracePeriodSeconds") and s.ok("gpu"):
+            s.error(s.key("shutdownGracePeriodSeconds"), s.data.get("shutdownGracePeriodSeconds"),
+                    "is set on a CPU pool, whose nodes keep nodeadm's graceful shutdown: it is for the GPU pools' training pods",
+                    "remove it")
+        return 0
+    return s.integer("shutdownGracePeriodSeconds", DEFAULT_SHUTDOWN_GRACE_S,
+                     minimum=DEFAULT_SHUTDOWN_GRACE_S, maximum=MAX_SHUTDOWN_GRACE_S)
 
 
 def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.config.node_pools import DNS_LABEL, NodePoolConfig
+from components.config.node_pools import DNS_LABEL, SHUTDOWN_GRACE_CRITICAL_PODS_S, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
@@ -366,6 +366,14 @@ def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
     spot = pool is not None and pool.capacity == Capacity.SPOT
     grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
                       minimum=30, maximum=3600)
+    if pool is not None and not spot and grace > pool.pod_shutdown_grace_seconds and s.ok("terminationGracePeriodSeconds"):
+        # A spot node's own limit is the interruption notice, below any shutdown grace (checked next).
+        s.error(s.key("terminationGracePeriodSeconds"), grace,
+                f"exceeds what a node shutdown (a stop, a host-initiated shutdown, an auto-repair replacement) leaves "
+                f"a training pod of pool {pool.name}: its nodes' kubelet gives pods "
+                f"{pool.shutdown_grace_period_seconds} - {SHUTDOWN_GRACE_CRITICAL_PODS_S} = {pool.pod_shutdown_grace_seconds} s",
+                f"set nodePools[{pool.name}].shutdownGracePeriodSeconds to at least {grace + SHUTDOWN_GRACE_CRITICAL_PODS_S} "
+                "in the platform stack, or lower this grace")
     if pool is not None and spot and grace > SPOT_MAX_GRACE_S and s.ok("terminationGracePeriodSeconds"):
         s.error(s.key("terminationGracePeriodSeconds"), grace,
                 f"exceeds what a spot node leaves a stopping pod: EC2 terminates it {SPOT_NOTICE_S} s after the "
