@@ -241,6 +241,14 @@ def test_kueue_waits_longer_than_a_healthy_gang_takes_to_start(stack, plan_of):
     for jobset in jobsets(plan):
         startup = trainer(jobset)["startupProbe"]
         assert timeout_minutes * 60 > startup["periodSeconds"] * startup["failureThreshold"]
+    # A gang that loses a node mid-run is requeued after the autoscaler's node wait, not Kueue's
+    # implicit 60 minutes (recoveryTimeout defaults to timeout).
+    recovery_minutes = int(configuration["waitForPodsReady"]["recoveryTimeout"].removesuffix("m"))
+    assert 0 < recovery_minutes < timeout_minutes
+    # MultiKueue dispatches to one worker at a time, in the configured order (Kueue v0.19.2's
+    # v1beta2 MultiKueue fields: dispatcherName, incrementalDispatcherConfig.stepSize).
+    assert configuration["multiKueue"] == {"dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+                                           "incrementalDispatcherConfig": {"stepSize": 1}}
 
 
 def test_jobs_tolerate_every_taint_of_their_pool(stack, plan_of):

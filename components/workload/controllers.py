@@ -36,6 +36,25 @@ NODE_PROVISIONING_SECONDS = MAX_NODE_PROVISION_MINUTES * 60
 # once its startup probe sees the first heartbeat, so the timeout covers node provisioning plus
 # the whole startup budget; a shorter one would evict every slow but healthy start.
 PODS_READY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS + STARTUP_BUDGET_SECONDS
+# A running gang that lost a pod (a node gone) waits this long for its replacement, then is
+# requeued (and counts toward backoffLimitCount). Unset, Kueue takes `timeout`, 60 minutes
+# (kueue v0.19.2 apis/config/v1beta2/configuration_types.go WaitForPodsReady.RecoveryTimeout). The
+# Cluster Autoscaler does not scale for the replacement: it skips pods that consume a
+# ProvisioningRequest (cluster-autoscaler-1.36.1 processors/provreq/pods_filter.go), so only the
+# node group's own replacement (spot rebalance, auto-repair) brings one, within the time the
+# autoscaler gives any new node; past it, the gang is better requeued for fresh capacity.
+RECOVERY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS
+# MultiKueue (on a manager): nominate one worker at a time, in the order of MultiKueueConfig's
+# clusters (the stack file's multiKueue.workers: the worker with reserved capacity first), the
+# next only after 5 minutes without admission (incrementaldispatcher.go:50
+# incrementalDispatcherRoundTimeout). The default AllAtOnce dispatcher creates the workload on
+# every worker at once, and each reserves quota and provisions nodes before one is kept. The
+# config order is honoured with MultiKueueIncrementalDispatcherRespectConfigOrder, and stepSize
+# with MultiKueueIncrementalDispatcherConfig, both beta and on by default in v0.19
+# (pkg/features/kube_features.go); stepSize defaults to 3, which would nominate both of prod's
+# workers in one round.
+MULTIKUEUE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+MULTIKUEUE_STEP_SIZE = 1
 
 
 def kueue_configuration() -> dict:
@@ -60,7 +79,11 @@ def kueue_configuration() -> dict:
             # scale up (up to the timeout); with the autoscaler, gangs get their own nodes.
             "blockAdmission": False,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
+            "recoveryTimeout": f"{RECOVERY_TIMEOUT_SECONDS // 60}m",
         },
+        # Read only where MultiKueue dispatches (a manager); a worker's or a lone cluster's Kueue ignores it.
+        "multiKueue": {"dispatcherName": MULTIKUEUE_DISPATCHER,
+                       "incrementalDispatcherConfig": {"stepSize": MULTIKUEUE_STEP_SIZE}},
         "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
     }
 
