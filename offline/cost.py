@@ -29,10 +29,13 @@ from components.config.node_pools import CAPACITY_TYPES  # noqa: E402
 from components.config.strict_yaml import path_for_message  # noqa: E402
 from components.facts import prices  # noqa: E402
 from components.facts.cost_model import (  # noqa: E402
+    ASSUMED_CHECKPOINT_INTERVAL_S,
     STATED_USAGE,
     NodePool,
     StackCost,
     Usage,
+    checkpoint_replica_gb,
+    checkpoint_transfer_gb,
     plan_cost,
     pool_cost,
     quota_hourly_usd,
@@ -229,9 +232,11 @@ def _region_price_lines(table: prices.RegionPrices) -> list[str]:
     return [*lines, ""]
 
 
-# A stated volume per worker region: a 2 TB dataset refreshed monthly into it, and a dozen 80 GiB
-# checkpoints a month of jobs that moved (docs/multi-region.md "What it costs").
-CROSS_REGION_GB = 3000.0
+# A stated volume of datasets per worker region: a 2 TB dataset refreshed monthly into it
+# (docs/multi-region.md "What it costs"). Checkpoints are priced from the jobs (checkpoint_flows).
+DATASET_GB = 2000.0
+# The launcher's TRAIN_CHECKPOINT_KEEP default (trainer/README.md): complete checkpoints a job keeps.
+CHECKPOINT_KEEP = 3
 
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:
@@ -241,12 +246,12 @@ def load_config(stack: str) -> StackConfig | TeamStackConfig:
     return planned_config(stack)
 
 
-def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_gb: float) -> str:
+def environment_costs(environment: str, *, on: date, usage: Usage, dataset_gb: float,
+                      checkpoint_interval_s: float = ASSUMED_CHECKPOINT_INTERVAL_S) -> str:
     """Every platform stack of `environment` in this checkout (its regions), each at its own region's
-    list prices and in total, with the data moved between its regions: checkpoints and datasets
-    replicated or read across, billed by the region they leave at that pair's rate. The stated
-    volume leaves the first stack's region (the MultiKueue manager's: its buckets replicate to the
-    workers) for each other region."""
+    list prices and in total, with the data moved between its regions, billed by the region it
+    leaves at that pair's rate: the stated `dataset_gb` from the manager (the first stack) to each
+    worker, and each cluster's checkpoints to every other cluster (checkpoint_lines)."""
     from components.config.sibling_stacks import STACKS_DIR, platform_stacks
     from offline.plan import synthesize
 
@@ -254,42 +259,72 @@ def environment_costs(environment: str, *, on: date, usage: Usage, cross_region_
     lines = [f"environment {environment}: {len(stacks)} platform stack(s), each at its region's list prices "
              f"reviewed {prices.REVIEWED_ON}"]
     fixed = usage_total = at_min = at_max = 0.0
-    regions: list[str] = []
+    regions: dict[str, str] = {}
     unpriced: list[str] = []
     for stack in stacks:
         try:
             cost = plan_cost(synthesize(stack).resources, on=on, usage=usage)
         except prices.UnpricedRegionError as error:
             raise prices.UnpricedRegionError(f"stack {stack}: {error}") from None
-        regions.append(cost.region)
+        regions[stack] = cost.region
         fixed, usage_total = fixed + cost.fixed_monthly_usd, usage_total + cost.usage_monthly_usd
         at_min, at_max = at_min + cost.gpu_hourly_at_min_usd, at_max + cost.gpu_hourly_at_max_usd
         unpriced += [f"{stack}: {item}" for item in cost.unpriced]
         lines.append(f"  {stack:<14} {cost.region:<10} {_usd(cost.fixed_monthly_usd, 0)}/month fixed + "
                      f"{_usd(cost.usage_monthly_usd, 0)}/month usage; GPU pools {_usd(cost.gpu_hourly_at_min_usd)}/h "
                      f"at min, {_usd(cost.gpu_hourly_at_max_usd)}/h at max")
+    manager = stacks[0] if stacks else ""
+    flows = [(f"datasets {manager}", regions[manager], region, dataset_gb) for stack, region in regions.items()
+             if stack != manager and region != regions[manager]]
+    flows += checkpoint_flows(regions, checkpoint_interval_s, lines)
     transfer = 0.0
-    manager_region = regions[0] if regions else ""
-    destinations = [region for region in dict.fromkeys(regions) if region != manager_region]
-    rates = prices.region_prices(manager_region).inter_region_transfer if destinations else {}
-    for destination in destinations:
-        pair = f"{manager_region} -> {destination}"
-        price = rates.get(destination)
+    for what, source, destination, gb in flows:
+        pair = f"{source} -> {destination}"
+        price = prices.region_prices(source).inter_region_transfer.get(destination)
         if price is None:
-            lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month {pair}: not priced "
+            lines.append(f"  cross-region transfer: {what}: {gb:,.0f} GB/month {pair}: not priced "
                          f"(no {pair} rate in components/facts/prices.py)")
             unpriced.append(f"transfer {pair}")
             continue
-        transfer += cross_region_gb * price.usd
-        lines.append(f"  cross-region transfer: {cross_region_gb:,.0f} GB/month {pair} x ${price.usd}/GB = "
-                     f"{_usd(cross_region_gb * price.usd, 0)}/month ({price.source})")
-    if not destinations:
+        transfer += gb * price.usd
+        lines.append(f"  cross-region transfer: {what}: {gb:,.0f} GB/month {pair} x ${price.usd}/GB = "
+                     f"{_usd(gb * price.usd, 0)}/month ({price.source})")
+    if len(set(regions.values())) < 2:
         lines.append("  cross-region transfer: none (one region)")
     lines.append(f"  total: {_usd(fixed + usage_total + transfer, 0)}/month + GPU pools {_usd(at_min)}/h at min, "
                  f"{_usd(at_max)}/h at max")
     if unpriced:
         lines.append("  not priced, so in no figure above: " + "; ".join(unpriced))
     return "\n".join(lines)
+
+
+def checkpoint_flows(regions: dict[str, str], assumed_interval_s: float,
+                     lines: list[str]) -> list[tuple[str, str, str, float]]:
+    """(what, from region, to region, GB/month) of each job whose checkpoints replicate (a MultiKueue
+    stack with Lustre), to every other cluster of the environment, running all month: its
+    checkpointGiB x saves (checkpoint_transfer_gb). Notes a job with no checkpointGiB, and the
+    replicas each destination keeps, in `lines`."""
+    flows = []
+    for stack, region in regions.items():
+        config = load_config(stack)
+        if not isinstance(config, StackConfig) or config.multikueue is None or config.storage.lustre is None:
+            continue
+        for job in config.training.jobs:
+            if job.checkpoint_gib is None:
+                lines.append(f"  checkpoints of {stack}/{job.name}: not priced (no checkpointGiB)")
+                continue
+            interval = job.checkpoint_interval_seconds or assumed_interval_s
+            cadence = (f"every {interval:,.0f} s" if job.checkpoint_interval_seconds
+                       else f"every {interval:,.0f} s assumed (the trainer's own cadence)")
+            kept = checkpoint_replica_gb(job.checkpoint_gib, interval, keep=CHECKPOINT_KEEP,
+                                         version_days=config.storage.checkpoint_version_retention_days)
+            lines.append(f"  checkpoints of {stack}/{job.name}: {job.checkpoint_gib} GiB {cadence}; each other "
+                         f"region keeps up to {kept:,.0f} GB of them ({CHECKPOINT_KEEP} current + "
+                         f"{config.storage.checkpoint_version_retention_days} days of old versions; S3 storage not priced)")
+            gb = checkpoint_transfer_gb(job.checkpoint_gib, interval)
+            flows += [(f"checkpoints {stack}/{job.name}", region, other, gb)
+                      for other_stack, other in regions.items() if other_stack != stack and other != region]
+    return flows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,9 +342,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="GB/month GPU nodes outside the Lustre file system's zone move to or from it")
     parser.add_argument("--prices", action="store_true", help="print the price table with its sources")
     parser.add_argument("--environment", help="cost every platform stack of an environment (its regions) and the total")
-    parser.add_argument("--cross-region-gb", type=float, default=CROSS_REGION_GB,
-                        help="GB/month the manager's region sends to each other region of the environment "
-                             "(replicated datasets and checkpoints)")
+    parser.add_argument("--dataset-gb", type=float, default=DATASET_GB,
+                        help="GB/month of datasets the manager's region sends to each other region of the environment")
+    parser.add_argument("--checkpoint-interval-s", type=float, default=ASSUMED_CHECKPOINT_INTERVAL_S,
+                        help="seconds between checkpoints of a job that sets no checkpointIntervalSeconds")
     args = parser.parse_args(argv)
     if args.prices:
         print(price_table())
@@ -318,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb,
                       lustre_cross_az_gb=args.lustre_cross_az_gb)
         try:
-            print(environment_costs(args.environment, on=args.on, usage=usage, cross_region_gb=args.cross_region_gb))
+            print(environment_costs(args.environment, on=args.on, usage=usage, dataset_gb=args.dataset_gb,
+                                    checkpoint_interval_s=args.checkpoint_interval_s))
         except (ConfigError, prices.UnpricedRegionError) as error:
             print(f"environment {args.environment}: {error}", file=sys.stderr)
             return 2

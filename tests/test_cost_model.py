@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from datetime import date
 
 import pytest
 import yaml
 from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 
-from components.facts import prices
+from components.facts import cost_model, prices
 from components.facts.cost_model import NodePool, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.prices import UnpricedRegionError
@@ -374,19 +375,38 @@ def test_each_stack_reads_only_its_own_regions_table(plan_of, monkeypatch):
 def test_the_environment_is_priced_per_region_and_in_total(plan_of, monkeypatch):
     import offline.plan
     monkeypatch.setattr(offline.plan, "synthesize", lambda stack, *_a, **_k: plan_of(stack))
-    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), cross_region_gb=3000)
+    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), dataset_gb=2000)
     costs = {stack: plan_cost(plan_of(stack).resources) for stack in ("prod", "prod-usw2", "prod-use2")}
     for stack, region in (("prod", "us-east-1"), ("prod-usw2", "us-west-2"), ("prod-use2", "us-east-2")):
         assert f"  {stack:<14} {region:<10} ${costs[stack].fixed_monthly_usd:,.0f}/month fixed" in out
-    # Billed by the region it leaves, at the pair's rate: the same 3,000 GB to each worker region.
-    assert "3,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $60/month" in out
-    assert "3,000 GB/month us-east-1 -> us-east-2 x $0.01/GB = $30/month" in out
-    total = sum(c.fixed_monthly_usd + c.usage_monthly_usd for c in costs.values()) + 60 + 30
-    assert f"  total: ${total:,.0f}/month" in out
+    # Billed by the region it leaves, at the pair's rate: the same 2,000 GB of datasets to each worker region.
+    assert "datasets prod: 2,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $40/month" in out
+    assert "datasets prod: 2,000 GB/month us-east-1 -> us-east-2 x $0.01/GB = $20/month" in out
+    # Checkpoints from each cluster to every other: pretrain-p5's 80 GiB once an hour (assumed), 730 h.
+    gb = 80 * 2**30 / 10**9 * 730
+    assert f"checkpoints prod/pretrain-p5: {gb:,.0f} GB/month us-east-1 -> us-west-2 x $0.02/GB = ${gb * 0.02:,.0f}/month" in out
+    assert f"checkpoints prod-usw2/pretrain-p5: {gb:,.0f} GB/month us-west-2 -> us-east-1 x $0.02/GB" in out
+    assert "checkpoints prod-usw2/pretrain-p5: 62,707 GB/month us-west-2 -> us-east-2: not priced" in out
+    flows = re.findall(r"cross-region transfer: .* = \$([\d,]+)/month", out)
+    total = sum(c.fixed_monthly_usd + c.usage_monthly_usd for c in costs.values()) + sum(float(f.replace(",", "")) for f in flows)
+    assert len(flows) == 7 and abs(float(re.search(r"  total: \$([\d,]+)/month", out)[1].replace(",", "")) - total) < 4
     assert "not priced, so in no figure above: prod-use2: Secrets Manager secrets" in out
     doc = (ROOT / "docs" / "multi-region.md").read_text()
     assert f"```\n{out}\n```" in doc, "docs/multi-region.md 'What it costs' no longer shows what --environment prod prints"
 
+
+@pytest.mark.parametrize(("gib", "interval", "expected_gb"), [
+    (80, 3600, 62_707),      # review 3 (D5): one 80 GiB save an hour, ~58 TiB a month per destination
+    (80, 7200, 31_354),      # half the saves, half the bytes
+    (16, 1800, 25_083),
+])
+def test_each_save_crosses_to_each_region_once(gib, interval, expected_gb):
+    assert cost_model.checkpoint_transfer_gb(gib, interval) == pytest.approx(expected_gb, abs=1)
+
+
+def test_a_destination_keeps_the_current_checkpoints_and_days_of_old_versions():
+    # 3 current + 3 days x 24 saves = 75 checkpoints of 80 GiB
+    assert cost_model.checkpoint_replica_gb(80, 3600, keep=3, version_days=3) == pytest.approx(75 * 80 * 2**30 / 1e9)
 
 
 def test_a_region_pair_without_a_rate_is_not_priced_rather_than_borrowed(plan_of, monkeypatch):
@@ -395,9 +415,9 @@ def test_a_region_pair_without_a_rate_is_not_priced_rather_than_borrowed(plan_of
     no_ohio_rate = dataclasses.replace(prices.US_EAST_1, inter_region_transfer={
         "us-west-2": prices.US_EAST_1.inter_region_transfer["us-west-2"]})
     monkeypatch.setitem(prices.TABLES, "us-east-1", no_ohio_rate)
-    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), cross_region_gb=3000)
-    assert "3,000 GB/month us-east-1 -> us-east-2: not priced (no us-east-1 -> us-east-2 rate" in out
-    assert "3,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $60/month" in out
+    out = environment_costs("prod", on=prices.REVIEWED_ON, usage=Usage(), dataset_gb=3000)
+    assert "datasets prod: 3,000 GB/month us-east-1 -> us-east-2: not priced (no us-east-1 -> us-east-2 rate" in out
+    assert "datasets prod: 3,000 GB/month us-east-1 -> us-west-2 x $0.02/GB = $60/month" in out
     assert "transfer us-east-1 -> us-east-2" in out.split("not priced, so in no figure above:")[1]
 
 # --- the commands -----------------------------------------------------------------------------

@@ -56,6 +56,7 @@ INVALID = [
     ("checkpoint-days-zero", "dev", "storage.checkpointRetentionDays", 0, "between 1 and 3650"),
     ("checkpoint-days-text", "dev", "storage.checkpointRetentionDays", "30", "whole number"),
     ("noncurrent-days-too-long", "dev", "storage.noncurrentVersionRetentionDays", 5000, "between 1 and 3650"),
+    ("checkpoint-versions-kept-weeks", "prod", "storage.checkpointVersionRetentionDays", 30, "between 1 and 7"),
     ("efs-backups-text", "dev", "storage.efsBackups", "yes", "true or false"),
     ("prod-without-backups", "prod", "storage.efsBackups", False, "must be backed up"),
     ("dev-reads-prod-bucket", "dev", "storage.datasetsBucket", "gpu-training-prod-datasets-123456789012", "production data"),

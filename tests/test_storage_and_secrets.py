@@ -98,6 +98,9 @@ def test_buckets_have_every_control(stack, plan_of):
             checkpoints = rules["expire-old-checkpoints"]
             assert checkpoints["filter"] == {"prefix": "checkpoints/"}
             assert checkpoints["expiration"]["days"] == config.storage.checkpoint_retention_days
+            # Pruned checkpoints (and their replicas from the other regions) are gone within a week.
+            assert checkpoints["noncurrentVersionExpiration"]["noncurrentDays"] <= 7
+            assert checkpoints["noncurrentVersionExpiration"]["noncurrentDays"] == config.storage.checkpoint_version_retention_days
         else:
             assert "expire-old-checkpoints" not in rules
 

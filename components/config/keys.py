@@ -166,6 +166,9 @@ KEYS: tuple[Key, ...] = (
         "this many days.", default=30),
     Key("storage.noncurrentVersionRetentionDays", INTEGER, "Days old object versions are kept, in both buckets.",
         default=30),
+    Key("storage.checkpointVersionRetentionDays", INTEGER, "Days a pruned or replaced checkpoint object under checkpoints/ "
+        "is kept as an old version (at most 7: the launcher prunes every save, and replicas are kept in every region).",
+        default=3),
     Key("storage.efsBackups", BOOLEAN, "Daily AWS Backup of the checkpoint file system (required in prod).",
         default=Derived("true in prod, else false")),
     Key("storage.datasetsBucket", STRING, "An existing bucket to read datasets from instead of creating one; a non-prod "

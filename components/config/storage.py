@@ -48,6 +48,7 @@ BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 MAX_RETENTION_DAYS = 3650
+MAX_CHECKPOINT_VERSION_DAYS = 7
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
 # Who writes a job's checkpoint (`checkpointWriters`): rank 0 alone (AsyncCheckpointer without
@@ -98,6 +99,8 @@ class StorageConfig:
     datasets_bucket: str | None
     # Finished jobs' checkpoint directories on the shared file system: when they are removed.
     checkpoint_cleanup: CheckpointCleanupConfig = field(default_factory=CheckpointCleanupConfig)
+    # Old versions under checkpoints/ (pruned and superseded checkpoints) go after this many days.
+    checkpoint_version_retention_days: int = 3
     # S3 server access logs of our buckets expire from the access-log bucket after this many days.
     access_log_retention_days: int = PROD_MIN_ACCESS_LOG_RETENTION_DAYS
     # FSx for Lustre for the training namespace's checkpoints and datasets; None: EFS and S3.
@@ -169,6 +172,11 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
                   region: str = "") -> StorageConfig:
     checkpoints = section.integer("checkpointRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
     noncurrent = section.integer("noncurrentVersionRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
+    # The launcher prunes on every save, and each region keeps the replicas' old versions too: at
+    # one 80 GiB save an hour, 90 days of pruned versions is ~169 TiB per bucket (review 3, D5).
+    checkpoint_versions = section.integer("checkpointVersionRetentionDays", 3, minimum=1, maximum=MAX_CHECKPOINT_VERSION_DAYS,
+                                          fix="a day or two covers a mistaken prune; older checkpoints are kept as "
+                                              "current objects for checkpointRetentionDays")
     backups = section.boolean("efsBackups", environment == "prod")
     if environment == "prod" and not backups:
         section.error(section.key("efsBackups"), backups, "prod checkpoints must be backed up (FSBP EFS.2)",
@@ -199,6 +207,7 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
     return StorageConfig(
         checkpoint_retention_days=checkpoints,
         noncurrent_version_retention_days=noncurrent,
+        checkpoint_version_retention_days=checkpoint_versions,
         efs_backups=backups,
         datasets_bucket=datasets_bucket,
         checkpoint_cleanup=cleanup,

@@ -134,5 +134,10 @@ class DataBuckets(pulumi.ComponentResource):
             rules.append(aws.s3.BucketLifecycleConfigurationRuleArgs(
                 id="expire-old-checkpoints", status="Enabled",
                 filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=policies.CHECKPOINT_PREFIX),
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=config.checkpoint_retention_days)))
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=config.checkpoint_retention_days),
+                # Pruned and superseded checkpoints, here and as replicas in every other region:
+                # days, not noncurrentVersionRetentionDays. Of two overlapping expirations S3 honours
+                # the shorter (S3 User Guide, "How Amazon S3 handles conflicts in lifecycle configurations").
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=config.checkpoint_version_retention_days)))
         return rules

@@ -467,3 +467,25 @@ def quota_hourly_usd(gpu_quota: Mapping[str, int], pools: Sequence[PoolCost]) ->
         nodes = -(-gpus // cost.pool.gpus_per_node)  # a partly used node is billed whole
         result[pool_name] = nodes * cost.node_hourly_usd
     return result
+
+
+# --- checkpoints crossing regions ------------------------------------------------------------------
+
+GB_PER_GIB = 2**30 / 10**9
+# Where a trainer chooses its own cadence (no checkpointIntervalSeconds), the replication figure
+# assumes one save an hour (the third review's planning figure, D5); `make cost` says so.
+ASSUMED_CHECKPOINT_INTERVAL_S = 3600
+
+
+def checkpoint_transfer_gb(checkpoint_gib: float, interval_seconds: float, hours: float = HOURS_PER_MONTH) -> float:
+    """GB one job's checkpoints send to EACH other region in `hours` of running: every save's
+    files cross once (S3 replication copies each new object version; a pruned one sends only its
+    delete marker), so size x saves. One 80 GiB save an hour: 85.9 GB x 730 = 62,700 GB a month."""
+    return checkpoint_gib * GB_PER_GIB * hours * 3600 / interval_seconds
+
+
+def checkpoint_replica_gb(checkpoint_gib: float, interval_seconds: float, *, keep: int, version_days: int) -> float:
+    """GB of one job's checkpoints an other region's bucket holds at most: the `keep` current
+    checkpoints plus every pruned one still kept as an old version (`version_days` of saves)."""
+    return checkpoint_gib * GB_PER_GIB * (keep + version_days * 86400 / interval_seconds)
+
