@@ -178,7 +178,8 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     ), opts)
     pools_by_name = {pool.name: pool for pool in args.gpu_pools}
     jobs = tuple(TrainingJob(f"job-{job.name}", TrainingJobArgs(
-        job=job, stack=args.stack, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace, local_queue=LOCAL_QUEUE,
+        job=job, stack=args.stack, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace,
+        local_queue=LOCAL_QUEUE,
         # Its pods mount the volumes' claims and read the synced secret.
         depends_on=[queue, volumes, secrets_sync, identity, training_ns, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
