@@ -94,6 +94,15 @@ KUBERNETES_REPLACED_ON_CHANGE: dict[str, tuple[str, ...]] = {
 }
 
 
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+# What makes a managed node group drain and replace its nodes, one at a time on GPU pools (MINIMAL):
+# a new Kubernetes version or AMI release, another AMI type, a new launch template version (EKS User
+# Guide, "Managed node update behavior"), or the group's replacement. A GPU pool's launch template
+# is `<pool prefix>-lt` beside its `<pool prefix>-nodegroup` (components/cluster/node_pools.py).
+ROLLING_NODE_GROUP_INPUTS = ("version", "releaseVersion", "amiType", "launchTemplate")
+
+
 class PlanDiffError(Exception):
     """A problem with the arguments or the repository: exit 2 with this message."""
 
@@ -516,6 +525,11 @@ def render_stack(stack: str, diff: ResourceDiff, head: StackPlan, costs: tuple[C
     if replacements:
         lines += ["**Replaced, not updated** (the provider deletes and creates these):", ""]
         lines += [f"- {entry}" for entry in replacements] + [""]
+    if rolled := rolled_gpu_node_groups(diff, head):
+        lines += ["**Rolls GPU node groups** (every node drained and replaced; a running gang on reserved or "
+                  "on-demand capacity holds the update with its PodDisruptionBudget until it fails: hold the queue "
+                  "first, docs/gpu-fabric-and-capacity.md \"Updates that do not drain running gangs\"):", ""]
+        lines += [f"- `{name}`: {'; '.join(why)}" for name, why in rolled.items()] + [""]
     if manifest_count:
         lines += ["<details><summary>Kubernetes manifests</summary>", ""]
         lines += [f"- added `{name}`" for name in diff.manifests_added]
@@ -527,6 +541,25 @@ def render_stack(stack: str, diff: ResourceDiff, head: StackPlan, costs: tuple[C
     if costs:
         lines += _cost_lines(*costs)
     return lines
+
+
+def rolled_gpu_node_groups(diff: ResourceDiff, head: StackPlan) -> dict[str, list[str]]:
+    """GPU node group name -> what in this change rolls its nodes (each is drained and replaced)."""
+    rolled: dict[str, list[str]] = {}
+    for key, record in head.resources.items():
+        inputs = record.get("inputs") or {}
+        if key[0] != NODE_GROUP or "NVIDIA" not in str(inputs.get("amiType", "")):
+            continue
+        changes = diff.changed.get(key, [])
+        why = [f"`{c.path}`" for c in changes if any(_path_covers(p, c.path) for p in ROLLING_NODE_GROUP_INPUTS)]
+        if replacement_paths(key[0], changes):
+            why.append("replaced")
+        template_changes = diff.changed.get((LAUNCH_TEMPLATE, key[1], key[2].removesuffix("-nodegroup") + "-lt"), [])
+        if template_changes:
+            why.append(f"its launch template: {', '.join(f'`{c.path}`' for c in template_changes[:3])}")
+        if why:
+            rolled[str(inputs.get("nodeGroupName") or key[2])] = why
+    return rolled
 
 
 def _manifest_type(plan: StackPlan, filename: str) -> str | None:

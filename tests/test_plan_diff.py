@@ -18,6 +18,8 @@ from offline.affected_stacks import ChangeFacts, affected_stacks, platform_of
 from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache
 from offline.plan_diff import (
     _ABSENT,
+    LAUNCH_TEMPLATE,
+    NODE_GROUP,
     SELECTION_SUMMARY,
     Change,
     StackPlan,
@@ -30,6 +32,7 @@ from offline.plan_diff import (
     plan_tree,
     render_stack,
     replacement_paths,
+    rolled_gpu_node_groups,
     truncate,
 )
 
@@ -108,6 +111,30 @@ def test_a_stack_summary_lists_adds_changes_replacements_removals_and_manifests(
     assert "`gpu` (NodeGroup): `instanceTypes[0]`" in text, "the instance type change replaces the node group"
     assert "manifest `configmap-ns-cfg.yaml`: `data.k`" in text
     assert "added `namespace-cluster-x.yaml`" in text
+
+
+@pytest.mark.parametrize(("changed", "rolled"), [
+    ({"version": "1.37"}, {"c-p5-efa": ["`version`"]}),
+    ({"scalingConfig": {"maxSize": 4}}, {}),                                   # a size: no node replaced
+    ({"instanceTypes": ["p5en.48xlarge"]}, {"c-p5-efa": ["replaced"]}),
+    ({"template": {"userData": "new"}}, {"c-p5-efa": ["its launch template: `userData`"]}),
+    ({"cpu": {"version": "1.37"}}, {}),                                        # a CPU pool rolls no gang
+])
+def test_the_diff_names_each_gpu_node_group_a_change_rolls(changed, rolled):
+    def plan(changes: dict) -> StackPlan:
+        gpu = {"nodeGroupName": "c-p5-efa", "amiType": "AL2023_x86_64_NVIDIA", "version": "1.36",
+               "instanceTypes": ["p5.48xlarge"], "scalingConfig": {"maxSize": 2}}
+        cpu = {"nodeGroupName": "c-system", "amiType": "AL2023_x86_64_STANDARD", "version": "1.36"}
+        template = {"userData": "old"}
+        gpu.update({k: v for k, v in changes.items() if k not in ("template", "cpu")})
+        return stack_plan(record(NODE_GROUP, "node-pools-p5-efa-nodegroup", gpu, parent="pools"),
+                          record(LAUNCH_TEMPLATE, "node-pools-p5-efa-lt", {**template, **changes.get("template", {})},
+                                 parent="pools"),
+                          record(NODE_GROUP, "node-pools-system-nodegroup", {**cpu, **changes.get("cpu", {})}, parent="pools"))
+    base, head = plan({}), plan(changed)
+    assert rolled_gpu_node_groups(diff_stack(base, head), head) == rolled
+    text = "\n".join(render_stack("prod", diff_stack(base, head), head, None))
+    assert ("**Rolls GPU node groups**" in text) == bool(rolled)
 
 
 OLD_TYPE, NEW_TYPE = "gpu-training:storage:DataBuckets", "gpu-training:data:DataBuckets"
