@@ -199,7 +199,13 @@ class NodePools(pulumi.ComponentResource):
             labels=node_labels(pool),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECTS[t.effect])
                     for t in node_taints(pool)],
-            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
+            # Off on GPU pools until the node monitoring agent can share one DCGM engine: next to
+            # the CloudWatch add-on's embedded DCGM it has reported AcceleratedHardwareReady=False
+            # on healthy nodes (aws/containers-roadmap#2763, open), one transient DCGM error
+            # latches False until the agent restarts (aws/eks-node-monitoring-agent#266, open), and
+            # repair replaces the node under a running gang. The fix (PR #205, dcgmAddress) is merged
+            # and unreleased: docs/upgrading-and-pins.md "DCGM on GPU nodes".
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=not pool.gpu),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=args.boot_addons,
