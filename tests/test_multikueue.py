@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 
 import pytest
 
@@ -220,9 +221,46 @@ def test_the_manager_learns_the_dns_suffix_from_the_partition():
     assert answer("cn-north-1", {})["dnsSuffix"] == "amazonaws.com.cn"
     assert answer("us-east-1", {})["dnsSuffix"] == "amazonaws.com"
     worker = {"name": "w", "cluster": "gpu-training-w", "region": "cn-northwest-1", "dnsSuffix": "amazonaws.com.cn"}
-    cronjob = rotation_manifests(image="i", system_pool="system", workers=[worker])[-1]
+    cronjob = rotation_manifests(system_pool="system", workers=[worker])[-1]
     env = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert json.loads(env[0]["value"]) == [worker]
+
+
+def test_the_token_is_renewed_by_a_small_image_often_enough_and_a_stale_one_alarms(plan_of, monkeypatch, capsys):
+    from components.workload.multikueue import (
+        RENEWED_METRIC, ROTATION_DEADLINE_SECONDS, ROTATION_IMAGE, TOKEN_ALARM_PERIOD_SECONDS, renewed_filter_pattern)
+    plan = plan_of("prod")
+    (cronjob,) = [m for m in kinds(plan, "CronJob") if m["metadata"]["name"] == "multikueue-token-rotation"]
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    trainer_images = {c["image"] for j in kinds(plan, "JobSet")
+                      for c in j["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]}
+    assert container["image"] == ROTATION_IMAGE and container["image"] not in trainer_images
+    assert "@sha256:" in ROTATION_IMAGE
+    # EKS accepts a token 15 minutes: a run every 10, each done (cold pull included) within 5.
+    assert cronjob["spec"]["schedule"] == "*/10 * * * *" and ROTATION_DEADLINE_SECONDS <= 5 * 60
+    assert cronjob["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == ROTATION_DEADLINE_SECONDS
+    # One alarm per worker, on the renewals the script logs, missing data breaching.
+    alarms = {a["inputs"]["dimensions"]["Worker"]: a["inputs"] for a in plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
+              if a["inputs"].get("metricName") == RENEWED_METRIC}
+    assert set(alarms) == set(WORKERS)
+    assert all(a["treatMissingData"] == "breaching" and a["period"] == TOKEN_ALARM_PERIOD_SECONDS <= 15 * 60
+               for a in alarms.values())
+    (renewals,) = [f["inputs"] for f in plan.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
+                   if f["inputs"]["metricTransformation"]["name"] == RENEWED_METRIC]
+    assert renewals["pattern"] == renewed_filter_pattern() and renewals["logGroupName"].endswith("/application")
+    # The line the script prints is the one the filter matches (Fluent Bit puts it under log_processed).
+    monkeypatch.setenv("WORKERS", json.dumps([{"name": "prod-usw2", "cluster": "c", "region": "us-west-2", "dnsSuffix": "x"}]))
+    monkeypatch.setattr(script, "pod_identity_credentials", lambda: {})
+    monkeypatch.setattr(script, "signed_get", lambda *a, **k: {"cluster": {"endpoint": "https://e",
+                                                                          "certificateAuthority": {"data": "Q0E="}}})
+    monkeypatch.setattr(script, "presigned_token", lambda *a, **k: "k8s-aws-v1.t")
+    monkeypatch.setattr(script, "write_secret", lambda *a, **k: None)
+    assert script.main() == 0
+    event = {"log_processed": json.loads(capsys.readouterr().out.strip())}
+    field, value = re.fullmatch(r'\{ \$\.(\S+) = "(.+)" \}', renewed_filter_pattern()).groups()
+    parts = field.split(".")
+    assert event[parts[0]][parts[1]] == value
+    assert event["log_processed"]["worker"] == "prod-usw2"  # the dimension's field
 
 
 def test_the_rotation_only_patches_the_secret_pulumi_created():

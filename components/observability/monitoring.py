@@ -220,6 +220,8 @@ class ObservabilityArgs:
 
 class Observability(pulumi.ComponentResource):
     topic: aws.sns.Topic
+    application_log_group: aws.cloudwatch.LogGroup
+    """Container Insights' application logs: every container's stdout (and the metric filters on it)."""
     dashboard: aws.cloudwatch.Dashboard
     dashboard_url: str
 
@@ -257,9 +259,10 @@ class Observability(pulumi.ComponentResource):
                 role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*log_groups, *args.depends_on]),
         )
+        self.application_log_group = log_groups[LOG_GROUPS.index("application")]
         self.topic = self._create_topic()
         alarms = self._create_alarms()
-        create_metric_filters(name, log_group=log_groups[LOG_GROUPS.index("application")], name_prefix=args.name_prefix,
+        create_metric_filters(name, log_group=self.application_log_group, name_prefix=args.name_prefix,
                               metrics_namespace=metrics_namespace(args.cluster_name), parent=self)
         alarms += self._create_job_alarms()
         self._create_dashboard(alarms)

@@ -61,9 +61,26 @@ KUEUE_NAMESPACE = "kueue-system"
 ROTATION = "multikueue-token-rotation"
 SCRIPT = Path(__file__).with_name("multikueue_token_script.py")
 SCRIPT_DIR = "/opt/multikueue"
-# EKS accepts a token for 15 minutes (aws-iam-authenticator README): renewed every 5, two runs may fail.
-ROTATION_SCHEDULE = "*/5 * * * *"
-ROTATION_DEADLINE_SECONDS = 120
+# EKS accepts a token for 15 minutes (aws-iam-authenticator README). Renewed every 10: one failed
+# run leaves 5 minutes without a valid token, well inside the 15 Kueue waits before it takes a
+# worker for lost and dispatches its jobs again (v1beta2 MultiKueue.WorkerLostTimeout default).
+# Each renewal is a full reconnect to the worker (multikueuecluster.go updateConfigAndRefreshWatchers):
+# every 10 minutes, half the reconnects of every 5.
+ROTATION_SCHEDULE = "*/10 * * * *"
+# A small image, so a cold pull on a fresh system node fits the deadline with the run: the Docker
+# Official Image python:3.13-slim (Debian with CPython 3.13 and CA certificates, ~45 MB; the script
+# needs the standard library only), pinned by its index digest of 2026-08-23 as a public Dockerfile
+# pins it (found offline, not resolved here: re-pin with `docker buildx imagetools inspect
+# public.ecr.aws/docker/library/python:3.13-slim`). The trainer image, several GB, took longer to
+# pull than the old 120 s deadline. From ECR Public: no Docker Hub pull limit.
+ROTATION_IMAGE = ("public.ecr.aws/docker/library/python:3.13-slim@sha256:"
+                  "ffb752e139c0a19692a43af8d8523b274222dd68eebad5d583b45c2201c6e30a")
+ROTATION_DEADLINE_SECONDS = 300
+# The script logs one JSON line per renewed worker; an alarm per worker fires when a 15-minute
+# window (a token's lifetime) holds none. Every aligned 15-minute window holds a */10 run.
+RENEWED_EVENT = "kubeconfig_renewed"
+RENEWED_METRIC = "MultiKueueKubeconfigRenewed"
+TOKEN_ALARM_PERIOD_SECONDS = 900
 # The manager's ceilings per GPU for what a GPU pod brings along: a p5.48xlarge's 192 vCPUs, 2 TiB
 # and 32 EFA devices over 8 GPUs (components/facts/instances.py). The workers' own quotas decide.
 CPU_PER_GPU, MEMORY_GIB_PER_GPU, EFA_PER_GPU = 24, 256, 4
@@ -216,7 +233,7 @@ def kubeconfig_secrets(workers: Sequence[str]) -> list[dict[str, Any]]:
                           "labels": {"app.kubernetes.io/managed-by": ROTATION}}} for worker in workers]
 
 
-def rotation_manifests(*, image: str, system_pool: str, workers: list[dict[str, str]]) -> list[dict[str, Any]]:
+def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image: str = ROTATION_IMAGE) -> list[dict[str, Any]]:
     """ServiceAccount, Role (only the workers' Secrets, by name), RoleBinding, ConfigMap, CronJob.
     `workers`: {name, cluster, region, dnsSuffix} each (the token script's WORKERS)."""
     meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
@@ -269,8 +286,6 @@ class MultiKueueManagerArgs:
     """The Kueue cohort of the any-region ClusterQueue (the environment's queues share it)."""
     training_namespace: str
     """The one namespace whose jobs may use the queue (the environment's own; teams have theirs)."""
-    image: str
-    """The image of the kubeconfig rotation CronJob (it runs multikueue_token_script.py)."""
     system_pool: str
     """The node pool the rotation CronJob runs on."""
     cluster_name: pulumi.Input[str]
@@ -289,6 +304,14 @@ class MultiKueueManagerArgs:
     """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
     depends_on: Sequence[pulumi.Resource]
     """What must exist before the Kubernetes objects: Kueue (its CRDs) and the training namespace."""
+    application_log_group: pulumi.Input[str]
+    """The cluster's Container Insights application log group: the rotation's renewal lines land there."""
+    metrics_namespace: str
+    """Where the renewal metric is published (the stack's log metric filters' namespace)."""
+    name_prefix: str
+    """The stack's name prefix: the metric filter's and the alarms' names."""
+    alert_topic_arn: pulumi.Input[str]
+    """The SNS topic a stale token alarms."""
 
 
 class MultiKueueManager(pulumi.ComponentResource):
@@ -308,7 +331,7 @@ class MultiKueueManager(pulumi.ComponentResource):
         def manifests(dns_suffix: str) -> list[dict[str, Any]]:
             workers = [{"name": w.stack, "cluster": cluster, "region": w.region, "dnsSuffix": dns_suffix}
                        for w, (cluster, _) in zip(args.config.workers, clusters, strict=True)]
-            return rotation_manifests(image=args.image, system_pool=args.system_pool, workers=workers)
+            return rotation_manifests(system_pool=args.system_pool, workers=workers)
 
         # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only the
         # CronJob waits for it; the ServiceAccount, Role, RoleBinding and ConfigMap do not read it.
@@ -328,7 +351,38 @@ class MultiKueueManager(pulumi.ComponentResource):
                              spec=cronjob_spec, opts=in_cluster)
         for manifest in manager_manifests(args.config, cohort=args.cohort, training_namespace=args.training_namespace):
             custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
+        self._create_token_alarms(name, args, aws_child)
         self.register_outputs({})
+
+    @staticmethod
+    def _create_token_alarms(name: str, args: MultiKueueManagerArgs, opts: pulumi.ResourceOptions) -> None:
+        """A worker whose token was not renewed for a token's lifetime is about to be lost to Kueue."""
+        renewed = aws.cloudwatch.LogMetricFilter(
+            f"{name}-kubeconfig-renewed", name=f"{args.name_prefix}-multikueue-kubeconfig-renewed",
+            log_group_name=args.application_log_group, pattern=renewed_filter_pattern(),
+            metric_transformation=aws.cloudwatch.LogMetricFilterMetricTransformationArgs(
+                name=RENEWED_METRIC, namespace=args.metrics_namespace, value="1",
+                dimensions={"Worker": "$.log_processed.worker"}),
+            opts=opts)
+        for worker in args.config.workers:
+            aws.cloudwatch.MetricAlarm(
+                f"{name}-token-{worker.stack}", name=f"{args.name_prefix}-multikueue-token-{worker.stack}",
+                alarm_description=(f"MultiKueue: no new token for worker {worker.stack} in 15 minutes: its token expires and "
+                                   "Kueue loses the worker (15 more minutes, then its jobs are dispatched again). "
+                                   f"kubectl -n {KUEUE_NAMESPACE} get jobs,pods -l app.kubernetes.io/name={ROTATION}"),
+                namespace=args.metrics_namespace, metric_name=RENEWED_METRIC, dimensions={"Worker": worker.stack},
+                statistic="Sum", period=TOKEN_ALARM_PERIOD_SECONDS, evaluation_periods=1, comparison_operator="LessThanThreshold",
+                threshold=1,
+                # No renewal line at all is the failure itself.
+                treat_missing_data="breaching",
+                alarm_actions=[args.alert_topic_arn], ok_actions=[args.alert_topic_arn],
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[renewed])))
+
+
+def renewed_filter_pattern() -> str:
+    """The metric filter's pattern: the token script's renewal line, as Fluent Bit parses it
+    (observability/training_metrics.py: the JSON line under `log_processed`)."""
+    return f'{{ $.log_processed.event = "{RENEWED_EVENT}" }}'
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,10 @@ def main() -> int:
             write_secret(f"{worker['name']}-kubeconfig", kubeconfig(
                 name=worker["name"], endpoint=cluster["endpoint"],
                 ca_data=cluster["certificateAuthority"]["data"], token=token))
-            print(f"{worker['name']}: token renewed for {worker['cluster']} ({worker['region']})")
+            # One JSON line per renewal: a metric filter counts them, and an alarm fires on a
+            # worker without one for a token's lifetime (components/workload/multikueue.py).
+            print(json.dumps({"event": "kubeconfig_renewed", "worker": worker["name"], "cluster": worker["cluster"],
+                              "region": worker["region"]}), flush=True)
         except (OSError, KeyError, ValueError) as error:  # one worker's failure must not stop the others
             failed += 1
             print(f"{worker['name']}: not renewed: {type(error).__name__}: {error}", file=sys.stderr)
