@@ -228,7 +228,12 @@ def test_the_manager_learns_the_dns_suffix_from_the_partition():
 
 def test_the_token_is_renewed_by_a_small_image_often_enough_and_a_stale_one_alarms(plan_of, monkeypatch, capsys):
     from components.workload.multikueue import (
-        RENEWED_METRIC, ROTATION_DEADLINE_SECONDS, ROTATION_IMAGE, TOKEN_ALARM_PERIOD_SECONDS, renewed_filter_pattern)
+        RENEWED_METRIC,
+        ROTATION_DEADLINE_SECONDS,
+        ROTATION_IMAGE,
+        TOKEN_ALARM_PERIOD_SECONDS,
+        renewed_filter_pattern,
+    )
     plan = plan_of("prod")
     (cronjob,) = [m for m in kinds(plan, "CronJob") if m["metadata"]["name"] == "multikueue-token-rotation"]
     (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
