@@ -102,8 +102,31 @@ def run_verify(prod_outputs, scenario: Scenario, tmp_path: Path, *extra: str, gp
             code = main(["--stack", "prod", "--outputs", str(outputs_file), "--kubeconfig", str(kubeconfig),
                          "--job", sc.JOB, "--json", *extra], now=now,
                         cloudwatch=lambda: boto3.client("cloudwatch", region_name=outputs["region"]),
-                        ec2=lambda: boto3.client("ec2", region_name=outputs["region"]))
+                        ec2=lambda: boto3.client("ec2", region_name=outputs["region"]),
+                        service_quotas=lambda: FakeServiceQuotas(ENOUGH_QUOTAS))
     return code, json.loads(out.getvalue()), fake
+
+
+# prod's pools at size.max: the p5 reservation (2 x 192 vCPUs on-demand P), gpu-spot (4 x 192 G spot),
+# the system pool (6 x 8 standard on-demand); an account with room for all of them.
+ENOUGH_QUOTAS = {"Running On-Demand P instances": 384, "All G and VT Spot Instance Requests": 768,
+                 "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances": 1152}
+
+
+class FakeServiceQuotas:
+    """Service Quotas' two listings (ListAWSDefaultServiceQuotas, ListServiceQuotas), one page each."""
+
+    def __init__(self, applied: dict[str, float], defaults: dict[str, float] | None = None):
+        self.pages = {"list_aws_default_service_quotas": defaults or {}, "list_service_quotas": applied}
+
+    def get_paginator(self, operation: str):
+        quotas = self.pages[operation]
+
+        class Pages:
+            def paginate(self, ServiceCode: str):  # noqa: N803 (boto3's parameter name)
+                assert ServiceCode == "ec2"
+                return [{"Quotas": [{"QuotaName": n, "Value": v} for n, v in quotas.items()]}]
+        return Pages()
 
 
 def by_status(report: dict[str, Any], status: str) -> list[str]:
@@ -122,6 +145,7 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
     assert set(by_status(report, "pass")) == {
         "cluster.nodes", "cluster.gpu-devices", "cluster.controllers", "cluster.training-secret",
         "cluster.hugepages", "cluster.pod-ips", "cluster.lustre-client", "cluster.dashboard", "ci.runner-tags",
+        "aws.ec2-vcpu-quotas",
         "multikueue.workers", "multikueue.probe",
         f"job.{sc.JOB}.admitted", f"job.{sc.JOB}.pods", f"job.{sc.JOB}.progress", f"job.{sc.JOB}.loss-metric",
         f"job.{sc.JOB}.checkpoints",
@@ -304,7 +328,7 @@ BROKEN = [
     ("loss-not-falling", _flat_loss, 93.0, f"job.{sc.JOB}.progress", "not learning", "grep '\"event\":\"step\"'",
      ()),
     ("no-checkpoint-in-two-periods", _no_checkpoint, 93.0, f"job.{sc.JOB}.checkpoints", "shared file system",
-     "ls -l /workspace/checkpoints/" + sc.JOB, ()),
+     "ls -l \"$TRAIN_CHECKPOINT_DIR\"", ()),
     ("gpu-at-5-percent", None, 5.0, f"job.{sc.JOB}.gpu-utilisation", "data-loading bottleneck",
      "aws cloudwatch get-metric-statistics", ()),
     ("device-plugin-missing-on-a-node", _device_plugin_missing, 93.0, "cluster.gpu-devices",

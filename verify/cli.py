@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from components.config.stack_file import REPO_ROOT, STACK_NAME, missing_stack_fix
-from verify.report import CheckResult, exit_code, render_json, render_text
+from verify.report import CheckResult, exit_code, render_json, render_text, skipped
 from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_outputs
 
 EXIT_USAGE = 2
@@ -100,8 +100,9 @@ def _usage_problems(args: argparse.Namespace, outputs: StackOutputs) -> list[str
     return problems
 
 
-def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch: Any = None, ec2: Any = None) -> int:
-    """`now`, `cloudwatch` and `ec2` (client factories) exist for the offline tests."""
+def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch: Any = None, ec2: Any = None,
+         service_quotas: Any = None) -> int:
+    """`now`, `cloudwatch`, `ec2` and `service_quotas` (client factories) exist for the offline tests."""
     args = build_parser().parse_args(argv)
     try:
         _check_stack_name(args.stack)
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None, *, now: float | None = None, cloudwatch:
         problems = _usage_problems(args, outputs)
         if problems:
             raise UsageError("; ".join(problems))
-        results = run_checks(args, outputs, now=time.time() if now is None else now, cloudwatch=cloudwatch, ec2=ec2)
+        results = run_checks(args, outputs, now=time.time() if now is None else now, cloudwatch=cloudwatch, ec2=ec2,
+                             service_quotas=service_quotas)
     except UsageError as e:
         sys.stderr.write(f"verify: error: {e}\n")
         return EXIT_USAGE
@@ -143,7 +145,7 @@ def _check_outputs_are_the_stacks(stack: str, data: dict[str, Any], outputs_file
 
 
 def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, cloudwatch: Any,
-               ec2: Any = None) -> list[CheckResult]:
+               ec2: Any = None, service_quotas: Any = None) -> list[CheckResult]:
     from verify import kube
 
     try:
@@ -158,7 +160,7 @@ def run_checks(args: argparse.Namespace, outputs: StackOutputs, *, now: float, c
     except kube.ClusterUnreachableError as e:
         raise UsageError(f"no cluster reachable: {e}") from e
     try:
-        return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch, ec2=ec2)
+        return _run(args, outputs, cluster, now=now, cloudwatch=cloudwatch, ec2=ec2, service_quotas=service_quotas)
     except kube.ClusterUnreachableError as e:
         raise UsageError(f"lost the cluster during the checks: {e}") from e
 
@@ -188,8 +190,28 @@ def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[
                                     outputs.probe_image, now=now)]
 
 
+def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> CheckResult:
+    """The account's EC2 vCPU quotas against the stack's pools at size.max (verify/ec2_quotas.py);
+    the pools as the stack file states them (a team stack has none of its own)."""
+    from components.config import StackConfig
+    from offline.plan import planned_config
+    from verify import ec2_quotas
+
+    config = planned_config(stack)
+    if not isinstance(config, StackConfig):
+        return skipped(ec2_quotas.CHECK, "a team stack launches no nodes of its own")
+
+    def make_client():
+        import boto3
+
+        return boto3.client("service-quotas", region_name=outputs.region)
+
+    return ec2_quotas.check_quotas(config.node_pools, lambda: ec2_quotas.applied_quotas((service_quotas or make_client)()),
+                                   outputs.region)
+
+
 def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any,
-         ec2: Any) -> list[CheckResult]:
+         ec2: Any, service_quotas: Any = None) -> list[CheckResult]:
     from verify import checks
 
     def make_cloudwatch():
@@ -199,7 +221,8 @@ def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: 
 
     ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
                          now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
-    results = [*checks.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2)]
+    results = [*checks.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2),
+               _quota_check(args.stack, outputs, service_quotas)]
     if outputs.multikueue_role == "manager":
         results += _multikueue_checks(cluster, outputs, now)
     for job in args.job:
