@@ -172,7 +172,7 @@ class SecurityGroups(pulumi.ComponentResource):
             nccl = fabric.nccl_port_range
             self._ingress("socket-fabric-nccl", self.socket_fabric, protocol="tcp", ports=(nccl.first, nccl.last),
                           source=self.socket_fabric,
-                          description="NCCL/gloo ports pinned by the pods' net.ipv4.ip_local_port_range")
+                          description="NCCL/gloo ports pinned by the pods net.ipv4.ip_local_port_range")
 
     def _create_api_peer_rules(self) -> None:
         """EKS User Guide, "Accessing a private only API server": from a connected network, the
@@ -181,7 +181,7 @@ class SecurityGroups(pulumi.ComponentResource):
             network = ipaddress.IPv4Network(cidr)
             self._ingress(f"control-plane-from-peer-{network.network_address}-{network.prefixlen}", self.control_plane,
                           protocol="tcp", ports=(HTTPS_PORT, HTTPS_PORT), cidr=cidr,
-                          description=f"Kubernetes API from the MultiKueue manager's VPC {cidr} (peering)")
+                          description=f"Kubernetes API from the VPC of the MultiKueue manager {cidr} (peering)")
 
     def _create_service_rules(self) -> None:
         self._ingress("efs-from-nodes", self.efs, protocol="tcp", ports=(NFS_PORT, NFS_PORT), source=self.nodes,
@@ -201,9 +201,9 @@ class SecurityGroups(pulumi.ComponentResource):
             self._ingress(f"lustre-from-nodes-{first}", lustre, protocol="tcp", ports=ports, source=nodes,
                           description="Lustre LNET from EKS nodes")
             self._ingress(f"lustre-from-self-{first}", lustre, protocol="tcp", ports=ports, source=lustre,
-                          description="Lustre LNET between the file system's servers")
+                          description="Lustre LNET between the servers of the file system")
             self._egress(f"lustre-to-self-{first}", lustre, protocol="tcp", ports=ports, destination=lustre,
-                         description="Lustre LNET between the file system's servers")
+                         description="Lustre LNET between the servers of the file system")
             self._egress(f"lustre-to-nodes-{first}", lustre, protocol="tcp", ports=ports, destination=nodes,
                          description="Lustre LNET to the EKS nodes (clients)")
             self._ingress(f"nodes-from-lustre-{first}", nodes, protocol="tcp", ports=ports, source=lustre,
