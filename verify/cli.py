@@ -212,7 +212,7 @@ def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> Chec
 
 def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any,
          ec2: Any, service_quotas: Any = None) -> list[CheckResult]:
-    from verify import checks
+    from verify import checks, suites
 
     def make_cloudwatch():
         import boto3
@@ -221,12 +221,12 @@ def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: 
 
     ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
                          now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
-    results = [*checks.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2),
+    results = [*suites.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2),
                _quota_check(args.stack, outputs, service_quotas)]
     if outputs.multikueue_role == "manager":
         results += _multikueue_checks(cluster, outputs, now)
     for job in args.job:
-        results += checks.job_checks(ctx, outputs.jobs[job])
+        results += suites.job_checks(ctx, outputs.jobs[job])
     if args.nccl:
         from verify import nccl_job
 
