@@ -102,9 +102,9 @@ plans: $(BYTECODE)
 plan-diff: $(BYTECODE)
 	scripts/plan-diff $(BASE)
 
-## what a stack costs (docs/cost.md): make cost STACK=prod [ARGS="--nat-gb 500"]
+## what a stack costs (docs/cost.md): make cost STACK=prod [ARGS="--nat-gb 500"]; every region of an environment: make cost ENVIRONMENT=prod
 cost: $(BYTECODE)
-	$(PY) scripts/cost.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK) $(ARGS)
+	$(if $(ENVIRONMENT),$(PY) scripts/cost.py --environment $(ENVIRONMENT) $(ARGS),$(PY) scripts/cost.py $(if $(filter bootstrap,$(STACK)),--project bootstrap) --stack $(STACK) $(ARGS))
 
 ## ruff, basedpyright, the generated config docs, shellcheck, actionlint, hadolint
 lint: $(VENV)/.dev $(POLICY_VENV)/.installed

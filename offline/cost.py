@@ -291,8 +291,9 @@ def environment_costs(environment: str, *, on: date, usage: Usage, dataset_gb: f
                      f"{_usd(gb * price.usd, 0)}/month ({price.source})")
     if len(set(regions.values())) < 2:
         lines.append("  cross-region transfer: none (one region)")
-    lines.append(f"  total: {_usd(fixed + usage_total + transfer, 0)}/month + GPU pools {_usd(at_min)}/h at min, "
-                 f"{_usd(at_max)}/h at max")
+    monthly = fixed + usage_total + transfer
+    lines.append(f"  total: {_usd(monthly, 0)}/month + GPU pools {_usd(at_min)}/h at min, {_usd(at_max)}/h at max; "
+                 f"an idle month (every GPU pool at min) {_usd(monthly + at_min * HOURS_PER_MONTH, 0)}")
     if unpriced:
         lines.append("  not priced, so in no figure above: " + "; ".join(unpriced))
     return "\n".join(lines)

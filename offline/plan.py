@@ -79,6 +79,7 @@ from components.workload.worker_tenant import worker_cluster_provider_name  # no
 from offline.architecture import mermaid  # noqa: E402
 from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
 from offline.mock_shortcuts import no_source_positions  # noqa: E402
+from offline.pool_summary import pool_lines  # noqa: E402
 
 REDACTED = "[secret]"
 # The marker Pulumi's RPC layer puts on secret values (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -721,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser.prog, f"cannot write {path_for_message(out_dir)}: {error.strerror or error}")
             failed = True
             continue
-        say(f"{summary(plan, out_dir)}\n  {cost_line(plan.resources)}")
+        say("\n  ".join([summary(plan, out_dir), cost_line(plan.resources), *pool_lines(plan.resources)]))
         if plan.placeholders and not os.environ.get(QUIET_PLACEHOLDERS):  # one block per stack, after its summary
             print(offline_report(stack, plan.placeholders), file=sys.stderr, flush=True)
     return 2 if failed else 0

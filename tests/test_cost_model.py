@@ -43,8 +43,9 @@ EXPECTED_FIXED = {
         "KMS keys": 8 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs, Lustre
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         # gpu-idle, gpu-memory-full, node-failed, efa-rx-dropped, training-pod-unschedulable,
-        # and the planned job pretrain-p5's three: no-step, no-checkpoint, loss-not-finite
-        "CloudWatch alarms": (5 + 3) * 0.10,
+        # the planned job pretrain-p5's three: no-step, no-checkpoint, loss-not-finite, and one
+        # MultiKueue token alarm per worker (prod-usw2, prod-use2)
+        "CloudWatch alarms": (5 + 3 + 2) * 0.10,
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
         "FSx for Lustre": 26400 * 0.145,                             # storage.lustre: 26400 GiB at 125 MB/s/TiB: 3828.00
     },
@@ -92,7 +93,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 5090.31  # 26400 GiB of Lustre, 8 alarms at $0.10
+    assert round(cost.fixed_monthly_usd, 2) == 5090.51  # 26400 GiB of Lustre, 10 alarms at $0.10
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -496,9 +497,9 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     lines = [line.strip() for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
-        "$4.94/h at max (us-east-1 list prices of 2026-11-30)",
-        "cost: $5,090/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
-        "$175.43/h at max (us-east-1 list prices of 2026-11-30)",
+        "$4.94/h at max; an idle month $565 (us-east-1 list prices of 2026-11-30)",
+        "cost: $5,091/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
+        "$175.43/h at max; an idle month $85,708 (us-east-1 list prices of 2026-11-30)",
     ]
 
 

@@ -173,8 +173,9 @@ class StackCost:
         line = (f"cost: {money(self.fixed_monthly_usd)}/month fixed + {money(self.usage_monthly_usd)}/month usage at "
                 f"stated volumes")
         if self.gpu_pools:
+            idle = self.fixed_monthly_usd + self.usage_monthly_usd + self.gpu_hourly_at_min_usd * HOURS_PER_MONTH
             line += (f"; GPU pools ${self.gpu_hourly_at_min_usd:,.2f}/h at min, "
-                     f"${self.gpu_hourly_at_max_usd:,.2f}/h at max")
+                     f"${self.gpu_hourly_at_max_usd:,.2f}/h at max; an idle month {money(idle)}")
         line += f" ({self.region or 'no region'} list prices of {self.priced_on})"
         if self.unpriced:
             line += f"; not priced: {', '.join(self.unpriced)}"
