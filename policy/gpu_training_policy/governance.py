@@ -17,10 +17,13 @@ from pulumi_policy import (
 )
 
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
+from gpu_training_policy.evaluator import allows_outside, plain
+from gpu_training_policy.reach import LISTED_PREFIX, generic_of, outside_of, owns_role_name
 from gpu_training_policy.resources import (
     COST_TAGS,
     TEAM_TAG,
     Report,
+    Stack,
     as_list,
     describe,
     get,
@@ -306,6 +309,13 @@ team_stack_scope = ResourceValidationPolicy(
 
 # --- team-iam-scope ---------------------------------------------------------------------------
 
+# Resource-based policies a team stack may write: each applies to its own resource only.
+RESOURCE_POLICY_FIELDS = {
+    "aws:s3/bucketPolicy:BucketPolicy": "policy",
+    "aws:kms/key:Key": "policy",
+    "aws:secretsmanager/secret:Secret": "policy",
+    "aws:secretsmanager/secretPolicy:SecretPolicy": "policy",
+}
 IAM_DOCUMENT_FIELDS = {
     "aws:iam/rolePolicy:RolePolicy": "policy",
     "aws:iam/policy:Policy": "policy",
@@ -327,34 +337,35 @@ MANAGED_POLICY_ATTACHMENTS = {
 }
 # Services whose permissions administer identity or the account: never a team's.
 ADMIN_SERVICES = ("iam", "sts", "organizations", "account")
-READ_ONLY_S3 = re.compile(r"^s3:(Get|List|Head)")
-S3_ARN = re.compile(r"^arn:aws[a-z-]*:s3:::(?P<bucket>[^/]+)(?:/(?P<key>.*))?$")
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[^:]*:[^:]*:secret:(?P<name>.+)$")
 
 
-def _allow_problems(statement: Mapping[str, Any], stack: Any) -> list[str]:
-    """Why an Allow statement of a team role reaches beyond the team."""
+def _allow_problems(statement: Mapping[str, Any]) -> list[str]:
+    """Why an Allow statement of a team role is too wide whatever it names (what it reaches is
+    evaluated per document: _outside_problems)."""
     actions = [str(a) for a in as_list(statement.get("Action"))]
     resources = [str(r) for r in as_list(statement.get("Resource"))]
     problems = []
     for action in actions:
-        service, _, verb = action.partition(":")
+        service, _, verb = action.lower().partition(":")
         if action == "*" or verb == "*":
             problems.append(f"grants every action of {service if verb else 'every service'} ({action})")
         elif service in ADMIN_SERVICES:
             problems.append(f"grants {action}, which administers identity")
     if "*" in resources or statement.get("NotResource") is not None:
         problems.append("applies to every resource (Resource \"*\" or NotResource)")
-    writes = [a for a in actions if a.startswith("s3:") and not READ_ONLY_S3.match(a)]
-    for resource in resources:
-        if (match := S3_ARN.match(resource)) and writes:
-            key = match["key"]
-            if key is None or not key.startswith(stack.team_object_prefix):
-                problems.append(f"lets the team write ({', '.join(writes)}) to {resource}, outside "
-                                f"{stack.team_object_prefix}")
-        if (match := SECRET_ARN.match(resource)) and not match["name"].startswith(stack.team_secret_prefix):
-            problems.append(f"reaches the secret {resource}, outside {stack.team_secret_prefix}")
     return problems
+
+
+def _outside_problems(document: Any, stack: Stack, *, attached: bool) -> list[str]:
+    """What a document allows outside the team's tenancy, asked of the IAM evaluator (reach.py says
+    what the tenancy is). `attached`: a key's, secret's or bucket's own policy, whose `*` is that
+    resource."""
+    parsed = plain(json_document(document))
+    if not isinstance(parsed, Mapping):
+        return []
+    found = allows_outside(parsed, outside_of(stack), generic_of(stack), {"s3:prefix": LISTED_PREFIX},
+                           star_is_self=attached)
+    return [f"allows {action} on {arn}, outside team {stack.team}'s tenancy" for action, arn in found]
 
 
 def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
@@ -365,21 +376,26 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
     documents = [get(args.props, field)] if (field := IAM_DOCUMENT_FIELDS.get(args.resource_type)) else []
     if args.resource_type == ROLE:  # a role's inline_policies are policies of their own, as RolePolicy's
         documents += [get(inline, "policy") for inline in as_list(get(args.props, "inlinePolicies"))]
+    scope = (f"A team's roles reach only its own prefixes ({stack.team_object_prefix}, {stack.team_secret_prefix}), "
+             f"roles ({stack.team_name_prefix}<word>) and shared data read-only.")
     for document in documents:
         for statement in statements(json_document(document)):
             if statement.get("Effect") == "Allow":
-                for problem in _allow_problems(statement, stack):
-                    report(f"{what} {problem}. A team's roles reach only its own prefixes "
-                           f"({stack.team_object_prefix}, {stack.team_secret_prefix}) and shared data read-only.")
+                for problem in _allow_problems(statement):
+                    report(f"{what} {problem}. {scope}")
+    attached_documents = [get(args.props, field)] if (field := RESOURCE_POLICY_FIELDS.get(args.resource_type)) else []
+    for document, attached in [*((d, False) for d in documents), *((d, True) for d in attached_documents)]:
+        for problem in _outside_problems(document, stack, attached=attached):
+            report(f"{what} {problem}. {scope}")
     attached = as_list(get(args.props, arn_field)) if (arn_field := MANAGED_POLICY_ATTACHMENTS.get(args.resource_type)) else []
     if attached:
         report(f"{what} attaches managed policies ({', '.join(map(str, attached))}), which are not scoped to the team. "
                "Write the permissions inline (aws.iam.RolePolicy).")
     if args.resource_type == ROLE:
         name = get(args.props, "name")
-        if isinstance(name, str) and name.startswith(f"{stack.project}-") and not name.startswith(stack.team_name_prefix):
-            report(f"{what} takes the name {name} in the project's namespace; a team's role names start with "
-                   f"{stack.team_name_prefix}.")
+        if isinstance(name, str) and name.startswith(f"{stack.project}-") and not owns_role_name(stack, name):
+            report(f"{what} takes the name {name} in the project's namespace; a team's role names are "
+                   f"{stack.team_name_prefix}<one word> (with a hyphen, a longer team's).")
         for statement in statements(json_document(get(args.props, "assumeRolePolicy"))):
             principal = statement.get("Principal")
             aws_principals = ([str(p) for p in as_list(principal.get("AWS"))] if isinstance(principal, Mapping)
@@ -395,9 +411,10 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
 
 team_iam_scope = ResourceValidationPolicy(
     name="team-iam-scope",
-    description="In team stacks, IAM reaches only the team's prefixes: no wildcards or identity administration, "
-                "S3 writes only under teams/<team>/, secrets only under <project>/<env>/teams/<team>/, role names "
-                "under <project>-<env>-team-<team>-.",
+    description="In team stacks, IAM reaches only the team's tenancy, as an IAM evaluator answers it for identity "
+                "and resource policies: no wildcards or identity administration, objects only under teams/<team>/ of "
+                "the environment's buckets (its datasets read-only), secrets only under "
+                "<project>/<env>/teams/<team>/, role names <project>-<env>-team-<team>-<one word>.",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_iam_scope)
 
 
