@@ -91,6 +91,15 @@ def test_a_secret_store_assuming_the_reader_of_a_team_whose_name_extends_this_on
     assert refused(store)
 
 
+def test_a_bucket_policy_is_evaluated_too():
+    """A resource policy of a team stack (here on the platform's artifacts bucket, which other
+    policies refuse as well) is asked the same question as an identity policy."""
+    policy = resource("aws:s3/bucketPolicy:BucketPolicy", "bypass-bucket-policy", {"bucket": ARTIFACTS, "policy": document({
+        "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:role/x"}, "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{ARTIFACTS}/teams/nlp/*"})}, stack=TEAM)
+    assert "team-iam-scope" in refused(policy)
+
+
 def test_the_team_plan_itself_passes():
     violations = run_pack(plan_records(TEAM), POLICIES)
     assert not [v for v in violations if v.level == "mandatory"]
