@@ -17,8 +17,8 @@ from pulumi_policy import (
 )
 
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
-from gpu_training_policy.evaluator import allows_outside, plain
-from gpu_training_policy.reach import LISTED_PREFIX, generic_of, outside_of, owns_role_name
+from gpu_training_policy.evaluator import allows_outside, evaluate, plain
+from gpu_training_policy.reach import LISTED_PREFIX, OTHER_TEAM, generic_of, outside_of, owns_role_name
 from gpu_training_policy.resources import (
     COST_TAGS,
     TEAM_TAG,
@@ -368,6 +368,35 @@ def _outside_problems(document: Any, stack: Stack, *, attached: bool) -> list[st
     return [f"allows {action} on {arn}, outside team {stack.team}'s tenancy" for action, arn in found]
 
 
+POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
+# The session tag EKS Pod Identity sets to the pod's namespace (EKS User Guide, "Pod Identity").
+NAMESPACE_TAG = "aws:RequestTag/kubernetes-namespace"
+
+
+def _pod_trust_problem(document: Any, stack: Stack) -> str | None:
+    """Whether a team role's trust lets Pod Identity hand it to a pod of another namespace (another
+    team's): the evaluator asks sts:AssumeRole with that namespace's session tag."""
+    parsed = plain(json_document(document))
+    if not isinstance(parsed, Mapping):
+        return None
+    def by_pods(statement: Mapping[str, Any]) -> bool:
+        principal = statement.get("Principal")
+        return isinstance(principal, Mapping) and POD_IDENTITY_SERVICE in [str(p) for p in as_list(principal.get("Service"))]
+    pods = [s for s in statements(parsed) if by_pods(s) or s.get("Effect") == "Deny"]
+    # The namespaces to ask about: one no document names, and every one the document names (its
+    # wildcards filled), but the team's own.
+    named = [str(v).replace("*", "x").replace("?", "x") for s in pods for block in (s.get("Condition") or {}).values()
+             if isinstance(block, Mapping) for key, values in block.items() if str(key).lower() == NAMESPACE_TAG.lower()
+             for v in as_list(values)]
+    for namespace in dict.fromkeys([f"team-{OTHER_TEAM}", *named]):
+        if namespace == stack.team_namespace:
+            continue
+        for action in ("sts:AssumeRole", "sts:TagSession"):
+            if evaluate({"Statement": pods}, action, "*", {NAMESPACE_TAG: namespace}) == "Allow":
+                return f"lets Pod Identity give it to pods of another namespace ({NAMESPACE_TAG} {namespace})"
+    return None
+
+
 def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
     stack = stack_of(args.urn, args.provider)
     if not stack.is_team or package_of(args.resource_type) != "aws":
@@ -403,6 +432,8 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
             if statement.get("Effect") == "Allow" and any(p == "*" or p.endswith(":root") for p in aws_principals):
                 report(f"{what} trusts {', '.join(aws_principals)}: any principal of the account could assume it. "
                        "Trust the Pod Identity service or one named role.")
+        if problem := _pod_trust_problem(get(args.props, "assumeRolePolicy"), stack):
+            report(f"{what} {problem}. Trust Pod Identity for the team's namespace {stack.team_namespace} only.")
     if args.resource_type == "aws:secretsmanager/secret:Secret":
         name = get(args.props, "name")
         if isinstance(name, str) and not name.startswith(stack.team_secret_prefix):

@@ -91,6 +91,20 @@ def test_a_secret_store_assuming_the_reader_of_a_team_whose_name_extends_this_on
     assert refused(store)
 
 
+@pytest.mark.parametrize("condition", [
+    {"StringEquals": {"aws:RequestTag/eks-cluster-name": "gpu-training-prod"}},          # no namespace at all
+    {"StringLike": {"aws:RequestTag/kubernetes-namespace": "team-*"}},                    # every team's
+    {"StringEquals": {"aws:RequestTag/kubernetes-namespace": ["team-vision", "team-nlp"]}},
+])
+def test_a_role_that_pod_identity_hands_to_another_teams_pods_is_refused(condition):
+    """Trust policies too: Pod Identity tags the session with the pod's namespace; a team role must
+    not be assumable with another team's."""
+    role = resource("aws:iam/role:Role", "bypass-role", {"assumeRolePolicy": document({
+        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": condition})}, stack=TEAM)
+    assert refused(role)
+
+
 def test_a_bucket_policy_is_evaluated_too():
     """A resource policy of a team stack (here on the platform's artifacts bucket, which other
     policies refuse as well) is asked the same question as an identity policy."""
