@@ -275,6 +275,21 @@ def _team_role_binding_problem(props: Any, namespace: str) -> str | None:
     return None
 
 
+def _team_words(stack: Stack) -> str:
+    return re.escape(f"{stack.project}-{stack.environment}-{stack.team}-")
+
+
+# Names a team's CloudWatch objects take, exactly (PutDashboard and PutMetricAlarm replace the
+# object of that name: a prefix would let team `gpu` take the platform's `<project>-<env>-gpu-idle`,
+# team `vision` take `vision-x`'s): its dashboards `<project>-<env>-<team>-<one word>`
+# (components/observability/team_watch.py), its alarms `<project>-<env>-<team>-team-<team>-...`.
+TEAM_NAMED: dict[str, tuple[str, Any]] = {
+    "aws:cloudwatch/dashboard:Dashboard": ("dashboardName", lambda stack: re.compile(_team_words(stack) + "[a-z0-9]+")),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": ("name", lambda stack: re.compile(
+        _team_words(stack) + re.escape(f"team-{stack.team}-") + ".+")),
+}
+
+
 def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
     stack = stack_of(args.urn, args.provider)
     if not stack.is_team:
@@ -294,6 +309,12 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
         namespace = get(args.props, "namespace")
         if namespace != stack.team_namespace:
             report(f"{what} binds a role into namespace {namespace}; team {stack.team} owns only {stack.team_namespace}.")
+    elif args.resource_type in TEAM_NAMED:
+        field, form = TEAM_NAMED[args.resource_type]
+        name = known(args.props, field)
+        if isinstance(name, str) and not form(stack).fullmatch(name):
+            report(f"{what} is named {name}, not {form(stack).pattern.replace(chr(92), '')}: CloudWatch overwrites "
+                   "an alarm or dashboard of the same name, the platform's or another team's.")
     elif package_of(args.resource_type) == "kubernetes" and not args.resource_type.startswith(NON_OBJECT_KUBERNETES_TYPES):
         problem = _kubernetes_scope_problem(args.resource_type.rsplit(":", 1)[-1], args.props, stack.team_namespace)
         if problem:
@@ -303,7 +324,8 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
 team_stack_scope = ResourceValidationPolicy(
     name="team-stack-scope",
     description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, cluster access, ...), "
-                "bind roles only into their own namespace, and put every Kubernetes object there.",
+                "bind roles only into their own namespace, put every Kubernetes object there, and name their dashboards "
+                "and alarms in the team's own form exactly (never the platform's or a longer team's name).",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
 
 

@@ -245,6 +245,12 @@ FAILING = [
     Case("team-stack-scope", "role bound into another namespace", lambda: plan(resource(
         "aws:eks/podIdentityAssociation:PodIdentityAssociation", "pia", {"namespace": "team-nlp", "serviceAccount": "trainer"},
         stack="team-vision-prod"), stack="team-vision-prod"), "team vision owns only team-vision"),
+    Case("team-stack-scope", "the platform's alarm name", lambda: plan(resource(
+        "aws:cloudwatch/metricAlarm:MetricAlarm", "alarm", {"name": "gpu-training-prod-gpu-idle"}, stack="team-vision-prod"),
+        stack="team-vision-prod"), "CloudWatch overwrites"),
+    Case("team-stack-scope", "another team's dashboard name", lambda: plan(resource(
+        "aws:cloudwatch/dashboard:Dashboard", "d", {"dashboardName": "gpu-training-prod-vision-x-training"},
+        stack="team-vision-prod"), stack="team-vision-prod"), "is named gpu-training-prod-vision-x-training"),
     Case("team-iam-scope", "writes another team's prefix", lambda: team_policy(allow(
         ["s3:PutObject"], ["arn:aws:s3:::gpu-training-prod-artifacts-1/teams/nlp/*"])), "outside team vision's tenancy"),
     Case("team-iam-scope", "service wildcard", lambda: team_policy(allow(["s3:*"], ["arn:aws:s3:::b/teams/vision/*"])),

@@ -105,6 +105,21 @@ def test_a_role_that_pod_identity_hands_to_another_teams_pods_is_refused(conditi
     assert refused(role)
 
 
+ALARM = {"comparisonOperator": "GreaterThanThreshold", "evaluationPeriods": 1, "metricName": "m", "namespace": "n",
+         "period": 60, "statistic": "Average", "threshold": 1}
+
+
+@pytest.mark.parametrize(("type_", "inputs"), [
+    ("aws:cloudwatch/dashboard:Dashboard", {"dashboardName": "gpu-training-prod-training"}),          # the platform's
+    ("aws:cloudwatch/dashboard:Dashboard", {"dashboardName": "gpu-training-prod-vision-x-training"}),  # vision-x's
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", {**ALARM, "name": "gpu-training-prod-gpu-idle"}),       # the platform's
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", {**ALARM, "name": "gpu-training-prod-vision-x-team-vision-x-job-no-step"}),
+], ids=["platform dashboard", "longer team's dashboard", "platform alarm", "longer team's alarm"])
+def test_names_the_platform_or_another_team_owns_are_refused_exactly(type_, inputs):
+    """CloudWatch replaces a dashboard or alarm of the same name: a team's are its own form exactly."""
+    assert "team-stack-scope" in refused(resource(type_, "bypass-name", inputs, stack=TEAM))
+
+
 def test_a_bucket_policy_is_evaluated_too():
     """A resource policy of a team stack (here on the platform's artifacts bucket, which other
     policies refuse as well) is asked the same question as an identity policy."""
