@@ -18,7 +18,7 @@ from pulumi_policy import (
 
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
 from gpu_training_policy.evaluator import allows_outside, evaluate, plain
-from gpu_training_policy.reach import LISTED_PREFIX, OTHER_TEAM, generic_of, outside_of, owns_role_name
+from gpu_training_policy.reach import CONTEXT, OTHER_TEAM, generic_of, outside_of, owns_role_name
 from gpu_training_policy.resources import (
     COST_TAGS,
     TEAM_TAG,
@@ -385,8 +385,7 @@ def _outside_problems(document: Any, stack: Stack, *, attached: bool) -> list[st
     parsed = plain(json_document(document))
     if not isinstance(parsed, Mapping):
         return []
-    found = allows_outside(parsed, outside_of(stack), generic_of(stack), {"s3:prefix": LISTED_PREFIX},
-                           star_is_self=attached)
+    found = allows_outside(parsed, outside_of(stack), generic_of(stack), CONTEXT, star_is_self=attached)
     return [f"allows {action} on {arn}, outside team {stack.team}'s tenancy" for action, arn in found]
 
 

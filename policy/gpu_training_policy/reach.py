@@ -11,7 +11,8 @@ every team, and nothing else of them. Everything else (another team's, the platf
 environment's or project's) is outside. The team is the stack's (resources.py stack_of), never a tag.
 
 ARNs the offline engine stands in for values known only after a deploy (`arn:aws:mock:`) are
-references to the stack's own or its platform's outputs, which team-references-own judges.
+references to the stack's own or its platform's outputs, which team-references-own judges; so is
+one key named by its id (KEY).
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ SHARED_READS = frozenset({"s3:getobject", "s3:getobjectversion", "s3:listbucket"
 OTHER_TEAM = "zz-other-team"
 # The prefix a request lists in a shared bucket, for ListBucket's s3:prefix condition.
 LISTED_PREFIX = f"teams/{OTHER_TEAM}/"
+# One key by its id. A key ARN carries no owner: the one a team's document names literally is its
+# own key or one its platform's outputs name (the data key, used through S3), and the key's own
+# policy says who may use it (components/common/kms.py). A wildcard over keys is judged: through
+# S3, for another bucket's objects (CONTEXT), it must not decrypt.
+KEY = re.compile(r"key/[0-9a-zA-Z-]+")
+# What the question fixes of a request outside the tenancy: another team's listing, another
+# bucket's objects decrypted through S3.
+CONTEXT = {"s3:prefix": LISTED_PREFIX, "kms:EncryptionContext:aws:s3:arn": "arn:aws:s3:::zz-other-project/x"}
 
 
 def team_role_pattern(stack: Stack) -> re.Pattern[str]:
@@ -68,7 +77,7 @@ def outside_of(stack: Stack) -> Callable[[str, str], bool]:
             return not resource.startswith(f"secret:{stack.team_secret_prefix}")
         if service == "iam" and resource.startswith("role/"):
             return not owns_role_name(stack, resource.rsplit("/", 1)[-1])
-        return True
+        return not (service == "kms" and KEY.fullmatch(resource))
     return outside
 
 

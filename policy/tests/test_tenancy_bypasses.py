@@ -129,6 +129,27 @@ def test_a_bucket_policy_is_evaluated_too():
     assert "team-iam-scope" in refused(policy)
 
 
+def test_the_team_plan_passes_with_the_real_arns_a_preview_gives():
+    """Offline, the plan's key and secret ARNs are the mock engine's; a preview gives real ones
+    (the platform's outputs are known): the trainer's policy with those passes too, and one key
+    named by id is not another team's; every key through S3 for any bucket is."""
+    real = {"arn:aws:mock:us-east-1:123456789012:key/storage-buckets-data-key":
+            f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            "arn:aws:mock:us-east-1:123456789012:key/team-secrets-key":
+            f"arn:aws:kms:us-east-1:{ACCOUNT}:key/0987dcba-09fe-87dc-65ba-ab0987654321",
+            "arn:aws:mock:us-east-1:123456789012:secret/team-secrets-wandb-api-key":
+            f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/teams/vision/wandb-api-key-AbCdEf"}
+    records = json.loads(json.dumps(plan_records(TEAM)))
+    for record in records:
+        if record["type"] == ROLE_POLICY:
+            for mock, arn in real.items():
+                record["inputs"]["policy"] = record["inputs"]["policy"].replace(mock, arn)
+    assert not [v for v in run_pack(records, POLICIES) if v.level == "mandatory"]
+    every_key = role_policy(allow("kms:Decrypt", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/*",
+                                  StringEquals={"kms:ViaService": "s3.us-east-1.amazonaws.com"}))
+    assert "team-iam-scope" in refused(every_key)
+
+
 def test_the_team_plan_itself_passes():
     violations = run_pack(plan_records(TEAM), POLICIES)
     assert not [v for v in violations if v.level == "mandatory"]
