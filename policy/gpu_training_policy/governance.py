@@ -9,6 +9,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyConfigSchema,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
@@ -378,14 +379,14 @@ def _allow_problems(statement: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _outside_problems(document: Any, stack: Stack, *, attached: bool) -> list[str]:
+def _outside_problems(document: Any, stack: Stack, shared: list[str], *, attached: bool) -> list[str]:
     """What a document allows outside the team's tenancy, asked of the IAM evaluator (reach.py says
     what the tenancy is). `attached`: a key's, secret's or bucket's own policy, whose `*` is that
     resource."""
     parsed = plain(json_document(document))
     if not isinstance(parsed, Mapping):
         return []
-    found = allows_outside(parsed, outside_of(stack), generic_of(stack), CONTEXT, star_is_self=attached)
+    found = allows_outside(parsed, outside_of(stack, shared), generic_of(stack), CONTEXT, star_is_self=attached)
     return [f"allows {action} on {arn}, outside team {stack.team}'s tenancy" for action, arn in found]
 
 
@@ -434,8 +435,9 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
                 for problem in _allow_problems(statement):
                     report(f"{what} {problem}. {scope}")
     attached_documents = [get(args.props, field)] if (field := RESOURCE_POLICY_FIELDS.get(args.resource_type)) else []
+    shared = [str(b) for b in as_list((args.get_config() or {}).get("sharedReadBuckets"))]
     for document, attached in [*((d, False) for d in documents), *((d, True) for d in attached_documents)]:
-        for problem in _outside_problems(document, stack, attached=attached):
+        for problem in _outside_problems(document, stack, shared, attached=attached):
             report(f"{what} {problem}. {scope}")
     attached = as_list(get(args.props, arn_field)) if (arn_field := MANAGED_POLICY_ATTACHMENTS.get(args.resource_type)) else []
     if attached:
@@ -467,7 +469,13 @@ team_iam_scope = ResourceValidationPolicy(
                 "and resource policies: no wildcards or identity administration, objects only under teams/<team>/ of "
                 "the environment's buckets (its datasets read-only), secrets only under "
                 "<project>/<env>/teams/<team>/, role names <project>-<env>-team-<team>-<one word>.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_iam_scope)
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={
+        "sharedReadBuckets": {"type": "array", "items": {"type": "string"},
+                              "description": "Buckets every team may read besides its environment's datasets bucket: "
+                                             "an existing one the platform reads (storage.datasetsBucket)."},
+    }),
+    validate=_team_iam_scope)
 
 
 # --- allowed-resource-types ------------------------------------------------------------------

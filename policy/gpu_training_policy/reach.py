@@ -53,17 +53,20 @@ def _in_environment(stack: Stack, bucket: str) -> bool:
     return bucket.startswith(f"{stack.project}-{stack.environment}-")
 
 
-def _s3_outside(stack: Stack, action: str, resource: str) -> bool:
+def _s3_outside(stack: Stack, action: str, resource: str, shared: frozenset[str]) -> bool:
     bucket, _, key = resource.partition("/")
+    if action.lower() in SHARED_READS and (bucket in shared or (DATASETS in bucket and _in_environment(stack, bucket))):
+        return False
     if not _in_environment(stack, bucket):
         return True
-    if DATASETS in bucket and action.lower() in SHARED_READS:
-        return False
     return not key.startswith(stack.team_object_prefix)
 
 
-def outside_of(stack: Stack) -> Callable[[str, str], bool]:
-    """outside(action, arn): whether the request is on something not the team's."""
+def outside_of(stack: Stack, shared_buckets: Iterable[str] = ()) -> Callable[[str, str], bool]:
+    """outside(action, arn): whether the request is on something not the team's. `shared_buckets`:
+    buckets every team may read besides its environment's datasets (an existing datasets bucket
+    the platform reads, storage.datasetsBucket: the policy's `sharedReadBuckets`)."""
+    shared = frozenset(shared_buckets)
     def outside(action: str, arn: str) -> bool:
         if arn.startswith(MOCK_ARN):
             return False
@@ -72,7 +75,7 @@ def outside_of(stack: Stack) -> Callable[[str, str], bool]:
             return True
         service, resource = parts[2].lower(), parts[5]
         if service == "s3":
-            return _s3_outside(stack, action, resource)
+            return _s3_outside(stack, action, resource, shared)
         if service == "secretsmanager":
             return not resource.startswith(f"secret:{stack.team_secret_prefix}")
         if service == "iam" and resource.startswith("role/"):

@@ -150,6 +150,24 @@ def test_the_team_plan_passes_with_the_real_arns_a_preview_gives():
     assert "team-iam-scope" in refused(every_key)
 
 
+def test_an_existing_datasets_bucket_is_read_only_where_the_pack_is_told_so():
+    """storage.datasetsBucket names a bucket of any name: the policy's sharedReadBuckets says every
+    team may read it (only read it); unnamed, reading it is outside the tenancy."""
+    records = json.loads(json.dumps(plan_records(TEAM)))
+    for record in records:
+        if record["type"] == ROLE_POLICY:
+            record["inputs"]["policy"] = record["inputs"]["policy"].replace("gpu-training-prod-datasets-123456789012",
+                                                                            "corp-datasets")
+    def mandatory(config: dict[str, Any]) -> set[str]:
+        return {v.policy for v in run_pack(records, POLICIES, config) if v.level == "mandatory"}
+    assert mandatory({}) == {"team-iam-scope"}
+    shared = {"team-iam-scope": {"sharedReadBuckets": ["corp-datasets"]}}
+    assert mandatory(shared) == set()
+    write = role_policy(allow("s3:PutObject", "arn:aws:s3:::corp-datasets/*"))
+    assert {v.policy for v in run_pack(with_changes(records, add=(write,)), POLICIES, shared)
+            if v.level == "mandatory" and v.urn == write["urn"]} == {"team-iam-scope"}
+
+
 def test_the_team_plan_itself_passes():
     violations = run_pack(plan_records(TEAM), POLICIES)
     assert not [v for v in violations if v.level == "mandatory"]
