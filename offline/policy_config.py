@@ -8,7 +8,9 @@ request's preview job). Without it, `cidr-ingress-private-and-scoped` checks onl
 sources are private: its `allowedCidrs` list is what holds a stack to the sources it declares.
 That list is the stack's VPC (its interface endpoints admit HTTPS from it) and the collectors of
 `network.monitoringIngress.cidrs` (the only CIDRs node ports are opened to); a team stack takes
-its platform stack's network. Exits 2 on a stack whose config does not load, like the planner.
+its platform stack's network. A team stack whose platform reads an existing datasets bucket
+(storage.datasetsBucket) gets it as `team-iam-scope`'s `sharedReadBuckets`: the pack lets its
+roles read that bucket, and only read it. Exits 2 on a stack whose config does not load, like the planner.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from offline.cli_errors import ArgumentParser, fail  # noqa: E402
 # The policy and its option (policy/gpu_training_policy/network.py, cidr_ingress_private_and_scoped).
 CIDR_POLICY = "cidr-ingress-private-and-scoped"
 ALLOWED_CIDRS = "allowedCidrs"
+# (policy/gpu_training_policy/governance.py team_iam_scope: what a team's roles may read besides
+# the environment's datasets bucket; the pack asks an IAM evaluator what they reach.)
+TEAM_IAM_POLICY = "team-iam-scope"
+SHARED_READ_BUCKETS = "sharedReadBuckets"
 
 
 def allowed_cidrs(config: StackConfig | TeamStackConfig) -> list[str]:
@@ -34,9 +40,21 @@ def allowed_cidrs(config: StackConfig | TeamStackConfig) -> list[str]:
     return [str(network.vpc_cidr), *(str(cidr) for cidr in network.monitoring_ingress.cidrs)]
 
 
+def shared_read_buckets(config: StackConfig | TeamStackConfig) -> list[str]:
+    """The buckets every team of a team stack's platform may read besides the environment's own
+    datasets bucket: the existing one the platform reads instead (storage.datasetsBucket)."""
+    if not isinstance(config, TeamStackConfig):
+        return []
+    existing = config.judged_platform.storage.datasets_bucket
+    return [str(existing)] if existing else []
+
+
 def policy_config(config: StackConfig | TeamStackConfig) -> dict[str, Any]:
     """The --policy-pack-config document: policy name -> its options."""
-    return {CIDR_POLICY: {ALLOWED_CIDRS: allowed_cidrs(config)}}
+    document: dict[str, Any] = {CIDR_POLICY: {ALLOWED_CIDRS: allowed_cidrs(config)}}
+    if shared := shared_read_buckets(config):
+        document[TEAM_IAM_POLICY] = {SHARED_READ_BUCKETS: shared}
+    return document
 
 
 def load_config(stack: str) -> StackConfig | TeamStackConfig:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -28,11 +29,16 @@ def _config_judged_on_a_fixed_day():
 _plans: dict[str, Plan] = {}
 
 
+# The bootstrap is a project of its own (bootstrap/Pulumi.yaml) whose one stack is `bootstrap`.
+BOOTSTRAP = "bootstrap"
+
+
 @pytest.fixture(scope="session")
 def plan_of():
-    """plan_of(stack) -> Plan, synthesised once per test session."""
+    """plan_of(stack) -> Plan, synthesised once per test session (`bootstrap`: the bootstrap's)."""
     def get(stack: str) -> Plan:
         if stack not in _plans:
-            _plans[stack] = synthesize(stack)
+            project = {"project_dir": Path(__file__).resolve().parent.parent / BOOTSTRAP} if stack == BOOTSTRAP else {}
+            _plans[stack] = synthesize(stack, **project)
         return _plans[stack]
     return get

@@ -1,8 +1,12 @@
 """A small evaluator of IAM policy documents, for asserting what a role may and may not do.
 
 IAM's rules as the AWS policy evaluation logic states them: an explicit Deny wins, then any
-Allow, otherwise the request is implicitly denied. Actions match case-insensitively with `*`
-and `?`; resources and string conditions match with `*` and `?` (`*` also spans `/` and `:`).
+Allow, otherwise the request is implicitly denied. Actions match as IAM matches them (IAM User
+Guide, "IAM JSON policy elements: Action"): `*` alone is every action; otherwise
+`<service prefix>:<action name>`, the prefix literal (IAM refuses a wildcard in it:
+MalformedPolicyDocument, so `*:TagResource` raises here rather than match), and both compared
+without regard to case, the name with `*` and `?`. Resources and string conditions match with
+`*` and `?` (`*` also spans `/` and `:`).
 Policy variables (`${key}`) in condition values take the request's value of that key.
 Condition operators not listed here raise, so a test never passes on a condition it ignored.
 A negated operator (StringNotEquals, StringNotLike, ArnNotEquals, ArnNotLike) on a key missing
@@ -42,6 +46,23 @@ def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
 
 def glob_match(glob: str, value: str, *, ignore_case: bool = False) -> bool:
     return bool(_pattern(glob, ignore_case=ignore_case).match(value))
+
+
+class MalformedPolicyError(ValueError):
+    """A document IAM itself would refuse (MalformedPolicyDocument): no request is judged on it."""
+
+
+def action_matches(pattern: str, action: str) -> bool:
+    """Whether the Action element `pattern` names `action` (`service:Name`), as IAM compares them."""
+    if pattern == "*":
+        return True
+    prefix, sep, name = pattern.partition(":")
+    if not sep or not prefix or not name:
+        raise MalformedPolicyError(f"action {pattern!r} is neither `*` nor <service prefix>:<action name>")
+    if "*" in prefix or "?" in prefix:
+        raise MalformedPolicyError(f"action {pattern!r} has a wildcard in its service prefix, which IAM refuses")
+    wanted_prefix, _, wanted_name = action.partition(":")
+    return prefix.lower() == wanted_prefix.lower() and glob_match(name, wanted_name, ignore_case=True)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -89,9 +110,9 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
 
 def _matches(statement: Mapping[str, Any], action: str, resource: str | None, context: Mapping[str, Any]) -> bool:
     if "Action" in statement:
-        if not any(glob_match(a, action, ignore_case=True) for a in _as_list(statement["Action"])):
+        if not any(action_matches(a, action) for a in _as_list(statement["Action"])):
             return False
-    elif any(glob_match(a, action, ignore_case=True) for a in _as_list(statement["NotAction"])):
+    elif any(action_matches(a, action) for a in _as_list(statement["NotAction"])):
         return False
     if resource is not None:
         if "Resource" in statement and not any(glob_match(r, resource) for r in _as_list(statement["Resource"])):

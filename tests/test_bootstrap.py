@@ -29,8 +29,8 @@ def plan_bootstrap(**overrides: Any) -> Plan:
 
 
 @pytest.fixture(scope="module")
-def bootstrap() -> Plan:
-    return plan_bootstrap()
+def bootstrap(plan_of) -> Plan:
+    return plan_of("bootstrap")
 
 
 def one(plan: Plan, type_token: str, name: str | None = None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from iam_eval import ALLOW, DENY, IMPLICIT_DENY, evaluate, evaluate_bounded, glob_match
+from iam_eval import ALLOW, DENY, IMPLICIT_DENY, MalformedPolicyError, action_matches, evaluate, evaluate_bounded, glob_match
 
 
 def policy(*statements: dict) -> dict:
@@ -32,6 +32,37 @@ TAG = "aws:ResourceTag/environment"
 ])
 def test_globs(glob, value, ignore_case, matches):
     assert glob_match(glob, value, ignore_case=ignore_case) is matches
+
+
+# Actions as IAM compares them (IAM User Guide, "IAM JSON policy elements: Action": "The prefix and
+# the action name are case insensitive"); a model that glob-matched the whole string would answer
+# the wildcard-prefix rows True where IAM refuses the document.
+@pytest.mark.parametrize(("pattern", "action", "matches"), [
+    ("S3:PutObject", "s3:putobject", True),                       # both parts without regard to case
+    ("s3:putobject", "S3:PutObject", True),
+    ("s3:Put*", "s3:PutObjectTagging", True),
+    ("s3:Get?bject", "s3:GetObject", True),
+    ("s3:Get?bject", "s3:GetObjectAcl", False),
+    ("*", "kms:Decrypt", True),
+    ("s3:*", "s3express:CreateSession", False),                   # the prefix is whole, not a glob
+    ("s3*:GetObject", None, None),                                # wildcard in the prefix: malformed
+    ("*:TagResource", None, None),
+    ("?3:GetObject", None, None),
+    ("s3", None, None),                                           # no prefix separator
+    ("s3:", None, None),
+])
+def test_actions_match_as_iam_compares_them(pattern, action, matches):
+    if matches is None:
+        with pytest.raises(MalformedPolicyError, match=r"service prefix|neither"):
+            action_matches(pattern, "kms:TagResource")
+    else:
+        assert action_matches(pattern, action) is matches
+
+
+def test_a_statement_with_a_wildcard_service_prefix_is_refused_not_matched():
+    document = policy(allow("s3:GetObject"), deny("*:TagResource"))
+    with pytest.raises(MalformedPolicyError, match=r"\*:TagResource"):
+        evaluate(document, "s3:GetObject", "arn:aws:s3:::b/k")
 
 
 @pytest.mark.parametrize(("condition", "context", "holds"), [

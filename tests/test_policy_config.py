@@ -31,6 +31,18 @@ def test_the_allowed_cidrs_are_the_vpc_and_the_monitoring_collectors(stack, cidr
     assert policy_config(load_config(stack)) == {CIDR_POLICY: {ALLOWED_CIDRS: cidrs}}
 
 
+def test_a_team_whose_platform_reads_an_existing_datasets_bucket_may_read_it(monkeypatch):
+    """team-iam-scope's sharedReadBuckets: the platform's storage.datasetsBucket, for its teams only."""
+    import dataclasses
+
+    team = load_config("team-vision-prod")
+    platform = team.judged_platform
+    existing = dataclasses.replace(platform, storage=dataclasses.replace(platform.storage, datasets_bucket="corp-datasets"))
+    monkeypatch.setattr(type(team), "judged_platform", property(lambda _: existing))
+    assert policy_config(team)["team-iam-scope"] == {"sharedReadBuckets": ["corp-datasets"]}
+    assert "team-iam-scope" not in policy_config(load_config("prod"))
+
+
 def test_a_new_collector_in_the_stack_config_is_allowed_and_nothing_else():
     raw = mutate(raw_config("prod"), "network.monitoringIngress.cidrs", ["10.100.0.0/24", "192.168.7.0/24"])
     config = load_stack_config(raw, project=PROJECT, stack="prod")

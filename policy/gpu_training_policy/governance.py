@@ -9,6 +9,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyConfigSchema,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
@@ -17,10 +18,13 @@ from pulumi_policy import (
 )
 
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
+from gpu_training_policy.evaluator import allows_outside, evaluate, plain
+from gpu_training_policy.reach import CONTEXT, OTHER_TEAM, generic_of, outside_of, owns_role_name
 from gpu_training_policy.resources import (
     COST_TAGS,
     TEAM_TAG,
     Report,
+    Stack,
     as_list,
     describe,
     get,
@@ -272,6 +276,21 @@ def _team_role_binding_problem(props: Any, namespace: str) -> str | None:
     return None
 
 
+def _team_words(stack: Stack) -> str:
+    return re.escape(f"{stack.project}-{stack.environment}-{stack.team}-")
+
+
+# Names a team's CloudWatch objects take, exactly (PutDashboard and PutMetricAlarm replace the
+# object of that name: a prefix would let team `gpu` take the platform's `<project>-<env>-gpu-idle`,
+# team `vision` take `vision-x`'s): its dashboards `<project>-<env>-<team>-<one word>`
+# (components/observability/team_watch.py), its alarms `<project>-<env>-<team>-team-<team>-...`.
+TEAM_NAMED: dict[str, tuple[str, Any]] = {
+    "aws:cloudwatch/dashboard:Dashboard": ("dashboardName", lambda stack: re.compile(_team_words(stack) + "[a-z0-9]+")),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": ("name", lambda stack: re.compile(
+        _team_words(stack) + re.escape(f"team-{stack.team}-") + ".+")),
+}
+
+
 def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
     stack = stack_of(args.urn, args.provider)
     if not stack.is_team:
@@ -291,6 +310,12 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
         namespace = get(args.props, "namespace")
         if namespace != stack.team_namespace:
             report(f"{what} binds a role into namespace {namespace}; team {stack.team} owns only {stack.team_namespace}.")
+    elif args.resource_type in TEAM_NAMED:
+        field, form = TEAM_NAMED[args.resource_type]
+        name = known(args.props, field)
+        if isinstance(name, str) and not form(stack).fullmatch(name):
+            report(f"{what} is named {name}, not {form(stack).pattern.replace(chr(92), '')}: CloudWatch overwrites "
+                   "an alarm or dashboard of the same name, the platform's or another team's.")
     elif package_of(args.resource_type) == "kubernetes" and not args.resource_type.startswith(NON_OBJECT_KUBERNETES_TYPES):
         problem = _kubernetes_scope_problem(args.resource_type.rsplit(":", 1)[-1], args.props, stack.team_namespace)
         if problem:
@@ -300,12 +325,20 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
 team_stack_scope = ResourceValidationPolicy(
     name="team-stack-scope",
     description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, cluster access, ...), "
-                "bind roles only into their own namespace, and put every Kubernetes object there.",
+                "bind roles only into their own namespace, put every Kubernetes object there, and name their dashboards "
+                "and alarms in the team's own form exactly (never the platform's or a longer team's name).",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
 
 
 # --- team-iam-scope ---------------------------------------------------------------------------
 
+# Resource-based policies a team stack may write: each applies to its own resource only.
+RESOURCE_POLICY_FIELDS = {
+    "aws:s3/bucketPolicy:BucketPolicy": "policy",
+    "aws:kms/key:Key": "policy",
+    "aws:secretsmanager/secret:Secret": "policy",
+    "aws:secretsmanager/secretPolicy:SecretPolicy": "policy",
+}
 IAM_DOCUMENT_FIELDS = {
     "aws:iam/rolePolicy:RolePolicy": "policy",
     "aws:iam/policy:Policy": "policy",
@@ -327,34 +360,63 @@ MANAGED_POLICY_ATTACHMENTS = {
 }
 # Services whose permissions administer identity or the account: never a team's.
 ADMIN_SERVICES = ("iam", "sts", "organizations", "account")
-READ_ONLY_S3 = re.compile(r"^s3:(Get|List|Head)")
-S3_ARN = re.compile(r"^arn:aws[a-z-]*:s3:::(?P<bucket>[^/]+)(?:/(?P<key>.*))?$")
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[^:]*:[^:]*:secret:(?P<name>.+)$")
 
 
-def _allow_problems(statement: Mapping[str, Any], stack: Any) -> list[str]:
-    """Why an Allow statement of a team role reaches beyond the team."""
+def _allow_problems(statement: Mapping[str, Any]) -> list[str]:
+    """Why an Allow statement of a team role is too wide whatever it names (what it reaches is
+    evaluated per document: _outside_problems)."""
     actions = [str(a) for a in as_list(statement.get("Action"))]
     resources = [str(r) for r in as_list(statement.get("Resource"))]
     problems = []
     for action in actions:
-        service, _, verb = action.partition(":")
+        service, _, verb = action.lower().partition(":")
         if action == "*" or verb == "*":
             problems.append(f"grants every action of {service if verb else 'every service'} ({action})")
         elif service in ADMIN_SERVICES:
             problems.append(f"grants {action}, which administers identity")
     if "*" in resources or statement.get("NotResource") is not None:
         problems.append("applies to every resource (Resource \"*\" or NotResource)")
-    writes = [a for a in actions if a.startswith("s3:") and not READ_ONLY_S3.match(a)]
-    for resource in resources:
-        if (match := S3_ARN.match(resource)) and writes:
-            key = match["key"]
-            if key is None or not key.startswith(stack.team_object_prefix):
-                problems.append(f"lets the team write ({', '.join(writes)}) to {resource}, outside "
-                                f"{stack.team_object_prefix}")
-        if (match := SECRET_ARN.match(resource)) and not match["name"].startswith(stack.team_secret_prefix):
-            problems.append(f"reaches the secret {resource}, outside {stack.team_secret_prefix}")
     return problems
+
+
+def _outside_problems(document: Any, stack: Stack, shared: list[str], *, attached: bool) -> list[str]:
+    """What a document allows outside the team's tenancy, asked of the IAM evaluator (reach.py says
+    what the tenancy is). `attached`: a key's, secret's or bucket's own policy, whose `*` is that
+    resource."""
+    parsed = plain(json_document(document))
+    if not isinstance(parsed, Mapping):
+        return []
+    found = allows_outside(parsed, outside_of(stack, shared), generic_of(stack), CONTEXT, star_is_self=attached)
+    return [f"allows {action} on {arn}, outside team {stack.team}'s tenancy" for action, arn in found]
+
+
+POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
+# The session tag EKS Pod Identity sets to the pod's namespace (EKS User Guide, "Pod Identity").
+NAMESPACE_TAG = "aws:RequestTag/kubernetes-namespace"
+
+
+def _pod_trust_problem(document: Any, stack: Stack) -> str | None:
+    """Whether a team role's trust lets Pod Identity hand it to a pod of another namespace (another
+    team's): the evaluator asks sts:AssumeRole with that namespace's session tag."""
+    parsed = plain(json_document(document))
+    if not isinstance(parsed, Mapping):
+        return None
+    def by_pods(statement: Mapping[str, Any]) -> bool:
+        principal = statement.get("Principal")
+        return isinstance(principal, Mapping) and POD_IDENTITY_SERVICE in [str(p) for p in as_list(principal.get("Service"))]
+    pods = [s for s in statements(parsed) if by_pods(s) or s.get("Effect") == "Deny"]
+    # The namespaces to ask about: one no document names, and every one the document names (its
+    # wildcards filled), but the team's own.
+    named = [str(v).replace("*", "x").replace("?", "x") for s in pods for block in (s.get("Condition") or {}).values()
+             if isinstance(block, Mapping) for key, values in block.items() if str(key).lower() == NAMESPACE_TAG.lower()
+             for v in as_list(values)]
+    for namespace in dict.fromkeys([f"team-{OTHER_TEAM}", *named]):
+        if namespace == stack.team_namespace:
+            continue
+        for action in ("sts:AssumeRole", "sts:TagSession"):
+            if evaluate({"Statement": pods}, action, "*", {NAMESPACE_TAG: namespace}) == "Allow":
+                return f"lets Pod Identity give it to pods of another namespace ({NAMESPACE_TAG} {namespace})"
+    return None
 
 
 def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
@@ -365,21 +427,27 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
     documents = [get(args.props, field)] if (field := IAM_DOCUMENT_FIELDS.get(args.resource_type)) else []
     if args.resource_type == ROLE:  # a role's inline_policies are policies of their own, as RolePolicy's
         documents += [get(inline, "policy") for inline in as_list(get(args.props, "inlinePolicies"))]
+    scope = (f"A team's roles reach only its own prefixes ({stack.team_object_prefix}, {stack.team_secret_prefix}), "
+             f"roles ({stack.team_name_prefix}<word>) and shared data read-only.")
     for document in documents:
         for statement in statements(json_document(document)):
             if statement.get("Effect") == "Allow":
-                for problem in _allow_problems(statement, stack):
-                    report(f"{what} {problem}. A team's roles reach only its own prefixes "
-                           f"({stack.team_object_prefix}, {stack.team_secret_prefix}) and shared data read-only.")
+                for problem in _allow_problems(statement):
+                    report(f"{what} {problem}. {scope}")
+    attached_documents = [get(args.props, field)] if (field := RESOURCE_POLICY_FIELDS.get(args.resource_type)) else []
+    shared = [str(b) for b in as_list((args.get_config() or {}).get("sharedReadBuckets"))]
+    for document, attached in [*((d, False) for d in documents), *((d, True) for d in attached_documents)]:
+        for problem in _outside_problems(document, stack, shared, attached=attached):
+            report(f"{what} {problem}. {scope}")
     attached = as_list(get(args.props, arn_field)) if (arn_field := MANAGED_POLICY_ATTACHMENTS.get(args.resource_type)) else []
     if attached:
         report(f"{what} attaches managed policies ({', '.join(map(str, attached))}), which are not scoped to the team. "
                "Write the permissions inline (aws.iam.RolePolicy).")
     if args.resource_type == ROLE:
         name = get(args.props, "name")
-        if isinstance(name, str) and name.startswith(f"{stack.project}-") and not name.startswith(stack.team_name_prefix):
-            report(f"{what} takes the name {name} in the project's namespace; a team's role names start with "
-                   f"{stack.team_name_prefix}.")
+        if isinstance(name, str) and name.startswith(f"{stack.project}-") and not owns_role_name(stack, name):
+            report(f"{what} takes the name {name} in the project's namespace; a team's role names are "
+                   f"{stack.team_name_prefix}<one word> (with a hyphen, a longer team's).")
         for statement in statements(json_document(get(args.props, "assumeRolePolicy"))):
             principal = statement.get("Principal")
             aws_principals = ([str(p) for p in as_list(principal.get("AWS"))] if isinstance(principal, Mapping)
@@ -387,6 +455,8 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
             if statement.get("Effect") == "Allow" and any(p == "*" or p.endswith(":root") for p in aws_principals):
                 report(f"{what} trusts {', '.join(aws_principals)}: any principal of the account could assume it. "
                        "Trust the Pod Identity service or one named role.")
+        if problem := _pod_trust_problem(get(args.props, "assumeRolePolicy"), stack):
+            report(f"{what} {problem}. Trust Pod Identity for the team's namespace {stack.team_namespace} only.")
     if args.resource_type == "aws:secretsmanager/secret:Secret":
         name = get(args.props, "name")
         if isinstance(name, str) and not name.startswith(stack.team_secret_prefix):
@@ -395,10 +465,17 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
 
 team_iam_scope = ResourceValidationPolicy(
     name="team-iam-scope",
-    description="In team stacks, IAM reaches only the team's prefixes: no wildcards or identity administration, "
-                "S3 writes only under teams/<team>/, secrets only under <project>/<env>/teams/<team>/, role names "
-                "under <project>-<env>-team-<team>-.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_iam_scope)
+    description="In team stacks, IAM reaches only the team's tenancy, as an IAM evaluator answers it for identity "
+                "and resource policies: no wildcards or identity administration, objects only under teams/<team>/ of "
+                "the environment's buckets (its datasets read-only), secrets only under "
+                "<project>/<env>/teams/<team>/, role names <project>-<env>-team-<team>-<one word>.",
+    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={
+        "sharedReadBuckets": {"type": "array", "items": {"type": "string"},
+                              "description": "Buckets every team may read besides its environment's datasets bucket: "
+                                             "an existing one the platform reads (storage.datasetsBucket)."},
+    }),
+    validate=_team_iam_scope)
 
 
 # --- allowed-resource-types ------------------------------------------------------------------

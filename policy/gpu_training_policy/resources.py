@@ -192,16 +192,18 @@ def stack_kind(name: str) -> tuple[str | None, str | None]:
 
 def stack_of(urn: str, provider: PolicyProviderResource | None = None) -> Stack:
     """`urn:pulumi:<stack>::<project>::<type>::<name>`; the provider's `team` and `environment`
-    tags count too, so a team stack is recognised by its name or by its tag. Where the name says
-    the environment, the name decides: a `dev` stack tagged `environment: prod` is still dev to
-    `no-prod-data-outside-prod`, and a regional `prod-usw2` is prod on every resource, the ones
-    on its Kubernetes provider (which carries no tags) included."""
+    tags count only where the name says neither, so a team stack is recognised by its name or,
+    misnamed, by its tag. Where the name says them, the name decides: a `dev` stack tagged
+    `environment: prod` is still dev to `no-prod-data-outside-prod`, a regional `prod-usw2` is prod
+    on every resource (the ones on its Kubernetes provider, which carries no tags, included), and
+    a resource of `team-vision-prod` is team vision's on a second provider tagged `team: nlp` too:
+    a tag is the stack's to write, so it cannot move a resource into another team's tenancy."""
     parts = urn.removeprefix("urn:pulumi:").split("::")
     name, project = parts[0], parts[1] if len(parts) > 1 else ""
     team, environment = stack_kind(name)
     tags = provider_default_tags(provider)
     return Stack(name=name, project=project, environment=environment or tags.get("environment"),
-                 team=tags.get(TEAM_TAG) or team)
+                 team=team or tags.get(TEAM_TAG))
 
 
 def provider_default_tags(provider: PolicyProviderResource | None) -> dict[str, str]:

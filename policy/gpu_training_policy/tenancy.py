@@ -17,6 +17,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs, StackValidationPolicy
 
+from gpu_training_policy.reach import owns_role_name
 from gpu_training_policy.resources import Report, Stack, as_list, describe, get, has, known, stack_of, strings
 
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -104,9 +105,9 @@ def _role_problem(store: PolicyResource, aws: Any, stack: Stack) -> str | None:
         return "names no role, so it reads with the External Secrets controller's own (platform) identity"
     role = known(aws, "role")  # not known yet in a first preview: then only the dependency decides
     if isinstance(role, str) and (match := ROLE_ARN.match(role)):
-        return None if match["name"].startswith(stack.team_name_prefix) else (
-            f"assumes the role {role}; a team's roles are named {stack.team_name_prefix}*")
-    own = [r for r in _own(store, "spec", ROLE) if str(known(r.props, "name", "")).startswith(stack.team_name_prefix)]
+        return None if owns_role_name(stack, match["name"]) else (
+            f"assumes the role {role}; a team's roles are named {stack.team_name_prefix}<one word>")
+    own = [r for r in _own(store, "spec", ROLE) if owns_role_name(stack, str(known(r.props, "name", "")))]
     return None if own else f"assumes the role {role or '(not known yet)'}, which is not one of this team stack's roles"
 
 
@@ -214,7 +215,7 @@ def _team_references_own(args: StackValidationArgs, report: Report) -> None:
             continue
         for problem in reference_problems(resource, stack):
             report(f"{describe(resource.name, resource.resource_type)} {problem}; team {stack.team} reaches only its "
-                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}*), "
+                   f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}<word>), "
                    f"secrets and load balancer path (/{stack.team_namespace}).", resource.urn)
 
 
