@@ -55,6 +55,11 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_MAX_CHARS = 60_000
 MAX_VALUE_CHARS = 60
 MAX_PATHS_PER_RESOURCE = 8
+# Of a long text that changed (an alarm's description, a script), what is shown around the change.
+CONTEXT_CHARS = 12
+# Paths that say what a change does to the training: listed before the rest of a resource's changes.
+MEANINGFUL_PATH_WORDS = ("instanceTypes", "scalingConfig", "capacityType", "image", "parallelism", "completions",
+                         "nodeSelector", "resources", "nvidia.com/gpu", "version", "amiType", "TRAIN_")
 # Set for the plans made here: no example-value lists (as offline/plan.py reads it), which would
 # push a failing stack's error out of the text kept for the comment.
 QUIET_PLACEHOLDERS = "PLAN_QUIET_PLACEHOLDERS"
@@ -142,12 +147,28 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
             changes += diff_values(old.get(key, _ABSENT), new.get(key, _ABSENT), _join(path, str(key)))
         return changes
     if isinstance(old, list) and isinstance(new, list):
+        old_named, new_named = _by_name(old), _by_name(new)
+        if old_named is not None and new_named is not None:
+            # Env vars, containers, volumes, ports: an entry is its name, not its position (one
+            # added in the middle is one change, not every later entry's).
+            changes = []
+            for name in [*old_named, *(n for n in new_named if n not in old_named)]:
+                changes += diff_values(old_named.get(name, _ABSENT), new_named.get(name, _ABSENT), f"{path}[{name}]")
+            return changes
         changes = []
         for index in range(max(len(old), len(new))):
             changes += diff_values(old[index] if index < len(old) else _ABSENT,
                                    new[index] if index < len(new) else _ABSENT, f"{path}[{index}]")
         return changes
     return [] if old == new else [Change(path, old, new)]
+
+
+def _by_name(items: list[Any]) -> dict[str, Any] | None:
+    """The list as {name: entry} when every entry is a mapping with a distinct text `name`, else None."""
+    names = [item.get("name") if isinstance(item, dict) else None for item in items]
+    if not items or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        return None
+    return dict(zip(names, items, strict=True))  # pyright: ignore[reportArgumentType]
 
 
 def _path_covers(prefix: str, path: str) -> bool:
@@ -474,11 +495,39 @@ def _short(value: Any) -> str:
     return "`" + text.replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
 
 
+def _changed_parts(old: str, new: str) -> tuple[str, str]:
+    """Two long texts cut to the part where they differ, with a few characters of context."""
+    prefix = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    suffix = next((i for i, (a, b) in enumerate(zip(reversed(old), reversed(new), strict=False)) if a != b),
+                  min(len(old), len(new)))
+    suffix = min(suffix, len(old) - prefix, len(new) - prefix)
+    start = max(0, prefix - CONTEXT_CHARS)
+
+    def cut(text: str) -> str:
+        end = len(text) - max(0, suffix - CONTEXT_CHARS)
+        return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+    return cut(old), cut(new)
+
+
 def _change_line(change: Change) -> str:
-    return f"`{change.path}`: {_short(change.old)} → {_short(change.new)}"
+    old, new = change.old, change.new
+    if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > MAX_VALUE_CHARS:
+        old, new = _changed_parts(old, new)
+    return f"`{change.path}`: {_short(old)} → {_short(new)}"
+
+
+def _first_the_meaningful(changes: list[Change]) -> list[Change]:
+    """What a reviewer reads first (the pool, the nodes, the image, GPUs), then the rest, in order."""
+    return sorted(changes, key=lambda c: not any(word in c.path for word in MEANINGFUL_PATH_WORDS))
+
+
+def _manifest_changes(changes: list[Change]) -> str:
+    shown = "; ".join(_change_line(c) for c in _first_the_meaningful(changes)[:MAX_PATHS_PER_RESOURCE])
+    return shown + (f" … and {len(changes) - MAX_PATHS_PER_RESOURCE} more" if len(changes) > MAX_PATHS_PER_RESOURCE else "")
 
 
 def _changes_cell(changes: list[Change]) -> str:
+    changes = _first_the_meaningful(changes)
     shown = [_change_line(c) for c in changes[:MAX_PATHS_PER_RESOURCE]]
     if len(changes) > MAX_PATHS_PER_RESOURCE:
         shown.append(f"… and {len(changes) - MAX_PATHS_PER_RESOURCE} more")
@@ -533,9 +582,7 @@ def render_stack(stack: str, diff: ResourceDiff, head: StackPlan, costs: tuple[C
     if manifest_count:
         lines += ["<details><summary>Kubernetes manifests</summary>", ""]
         lines += [f"- added `{name}`" for name in diff.manifests_added]
-        lines += [f"- changed `{name}`: {'; '.join(_change_line(c) for c in changes[:MAX_PATHS_PER_RESOURCE])}"
-                  + (f" … and {len(changes) - MAX_PATHS_PER_RESOURCE} more" if len(changes) > MAX_PATHS_PER_RESOURCE else "")
-                  for name, changes in diff.manifests_changed.items()]
+        lines += [f"- changed `{name}`: {_manifest_changes(changes)}" for name, changes in diff.manifests_changed.items()]
         lines += [f"- removed `{name}`" for name in diff.manifests_removed]
         lines += ["", "</details>", ""]
     if costs:

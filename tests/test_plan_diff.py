@@ -35,6 +35,9 @@ from offline.plan_diff import (
     rolled_gpu_node_groups,
     truncate,
 )
+from offline.plan_diff import (
+    _change_line as render_line,
+)
 
 DIFF_CASES = [
     # (old, new, expected [(path, old, new)])
@@ -135,6 +138,32 @@ def test_the_diff_names_each_gpu_node_group_a_change_rolls(changed, rolled):
     assert rolled_gpu_node_groups(diff_stack(base, head), head) == rolled
     text = "\n".join(render_stack("prod", diff_stack(base, head), head, None))
     assert ("**Rolls GPU node groups**" in text) == bool(rolled)
+
+
+def test_env_vars_are_compared_by_name_not_by_position():
+    old = {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}
+    new = {"env": [{"name": "NEW", "value": "0"}, {"name": "A", "value": "1"}, {"name": "B", "value": "3"}]}
+    assert [(c.path, c.old, c.new) for c in diff_values(old, new)] == [
+        ("env[B].value", "2", "3"), ("env[NEW]", _ABSENT, {"name": "NEW", "value": "0"})]
+    # a list whose entries are not all named stays positional
+    assert [c.path for c in diff_values({"l": [1, {"name": "x"}]}, {"l": [2, {"name": "x"}]})] == ["l[0]"]
+
+
+def test_a_long_text_shows_where_it_changed():
+    old = "The gang has not logged a step for 600 s: " + "x" * 80 + " check the pods."
+    new = old.replace("600 s", "900 s")
+    line = render_line(Change("alarmDescription", old, new))
+    assert "600 s" in line and "900 s" in line
+
+
+def test_what_matters_is_listed_before_the_elided_rest():
+    changes = [Change(f"tags.t{i}", "a", "b") for i in range(12)] + [Change("scalingConfig.maxSize", 2, 4)]
+    group = "aws:eks/nodeGroup:NodeGroup"
+    base = stack_plan(record(group, "gpu", {"scalingConfig": {"maxSize": 2}, "tags": {f"t{i}": "a" for i in range(12)}}))
+    head = stack_plan(record(group, "gpu", {"scalingConfig": {"maxSize": 4}, "tags": {f"t{i}": "b" for i in range(12)}}))
+    assert len(diff_stack(base, head).changed[(group, "", "gpu")]) == len(changes)
+    text = "\n".join(render_stack("prod", diff_stack(base, head), head, None))
+    assert "`scalingConfig.maxSize`: `2` → `4`" in text and "… and 5 more" in text
 
 
 OLD_TYPE, NEW_TYPE = "gpu-training:storage:DataBuckets", "gpu-training:data:DataBuckets"
