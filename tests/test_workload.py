@@ -67,7 +67,10 @@ def test_a_budget_holds_every_non_spot_gang_against_eviction(stack, plan_of):
         if str(pools[job.pool].capacity) == "spot":
             assert holding == [], jobset["metadata"]["name"]
         else:
-            assert [b["spec"]["maxUnavailable"] for b in holding] == [0], jobset["metadata"]["name"]
+            # every pod of the gang (one per node) stays: an integer minAvailable, as Job-owned pods need
+            assert [(b["spec"]["minAvailable"], b["spec"]["unhealthyPodEvictionPolicy"]) for b in holding] == [
+                (job.nodes, "AlwaysAllow")], jobset["metadata"]["name"]
+            assert "maxUnavailable" not in holding[0]["spec"]
     assert len(budgets) == sum(str(pools[j.pool].capacity) != "spot" for j in config.training.jobs)
 
 
@@ -244,8 +247,10 @@ def test_kueue_waits_longer_than_a_healthy_gang_takes_to_start(stack, plan_of):
     # A gang that loses a node mid-run is requeued after the autoscaler's node wait, not Kueue's
     # implicit 60 minutes (recoveryTimeout defaults to timeout).
     recovery_minutes = int(configuration["waitForPodsReady"]["recoveryTimeout"].removesuffix("m"))
-    assert 0 < recovery_minutes < timeout_minutes
-    # MultiKueue dispatches to one worker at a time, in the configured order (Kueue v0.19.2's
+    for jobset in jobsets(plan):  # a restart that is slow but healthy is never requeued
+        startup = trainer(jobset)["startupProbe"]
+        assert recovery_minutes * 60 > startup["periodSeconds"] * startup["failureThreshold"]
+    # MultiKueue nominates the first-listed worker alone, the next after 5 minutes (Kueue v0.19.2's
     # v1beta2 MultiKueue fields: dispatcherName, incrementalDispatcherConfig.stepSize).
     assert configuration["multiKueue"] == {"dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
                                            "incrementalDispatcherConfig": {"stepSize": 1}}

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from components.config.stack_file import REPO_ROOT, STACK_NAME, missing_stack_fix
-from verify.report import CheckResult, exit_code, render_json, render_text, skipped
+from verify.report import CheckResult, Diagnosis, exit_code, failed, render_json, render_text, skipped
 from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_outputs
 
 EXIT_USAGE = 2
@@ -193,11 +193,16 @@ def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[
 def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> CheckResult:
     """The account's EC2 vCPU quotas against the stack's pools at size.max (verify/ec2_quotas.py);
     the pools as the stack file states them (a team stack has none of its own)."""
-    from components.config import StackConfig
+    from components.config import ConfigError, StackConfig
     from offline.plan import planned_config
     from verify import ec2_quotas
 
-    config = planned_config(stack)
+    try:
+        config = planned_config(stack)
+    except ConfigError as error:  # the checkout's stack file no longer plans: say so, run the other checks
+        return failed(ec2_quotas.CHECK, "the stack file does not plan, so its pools are unknown", Diagnosis(
+            f"{error.problems[0].key}: {error.problems[0].rule}" if error.problems else str(error),
+            f"make plan STACK={stack}"))
     if not isinstance(config, StackConfig):
         return skipped(ec2_quotas.CHECK, "a team stack launches no nodes of its own")
 

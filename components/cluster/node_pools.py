@@ -8,7 +8,8 @@ the existing one their reservation was made in (placementGroup), else none. Type
 put it in a RAID0 array for images and emptyDirs (node_bootstrap.py). Pools on reserved capacity
 name their reservation in the launch template. GPU pools update with the MINIMAL strategy: an
 update replaces nodes in place instead of first launching spare GPU nodes.
-Node auto-repair replaces nodes whose GPUs fail (the node monitoring agent reports them).
+Node auto-repair replaces failed CPU nodes; it is off on GPU pools while two DCGM engines can mark a
+healthy GPU node for repair (below, and docs/upgrading-and-pins.md "DCGM on GPU nodes").
 The Cluster Autoscaler owns the desired size; pools scale to zero through node-template tags.
 """
 

@@ -36,18 +36,19 @@ NODE_PROVISIONING_SECONDS = MAX_NODE_PROVISION_MINUTES * 60
 # once its startup probe sees the first heartbeat, so the timeout covers node provisioning plus
 # the whole startup budget; a shorter one would evict every slow but healthy start.
 PODS_READY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS + STARTUP_BUDGET_SECONDS
-# A running gang that lost a pod (a node gone) waits this long for its replacement, then is
-# requeued (and counts toward backoffLimitCount). Unset, Kueue takes `timeout`, 60 minutes
-# (kueue v0.19.2 apis/config/v1beta2/configuration_types.go WaitForPodsReady.RecoveryTimeout). The
-# Cluster Autoscaler does not scale for the replacement: it skips pods that consume a
-# ProvisioningRequest (cluster-autoscaler-1.36.1 processors/provreq/pods_filter.go), so only the
-# node group's own replacement (spot rebalance, auto-repair) brings one, within the time the
-# autoscaler gives any new node; past it, the gang is better requeued for fresh capacity.
-RECOVERY_TIMEOUT_SECONDS = NODE_PROVISIONING_SECONDS
-# MultiKueue (on a manager): nominate one worker at a time, in the order of MultiKueueConfig's
-# clusters (the stack file's multiKueue.workers: the worker with reserved capacity first), the
-# next only after 5 minutes without admission (incrementaldispatcher.go:50
-# incrementalDispatcherRoundTimeout). The default AllAtOnce dispatcher creates the workload on
+# A running gang that lost a pod (a node gone, or the JobSet restarting every pod) waits this long
+# to be Ready again, then is requeued (and counts toward backoffLimitCount). Stated, not left to
+# Kueue's default (`timeout`: kueue v0.19.2 apis/config/v1beta2/configuration_types.go
+# WaitForPodsReady.RecoveryTimeout), and no shorter than a healthy restart may take: a new node
+# (the node group's own replacement: the Cluster Autoscaler skips pods that consume a
+# ProvisioningRequest, cluster-autoscaler-1.36.1 processors/provreq/pods_filter.go) plus the pods'
+# whole startup budget (rendezvous and restore). Shorter, a restart that is slow but healthy would
+# be evicted and requeued.
+RECOVERY_TIMEOUT_SECONDS = PODS_READY_TIMEOUT_SECONDS
+# MultiKueue (on a manager): nominate the first worker of MultiKueueConfig's clusters (the stack
+# file's multiKueue.workers: the worker with reserved capacity first) alone, and add the next one
+# only after 5 minutes without admission (incrementaldispatcher.go:50 incrementalDispatcherRoundTimeout;
+# a round adds to the nominated workers, it does not replace them). The default AllAtOnce dispatcher creates the workload on
 # every worker at once, and each reserves quota and provisions nodes before one is kept. The
 # config order is honoured with MultiKueueIncrementalDispatcherRespectConfigOrder, and stepSize
 # with MultiKueueIncrementalDispatcherConfig, both beta and on by default in v0.19

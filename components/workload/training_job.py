@@ -300,23 +300,29 @@ class TrainingJobArgs:
 
 
 def disruption_budget(job: JobConfig, pool: NodePoolConfig, namespace: str) -> dict[str, Any] | None:
-    """A PodDisruptionBudget that allows no voluntary eviction of the gang's pods, or None on spot.
+    """A PodDisruptionBudget that allows no voluntary eviction of a running gang's pods, or None on spot.
 
     A managed node group update (a Kubernetes minor, a new AMI, any launch template change) drains
     its nodes through the eviction API, which honours PDBs: with this one the update waits, then
     fails with PodEvictionFailure instead of evicting a running multi-day gang (EKS User Guide,
     "Managed node update behavior", upgrade phase: "If the Pods don't leave the node within 15
     minutes and there's no force flag, the upgrade phase fails with a PodEvictionFailure error").
-    Kueue's preemption and a JobSet restart delete pods, which no PDB holds. Spot pools get none:
-    their nodes go on the 2-minute notice whatever a PDB says, and a rebalance drain should
-    restart the gang early (docs/operations.md, "Holding a running gang")."""
+    `minAvailable` as a whole number: the pods belong to a Job, which has no scale subresource, so
+    `maxUnavailable` would leave the budget failing to sync (Kubernetes docs, "Specifying a
+    Disruption Budget for your Application", Arbitrary workloads: only an integer minAvailable).
+    A pod that is not Ready (a gang still starting, or broken) may still be evicted
+    (`unhealthyPodEvictionPolicy: AlwaysAllow`, stable since 1.31). Kueue's preemption and a JobSet
+    restart delete pods, which no PDB holds. Spot pools get none: their nodes go on the 2-minute
+    notice whatever a PDB says, and a rebalance drain restarts the gang early (docs/gpu-fabric-and-capacity.md,
+    "Updates that do not drain running gangs")."""
     if pool.capacity == Capacity.SPOT:
         return None
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": job.name, "namespace": namespace, "labels": {"app.kubernetes.io/name": job.name}},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": _pod_labels(job)}},
+        "spec": {"minAvailable": job.nodes, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                 "selector": {"matchLabels": _pod_labels(job)}},
     }
 
 

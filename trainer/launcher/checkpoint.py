@@ -529,8 +529,8 @@ class BackgroundCommits:
             "world_size": self.world_size,
             "files": files,
             "created_unix": round(time.time(), 3),
-            **run_fields(),
             **meta,
+            **run_fields(),  # last: a caller's meta never names another run
         })
         fsync_dir(self.root)
         self._prune_in_background(step)
