@@ -60,7 +60,7 @@ from components.network.peering import PeeringRequest, PeerRoute, find_peering, 
 from components.network.security_groups import SecurityGroups, SecurityGroupsArgs
 from components.network.vpc import Network, NetworkArgs
 from components.observability.budget import StackBudget, StackBudgetArgs
-from components.observability.monitoring import Observability, ObservabilityArgs, metrics_namespace
+from components.observability.monitoring import Observability, ObservabilityArgs
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
 from components.workload.controllers import JobControllers, JobControllersArgs
@@ -143,7 +143,7 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     controllers = _job_controllers(config, cluster, provisioning_api)
     load_balancer = _load_balancer_controller(config, on_aws, network, cluster)
     tenant = _training_tenant(config, cluster, data, roles, controllers, load_balancer)
-    _multikueue(config, on_aws, cluster, observability, [controllers.kueue, tenant.namespace])
+    _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
                                          "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}
@@ -416,6 +416,8 @@ def _observability(config: StackConfig, on_aws: OnAws, cluster: ClusterStage) ->
         watched=WatchedJobs(jobs=config.training.jobs, namespace=config.training_namespace, pools=config.node_pools,
                             storage=config.storage, team=False),
         efa=any(p.efa for p in config.node_pools),
+        multikueue_workers=tuple(w.stack for w in config.multikueue.workers)
+        if config.multikueue is not None and config.multikueue.role == MANAGER else (),
     ), on_aws.opts)
 
 
@@ -489,8 +491,7 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
     ), cluster.in_cluster)
 
 
-def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, observability: Observability,
-                depends_on: list[pulumi.Resource]) -> None:
+def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depends_on: list[pulumi.Resource]) -> None:
     """multiKueue: the manager's objects, credential rotation and dispatcher role, or a worker's
     access entry for that role; either way the namespace's any-region LocalQueue
     (components/workload/multikueue.py)."""
@@ -509,10 +510,7 @@ def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, obser
                 account, cluster_name=config.cluster_name, namespace=KUEUE_NAMESPACE, service_account=ROTATION)),
             partition=arn_partition(config.region),
             dns_suffix=aws.get_partition_output(opts=pulumi.InvokeOutputOptions(provider=on_aws.provider)).dns_suffix,
-            account_id=on_aws.account_id, aws_opts=on_aws.opts, depends_on=depends_on,
-            application_log_group=observability.application_log_group.name,
-            metrics_namespace=metrics_namespace(config.cluster_name), name_prefix=config.name_prefix,
-            alert_topic_arn=observability.topic.arn), cluster.in_cluster)
+            account_id=on_aws.account_id, aws_opts=on_aws.opts, depends_on=depends_on), cluster.in_cluster)
         cluster_queue = ANY_REGION
     else:
         MultiKueueWorker("multikueue", MultiKueueWorkerArgs(

@@ -51,6 +51,13 @@ from components.observability.training_metrics import (
     create_metric_filters,
     metrics_namespace_of,
 )
+from components.workload.multikueue import (
+    KUEUE_NAMESPACE,
+    RENEWED_METRIC,
+    ROTATION,
+    TOKEN_ALARM_PERIOD_SECONDS,
+    renewed_filter_pattern,
+)
 from components.workload.training_job import REPLICATED_JOB
 
 ADDON = "amazon-cloudwatch-observability"
@@ -216,6 +223,8 @@ class ObservabilityArgs:
     """The environment's own training jobs: per-job alarms and dashboard widgets."""
     efa: bool = False
     """The stack has EFA pools: alarm on EFA packet drops, EFA widgets."""
+    multikueue_workers: tuple[str, ...] = ()
+    """A MultiKueue manager's worker stacks: an alarm each when its token was not renewed."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -265,6 +274,7 @@ class Observability(pulumi.ComponentResource):
         create_metric_filters(name, log_group=self.application_log_group, name_prefix=args.name_prefix,
                               metrics_namespace=metrics_namespace(args.cluster_name), parent=self)
         alarms += self._create_job_alarms()
+        alarms += self._create_token_alarms()
         self._create_dashboard(alarms)
         self.register_outputs({"alertTopicArn": self.topic.arn, "dashboardUrl": self.dashboard_url})
 
@@ -275,6 +285,31 @@ class Observability(pulumi.ComponentResource):
         return create_job_alarms(f"{self._name}-job", args.watched, config=args.config, cluster_name=args.cluster_name,
                                  name_prefix=args.name_prefix, topic_arn=self.topic.arn,
                                  opts=pulumi.ResourceOptions(parent=self))
+
+    def _create_token_alarms(self) -> list[aws.cloudwatch.MetricAlarm]:
+        """A worker whose token was not renewed for a token's lifetime is about to be lost to Kueue
+        (the rotation CronJob's renewal lines: workload/multikueue.py)."""
+        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        if not args.multikueue_workers:
+            return []
+        renewed = aws.cloudwatch.LogMetricFilter(
+            f"{self._name}-kubeconfig-renewed", name=f"{args.name_prefix}-multikueue-kubeconfig-renewed",
+            log_group_name=self.application_log_group.name, pattern=renewed_filter_pattern(),
+            metric_transformation=aws.cloudwatch.LogMetricFilterMetricTransformationArgs(
+                name=RENEWED_METRIC, namespace=metrics_namespace(args.cluster_name), value="1",
+                dimensions={"Worker": "$.log_processed.worker"}),
+            opts=child)
+        return [aws.cloudwatch.MetricAlarm(
+            f"{self._name}-multikueue-token-{worker}", name=f"{args.name_prefix}-multikueue-token-{worker}",
+            alarm_description=(f"MultiKueue: no new token for worker {worker} in 15 minutes: its token expires and "
+                               "Kueue loses the worker (15 more minutes, then its jobs are dispatched again). "
+                               f"kubectl -n {KUEUE_NAMESPACE} get jobs,pods -l app.kubernetes.io/name={ROTATION}"),
+            namespace=metrics_namespace(args.cluster_name), metric_name=RENEWED_METRIC, dimensions={"Worker": worker},
+            statistic="Sum", period=TOKEN_ALARM_PERIOD_SECONDS, evaluation_periods=1,
+            comparison_operator="LessThanThreshold", threshold=1,
+            treat_missing_data="breaching",  # no renewal line at all is the failure itself
+            alarm_actions=[self.topic.arn], ok_actions=[self.topic.arn],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[renewed])) for worker in args.multikueue_workers]
 
     def _create_dashboard(self, alarms: list[aws.cloudwatch.MetricAlarm]) -> None:
         args = self._args

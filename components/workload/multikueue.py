@@ -77,7 +77,8 @@ ROTATION_IMAGE = ("public.ecr.aws/docker/library/python:3.13-slim@sha256:"
                   "ffb752e139c0a19692a43af8d8523b274222dd68eebad5d583b45c2201c6e30a")
 ROTATION_DEADLINE_SECONDS = 300
 # The script logs one JSON line per renewed worker; an alarm per worker fires when a 15-minute
-# window (a token's lifetime) holds none. Every aligned 15-minute window holds a */10 run.
+# window (a token's lifetime) holds none (observability/monitoring.py). Every aligned 15-minute
+# window holds a */10 run.
 RENEWED_EVENT = "kubeconfig_renewed"
 RENEWED_METRIC = "MultiKueueKubeconfigRenewed"
 TOKEN_ALARM_PERIOD_SECONDS = 900
@@ -304,14 +305,6 @@ class MultiKueueManagerArgs:
     """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
     depends_on: Sequence[pulumi.Resource]
     """What must exist before the Kubernetes objects: Kueue (its CRDs) and the training namespace."""
-    application_log_group: pulumi.Input[str]
-    """The cluster's Container Insights application log group: the rotation's renewal lines land there."""
-    metrics_namespace: str
-    """Where the renewal metric is published (the stack's log metric filters' namespace)."""
-    name_prefix: str
-    """The stack's name prefix: the metric filter's and the alarms' names."""
-    alert_topic_arn: pulumi.Input[str]
-    """The SNS topic a stale token alarms."""
 
 
 class MultiKueueManager(pulumi.ComponentResource):
@@ -351,32 +344,7 @@ class MultiKueueManager(pulumi.ComponentResource):
                              spec=cronjob_spec, opts=in_cluster)
         for manifest in manager_manifests(args.config, cohort=args.cohort, training_namespace=args.training_namespace):
             custom_resource(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, in_cluster)
-        self._create_token_alarms(name, args, aws_child)
         self.register_outputs({})
-
-    @staticmethod
-    def _create_token_alarms(name: str, args: MultiKueueManagerArgs, opts: pulumi.ResourceOptions) -> None:
-        """A worker whose token was not renewed for a token's lifetime is about to be lost to Kueue."""
-        renewed = aws.cloudwatch.LogMetricFilter(
-            f"{name}-kubeconfig-renewed", name=f"{args.name_prefix}-multikueue-kubeconfig-renewed",
-            log_group_name=args.application_log_group, pattern=renewed_filter_pattern(),
-            metric_transformation=aws.cloudwatch.LogMetricFilterMetricTransformationArgs(
-                name=RENEWED_METRIC, namespace=args.metrics_namespace, value="1",
-                dimensions={"Worker": "$.log_processed.worker"}),
-            opts=opts)
-        for worker in args.config.workers:
-            aws.cloudwatch.MetricAlarm(
-                f"{name}-token-{worker.stack}", name=f"{args.name_prefix}-multikueue-token-{worker.stack}",
-                alarm_description=(f"MultiKueue: no new token for worker {worker.stack} in 15 minutes: its token expires and "
-                                   "Kueue loses the worker (15 more minutes, then its jobs are dispatched again). "
-                                   f"kubectl -n {KUEUE_NAMESPACE} get jobs,pods -l app.kubernetes.io/name={ROTATION}"),
-                namespace=args.metrics_namespace, metric_name=RENEWED_METRIC, dimensions={"Worker": worker.stack},
-                statistic="Sum", period=TOKEN_ALARM_PERIOD_SECONDS, evaluation_periods=1, comparison_operator="LessThanThreshold",
-                threshold=1,
-                # No renewal line at all is the failure itself.
-                treat_missing_data="breaching",
-                alarm_actions=[args.alert_topic_arn], ok_actions=[args.alert_topic_arn],
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[renewed])))
 
 
 def renewed_filter_pattern() -> str:
