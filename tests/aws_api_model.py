@@ -203,7 +203,7 @@ def resource_problems(resource: Mapping[str, Any], inputs: Mapping[str, Any], re
                 for problem in shape_problems(call.service, shape, value, report):
                     yield f"{shown}: {problem} ({call.service} {call.operation} {member}, shape {shape})"
     for rule in PROSE.get(resource["type"], ()):
-        for where, value in values_at(inputs, rule.field):
+        for where, value in values_at(inputs, rule.field) if rule.field else [("inputs", inputs)]:
             if value is UNKNOWN:
                 continue
             report.checked += 1

@@ -196,7 +196,7 @@ UNCONSTRAINED = ("aws:ec2/routeTableAssociation:RouteTableAssociation", "aws:efs
 class Prose:
     """A constraint stated in an API reference's text, not in the model's shapes."""
     field: str
-    """Pulumi input path, as in Call.fields."""
+    """Pulumi input path, as in Call.fields; "" for the resource's inputs as a whole."""
     accepts: Callable[[Any], bool]
     says: str
     """What the reference says (quoted where it is the model's own documentation)."""
@@ -247,6 +247,8 @@ SG_RULE_PROTOCOL = Prose("ipProtocol", _pattern(r"tcp|udp|icmp|icmpv6|-1|[0-9]{1
 SG_RULE_PORTS = (Prose("fromPort", _between(-1, 65535), "a port, or -1 (all ICMP types)", "ec2 IpPermission FromPort"),
                  Prose("toPort", _between(-1, 65535), "a port, or -1 (all ICMP codes)", "ec2 IpPermission ToPort"))
 
+METRIC_ALARM_SINGLE_METRIC = {"namespace", "metricName", "dimensions", "period", "unit", "statistic", "extendedStatistic"}
+
 PROSE: dict[str, tuple[Prose, ...]] = {
     "aws:cloudwatch/logGroup:LogGroup": (Prose(
         "retentionInDays", _one_of(1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
@@ -255,7 +257,18 @@ PROSE: dict[str, tuple[Prose, ...]] = {
     "aws:cloudwatch/logMetricFilter:LogMetricFilter": (Prose(
         "metricTransformation.dimensions", lambda v: len(v) <= 3, '"One metric filter can include as many as three dimensions"',
         "logs MetricTransformation dimensions"),),
+    "aws:cloudwatch/dashboard:Dashboard": (Prose(
+        "dashboardName", _pattern(r"[A-Za-z0-9_-]{1,255}"), '"The maximum length is 255, and valid characters are '
+        'A-Z, a-z, 0-9, "-", and "_""', "cloudwatch PutDashboard DashboardName"),),
     "aws:cloudwatch/metricAlarm:MetricAlarm": (
+        Prose("", lambda inputs: not inputs.get("metricQueries") or not set(inputs) & METRIC_ALARM_SINGLE_METRIC,
+              '"If you use the Metrics parameter, you cannot include the Namespace, MetricName, Dimensions, Period, '
+              'Unit, Statistic, or ExtendedStatistic parameters"', "cloudwatch PutMetricAlarm Metrics"),
+        Prose("metricQueries", lambda queries: sum(q.get("returnData") is not False for q in queries) == 1,
+              '"specify true for the one expression result to use as the alarm. For all other metrics and expressions '
+              '... specify ReturnData as False" (omitted, it is true)', "cloudwatch MetricDataQuery ReturnData"),
+        Prose("metricQueries[].metric.period", lambda v: v in (1, 5, 10, 20, 30) or (isinstance(v, int) and v > 0 and v % 60 == 0),
+              '"the period can be 1, 5, 10, 20, 30, 60, or any multiple of 60"', "cloudwatch MetricStat Period"),
         Prose("metricQueries[].id", _pattern(r"[a-z][A-Za-z0-9_]{0,254}"), '"letters, numbers, and underscore. The first '
               'character must be a lowercase letter"', "cloudwatch MetricDataQuery Id"),
         Prose("period", lambda v: v in (10, 20, 30) or (isinstance(v, int) and v > 0 and v % 60 == 0),

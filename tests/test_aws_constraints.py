@@ -89,6 +89,11 @@ REFUSED = [
     ("aws:cloudwatch/logGroup:LogGroup", {"retentionInDays": 45}, "Possible values are"),
     ("aws:cloudwatch/metricAlarm:MetricAlarm", {"period": 90}, "any multiple of 60"),
     ("aws:cloudwatch/metricAlarm:MetricAlarm", {"alarmActions": ["arn:aws:sns:us-east-1:1:t"] * 6}, "6 items; the API takes 0 to 5"),
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", {"metricQueries": [{"id": "m", "returnData": False}, {"id": "e", "returnData": True}],
+                                                "namespace": "GpuTraining"}, "cannot include the Namespace"),
+    # an omitted returnData is true: two results for one alarm
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", {"metricQueries": [{"id": "steps"}, {"id": "breach", "returnData": True}]},
+     "specify ReturnData as False"),
     ("aws:efs/accessPoint:AccessPoint", {"tags": {"owner": "ml's team"}}, "['owner'] = \"ml's team\": does not match"),
     ("aws:efs/accessPoint:AccessPoint", {"rootDirectory": {"path": "/a/b/c/d/e"}}, "efs CreateAccessPoint RootDirectory.Path"),
     ("aws:s3/bucket:Bucket", {"bucket": "Gpu-Training-Dev"}, "S3 User Guide, bucket naming rules"),
