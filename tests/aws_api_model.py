@@ -251,6 +251,30 @@ def role_quota_problems(resources: Sequence[Mapping[str, Any]], report: Report) 
                 for role, count in attached.items() if count > MANAGED_POLICIES_PER_ROLE)
 
 
+# IAM User Guide, "IAM JSON policy elements: Sid" and "Version": in IAM a Sid holds "ASCII uppercase
+# letters (A-Z), lowercase letters (a-z), and numbers (0-9)" and is unique within its policy (KMS
+# and S3 policies take more: not checked here); Version is 2012-10-17 or the old 2008-10-17.
+IAM_DOCUMENTS = {"aws:iam/role:Role": "assumeRolePolicy", "aws:iam/rolePolicy:RolePolicy": "policy",
+                 "aws:iam/policy:Policy": "policy"}
+
+
+def iam_document_problems(resource: Mapping[str, Any], report: Report) -> Iterator[str]:
+    """A policy's Sids and Version; read from the planned text, stand-in ARNs and all (both are literals)."""
+    text = resource["inputs"].get(IAM_DOCUMENTS.get(resource["type"], ""))
+    if not isinstance(text, str):
+        return
+    document = json.loads(text)
+    statements = document.get("Statement") or []
+    sids = [s["Sid"] for s in (statements if isinstance(statements, list) else [statements]) if "Sid" in s]
+    report.checked += 1 + len(sids)
+    if document.get("Version") not in ("2012-10-17", "2008-10-17"):
+        yield f"policy Version {document.get('Version')!r}: IAM takes 2012-10-17 (IAM JSON policy elements: Version)"
+    yield from (f"policy Sid {sid!r}: IAM takes A-Z, a-z and 0-9 only (IAM JSON policy elements: Sid)"
+                for sid in sids if not regex.fullmatch(r"[A-Za-z0-9]*", str(sid)))
+    yield from (f"policy Sid {sid!r} appears twice: a Sid is unique within its policy (IAM JSON policy elements: Sid)"
+                for sid in sorted({sid for sid in sids if sids.count(sid) > 1}))
+
+
 def check(resources: Sequence[Mapping[str, Any]]) -> Report:
     """Every AWS resource of a plan (resources.json records) against its API's constraints."""
     report = Report()
@@ -260,7 +284,7 @@ def check(resources: Sequence[Mapping[str, Any]]) -> Report:
             continue
         inputs = _known_inputs(resource, default_tags.get(resource.get("provider") or "", {}))
         report.problems += [f"{resource['type']} {resource['name']}: {problem}"
-                            for problem in resource_problems(resource, inputs, report)]
+                            for problem in (*resource_problems(resource, inputs, report), *iam_document_problems(resource, report))]
     report.problems += role_quota_problems(resources, report)
     return report
 

@@ -99,6 +99,10 @@ REFUSED = [
     ("aws:s3/bucket:Bucket", {"bucket": "Gpu-Training-Dev"}, "S3 User Guide, bucket naming rules"),
     ("aws:s3/bucket:Bucket", {"bucket": "192.168.5.4"}, "not an IP address"),
     ("aws:s3/bucket:Bucket", {"tags": {"AWS:owner": "x"}}, "the aws: prefix is reserved"),
+    ("aws:iam/rolePolicy:RolePolicy", {"policy": json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "read-datasets", "Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]})}, "IAM takes A-Z, a-z and 0-9 only"),
+    ("aws:iam/role:Role", {"assumeRolePolicy": json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Pods", "Effect": "Allow"}, {"Sid": "Pods", "Effect": "Allow"}]})}, "appears twice"),
     ("aws:kms/key:Key", {"deletionWindowInDays": 31}, "between 7 and 30"),  # the model's shape allows 1-365
     ("aws:secretsmanager/secret:Secret", {"name": "gpu-training/dev/hf-tokens"}, "hyphen followed by six characters"),
     ("aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 3600}, "increments of 2400 GiB"),
