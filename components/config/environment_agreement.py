@@ -1,9 +1,9 @@
 """What a platform stack must agree on with its environment's other stack files (sibling_stacks.py
 reads them), checked before any resource exists, like the VPC CIDRs in stack.py:
 
-- a MultiKueue manager's `workers[].region` is the worker stack's own `region`, and a worker's
-  `managerRegion` its manager's: the manager creates and accepts the VPC peering in the region it
-  names, and a worker replicates its checkpoints and looks up the peering there;
+- a MultiKueue manager's `workers[].region` is the worker stack's own `region` (checked in both
+  plans), and a worker's `managerRegion` its manager's: the manager creates and accepts the VPC
+  peering in the region it names, and a worker replicates its checkpoints and looks up the peering there;
 - a manager's `workers[].gpus` fits the worker's own `training.gpuQuota` total: the manager's
   ClusterQueue quota is the sum over its workers (Kueue: "the quota in the manager cluster should
   equal the total quota available in all worker clusters"), and quota a worker does not have
@@ -22,23 +22,18 @@ from pathlib import Path
 
 from components.config.multikueue import MANAGER, MultiKueueConfig
 from components.config.reader import Section
-from components.config.sibling_stacks import platform_stacks, sibling_stack
+from components.config.sibling_stacks import manager_workers, platform_stacks, sibling_stack
 
 
-def check_multikueue_agreement(root: Section, multikueue: MultiKueueConfig | None, *, project: str,
-                               stacks_dir: Path | None) -> None:
+def check_multikueue_agreement(root: Section, multikueue: MultiKueueConfig | None, *, project: str, stack: str,
+                               region: str, stacks_dir: Path | None) -> None:
     """A manager's workers' regions and GPUs, a worker's manager's region, against their files."""
     if multikueue is None or stacks_dir is None or not root.ok("multiKueue"):
         return
-    key = root.key("multiKueue")
     if multikueue.role != MANAGER:
-        manager = sibling_stack(stacks_dir, project=project, stack=str(multikueue.manager))
-        if manager is not None and manager.region and multikueue.manager_region != manager.region:
-            root.error(f"{key}.managerRegion", multikueue.manager_region,
-                       f"is not the region of its manager '{manager.stack}' ({manager.file} sets region: "
-                       f"{manager.region}): checkpoints would replicate to, and the VPC peering be looked up in, "
-                       "a region the manager is not in", f"set managerRegion: {manager.region}")
+        _check_worker(root, multikueue, project=project, stack=stack, region=region, stacks_dir=stacks_dir)
         return
+    key = root.key("multiKueue")
     for index, worker in enumerate(multikueue.workers):
         sibling = sibling_stack(stacks_dir, project=project, stack=worker.stack)
         if sibling is None:
@@ -53,6 +48,27 @@ def check_multikueue_agreement(root: Section, multikueue: MultiKueueConfig | Non
                        f"is more than stack '{worker.stack}' has: its training.gpuQuota totals {sibling.gpu_quota} "
                        f"GPUs ({sibling.file}); the manager would admit jobs that then wait on the worker",
                        f"set gpus: {sibling.gpu_quota} (or raise training.gpuQuota in {sibling.file} first)")
+
+
+def _check_worker(root: Section, multikueue: MultiKueueConfig, *, project: str, stack: str, region: str,
+                  stacks_dir: Path) -> None:
+    """managerRegion against the manager's file, and this stack's region against the manager's list
+    of it (a worker that moved is refused in its own plan too, not only in the manager's)."""
+    manager = sibling_stack(stacks_dir, project=project, stack=str(multikueue.manager))
+    if manager is None:
+        return
+    if manager.region and multikueue.manager_region != manager.region:
+        root.error(f"{root.key('multiKueue')}.managerRegion", multikueue.manager_region,
+                   f"is not the region of its manager '{manager.stack}' ({manager.file} sets region: "
+                   f"{manager.region}): checkpoints would replicate to, and the VPC peering be looked up in, "
+                   "a region the manager is not in", f"set managerRegion: {manager.region}")
+    listed, _ = manager_workers(stacks_dir, project=project, manager=manager.stack)
+    for index, (name, listed_region) in enumerate(listed or []):
+        if name == stack and listed_region and region and root.ok("region") and listed_region != region:
+            root.error(root.key("region"), region,
+                       f"is not the region its manager '{manager.stack}' lists for it ({manager.file}: "
+                       f"multiKueue.workers[{index}].region: {listed_region}): the manager would peer with it there",
+                       f"set region: {listed_region}, or the worker's region in {manager.file} to {region}")
 
 
 def check_region_of_its_own(root: Section, region: str, *, project: str, stack: str, environment: str,

@@ -348,9 +348,10 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
     multikueue = _with_peer_cidrs(root, multikueue, project=project, stack=stack, stacks_dir=sibling_stacks_dir)
-    check_multikueue_agreement(root, multikueue, project=project, stacks_dir=sibling_stacks_dir)
     check_region_of_its_own(root, region, project=project, stack=stack, environment=environment,
                             stacks_dir=sibling_stacks_dir)
+    check_multikueue_agreement(root, multikueue, project=project, stack=stack, region=region,
+                               stacks_dir=sibling_stacks_dir)
     if multikueue is not None and cluster.endpoint_public_access and root.ok("multiKueue"):
         # The peering carries the manager's calls to a worker's private endpoint, whose name resolves
         # to private addresses only while public access is off (EKS User Guide, "Cluster API server
