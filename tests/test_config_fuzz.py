@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import aws_api_model
 import pytest
 import yaml
 from api_limits import violations
@@ -364,6 +365,7 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
         return
     event("outcome: planned")
     assert violations(plan, decoded[f"{project}:region"]) == []
+    assert aws_api_model.check(plan.resources).problems == []  # AWS's own API models (tests/aws_api_rows.py)
 
 
 def _deep_copy(value: Any) -> Any:
