@@ -90,21 +90,31 @@ def shape_problems(service: str, shape_name: str, value: Any, report: Report) ->
     if kind in ("list", "map"):
         yield from _size_problems(shape, value, report)
         yield from _element_problems(service, shape, value, report)
+    elif kind == "structure" or isinstance(value, (Mapping, list)):
+        raise ValueError(f"shape {shape_name} ({kind}) cannot take {_short(value)}: map the members one by one in API")
     elif kind == "string" and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         report.checked += 1
         yield from _string_problems(shape, str(value))
     elif kind in ("integer", "long", "double", "float") and not isinstance(value, bool):
         report.checked += 1
+        yield from _number_problems(shape, value)
+
+
+def _number_problems(shape: Mapping[str, Any], value: Any) -> Iterator[str]:
+    try:
         number = float(value)
-        if "min" in shape and number < shape["min"]:
-            yield f"below the minimum {shape['min']}"
-        if "max" in shape and number > shape["max"]:
-            yield f"above the maximum {shape['max']}"
-    elif kind == "structure":
-        raise ValueError(f"shape {shape_name} is a structure: map its members one by one in API")
+    except ValueError:
+        yield "is not a number"
+        return
+    if "min" in shape and number < shape["min"]:
+        yield f"below the minimum {shape['min']}"
+    if "max" in shape and number > shape["max"]:
+        yield f"above the maximum {shape['max']}"
 
 
 def _size_problems(shape: Mapping[str, Any], value: Any, report: Report) -> Iterator[str]:
+    if isinstance(value, Mapping) and not value:
+        return  # an empty map is not sent (tags: {})
     if isinstance(value, (list, Mapping)) and ("min" in shape or "max" in shape):
         report.checked += 1
         if not shape.get("min", 0) <= len(value) <= shape.get("max", len(value)):

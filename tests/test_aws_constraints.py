@@ -122,6 +122,7 @@ ACCEPTED = [
     # (type, inputs, reads): what a too strict check would refuse.
     (ROLE, {"name": "gpu-training.ci+deploy=prod@x,1"}, None),
     ("aws:efs/accessPoint:AccessPoint", {"tags": {"équipe": "vision été"}}, None),  # \p{L} and \p{Z}: letters, spaces
+    ("aws:eks/addon:Addon", {"tags": {}, "resolveConflictsOnCreate": "OVERWRITE"}, None),  # an empty map is not sent: EKS's TagMap min 1 does not apply
     ("aws:autoscaling/tag:Tag", {"tag": {"key": "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu",
                                          "value": "true:NoSchedule"}}, None),
     # a value made of another resource's output is unknown: its stand-in is not judged, the literal beside it is
@@ -137,6 +138,13 @@ def test_the_check_accepts_what_aws_accepts(type_token, inputs, reads):
     report = api.check([_record(type_token, inputs, reads)])
     assert report.problems == []
     assert report.checked > 0
+
+
+def test_a_row_that_names_a_structure_or_gives_a_scalar_member_a_list_is_a_mapping_error():
+    with pytest.raises(ValueError, match="map the members one by one"):
+        list(api.shape_problems("eks", "NodegroupScalingConfig", {"minSize": 1}, api.Report()))
+    with pytest.raises(ValueError, match="map the members one by one"):
+        list(api.shape_problems("iam", "roleNameType", ["a", "b"], api.Report()))
 
 
 def test_a_literal_beside_an_output_is_still_checked():
