@@ -12,8 +12,8 @@ same, value for value.
 The property: either the stack is refused with ConfigError (exit 2 from the CLI) whose every
 message names a key of this config (or a missing key directly inside one, or the file and line)
 and a fix, shows no secret and stays under 20 KB; or it loads, and then its plan satisfies the
-APIs' limits (tests/api_limits.py, over resources.json and the manifests). Anything else (a
-traceback) fails.
+APIs' limits (tests/api_limits.py, over resources.json and the manifests) and AWS's own API
+models (tests/aws_api_model.py, over resources.json). Anything else (a traceback) fails.
 
 `make test` runs FUZZ_EXAMPLES (default 80) examples per stack, derandomised so CI is stable.
 The nightly profile (FUZZ_PROFILE=nightly) draws fresh examples every run, keeps failures in
@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import aws_api_model
 import pytest
 import yaml
 from api_limits import violations
@@ -364,6 +365,7 @@ def test_mutated_stack_files_are_refused_cleanly_or_plan_within_api_limits(stack
         return
     event("outcome: planned")
     assert violations(plan, decoded[f"{project}:region"]) == []
+    assert aws_api_model.check(plan.resources).problems == []  # AWS's own API models (tests/aws_api_rows.py)
 
 
 def _deep_copy(value: Any) -> Any:

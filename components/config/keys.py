@@ -64,7 +64,8 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("environment", STRING, "The stack's environment; must equal the stack name (or its suffix for team stacks).",
         allowed=("dev", "staging", "prod"), stacks=BOTH),
-    Key("region", STRING, "AWS region every resource of the stack lives in, e.g. us-east-1 (components/facts/regions.py).",
+    Key("region", STRING, "AWS region every resource of the stack lives in, e.g. us-east-1 (components/facts/regions.py); "
+        "no two platform stacks of an environment share one.",
         stacks=BOTH),
     Key("costCenter", STRING, "Billing tag applied to every AWS resource (tag `cost-center`).", stacks=BOTH),
     Key("iamPermissionsBoundary", STRING,
@@ -229,12 +230,14 @@ KEYS: tuple[Key, ...] = (
         allowed=("manager", "worker")),
     Key("multiKueue.manager", STRING, "A worker's manager stack (its dispatcher role gets this cluster's access entry).",
         default=UNSET),
-    Key("multiKueue.managerRegion", STRING, "A worker's manager's region: its checkpoints replicate there.",
+    Key("multiKueue.managerRegion", STRING,
+        "A worker's manager's region (its stack file's region): its checkpoints replicate there.",
         default=UNSET),
     Key("multiKueue.workers", LIST, "A manager's worker stacks, most preferred first (at most 20).", default=UNSET),
     Key("multiKueue.workers[].stack", STRING, "A platform stack of the same environment, e.g. prod-usw2."),
-    Key("multiKueue.workers[].region", STRING, "The worker stack's region."),
-    Key("multiKueue.workers[].gpus", INTEGER, "The most GPUs the manager dispatches to it at once (its gpuQuota total)."),
+    Key("multiKueue.workers[].region", STRING, "The worker stack's region, as its stack file sets it."),
+    Key("multiKueue.workers[].gpus", INTEGER,
+        "The most GPUs the manager dispatches to it at once, at most its training.gpuQuota total."),
 
     Key("budget", MAPPING, "Monthly AWS Budget of the stack (required in prod, platform and team stacks).", default={},
         stacks=BOTH),

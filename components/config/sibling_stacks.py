@@ -115,3 +115,46 @@ def _manager_workers(path: Path, _mtime_ns: int, _size: int, project: str) -> tu
 
 def overlapping_vpc_cidrs(cidr: ipaddress.IPv4Network, siblings: list[SiblingCidr]) -> list[SiblingCidr]:
     return [sibling for sibling in siblings if sibling.cidr.overlaps(cidr)]
+
+
+@dataclass(frozen=True)
+class SiblingStack:
+    """What another platform stack's file states that this stack must agree with, read as loosely
+    as the CIDR: its own plan judges its values, so a value of the wrong type reads as None."""
+    stack: str
+    file: str
+    """The file as messages name it (stacks/Pulumi.prod-usw2.yaml)."""
+    region: str | None
+    manager_region: str | None
+    """multiKueue.managerRegion, on a worker."""
+    gpu_quota: int | None
+    """The total of training.gpuQuota (pool -> GPUs), None unless every value is a whole number."""
+
+
+def sibling_stack(stacks_dir: Path, *, project: str, stack: str) -> SiblingStack | None:
+    """Another platform stack's file beside this one; None when there is none or it cannot be read
+    (the VPC CIDR checks above say so where it matters)."""
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _sibling_stack(path, stat.st_mtime_ns, stat.st_size, project, stack)
+
+
+@lru_cache(maxsize=64)
+def _sibling_stack(path: Path, _mtime_ns: int, _size: int, project: str, stack: str) -> SiblingStack | None:
+    try:
+        config = read_stack_file(path)
+    except ConfigError:
+        return None
+
+    def value(key: str) -> object:
+        return config.get(f"{project}:{key}", config.get(key))
+
+    region, multikueue, training = value("region"), value("multiKueue"), value("training")
+    manager_region = multikueue.get("managerRegion") if isinstance(multikueue, Mapping) else None
+    quota = training.get("gpuQuota") if isinstance(training, Mapping) else None
+    whole = isinstance(quota, Mapping) and all(isinstance(v, int) and not isinstance(v, bool) for v in quota.values())
+    return SiblingStack(stack=stack, file=shown_path(path), region=region if isinstance(region, str) else None,
+                        manager_region=manager_region if isinstance(manager_region, str) else None,
+                        gpu_quota=sum(quota.values()) if whole and isinstance(quota, Mapping) else None)

@@ -18,6 +18,7 @@ from pulumi.runtime import config as runtime_config
 
 from components.config.budget import BudgetConfig, parse_budget
 from components.config.cluster import ClusterConfig, parse_cluster
+from components.config.environment_agreement import check_multikueue_agreement, check_region_of_its_own
 from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
@@ -347,6 +348,10 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
                                   region_problem=region_problem)
     multikueue = _with_peer_cidrs(root, multikueue, project=project, stack=stack, stacks_dir=sibling_stacks_dir)
+    check_region_of_its_own(root, region, project=project, stack=stack, environment=environment,
+                            stacks_dir=sibling_stacks_dir)
+    check_multikueue_agreement(root, multikueue, project=project, stack=stack, region=region,
+                               stacks_dir=sibling_stacks_dir)
     if multikueue is not None and cluster.endpoint_public_access and root.ok("multiKueue"):
         # The peering carries the manager's calls to a worker's private endpoint, whose name resolves
         # to private addresses only while public access is off (EKS User Guide, "Cluster API server
