@@ -39,6 +39,7 @@ from components.config.multikueue import (
     stack_name_prefix,
 )
 from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
+from components.config.vocabularies import Capacity
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
@@ -523,6 +524,16 @@ def _multikueue(config: StackConfig, on_aws: OnAws, cluster: ClusterStage, depen
                     pulumi.ResourceOptions.merge(cluster.in_cluster, pulumi.ResourceOptions(depends_on=depends_on)))
 
 
+def probe_pool(config: StackConfig) -> str:
+    """The GPU pool verify's MultiKueue probe asks a worker for: the cheapest node to start (spot
+    before on-demand, the fewest GPUs). An environment's regions are planned from one template, so a
+    worker has a pool of that name (a worker without one: the probe is never admitted, and says so)."""
+    pools = _gpu_pools(config)
+    if not pools:
+        return ""
+    return min(pools, key=lambda p: (p.capacity != Capacity.SPOT, p.gpus_per_node, p.name)).name
+
+
 def _gpu_pools(config: StackConfig) -> list[NodePoolConfig]:
     return [pool for pool in config.node_pools if pool.gpu]
 
@@ -555,5 +566,6 @@ def _outputs(config: StackConfig, network: NetworkStage, cluster: ClusterStage, 
         # What scripts/verify checks on a MultiKueue manager (verify/multikueue.py).
         **({"multiKueue": {"role": config.multikueue.role, "queue": ANY_REGION,
                            "workers": [w.stack for w in config.multikueue.workers],
-                           "probeImage": config.training.cleanup_image}} if config.multikueue else {}),
+                           "probeImage": config.training.cleanup_image,
+                           "probePool": probe_pool(config)}} if config.multikueue else {}),
     }

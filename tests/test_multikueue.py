@@ -333,8 +333,13 @@ def test_verify_says_whether_each_worker_is_connected(clusters, check, status, s
 class ProbeKube:
     """The manager's API as the probe sees it: the Workload Kueue makes for the probe, in `states`."""
 
-    def __init__(self, states):
-        self.states, self.created, self.deleted = list(states), [], []
+    def __init__(self, states, finished=None):
+        self.states, self.created, self.deleted, self.finished = list(states), [], [], finished
+
+    def custom_object(self, group, version, namespace, plural, name):
+        """The local JobSet, its status as MultiKueue copies it back from the worker."""
+        conditions = [{"type": self.finished, "status": "True"}] if self.finished else []
+        return {**self.created[0], "status": {"conditions": conditions}}
 
     def create_custom_object(self, group, version, namespace, plural, body):
         self.created.append(body)
@@ -366,6 +371,34 @@ def test_the_probe_passes_only_once_a_worker_admits_it_and_is_always_deleted(sta
     assert probe["spec"]["managedBy"] == MANAGED_BY and probe["metadata"]["labels"][QUEUE_LABEL] == ANY_REGION
     assert validate_custom_resource(probe) == []
     assert kube.deleted == [probe["metadata"]["name"]]
+
+
+@pytest.mark.parametrize(("finished", "status", "says"), [
+    ("Completed", "pass", "ran to completion on worker prod-usw2 (pool gpu-spot)"),
+    ("Failed", "fail", "admitted the probe, which failed"),
+    (None, "fail", "did not complete in 1 minutes"),   # admitted, but no GPU node ever came up
+])
+def test_the_probe_runs_a_gpu_pod_on_the_worker_to_completion(finished, status, says):
+    from verify.multikueue import check_probe
+    clock = iter(range(0, 10_000, 10))
+    kube = ProbeKube([("Ready", "prod-usw2")], finished)
+    result = check_probe(kube, "training-prod", "img@sha256:1", now=1.0, pool="gpu-spot", timeout_s=60,
+                         sleep=lambda _: None, clock=lambda: next(clock))
+    assert result.status.value == status and says in result.summary
+    (probe,) = kube.created
+    pod = probe["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"gpu-training/pool": "gpu-spot"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert validate_custom_resource(probe) == []
+    assert kube.deleted == [probe["metadata"]["name"]]
+
+
+def test_the_probe_asks_for_the_managers_cheapest_gpu_pool(plan_of):
+    from components.platform import probe_pool
+    config = load_stack_config(raw_config("prod"), project=PROJECT, stack="prod")
+    assert isinstance(config, StackConfig) and probe_pool(config) == "gpu-spot"  # spot g6/g5 before the p5 reservation
+    assert plan_of("prod").outputs["multiKueue"]["probePool"] == "gpu-spot"
 
 
 def test_no_two_stacks_of_an_environment_share_a_global_name(plan_of):

@@ -158,7 +158,8 @@ def test_healthy_cluster_and_job_pass_every_check(prod_outputs, healthy, tmp_pat
     assert checks[f"job.{sc.JOB}.fabric"]["summary"] == ("2 pods: 32 of 32 EFA devices, GPUDirect RDMA on every "
                                                          "inter-node channel")
     # prod is its environment's MultiKueue manager: the probe went to its worker and was removed.
-    assert checks["multikueue.probe"]["summary"] == "a probe on queue any-region was admitted by worker prod-usw2"
+    assert checks["multikueue.probe"]["summary"] == ("a 1-GPU probe on queue any-region ran to completion on worker "
+                                                     "prod-usw2 (pool gpu-spot)")
     ns = prod_outputs[0]["training"]["namespace"]
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
     assert len([p for p in fake.calls("DELETE") if p.startswith(f"{jobsets}/multikueue-probe-")]) == 1

@@ -187,7 +187,7 @@ def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[
     if workers.status.name != "PASS" or not outputs.probe_image:
         return [workers]
     return [workers, checks.guarded("multikueue.probe", multikueue.check_probe, cluster, outputs.namespace,
-                                    outputs.probe_image, now=now)]
+                                    outputs.probe_image, now=now, pool=outputs.probe_pool)]
 
 
 def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> CheckResult:

@@ -62,6 +62,8 @@ class StackOutputs:
     multikueue_role: str | None = None
     """`multiKueue.role` of the stack (manager: verify checks its workers and dispatches a probe)."""
     probe_image: str | None = None
+    probe_pool: str = ""
+    """The GPU pool the MultiKueue probe asks a worker for ("" before the program exported it: no GPU then)."""
     """The image the MultiKueue probe runs (the trainer image; present on every worker's nodes' registry path)."""
 
 
@@ -154,6 +156,7 @@ def parse_outputs(stack: str, data: dict[str, Any]) -> StackOutputs:
         dashboard_url=data["dashboardUrl"] if isinstance(data.get("dashboardUrl"), str) else None,
         multikueue_role=multikueue.get("role") if isinstance(multikueue := data.get("multiKueue"), dict) else None,
         probe_image=multikueue.get("probeImage") if isinstance(multikueue, dict) else None,
+        probe_pool=str(multikueue.get("probePool") or "") if isinstance(multikueue, dict) else "",
     )
 
 
