@@ -26,7 +26,10 @@ import time
 from collections.abc import Callable
 from typing import IO, BinaryIO
 
-from . import checkpoint, contract, fabric, gang, progress, worker_site
+from . import checkpoint, contract, fabric, gang, progress, startup, worker_site
+from .startup import PYTHON_WORDS, UsageError
+
+__all__ = ["PYTHON_WORDS", "UsageError", "main", "torchrun_command"]
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -45,11 +48,6 @@ JSON line and exits without starting anything.
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
 EXIT_SIGNAL_WITHOUT_STOP = 1  # a failure to the Job: its workers never reported a stop after saving
-PYTHON_WORDS = {"python", "python3", sys.executable, os.path.basename(sys.executable)}
-
-
-class UsageError(Exception):
-    pass
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
@@ -73,18 +71,8 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
 
 def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
     """The torchrun invocation for a validated contract and training command."""
-    if not command:
-        raise UsageError("no training command given (e.g. python -m launcher -- -m my.train)")
-    command = list(command)
-    if command[0] in PYTHON_WORDS:
-        command = command[1:]
-        if not command:
-            raise UsageError("the training command is only a Python interpreter")
-    if command[0].startswith("-") and command[0] != "-m":
-        raise UsageError(f"unsupported interpreter option {command[0]!r}: use -m MODULE or a script")
-    if command[0] == "-m" and len(command) < 2:
-        raise UsageError("-m needs a module name")
-    python_mode = command[0] == "-m" or command[0].endswith(".py")
+    command = startup.training_command(command)
+    python_mode = startup.is_python(command)
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes", str(c.nnodes),
@@ -393,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
     except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
         return error(str(e))
+    problems = startup.command_problems(startup.training_command(command))
+    if problems:  # a config error that no restart cures, reported as the workers' are
+        progress.log("trainer_config_error", errors=problems)
+        return error("; ".join(problems))
     is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
     cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
                                     os.environ.get("PET_RDZV_CONF", ""))

@@ -1,0 +1,83 @@
+"""No worker failure goes unseen (issue 44): a traceback raised after init_process_group reaches
+the pod log, command-line and start-up errors exit 2 as config errors with the line that says
+why. Each runs
+the real launcher and torchrun on localhost with tiny scripts (a few seconds each)."""
+
+from __future__ import annotations
+
+import pytest
+from trainer_testlib import requires_torch
+
+pytestmark = requires_torch
+
+
+def _run(trainer_env, launch, tmp_path, script: str, *args: str, nproc: int = 1, **train_vars: str):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    run = launch(trainer_env(TRAIN_NPROC_PER_NODE=str(nproc), **train_vars), command=[str(path), *args])
+    rc = run.wait(120)
+    return run, rc
+
+
+def _config_errors(run) -> list[str]:
+    return [line for e in run.of("trainer_config_error") for line in e["errors"]]
+
+
+RAISES_AFTER_INIT = """\
+import torch.distributed as dist
+dist.init_process_group("gloo")
+raise RuntimeError("boom after init_process_group")
+"""
+
+
+def test_a_traceback_raised_after_init_process_group_reaches_the_pod_log(trainer_env, launch, tmp_path):
+    """torch's _distributed_excepthook buffers stderr around the hook it wraps (ours): the
+    traceback used to vanish with the worker's exit, leaving only torchrun's `exitcode: 1`."""
+    run, rc = _run(trainer_env, launch, tmp_path, RAISES_AFTER_INIT)
+    assert rc == 1  # a RuntimeError may be cured by a restart: torchrun's code
+    stderr = run.err_path.read_text()
+    assert "Traceback (most recent call last)" in stderr, run.stderr_tail()
+    assert "RuntimeError: boom after init_process_group" in stderr
+    errors = run.of("worker_error")
+    assert [(e["type"], e["message"], e["rank"]) for e in errors] == [("RuntimeError", "boom after init_process_group", 0)]
+
+
+ARGPARSE = """\
+import argparse
+parser = argparse.ArgumentParser(prog="train")
+parser.add_argument("--lr", type=float, default=0.1)
+parser.parse_args()
+"""
+
+
+def test_a_bad_command_line_flag_exits_2_with_argparse_s_line(trainer_env, launch, tmp_path):
+    run, rc = _run(trainer_env, launch, tmp_path, ARGPARSE, "--learning-rate", "3")
+    assert rc == 2, run.stderr_tail()
+    assert any("train: error: unrecognized arguments: --learning-rate 3" in line for line in _config_errors(run)), \
+        _config_errors(run)
+
+
+def test_a_missing_submodule_exits_2(trainer_env, launch, tmp_path):
+    """`-m launcher.no_such_trainer`: its package exists, so only the worker (runpy) can tell."""
+    run = launch(trainer_env(TRAIN_NPROC_PER_NODE="1"), command=["-m", "launcher.no_such_trainer"])
+    assert run.wait(120) == 2, run.stderr_tail()
+    assert any("No module named launcher.no_such_trainer" in line for line in _config_errors(run)), _config_errors(run)
+
+
+@pytest.mark.parametrize(("command", "reported"), [
+    (["missing_train.py"], "training script 'missing_train.py' does not exist"),
+    (["-m", "no_such_package.train"], "no module named 'no_such_package'"),
+])
+def test_a_command_that_cannot_start_exits_2_before_torchrun(trainer_env, launch, command, reported):
+    run = launch(trainer_env(TRAIN_NPROC_PER_NODE="1"), command=command)
+    assert run.wait(60) == 2
+    assert any(reported in line for line in _config_errors(run)), run.stderr_tail()
+    assert not run.of("launcher_start")  # torchrun never started
+
+
+def test_torch_absent_is_a_config_error():
+    from launcher import startup
+
+    problems = startup.command_problems(["train.py"], find_spec=lambda name: None if name == "torch" else object(),
+                                        cwd="/")
+    assert any(p.startswith("torch is not installed") for p in problems), problems
