@@ -1,6 +1,6 @@
 """No worker failure goes unseen (issue 44): a traceback raised after init_process_group reaches
 the pod log, command-line and start-up errors exit 2 as config errors with the line that says
-why. Each runs
+why, and a gang whose workers train alone fails with exit 2 naming the likely cause. Each runs
 the real launcher and torchrun on localhost with tiny scripts (a few seconds each)."""
 
 from __future__ import annotations
@@ -81,3 +81,47 @@ def test_torch_absent_is_a_config_error():
     problems = startup.command_problems(["train.py"], find_spec=lambda name: None if name == "torch" else object(),
                                         cwd="/")
     assert any(p.startswith("torch is not installed") for p in problems), problems
+
+
+STEPS_ALONE = """\
+import torch
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+print("trained alone")
+"""
+
+
+def test_a_gang_whose_workers_train_alone_exits_2_at_the_first_step(trainer_env, launch, tmp_path):
+    run, rc = _run(trainer_env, launch, tmp_path, STEPS_ALONE, nproc=2)
+    assert rc == 2, run.stderr_tail()
+    errors = _config_errors(run)
+    assert any("the gang is not one run" in line and "in no process group" in line for line in errors), errors
+    assert "trained alone" not in run.err_path.read_text()
+
+
+def test_workers_that_train_alone_on_purpose_say_so(trainer_env, launch, tmp_path):
+    run, rc = _run(trainer_env, launch, tmp_path, STEPS_ALONE, nproc=2, TRAIN_INDEPENDENT_WORKERS="true")
+    assert rc == 0, run.stderr_tail()
+
+
+@pytest.mark.parametrize(("env", "world", "modules", "cuda", "expected"), [
+    ({"TRAIN_NNODES": "2", "TRAIN_NPROC_PER_NODE": "1"}, 2, {}, False, None),
+    ({"TRAIN_NNODES": "1", "TRAIN_NPROC_PER_NODE": "1"}, None, {}, False, None),  # one worker: nothing to check
+    ({"TRAIN_NNODES": "2", "TRAIN_INDEPENDENT_WORKERS": "true"}, None, {}, False, None),
+    ({"TRAIN_NNODES": "2"}, None, {"lightning": 1}, False, "Lightning was not told the node count"),
+    ({"TRAIN_NNODES": "2"}, None, {"transformers": 1}, False, "use_cpu=True"),
+    ({"TRAIN_NNODES": "2"}, None, {"transformers": 1}, True, "the framework was not told the node count"),
+    ({"TRAIN_NNODES": "2", "TRAIN_NPROC_PER_NODE": "4"}, 4, {}, True, "in a process group of world size 4"),
+])
+def test_the_gang_check(env, world, modules, cuda, expected):
+    from launcher import worker_gang
+
+    problem = worker_gang.gang_problem(worker_gang.expected_world_size(env), world,
+                                       worker_gang.likely_causes(modules, cuda))
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem, problem

@@ -13,6 +13,8 @@ that an unmodified PyTorch script gets the platform's duties done:
   fails at once instead of spending every restart on it. Errors that a restart may cure (OSError,
   RuntimeError such as a NCCL or CUDA failure, MemoryError) and anything after the first step keep
   torchrun's exit code;
+- one run per gang (launcher.worker_gang): at the first optimizer step, a worker outside a process
+  group of the contract's world size fails the pod with exit 2.
 
 Nothing here imports torch: the hooks attach when the trainer imports it.
 """
@@ -31,7 +33,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from . import autoprogress, progress
+from . import autoprogress, progress, worker_gang
 from .worker_exit import STARTUP_EXITS, ConfigError, excepthook, is_config_error, report_config_error
 
 __all__ = ["ConfigError", "bounded_init_process_group", "install", "is_config_error", "report_config_error"]
@@ -66,6 +68,8 @@ def _bound_collective_timeout(c10d: ModuleType) -> None:
 
 
 def _register_step_hook(optimizer_module: ModuleType) -> None:
+    # The gang check first: it must see the first step before the reporter marks it stepped.
+    optimizer_module.register_optimizer_step_post_hook(worker_gang.CHECK.on_optimizer_step)
     optimizer_module.register_optimizer_step_post_hook(autoprogress.REPORTER.on_optimizer_step)
 
 

@@ -1,0 +1,88 @@
+"""Is this worker part of one run with its gang? At the worker's first optimizer step it must be in
+a process group whose world size is the contract's (TRAIN_NNODES x TRAIN_NPROC_PER_NODE).
+Otherwise the gang is several independent runs writing to one output directory while every
+heartbeat looks healthy: seen with Lightning's own example without `num_nodes` (a
+SingleDeviceStrategy per worker) and HF Trainer on CPU without `use_cpu`. The worker then fails
+the pod with exit 2 (a config error: a restart runs the same way) and a line naming the likely
+cause. A trainer whose workers train alone on purpose sets TRAIN_INDEPENDENT_WORKERS=true.
+
+Registered by launcher.worker_hooks as a global optimizer-step post hook, before the liveness
+reporter's. Nothing here imports torch before the trainer stepped an optimizer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from . import progress
+from .worker_exit import exit_bounded, report_config_error
+
+INDEPENDENT_VAR = "TRAIN_INDEPENDENT_WORKERS"
+EXIT_NOT_ONE_RUN = 2  # a config error to the launcher (TRAIN_CONFIG_ERROR_FILE)
+
+
+def expected_world_size(env: Mapping[str, str]) -> int | None:
+    """The contract's world size, or None when there is nothing to check (one worker, or workers
+    that are independent on purpose)."""
+    if env.get(INDEPENDENT_VAR, "").strip().lower() in ("1", "true", "yes"):
+        return None
+    try:
+        world = int(env.get("TRAIN_NNODES", "1")) * int(env.get("TRAIN_NPROC_PER_NODE", "1"))
+    except ValueError:
+        return None
+    return world if world > 1 else None
+
+
+def likely_causes(modules: Mapping[str, Any], cuda: bool) -> list[str]:
+    """What most likely left the framework single-process, from what the worker imported."""
+    causes = []
+    if "lightning" in modules or "pytorch_lightning" in modules:
+        causes.append("Lightning was not told the node count: L.Trainer(num_nodes=TRAIN_NNODES, "
+                      "devices=TRAIN_NPROC_PER_NODE), or L.Trainer(**trainer_kwargs()) from launcher.integrations.lightning")
+    if "transformers" in modules and not cuda:
+        causes.append("a CPU/GPU device mismatch: on a node without CUDA, HF Trainer runs distributed only with "
+                      "TrainingArguments(use_cpu=True) (--use_cpu)")
+    causes.append("the framework was not told the node count, or chose a device the node does not have")
+    return causes
+
+
+def gang_problem(expected: int | None, world: int | None, causes: list[str]) -> str | None:
+    """The config-error line, or None when this worker is in a process group of the expected size
+    (`world` is None when it is in none)."""
+    if expected is None or world == expected:
+        return None
+    where = "in no process group" if world is None else f"in a process group of world size {world}"
+    return (f"the gang is not one run: this worker stepped its optimizer {where}, the contract's world size is "
+            f"{expected} (TRAIN_NNODES x TRAIN_NPROC_PER_NODE), so each worker trains alone. Likely cause: "
+            + "; or ".join(causes)
+            + f". A trainer whose workers train alone on purpose: set {INDEPENDENT_VAR}=true")
+
+
+class GangCheck:
+    def __init__(self) -> None:
+        self.checked = False
+
+    def on_optimizer_step(self, _optimizer: Any, _args: Any = None, _kwargs: Any = None) -> None:
+        if self.checked:
+            return
+        self.checked = True
+        expected = expected_world_size(os.environ)
+        if expected is None:
+            return
+        import torch
+        import torch.distributed as dist
+
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+        problem = gang_problem(expected, world, likely_causes(sys.modules, torch.cuda.is_available()))
+        if problem is None:
+            return
+        sys.stderr.write(f"launcher: error: {problem}\n")
+        progress.log("gang_not_one_run", rank=int(os.environ.get("RANK", "0")), world_size=world, expected=expected)
+        report_config_error([problem])
+        exit_bounded(EXIT_NOT_ONE_RUN)
+
+
+CHECK = GangCheck()
