@@ -10,7 +10,7 @@ import os
 import signal
 
 import pytest
-from launcher import checkpoint, framework_checkpoint, main, worker_hooks
+from launcher import checkpoint, framework_checkpoint, main, supervisor, worker_hooks
 from launcher.framework_checkpoint import Ranks
 
 STOP = {"step": 12, "signal": signal.SIGTERM}
@@ -191,7 +191,7 @@ def test_the_worker_site_hooks_an_unmodified_process_and_keeps_the_images_own_si
 def test_torchrun_may_outlive_its_workers_only_for_the_grace_period(monkeypatch, tmp_path):
     now = [0.0]
     workers = [[]]
-    monkeypatch.setattr(main, "children_of", lambda pid, running=False: workers[0])
+    monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False: workers[0])
     failed = tmp_path / "worker-failed"
     succeeded = main.WorkerWatch(1, str(failed), clock=lambda: now[0])
     workers[0] = [11]

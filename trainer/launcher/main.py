@@ -19,17 +19,15 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from typing import IO, BinaryIO
 
 from . import checkpoint, contract, fabric, gang, progress, startup, worker_site
 from .startup import PYTHON_WORDS, UsageError
+from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
-__all__ = ["PYTHON_WORDS", "UsageError", "main", "torchrun_command"]
+__all__ = ["PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main", "route_output",
+           "torchrun_command"]
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -45,7 +43,6 @@ Configuration comes from TRAIN_* environment variables (trainer/README.md).
 JSON line and exits without starting anything.
 """
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
 EXIT_SIGNAL_WITHOUT_STOP = 1  # a failure to the Job: its workers never reported a stop after saving
 
@@ -122,188 +119,6 @@ def prepare_dirs(c: contract.Contract) -> None:
         errors.append(f"TRAIN_HEARTBEAT_FILE {c.heartbeat_file!r} is not usable: {e.strerror or e}")
     if errors:
         raise contract.ContractError(errors)
-
-
-def children_of(pid: int, *, running: bool = False) -> list[int]:
-    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
-    for pid to reap them (zombies)."""
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z"):
-            out.append(int(entry))
-    return out
-
-
-def _set_parent_death_signal() -> None:
-    """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> None:
-    """The workers' stdout, line by line: JSON objects (the launcher's and the trainer's events) to
-    the pod's stdout, anything else (frameworks print dicts, banners, progress) to its stderr, so
-    stdout stays JSON lines that log metric filters and `scripts/verify` can parse."""
-    if pipe is None:
-        return
-    out = stdout or sys.stdout.buffer
-    err = stderr or sys.stderr.buffer
-    for line in iter(pipe.readline, b""):
-        target = out if line.lstrip().startswith(b"{") and _is_json_object(line) else err
-        target.write(line)
-        target.flush()
-
-
-def _is_json_object(line: bytes) -> bool:
-    try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
-        return False
-
-
-class StopRequest:
-    """The first stop signal (SIGTERM, SIGINT) the launcher got, from the start of `main`. The
-    launcher is the container's PID 1, and PID 1 ignores a signal it has no handler for: without
-    one from the start, the kubelet's SIGTERM during the rendezvous wait (up to TRAIN_RDZV_WAIT_S)
-    would be lost, and the pod would sit out its grace period until the SIGKILL."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.on_signal: Callable[[int], None] | None = None
-        """Called on every stop signal, once something can act on it (the Supervisor)."""
-
-    def install(self) -> None:
-        for s in FORWARDED_SIGNALS:
-            signal.signal(s, self._handle)
-
-    def _handle(self, signum, _frame) -> None:
-        self.request(signum)
-
-    def request(self, signum: int) -> None:
-        if self.signum is None:
-            self.signum = signum
-        if self.on_signal is not None:
-            self.on_signal(signum)
-
-
-# How long torchrun may outlive its workers once one of them failed. Its agent talks to the
-# rendezvous store that another pod's agent may host: with that pod frozen (a hung node), each
-# store call waits its 60 s read timeout, and a worker that failed in TRAIN_COLLECTIVE_TIMEOUT_S
-# would leave the pod running for minutes more.
-TORCHRUN_EXIT_GRACE_S = 10.0
-
-
-class WorkerWatch:
-    """Notices when torchrun's workers are all gone, one of them failed (TRAIN_WORKER_FAILED_FILE)
-    and torchrun itself is still running. After workers that succeeded, torchrun may wait for the
-    other pods' agents in its exit barrier (up to 300 s, torch.distributed.elastic.agent.server.api):
-    that wait is left alone."""
-
-    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic):
-        self.torchrun_pid, self.failed_file, self.clock = torchrun_pid, failed_file, clock
-        self._had_workers = False
-        self._gone_since: float | None = None
-        self._next_look = 0.0
-
-    def torchrun_outlived_its_workers(self) -> bool:
-        now = self.clock()
-        if now < self._next_look:
-            return False
-        self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
-        if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
-            self._had_workers, self._gone_since = True, None
-            return False
-        if not self._had_workers or not os.path.exists(self.failed_file):
-            return False
-        if self._gone_since is None:
-            self._gone_since = now
-        return now - self._gone_since >= TORCHRUN_EXIT_GRACE_S
-
-
-class Supervisor:
-    """Runs torchrun, forwards stop signals to the workers, reaps children."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest):
-        self.cmd = cmd
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-        self.stop_request = stop_request
-        self.torchrun_killed = False
-        """torchrun outlived its workers by TORCHRUN_EXIT_GRACE_S and was killed: a failure."""
-        stop_request.on_signal = self._forward
-
-    @property
-    def received(self) -> int | None:
-        return self.stop_request.signum
-
-    def stop(self) -> None:
-        """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
-        self.stop_request.request(signal.SIGTERM)
-
-    def _forward(self, signum: int) -> None:
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        # Signal the workers directly, not torchrun: torchrun would SIGKILL
-        # them 30 s after passing the signal on, which may be too short to
-        # flush a checkpoint. torchrun exits by itself once they are gone.
-        targets = children_of(proc.pid) or [proc.pid]
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-        progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
-
-    def run(self) -> int | None:
-        """torchrun's exit code; None if a stop came before it started (nothing to save)."""
-        if self.received is not None:
-            return None
-        self.proc = subprocess.Popen(
-            self.cmd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_set_parent_death_signal,
-        )
-        router = threading.Thread(target=route_output, args=(self.proc.stdout,), name="stdout-router", daemon=True)
-        router.start()
-        if self.received is not None:  # signal arrived while starting
-            self._forward(self.received)
-        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""))
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == self.proc.pid:  # other pids: orphans reaped as PID 1
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-                break
-            if pid == 0:
-                if watch.torchrun_outlived_its_workers():
-                    progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.torchrun_killed = True
-                time.sleep(0.1)
-        rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
-        router.join(timeout=5)  # a worker's orphan may hold the pipe open: never wait for it long
-        return 128 - rc if rc < 0 else rc
 
 
 def _config_errors(path: str) -> list[str]:
@@ -449,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
     if stop_request.signum is not None:
         return _stopped_early(stop_request, started)
-    sup = Supervisor(cmd, env, stop_request)
+    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
                                check=fabric.NetworkCheck(expected=node_fabric),
                                on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
@@ -461,8 +276,6 @@ def main(argv: list[str] | None = None) -> int:
         return error(f"cannot start torchrun: {e}")
     if torchrun_rc is None:  # the stop came between the check above and the start
         return _stopped_early(stop_request, started)
-    if sup.torchrun_killed:
-        torchrun_rc = 1  # a worker failed, and torchrun hung on a peer: the job cannot go on here
     rc, why = exit_code(
         torchrun_rc,
         signalled=sup.received is not None,
