@@ -44,6 +44,7 @@ class Gang:
 
     def __init__(self, tmp_path: Path, script: str, hparams: dict, **train_vars: str):
         self.tmp, self.script, self.attempt = tmp_path, str(BYOT / script), 0
+        self.args: list[str] = []
         (tmp_path / "hparams.yaml").write_text(yaml.safe_dump(hparams))
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("TRAIN_", "TORCHELASTIC_", "PET_")) and k not in (
@@ -65,7 +66,7 @@ class Gang:
         for pod in range(pods):
             env = {**self.env, "TRAIN_RDZV_PORT": port, "TRAIN_HEARTBEAT_FILE": str(self.tmp / f"pod{pod}" / "heartbeat"),
                    "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1)}
-            self.pods.append(LauncherRun(env, self.tmp, f"a{self.attempt}-pod{pod}", [self.script]))
+            self.pods.append(LauncherRun(env, self.tmp, f"a{self.attempt}-pod{pod}", [self.script, *self.args]))
         return self.pods
 
     def wait(self, timeout: float = 240) -> list[int]:
@@ -251,6 +252,51 @@ def test_an_unmodified_script_gets_liveness_and_a_stop_never_reads_as_finished(g
     assert any(e["event"] == "step" for pod in job.pods for e in pod.events())  # rank 0's step lines
     job.signal_pod(0, signal.SIGTERM)
     assert 0 not in job.wait()
+
+
+# Trainers shaped like the frameworks' upstream examples (issue 44): an argparse CLI, no
+# hyperparameters file (TRAIN_HPARAMS_FILE unset), positional `fit`, epoch loops.
+UPSTREAM = {
+    "torchrun": ("upstream_ddp_train.py", None, ["12", "--step_delay_s", "0.3"]),
+    "transformers": ("upstream_hf_train.py", "transformers", [
+        "--output_dir", "{checkpoints}", "--max_steps", "24", "--per_device_train_batch_size", "4", "--logging_steps", "1",
+        "--save_strategy", "no", "--use_cpu", "--report_to", "none", "--dataloader_num_workers", "0",
+        "--disable_tqdm", "true", "--learning_rate", "0.05", "--seed", "0", "--step_delay_s", "0.1"]),
+    "lightning": ("upstream_lightning_train.py", "lightning", ["--max_epochs", "3", "--step_delay_s", "0.1"]),
+}
+
+
+@pytest.mark.parametrize("trainer", [pytest.param(name, marks=_needs(module), id=name)
+                                     for name, (_, module, _) in UPSTREAM.items()])
+def test_an_upstream_shaped_trainer_stops_resumes_and_completes(gang_of, trainer):
+    script, _, args = UPSTREAM[trainer]
+    job = gang_of("upstream", "plain", {})
+    del job.env["TRAIN_HPARAMS_FILE"]  # the trainer reads its command line only
+    job.script, job.args = str(BYOT / script), [a.format(checkpoints=job.env["TRAIN_CHECKPOINT_DIR"]) for a in args]
+    job.start()
+    job.at_step(5)
+    job.signal_pod(job.rank0_pod(), signal.SIGTERM)
+    assert job.wait() == [143, 143], [p.stderr_tail(15) for p in job.pods]
+    stopped_at = newest_complete(job.tmp / "checkpoints").step
+    job.start()
+    assert job.wait() == [0, 0], [p.stderr_tail(15) for p in job.pods]
+    assert job.resumed()["step"] == stopped_at
+    assert max(job.losses()) == (12 if trainer == "torchrun" else 24)
+    if trainer == "torchrun":  # an epoch loop: one launcher step per epoch, said aloud
+        assert any(e["optimizer_steps_per_loop_step"] == 4 for p in job.pods for e in p.of("coarse_loop_steps"))
+
+
+@_needs("lightning")
+def test_a_lightning_gang_not_told_the_node_count_fails_with_the_cause(gang_of):
+    job = gang_of("alone", "lightning", {})
+    job.script = str(BYOT / "lightning_unmodified_train.py")
+    started = time.monotonic()
+    job.start()
+    assert job.wait(120) == [2, 2], [p.stderr_tail(15) for p in job.pods]
+    errors = [line for pod in job.pods for e in pod.of("trainer_config_error") for line in e["errors"]]
+    assert errors and all("Lightning was not told the node count" in line for line in errors), errors
+    assert not any("trained alone" in pod.err_path.read_text() for pod in job.pods)
+    assert time.monotonic() - started < 120
 
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-trainer.md"

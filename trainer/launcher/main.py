@@ -90,8 +90,10 @@ def error(msg: str) -> int:
     return 2
 
 
-def prepare_dirs(c: contract.Contract) -> None:
-    """Create what the launcher owns; raise contract.ContractError naming the variable."""
+def prepare_dirs(c: contract.Contract, *, hparams_given: bool = True) -> None:
+    """Create what the launcher owns; raise contract.ContractError naming the variable. The
+    hyperparameters file is checked only when the workload names one: a trainer may read its
+    settings from its command line alone."""
     errors = []
     try:
         os.makedirs(c.checkpoint_dir, exist_ok=True)
@@ -100,10 +102,11 @@ def prepare_dirs(c: contract.Contract) -> None:
     except OSError as e:
         errors.append(f"TRAIN_CHECKPOINT_DIR {c.checkpoint_dir!r} is not usable: {e.strerror or e}")
     try:
-        with open(c.hparams_file, "rb"):
-            pass
-        if not os.path.isfile(c.hparams_file):
-            raise IsADirectoryError(21, "not a regular file")
+        if hparams_given:
+            with open(c.hparams_file, "rb"):
+                pass
+            if not os.path.isfile(c.hparams_file):
+                raise IsADirectoryError(21, "not a regular file")
     except OSError as e:
         errors.append(f"TRAIN_HPARAMS_FILE {c.hparams_file!r} is not readable: {e.strerror or e}")
     try:
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     try:
-        prepare_dirs(c)
+        prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
     except contract.ContractError as e:
         return error(str(e))
 
