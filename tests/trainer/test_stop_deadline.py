@@ -43,6 +43,7 @@ def test_a_worker_that_finishes_first_never_holds_its_pod_past_the_grace_period(
     took = time.monotonic() - signalled
     assert took < GRACE_S, f"pod 0 took {took:.1f} s after SIGTERM; its grace period is {GRACE_S} s"
     assert rc == 143, pods[0].stderr_tail()  # exit 0 after a stop, training unfinished: a stop
+    assert pods[0].of("workers_exited"), "the wait after the workers' exit is said aloud"
     (deadline,) = pods[0].of("stop_deadline")
     assert deadline["end"] == "barrier_at_stop_deadline"
     assert pods[1].proc.poll() is None  # the peer ran on

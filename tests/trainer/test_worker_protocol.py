@@ -109,6 +109,24 @@ def test_selection_skips_damage_and_rejects_a_corrupted_checkpoint(tmp_path):
     assert checkpoint.latest_complete(str(tmp_path)).path == mid  # never chosen again
 
 
+class _PeerFoundDamage:
+    """Rank 0's collective of a 2-rank gang whose rank 1 found its share's file damaged."""
+
+    def agree(self, ok: bool) -> bool:
+        return False
+
+    def all_gather(self, value):
+        return [value, ("model.safetensors: xxh3_128 mismatch", "")]
+
+
+def test_a_file_another_rank_rejected_is_named_on_rank_0(tmp_path):
+    path = hf_checkpoint(tmp_path, 3)
+    info = checkpoint.latest_complete(str(tmp_path))
+    assert info is not None and info.path == path
+    with pytest.raises(checkpoint.CheckpointDigestError, match=r"model.safetensors: xxh3_128 mismatch \(rank 1\)"):
+        framework_checkpoint.verify(info, Ranks(0, 2, _PeerFoundDamage()))  # pyright: ignore[reportArgumentType]
+
+
 def test_a_truncated_file_makes_a_checkpoint_incomplete(tmp_path):
     first, second = hf_checkpoint(tmp_path, 1), hf_checkpoint(tmp_path, 2)
     os.truncate(os.path.join(second, "optimizer.pt"), 100)

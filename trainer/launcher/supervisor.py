@@ -122,6 +122,8 @@ class WorkerWatch:
         self._had_workers = False
         self._gone_since: float | None = None
         self._next_look = 0.0
+        self.workers_gone = False
+        """The workers had started and none runs now (torchrun may still)."""
 
     @property
     def had_workers(self) -> bool:
@@ -135,6 +137,7 @@ class WorkerWatch:
         if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
             self._had_workers, self._gone_since = True, None
             return False
+        self.workers_gone = self._had_workers
         if not self._had_workers or not os.path.exists(self.failed_file):
             return False
         if self._gone_since is None:
@@ -176,6 +179,7 @@ class Supervisor:
         self.stop_request = stop_request
         self.grace_s = grace_s
         self.end = TorchrunEnd.EXITED
+        self._said_gone = False
         stop_request.on_signal = self._forward
 
     @property
@@ -216,6 +220,15 @@ class Supervisor:
             progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
             self._kill(TorchrunEnd.HUNG_AFTER_FAILURE)
             return
+        if watch.workers_gone and not self._said_gone:
+            # What the pod does between the trainer's last line (`stopped`, `training_complete`)
+            # and its exit: the workers' shutdown took until now; torchrun may wait on.
+            self._said_gone = True
+            failed = os.path.exists(watch.failed_file)
+            progress.log("workers_exited", failed=failed, torchrun=(
+                f"a worker failed: torchrun gets {TORCHRUN_EXIT_GRACE_S:.0f} s to end" if failed else
+                "waits for the other pods' agents in its exit barrier (up to 300 s; after a stop, until "
+                f"{self.grace_s - contract.STOP_MARGIN_S:.0f} s after the signal)"))
         deadline = self.stop_deadline()
         if deadline is None or self.stop_request.clock() < deadline:
             return
