@@ -313,6 +313,24 @@ def test_a_trainer_needs_at_most_three_platform_lines_and_the_doc_shows_them(scr
     assert platform[0] in doc, f"the doc does not show {platform[0]!r}"
 
 
+def test_the_quick_start_runs_as_the_doc_says(gang_of):
+    """The doc's quick start: its train.py (this file, verbatim), two pods, a Ctrl-C, a resume."""
+    script = (BYOT / "quickstart_train.py").read_text().split("\n", 1)[1]
+    assert script in DOC.read_text(), "the quick start's train.py differs from tests/trainer/byot/quickstart_train.py"
+    job = gang_of("quickstart", "plain", {}, TRAIN_CHECKPOINT_EVERY_STEPS="50")
+    del job.env["TRAIN_HPARAMS_FILE"]
+    job.script, job.args = str(BYOT / "quickstart_train.py"), ["--steps", "40", "--sleep", "0.1"]
+    job.start()
+    job.pods[0].wait_for(lambda events: any(e["event"] == "step" and e["step"] >= 5 for events_ in
+                                            [events, job.pods[1].events()] for e in events_), 90, "step 5")
+    job.signal_pod(0, signal.SIGINT)  # Ctrl-C in terminal 1
+    assert job.wait() == [143, 143], [p.stderr_tail(15) for p in job.pods]
+    saved = newest_complete(job.tmp / "checkpoints").step
+    job.start()
+    assert job.wait() == [0, 0], [p.stderr_tail(15) for p in job.pods]
+    assert job.resumed()["step"] == saved
+
+
 def test_the_launcher_installs_as_a_package_that_leaves_torch_to_the_image(tmp_path):
     """pip builds the launcher from trainer/ (its pyproject), and the installed copy puts its own
     worker site first on the workers' PYTHONPATH."""
