@@ -182,35 +182,9 @@ def _stopped_early(stop_request: StopRequest, started: float) -> int:
     return 128 + signum
 
 
-def main(argv: list[str] | None = None) -> int:
-    stop_request = StopRequest()
-    stop_request.install()
-    argv = sys.argv[1:] if argv is None else argv
-    opts, command = parse_args(argv)
-    if opts["help"]:
-        sys.stdout.write(USAGE)
-        return 0
-    try:
-        c = contract.from_env(os.environ)
-        cmd = torchrun_command(c, command)
-        on_fabric = fabric.fabric_of(os.environ)
-        node_fabric = fabric.expected_of(os.environ)
-        restart_attempt = gang.check_restart_budget(os.environ)
-        rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
-    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
-        return error(str(e))
-    problems = startup.command_problems(startup.training_command(command))
-    if problems:  # a config error that no restart cures, reported as the workers' are
-        progress.log("trainer_config_error", errors=problems)
-        return error("; ".join(problems))
-    is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
-    cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
-                                    os.environ.get("PET_RDZV_CONF", ""))
-
-    found = checkpoint.list_checkpoints(c.checkpoint_dir)
-    latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and (latest is None or x.step > latest.step)]
-    resume = latest.path if latest else ""
+def _worker_env(c: contract.Contract, resume: str, on_fabric: str) -> tuple[dict[str, str], str]:
+    """The workers' environment (the contract resolved, the files they report through, the worker
+    site first on PYTHONPATH) and the NCCL log directory."""
     env = dict(os.environ)
     env.update(c.to_env())
     env[contract.RESUME_VAR] = resume
@@ -222,51 +196,28 @@ def main(argv: list[str] | None = None) -> int:
     nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
     if on_fabric == "efa":
         env.update(fabric.nccl_log_env(env, nccl_log_dir))
+    return env, nccl_log_dir
 
-    if opts["dry_run"]:
-        progress.log(
-            "dry_run",
-            cmd=cmd,
-            env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")},
-        )
-        return 0
 
+def _wait_for_pod0(c: contract.Contract, rdzv_wait_s: float, stop_request: StopRequest, started: float) -> int | None:
+    """On a pod other than pod 0: wait for its rendezvous store. An exit code, or None to go on."""
     try:
-        prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
-    except contract.ContractError as e:
-        return error(str(e))
-
-    started = time.monotonic()
-    progress.log(
-        "launcher_start",
-        job_id=c.job_id,
-        host=socket.gethostname(),
-        nnodes=c.nnodes,
-        nproc_per_node=c.nproc_per_node,
-        rdzv_endpoint=c.rdzv_endpoint,
-        checkpoint_dir=c.checkpoint_dir,
-        command=command,
-        restart_attempt=restart_attempt,  # the gang's restarts so far (a CloudWatch metric)
-    )
-    progress.log(
-        "resume_selected",
-        path=resume,
-        step=latest.step if latest else None,
-        skipped=checkpoint.describe(skipped),
-    )
-    if is_rdzv_host is False and c.nnodes > 1:
-        try:
-            waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s,
-                                              stop_requested=lambda: stop_request.signum is not None)
-        except gang.StopRequestedError:
-            return _stopped_early(stop_request, started)
-        except gang.GangError as e:
-            progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
-            sys.stderr.write(f"launcher: error: {e}\n")
-            return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
-        progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
-    if stop_request.signum is not None:
+        waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s,
+                                          stop_requested=lambda: stop_request.signum is not None)
+    except gang.StopRequestedError:
         return _stopped_early(stop_request, started)
+    except gang.GangError as e:
+        progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
+        sys.stderr.write(f"launcher: error: {e}\n")
+        return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
+    progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
+    return None
+
+
+def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_request: StopRequest,
+               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float) -> int:
+    """Run torchrun to its end and turn what it and the workers reported into the pod's exit code."""
+    on_fabric, node_fabric = fabrics
     sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
                                check=fabric.NetworkCheck(expected=node_fabric),
@@ -295,11 +246,61 @@ def main(argv: list[str] | None = None) -> int:
                      evidence=network.failure_line or network.efa_seen, **network.summary())
         if network.failure:
             rc = error(fabric.failure_message(network))
-    progress.log(
-        "launcher_exit",
-        rc=rc,
-        torchrun_rc=torchrun_rc,
-        signal=signal.Signals(sup.received).name if sup.received else None,
-        duration_s=round(time.monotonic() - started, 3),
-    )
+    progress.log("launcher_exit", rc=rc, torchrun_rc=torchrun_rc,
+                 signal=signal.Signals(sup.received).name if sup.received else None,
+                 duration_s=round(time.monotonic() - started, 3))
     return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Prepare (contract, command, resume choice, environment), wait for pod 0, supervise."""
+    stop_request = StopRequest()
+    stop_request.install()
+    argv = sys.argv[1:] if argv is None else argv
+    opts, command = parse_args(argv)
+    if opts["help"]:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        c = contract.from_env(os.environ)
+        cmd = torchrun_command(c, command)
+        fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
+        restart_attempt = gang.check_restart_budget(os.environ)
+        rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
+    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
+        return error(str(e))
+    problems = startup.command_problems(startup.training_command(command))
+    if problems:  # a config error that no restart cures, reported as the workers' are
+        progress.log("trainer_config_error", errors=problems)
+        return error("; ".join(problems))
+    is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
+    cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
+                                    os.environ.get("PET_RDZV_CONF", ""))
+
+    found = checkpoint.list_checkpoints(c.checkpoint_dir)
+    latest = next((x for x in found if x.complete), None)
+    skipped = [x for x in found if not x.complete and (latest is None or x.step > latest.step)]
+    resume = latest.path if latest else ""
+    env, nccl_log_dir = _worker_env(c, resume, fabrics[0])
+    if opts["dry_run"]:
+        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
+        return 0
+    try:
+        prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
+    except contract.ContractError as e:
+        return error(str(e))
+
+    started = time.monotonic()
+    progress.log("launcher_start", job_id=c.job_id, host=socket.gethostname(), nnodes=c.nnodes,
+                 nproc_per_node=c.nproc_per_node, rdzv_endpoint=c.rdzv_endpoint, checkpoint_dir=c.checkpoint_dir,
+                 command=command,
+                 restart_attempt=restart_attempt)  # the gang's restarts so far (a CloudWatch metric)
+    progress.log("resume_selected", path=resume, step=latest.step if latest else None,
+                 skipped=checkpoint.describe(skipped))
+    if is_rdzv_host is False and c.nnodes > 1:
+        rc = _wait_for_pod0(c, rdzv_wait_s, stop_request, started)
+        if rc is not None:
+            return rc
+    if stop_request.signum is not None:
+        return _stopped_early(stop_request, started)
+    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started)
