@@ -54,7 +54,52 @@ def test_a_grace_period_the_launcher_cannot_end_within_is_a_contract_error():
     from launcher import contract
 
     base = {"TRAIN_JOB_ID": "j"}
-    assert contract.from_env(base).termination_grace_s == 30  # Kubernetes' default terminationGracePeriodSeconds
+    assert contract.from_env(base).termination_grace_s is None  # unstated: only the exit barrier is bounded
     assert contract.from_env({**base, "TRAIN_TERMINATION_GRACE_S": "270"}).termination_grace_s == 270
     with pytest.raises(contract.ContractError, match="TRAIN_TERMINATION_GRACE_S must be more than"):
         contract.from_env({**base, "TRAIN_TERMINATION_GRACE_S": "5"})
+
+
+def _supervisor(monkeypatch, tmp_path, grace_s, running):
+    """A Supervisor of a stand-in torchrun whose workers are `running[0]`, with a settable clock."""
+    from launcher import supervisor
+
+    now = [0.0]
+    monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False, workers=running: list(workers[0]))
+    stop = supervisor.StopRequest(clock=lambda: now[0])
+    sup = supervisor.Supervisor(["torchrun"], {}, stop, grace_s=grace_s)
+    stop.on_signal = None  # nothing to forward to: the stand-in has no process
+    sup.proc = type("Proc", (), {"pid": -1, "returncode": None})()  # pyright: ignore[reportAttributeAccessIssue]
+    ends = []
+    sup._kill = lambda end, workers=None: ends.append(end)  # pyright: ignore[reportAttributeAccessIssue]
+    watch = supervisor.WorkerWatch(-1, str(tmp_path / "worker-failed"), clock=lambda: now[0])
+    return sup, watch, now, ends
+
+
+def test_the_stop_deadline_cuts_workers_only_with_a_stated_grace(monkeypatch, tmp_path):
+    import signal as signals
+
+    from launcher.supervisor import TorchrunEnd
+
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, None, running)
+    sup._check(watch)  # the workers started
+    sup.stop_request.request(signals.SIGTERM)
+    now[0] = 60.0
+    sup._check(watch)
+    assert ends == [], "no grace stated: workers still at work are the kubelet's to end"
+    running[0] = []
+    now[0] = 61.0
+    sup._check(watch)
+    assert ends == [TorchrunEnd.BARRIER_AT_STOP_DEADLINE]  # the exit barrier, past 30 - 5 s
+
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, 60.0, running)
+    sup._check(watch)
+    sup.stop_request.request(signals.SIGTERM)
+    now[0] = 54.0
+    sup._check(watch)
+    assert ends == []
+    now[0] = 55.0
+    sup._check(watch)
+    assert ends == [TorchrunEnd.WORKERS_AT_STOP_DEADLINE]

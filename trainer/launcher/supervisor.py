@@ -170,14 +170,17 @@ class Supervisor:
     """Runs torchrun, forwards stop signals to the workers, reaps children. After a stop signal it
     never waits past `grace_s - contract.STOP_MARGIN_S`: the kubelet SIGKILLs the pod `grace_s`
     after its SIGTERM, and torchrun may wait for the other pods' agents for 300 s in its exit
-    barrier (a worker that exits 0 on SIGTERM, as Lightning's does, while a peer runs on)."""
+    barrier (a worker that exits 0 on SIGTERM, as Lightning's does, while a peer runs on). With no
+    grace period stated, only that barrier is bounded (by Kubernetes' default grace): workers still
+    saving are left to the kubelet rather than cut short by a guess."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float = 30.0):
+    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float | None = None):
         self.cmd = cmd
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.stop_request = stop_request
         self.grace_s = grace_s
+        """The pod's grace period; None when the workload does not state it (contract.UNSTATED_GRACE_S)."""
         self.end = TorchrunEnd.EXITED
         self._said_gone = False
         stop_request.on_signal = self._forward
@@ -210,7 +213,8 @@ class Supervisor:
     def stop_deadline(self) -> float | None:
         """When the launcher ends torchrun after a stop signal (`StopRequest.clock` time), if one came."""
         at = self.stop_request.at
-        return None if at is None else at + self.grace_s - contract.STOP_MARGIN_S
+        grace = contract.UNSTATED_GRACE_S if self.grace_s is None else self.grace_s
+        return None if at is None else at + grace - contract.STOP_MARGIN_S
 
     def _check(self, watch: WorkerWatch) -> None:
         """Between reaps: end torchrun if waiting longer would be wrong."""
@@ -228,15 +232,17 @@ class Supervisor:
             progress.log("workers_exited", failed=failed, torchrun=(
                 f"a worker failed: torchrun gets {TORCHRUN_EXIT_GRACE_S:.0f} s to end" if failed else
                 "waits for the other pods' agents in its exit barrier (up to 300 s; after a stop, until "
-                f"{self.grace_s - contract.STOP_MARGIN_S:.0f} s after the signal)"))
+                f"{(self.grace_s or contract.UNSTATED_GRACE_S) - contract.STOP_MARGIN_S:.0f} s after the signal)"))
         deadline = self.stop_deadline()
         if deadline is None or self.stop_request.clock() < deadline:
             return
         running = children_of(self.proc.pid, running=True)
         in_barrier = watch.had_workers and not running and not os.path.exists(watch.failed_file)
+        if not in_barrier and self.grace_s is None:
+            return  # workers at work (a stop save?) and no grace period stated: the kubelet decides
         end = TorchrunEnd.BARRIER_AT_STOP_DEADLINE if in_barrier else TorchrunEnd.WORKERS_AT_STOP_DEADLINE
-        progress.log("stop_deadline", end=end.value, grace_s=self.grace_s, margin_s=contract.STOP_MARGIN_S,
-                     workers_running=running)
+        progress.log("stop_deadline", end=end.value, grace_s=self.grace_s or contract.UNSTATED_GRACE_S,
+                     margin_s=contract.STOP_MARGIN_S, workers_running=running)
         self._kill(end, running)
 
     def _kill(self, end: TorchrunEnd, workers: list[int] | None = None) -> None:
