@@ -299,6 +299,20 @@ def test_a_lightning_gang_not_told_the_node_count_fails_with_the_cause(gang_of):
     assert time.monotonic() - started < 120
 
 
+@_needs("transformers")
+def test_an_hf_gang_on_cpu_without_use_cpu_fails_with_the_cause(gang_of):
+    """HF's PartialState makes the process group, yet the Trainer trains each worker alone."""
+    job = gang_of("hf-alone", "plain", {})
+    del job.env["TRAIN_HPARAMS_FILE"]
+    _, _, args = UPSTREAM["transformers"]
+    job.script = str(BYOT / "upstream_hf_train.py")
+    job.args = [a.format(checkpoints=job.env["TRAIN_CHECKPOINT_DIR"]) for a in args if a != "--use_cpu"]
+    job.start()
+    assert job.wait(120) == [2, 2], [p.stderr_tail(15) for p in job.pods]
+    errors = [line for pod in job.pods for e in pod.of("trainer_config_error") for line in e["errors"]]
+    assert errors and all("parallel_mode is 'not_parallel'" in line and "use_cpu=True" in line for line in errors), errors
+
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-trainer.md"
 
 

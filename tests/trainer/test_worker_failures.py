@@ -125,3 +125,21 @@ def test_the_gang_check(env, world, modules, cuda, expected):
         assert problem is None
     else:
         assert problem is not None and expected in problem, problem
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("distributed", None),
+    ("not_parallel", "HF TrainingArguments.parallel_mode is 'not_parallel'"),
+])
+def test_hf_s_own_verdict_counts_even_with_a_process_group(mode, expected):
+    import enum
+
+    from launcher import worker_gang
+
+    args = type("Args", (), {"parallel_mode": enum.Enum("ParallelMode", {"X": mode}).X})()
+    alone = worker_gang.hf_training_alone(args)
+    problem = worker_gang.gang_problem(2, 2, ["a CPU/GPU device mismatch"], alone)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem, problem

@@ -4,7 +4,9 @@ Otherwise the gang is several independent runs writing to one output directory w
 heartbeat looks healthy: seen with Lightning's own example without `num_nodes` (a
 SingleDeviceStrategy per worker) and HF Trainer on CPU without `use_cpu`. The worker then fails
 the pod with exit 2 (a config error: a restart runs the same way) and a line naming the likely
-cause. A trainer whose workers train alone on purpose sets TRAIN_INDEPENDENT_WORKERS=true.
+cause. HF Trainer on CPU without `use_cpu` creates the process group and still trains alone: its
+own `TrainingArguments.parallel_mode` says so. A trainer whose workers train alone on purpose sets
+TRAIN_INDEPENDENT_WORKERS=true.
 
 Registered by launcher.worker_hooks as a global optimizer-step post hook, before the liveness
 reporter's. Nothing here imports torch before the trainer stepped an optimizer.
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 from . import progress
@@ -49,11 +53,16 @@ def likely_causes(modules: Mapping[str, Any], cuda: bool) -> list[str]:
     return causes
 
 
-def gang_problem(expected: int | None, world: int | None, causes: list[str]) -> str | None:
+def gang_problem(expected: int | None, world: int | None, causes: list[str], framework_alone: str = "") -> str | None:
     """The config-error line, or None when this worker is in a process group of the expected size
-    (`world` is None when it is in none)."""
-    if expected is None or world == expected:
+    (`world` is None when it is in none) and its framework did not decide to train alone anyway
+    (`framework_alone` says so)."""
+    if expected is None or (world == expected and not framework_alone):
         return None
+    if framework_alone:
+        return (f"the gang is not one run: {framework_alone}, although a process group of world size {world} "
+                f"exists; each worker trains alone. Likely cause: " + "; or ".join(causes)
+                + f". A trainer whose workers train alone on purpose: set {INDEPENDENT_VAR}=true")
     where = "in no process group" if world is None else f"in a process group of world size {world}"
     return (f"the gang is not one run: this worker stepped its optimizer {where}, the contract's world size is "
             f"{expected} (TRAIN_NNODES x TRAIN_NPROC_PER_NODE), so each worker trains alone. Likely cause: "
@@ -61,9 +70,35 @@ def gang_problem(expected: int | None, world: int | None, causes: list[str]) -> 
             + f". A trainer whose workers train alone on purpose: set {INDEPENDENT_VAR}=true")
 
 
+def hf_training_alone(args: Any) -> str:
+    """HF's own verdict, when the trainer made TrainingArguments: on CPU without `use_cpu`, its
+    PartialState creates the process group, yet `parallel_mode` stays NOT_PARALLEL and the Trainer
+    wraps no DDP (TrainingArguments._setup_devices, parallel_mode in transformers/training_args.py)."""
+    try:
+        mode = str(getattr(args.parallel_mode, "value", args.parallel_mode))
+    except Exception:  # a TrainingArguments HF could not set up: its own error tells
+        return ""
+    return "" if mode == "distributed" else f"HF TrainingArguments.parallel_mode is {mode!r}, not 'distributed'"
+
+
 class GangCheck:
     def __init__(self) -> None:
         self.checked = False
+        self.training_args: weakref.ref | None = None
+        """The last HF TrainingArguments the trainer made (note_training_args)."""
+
+    def note_training_args(self, module: ModuleType) -> None:
+        """After `transformers.training_args` is imported: remember each TrainingArguments made."""
+        cls = module.TrainingArguments
+        post_init = cls.__post_init__
+        check = self
+
+        def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807  # the dataclass hook's name
+            result = post_init(self, *args, **kwargs)
+            check.training_args = weakref.ref(self)
+            return result
+
+        cls.__post_init__ = __post_init__
 
     def on_optimizer_step(self, _optimizer: Any, _args: Any = None, _kwargs: Any = None) -> None:
         if self.checked:
@@ -76,7 +111,9 @@ class GangCheck:
         import torch.distributed as dist
 
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
-        problem = gang_problem(expected, world, likely_causes(sys.modules, torch.cuda.is_available()))
+        args = self.training_args() if self.training_args is not None else None
+        problem = gang_problem(expected, world, likely_causes(sys.modules, torch.cuda.is_available()),
+                               hf_training_alone(args) if args is not None else "")
         if problem is None:
             return
         sys.stderr.write(f"launcher: error: {problem}\n")

@@ -123,6 +123,7 @@ def install() -> None:
     hooks: dict[str, Callable[[ModuleType], None]] = {
         "torch.optim.optimizer": _register_step_hook,
         "torch.distributed.distributed_c10d": _bound_collective_timeout,
+        "transformers.training_args": worker_gang.CHECK.note_training_args,
     }
     if "argparse" in sys.modules:
         STARTUP_EXITS.patch_argparse(sys.modules["argparse"])
