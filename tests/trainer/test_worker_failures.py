@@ -6,7 +6,7 @@ the real launcher and torchrun on localhost with tiny scripts (a few seconds eac
 from __future__ import annotations
 
 import pytest
-from trainer_testlib import requires_torch
+from trainer_testlib import free_port, requires_torch
 
 pytestmark = requires_torch
 
@@ -100,6 +100,19 @@ def test_a_gang_whose_workers_train_alone_exits_2_at_the_first_step(trainer_env,
     errors = _config_errors(run)
     assert any("the gang is not one run" in line and "in no process group" in line for line in errors), errors
     assert "trained alone" not in run.err_path.read_text()
+
+
+def test_a_default_process_group_of_another_size_fails_at_once(trainer_env, launch, tmp_path):
+    port = free_port()
+    script = ("import os, torch.distributed as dist\n"
+              "os.environ.pop('TORCHELASTIC_USE_AGENT_STORE')  # a store of its own, as for a group of its own\n"
+              f"dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{{{port} + int(os.environ[\"LOCAL_RANK\"])}}', "
+              "world_size=1, rank=0)\n"
+              "print('initialized alone')\n")
+    run, rc = _run(trainer_env, launch, tmp_path, script, nproc=2)
+    assert rc == 2, run.stderr_tail()
+    assert any("in a process group of world size 1" in line for line in _config_errors(run)), _config_errors(run)
+    assert "initialized alone" not in run.err_path.read_text()
 
 
 def test_workers_that_train_alone_on_purpose_say_so(trainer_env, launch, tmp_path):

@@ -9,15 +9,17 @@ own `TrainingArguments.parallel_mode` says so. A trainer whose workers train alo
 TRAIN_INDEPENDENT_WORKERS=true.
 
 Registered by launcher.worker_hooks as a global optimizer-step post hook, before the liveness
-reporter's. Nothing here imports torch before the trainer stepped an optimizer.
+reporter's, and after `init_process_group` (a default group of another size fails at once).
+Nothing here imports torch before the trainer did.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -107,13 +109,25 @@ class GangCheck:
         expected = expected_world_size(os.environ)
         if expected is None:
             return
-        import torch
         import torch.distributed as dist
 
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
         args = self.training_args() if self.training_args is not None else None
-        problem = gang_problem(expected, world, likely_causes(sys.modules, torch.cuda.is_available()),
-                               hf_training_alone(args) if args is not None else "")
+        self._fail_unless_one_run(expected, world, hf_training_alone(args) if args is not None else "")
+
+    def after_init_process_group(self) -> None:
+        """Right after the default process group exists: one of another size fails at once, before
+        any step (a framework that passed its own `world_size`)."""
+        import torch.distributed as dist
+
+        expected = expected_world_size(os.environ)
+        if expected is not None and dist.is_initialized():
+            self._fail_unless_one_run(expected, dist.get_world_size(), "")
+
+    def _fail_unless_one_run(self, expected: int, world: int | None, framework_alone: str) -> None:
+        import torch
+
+        problem = gang_problem(expected, world, likely_causes(sys.modules, torch.cuda.is_available()), framework_alone)
         if problem is None:
             return
         sys.stderr.write(f"launcher: error: {problem}\n")
@@ -123,3 +137,14 @@ class GangCheck:
 
 
 CHECK = GangCheck()
+
+
+def checked_init_process_group(init: Callable[..., Any]) -> Callable[..., Any]:
+    """`init_process_group` followed by the world-size check."""
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = init(*args, **kwargs)
+        CHECK.after_init_process_group()
+        return result
+
+    return init_process_group

@@ -58,13 +58,15 @@ def bounded_init_process_group(init: Callable[..., Any], limit_s: float) -> Call
     return init_process_group
 
 
-def _bound_collective_timeout(c10d: ModuleType) -> None:
+def _wrap_init_process_group(c10d: ModuleType) -> None:
+    """The timeout bound, then the gang's world-size check (launcher.worker_gang)."""
     try:
         limit_s = float(os.environ.get("TRAIN_COLLECTIVE_TIMEOUT_S", ""))
     except ValueError:
-        return
+        limit_s = 0.0
     if limit_s > 0:
         c10d.init_process_group = bounded_init_process_group(c10d.init_process_group, limit_s)  # pyright: ignore[reportAttributeAccessIssue]
+    c10d.init_process_group = worker_gang.checked_init_process_group(c10d.init_process_group)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _register_step_hook(optimizer_module: ModuleType) -> None:
@@ -122,7 +124,7 @@ def install() -> None:
     atexit.register(STARTUP_EXITS.report)
     hooks: dict[str, Callable[[ModuleType], None]] = {
         "torch.optim.optimizer": _register_step_hook,
-        "torch.distributed.distributed_c10d": _bound_collective_timeout,
+        "torch.distributed.distributed_c10d": _wrap_init_process_group,
         "transformers.training_args": worker_gang.CHECK.note_training_args,
     }
     if "argparse" in sys.modules:
