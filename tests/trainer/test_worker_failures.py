@@ -42,6 +42,25 @@ def test_a_traceback_raised_after_init_process_group_reaches_the_pod_log(trainer
     assert [(e["type"], e["message"], e["rank"]) for e in errors] == [("RuntimeError", "boom after init_process_group", 0)]
 
 
+def test_a_hook_that_replaced_the_launcher_s_still_leaves_the_error_reported(trainer_env, launch, tmp_path):
+    """An image's sitecustomize (run after the launcher's) sets its own sys.excepthook, keeping
+    nothing of the launcher's: the launcher's goes back on top of it."""
+    image = tmp_path / "image"
+    image.mkdir()
+    (image / "sitecustomize.py").write_text(
+        "import sys\nsys.excepthook = lambda t, v, tb: sys.stderr.write(f'image hook: {v}\\n')\n")
+    env = trainer_env(TRAIN_NPROC_PER_NODE="1")
+    env["PYTHONPATH"] = f"{image}:{env['PYTHONPATH']}"
+    script = tmp_path / "script.py"
+    script.write_text("raise ValueError('lr must be positive')\n")
+    run = launch(env, command=[str(script)])
+    assert run.wait(120) == 2, run.stderr_tail()
+    stderr = run.err_path.read_text()
+    assert "image hook: lr must be positive" in stderr  # the image's hook still ran
+    assert "ValueError: lr must be positive" in stderr and "Traceback" in stderr
+    assert [e["type"] for e in run.of("worker_error")] == ["ValueError"]
+
+
 ARGPARSE = """\
 import argparse
 parser = argparse.ArgumentParser(prog="train")

@@ -92,9 +92,17 @@ def log_worker_error(etype: type[BaseException], value: BaseException) -> None:
                      local_rank=int(os.environ.get("LOCAL_RANK", "0")), type=etype.__name__, message=str(value))
 
 
+_HANDLING: list[bool] = []
+"""Set while a worker hook handles an error: one further down the chain (ours again, under torch's
+hook or a framework's) then leaves it to the outer one."""
+
+
 def excepthook(previous: Callable[..., Any]) -> Callable[..., Any]:
     """sys.excepthook for a worker: print, report, mark the worker failed, end it (bounded)."""
     def hook(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        if _HANDLING:
+            return
+        _HANDLING.append(True)
         print_whole(etype, value, tb)
         log_worker_error(etype, value)
         if previous is not sys.__excepthook__:  # Python's own would print the traceback a second time
@@ -109,7 +117,16 @@ def excepthook(previous: Callable[..., Any]) -> Callable[..., Any]:
                 open(failed, "a").close()
         exit_bounded(1)
 
+    hook.launcher_worker_hook = True  # pyright: ignore[reportFunctionMemberAccess]
     return hook
+
+
+def ensure_outermost() -> None:
+    """Put a worker hook on top again when another replaced sys.excepthook: one that keeps ours
+    as its previous (torch's `_distributed_excepthook`) still reaches it, one that does not (an
+    image's sitecustomize, a pretty-traceback library) would leave errors unreported."""
+    if not getattr(sys.excepthook, "launcher_worker_hook", False):
+        sys.excepthook = excepthook(sys.excepthook)
 
 
 def exit_bounded(code: int) -> None:

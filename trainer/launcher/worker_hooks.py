@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from . import autoprogress, progress, worker_gang
-from .worker_exit import STARTUP_EXITS, ConfigError, excepthook, is_config_error, report_config_error
+from .worker_exit import STARTUP_EXITS, ConfigError, ensure_outermost, excepthook, is_config_error, report_config_error
 
 __all__ = ["ConfigError", "bounded_init_process_group", "install", "is_config_error", "report_config_error"]
 
@@ -73,6 +73,13 @@ def _register_step_hook(optimizer_module: ModuleType) -> None:
     # The gang check first: it must see the first step before the reporter marks it stepped.
     optimizer_module.register_optimizer_step_post_hook(worker_gang.CHECK.on_optimizer_step)
     optimizer_module.register_optimizer_step_post_hook(autoprogress.REPORTER.on_optimizer_step)
+    optimizer_module.register_optimizer_step_post_hook(_hook_on_top_at_first_step)
+
+
+def _hook_on_top_at_first_step(*_: Any) -> None:
+    """Once: a framework or library imported since start may have replaced sys.excepthook."""
+    if autoprogress.REPORTER.optimizer_steps <= 1:
+        ensure_outermost()
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
