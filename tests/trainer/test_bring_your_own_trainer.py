@@ -44,6 +44,7 @@ class Gang:
 
     def __init__(self, tmp_path: Path, script: str, hparams: dict, **train_vars: str):
         self.tmp, self.script, self.attempt = tmp_path, str(BYOT / script), 0
+        self.args: list[str] = []
         (tmp_path / "hparams.yaml").write_text(yaml.safe_dump(hparams))
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("TRAIN_", "TORCHELASTIC_", "PET_")) and k not in (
@@ -65,7 +66,7 @@ class Gang:
         for pod in range(pods):
             env = {**self.env, "TRAIN_RDZV_PORT": port, "TRAIN_HEARTBEAT_FILE": str(self.tmp / f"pod{pod}" / "heartbeat"),
                    "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1)}
-            self.pods.append(LauncherRun(env, self.tmp, f"a{self.attempt}-pod{pod}", [self.script]))
+            self.pods.append(LauncherRun(env, self.tmp, f"a{self.attempt}-pod{pod}", [self.script, *self.args]))
         return self.pods
 
     def wait(self, timeout: float = 240) -> list[int]:
@@ -253,6 +254,65 @@ def test_an_unmodified_script_gets_liveness_and_a_stop_never_reads_as_finished(g
     assert 0 not in job.wait()
 
 
+# Trainers shaped like the frameworks' upstream examples (issue 44): an argparse CLI, no
+# hyperparameters file (TRAIN_HPARAMS_FILE unset), positional `fit`, epoch loops.
+UPSTREAM = {
+    "torchrun": ("upstream_ddp_train.py", None, ["12", "--step_delay_s", "0.3"]),
+    "transformers": ("upstream_hf_train.py", "transformers", [
+        "--output_dir", "{checkpoints}", "--max_steps", "24", "--per_device_train_batch_size", "4", "--logging_steps", "1",
+        "--save_strategy", "no", "--use_cpu", "--report_to", "none", "--dataloader_num_workers", "0",
+        "--disable_tqdm", "true", "--learning_rate", "0.05", "--seed", "0", "--step_delay_s", "0.1"]),
+    "lightning": ("upstream_lightning_train.py", "lightning", ["--max_epochs", "3", "--step_delay_s", "0.1"]),
+}
+
+
+@pytest.mark.parametrize("trainer", [pytest.param(name, marks=_needs(module), id=name)
+                                     for name, (_, module, _) in UPSTREAM.items()])
+def test_an_upstream_shaped_trainer_stops_resumes_and_completes(gang_of, trainer):
+    script, _, args = UPSTREAM[trainer]
+    job = gang_of("upstream", "plain", {})
+    del job.env["TRAIN_HPARAMS_FILE"]  # the trainer reads its command line only
+    job.script, job.args = str(BYOT / script), [a.format(checkpoints=job.env["TRAIN_CHECKPOINT_DIR"]) for a in args]
+    job.start()
+    job.at_step(5)
+    job.signal_pod(job.rank0_pod(), signal.SIGTERM)
+    assert job.wait() == [143, 143], [p.stderr_tail(15) for p in job.pods]
+    stopped_at = newest_complete(job.tmp / "checkpoints").step
+    job.start()
+    assert job.wait() == [0, 0], [p.stderr_tail(15) for p in job.pods]
+    assert job.resumed()["step"] == stopped_at
+    assert max(job.losses()) == (12 if trainer == "torchrun" else 24)
+    if trainer == "torchrun":  # an epoch loop: one launcher step per epoch, said aloud
+        assert any(e["optimizer_steps_per_loop_step"] == 4 for p in job.pods for e in p.of("coarse_loop_steps"))
+
+
+@_needs("lightning")
+def test_a_lightning_gang_not_told_the_node_count_fails_with_the_cause(gang_of):
+    job = gang_of("alone", "lightning", {})
+    job.script = str(BYOT / "lightning_unmodified_train.py")
+    started = time.monotonic()
+    job.start()
+    assert job.wait(120) == [2, 2], [p.stderr_tail(15) for p in job.pods]
+    errors = [line for pod in job.pods for e in pod.of("trainer_config_error") for line in e["errors"]]
+    assert errors and all("Lightning was not told the node count" in line for line in errors), errors
+    assert not any("trained alone" in pod.err_path.read_text() for pod in job.pods)
+    assert time.monotonic() - started < 120
+
+
+@_needs("transformers")
+def test_an_hf_gang_on_cpu_without_use_cpu_fails_with_the_cause(gang_of):
+    """HF's PartialState makes the process group, yet the Trainer trains each worker alone."""
+    job = gang_of("hf-alone", "plain", {})
+    del job.env["TRAIN_HPARAMS_FILE"]
+    _, _, args = UPSTREAM["transformers"]
+    job.script = str(BYOT / "upstream_hf_train.py")
+    job.args = [a.format(checkpoints=job.env["TRAIN_CHECKPOINT_DIR"]) for a in args if a != "--use_cpu"]
+    job.start()
+    assert job.wait(120) == [2, 2], [p.stderr_tail(15) for p in job.pods]
+    errors = [line for pod in job.pods for e in pod.of("trainer_config_error") for line in e["errors"]]
+    assert errors and all("parallel_mode is 'not_parallel'" in line and "use_cpu=True" in line for line in errors), errors
+
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-trainer.md"
 
 
@@ -265,6 +325,24 @@ def test_a_trainer_needs_at_most_three_platform_lines_and_the_doc_shows_them(scr
         "every line that names the launcher counts as platform code"
     doc = DOC.read_text()
     assert platform[0] in doc, f"the doc does not show {platform[0]!r}"
+
+
+def test_the_quick_start_runs_as_the_doc_says(gang_of):
+    """The doc's quick start: its train.py (this file, verbatim), two pods, a Ctrl-C, a resume."""
+    script = (BYOT / "quickstart_train.py").read_text().split("\n", 1)[1]
+    assert script in DOC.read_text(), "the quick start's train.py differs from tests/trainer/byot/quickstart_train.py"
+    job = gang_of("quickstart", "plain", {}, TRAIN_CHECKPOINT_EVERY_STEPS="50")
+    del job.env["TRAIN_HPARAMS_FILE"]
+    job.script, job.args = str(BYOT / "quickstart_train.py"), ["--steps", "40", "--sleep", "0.1"]
+    job.start()
+    job.pods[0].wait_for(lambda events: any(e["event"] == "step" and e["step"] >= 5 for events_ in
+                                            [events, job.pods[1].events()] for e in events_), 90, "step 5")
+    job.signal_pod(0, signal.SIGINT)  # Ctrl-C in terminal 1
+    assert job.wait() == [143, 143], [p.stderr_tail(15) for p in job.pods]
+    saved = newest_complete(job.tmp / "checkpoints").step
+    job.start()
+    assert job.wait() == [0, 0], [p.stderr_tail(15) for p in job.pods]
+    assert job.resumed()["step"] == saved
 
 
 def test_the_launcher_installs_as_a_package_that_leaves_torch_to_the_image(tmp_path):

@@ -10,7 +10,7 @@ import os
 import signal
 
 import pytest
-from launcher import checkpoint, framework_checkpoint, main, worker_hooks
+from launcher import checkpoint, framework_checkpoint, main, supervisor, worker_hooks
 from launcher.framework_checkpoint import Ranks
 
 STOP = {"step": 12, "signal": signal.SIGTERM}
@@ -109,6 +109,24 @@ def test_selection_skips_damage_and_rejects_a_corrupted_checkpoint(tmp_path):
     assert checkpoint.latest_complete(str(tmp_path)).path == mid  # never chosen again
 
 
+class _PeerFoundDamage:
+    """Rank 0's collective of a 2-rank gang whose rank 1 found its share's file damaged."""
+
+    def agree(self, ok: bool) -> bool:
+        return False
+
+    def all_gather(self, value):
+        return [value, ("model.safetensors: xxh3_128 mismatch", "")]
+
+
+def test_a_file_another_rank_rejected_is_named_on_rank_0(tmp_path):
+    path = hf_checkpoint(tmp_path, 3)
+    info = checkpoint.latest_complete(str(tmp_path))
+    assert info is not None and info.path == path
+    with pytest.raises(checkpoint.CheckpointDigestError, match=r"model.safetensors: xxh3_128 mismatch \(rank 1\)"):
+        framework_checkpoint.verify(info, Ranks(0, 2, _PeerFoundDamage()))  # pyright: ignore[reportArgumentType]
+
+
 def test_a_truncated_file_makes_a_checkpoint_incomplete(tmp_path):
     first, second = hf_checkpoint(tmp_path, 1), hf_checkpoint(tmp_path, 2)
     os.truncate(os.path.join(second, "optimizer.pt"), 100)
@@ -191,7 +209,7 @@ def test_the_worker_site_hooks_an_unmodified_process_and_keeps_the_images_own_si
 def test_torchrun_may_outlive_its_workers_only_for_the_grace_period(monkeypatch, tmp_path):
     now = [0.0]
     workers = [[]]
-    monkeypatch.setattr(main, "children_of", lambda pid, running=False: workers[0])
+    monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False: workers[0])
     failed = tmp_path / "worker-failed"
     succeeded = main.WorkerWatch(1, str(failed), clock=lambda: now[0])
     workers[0] = [11]

@@ -37,6 +37,8 @@ class StepReporter:
         """The training step the last optimizer step finished (optimizer steps since start + offset)."""
         self.stepped = False
         """Whether any optimizer of this process has stepped yet."""
+        self.optimizer_steps = 0
+        """Steps of the first optimizer to step, never aligned (integrations compare their own steps)."""
         self._primary: int | None = None
         self._samples_per_step = _positive_int("TRAIN_SAMPLES_PER_STEP") or 0
         self._progress = progress.Progress(log_every=_positive_int("TRAIN_LOG_EVERY_STEPS") or 10, explicit=False)
@@ -49,6 +51,7 @@ class StepReporter:
             self._progress.beat(self.step)
             return
         self.step += 1
+        self.optimizer_steps += 1
         if progress.explicit_steps():
             self._progress.heartbeat.beat(self.step)
             return

@@ -33,8 +33,18 @@ DEFAULTS: dict[str, str] = {
     "TRAIN_LOG_EVERY_STEPS": "10",
 }
 
+# What the launcher keeps of the grace period for itself: after a stop signal it ends its
+# workers and torchrun at TRAIN_TERMINATION_GRACE_S minus this, logs and exits before the SIGKILL.
+# The stack's grace check (components/facts/file_systems.py, STOP_MARGIN_S there) must cover it.
+STOP_MARGIN_S = 5.0
+
 # Optional variables without a default (unset or empty means "not given").
-OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS")
+# TRAIN_TERMINATION_GRACE_S is the pod's terminationGracePeriodSeconds: the kubelet's SIGKILL comes
+# this long after its SIGTERM, and the launcher ends by STOP_MARGIN_S before it (launcher.supervisor).
+# Unset, the launcher leaves working workers to the kubelet and bounds only torchrun's exit barrier
+# after a stop, by Kubernetes' default grace (UNSTATED_GRACE_S).
+OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS", "TRAIN_TERMINATION_GRACE_S")
+UNSTATED_GRACE_S = 30.0
 
 # Set by the launcher for the trainer, never read from the workload.
 RESUME_VAR = "TRAIN_RESUME_FROM"
@@ -116,6 +126,7 @@ class Contract:
     heartbeat_file: str
     collective_timeout_s: float
     log_every_steps: int
+    termination_grace_s: float | None = None
 
     @property
     def rdzv_endpoint(self) -> str:
@@ -143,6 +154,7 @@ class Contract:
             "TRAIN_HEARTBEAT_FILE": self.heartbeat_file,
             "TRAIN_COLLECTIVE_TIMEOUT_S": _fmt_num(self.collective_timeout_s),
             "TRAIN_LOG_EVERY_STEPS": str(self.log_every_steps),
+            "TRAIN_TERMINATION_GRACE_S": "" if self.termination_grace_s is None else _fmt_num(self.termination_grace_s),
             "TRAIN_CHECKPOINT_INTERVAL_S": (
                 "" if self.checkpoint_interval_s is None else _fmt_num(self.checkpoint_interval_s)
             ),
@@ -250,6 +262,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     keep = _int(env, "TRAIN_CHECKPOINT_KEEP", errors, lo=1)
     collective_timeout = _pos_float(env, "TRAIN_COLLECTIVE_TIMEOUT_S", errors)
     log_every = _int(env, "TRAIN_LOG_EVERY_STEPS", errors, lo=1)
+    grace = None
+    if env.get("TRAIN_TERMINATION_GRACE_S", "").strip():
+        grace = _pos_float(env, "TRAIN_TERMINATION_GRACE_S", errors)
+    if grace and grace <= STOP_MARGIN_S:
+        errors.append(f"TRAIN_TERMINATION_GRACE_S must be more than the launcher's {STOP_MARGIN_S:.0f} s to end "
+                      f"after a stop, got {_get(env, 'TRAIN_TERMINATION_GRACE_S')!r}: set the job's "
+                      "terminationGracePeriodSeconds to cover the stop checkpoint plus that")
 
     if errors:
         raise ContractError(errors)
@@ -269,4 +288,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
         heartbeat_file=heartbeat_file,
         collective_timeout_s=collective_timeout,
         log_every_steps=log_every,
+        termination_grace_s=grace,
     )

@@ -125,10 +125,14 @@ def verify(info: CheckpointInfo, ranks: Ranks) -> None:
         if got["bytes"] != want.get("bytes") or (want.get("xxh3_128") and got["xxh3_128"] != want["xxh3_128"]):
             mismatch = f"{name}: xxh3_128 mismatch"
             break
-    if not ranks.collective.agree(not mismatch):
-        raise CheckpointDigestError(f"{info.path}: {mismatch or 'a file did not match on another rank'}")
-    if not ranks.collective.agree(not unreadable):
-        raise CheckpointCorruptError(f"{info.path}: {unreadable or 'a file was unreadable on another rank'}")
+    # Gathered, not only agreed on: every rank's log names the file another rank found damaged.
+    reports = ranks.collective.all_gather((mismatch, unreadable))
+    mismatches = [f"{m} (rank {r})" for r, (m, _) in enumerate(reports) if m]
+    unreadables = [f"{u} (rank {r})" for r, (_, u) in enumerate(reports) if u]
+    if mismatches:
+        raise CheckpointDigestError(f"{info.path}: {'; '.join(mismatches)}")
+    if unreadables:
+        raise CheckpointCorruptError(f"{info.path}: {'; '.join(unreadables)}")
 
 
 LAUNCHER = "launcher"  # the framework of the launcher's own checkpoints (their markers name none)

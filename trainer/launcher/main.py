@@ -19,14 +19,15 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from typing import IO, BinaryIO
 
-from . import checkpoint, contract, fabric, gang, progress, worker_site
+from . import checkpoint, contract, fabric, gang, progress, startup, worker_site
+from .startup import PYTHON_WORDS, UsageError
+from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
+
+__all__ = ["PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main", "route_output",
+           "torchrun_command"]
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -42,14 +43,8 @@ Configuration comes from TRAIN_* environment variables (trainer/README.md).
 JSON line and exits without starting anything.
 """
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
 EXIT_SIGNAL_WITHOUT_STOP = 1  # a failure to the Job: its workers never reported a stop after saving
-PYTHON_WORDS = {"python", "python3", sys.executable, os.path.basename(sys.executable)}
-
-
-class UsageError(Exception):
-    pass
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
@@ -73,18 +68,8 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
 
 def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
     """The torchrun invocation for a validated contract and training command."""
-    if not command:
-        raise UsageError("no training command given (e.g. python -m launcher -- -m my.train)")
-    command = list(command)
-    if command[0] in PYTHON_WORDS:
-        command = command[1:]
-        if not command:
-            raise UsageError("the training command is only a Python interpreter")
-    if command[0].startswith("-") and command[0] != "-m":
-        raise UsageError(f"unsupported interpreter option {command[0]!r}: use -m MODULE or a script")
-    if command[0] == "-m" and len(command) < 2:
-        raise UsageError("-m needs a module name")
-    python_mode = command[0] == "-m" or command[0].endswith(".py")
+    command = startup.training_command(command)
+    python_mode = startup.is_python(command)
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes", str(c.nnodes),
@@ -105,8 +90,10 @@ def error(msg: str) -> int:
     return 2
 
 
-def prepare_dirs(c: contract.Contract) -> None:
-    """Create what the launcher owns; raise contract.ContractError naming the variable."""
+def prepare_dirs(c: contract.Contract, *, hparams_given: bool = True) -> None:
+    """Create what the launcher owns; raise contract.ContractError naming the variable. The
+    hyperparameters file is checked only when the workload names one: a trainer may read its
+    settings from its command line alone."""
     errors = []
     try:
         os.makedirs(c.checkpoint_dir, exist_ok=True)
@@ -115,10 +102,11 @@ def prepare_dirs(c: contract.Contract) -> None:
     except OSError as e:
         errors.append(f"TRAIN_CHECKPOINT_DIR {c.checkpoint_dir!r} is not usable: {e.strerror or e}")
     try:
-        with open(c.hparams_file, "rb"):
-            pass
-        if not os.path.isfile(c.hparams_file):
-            raise IsADirectoryError(21, "not a regular file")
+        if hparams_given:
+            with open(c.hparams_file, "rb"):
+                pass
+            if not os.path.isfile(c.hparams_file):
+                raise IsADirectoryError(21, "not a regular file")
     except OSError as e:
         errors.append(f"TRAIN_HPARAMS_FILE {c.hparams_file!r} is not readable: {e.strerror or e}")
     try:
@@ -134,188 +122,6 @@ def prepare_dirs(c: contract.Contract) -> None:
         errors.append(f"TRAIN_HEARTBEAT_FILE {c.heartbeat_file!r} is not usable: {e.strerror or e}")
     if errors:
         raise contract.ContractError(errors)
-
-
-def children_of(pid: int, *, running: bool = False) -> list[int]:
-    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
-    for pid to reap them (zombies)."""
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z"):
-            out.append(int(entry))
-    return out
-
-
-def _set_parent_death_signal() -> None:
-    """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> None:
-    """The workers' stdout, line by line: JSON objects (the launcher's and the trainer's events) to
-    the pod's stdout, anything else (frameworks print dicts, banners, progress) to its stderr, so
-    stdout stays JSON lines that log metric filters and `scripts/verify` can parse."""
-    if pipe is None:
-        return
-    out = stdout or sys.stdout.buffer
-    err = stderr or sys.stderr.buffer
-    for line in iter(pipe.readline, b""):
-        target = out if line.lstrip().startswith(b"{") and _is_json_object(line) else err
-        target.write(line)
-        target.flush()
-
-
-def _is_json_object(line: bytes) -> bool:
-    try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
-        return False
-
-
-class StopRequest:
-    """The first stop signal (SIGTERM, SIGINT) the launcher got, from the start of `main`. The
-    launcher is the container's PID 1, and PID 1 ignores a signal it has no handler for: without
-    one from the start, the kubelet's SIGTERM during the rendezvous wait (up to TRAIN_RDZV_WAIT_S)
-    would be lost, and the pod would sit out its grace period until the SIGKILL."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.on_signal: Callable[[int], None] | None = None
-        """Called on every stop signal, once something can act on it (the Supervisor)."""
-
-    def install(self) -> None:
-        for s in FORWARDED_SIGNALS:
-            signal.signal(s, self._handle)
-
-    def _handle(self, signum, _frame) -> None:
-        self.request(signum)
-
-    def request(self, signum: int) -> None:
-        if self.signum is None:
-            self.signum = signum
-        if self.on_signal is not None:
-            self.on_signal(signum)
-
-
-# How long torchrun may outlive its workers once one of them failed. Its agent talks to the
-# rendezvous store that another pod's agent may host: with that pod frozen (a hung node), each
-# store call waits its 60 s read timeout, and a worker that failed in TRAIN_COLLECTIVE_TIMEOUT_S
-# would leave the pod running for minutes more.
-TORCHRUN_EXIT_GRACE_S = 10.0
-
-
-class WorkerWatch:
-    """Notices when torchrun's workers are all gone, one of them failed (TRAIN_WORKER_FAILED_FILE)
-    and torchrun itself is still running. After workers that succeeded, torchrun may wait for the
-    other pods' agents in its exit barrier (up to 300 s, torch.distributed.elastic.agent.server.api):
-    that wait is left alone."""
-
-    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic):
-        self.torchrun_pid, self.failed_file, self.clock = torchrun_pid, failed_file, clock
-        self._had_workers = False
-        self._gone_since: float | None = None
-        self._next_look = 0.0
-
-    def torchrun_outlived_its_workers(self) -> bool:
-        now = self.clock()
-        if now < self._next_look:
-            return False
-        self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
-        if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
-            self._had_workers, self._gone_since = True, None
-            return False
-        if not self._had_workers or not os.path.exists(self.failed_file):
-            return False
-        if self._gone_since is None:
-            self._gone_since = now
-        return now - self._gone_since >= TORCHRUN_EXIT_GRACE_S
-
-
-class Supervisor:
-    """Runs torchrun, forwards stop signals to the workers, reaps children."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest):
-        self.cmd = cmd
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-        self.stop_request = stop_request
-        self.torchrun_killed = False
-        """torchrun outlived its workers by TORCHRUN_EXIT_GRACE_S and was killed: a failure."""
-        stop_request.on_signal = self._forward
-
-    @property
-    def received(self) -> int | None:
-        return self.stop_request.signum
-
-    def stop(self) -> None:
-        """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
-        self.stop_request.request(signal.SIGTERM)
-
-    def _forward(self, signum: int) -> None:
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        # Signal the workers directly, not torchrun: torchrun would SIGKILL
-        # them 30 s after passing the signal on, which may be too short to
-        # flush a checkpoint. torchrun exits by itself once they are gone.
-        targets = children_of(proc.pid) or [proc.pid]
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-        progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
-
-    def run(self) -> int | None:
-        """torchrun's exit code; None if a stop came before it started (nothing to save)."""
-        if self.received is not None:
-            return None
-        self.proc = subprocess.Popen(
-            self.cmd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_set_parent_death_signal,
-        )
-        router = threading.Thread(target=route_output, args=(self.proc.stdout,), name="stdout-router", daemon=True)
-        router.start()
-        if self.received is not None:  # signal arrived while starting
-            self._forward(self.received)
-        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""))
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == self.proc.pid:  # other pids: orphans reaped as PID 1
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-                break
-            if pid == 0:
-                if watch.torchrun_outlived_its_workers():
-                    progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.torchrun_killed = True
-                time.sleep(0.1)
-        rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
-        router.join(timeout=5)  # a worker's orphan may hold the pipe open: never wait for it long
-        return 128 - rc if rc < 0 else rc
 
 
 def _config_errors(path: str) -> list[str]:
@@ -376,31 +182,9 @@ def _stopped_early(stop_request: StopRequest, started: float) -> int:
     return 128 + signum
 
 
-def main(argv: list[str] | None = None) -> int:
-    stop_request = StopRequest()
-    stop_request.install()
-    argv = sys.argv[1:] if argv is None else argv
-    opts, command = parse_args(argv)
-    if opts["help"]:
-        sys.stdout.write(USAGE)
-        return 0
-    try:
-        c = contract.from_env(os.environ)
-        cmd = torchrun_command(c, command)
-        on_fabric = fabric.fabric_of(os.environ)
-        node_fabric = fabric.expected_of(os.environ)
-        restart_attempt = gang.check_restart_budget(os.environ)
-        rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
-    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
-        return error(str(e))
-    is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
-    cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
-                                    os.environ.get("PET_RDZV_CONF", ""))
-
-    found = checkpoint.list_checkpoints(c.checkpoint_dir)
-    latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
-    resume = latest.path if latest else ""
+def _worker_env(c: contract.Contract, resume: str, on_fabric: str) -> tuple[dict[str, str], str]:
+    """The workers' environment (the contract resolved, the files they report through, the worker
+    site first on PYTHONPATH) and the NCCL log directory."""
     env = dict(os.environ)
     env.update(c.to_env())
     env[contract.RESUME_VAR] = resume
@@ -412,52 +196,29 @@ def main(argv: list[str] | None = None) -> int:
     nccl_log_dir = env.get(fabric.LOG_DIR_VAR) or fabric.DEFAULT_LOG_DIR
     if on_fabric == "efa":
         env.update(fabric.nccl_log_env(env, nccl_log_dir))
+    return env, nccl_log_dir
 
-    if opts["dry_run"]:
-        progress.log(
-            "dry_run",
-            cmd=cmd,
-            env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")},
-        )
-        return 0
 
+def _wait_for_pod0(c: contract.Contract, rdzv_wait_s: float, stop_request: StopRequest, started: float) -> int | None:
+    """On a pod other than pod 0: wait for its rendezvous store. An exit code, or None to go on."""
     try:
-        prepare_dirs(c)
-    except contract.ContractError as e:
-        return error(str(e))
-
-    started = time.monotonic()
-    progress.log(
-        "launcher_start",
-        job_id=c.job_id,
-        host=socket.gethostname(),
-        nnodes=c.nnodes,
-        nproc_per_node=c.nproc_per_node,
-        rdzv_endpoint=c.rdzv_endpoint,
-        checkpoint_dir=c.checkpoint_dir,
-        command=command,
-        restart_attempt=restart_attempt,  # the gang's restarts so far (a CloudWatch metric)
-    )
-    progress.log(
-        "resume_selected",
-        path=resume,
-        step=latest.step if latest else None,
-        skipped=checkpoint.describe(skipped),
-    )
-    if is_rdzv_host is False and c.nnodes > 1:
-        try:
-            waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s,
-                                              stop_requested=lambda: stop_request.signum is not None)
-        except gang.StopRequestedError:
-            return _stopped_early(stop_request, started)
-        except gang.GangError as e:
-            progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
-            sys.stderr.write(f"launcher: error: {e}\n")
-            return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
-        progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
-    if stop_request.signum is not None:
+        waited = gang.wait_for_rendezvous(c.rdzv_host, c.rdzv_port, rdzv_wait_s,
+                                          stop_requested=lambda: stop_request.signum is not None)
+    except gang.StopRequestedError:
         return _stopped_early(stop_request, started)
-    sup = Supervisor(cmd, env, stop_request)
+    except gang.GangError as e:
+        progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
+        sys.stderr.write(f"launcher: error: {e}\n")
+        return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
+    progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
+    return None
+
+
+def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_request: StopRequest,
+               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float) -> int:
+    """Run torchrun to its end and turn what it and the workers reported into the pod's exit code."""
+    on_fabric, node_fabric = fabrics
+    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
                                check=fabric.NetworkCheck(expected=node_fabric),
                                on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
@@ -469,8 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         return error(f"cannot start torchrun: {e}")
     if torchrun_rc is None:  # the stop came between the check above and the start
         return _stopped_early(stop_request, started)
-    if sup.torchrun_killed:
-        torchrun_rc = 1  # a worker failed, and torchrun hung on a peer: the job cannot go on here
     rc, why = exit_code(
         torchrun_rc,
         signalled=sup.received is not None,
@@ -487,11 +246,61 @@ def main(argv: list[str] | None = None) -> int:
                      evidence=network.failure_line or network.efa_seen, **network.summary())
         if network.failure:
             rc = error(fabric.failure_message(network))
-    progress.log(
-        "launcher_exit",
-        rc=rc,
-        torchrun_rc=torchrun_rc,
-        signal=signal.Signals(sup.received).name if sup.received else None,
-        duration_s=round(time.monotonic() - started, 3),
-    )
+    progress.log("launcher_exit", rc=rc, torchrun_rc=torchrun_rc,
+                 signal=signal.Signals(sup.received).name if sup.received else None,
+                 duration_s=round(time.monotonic() - started, 3))
     return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Prepare (contract, command, resume choice, environment), wait for pod 0, supervise."""
+    stop_request = StopRequest()
+    stop_request.install()
+    argv = sys.argv[1:] if argv is None else argv
+    opts, command = parse_args(argv)
+    if opts["help"]:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        c = contract.from_env(os.environ)
+        cmd = torchrun_command(c, command)
+        fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
+        restart_attempt = gang.check_restart_budget(os.environ)
+        rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
+    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
+        return error(str(e))
+    problems = startup.command_problems(startup.training_command(command))
+    if problems:  # a config error that no restart cures, reported as the workers' are
+        progress.log("trainer_config_error", errors=problems)
+        return error("; ".join(problems))
+    is_rdzv_host = gang.hosts_rendezvous(c.rdzv_host, socket.gethostname())
+    cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
+                                    os.environ.get("PET_RDZV_CONF", ""))
+
+    found = checkpoint.list_checkpoints(c.checkpoint_dir)
+    latest = next((x for x in found if x.complete), None)
+    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
+    resume = latest.path if latest else ""
+    env, nccl_log_dir = _worker_env(c, resume, fabrics[0])
+    if opts["dry_run"]:
+        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
+        return 0
+    try:
+        prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
+    except contract.ContractError as e:
+        return error(str(e))
+
+    started = time.monotonic()
+    progress.log("launcher_start", job_id=c.job_id, host=socket.gethostname(), nnodes=c.nnodes,
+                 nproc_per_node=c.nproc_per_node, rdzv_endpoint=c.rdzv_endpoint, checkpoint_dir=c.checkpoint_dir,
+                 command=command,
+                 restart_attempt=restart_attempt)  # the gang's restarts so far (a CloudWatch metric)
+    progress.log("resume_selected", path=resume, step=latest.step if latest else None,
+                 skipped=checkpoint.describe(skipped))
+    if is_rdzv_host is False and c.nnodes > 1:
+        rc = _wait_for_pod0(c, rdzv_wait_s, stop_request, started)
+        if rc is not None:
+            return rc
+    if stop_request.signum is not None:
+        return _stopped_early(stop_request, started)
+    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started)

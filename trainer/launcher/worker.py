@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from . import autoprogress, checkpoint, contract, events, framework_checkpoint, progress, schedule
 from .checkpoint import CheckpointInfo
 from .progress import _env_int
-from .worker_hooks import ConfigError, report_config_error
+from .worker_exit import ConfigError, report_config_error
 
 EXIT_STOPPED = 128 + signal.SIGTERM
 

@@ -6,11 +6,15 @@ that an unmodified PyTorch script gets the platform's duties done:
 - a bounded collective timeout: `torch.distributed.init_process_group` gets at most
   TRAIN_COLLECTIVE_TIMEOUT_S (HF Trainer, Lightning and Accelerate default to 1800 s, so a frozen
   peer would be noticed only by the liveness probe);
-- config errors: an uncaught error that no restart can cure (a TypeError, ValueError, KeyError,
-  ... or `ConfigError`, raised before this process's first optimizer step) is written to
-  TRAIN_CONFIG_ERROR_FILE, so the pod exits 2 and the JobSet fails at once instead of spending
-  every restart on it. Errors that a restart may cure (OSError, RuntimeError such as a NCCL or
-  CUDA failure, MemoryError) and anything after the first step keep torchrun's exit code.
+- errors (launcher.worker_exit): every uncaught error printed whole and reported (`worker_error`);
+  one that no restart can cure (a TypeError, ValueError, KeyError, ... or `ConfigError`, raised
+  before this process's first optimizer step) and a start-up exit (argparse's `SystemExit(2)`, a
+  missing `-m` module) are written to TRAIN_CONFIG_ERROR_FILE, so the pod exits 2 and the JobSet
+  fails at once instead of spending every restart on it. Errors that a restart may cure (OSError,
+  RuntimeError such as a NCCL or CUDA failure, MemoryError) and anything after the first step keep
+  torchrun's exit code;
+- one run per gang (launcher.worker_gang): at the first optimizer step, a worker outside a process
+  group of the contract's world size fails the pod with exit 2.
 
 Nothing here imports torch: the hooks attach when the trainer imports it.
 """
@@ -18,7 +22,6 @@ Nothing here imports torch: the hooks attach when the trainer imports it.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import datetime
 import functools
 import importlib.abc
@@ -26,76 +29,14 @@ import importlib.machinery
 import inspect
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from . import autoprogress, contract, progress
+from . import autoprogress, progress, worker_gang
+from .worker_exit import STARTUP_EXITS, ConfigError, ensure_outermost, excepthook, is_config_error, report_config_error
 
-# How long a worker that raised an uncaught error may take to end.
-EXIT_AFTER_ERROR_S = 10.0
-
-
-class ConfigError(ValueError):
-    """Raise it (uncaught) for a configuration that cannot work: the pod exits 2, no restart."""
-
-
-# Errors that are a property of the code or its configuration: a restart fails the same way.
-# OSError (a flaky mount), RuntimeError (NCCL, CUDA, a dead peer) and MemoryError may not.
-# ModuleNotFoundError, not every ImportError: a library that fails to load (libcuda on a bad
-# node) may load on another node.
-_CONFIG_ERROR_TYPES = (ConfigError, TypeError, ValueError, LookupError, AttributeError, NameError, ModuleNotFoundError,
-                       AssertionError)
-# Frameworks' own configuration errors, by class name (the framework may not be installed).
-_CONFIG_ERROR_NAMES = {"MisconfigurationException"}
-
-
-def is_config_error(error: BaseException) -> bool:
-    if isinstance(error, (OSError, RuntimeError, MemoryError)):
-        return False
-    return isinstance(error, _CONFIG_ERROR_TYPES) or any(t.__name__ in _CONFIG_ERROR_NAMES for t in type(error).__mro__)
-
-
-def report_config_error(lines: Sequence[str]) -> None:
-    """Append lines to TRAIN_CONFIG_ERROR_FILE (every local rank may report the same error)."""
-    path = os.environ.get(contract.CONFIG_ERROR_VAR)
-    if not path:
-        return
-    try:
-        with open(path, "a") as f:
-            f.writelines(" ".join(line.split()) + "\n" for line in lines)
-    except OSError as e:
-        sys.stderr.write(f"launcher: cannot write {contract.CONFIG_ERROR_VAR} {path!r}: {e.strerror}\n")
-
-
-def _excepthook(previous: Callable[..., Any]) -> Callable[..., Any]:
-    def hook(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        previous(etype, value, tb)  # the traceback, as always
-        if is_config_error(value) and not autoprogress.REPORTER.stepped:
-            report_config_error([f"{etype.__name__}: {value} (raised before the first optimizer step: "
-                                 "a restart would fail the same way)"])
-        failed = os.environ.get(contract.WORKER_FAILED_VAR)
-        if failed:
-            with contextlib.suppress(OSError):
-                open(failed, "a").close()
-        _exit_bounded(1)
-
-    return hook
-
-
-def _exit_bounded(code: int) -> None:
-    """End a worker that failed. Its normal shutdown can wait on a frozen peer for minutes: the
-    destructors of its process groups, run when the interpreter finalizes, talk to that peer. So
-    the atexit handlers (the trainer's own: loggers, uploads) get EXIT_AFTER_ERROR_S in a thread,
-    and then the process ends without finalizing, and the pod fails within the collective timeout."""
-    handlers = threading.Thread(target=getattr(atexit, "_run_exitfuncs", lambda: None), daemon=True)
-    handlers.start()
-    handlers.join(EXIT_AFTER_ERROR_S)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+__all__ = ["ConfigError", "bounded_init_process_group", "install", "is_config_error", "report_config_error"]
 
 
 def bounded_init_process_group(init: Callable[..., Any], limit_s: float) -> Callable[..., Any]:
@@ -117,17 +58,28 @@ def bounded_init_process_group(init: Callable[..., Any], limit_s: float) -> Call
     return init_process_group
 
 
-def _bound_collective_timeout(c10d: ModuleType) -> None:
+def _wrap_init_process_group(c10d: ModuleType) -> None:
+    """The timeout bound, then the gang's world-size check (launcher.worker_gang)."""
     try:
         limit_s = float(os.environ.get("TRAIN_COLLECTIVE_TIMEOUT_S", ""))
     except ValueError:
-        return
+        limit_s = 0.0
     if limit_s > 0:
         c10d.init_process_group = bounded_init_process_group(c10d.init_process_group, limit_s)  # pyright: ignore[reportAttributeAccessIssue]
+    c10d.init_process_group = worker_gang.checked_init_process_group(c10d.init_process_group)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _register_step_hook(optimizer_module: ModuleType) -> None:
+    # The gang check first: it must see the first step before the reporter marks it stepped.
+    optimizer_module.register_optimizer_step_post_hook(worker_gang.CHECK.on_optimizer_step)
     optimizer_module.register_optimizer_step_post_hook(autoprogress.REPORTER.on_optimizer_step)
+    optimizer_module.register_optimizer_step_post_hook(_hook_on_top_at_first_step)
+
+
+def _hook_on_top_at_first_step(*_: Any) -> None:
+    """Once: a framework or library imported since start may have replaced sys.excepthook."""
+    if autoprogress.REPORTER.optimizer_steps <= 1:
+        ensure_outermost()
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -174,8 +126,16 @@ def install() -> None:
     if owner and owner != str(os.getpid()):
         return
     os.environ[WORKER_PID_VAR] = str(os.getpid())
-    sys.excepthook = _excepthook(sys.excepthook)
-    sys.meta_path.insert(0, _AfterImport({
+    sys.excepthook = excepthook(sys.excepthook)
+    sys.exit = STARTUP_EXITS.wrap_exit(sys.exit)
+    atexit.register(STARTUP_EXITS.report)
+    hooks: dict[str, Callable[[ModuleType], None]] = {
         "torch.optim.optimizer": _register_step_hook,
-        "torch.distributed.distributed_c10d": _bound_collective_timeout,
-    }))
+        "torch.distributed.distributed_c10d": _wrap_init_process_group,
+        "transformers.training_args": worker_gang.CHECK.note_training_args,
+    }
+    if "argparse" in sys.modules:
+        STARTUP_EXITS.patch_argparse(sys.modules["argparse"])
+    else:
+        hooks["argparse"] = STARTUP_EXITS.patch_argparse
+    sys.meta_path.insert(0, _AfterImport(hooks))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from .. import autoprogress
 from ..worker import Worker, current
 
 
@@ -33,8 +34,11 @@ class StepLoop:
         the last, training is declared finished."""
         step = self.start_step
         while step < total:
+            optimizer_steps = autoprogress.REPORTER.optimizer_steps
             yield step
             step += 1
+            if step == self.start_step + 1:
+                self._say_if_coarse(autoprogress.REPORTER.optimizer_steps - optimizer_steps)
             stop, due = self.worker.boundary(step)
             if stop or due:
                 started = time.monotonic()
@@ -44,3 +48,11 @@ class StepLoop:
                 self.worker.exit_stopped(step)
         self._settle()
         self.worker.declare_finished(step)
+
+    def _say_if_coarse(self, optimizer_steps: int) -> None:
+        """A loop step of many optimizer steps (`steps(epochs)` around an epoch loop) is a step to
+        the launcher: a stop waits for its end and checkpoints come once per loop step. Said once."""
+        if optimizer_steps > 1:
+            self.worker.event("coarse_loop_steps", optimizer_steps_per_loop_step=optimizer_steps,
+                              note="a stop and a checkpoint wait for the end of each loop step (an epoch?): "
+                                   "loop over batches for a stop within seconds")

@@ -4,6 +4,9 @@
     trainer = L.Trainer(max_steps=..., **trainer_kwargs())    # the platform's part of the Trainer
     fit(trainer, model, datamodule=dm)                        # was: trainer.fit(model, datamodule=dm)
 
+`fit` takes `Trainer.fit`'s arguments as Lightning does, positional (`fit(trainer, model, train_dl,
+val_dl)`) or keyword.
+
 `trainer_kwargs` gives `num_nodes`/`devices` from the contract, a writable `default_root_dir`
 (the working directory is read-only in the pod) and `PlatformCallback`, which replaces
 Lightning's SIGTERM handler once training starts (it broadcasts from rank 0 inside the handler,
@@ -18,6 +21,7 @@ DataLoader: after a resume the data order differs from an uninterrupted run.
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import time
 from typing import Any
@@ -25,8 +29,8 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback
 
 from .. import checkpoint, events
-from ..framework_checkpoint import resume_path
 from ..worker import current
+from ._resume import resume_argument
 
 CHECKPOINT_FILE = "model.ckpt"
 
@@ -118,8 +122,14 @@ def _init_process_group() -> None:
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=w.collective_timeout_s))
 
 
-def fit(trainer: Any, model: Any, **fit_kwargs: Any) -> Any:
-    """`trainer.fit(model, ...)` from the newest verified checkpoint (every rank)."""
+def fit(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    """`trainer.fit(...)` with Lightning's own arguments, positional or keyword (bound to
+    `Trainer.fit`'s signature: a wrong call is Lightning's own TypeError), from the newest verified
+    checkpoint (every rank). A `ckpt_path` of the trainer's own follows integrations/_resume.py."""
+    bound = inspect.signature(trainer.fit).bind(*args, **kwargs)
     _init_process_group()
-    info = current().select_resume("lightning")
-    return trainer.fit(model, ckpt_path=resume_path(info) if info else None, **fit_kwargs)
+    worker = current()
+    info = worker.select_resume("lightning")
+    bound.arguments["ckpt_path"] = resume_argument(worker, bound.arguments.get("ckpt_path"), info, name="ckpt_path",
+                                                   newest=("last",))
+    return trainer.fit(*bound.args, **bound.kwargs)

@@ -16,6 +16,7 @@ themselves can add `PlatformCallback()` and pass `resume_from_checkpoint=resume_
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from transformers import TrainerCallback
 from .. import events
 from ..framework_checkpoint import resume_path
 from ..worker import current
+from ._resume import resume_argument
 
 
 class PlatformCallback(TrainerCallback):
@@ -101,8 +103,12 @@ def point_tensorboard(callbacks: list[Any]) -> None:
             callback.logging_dir = os.path.join(directory, "transformers")
 
 
-def train(trainer: Any, **train_kwargs: Any) -> Any:
-    """`trainer.train(...)` under the platform's contract (see the module docstring)."""
+def train(trainer: Any, *positional: Any, **kwargs: Any) -> Any:
+    """`trainer.train(...)` under the platform's contract (see the module docstring), with
+    `Trainer.train`'s own arguments, positional or keyword. A `resume_from_checkpoint` of the
+    trainer's own, given here or as `--resume_from_checkpoint` (TrainingArguments documents it as
+    read by scripts, not by the Trainer), follows integrations/_resume.py."""
+    bound = inspect.signature(trainer.train).bind(*positional, **kwargs)
     worker = current()
     args = trainer.args
     problems = argument_problems(args)
@@ -114,4 +120,10 @@ def train(trainer: Any, **train_kwargs: Any) -> Any:
     if not any(isinstance(cb, PlatformCallback) for cb in trainer.callback_handler.callbacks):
         trainer.add_callback(PlatformCallback())
     point_tensorboard(trainer.callback_handler.callbacks)
-    return trainer.train(resume_from_checkpoint=resume_from_checkpoint(), **train_kwargs)
+    asked = bound.arguments.get("resume_from_checkpoint")
+    if asked is None:
+        asked = getattr(args, "resume_from_checkpoint", None)
+    info = worker.select_resume("transformers")
+    bound.arguments["resume_from_checkpoint"] = resume_argument(worker, asked, info, name="resume_from_checkpoint",
+                                                                newest=(True,))
+    return trainer.train(*bound.args, **bound.kwargs)

@@ -36,5 +36,12 @@ def _run_next_sitecustomize() -> None:
         return
 
 
+def _worker_hook_on_top() -> None:
+    """After the image's sitecustomize, which may have replaced sys.excepthook."""
+    if "launcher.worker_exit" in sys.modules and os.environ.get("TRAIN_WORKER_PID") == str(os.getpid()):
+        sys.modules["launcher.worker_exit"].ensure_outermost()
+
+
 _install_worker_hooks()
 _run_next_sitecustomize()
+_worker_hook_on_top()

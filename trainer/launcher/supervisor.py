@@ -1,0 +1,291 @@
+"""Runs torchrun for the launcher: forwards stop signals to the workers, routes their stdout,
+reaps children as PID 1, and ends torchrun when waiting longer would be wrong (a worker failed
+and torchrun hangs on a peer; a stop whose grace period runs out). How the wait ended is a
+`TorchrunEnd`, and its `torchrun_rc` is what the launcher's exit code weighs."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, BinaryIO
+
+from . import contract, progress
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def children_of(pid: int, *, running: bool = False) -> list[int]:
+    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
+    for pid to reap them (zombies)."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z"):
+            out.append(int(entry))
+    return out
+
+
+def _set_parent_death_signal() -> None:
+    """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> None:
+    """The workers' stdout, line by line: JSON objects (the launcher's and the trainer's events) to
+    the pod's stdout, anything else (frameworks print dicts, banners, progress) to its stderr, so
+    stdout stays JSON lines that log metric filters and `scripts/verify` can parse."""
+    if pipe is None:
+        return
+    out = stdout or sys.stdout.buffer
+    err = stderr or sys.stderr.buffer
+    for line in iter(pipe.readline, b""):
+        target = out if line.lstrip().startswith(b"{") and _is_json_object(line) else err
+        target.write(line)
+        target.flush()
+
+
+def _is_json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+class StopRequest:
+    """The first stop signal (SIGTERM, SIGINT) the launcher got, from the start of `main`. The
+    launcher is the container's PID 1, and PID 1 ignores a signal it has no handler for: without
+    one from the start, the kubelet's SIGTERM during the rendezvous wait (up to TRAIN_RDZV_WAIT_S)
+    would be lost, and the pod would sit out its grace period until the SIGKILL."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.signum: int | None = None
+        self.at: float | None = None
+        """When the first stop signal came (`clock`): the kubelet's SIGKILL follows a grace period later."""
+        self.clock = clock
+        self.on_signal: Callable[[int], None] | None = None
+        """Called on every stop signal, once something can act on it (the Supervisor)."""
+
+    def install(self) -> None:
+        for s in FORWARDED_SIGNALS:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, _frame) -> None:
+        self.request(signum)
+
+    def request(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, self.clock()
+        if self.on_signal is not None:
+            self.on_signal(signum)
+
+
+# How long torchrun may outlive its workers once one of them failed. Its agent talks to the
+# rendezvous store that another pod's agent may host: with that pod frozen (a hung node), each
+# store call waits its 60 s read timeout, and a worker that failed in TRAIN_COLLECTIVE_TIMEOUT_S
+# would leave the pod running for minutes more.
+TORCHRUN_EXIT_GRACE_S = 10.0
+
+
+class WorkerWatch:
+    """Notices when torchrun's workers are all gone, one of them failed (TRAIN_WORKER_FAILED_FILE)
+    and torchrun itself is still running. After workers that succeeded, torchrun may wait for the
+    other pods' agents in its exit barrier (up to 300 s, torch.distributed.elastic.agent.server.api):
+    that wait is left alone until a stop signal's deadline (Supervisor)."""
+
+    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic):
+        self.torchrun_pid, self.failed_file, self.clock = torchrun_pid, failed_file, clock
+        self._had_workers = False
+        self._gone_since: float | None = None
+        self._next_look = 0.0
+        self.workers_gone = False
+        """The workers had started and none runs now (torchrun may still)."""
+
+    @property
+    def had_workers(self) -> bool:
+        return self._had_workers
+
+    def torchrun_outlived_its_workers(self) -> bool:
+        now = self.clock()
+        if now < self._next_look:
+            return False
+        self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
+        if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
+            self._had_workers, self._gone_since = True, None
+            return False
+        self.workers_gone = self._had_workers
+        if not self._had_workers or not os.path.exists(self.failed_file):
+            return False
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since >= TORCHRUN_EXIT_GRACE_S
+
+
+class TorchrunEnd(enum.Enum):
+    """How the launcher's wait for torchrun ended."""
+
+    EXITED = "exited"
+    """torchrun exited by itself: its own exit code."""
+    HUNG_AFTER_FAILURE = "hung_after_failure"
+    """A worker failed and torchrun outlived it by TORCHRUN_EXIT_GRACE_S: killed, a failure."""
+    BARRIER_AT_STOP_DEADLINE = "barrier_at_stop_deadline"
+    """After a stop signal its workers had ended, and torchrun still waited in its exit barrier at the
+    stop deadline: killed. torch enters that barrier only once every local worker exited 0
+    (SimpleElasticAgent._invoke_run, torch/distributed/elastic/agent/server/api.py): the workers' 0."""
+    WORKERS_AT_STOP_DEADLINE = "workers_at_stop_deadline"
+    """After a stop signal the workers were still running (or one had failed) at the stop deadline:
+    killed, a failure unless they reported a stop."""
+
+
+# What each end gives the pod's exit code in place of torchrun's own (launcher.main.exit_code).
+TORCHRUN_RC = {TorchrunEnd.HUNG_AFTER_FAILURE: 1, TorchrunEnd.BARRIER_AT_STOP_DEADLINE: 0,
+               TorchrunEnd.WORKERS_AT_STOP_DEADLINE: 1}
+
+
+class Supervisor:
+    """Runs torchrun, forwards stop signals to the workers, reaps children. After a stop signal it
+    never waits past `grace_s - contract.STOP_MARGIN_S`: the kubelet SIGKILLs the pod `grace_s`
+    after its SIGTERM, and torchrun may wait for the other pods' agents for 300 s in its exit
+    barrier (a worker that exits 0 on SIGTERM, as Lightning's does, while a peer runs on). With no
+    grace period stated, only that barrier is bounded (by Kubernetes' default grace): workers still
+    saving are left to the kubelet rather than cut short by a guess."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float | None = None):
+        self.cmd = cmd
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.stop_request = stop_request
+        self.grace_s = grace_s
+        """The pod's grace period; None when the workload does not state it (contract.UNSTATED_GRACE_S)."""
+        self.end = TorchrunEnd.EXITED
+        self._said_gone = False
+        stop_request.on_signal = self._forward
+
+    @property
+    def received(self) -> int | None:
+        return self.stop_request.signum
+
+    @property
+    def torchrun_killed(self) -> bool:
+        return self.end is not TorchrunEnd.EXITED
+
+    def stop(self) -> None:
+        """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
+        self.stop_request.request(signal.SIGTERM)
+
+    def _forward(self, signum: int) -> None:
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        # Signal the workers directly, not torchrun: torchrun would SIGKILL
+        # them 30 s after passing the signal on, which may be too short to
+        # flush a checkpoint. torchrun exits by itself once they are gone.
+        targets = children_of(proc.pid) or [proc.pid]
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        progress.log("signal_forwarded", signal=signal.Signals(signum).name, pids=targets)
+
+    def stop_deadline(self) -> float | None:
+        """When the launcher ends torchrun after a stop signal (`StopRequest.clock` time), if one came."""
+        at = self.stop_request.at
+        grace = contract.UNSTATED_GRACE_S if self.grace_s is None else self.grace_s
+        return None if at is None else at + grace - contract.STOP_MARGIN_S
+
+    def _check(self, watch: WorkerWatch) -> None:
+        """Between reaps: end torchrun if waiting longer would be wrong."""
+        if self.proc is None or self.end is not TorchrunEnd.EXITED:
+            return
+        if watch.torchrun_outlived_its_workers():
+            progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
+            self._kill(TorchrunEnd.HUNG_AFTER_FAILURE)
+            return
+        if watch.workers_gone and not self._said_gone:
+            # What the pod does between the trainer's last line (`stopped`, `training_complete`)
+            # and its exit: the workers' shutdown took until now; torchrun may wait on.
+            self._said_gone = True
+            failed = os.path.exists(watch.failed_file)
+            progress.log("workers_exited", failed=failed, torchrun=(
+                f"a worker failed: torchrun gets {TORCHRUN_EXIT_GRACE_S:.0f} s to end" if failed else
+                "waits for the other pods' agents in its exit barrier (up to 300 s; after a stop, until "
+                f"{(self.grace_s or contract.UNSTATED_GRACE_S) - contract.STOP_MARGIN_S:.0f} s after the signal)"))
+        deadline = self.stop_deadline()
+        if deadline is None or self.stop_request.clock() < deadline:
+            return
+        running = children_of(self.proc.pid, running=True)
+        in_barrier = watch.had_workers and not running and not os.path.exists(watch.failed_file)
+        if not in_barrier and self.grace_s is None:
+            return  # workers at work (a stop save?) and no grace period stated: the kubelet decides
+        end = TorchrunEnd.BARRIER_AT_STOP_DEADLINE if in_barrier else TorchrunEnd.WORKERS_AT_STOP_DEADLINE
+        progress.log("stop_deadline", end=end.value, grace_s=self.grace_s or contract.UNSTATED_GRACE_S,
+                     margin_s=contract.STOP_MARGIN_S, workers_running=running)
+        self._kill(end, running)
+
+    def _kill(self, end: TorchrunEnd, workers: list[int] | None = None) -> None:
+        assert self.proc is not None
+        for pid in workers or []:  # workers run in sessions of their own: torchrun's group misses them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.end = end
+
+    def run(self) -> int | None:
+        """torchrun's exit code, or what its end stands for (TORCHRUN_RC); None if a stop came
+        before it started (nothing to save)."""
+        if self.received is not None:
+            return None
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_set_parent_death_signal,
+        )
+        router = threading.Thread(target=route_output, args=(self.proc.stdout,), name="stdout-router", daemon=True)
+        router.start()
+        if self.received is not None:  # signal arrived while starting
+            self._forward(self.received)
+        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""))
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == self.proc.pid:  # other pids: orphans reaped as PID 1
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                break
+            if pid == 0:
+                self._check(watch)
+                time.sleep(0.1)
+        rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
+        # A worker's orphan may hold the pipe open: never wait for it long, and after a stop
+        # deadline hardly at all (the SIGKILL is STOP_MARGIN_S away).
+        router.join(timeout=1 if self.end is not TorchrunEnd.EXITED else 5)
+        if self.end is not TorchrunEnd.EXITED:
+            return TORCHRUN_RC[self.end]
+        return 128 - rc if rc < 0 else rc
