@@ -165,10 +165,8 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
 
 def _by_name(items: list[Any]) -> dict[str, Any] | None:
     """The list as {name: entry} when every entry is a mapping with a distinct text `name`, else None."""
-    names = [item.get("name") if isinstance(item, dict) else None for item in items]
-    if not items or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        return None
-    return dict(zip(names, items, strict=True))  # pyright: ignore[reportArgumentType]
+    named = {item["name"]: item for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)}
+    return named if items and len(named) == len(items) else None
 
 
 def _path_covers(prefix: str, path: str) -> bool:

@@ -74,6 +74,19 @@ def test_a_budget_holds_every_non_spot_gang_against_eviction(stack, plan_of):
     assert len(budgets) == sum(str(pools[j.pool].capacity) != "spot" for j in config.training.jobs)
 
 
+def test_the_launcher_knows_the_grace_and_the_old_checkpoint_layout(stack, plan_of):
+    """The launcher ends a stop by the pod's grace (minus its own margin, which the grace check
+    covers), and a run without checkpoints of its own resumes from /workspace/checkpoints/<job>."""
+    from launcher.contract import STOP_MARGIN_S as LAUNCHER_MARGIN_S
+
+    from components.facts.file_systems import STOP_MARGIN_S
+    assert STOP_MARGIN_S > LAUNCHER_MARGIN_S
+    for jobset in jobsets(plan_of(stack)):
+        env, name = env_of(jobset), jobset["metadata"]["name"]
+        assert env["TRAIN_TERMINATION_GRACE_S"] == str(pod_spec(jobset)["terminationGracePeriodSeconds"])
+        assert env["TRAIN_LEGACY_CHECKPOINT_DIR"] == f"/workspace/checkpoints/{name}" != env["TRAIN_CHECKPOINT_DIR"]
+
+
 def test_sysctl_pins_the_range_the_fabric_group_opens(stack, plan_of):
     plan = plan_of(stack)
     socket_rules = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)

@@ -119,7 +119,8 @@ def efs_write_mb_s(clients: int) -> float:
 
 # On SIGTERM a background save may still be writing; the final one waits for it, then writes
 # itself: two checkpoints' worth of bytes. The margin covers the step in flight, the copy to
-# host memory, the marker and the process exit.
+# host memory, the marker and the process exit, and the launcher's own 5 s: it ends the workers
+# at the grace minus those (trainer/launcher/contract.py STOP_MARGIN_S; a test holds the order).
 FLUSHES_PER_STOP = 2
 STOP_MARGIN_S = 30
 

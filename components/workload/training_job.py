@@ -94,6 +94,11 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
         "TRAIN_JOB_ID": job.name,
         "TRAIN_CHECKPOINT_DIR": training_data.run_checkpoint_dir(stack, job.name),
         "TRAIN_RUN_ID": training_data.run_id(stack, job.name),
+        # One release: a run without a checkpoint of its own resumes from its directory of the
+        # layout before one namespace per run (docs/multi-region.md, "Upgrading to ...").
+        "TRAIN_LEGACY_CHECKPOINT_DIR": f"{training_data.CHECKPOINTS.mount_path}/{job.name}",
+        # The launcher ends a stopping pod's workers by this minus its own 5 s (launcher.supervisor).
+        "TRAIN_TERMINATION_GRACE_S": job.termination_grace_period_seconds,
         "TRAIN_DATA_DIR": training_data.DATASETS.mount_path,
         "TRAIN_HPARAMS_FILE": f"{HPARAMS_DIR}/hparams.yaml",
         "TRAIN_MTBF_S": job_mtbf_seconds(pool, job.nodes),

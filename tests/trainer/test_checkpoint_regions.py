@@ -173,3 +173,24 @@ def test_a_run_never_prunes_or_clears_another_runs_checkpoint(tmp_path, monkeypa
     assert checkpoint.inspect(str(foreign)).complete
     monkeypatch.delenv(checkpoint.RUN_ID_ENV)
     assert checkpoint.inspect(str(foreign)).complete, "without TRAIN_RUN_ID every marker is the run's own"
+
+
+@requires_torch
+def test_a_run_without_checkpoints_of_its_own_resumes_from_the_old_layout_once(tmp_path, monkeypatch):
+    """Upgrading to one namespace per run: the run's new directory is empty; the launcher takes the
+    newest complete checkpoint of TRAIN_LEGACY_CHECKPOINT_DIR, and its own from then on."""
+    import torch
+    from launcher.main import LEGACY_DIR_VAR, select_resume
+
+    legacy, own = tmp_path / "pretrain-p5", tmp_path / "prod" / "pretrain-p5"
+    monkeypatch.delenv(checkpoint.RUN_ID_ENV, raising=False)  # written before markers named a run
+    for step in (10, 20):
+        checkpoint.save(str(legacy), step, {"w": torch.zeros(2)}, keep=5)
+    monkeypatch.setenv(checkpoint.RUN_ID_ENV, "prod/pretrain-p5")
+    env = {LEGACY_DIR_VAR: str(legacy)}
+    latest, _ = select_resume(str(own), env)
+    assert latest is not None and latest.path == str(legacy / checkpoint.step_dir_name(20))
+    checkpoint.save(str(own), 30, {"w": torch.zeros(2)})
+    latest, _ = select_resume(str(own), env)
+    assert latest is not None and latest.path == str(own / checkpoint.step_dir_name(30))
+    assert select_resume(str(tmp_path / "other"), {})[0] is None  # no legacy directory named: a fresh start

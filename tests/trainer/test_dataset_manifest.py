@@ -50,3 +50,25 @@ def test_a_named_manifest_must_exist_and_parse(tmp_path):
     (tmp_path / dm.MANIFEST_NAME).write_text('{"files": {}}')
     with pytest.raises(dm.DatasetIncompleteError, match="lists no files"):
         dm.check(str(tmp_path), {})
+
+
+def test_the_launcher_refuses_to_start_on_an_incomplete_dataset(tmp_path):
+    """Exit 2 (a config error: the gang is not restarted), the missing file named, before torchrun starts."""
+    import os
+    import subprocess
+    import sys
+
+    from trainer_testlib import TRAINER_DIR
+
+    data = _dataset(tmp_path / "data", {"a.bin": b"xx", "b.bin": b"yy"})
+    dm.write(str(data))
+    (data / "b.bin").unlink()  # not replicated here yet
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "PET_"))}
+    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "ds", "TRAIN_NNODES": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
+                "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ck"), "TRAIN_DATA_DIR": str(data),
+                "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat")})
+    p = subprocess.run([sys.executable, "-m", "launcher", "--", "-m", "example_trainer.train"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "b.bin is missing" in p.stderr and "replicating" in p.stderr
+    assert '"event": "launcher_start"' not in p.stdout  # nothing started

@@ -1,7 +1,7 @@
 """TensorBoard event files next to the checkpoints, for the namespace's viewer.
 
 Where: TRAIN_TENSORBOARD_DIR when the workload sets it, else `tensorboard/` inside
-TRAIN_CHECKPOINT_DIR (`/workspace/checkpoints/<job>/tensorboard` in the cluster), so the
+TRAIN_CHECKPOINT_DIR (`/workspace/checkpoints/<stack>/<job>/tensorboard` in the cluster), so the
 per-namespace TensorBoard, which mounts the checkpoints volume read-only at its root, shows every
 job as a run of its own. `off` writes none. A variable the workload did not set changes nothing
 else: the checkpoint selection and pruning only look at `step-N`/`checkpoint-N` names.

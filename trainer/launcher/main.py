@@ -21,8 +21,9 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 
-from . import checkpoint, contract, fabric, gang, progress, startup, worker_site
+from . import checkpoint, contract, dataset_manifest, fabric, gang, progress, startup, worker_site
 from .startup import PYTHON_WORDS, UsageError
 from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
@@ -252,6 +253,25 @@ def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_r
     return rc
 
 
+# Set by the platform for one release on stacks whose checkpoints lived in /workspace/checkpoints/<job>
+# before each run got a directory of its own (<stack>/<job>): a run with no complete checkpoint of
+# its own resumes from the newest there; its first save goes to its own directory.
+LEGACY_DIR_VAR = "TRAIN_LEGACY_CHECKPOINT_DIR"
+
+
+def select_resume(checkpoint_dir: str, env: Mapping[str, str]) -> tuple[checkpoint.CheckpointInfo | None,
+                                                                          list[checkpoint.CheckpointInfo]]:
+    """(the checkpoint the workers resume from, newer ones skipped as incomplete): the newest complete
+    one of this run (another run's are not this run's: checkpoint.py), else of the legacy directory."""
+    found = checkpoint.list_checkpoints(checkpoint_dir)
+    latest = next((x for x in found if x.complete), None)
+    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
+    legacy = env.get(LEGACY_DIR_VAR, "").strip()
+    if latest is None and legacy and os.path.normpath(legacy) != os.path.normpath(checkpoint_dir):
+        latest = checkpoint.latest_complete(legacy)
+    return latest, skipped
+
+
 def main(argv: list[str] | None = None) -> int:
     """Prepare (contract, command, resume choice, environment), wait for pod 0, supervise."""
     stop_request = StopRequest()
@@ -277,9 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = gang.with_rendezvous_conf(cmd, is_rdzv_host, gang.join_timeout_seconds(rdzv_wait_s),
                                     os.environ.get("PET_RDZV_CONF", ""))
 
-    found = checkpoint.list_checkpoints(c.checkpoint_dir)
-    latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
+    latest, skipped = select_resume(c.checkpoint_dir, os.environ)
     resume = latest.path if latest else ""
     env, nccl_log_dir = _worker_env(c, resume, fabrics[0])
     if opts["dry_run"]:
@@ -287,8 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
-    except contract.ContractError as e:
+        dataset = dataset_manifest.check(c.data_dir, os.environ)
+    except (contract.ContractError, dataset_manifest.DatasetIncompleteError) as e:
         return error(str(e))
+    if dataset is not None:
+        progress.log("dataset_complete", manifest=dataset.manifest, files=dataset.files, bytes=dataset.bytes)
 
     started = time.monotonic()
     progress.log("launcher_start", job_id=c.job_id, host=socket.gethostname(), nnodes=c.nnodes,
