@@ -391,7 +391,7 @@ def test_the_oracle_finds_what_the_apis_refuse(plan_of):
     jobset = next(m for m in plan.manifests() if m["kind"] == "JobSet")
     container = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     container["env"].append(dict(container["env"][0]))
-    container["args"] = [*container["args"], "a" * 131072]
+    container["args"] = [*container.get("args", []), "a" * 131072]
     found = "\n".join(violations(plan, "us-east-1"))
     for expected in ("EKS label", "outside int32", "us-east-1z", "characters AWS refuses", "appears twice",
                      "over MAX_ARG_STRLEN"):

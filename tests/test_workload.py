@@ -87,6 +87,17 @@ def test_the_launcher_knows_the_grace_and_the_old_checkpoint_layout(stack, plan_
         assert env["TRAIN_LEGACY_CHECKPOINT_DIR"] == f"/workspace/checkpoints/{name}" != env["TRAIN_CHECKPOINT_DIR"]
 
 
+def test_a_job_without_args_runs_its_images_own_command(stack, plan_of):
+    """The pod's args replace the image's CMD only when the job states them."""
+    config = load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+    stated = {j.name: list(j.args) for j in config.training.jobs}
+    for jobset in jobsets(plan_of(stack)):
+        assert trainer(jobset).get("args", []) == stated[jobset["metadata"]["name"]]
+    raw = raw_config(stack)
+    jobs = raw.get(f"{PROJECT}:training", {}).get("jobs", [])
+    assert all(("args" in job) == bool(stated[job["name"]]) for job in jobs)
+
+
 def test_sysctl_pins_the_range_the_fabric_group_opens(stack, plan_of):
     plan = plan_of(stack)
     socket_rules = {(r["inputs"]["fromPort"], r["inputs"]["toPort"]) for r in plan.of_type(INGRESS)

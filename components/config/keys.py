@@ -277,7 +277,8 @@ KEYS: tuple[Key, ...] = (
         default="trainer/example_trainer/hparams.yaml"),
     Key("training.jobs[].secrets", LIST, "Names of `secrets` entries the job gets as env vars.", default=[]),
     Key("training.jobs[].env", MAP, "Env var name -> text value.", default={}),
-    Key("training.jobs[].args", LIST, "The container's arguments.", default=["-m", "example_trainer.train"]),
+    Key("training.jobs[].args", LIST, "The container's arguments, which replace the image's CMD (the launcher's "
+        "training command).", default=Derived("none: the image's own CMD")),
     Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
     Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
     Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm (memory the pod's limit counts; at most a quarter "

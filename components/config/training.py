@@ -69,7 +69,9 @@ DEFAULT_GRACE_S = 120
 DEFAULT_LOADER_WORKERS_PER_GPU = 4
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
-DEFAULT_ARGS = ("-m", "example_trainer.train")
+# No arguments: the pod runs the image's own CMD (the reference image's is `-m example_trainer.train`),
+# so a team's image with `CMD ["-m", "my_project.train"]` runs its trainer without restating it.
+DEFAULT_ARGS: tuple[str, ...] = ()
 DEFAULT_HYPERPARAMETERS = "trainer/example_trainer/hparams.yaml"
 # The stack files' directory (Pulumi.yaml stackConfigDir): never a job's hyperparameters.
 STACKS_DIR = "stacks"

@@ -142,7 +142,8 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
         "name": "trainer",
         "image": job.image,
         "imagePullPolicy": "Always",
-        "args": list(job.args),
+        # Without args the image's CMD is the training command (config/training.py DEFAULT_ARGS).
+        **({"args": list(job.args)} if job.args else {}),
         "env": trainer_env(job, pool, fabric, stack=stack),
         # Memory, GPUs, EFA and huge pages: requests equal limits (exclusive devices; a leaking
         # trainer cannot starve the node). CPU: requested, not capped, unless the job sets `cpu`:
