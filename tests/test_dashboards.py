@@ -26,7 +26,7 @@ from components.observability.training_metrics import (
     planned_checkpoint_interval_seconds,
 )
 from components.workload.training_job import STARTUP_BUDGET_SECONDS
-from trainer.launcher import progress
+from trainer.launcher import log_line
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
@@ -107,9 +107,9 @@ def json_pattern_matches(pattern: str, record: dict) -> bool:
 
 def shipped(namespace: str, *, monkeypatch, event: str, **fields) -> dict:
     """A launcher line as Fluent Bit ships it: the line, parsed into log_processed, and its pod's namespace."""
-    monkeypatch.setenv(progress.JOB_ID_VAR, "pretrain")
+    monkeypatch.setenv(log_line.JOB_ID_VAR, "pretrain")
     out = io.StringIO()
-    progress.log(event, stream=out, **fields)
+    log_line.log(event, stream=out, **fields)
     line = out.getvalue().strip()
     return {"log": line, "stream": "stdout", "log_processed": json.loads(line),
             "kubernetes": {"namespace_name": namespace, "pod_name": "pretrain-node-0-0-x7k2q"}}
@@ -145,9 +145,9 @@ def test_the_filters_read_the_launchers_own_lines(event, fields, expected, monke
 
 
 def test_a_line_without_a_job_is_not_counted(monkeypatch):
-    monkeypatch.delenv(progress.JOB_ID_VAR, raising=False)
+    monkeypatch.delenv(log_line.JOB_ID_VAR, raising=False)
     out = io.StringIO()
-    progress.log("step", stream=out, step=1, loss=0.5)
+    log_line.log("step", stream=out, step=1, loss=0.5)
     record = {"log_processed": json.loads(out.getvalue()), "kubernetes": {"namespace_name": "training-dev"}}
     assert not any(json_pattern_matches(filter_pattern(m), record) for m in TRAINING_METRICS)
 

@@ -176,7 +176,7 @@ def test_shards_round_trip_and_loader_order(tmp_path):
     ],
 )
 def test_hparams_validation(tmp_path, text, message):
-    from example_trainer.train import ConfigError, load_hparams
+    from example_trainer.hparams import ConfigError, load_hparams
 
     f = tmp_path / "hp.yaml"
     f.write_text(text)
@@ -191,8 +191,7 @@ def test_hparams_validation(tmp_path, text, message):
 
 @requires_torch
 def test_hparams_rules_cover_every_key_the_trainer_reads():
-    from example_trainer.pack_data import DEFAULT_PARAMS
-    from example_trainer.train import DATA_RULES, HPARAM_DEFAULTS, HPARAM_RULES
+    from example_trainer.hparams import DATA_RULES, DEFAULT_PARAMS, HPARAM_DEFAULTS, HPARAM_RULES
 
     assert set(HPARAM_RULES) == set(HPARAM_DEFAULTS) - {"data"}
     assert set(DATA_RULES) == set(DEFAULT_PARAMS)
@@ -200,7 +199,7 @@ def test_hparams_rules_cover_every_key_the_trainer_reads():
 
 @requires_torch
 def test_default_hparams_file_is_valid():
-    from example_trainer.train import load_hparams
+    from example_trainer.hparams import load_hparams
 
     hp = load_hparams(str(TRAINER_DIR / "example_trainer" / "hparams.yaml"))
     assert hp["num_workers"] > 0 and hp["prefetch_factor"] > 0

@@ -30,6 +30,8 @@ import sys
 import torch
 from launcher.checkpoint import atomic_write_bytes, atomic_write_json, fsync_dir
 
+from .hparams import DEFAULT_PARAMS, ConfigError, load_hparams
+
 MAGIC = b"TRSHARD1"
 HEADER = struct.Struct("<8sQII")
 HEADER_BYTES = 64
@@ -85,14 +87,6 @@ def make_data(params: dict) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return shards
 
 
-DEFAULT_PARAMS = {
-    "seed": 1234,
-    "shards": 4,
-    "samples_per_shard": 8192,
-    "dim": 32,
-    "classes": 10,
-    "noise": 0.5,
-}
 
 
 def read_manifest(data_dir: str) -> dict | None:
@@ -162,8 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     params = None
     if args.hparams:
-        from .train import ConfigError, load_hparams  # train imports this module
-
         try:
             params = load_hparams(args.hparams)["data"]
         except ConfigError as e:

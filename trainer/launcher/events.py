@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .log_line import log
+
 TENSORBOARD_VAR = "TRAIN_TENSORBOARD_DIR"
 TENSORBOARD_SUBDIR = "tensorboard"
 OFF = "off"
@@ -61,8 +63,6 @@ class ScalarWriter:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as error:  # an image without the tensorboard package
             self._enabled = False
-            from .progress import log
-
             log("tensorboard_unavailable", reason=str(error), directory=self.directory)
             return None
         self._writer = SummaryWriter(log_dir=self.directory)
