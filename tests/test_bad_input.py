@@ -562,8 +562,9 @@ def new_team_error(new_team_stack, capsys, *args: str) -> str:
 
 
 @pytest.mark.parametrize(("team", "extra", "expected"), [
-    ("t" * 21, [], "at most 20"),
-    ("x" * 300, [], "at most 20"),
+    ("t" * 21, [], "(21 characters) must be"),
+    ("x" * 300, [], "(300 characters) must be lowercase letters, digits and '-' (starting and ending with a letter or "
+     "digit), at most 20"),
     ("vision\nprod", [], "lowercase letters"),
     ("a/../b", [], "lowercase letters"),
     ("Vision", [], "lowercase letters"),
