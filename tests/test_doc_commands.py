@@ -48,6 +48,10 @@ NOT_RUNNABLE = [
     (r"FUZZ_PROFILE=nightly .*", "the nightly fuzz profile: thousands of examples, many minutes"),
     (r"cd \S+", "moves the shell for the pulumi commands that follow it; nothing to check alone"),
     (r".*<[a-z][\w-]*>.*", "holds a placeholder (<...>) the reader fills in"),
+    (r"(python -m venv /tmp/qs-venv|pip install torch --index-url|export TRAIN_JOB_ID=quickstart"
+     r"|TRAIN_HEARTBEAT_FILE=/tmp/qs/pod[01]/heartbeat python -m launcher) .*",
+     "the quick start of docs/bring-your-own-trainer.md: two terminals and a download; "
+     "tests/trainer/test_bring_your_own_trainer.py test_the_quick_start_runs_as_the_doc_says runs its steps"),
 ]
 
 
