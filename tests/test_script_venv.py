@@ -17,7 +17,8 @@ from stack_configs import ROOT
 SCRIPTS = ROOT / "scripts"
 # A script as the docs, the workflows and the Makefile run it (scripts/_*: helpers, not commands).
 MENTION = re.compile(r"\bscripts/([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9_])")
-PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify")
+PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify",
+                  "gpu-training")
 # Standard library only, needing no venv: main.yml's pin-image job, which holds a write token, installs nothing.
 STDLIB_SCRIPTS = ("pin-image",)
 BASH_SCRIPTS = ("build-image", "deploy-environment", "plan-diff", "check-branch-tip", "check-runner-tools")
