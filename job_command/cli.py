@@ -127,7 +127,7 @@ def submit(args: argparse.Namespace, seams: Seams) -> int:
         return fail(PROG, f"the policy pack refuses job {job.name} (mandatory violations above); nothing was created")
     price = job_price(job, placement.pool, team_job.team.region, steps=args.steps or _stated_steps(team_job),
                       steps_per_second=args.steps_per_second)
-    _summary(team_job, price, verdict.report)
+    _summary(team_job, price, verdict.report, placement.pool.gpus_per_node)
     if args.dry_run:
         print("---\n".join(manifest_yaml(manifest) for manifest in objects.manifests()), end="")
         return EXIT_OK
@@ -143,12 +143,12 @@ def _stated_steps(team_job: TeamJob) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _summary(team_job: TeamJob, price: JobPrice, policy_report: str) -> None:
+def _summary(team_job: TeamJob, price: JobPrice, policy_report: str, pool_gpus: int) -> None:
     job, team = team_job.job, team_job.team
     lines = [f"job {job.name}: valid for stack {team.stack} (namespace {team.training_namespace}, "
              f"{job.nodes} x {job.gpus_per_node} GPUs on pool {job.pool})",
              f"policy pack: {policy_report.splitlines()[0].split(': ', 1)[-1] if policy_report else 'passed'}",
-             *price_lines(job, price),
+             *price_lines(job, price, pool_gpus),
              f"checkpoints: /workspace/checkpoints/{team.stack}/{job.name} (submitting this name again resumes there)"]
     print("\n".join(lines), file=sys.stderr)
 

@@ -45,10 +45,13 @@ def job_price(job: JobConfig, pool: NodePoolConfig, region: str, *, steps: int |
     return JobPrice(hourly, basis, hourly * hours, hours)
 
 
-def price_lines(job: JobConfig, price: JobPrice) -> list[str]:
+def price_lines(job: JobConfig, price: JobPrice, pool_gpus: int) -> list[str]:
     if price.hourly_usd is None:
         return [f"price: not priced ({price.basis})"]
     lines = [f"price: {rate(round(price.hourly_usd, 2))}/h for {job.nodes} node(s) ({price.basis})"]
+    if job.gpus_per_node < pool_gpus:
+        lines.append(f"       whole nodes: the job uses {job.gpus_per_node} of each node's {pool_gpus} GPUs; other jobs "
+                     "may share the rest")
     if price.total_usd is not None and price.hours is not None:
         lines.append(f"       about {rate(round(price.total_usd, 2))} in total: {price.hours:.1f} h at the stated rate")
     else:

@@ -115,7 +115,7 @@ def test_without_a_venv_a_script_exits_2_with_the_make_target(name, tmp_path):
     # -S: no site-packages at all, so even a python that holds the packages lacks them here.
     run = subprocess.run([sys.executable, "-S", f"scripts/{name}", "--help"], cwd=root, capture_output=True,
                          text=True, env=bare_env(), timeout=60)
-    target = ".venv/.verify" if name == "verify" else "venv"
+    target = ".venv/.verify" if name in ("verify", "gpu-training") else "venv"
     assert run.returncode == 2 and run.stdout == "", run.stdout
     assert run.stderr.count("\n") == 1 and f"run `make {target}` in {root}" in run.stderr, run.stderr
     assert run.stderr.startswith(f"{name}: error: no virtualenv at .venv, and this python lacks ")
