@@ -15,15 +15,17 @@ import sys
 from pathlib import Path
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from components.config import ConfigError
 from components.workload.tenant import team_job_placement
 from components.workload.training_job import job_objects
 from job_command import operate
+from job_command.cluster import api_message
 from job_command.completion import bash_completion
-from job_command.connect import connect
+from job_command.connect import ClusterUnreachableError, connect
 from job_command.jobfile import TeamJob, load_team_job, read_job_file
-from job_command.policy import pack_verdict
+from job_command.policy import PolicyUnavailableError, pack_verdict
 from job_command.price import JobPrice, job_price, price_lines
 from job_command.seams import Seams
 from offline.cli_errors import USAGE_ERROR, ArgumentParser, fail
@@ -110,6 +112,15 @@ def main(argv: list[str] | None = None, seams: Seams | None = None) -> int:
     except ConfigError as error:
         print(error, file=sys.stderr)
         return USAGE_ERROR
+    except (ClusterUnreachableError, PolicyUnavailableError) as error:
+        return fail(PROG, str(error))
+    except ApiException as error:
+        # e.g. 403: the caller's identity lacks a right in the team's namespace (docs/run-your-first-job.md).
+        fail(PROG, f"the cluster answered HTTP {error.status} {error.reason}: {api_message(error)}")
+        return EXIT_FAILED
+    except TimeoutError as error:
+        fail(PROG, str(error))
+        return EXIT_FAILED
 
 
 def default_seams() -> Seams:
@@ -147,7 +158,7 @@ def _summary(team_job: TeamJob, price: JobPrice, policy_report: str, pool_gpus: 
     job, team = team_job.job, team_job.team
     lines = [f"job {job.name}: valid for stack {team.stack} (namespace {team.training_namespace}, "
              f"{job.nodes} x {job.gpus_per_node} GPUs on pool {job.pool})",
-             f"policy pack: {policy_report.splitlines()[0].split(': ', 1)[-1] if policy_report else 'passed'}",
+             f"policy pack: {policy_report}",
              *price_lines(job, price, pool_gpus),
              f"checkpoints: /workspace/checkpoints/{team.stack}/{job.name} (submitting this name again resumes there)"]
     print("\n".join(lines), file=sys.stderr)

@@ -90,13 +90,17 @@ class JobCluster:
         created = _json(self.custom.create_namespaced_custom_object, *JOBSET[:2], namespace, JOBSET[2], objects.jobset)
         owner = {"apiVersion": "/".join(JOBSET[:2]), "kind": "JobSet", "name": created["metadata"]["name"],
                  "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-        config_map = _owned(objects.hyperparameters, owner)
-        _create_or_replace(self.core.create_namespaced_config_map, self.core.replace_namespaced_config_map,
-                           namespace, config_map)
-        if objects.disruption_budget is not None:
-            _create_or_replace(self.policy.create_namespaced_pod_disruption_budget,
-                               self.policy.replace_namespaced_pod_disruption_budget, namespace,
-                               _owned(objects.disruption_budget, owner))
+        try:
+            _create_or_replace(self.core.create_namespaced_config_map, self.core.replace_namespaced_config_map,
+                               namespace, _owned(objects.hyperparameters, owner))
+            if objects.disruption_budget is not None:
+                _create_or_replace(self.policy.create_namespaced_pod_disruption_budget,
+                                   self.policy.replace_namespaced_pod_disruption_budget, namespace,
+                                   _owned(objects.disruption_budget, owner))
+        except ApiException:
+            # A JobSet whose ConfigMap is missing would never start its pods: take it back.
+            self.delete(namespace, created["metadata"]["name"], wait_s=0)
+            raise
         return created
 
     def stop(self, namespace: str, workload: dict[str, Any]) -> None:
@@ -115,10 +119,18 @@ class JobCluster:
             if error.status != 404:
                 raise
         deadline = time.monotonic() + wait_s
-        while self.jobset(namespace, name) is not None:
+        while wait_s and self.jobset(namespace, name) is not None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"JobSet {name} is still being deleted after {wait_s:.0f} s")
             time.sleep(2)
+
+
+def api_message(error: ApiException) -> str:
+    """The API's own one-line message of a refused request (its Status body), else the reason."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except (ValueError, AttributeError):
+        return str(error.reason)
 
 
 def _json(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -46,6 +46,34 @@ def read_job_file(path: Path) -> dict[str, Any]:
     return data
 
 
+@dataclass(frozen=True)
+class StackWithJob:
+    """A team stack's decoded config with one more entry in training.jobs."""
+
+    project: str
+    raw: dict[str, Any]
+    """`project:key` -> decoded value, as `planned_config` and `synthesize` take it."""
+    index: int
+    """The job's index in training.jobs."""
+    stack_jobs: list[Any]
+    """The stack's own entries."""
+
+    @property
+    def training(self) -> dict[str, Any]:
+        return self.raw[f"{self.project}:training"]
+
+
+def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT) -> StackWithJob:
+    project = project_file(project_dir)["name"]
+    _, engine_config, _ = stack_config(stack, project_dir=project_dir)
+    raw = decode_raw_config(engine_config)
+    training = copy.deepcopy(raw.get(f"{project}:training") or {})
+    stack_jobs = list(training.get("jobs") or [])
+    training["jobs"] = [*stack_jobs, job]
+    raw[f"{project}:training"] = training
+    return StackWithJob(project, raw, len(stack_jobs), stack_jobs)
+
+
 def load_team_job(stack: str, job_file: Path, *, project_dir: Path = ROOT) -> TeamJob:
     """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs; ConfigError
     listing every problem (the file's keys named as `<file>: <key>`) otherwise."""
@@ -55,31 +83,26 @@ def load_team_job(stack: str, job_file: Path, *, project_dir: Path = ROOT) -> Te
                                          "name a team stack, team-<team>-<env> (e.g. team-vision-prod): ad-hoc jobs "
                                          "run in a team's namespace and queue")])
     job = read_job_file(job_file)
-    project = project_file(project_dir)["name"]
-    _, engine_config, _ = stack_config(stack, project_dir=project_dir)
-    raw = decode_raw_config(engine_config)
-    training = copy.deepcopy(raw.get(f"{project}:training") or {})
-    stack_jobs = [entry for entry in training.get("jobs") or [] if isinstance(entry, dict)]
-    training["jobs"] = [*stack_jobs, job]
-    raw[f"{project}:training"] = training
-    job_key = f"{project}:training.jobs[{len(stack_jobs)}]"
-    collision = _collision(job, stack_jobs, stack, path_for_message(job_file))
+    combined = stack_with_job(stack, job, project_dir=project_dir)
+    shown = path_for_message(job_file)
+    collision = _collision(job, combined.stack_jobs, stack, shown)
     try:
-        config = planned_config(stack, raw=raw, project_dir=project_dir)
+        config = planned_config(stack, raw=combined.raw, project_dir=project_dir)
     except ConfigError as error:
-        raise ConfigError([*collision, *_about_the_file(error.problems, job_key, path_for_message(job_file),
-                                                        project, drop_same_name=bool(collision))]) from None
+        job_key = f"{combined.project}:training.jobs[{combined.index}]"
+        raise ConfigError([*collision, *_about_the_file(error.problems, job_key, shown, combined.project,
+                                                        drop_same_name=bool(collision))]) from None
     if collision:
         raise ConfigError(collision)
     assert isinstance(config, TeamStackConfig)
-    return TeamJob(config, config.training.jobs[-1])
+    return TeamJob(config, config.training.jobs[combined.index])
 
 
-def _collision(job: dict[str, Any], stack_jobs: list[dict[str, Any]], stack: str, shown: str) -> list[ConfigProblem]:
+def _collision(job: dict[str, Any], stack_jobs: list[Any], stack: str, shown: str) -> list[ConfigProblem]:
     """An ad-hoc job may not take a stack job's name: it would replace that JobSet, and share its
     checkpoints (/workspace/checkpoints/<stack>/<job>) and alarms."""
     name = job.get("name")
-    if not isinstance(name, str) or name not in {entry.get("name") for entry in stack_jobs}:
+    if not isinstance(name, str) or name not in {entry.get("name") for entry in stack_jobs if isinstance(entry, dict)}:
         return []
     return [ConfigProblem("name", f"is the name of a job of stack {stack} (its training.jobs): the two would replace "
                           "each other and share one checkpoint directory", "give the ad-hoc job another name",

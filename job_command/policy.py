@@ -9,7 +9,6 @@ protobuf than the program). A mandatory violation refuses the job.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import tempfile
@@ -18,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.config.stack import decode_raw_config
-from components.config.stack_file import project_file, stack_config
+from job_command.jobfile import stack_with_job
 from offline.plan import ROOT, synthesize
 
 POLICY_PYTHON = ROOT / "policy" / "venv" / "bin" / "python"
@@ -45,11 +43,9 @@ PolicyCheck = Callable[[str, dict[str, Any]], PolicyVerdict]
 
 def plan_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT) -> list[dict[str, Any]]:
     """The team stack's plan records (resources.json) with `job` added to its training.jobs."""
-    project = project_file(project_dir)["name"]
-    _, engine_config, _ = stack_config(stack, project_dir=project_dir)
-    training = copy.deepcopy(decode_raw_config(engine_config).get(f"{project}:training") or {})
-    training["jobs"] = [*(training.get("jobs") or []), job]
-    return synthesize(stack, overrides={f"{project}:training": training}, project_dir=project_dir).resources
+    combined = stack_with_job(stack, job, project_dir=project_dir)
+    return synthesize(stack, overrides={f"{combined.project}:training": combined.training},
+                      project_dir=project_dir).resources
 
 
 def pack_verdict(stack: str, job: dict[str, Any]) -> PolicyVerdict:

@@ -232,6 +232,8 @@ def test_the_launchers_own_step_line_carries_what_status_reads(monkeypatch):
 
     stream = io.StringIO()
     monkeypatch.setenv("TRAIN_JOB_ID", "vision-adhoc")
+    monkeypatch.setenv("TRAIN_TENSORBOARD_DIR", "off")  # the step line only: no event file (launcher.events)
+    monkeypatch.setattr("launcher.events._SHARED", None)
     Progress(heartbeat_file="", rank=0, local_rank=0, stream=stream).step(7, loss=0.5, samples=32)
     record = json.loads(stream.getvalue().splitlines()[-1])
     assert {"ts", "event", "step", "loss", "steps_per_s"} <= set(record) and record["event"] == "step"
@@ -300,3 +302,61 @@ def test_bash_completion_is_valid_bash_and_knows_every_action():
     for word in ("submit", "status", "logs", "stop", "list", "--dry-run", "--watch", "--follow"):
         assert word in script
     assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0
+
+
+def test_a_refused_request_is_one_line_without_a_traceback():
+    from kubernetes.client.exceptions import ApiException
+
+    class Forbidden(FakeCluster):
+        def jobset(self, namespace: str, name: str) -> dict[str, Any] | None:
+            error = ApiException(status=403, reason="Forbidden")
+            error.body = json.dumps({"kind": "Status", "message": 'jobsets.jobset.x-k8s.io "vision-adhoc" is forbidden: '
+                                     'User "alice" cannot get resource "jobsets" in the namespace "team-vision"'})
+            raise error
+
+    code, out, err = _run(["job", "stop", "vision-adhoc", "--stack", STACK],
+                          Seams(connect=lambda _: Forbidden(None), policy=_passing_pack))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "HTTP 403 Forbidden" in err and 'cannot get resource "jobsets"' in err
+
+
+def test_submit_takes_the_jobset_back_when_its_config_map_is_refused():
+    """cluster.JobCluster itself, over stand-ins of the client's API objects."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from job_command.cluster import JobCluster
+
+    calls: list[str] = []
+
+    class Response:
+        def __init__(self, body: dict[str, Any]):
+            self.data = json.dumps(body).encode()
+
+    class Custom:
+        def create_namespaced_custom_object(self, group, version, namespace, plural, body, **_):
+            calls.append(f"create {plural}/{body['metadata']['name']}")
+            return Response({**body, "metadata": {**body["metadata"], "uid": "u-1"}})
+
+        def delete_namespaced_custom_object(self, group, version, namespace, plural, name, **kwargs):
+            calls.append(f"delete {plural}/{name} ({kwargs['propagation_policy']})")
+            return Response({})
+
+    class Core:
+        def create_namespaced_config_map(self, namespace, body, **_):
+            calls.append(f"create configmaps/{body['metadata']['name']} owned by "
+                         f"{body['metadata']['ownerReferences'][0]['uid']}")
+            raise ApiException(status=403, reason="Forbidden")
+
+        def replace_namespaced_config_map(self, *args, **kwargs):
+            pytest.fail("a refused create is not retried as a replace")
+
+    config = planned_config(STACK)
+    assert isinstance(config, TeamStackConfig)
+    job = config.training.jobs[0]
+    cluster = JobCluster(client.ApiClient())
+    cluster.custom, cluster.core = Custom(), Core()  # type: ignore[assignment]
+    with pytest.raises(ApiException):
+        cluster.submit(job_objects(job, team_job_placement(config, job)))
+    assert calls == ["create jobsets/vision-finetune", "create configmaps/vision-finetune-hyperparameters owned by u-1",
+                     "delete jobsets/vision-finetune (Foreground)"]
