@@ -25,15 +25,14 @@ from job_command.cluster import api_message
 from job_command.completion import bash_completion
 from job_command.connect import ClusterUnreachableError, connect
 from job_command.jobfile import TeamJob, load_team_job, read_job_file
+from job_command.operate import EXIT_FAILED, EXIT_OK, PROG
 from job_command.policy import PolicyUnavailableError, pack_verdict
 from job_command.price import JobPrice, job_price, price_lines
 from job_command.seams import Seams
 from offline.cli_errors import USAGE_ERROR, ArgumentParser, fail
 from offline.plan import manifest_yaml
 
-PROG = "gpu-training job"
 STACK_VARIABLE = "GPU_TRAINING_STACK"
-EXIT_OK, EXIT_FAILED = 0, 1
 
 DESCRIPTION = """\
 A team's ad-hoc training jobs, checked like a stack's: the job file holds the keys of one

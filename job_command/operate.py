@@ -85,7 +85,10 @@ def status(args: argparse.Namespace, seams: Seams, namespace: str) -> int:
             print(text)
             return EXIT_FAILED if report.state in (JobState.FAILED, JobState.NOT_FOUND) else EXIT_OK
         print(CLEAR_SCREEN + text, flush=True)
-        time.sleep(args.watch)
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:  # Ctrl-C ends the watch, as `kubectl get --watch` ends
+            return EXIT_OK
 
 
 def _pool_of(jobset: dict[str, Any] | None) -> str:

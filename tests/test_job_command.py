@@ -9,7 +9,6 @@ import argparse
 import io
 import json
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +53,16 @@ def _passing_pack(stack: str, job: dict[str, Any]) -> PolicyVerdict:
     return PolicyVerdict(False, f"plan of {stack} with the job: 0 mandatory, 0 advisory")
 
 
-def _run(argv: list[str], seams: Seams) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
+@pytest.fixture
+def run(capfd):
+    """main(argv, seams) -> (exit status, stdout, stderr). capfd, not redirect_stdout: planning a
+    stack arms faulthandler, which needs the process's real stderr."""
+    def call(argv: list[str], seams: Seams) -> tuple[int, str, str]:
+        capfd.readouterr()
         code = main(argv, seams)
-    return code, out.getvalue(), err.getvalue()
+        captured = capfd.readouterr()
+        return code, captured.out, captured.err
+    return call
 
 
 def _job_file(tmp_path: Path, job: dict[str, Any]) -> Path:
@@ -80,8 +84,8 @@ def test_a_stack_job_renders_as_the_plan_writes_it(plan_of):
     assert rendered.disruption_budget is None  # a spot pool gets none, as the plan has none
 
 
-def test_dry_run_prints_the_jobset_the_stack_would_plan_byte_for_byte(tmp_path):
-    code, out, err = _run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK, "--dry-run"],
+def test_dry_run_prints_the_jobset_the_stack_would_plan_byte_for_byte(tmp_path, run):
+    code, out, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK, "--dry-run"],
                           Seams(connect=_no_connect, policy=_passing_pack))
     assert code == 0, err
     documents = out.split("---\n")
@@ -111,12 +115,12 @@ BAD_JOBS = [
 
 
 @pytest.mark.parametrize(("family", "job", "says", "fix"), BAD_JOBS, ids=[case[0] for case in BAD_JOBS])
-def test_bad_job_exits_2_naming_key_value_and_fix_before_anything_else(tmp_path, family, job, says, fix):
+def test_bad_job_exits_2_naming_key_value_and_fix_before_anything_else(tmp_path, family, job, says, fix, run):
     def no_policy(stack: str, job: dict[str, Any]) -> PolicyVerdict:
         pytest.fail("the policy pack ran on a job that failed validation")
 
     path = _job_file(tmp_path, job)
-    code, out, err = _run(["job", "submit", str(path), "--stack", STACK], Seams(connect=_no_connect, policy=no_policy))
+    code, out, err = run(["job", "submit", str(path), "--stack", STACK], Seams(connect=_no_connect, policy=no_policy))
     assert code == 2
     assert out == ""
     assert f"{path}: {says}" in err, err
@@ -124,11 +128,11 @@ def test_bad_job_exits_2_naming_key_value_and_fix_before_anything_else(tmp_path,
     assert "Traceback" not in err
 
 
-def test_a_job_the_pack_refuses_is_refused_before_any_api_call(tmp_path):
+def test_a_job_the_pack_refuses_is_refused_before_any_api_call(tmp_path, run):
     def refusing_pack(stack: str, job: dict[str, Any]) -> PolicyVerdict:
         return PolicyVerdict(True, "plan: 1 mandatory, 0 advisory\n  mandatory some-policy  urn:...vision-adhoc\n  why")
 
-    code, out, err = _run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
+    code, out, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
                           Seams(connect=lambda _: NoCluster(), policy=refusing_pack))
     assert code == 2 and out == ""
     assert "the policy pack refuses job vision-adhoc" in err and "some-policy" in err
@@ -141,8 +145,8 @@ def test_the_real_pack_judges_the_job_in_its_stack():
     assert verdict.report.startswith(f"plan of {STACK} with the job: 0 mandatory")
 
 
-def test_a_platform_stack_is_refused(tmp_path):
-    code, _, err = _run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", "prod", "--dry-run"],
+def test_a_platform_stack_is_refused(tmp_path, run):
+    code, _, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", "prod", "--dry-run"],
                         Seams(connect=_no_connect, policy=_passing_pack))
     assert code == 2 and "--stack: prod is not a team stack" in err
 
@@ -269,9 +273,9 @@ class FakeCluster:
         return objects.jobset
 
 
-def test_stop_deactivates_the_workload():
+def test_stop_deactivates_the_workload(run):
     cluster = FakeCluster(_fixture("running"))
-    code, _, err = _run(["job", "stop", "vision-adhoc", "--stack", STACK], Seams(connect=lambda _: cluster, policy=_passing_pack))
+    code, _, err = run(["job", "stop", "vision-adhoc", "--stack", STACK], Seams(connect=lambda _: cluster, policy=_passing_pack))
     assert code == 0
     assert ("stop", "team-vision", "jobset-vision-adhoc-8c6e1") in cluster.calls
     assert "/workspace/checkpoints/team-vision-prod/vision-adhoc" in err
@@ -282,9 +286,9 @@ def test_stop_deactivates_the_workload():
     ("stopped", 0, [("delete", "team-vision", "vision-adhoc"), ("submit", "team-vision", "vision-adhoc")]),
     (None, 0, [("submit", "team-vision", "vision-adhoc")]),
 ])
-def test_submit_takes_a_name_only_from_a_job_that_no_longer_runs(tmp_path, recorded, code, calls):
+def test_submit_takes_a_name_only_from_a_job_that_no_longer_runs(tmp_path, recorded, code, calls, run):
     cluster = FakeCluster(_fixture(recorded) if recorded else None)
-    got, _, err = _run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
+    got, _, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
                        Seams(connect=lambda _: cluster, policy=_passing_pack))
     assert got == code, err
     assert [call for call in cluster.calls if call[0] != "jobset"] == calls
@@ -304,7 +308,7 @@ def test_bash_completion_is_valid_bash_and_knows_every_action():
     assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0
 
 
-def test_a_refused_request_is_one_line_without_a_traceback():
+def test_a_refused_request_is_one_line_without_a_traceback(run):
     from kubernetes.client.exceptions import ApiException
 
     class Forbidden(FakeCluster):
@@ -314,7 +318,7 @@ def test_a_refused_request_is_one_line_without_a_traceback():
                                      'User "alice" cannot get resource "jobsets" in the namespace "team-vision"'})
             raise error
 
-    code, out, err = _run(["job", "stop", "vision-adhoc", "--stack", STACK],
+    code, out, err = run(["job", "stop", "vision-adhoc", "--stack", STACK],
                           Seams(connect=lambda _: Forbidden(None), policy=_passing_pack))
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "HTTP 403 Forbidden" in err and 'cannot get resource "jobsets"' in err
@@ -360,3 +364,18 @@ def test_submit_takes_the_jobset_back_when_its_config_map_is_refused():
         cluster.submit(job_objects(job, team_job_placement(config, job)))
     assert calls == ["create jobsets/vision-finetune", "create configmaps/vision-finetune-hyperparameters owned by u-1",
                      "delete jobsets/vision-finetune (Foreground)"]
+
+
+def test_status_command_prices_the_current_pods_at_the_pools_node_price(run):
+    cluster = FakeCluster(_fixture("running"))
+    now = parse_time("2026-12-06T10:30:00Z") or 0.0
+    code, out, _ = run(["job", "status", "vision-adhoc", "--stack", STACK, "--json"],
+                        Seams(connect=lambda _: cluster, policy=_passing_pack, now=lambda: now))
+    assert code == 0
+    report = json.loads(out)
+    config = planned_config(STACK)
+    assert isinstance(config, TeamStackConfig)
+    pool = next(p for p in config.judged_platform.node_pools if p.name == "gpu-spot")
+    node = job_price(config.training.jobs[0], pool, config.region).hourly_usd / config.training.jobs[0].nodes  # type: ignore[operator]
+    assert report["state"] == "running" and report["progress"]["step"] == 1600
+    assert report["cost_to_date_usd"] == pytest.approx(node * 2 * 25 / 60)
