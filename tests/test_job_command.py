@@ -1,7 +1,10 @@
 """`gpu-training job`: an ad-hoc job is judged, rendered, policed and priced as a stack job is,
-nothing reaches the cluster before every check passed, and `status` reads recorded Kueue/JobSet
-objects and launcher lines (tests/fixtures/job_command/, shaped by kueue v0.19.2 and jobset v0.12.0
-and validated against their CRDs in schemas/crds/)."""
+nothing reaches the cluster before every check passed, and `status` reads Kueue/JobSet objects and
+launcher lines (tests/fixtures/job_command/): written in the shape kueue v0.19.2 and jobset v0.12.0
+give them (condition types, reasons and messages taken from their source: kueue
+pkg/workload/admissionchecks.go, pkg/scheduler/flavorassigner, pkg/controller/core/workload_controller.go;
+jobset pkg/constants), validated against their CRDs in schemas/crds/; not recorded from a live
+cluster, which this machine has none of."""
 
 from __future__ import annotations
 
