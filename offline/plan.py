@@ -586,8 +586,12 @@ def _write_files(plan: Plan, out_dir: Path) -> None:
             raise RuntimeError(f"two manifests would both be written to manifests/{name} "
                                f"({written[name]} and {manifest.get('apiVersion')}): give manifest_filename the group")
         written[name] = str(manifest.get("apiVersion"))
-        (manifests_dir / name).write_text(
-            yaml.dump(canonical_manifest(manifest), Dumper=YAML_DUMPER, sort_keys=False))
+        (manifests_dir / name).write_text(manifest_yaml(manifest))
+
+
+def manifest_yaml(manifest: dict[str, Any]) -> str:
+    """One manifest as the plan writes it to manifests/ (and the job command prints it)."""
+    return yaml.dump(canonical_manifest(manifest), Dumper=YAML_DUMPER, sort_keys=False)
 
 
 def summary(plan: Plan, out_dir: Path) -> str:

@@ -45,6 +45,8 @@ NEEDS_MORE = {
 NOT_RUNNABLE = [
     (r"make test", "the whole suite (lint, every test, the policy pack's tests): this test is part of it"),
     (r"(scripts/verify|make verify) (?!.*--help).*", "checks a live cluster after `pulumi up` (docs/verify.md)"),
+    (r"scripts/gpu-training (job (submit|status|logs|stop|list) (?!.*--dry-run).*|completion bash.*)",
+     "submits to, reads or stops jobs on a live cluster with your kubeconfig (docs/run-your-first-job.md)"),
     (r"FUZZ_PROFILE=nightly .*", "the nightly fuzz profile: thousands of examples, many minutes"),
     (r"cd \S+", "moves the shell for the pulumi commands that follow it; nothing to check alone"),
     (r".*<[a-z][\w-]*>.*", "holds a placeholder (<...>) the reader fills in"),
@@ -80,6 +82,8 @@ RUNNABLE = [
     Runnable(r"(\.venv/bin/python )?scripts/(plan|cost|policy_config|config_docs|doc_figures)\.py( \S+)*"),
     Runnable(r"scripts/plan-diff origin/main HEAD --stack \w+", slow=True),
     Runnable(r"scripts/[\w-]+ --help"),
+    Runnable(r"scripts/gpu-training job submit first-job\.yaml --stack team-[\w-]+ --dry-run( \S+)*"),
+    Runnable(r"scripts/gpu-training job submit bad-job\.yaml --stack team-[\w-]+ --dry-run", returncode=2),
     Runnable(r"git add stacks/\S+"),
     Runnable(r"cat > [\w.-]+ <<'EOF'\n.*\nEOF", ),
 ]

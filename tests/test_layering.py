@@ -25,7 +25,7 @@ LEVEL = {"facts": 0, "config": 1, "common": 2, "network": 3, "identity": 3, "clu
 
 # Every other package of the project whose import graph must be free of cycles: (its directory, the
 # directory its modules are named from).
-OTHER_PACKAGES = (("verify", ROOT), ("launcher", ROOT / "trainer"), ("example_trainer", ROOT / "trainer"))
+OTHER_PACKAGES = (("verify", ROOT), ("job_command", ROOT), ("launcher", ROOT / "trainer"), ("example_trainer", ROOT / "trainer"))
 
 
 def module_name(path: Path, root: Path | None = None) -> str:

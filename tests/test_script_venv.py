@@ -17,7 +17,8 @@ from stack_configs import ROOT
 SCRIPTS = ROOT / "scripts"
 # A script as the docs, the workflows and the Makefile run it (scripts/_*: helpers, not commands).
 MENTION = re.compile(r"\bscripts/([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9_])")
-PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify")
+PYTHON_SCRIPTS = ("plan.py", "cost.py", "policy_config.py", "config_docs.py", "doc_figures.py", "new-team-stack", "pin-image", "verify",
+                  "gpu-training")
 # Standard library only, needing no venv: main.yml's pin-image job, which holds a write token, installs nothing.
 STDLIB_SCRIPTS = ("pin-image",)
 BASH_SCRIPTS = ("build-image", "deploy-environment", "plan-diff", "check-branch-tip", "check-runner-tools")
@@ -114,7 +115,7 @@ def test_without_a_venv_a_script_exits_2_with_the_make_target(name, tmp_path):
     # -S: no site-packages at all, so even a python that holds the packages lacks them here.
     run = subprocess.run([sys.executable, "-S", f"scripts/{name}", "--help"], cwd=root, capture_output=True,
                          text=True, env=bare_env(), timeout=60)
-    target = ".venv/.verify" if name == "verify" else "venv"
+    target = ".venv/.verify" if name in ("verify", "gpu-training") else "venv"
     assert run.returncode == 2 and run.stdout == "", run.stdout
     assert run.stderr.count("\n") == 1 and f"run `make {target}` in {root}" in run.stderr, run.stderr
     assert run.stderr.startswith(f"{name}: error: no virtualenv at .venv, and this python lacks ")

@@ -22,7 +22,8 @@ import pulumi
 
 from components.config import FabricConfig, NodePoolConfig
 from components.config.cleanup import CheckpointCleanupConfig
-from components.config.training import TrainingConfig
+from components.config.stack import TeamStackConfig
+from components.config.training import JobConfig, TrainingConfig
 from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
@@ -31,7 +32,7 @@ from components.workload.checkpoint_directory import CheckpointDirectory, Checkp
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
-from components.workload.training_job import TrainingJob, TrainingJobArgs
+from components.workload.training_job import JobPlacement, TrainingJob, TrainingJobArgs
 from components.workload.viewer import RunViewer, RunViewerArgs, ViewerExposure
 
 
@@ -202,3 +203,15 @@ def _volumes(args: TrainingTenantArgs, namespace_name: pulumi.Input[str], opts: 
         addons_depend_on=args.namespace_depends_on,
         lustre=storage.lustre,
     ), opts)
+
+
+def team_job_placement(config: TeamStackConfig, job: JobConfig) -> JobPlacement:
+    """Where a job of team stack `config` runs, as `training_tenant` places the stack's own jobs
+    (TEAM_TENANT, components/team.py): the team's namespace and LocalQueue, the stack as the owner
+    of its checkpoints, and the whole checkpoints volume (a team's is its own EFS access point, so
+    StorageMounts gives no sub path). The job command places an ad-hoc job with it;
+    tests/test_job_command.py checks it renders a stack's job exactly as the plan does."""
+    platform = config.judged_platform
+    pool = next(pool for pool in platform.node_pools if pool.name == job.pool)
+    return JobPlacement(stack=config.stack, namespace=config.training_namespace, local_queue=LOCAL_QUEUE, pool=pool,
+                        fabric=platform.fabric, checkpoints_sub_path=None)

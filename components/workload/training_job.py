@@ -341,23 +341,67 @@ def hyperparameters_config_map(job: JobConfig, namespace: str) -> dict[str, Any]
             "data": {"hparams.yaml": job.hyperparameters}}
 
 
+@dataclass(frozen=True)
+class JobPlacement:
+    """Where a job runs: what `job_objects` needs besides the job itself."""
+
+    stack: str
+    """The stack that owns the run: its checkpoints go to /workspace/checkpoints/<stack>/<job>."""
+    namespace: str
+    """The training namespace the objects go to."""
+    local_queue: str
+    """The Kueue LocalQueue the JobSet is submitted to."""
+    pool: NodePoolConfig
+    """The pool the job's pods run on."""
+    fabric: FabricConfig
+    """The rendezvous port and the NCCL port range the pods use."""
+    checkpoints_sub_path: str | None = None
+    """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
+
+
+@dataclass(frozen=True)
+class JobObjects:
+    """The Kubernetes objects of one training job, as plain manifests."""
+
+    hyperparameters: dict[str, Any]
+    """The ConfigMap its pods mount the hyperparameters from."""
+    jobset: dict[str, Any]
+    """The JobSet, labelled for the LocalQueue."""
+    disruption_budget: dict[str, Any] | None
+    """The PodDisruptionBudget of a job on on-demand or reserved capacity; None on spot."""
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """In the order they are created: the ConfigMap the pods mount, the JobSet, its budget."""
+        return [self.hyperparameters, self.jobset, *([self.disruption_budget] if self.disruption_budget else [])]
+
+
+def job_objects(job: JobConfig, placement: JobPlacement) -> JobObjects:
+    """The one rendering of a job: the stack's TrainingJob component creates these objects, and the
+    job command (job_command/) submits them for an ad-hoc job; so a job is the same either way."""
+    hyperparameters = hyperparameters_config_map(job, placement.namespace)
+    jobset = jobset_manifest(job, stack=placement.stack, namespace=placement.namespace,
+                             local_queue=placement.local_queue, pool=placement.pool, fabric=placement.fabric,
+                             hyperparameters_config_map=hyperparameters["metadata"]["name"],
+                             checkpoints_sub_path=placement.checkpoints_sub_path)
+    return JobObjects(hyperparameters, jobset, disruption_budget(job, placement.pool, placement.namespace))
+
+
 class TrainingJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:TrainingJob", name, None, opts)
-        job = args.job
-        hyperparameters = hyperparameters_config_map(job, args.namespace)
+        objects = job_objects(args.job, JobPlacement(
+            stack=args.stack, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
+            fabric=args.fabric, checkpoints_sub_path=args.checkpoints_sub_path))
+        hyperparameters = objects.hyperparameters
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-hyperparameters",
             metadata=hyperparameters["metadata"],
             data=hyperparameters["data"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
-        manifest = jobset_manifest(job, stack=args.stack, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
-                                   fabric=args.fabric, hyperparameters_config_map=hyperparameters["metadata"]["name"],
-                                   checkpoints_sub_path=args.checkpoints_sub_path)
         custom_resource(
             f"{name}-jobset",
-            manifest,
+            objects.jobset,
             pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[config_map, *args.depends_on],
@@ -367,7 +411,7 @@ class TrainingJob(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
-        budget = disruption_budget(job, args.pool, args.namespace)
+        budget = objects.disruption_budget
         if budget is not None:
             k8s.policy.v1.PodDisruptionBudget(f"{name}-disruption-budget", metadata=budget["metadata"], spec=budget["spec"],
                                               opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
