@@ -59,6 +59,12 @@ SCRATCH_DIR = "/scratch"
 # Of a node's instance store, what its pods' scratch volumes may fill: the same RAID0 array
 # holds the container images and the pod logs (node_bootstrap.py).
 SCRATCH_SHARE_OF_INSTANCE_STORE = 0.8
+# Set by the job command (`gpu-training job submit`) on every JobSet it submits, never by a plan:
+# how the platform tells a run submitted ad hoc from the stack's own `training.jobs` (which carry
+# no such label). Both share one manifest (jobset_manifest) and so the same TRAIN_* contract,
+# checkpoint directory and metric dimensions; docs/team-stacks.md, "Jobs submitted ad hoc".
+SUBMITTED_BY_LABEL = "gpu-training/submitted-by"
+SUBMITTED_BY_JOB_COMMAND = "job-command"
 SKIP_REASONS = {
     # checkov, kept next to what they excuse
     "CKV_K8S_35": "Secrets reach containers as env vars (a requirement); they come from the External Secrets "
