@@ -75,6 +75,7 @@ from components.workload.multikueue import (
     MultiKueueWorkerArgs,
     any_region_local_queue,
 )
+from components.workload.progress_access import ProgressAdmissionPolicy
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
 from components.workload.tenant import (
     PLATFORM_TENANT,
@@ -441,6 +442,9 @@ def _job_controllers(config: StackConfig, cluster: ClusterStage, provisioning_ap
         system_pool=config.system_pool.name, depends_on=[*cluster.node_groups, provisioning_api]), cluster.in_cluster)
     ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
         pools=_gpu_pools(config), depends_on=[controllers.kueue]), cluster.in_cluster)
+    # Cluster-wide, so the platform's: every tenant's trainer pods may annotate only themselves.
+    ProgressAdmissionPolicy("trainer-progress-policy", pulumi.ResourceOptions.merge(
+        cluster.in_cluster, pulumi.ResourceOptions(depends_on=cluster.node_groups)))
     return controllers
 
 

@@ -17,6 +17,7 @@ from components.config import ConfigError, TeamStackConfig, load_stack_config
 from components.workload import checkpoint_cleanup_script as script
 from components.workload.checkpoint_cleanup import SCRIPT, cronjob_manifest
 from components.workload.checkpoint_cleanup_script import Directory, select, unfinished_jobs
+from components.workload.training_job import SUBMITTED_BY_JOB_COMMAND, SUBMITTED_BY_LABEL
 from offline.plan import planned_config, synthesize
 
 NOW = 1_800_000_000.0
@@ -160,6 +161,33 @@ def test_a_job_resubmitted_during_the_pass_keeps_its_directory(tmp_path):
     code, lines = run(root, api, dry_run=False)
     assert code == 0 and (root / "old-run").exists()
     assert lines[-1] == "kept   old-run: its JobSet was (re)started during this run"
+
+
+def adhoc_jobset(name: str, *conditions: tuple[str, str]) -> dict:
+    """A JobSet the job command submitted: the plan's manifest plus the label only the command sets."""
+    submitted = jobset(name, *conditions)
+    submitted["metadata"]["labels"] = {SUBMITTED_BY_LABEL: SUBMITTED_BY_JOB_COMMAND, "app.kubernetes.io/name": name}
+    return submitted
+
+
+@pytest.mark.parametrize("stack", ["dev", "team-vision-prod"])
+def test_an_ad_hoc_runs_directory_is_judged_by_its_live_jobset_like_a_stack_job(stack, tmp_path, plan_of):
+    """Issue 42: a run no stack file names (submitted ad hoc into the namespace) keeps its checkpoints
+    while its JobSet is queued, running or restarting. The CronJob knows no job names: what it judges
+    comes from the namespace's JobSets, so a deploy that never heard of the run cannot orphan it."""
+    cronjob = cronjob_of(plan_of(stack))
+    env = {e["name"]: e.get("value") for e in cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    planned = {m["metadata"]["name"] for m in plan_of(stack).manifests() if m["kind"] == "JobSet"}
+    assert not any(name in value for name in planned for value in env.values() if value), env
+    root = tmp_path / "checkpoints"
+    for name in ("adhoc-sweep-1", "adhoc-queued", "adhoc-done"):
+        make_job_dir(root, name, 60)
+    api = FakeApi([adhoc_jobset("adhoc-sweep-1", ("Suspended", "False")), adhoc_jobset("adhoc-queued", ("Suspended", "True")),
+                   adhoc_jobset("adhoc-done", ("Completed", "True"))])
+    code, lines = run(root, api, dry_run=False)
+    assert code == 0 and sorted(p.name for p in root.iterdir()) == ["adhoc-queued", "adhoc-sweep-1"]
+    assert "keep   adhoc-queued: its JobSet has not finished (queued, running or restarting)" in lines
 
 
 def test_without_the_jobset_list_nothing_is_removed(tmp_path):

@@ -131,6 +131,12 @@ def shipped(namespace: str, *, monkeypatch, event: str, **fields) -> dict:
     ("fabric_check", {"fabric": "efa", "verdict": "wrong"}, {"FabricWrong": 1}),
     ("fabric_status", {"verdict": "efa"}, {}),
     ("resume_selected", {"path": "", "step": None}, {}),
+    # The launcher's own clock, once a minute (launcher/status_publisher.py): watches any job.
+    ("run_status", {"step": 40, "loss": 0.5, "steps_per_s": 2.0, "since_step_s": 31, "checkpoint_age_s": 900,
+                    "checkpoint_intervals": 1.94, "restarts": 0},
+     {"TrainingSecondsSinceStep": 31, "CheckpointAgeSeconds": 900, "CheckpointIntervalsSinceSave": 1.94}),
+    ("run_status", {"step": None, "since_step_s": 0, "checkpoint_age_s": 12, "checkpoint_intervals": None},
+     {"TrainingSecondsSinceStep": 0, "CheckpointAgeSeconds": 12}),  # steps mode before a rate: no interval
 ])
 def test_the_filters_read_the_launchers_own_lines(event, fields, expected, monkeypatch):
     record = shipped("team-vision", monkeypatch=monkeypatch, event=event, **fields)
@@ -155,7 +161,15 @@ def test_a_line_without_a_job_is_not_counted(monkeypatch):
 # --------------------------------------------------------------------------- per-job alarms
 
 def job_alarms(plan):
-    return {a["inputs"]["name"]: a["inputs"] for a in plan.of_type(ALARM) if "metricQueries" in a["inputs"]}
+    return {a["inputs"]["name"]: a["inputs"] for a in plan.of_type(ALARM)
+            if "metricQueries" in a["inputs"] and not a["inputs"]["name"].endswith(ANY_JOB)}
+
+
+ANY_JOB = "-any-job"
+
+
+def any_job_alarms(plan):
+    return {a["inputs"]["name"]: a["inputs"] for a in plan.of_type(ALARM) if a["inputs"]["name"].endswith(ANY_JOB)}
 
 
 def queries(alarm):
@@ -202,6 +216,48 @@ def test_every_planned_job_has_its_three_alarms(stack, plan_of):
         window = min(observability.checkpoint_late_factor * interval, 86_400)
         assert late["evaluationPeriods"] == math.ceil(window / 300) and late["evaluationPeriods"] * 300 <= 86_400
         assert f"{observability.checkpoint_late_factor} x its planned {interval} s" in late["alarmDescription"]
+
+
+@pytest.mark.parametrize("stack", MANIFEST_STACKS)
+def test_every_other_job_of_the_namespace_is_watched_by_a_metrics_insights_alarm(stack, plan_of):
+    """Issue 42: a job no deploy knows of (submitted ad hoc) is watched as the stack's own are, by one
+    multi-time-series alarm per kind over the namespace (each job a contributor), which leaves the
+    stack's own jobs to their per-job alarms."""
+    plan, config = plan_of(stack), config_of(stack)
+    observability = platform_config_of(stack).observability
+    namespace = config.training_namespace
+    alarms = any_job_alarms(plan)
+    prefix = f"{config.name_prefix}-{namespace}"
+    assert set(alarms) == {f"{prefix}-{kind}{ANY_JOB}" for kind in ("loss-not-finite", "no-step", "no-checkpoint")}
+    expected = {"loss-not-finite": ("SUM", "TrainingLossNotFinite", 1),
+                "no-step": ("MAX", "TrainingSecondsSinceStep", observability.no_step_minutes * 60),
+                "no-checkpoint": ("MAX", "CheckpointIntervalsSinceSave", observability.checkpoint_late_factor)}
+    per_job = job_alarms(plan)
+    for name, alarm in alarms.items():
+        function, metric, threshold = expected[name.removeprefix(f"{prefix}-").removesuffix(ANY_JOB)]
+        (query,) = alarm["metricQueries"]
+        sql = query["expression"]
+        assert metric in METRICS and query["returnData"] is True and query["period"] == 300
+        assert sql.startswith(f'SELECT {function}("{metric}") FROM SCHEMA("GpuTraining/')
+        assert f'WHERE "Namespace" = \'{namespace}\'' in sql
+        # A multi-time-series alarm needs both (Create_Metrics_Insights_Alarm.html); one series per job.
+        assert sql.endswith(f'GROUP BY "Job" ORDER BY {function}() DESC') and len(sql) <= 2048
+        for job in config.training.jobs:
+            assert f'"Job" != \'{job.name}\'' in sql
+            assert any(n.endswith(f"-{job.name}-no-step") for n in per_job)  # watched by its own alarms instead
+        assert (alarm["threshold"], alarm["comparisonOperator"]) == (threshold, "GreaterThanOrEqualToThreshold")
+        assert (alarm["evaluationPeriods"], alarm["datapointsToAlarm"], alarm["treatMissingData"]) == (1, 1, "notBreaching")
+        assert alarm["alarmActions"] == alarm["okActions"] and alarm["alarmActions"]
+
+
+def test_a_namespace_query_that_cannot_name_every_stack_job_watches_them_twice_rather_than_none():
+    from components.observability.training_metrics import insights_query, namespace_alarms
+
+    (alarm, *_) = namespace_alarms("team-vision", platform_config_of("dev").observability)
+    many = [f"job-{i:03d}-with-a-long-descriptive-name" for i in range(60)]
+    query = insights_query(alarm, metrics_namespace="GpuTraining/c", namespace="team-vision", excluded_jobs=many)
+    assert "!=" not in query and len(query) <= 2048
+    assert "!=" in insights_query(alarm, metrics_namespace="GpuTraining/c", namespace="team-vision", excluded_jobs=many[:5])
 
 
 def test_a_configured_interval_is_the_planned_one_and_young_otherwise():

@@ -507,13 +507,66 @@ def test_nccl_busbw_below_threshold_fails_only_the_gate(prod_outputs, healthy, t
     assert any("/jobsets/verify-nccl-" in p for p in fake.calls("DELETE")), "cleans up after a failure too"
 
 
-def test_unknown_job_or_pool_is_bad_usage(prod_outputs, capsys):
+def test_unknown_job_or_pool_is_bad_usage(prod_outputs, healthy, tmp_path, capsys):
     _, outputs_file = prod_outputs
-    assert main(["--stack", "prod", "--outputs", str(outputs_file), "--job", "nope"]) == 2
+    assert main(["--stack", "prod", "--outputs", str(outputs_file), "--job", "Not_A_Job"]) == 2
     assert main(["--stack", "prod", "--outputs", str(outputs_file), "--nccl", "system"]) == 2
     err = capsys.readouterr().err
-    assert "--job nope: stack prod has no such job (its jobs: pretrain-p5)" in err
+    assert "--job Not_A_Job: not a job name" in err
     assert "--nccl system: not a GPU pool" in err and "needs --nccl-image" in err
+    # A job name neither the stack nor its namespace knows: bad usage once the cluster has been asked.
+    code, _, fake = run_verify_raw(prod_outputs[0], healthy, tmp_path, "--job", "nope")
+    assert code == 2
+    ns = prod_outputs[0]["training"]["namespace"]
+    assert f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/nope" in fake.calls("GET")
+    assert (f"--job nope: stack prod has no such job (its jobs: pretrain-p5) and namespace {ns} has no JobSet of "
+            "that name") in capsys.readouterr().err
+
+
+def run_verify_raw(outputs: dict[str, Any], scenario: Scenario, tmp_path: Path, *args: str) -> tuple[int, str, FakeKube]:
+    """verify against `scenario` with these outputs and arguments (no --job of its own)."""
+    now = time.time()
+    with FakeKube(scenario) as fake, mock_aws():
+        put_gpu_utilisation(outputs, scenario, now, 93.0)
+        put_training_loss(outputs, now)
+        outputs_file = start_runners(outputs, [TAGGED_RUNNER], tmp_path)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = main(["--stack", "prod", "--outputs", str(outputs_file), "--kubeconfig", str(kubeconfig), "--json",
+                         *args], now=now, cloudwatch=lambda: boto3.client("cloudwatch", region_name=outputs["region"]),
+                        ec2=lambda: boto3.client("ec2", region_name=outputs["region"]),
+                        service_quotas=lambda: FakeServiceQuotas(ENOUGH_QUOTAS))
+    return code, out.getvalue(), fake
+
+
+def test_a_job_the_stack_does_not_plan_is_checked_from_its_live_jobset(prod_outputs, healthy, plan_of, tmp_path):
+    """Issue 42: a job submitted ad hoc (same manifest as the plan's, not in the stack's outputs) gets
+    the same job checks, its pool, nodes and GPUs read from the JobSet the cluster has."""
+    outputs = json.loads(json.dumps(prod_outputs[0]))
+    promised = outputs["training"]["jobs"].pop(sc.JOB)
+    ns = outputs["training"]["namespace"]
+    (planned,) = [m for m in plan_of("prod").manifests() if m["kind"] == "JobSet" and m["metadata"]["name"] == sc.JOB]
+    scenario = clone(healthy)
+    (live,) = scenario.objects[key("jobsets", ns, "jobset.x-k8s.io")]
+    live["spec"] = planned["spec"]
+    live["metadata"]["labels"] = {**planned["metadata"]["labels"], "gpu-training/submitted-by": "job-command"}
+    code, out, _ = run_verify_raw(outputs, scenario, tmp_path, "--job", sc.JOB)
+    report = json.loads(out)
+    assert code == 0, json.dumps(report, indent=1)
+    ran = {c["name"] for c in report["checks"] if c["name"].startswith(f"job.{sc.JOB}.")}
+    assert {f"job.{sc.JOB}.{c}" for c in ("admitted", "pods", "progress", "loss-metric", "checkpoints",
+                                          "gpu-utilisation", "fabric")} <= ran
+    assert by_status(report, "fail") == []
+    from verify.stack_outputs import promise_of_jobset
+    assert promise_of_jobset(live) == sc_promise(promised)
+
+
+def sc_promise(raw: dict[str, Any]):
+    from verify.stack_outputs import JobPromise
+
+    return JobPromise(name=sc.JOB, pool=raw["pool"], nodes=raw["nodes"], gpus_per_node=raw["gpusPerNode"])
 
 
 def _script(*args: str) -> subprocess.CompletedProcess:

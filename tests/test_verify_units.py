@@ -392,3 +392,21 @@ def test_the_outputs_name_the_runner_group_of_a_platform_stack_only(plan_of):
     assert prod.ci_runner_security_group
     team = parse_outputs("team-vision-prod", plan_of("team-vision-prod").outputs)
     assert team.environment == "prod" and team.ci_runner_security_group is None
+
+
+@pytest.mark.parametrize("stack", MANIFEST_STACKS)
+def test_a_planned_jobset_promises_what_the_stack_outputs_promise(stack, plan_of):
+    """verify --job reads an ad-hoc job's shape from its JobSet (issue 42): on the plan's own JobSets,
+    that reading must equal the stack's outputs, and a JobSet of another shape promises nothing."""
+    from verify.stack_outputs import promise_of_jobset
+
+    plan = plan_of(stack)
+    outputs = parse_outputs(stack, plan.outputs)
+    jobsets = [m for m in plan.manifests() if m["kind"] == "JobSet" and m["metadata"]["name"] in outputs.jobs]
+    assert jobsets
+    for jobset in jobsets:
+        assert promise_of_jobset(jobset) == outputs.jobs[jobset["metadata"]["name"]]
+    other = json.loads(json.dumps(jobsets[0]))
+    other["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "nccl"
+    assert promise_of_jobset(other) is None
+    assert promise_of_jobset({"metadata": {"name": "x"}}) is None

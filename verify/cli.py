@@ -7,9 +7,11 @@ import sys
 import time
 from typing import Any
 
+from components.config.node_pools import DNS_LABEL
 from components.config.stack_file import REPO_ROOT, STACK_NAME, missing_stack_fix
+from components.config.training import MAX_JOB_NAME
 from verify.report import CheckResult, Diagnosis, exit_code, failed, render_json, render_text, skipped
-from verify.stack_outputs import StackOutputs, UsageError, parse_outputs, read_outputs
+from verify.stack_outputs import JobPromise, StackOutputs, UsageError, parse_outputs, promise_of_jobset, read_outputs
 
 EXIT_USAGE = 2
 
@@ -29,6 +31,7 @@ exit status: 0 every check passed (warnings and skips included), 1 a check faile
 examples:
   scripts/verify --stack prod
   scripts/verify --stack prod --job pretrain-p5
+  scripts/verify --stack team-vision-prod --job my-sweep-3      (a job submitted with `gpu-training job submit`)
   scripts/verify --stack prod --nccl p5-efa --nccl-image public.ecr.aws/hpc-cloud/nccl-tests@sha256:<digest>
   scripts/verify --stack dev --outputs build/dev/outputs.json --kubeconfig ~/.kube/config --json"""
 
@@ -51,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "`aws eks get-token`)")
     p.add_argument("--context", help="context of the kubeconfig to use (default: its current context)")
     p.add_argument("--job", action="append", default=[], metavar="NAME",
-                   help="also check this training job of the stack (repeatable)")
+                   help="also check this training job (repeatable): one of the stack's, or a JobSet submitted ad hoc "
+                        "into its namespace (its pool, nodes and GPUs are read from the live JobSet)")
     p.add_argument("--gpu-threshold", type=float, default=80.0, metavar="PERCENT",
                    help="healthy GPU utilisation, average per pod over the window (default 80, the go-live requirement)")
     p.add_argument("--gpu-window", type=int, default=10, metavar="MINUTES",
@@ -77,9 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _usage_problems(args: argparse.Namespace, outputs: StackOutputs) -> list[str]:
     problems = []
     for job in args.job:
-        if job not in outputs.jobs:
-            problems.append(f"--job {job}: stack {args.stack} has no such job "
-                            f"(its jobs: {', '.join(sorted(outputs.jobs)) or 'none'})")
+        if job not in outputs.jobs and not (DNS_LABEL.fullmatch(job) and len(job) <= MAX_JOB_NAME):
+            problems.append(f"--job {job[:100]}: not a job name (lower-case letters, digits and '-', at most "
+                            f"{MAX_JOB_NAME} characters)")
     if args.nccl:
         pool = outputs.pools.get(args.nccl)
         gpu_pools = ", ".join(sorted(p for p, v in outputs.pools.items() if v.gpu)) or "none"
@@ -190,6 +194,20 @@ def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[
                                     outputs.probe_image, now=now, pool=outputs.probe_pool)]
 
 
+def _job_promise(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, job: str) -> JobPromise:
+    """The stack's job, else a live JobSet of that name in the stack's namespace (a job submitted ad
+    hoc: issue 42), whose own spec says its pool, nodes and GPUs; else bad usage."""
+    if job in outputs.jobs:
+        return outputs.jobs[job]
+    jobset = cluster.custom_object("jobset.x-k8s.io", "v1alpha2", outputs.namespace, "jobsets", job)
+    promise = promise_of_jobset(jobset) if jobset is not None else None
+    if promise is not None:
+        return promise
+    found = "no JobSet of that name" if jobset is None else "a JobSet of that name that is not a training job's"
+    raise UsageError(f"--job {job}: stack {args.stack} has no such job (its jobs: {', '.join(sorted(outputs.jobs)) or 'none'}) "
+                     f"and namespace {outputs.namespace} has {found} (kubectl -n {outputs.namespace} get jobsets)")
+
+
 def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> CheckResult:
     """The account's EC2 vCPU quotas against the stack's pools at size.max (verify/ec2_quotas.py);
     the pools as the stack file states them (a team stack has none of its own)."""
@@ -231,7 +249,7 @@ def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: 
     if outputs.multikueue_role == "manager":
         results += _multikueue_checks(cluster, outputs, now)
     for job in args.job:
-        results += suites.job_checks(ctx, outputs.jobs[job])
+        results += suites.job_checks(ctx, _job_promise(args, outputs, cluster, job))
     if args.nccl:
         from verify import nccl_job
 

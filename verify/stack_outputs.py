@@ -67,6 +67,27 @@ class StackOutputs:
     """The image the MultiKueue probe runs (the trainer image; present on every worker's nodes' registry path)."""
 
 
+# The pool label every training pod selects (components/cluster/pool_scheduling.py POOL_LABEL) and
+# the GPU resource it asks for: what a JobSet's own spec says of its shape.
+POOL_LABEL, GPU_RESOURCE = "gpu-training/pool", "nvidia.com/gpu"
+
+
+def promise_of_jobset(jobset: dict[str, Any]) -> JobPromise | None:
+    """What a live JobSet promises (its pool, nodes and GPUs per node), for a job the stack's outputs
+    do not name: one submitted ad hoc into the namespace with the plan's manifest
+    (components/workload/training_job.py jobset_manifest). None for a JobSet of another shape."""
+    try:
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        job = replicated["template"]["spec"]
+        pod = job["template"]["spec"]
+        (trainer,) = [c for c in pod["containers"] if c.get("name") == "trainer"]
+        gpus = int((trainer.get("resources", {}).get("limits") or {}).get(GPU_RESOURCE, 0))
+        return JobPromise(name=jobset["metadata"]["name"], pool=str(pod["nodeSelector"][POOL_LABEL]),
+                          nodes=int(job["parallelism"]), gpus_per_node=gpus)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def read_outputs(stack: str, outputs_file: str | None) -> dict[str, Any]:
     if outputs_file:
         try:

@@ -155,8 +155,9 @@ class TrainerServiceAccount(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=TRAINER_SERVICE_ACCOUNT, namespace=args.namespace,
                 labels={"app.kubernetes.io/part-of": "gpu-training", "app.kubernetes.io/component": "trainer"}),
-            # The trainer never calls the Kubernetes API (CIS 4.1.6). Pod Identity's own token is a
-            # separate projected volume, added by EKS whatever this says.
+            # No token by default (CIS 4.1.6): the trainer container gets one projected token of its
+            # own, for its pod's progress annotation (workload/training_job.py API_TOKEN_VOLUME). Pod
+            # Identity's own token is a separate projected volume, added by EKS whatever this says.
             automount_service_account_token=False,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -140,6 +140,13 @@ def training_panels(scope: DashboardScope) -> list[Panel]:
             [{"expression": _job_search(s, "TrainingStepsPerSecond", "Average"), "id": "steps", "visible": False}],
             expression("1 / steps", "", "step_time")]),
         *[_checkpoint_age_panel(scope, job) for job in scope.jobs],
+        # Every job, planned or submitted ad hoc, from its launcher's run_status line (once a minute).
+        metric_panel("Checkpoint age per job, any job (min)", region, [
+            [{"expression": _job_search(s, "CheckpointAgeSeconds", "Maximum"), "id": "age_s", "visible": False}],
+            expression("age_s / 60", "", "age_min")], stat="Maximum", y_label="minutes"),
+        metric_panel("Time since the last step per job (min)", region, [
+            [{"expression": _job_search(s, "TrainingSecondsSinceStep", "Maximum"), "id": "idle_s", "visible": False}],
+            expression("idle_s / 60", "", "idle_min")], stat="Maximum", y_label="minutes"),
         metric_panel("Checkpoint save time per job (s)", region,
                      [expression(_job_search(s, "CheckpointSaveSeconds", "Maximum"), "", "save")], stat="Maximum"),
         metric_panel("Gang restarts per job", region,

@@ -56,6 +56,7 @@ MAX_FILTERS_PER_LOG_GROUP = 100  # PutMetricFilter: "The maximum number of metri
 NOT_FINITE = ("nan", "inf", "-inf")  # str() of Python's non-finite floats (launcher/log_line.py _clean)
 STEP_EVENTS = ("step", "loss")  # Progress.step and the integrations' Worker.log_loss
 FABRIC_EVENTS = ("fabric_check", "fabric_status")
+RUN_STATUS_EVENT = "run_status"  # launcher/status_publisher.py
 UNSCHEDULABLE_METRIC = "TrainingPodUnschedulableCpuMemory"
 """The kube-scheduler log's filter (monitoring.py): no dimension."""
 
@@ -90,6 +91,14 @@ TRAINING_METRICS = (
                    "the JobSet's restart count, as each pod's launcher starts"),
     TrainingMetric("FabricWrong", FABRIC_EVENTS, None, "Count", "NCCL chose another network than EFA",
                    match=f'{LOG_FIELDS}.verdict = "wrong"'),
+    # From the launcher's own clock, once a minute on the pod of global rank 0 (launcher/run_status.py):
+    # they keep coming while a loop hangs, and need no planned interval, so they watch any job.
+    TrainingMetric("TrainingSecondsSinceStep", (RUN_STATUS_EVENT,), "since_step_s", "Seconds",
+                   "seconds since rank 0's last step line, as its launcher counts"),
+    TrainingMetric("CheckpointAgeSeconds", (RUN_STATUS_EVENT,), "checkpoint_age_s", "Seconds",
+                   "seconds since the newest committed checkpoint (or the pod's start)"),
+    TrainingMetric("CheckpointIntervalsSinceSave", (RUN_STATUS_EVENT,), "checkpoint_intervals", "None",
+                   "that age in the intervals the job's checkpoint schedule aims at"),
 )
 METRICS = {metric.name: metric for metric in TRAINING_METRICS}
 
@@ -188,6 +197,85 @@ def alarm_name(name_prefix: str, namespace: str, job: str, alarm: str) -> str:
     return f"{name_prefix}-{namespace}-{job}-{alarm}"
 
 
+# --------------------------------------------------------------------------- alarms on any job of a namespace
+
+# Jobs no stack file names (submitted ad hoc with the job command) get no alarm of their own: one
+# Metrics Insights alarm per namespace and kind watches every job, each job a contributor with its
+# own state, and a job that appears later joins "when its corresponding metric becomes available"
+# (docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Create_Metrics_Insights_Alarm.html: a
+# multi-time-series query needs GROUP BY and ORDER BY). Limits (.../monitoring/alarm-limits.html):
+# 200 such alarms per account and Region by default (three per training namespace here); only the
+# last 3 hours of data are evaluated; at most 100 contributors in ALARM; PARTIAL_DATA past 500
+# series or 10,000 matched metrics (one series per job here). Cost: CloudWatch bills a Metrics
+# Insights alarm by the metrics its query analyses (aws.amazon.com/cloudwatch/pricing, Alarms), so
+# about one alarm metric per running job and kind. The stack's own jobs are left out (WHERE
+# Job != ...): their per-job alarms above watch them with their planned interval and pod count.
+QUERY_MAX_CHARS = 2048  # AWS::CloudWatch::Alarm MetricDataQuery Expression: "Maximum: 2048"
+
+
+@dataclass(frozen=True)
+class NamespaceAlarm:
+    """A Metrics Insights alarm over every job of a namespace: `function(metric)` per job >= threshold."""
+
+    name: str
+    description: str
+    function: str
+    metric: str
+    threshold: float
+
+
+def namespace_alarms(namespace: str, config: ObservabilityConfig) -> list[NamespaceAlarm]:
+    where = (f"in namespace {namespace} (any job the stack file does not name, e.g. one submitted with "
+             "`gpu-training job submit`; the alarm's contributors name the job)")
+    return [
+        NamespaceAlarm("loss-not-finite", f"A job {where} logged a NaN or infinite loss: the run diverged. Its "
+                       "checkpoints after that step hold the diverged weights: resume from an earlier one.",
+                       "SUM", "TrainingLossNotFinite", 1),
+        NamespaceAlarm("no-step", f"A job {where} stepped, then logged no training step for {config.no_step_minutes} "
+                       "min by its launcher's clock: a hung collective or a dead data pipeline "
+                       "(kubectl -n <ns> get pods; the job's gpu-training/progress annotation).",
+                       "MAX", "TrainingSecondsSinceStep", config.no_step_minutes * 60),
+        NamespaceAlarm("no-checkpoint", f"A job {where} has committed no checkpoint for {config.checkpoint_late_factor} "
+                       "x the interval its schedule aims at: saves fail, hang or are never due; a restart now "
+                       "loses all of that work.",
+                       "MAX", "CheckpointIntervalsSinceSave", config.checkpoint_late_factor),
+    ]
+
+
+def insights_query(alarm: NamespaceAlarm, *, metrics_namespace: str, namespace: str,
+                   excluded_jobs: Sequence[str] = ()) -> str:
+    """The alarm's query: one series per Job of `namespace`, the stack's own jobs left out (unless
+    naming them all would pass the expression's length limit: then they are watched twice)."""
+    where = [f"\"{NAMESPACE_DIMENSION}\" = '{namespace}'",
+             *(f"\"{JOB_DIMENSION}\" != '{job}'" for job in sorted(excluded_jobs))]
+    query = (f"SELECT {alarm.function}(\"{alarm.metric}\") "
+             f"FROM SCHEMA(\"{metrics_namespace}\", \"{JOB_DIMENSION}\", \"{NAMESPACE_DIMENSION}\") "
+             f"WHERE {' AND '.join(where)} GROUP BY \"{JOB_DIMENSION}\" ORDER BY {alarm.function}() DESC")
+    if len(query) > QUERY_MAX_CHARS and excluded_jobs:
+        return insights_query(alarm, metrics_namespace=metrics_namespace, namespace=namespace)
+    return query
+
+
+def create_namespace_alarms(name: str, watched: WatchedJobs, *, config: ObservabilityConfig, cluster_name: str,
+                            name_prefix: str, topic_arn: pulumi.Input[str],
+                            opts: pulumi.ResourceOptions) -> list[aws.cloudwatch.MetricAlarm]:
+    """Every job of the watched namespace that the stack does not plan: NaN/inf loss, no step, no checkpoint."""
+    created = []
+    for alarm in namespace_alarms(watched.namespace, config):
+        query = insights_query(alarm, metrics_namespace=metrics_namespace_of(cluster_name), namespace=watched.namespace,
+                               excluded_jobs=[job.name for job in watched.jobs])
+        created.append(aws.cloudwatch.MetricAlarm(
+            f"{name}-any-job-{alarm.name}", name=f"{name_prefix}-{watched.namespace}-{alarm.name}-any-job",
+            alarm_description=alarm.description,
+            metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                id="jobs", expression=query, period=EVALUATION_PERIOD_SECONDS, label=alarm.name, return_data=True)],
+            evaluation_periods=1, datapoints_to_alarm=1, comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=alarm.threshold,
+            # A job that logs nothing (queued, finished, gone) is no contributor in breach.
+            treat_missing_data="notBreaching", alarm_actions=[topic_arn], ok_actions=[topic_arn], opts=opts))
+    return created
+
+
 def pools_by_name(pools: Sequence[NodePoolConfig]) -> dict[str, NodePoolConfig]:
     return {pool.name: pool for pool in pools}
 
@@ -226,7 +314,8 @@ def create_job_alarms(name: str, watched: WatchedJobs, *, config: ObservabilityC
                       name_prefix: str, topic_arn: pulumi.Input[str],
                       opts: pulumi.ResourceOptions) -> list[aws.cloudwatch.MetricAlarm]:
     """Per job: NaN/inf loss, no step while its namespace runs pods, no checkpoint for k intervals;
-    to the environment's alert topic (the utilisation alarms' too)."""
+    and the same three over every other job of the namespace (create_namespace_alarms); to the
+    environment's alert topic (the utilisation alarms' too)."""
     pools = pools_by_name(watched.pools)
     created = []
     for job in watched.jobs:
@@ -236,7 +325,8 @@ def create_job_alarms(name: str, watched: WatchedJobs, *, config: ObservabilityC
             created.append(_alarm(f"{name}-{job.name}-{alarm.name}",
                                   alarm_name(name_prefix, watched.namespace, job.name, alarm.name), alarm,
                                   topic_arn, opts))
-    return created
+    return created + create_namespace_alarms(name, watched, config=config, cluster_name=cluster_name,
+                                             name_prefix=name_prefix, topic_arn=topic_arn, opts=opts)
 
 
 def metrics_namespace_of(cluster_name: str) -> str:

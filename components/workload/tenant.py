@@ -6,7 +6,7 @@ secrets and the checkpoint directory come from); what a tenant is, is written on
 
     namespace (guard rails, quota) -> ClusterQueue + LocalQueue -> trainer service account
     -> volumes -> checkpoint directory (Lustre) -> checkpoint cleanup -> run viewer (TensorBoard)
-    -> secrets sync -> one JobSet per job
+    -> secrets sync -> trainer progress role -> one JobSet per job
 
 The pieces stay top-level resources under the names they have always had (`TenantNames`):
 wrapping them in a component now would give every one a new URN, which Pulumi deploys as a
@@ -30,6 +30,7 @@ from components.secrets.sync import SecretsSync, SecretsSyncArgs
 from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
 from components.workload.checkpoint_directory import CheckpointDirectory, CheckpointDirectoryArgs
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload.progress_access import TrainerProgressRole, TrainerProgressRoleArgs
 from components.workload.queues import LOCAL_QUEUE, TrainingQueue, TrainingQueueArgs
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import JobPlacement, TrainingJob, TrainingJobArgs
@@ -172,6 +173,8 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     ), opts)
     identity = TrainerServiceAccount(names.identity, TrainerServiceAccountArgs(
         cluster_name=args.cluster_name, namespace=namespace_name, role_arn=args.trainer_role_arn), opts)
+    progress_role = TrainerProgressRole(f"{names.identity}-progress", TrainerProgressRoleArgs(
+        namespace=args.namespace, depends_on=[training_ns, identity]), opts)
     queue = TrainingQueue(names.queue, TrainingQueueArgs(
         name=args.namespace, cohort=args.environment, namespace=namespace_name, pools=list(args.gpu_pools),
         gpu_quota=args.training.gpu_quota, borrowed_pools=args.training.borrowed_pools,
@@ -182,7 +185,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
         job=job, stack=args.stack, pool=pools_by_name[job.pool], fabric=args.fabric, namespace=args.namespace,
         local_queue=LOCAL_QUEUE,
         # Its pods mount the volumes' claims and read the synced secret.
-        depends_on=[queue, volumes, secrets_sync, identity, training_ns, *directory],
+        depends_on=[queue, volumes, secrets_sync, identity, progress_role, training_ns, *directory],
         checkpoints_sub_path=volumes.checkpoints_sub_path,
     ), opts) for job in args.training.jobs)
     return TrainingTenant(training_ns, queue, volumes, secrets_sync, identity, jobs)

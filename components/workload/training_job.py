@@ -56,9 +56,23 @@ RENDEZVOUS_WAIT_SECONDS = STARTUP_BUDGET_SECONDS // 2
 # constants.RestartsKey), which it puts on every pod.
 RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"
 SCRATCH_DIR = "/scratch"
+# The run's progress on its own pod (workload/progress_access.py): an API token for the trainer
+# container only, where the official client's in-cluster config reads it, bound to the pod (the
+# admission policy checks that binding) and short-lived (the kubelet renews it at 80% of its life:
+# Kubernetes docs, "Configure Service Accounts for Pods", Launch a Pod using service account token projection).
+API_TOKEN_VOLUME = "api-token"
+API_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_TOKEN_SECONDS = 3600
+POD_NAME_VAR, POD_NAMESPACE_VAR = "TRAIN_POD_NAME", "TRAIN_POD_NAMESPACE"  # launcher/status_publisher.py
 # Of a node's instance store, what its pods' scratch volumes may fill: the same RAID0 array
 # holds the container images and the pod logs (node_bootstrap.py).
 SCRATCH_SHARE_OF_INSTANCE_STORE = 0.8
+# Set by the job command (`gpu-training job submit`) on every JobSet it submits, never by a plan:
+# how the platform tells a run submitted ad hoc from the stack's own `training.jobs` (which carry
+# no such label). Both share one manifest (jobset_manifest) and so the same TRAIN_* contract,
+# checkpoint directory and metric dimensions; docs/team-stacks.md, "Jobs submitted ad hoc".
+SUBMITTED_BY_LABEL = "gpu-training/submitted-by"
+SUBMITTED_BY_JOB_COMMAND = "job-command"
 SKIP_REASONS = {
     # checkov, kept next to what they excuse
     "CKV_K8S_35": "Secrets reach containers as env vars (a requirement); they come from the External Secrets "
@@ -120,7 +134,9 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
     plain = [{"name": k, "value": str(v)} for k, v in {**contract, **job.env}.items()]
     restart_attempt = {"name": "TRAIN_RESTART_ATTEMPT", "valueFrom": {"fieldRef": {
         "fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_ANNOTATION}']"}}}
-    return [*plain, restart_attempt, *training_data.secret_env(job.secrets)]
+    pod = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+           for name, path in ((POD_NAME_VAR, "metadata.name"), (POD_NAMESPACE_VAR, "metadata.namespace"))]
+    return [*plain, restart_attempt, *pod, *training_data.secret_env(job.secrets)]
 
 
 def _trainer_resources(job: JobConfig, pool: NodePoolConfig) -> dict[str, dict[str, str]]:
@@ -161,6 +177,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
             *([{"name": "scratch", "mountPath": SCRATCH_DIR}] if scratch else []),
+            {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True},
         ],
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -176,7 +193,8 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
     scratch = scratch_gib(job, pool)
     return {
         "serviceAccountName": training_data.SERVICE_ACCOUNT,
-        # EKS Pod Identity mounts its own token; the Kubernetes API token is not needed.
+        # EKS Pod Identity mounts its own token; the one Kubernetes API token the pod has is the
+        # trainer container's projected `api-token` (its progress annotation), not the default mount.
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": job.termination_grace_period_seconds,
@@ -201,6 +219,10 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
             {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
             # Local NVMe (RAID0) scratch, e.g. to stage checkpoints or data; empty at every start.
             *([{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}] if scratch else []),
+            {"name": API_TOKEN_VOLUME, "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            ]}},
         ],
     }
 

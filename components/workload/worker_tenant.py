@@ -30,6 +30,7 @@ from components.identity.workload_roles import TrainerServiceAccount, TrainerSer
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
 from components.workload.multikueue import any_region_local_queue, dispatcher_role_binding
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
+from components.workload.progress_access import TrainerProgressRole, TrainerProgressRoleArgs
 from components.workload.queues import cluster_queue_manifest
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import hyperparameters_config_map
@@ -109,6 +110,9 @@ class WorkerTenant(pulumi.ComponentResource):
                                 subjects=binding["subjects"], opts=inside)
         TrainerServiceAccount(f"{name}-trainer-identity", TrainerServiceAccountArgs(
             cluster_name=args.cluster_name, namespace=namespace_name, role_arn=args.trainer_role_arn), inside)
+        # A dispatched job's pods run here: they keep their progress on themselves here too.
+        TrainerProgressRole(f"{name}-trainer-progress", TrainerProgressRoleArgs(
+            namespace=args.namespace, depends_on=[self.namespace]), inside)
         StorageMounts(f"{name}-storage-mounts", StorageMountsArgs(
             cluster_name=args.cluster_name, namespace=namespace_name, region=args.region,
             kubernetes_version=args.kubernetes_version, file_system_id=args.file_system_id,

@@ -45,6 +45,11 @@ def test_two_process_run_trains_and_loss_falls(trainer_env, launch, measurements
     assert all(e["duration_s"] > 0 for e in saved)
     assert run.of("training_complete")[0]["step"] == 150
     assert run.of("launcher_exit")[0]["rc"] == 0
+    # Rank 0's launcher kept the run's figures from the lines it routed (launcher/run_status.py),
+    # and published them once more as it ended (no pod to annotate here: the line only).
+    status = run.of("run_status")[-1]
+    assert (status["step"], status["checkpoint_step"], status["restarts"]) == (150, 150, None)
+    assert status["steps_per_s"] > 0 and status["eta_s"] is None  # no total steps stated
 
     # keep=2: the oldest checkpoint was pruned; the rest are complete.
     found = checkpoint.list_checkpoints(env["TRAIN_CHECKPOINT_DIR"])

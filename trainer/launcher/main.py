@@ -24,7 +24,9 @@ import time
 from collections.abc import Mapping
 
 from . import checkpoint, contract, dataset_manifest, fabric, gang, progress, startup, worker_site
+from .run_status import RunStatus, Schedule
 from .startup import PYTHON_WORDS, UsageError
+from .status_publisher import FINAL_PUBLISH_WAIT_S, StatusPublisher, patch_from_env
 from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
 __all__ = ["PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main", "route_output",
@@ -215,11 +217,35 @@ def _wait_for_pod0(c: contract.Contract, rdzv_wait_s: float, stop_request: StopR
     return None
 
 
+def run_status(c: contract.Contract, env: Mapping[str, str], restart_attempt: int | None,
+               latest: checkpoint.CheckpointInfo | None) -> RunStatus:
+    """The run's figures as this start knows them: its restarts, its schedule, the checkpoint it resumes."""
+    resumed = None
+    if latest is not None:
+        with contextlib.suppress(OSError):
+            resumed = (latest.step, os.stat(latest.path).st_mtime)
+    total = env.get(TOTAL_STEPS_VAR, "").strip()
+    return RunStatus(restarts=restart_attempt, total_steps=int(total) if total.isdigit() and int(total) > 0 else None,
+                     schedule=Schedule(c.mtbf_s, c.checkpoint_interval_s, c.checkpoint_every_steps), resumed=resumed)
+
+
 def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_request: StopRequest,
-               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float) -> int:
+               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float, status: RunStatus) -> int:
     """Run torchrun to its end and turn what it and the workers reported into the pod's exit code."""
+    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s, observe=status.observe)
+    publisher = StatusPublisher(status, patch_from_env(os.environ))
+    publisher.start()
+    try:
+        return _supervised(sup, env, stop_request, fabrics, nccl_log_dir, started)
+    finally:
+        # After a stop signal every second until the kubelet's SIGKILL is the workers' and the
+        # exit's: the last figures are then left to the thread, unawaited.
+        publisher.stop(wait_s=0 if sup.received is not None else FINAL_PUBLISH_WAIT_S)
+
+
+def _supervised(sup: Supervisor, env: dict[str, str], stop_request: StopRequest,
+                fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float) -> int:
     on_fabric, node_fabric = fabrics
-    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
                                check=fabric.NetworkCheck(expected=node_fabric),
                                on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
@@ -257,6 +283,8 @@ def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_r
 # before each run got a directory of its own (<stack>/<job>): a run with no complete checkpoint of
 # its own resumes from the newest there; its first save goes to its own directory.
 LEGACY_DIR_VAR = "TRAIN_LEGACY_CHECKPOINT_DIR"
+# Optional: the run's total optimizer steps, for the ETA of its progress (launcher.run_status).
+TOTAL_STEPS_VAR = "TRAIN_TOTAL_STEPS"
 
 
 def select_resume(checkpoint_dir: str, env: Mapping[str, str]) -> tuple[checkpoint.CheckpointInfo | None,
@@ -324,4 +352,5 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     if stop_request.signum is not None:
         return _stopped_early(stop_request, started)
-    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started)
+    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started,
+                      run_status(c, os.environ, restart_attempt, latest))

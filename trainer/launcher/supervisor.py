@@ -55,25 +55,32 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> None:
+def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
+                 observe: Callable[[dict], None] | None = None) -> None:
     """The workers' stdout, line by line: JSON objects (the launcher's and the trainer's events) to
     the pod's stdout, anything else (frameworks print dicts, banners, progress) to its stderr, so
-    stdout stays JSON lines that log metric filters and `scripts/verify` can parse."""
+    stdout stays JSON lines that log metric filters and `scripts/verify` can parse. `observe` sees
+    each JSON object after it was written (launcher.run_status); its failure never stops the routing."""
     if pipe is None:
         return
     out = stdout or sys.stdout.buffer
     err = stderr or sys.stderr.buffer
     for line in iter(pipe.readline, b""):
-        target = out if line.lstrip().startswith(b"{") and _is_json_object(line) else err
+        record = _json_object(line) if line.lstrip().startswith(b"{") else None
+        target = out if record is not None else err
         target.write(line)
         target.flush()
+        if record is not None and observe is not None:
+            with contextlib.suppress(Exception):
+                observe(record)
 
 
-def _is_json_object(line: bytes) -> bool:
+def _json_object(line: bytes) -> dict | None:
     try:
-        return isinstance(json.loads(line), dict)
+        record = json.loads(line)
     except ValueError:
-        return False
+        return None
+    return record if isinstance(record, dict) else None
 
 
 class StopRequest:
@@ -174,8 +181,11 @@ class Supervisor:
     grace period stated, only that barrier is bounded (by Kubernetes' default grace): workers still
     saving are left to the kubelet rather than cut short by a guess."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float | None = None):
+    def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float | None = None,
+                 observe: Callable[[dict], None] | None = None):
         self.cmd = cmd
+        self.observe = observe
+        """Sees each JSON line of the workers (launcher.run_status.RunStatus.observe)."""
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.stop_request = stop_request
@@ -266,7 +276,8 @@ class Supervisor:
             start_new_session=True,
             preexec_fn=_set_parent_death_signal,
         )
-        router = threading.Thread(target=route_output, args=(self.proc.stdout,), name="stdout-router", daemon=True)
+        router = threading.Thread(target=route_output, args=(self.proc.stdout,), kwargs={"observe": self.observe},
+                                  name="stdout-router", daemon=True)
         router.start()
         if self.received is not None:  # signal arrived while starting
             self._forward(self.received)
