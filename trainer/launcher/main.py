@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from . import checkpoint, contract, dataset_manifest, fabric, gang, progress, startup, worker_site
+from . import checkpoint, contract, dataset_manifest, fabric, gang, inplace, progress, startup, worker_site
 from .startup import PYTHON_WORDS, UsageError
 from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
@@ -67,8 +67,9 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
-    """The torchrun invocation for a validated contract and training command."""
+def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0) -> list[str]:
+    """The torchrun invocation for a validated contract and training command; `restarts`: its
+    restart rounds (launcher.inplace), 0 where JobSet's recreate is the only restart."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
     cmd = [
@@ -78,7 +79,7 @@ def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,
-        "--max-restarts", "0",
+        "--max-restarts", str(restarts),
     ]
     if not python_mode:
         cmd.append("--no-python")
@@ -216,10 +217,12 @@ def _wait_for_pod0(c: contract.Contract, rdzv_wait_s: float, stop_request: StopR
 
 
 def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_request: StopRequest,
-               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float) -> int:
+               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float,
+               in_place: inplace.InPlace | None = None) -> int:
     """Run torchrun to its end and turn what it and the workers reported into the pod's exit code."""
     on_fabric, node_fabric = fabrics
-    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s)
+    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s,
+                     restart_wait_s=in_place.restart_wait_s if in_place else None)
     watch = fabric.FabricWatch(nccl_log_dir, on_failure=lambda _check: sup.stop(),
                                check=fabric.NetworkCheck(expected=node_fabric),
                                on_status=lambda check: progress.log("fabric_status", verdict=check.verdict,
@@ -283,11 +286,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         c = contract.from_env(os.environ)
-        cmd = torchrun_command(c, command)
+        in_place = inplace.from_env(os.environ)
+        cmd = torchrun_command(c, command, in_place.restarts if in_place else 0)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
-    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
+    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError, inplace.InPlaceError) as e:
         return error(str(e))
     problems = startup.command_problems(startup.training_command(command))
     if problems:  # a config error that no restart cures, reported as the workers' are
@@ -300,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     latest, skipped = select_resume(c.checkpoint_dir, os.environ)
     resume = latest.path if latest else ""
     env, nccl_log_dir = _worker_env(c, resume, fabrics[0])
+    if in_place:
+        env.update(inplace.SHARED_STORE_OPT_OUT)
     if opts["dry_run"]:
         progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
         return 0
@@ -315,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     progress.log("launcher_start", job_id=c.job_id, host=socket.gethostname(), nnodes=c.nnodes,
                  nproc_per_node=c.nproc_per_node, rdzv_endpoint=c.rdzv_endpoint, checkpoint_dir=c.checkpoint_dir,
                  command=command,
-                 restart_attempt=restart_attempt)  # the gang's restarts so far (a CloudWatch metric)
+                 restart_attempt=restart_attempt,  # the gang's restarts so far (a CloudWatch metric)
+                 inplace_restarts=in_place.restarts if in_place else 0)
     progress.log("resume_selected", path=resume, step=latest.step if latest else None,
                  skipped=checkpoint.describe(skipped))
     if is_rdzv_host is False and c.nnodes > 1:
@@ -324,4 +331,4 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     if stop_request.signum is not None:
         return _stopped_early(stop_request, started)
-    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started)
+    return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started, in_place)
