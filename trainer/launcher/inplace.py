@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
-from . import contract, progress
+from . import contract, progress, resume_choice
 
 RESTARTS_VAR = "TRAIN_INPLACE_RESTARTS"
 RESTART_WAIT_VAR = "TRAIN_INPLACE_RESTART_WAIT_S"
@@ -87,13 +87,11 @@ def from_env(environ: Mapping[str, str]) -> InPlace | None:
 
 def refresh_resume(environ: MutableMapping[str, str]) -> str | None:
     """In a worker of a torchrun that may restart its workers: TRAIN_RESUME_FROM chosen again, as
-    the launcher chose it (main.select_resume), since a later round must start from what the
+    the launcher chose it (resume_choice.select_resume), since a later round must start from what the
     earlier ones committed. The new choice, or None when nothing changed or this is no such worker."""
     if environ.get(TORCHRUN_MAX_RESTARTS_VAR, "0") in ("", "0") or not environ.get("TRAIN_CHECKPOINT_DIR"):
         return None
-    from .main import select_resume  # the launcher's own choice; main is only imported here
-
-    latest, _ = select_resume(environ["TRAIN_CHECKPOINT_DIR"], environ)
+    latest, _ = resume_choice.select_resume(environ["TRAIN_CHECKPOINT_DIR"], environ)
     chosen = latest.path if latest else ""
     if chosen == environ.get(contract.RESUME_VAR, ""):
         return None

@@ -21,14 +21,14 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
 
 from . import checkpoint, contract, dataset_manifest, fabric, gang, inplace, progress, startup, worker_site
+from .resume_choice import LEGACY_DIR_VAR, select_resume
 from .startup import PYTHON_WORDS, UsageError
 from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
-__all__ = ["PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main", "route_output",
-           "torchrun_command"]
+__all__ = ["LEGACY_DIR_VAR", "PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main",
+           "route_output", "select_resume", "torchrun_command"]
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -254,25 +254,6 @@ def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_r
                  signal=signal.Signals(sup.received).name if sup.received else None,
                  duration_s=round(time.monotonic() - started, 3))
     return rc
-
-
-# Set by the platform for one release on stacks whose checkpoints lived in /workspace/checkpoints/<job>
-# before each run got a directory of its own (<stack>/<job>): a run with no complete checkpoint of
-# its own resumes from the newest there; its first save goes to its own directory.
-LEGACY_DIR_VAR = "TRAIN_LEGACY_CHECKPOINT_DIR"
-
-
-def select_resume(checkpoint_dir: str, env: Mapping[str, str]) -> tuple[checkpoint.CheckpointInfo | None,
-                                                                          list[checkpoint.CheckpointInfo]]:
-    """(the checkpoint the workers resume from, newer ones skipped as incomplete): the newest complete
-    one of this run (another run's are not this run's: checkpoint.py), else of the legacy directory."""
-    found = checkpoint.list_checkpoints(checkpoint_dir)
-    latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
-    legacy = env.get(LEGACY_DIR_VAR, "").strip()
-    if latest is None and legacy and os.path.normpath(legacy) != os.path.normpath(checkpoint_dir):
-        latest = checkpoint.latest_complete(legacy)
-    return latest, skipped
 
 
 def main(argv: list[str] | None = None) -> int:
