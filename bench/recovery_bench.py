@@ -198,7 +198,7 @@ class Gang:
             return step and (resumed, step)
         resumed, step = self.wait_for("step after the fault", found)  # type: ignore[misc]
         events = self.events()
-        redone = last_step - resumed["step"]
+        redone = max(0, last_step - resumed["step"])  # a stop saves at a step after the signal: none redone
         return step["ts"] - fault_ts, {"resumed": resumed, "step": step, "redone": redone,
                                        "events": [e for e in events if e["ts"] > fault_ts - 0.001]}
 
