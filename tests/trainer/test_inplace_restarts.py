@@ -106,6 +106,67 @@ def test_a_round_is_a_new_set_of_workers_and_clears_the_failed_file(monkeypatch,
         assert watch.torchrun_outlived_its_workers() is outlived
 
 
+def _supervisor(monkeypatch, tmp_path, running):
+    """A Supervisor with in-place restarts over a stand-in torchrun whose workers are `running[0]`."""
+    now = [0.0]
+    monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False, r=running: list(r[0]))
+    env = {"TRAIN_STOPPED_FILE": str(tmp_path / "stopped"), "TRAIN_CONFIG_ERROR_FILE": str(tmp_path / "config-error")}
+    stop = supervisor.StopRequest(clock=lambda: now[0])
+    sup = supervisor.Supervisor(["torchrun"], env, stop, grace_s=60.0, restart_wait_s=30.0)
+    stop.on_signal = None
+    sup.proc = type("Proc", (), {"pid": -1, "returncode": None})()  # pyright: ignore[reportAttributeAccessIssue]
+    ends = []
+    sup._kill = lambda end, workers=None: ends.append((end, workers))  # pyright: ignore[reportAttributeAccessIssue]
+    watch = supervisor.WorkerWatch(-1, str(tmp_path / "worker-failed"), clock=lambda: now[0], exit_grace_s=30.0)
+    return sup, watch, now, ends
+
+
+def _look(sup, watch, now, at: float) -> None:
+    now[0] = at
+    sup._check(watch)
+
+
+@pytest.mark.parametrize("report", ["stopped", "config-error"])
+def test_a_stop_or_a_config_error_ends_torchrun_once_the_workers_are_gone(monkeypatch, tmp_path, report):
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    _look(sup, watch, now, 0.0)
+    (tmp_path / report).write_text("{}")  # written before the worker exits: it still runs
+    _look(sup, watch, now, 1.0)
+    assert ends == []
+    running[0] = []
+    _look(sup, watch, now, 2.0)
+    assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [])]
+
+
+def test_a_round_that_started_despite_a_report_is_ended_with_its_workers(monkeypatch, tmp_path):
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    _look(sup, watch, now, 0.0)
+    (tmp_path / "config-error").write_text("bad lr\n")
+    _look(sup, watch, now, 1.0)
+    running[0] = [21]  # torchrun's next round came before a look saw the workers gone
+    _look(sup, watch, now, 2.0)
+    assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [21])]
+
+
+def test_a_round_after_a_stop_signal_is_ended_and_a_plain_failure_is_restarted(monkeypatch, tmp_path):
+    import signal as signals
+
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    _look(sup, watch, now, 0.0)
+    running[0] = [21]  # a worker failed and reported nothing else: a round, left to torchrun
+    _look(sup, watch, now, 1.0)
+    assert (watch.rounds, ends) == (1, [])
+    sup.stop_request.request(signals.SIGTERM)
+    running[0] = [31]  # its workers died without a stop, and torchrun restarted them
+    _look(sup, watch, now, 2.0)
+    assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [31])]
+    assert supervisor.TORCHRUN_RC[supervisor.TorchrunEnd.NOT_RESTARTED] == 1  # never a success
+    assert main.exit_code(1, signalled=True, config_errors=[], stopped=None, finished=False)[0] == 1
+
+
 def test_a_crashed_worker_restarts_the_gang_in_place(gang_of, measurements):
     whole = gang_of("whole", "plain", {"steps": STEPS})
     whole.start()

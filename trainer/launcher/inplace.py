@@ -49,6 +49,9 @@ TORCHRUN_MAX_RESTARTS_VAR = "TORCHELASTIC_MAX_RESTARTS"
 # with torchelastic restarts"; reproduced here with torch 2.13.0: "Gloo connectFullMesh failed ...
 # Connection refused"). Its documented opt-out makes every round build a store of its own (rank 0's
 # worker hosts it on a free port: dynamic_rendezvous.py next_rendezvous, RendezvousStoreInfo.build).
+# That port is an ephemeral one (elastic/utils/distributed.py get_free_port binds port 0), so on a
+# socket pool it falls in ncclPortRange, which the pods pin and the security group opens, like the
+# agent's shared store's port 0 it replaces.
 SHARED_STORE_OPT_OUT = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 

@@ -258,7 +258,8 @@ class Supervisor:
         if self.proc is None or self.end is not TorchrunEnd.EXITED:
             return
         if watch.torchrun_outlived_its_workers():
-            progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
+            progress.log("torchrun_killed", reason=f"still running {watch.exit_grace_s:.0f} s after its workers ended"
+                         + (" and no new round started" if self.restart_wait_s is not None else ""))
             self._kill(TorchrunEnd.HUNG_AFTER_FAILURE)
             return
         if self.restart_wait_s is not None and self._not_restarted(watch):
