@@ -156,13 +156,15 @@ verify: $(VENV)/.verify
 # met / not met verdict (bench/harness.py). The plan benches import offline/ from the repository
 # root (run as modules); the trainer bench imports the trainer's packages from the path the trainer
 # image gives them (PYTHONPATH). The trainer bench's disk check runs first, before the minutes of
-# plan figures; it writes into a temporary directory it removes.
+# plan figures; it writes into a temporary directory it removes. The recovery bench runs two
+# launchers of the example trainer on localhost and faults them (several minutes on 2 CPUs).
 ## speed goals against floors measured in the same run, with verdicts (JSON: build/bench/latest.json)
 bench: $(VENV)/.dev $(BYTECODE)
 	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py --check-disk
 	rm -f build/bench/latest.json
 	$(PY) -m bench.plan_bench --json build/bench/latest.json
 	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/trainer_bench.py --json build/bench/latest.json
+	PYTHONPATH="$(CURDIR)/trainer" $(PY) bench/recovery_bench.py --json build/bench/latest.json
 	@echo "bench: to publish these figures: cp build/bench/latest.json docs/bench/ && $(PY) -m bench.doc_block --write"
 
 ## remove build/, the virtualenvs and the caches

@@ -32,7 +32,7 @@ FIGURES = ROOT / "docs" / "bench" / "latest.json"
 OPEN = "<!-- bench figures: bench/doc_block.py renders this from docs/bench/latest.json -->\n"
 CLOSE = "<!-- end bench figures -->"
 BLOCK = re.compile(re.escape(OPEN) + r".*?" + re.escape(CLOSE), re.S)
-SECTIONS = (("plan", "offline plan"), ("trainer", "trainer I/O"))
+SECTIONS = (("plan", "offline plan"), ("trainer", "trainer I/O"), ("recovery", "recovery on the localhost gang"))
 
 
 def _ratio_cell(result: dict, by: str) -> str:

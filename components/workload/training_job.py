@@ -52,6 +52,13 @@ STOPPED_EXIT_CODE = 143
 # How long pods wait for pod 0's rendezvous store before they give up (and the gang restarts):
 # inside the startup budget, since no pod heartbeats before the rendezvous.
 RENDEZVOUS_WAIT_SECONDS = STARTUP_BUDGET_SECONDS // 2
+# A failed worker restarts the gang's workers inside the running pods this often (torchrun's restart
+# rounds, trainer/launcher/inplace.py) before its pod fails and the JobSet recreates the gang, which
+# costs pod deletion, scheduling and container start on top ("several minutes per restart" at scale:
+# kubernetes-sigs/jobset keps/467-InPlaceRestart). Needs no Kubernetes or JobSet feature gate: the
+# pods and the JobSet never see it. A config error, a stop and a frozen peer are never retried in
+# place (the launcher ends torchrun), so the bound only caps repeated crashes within one pod's life.
+INPLACE_RESTARTS = 2
 # JobSet's count of the gang's restarts, failures and disruptions together (jobset v0.12.0
 # constants.RestartsKey), which it puts on every pod.
 RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"
@@ -119,6 +126,7 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
         "TRAIN_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "TRAIN_MAX_GANG_RESTARTS": job.max_restarts + job.max_disruption_restarts,
         "TRAIN_RDZV_WAIT_S": RENDEZVOUS_WAIT_SECONDS,
+        "TRAIN_INPLACE_RESTARTS": INPLACE_RESTARTS,
         # Turn NCCL hangs into errors the JobSet can restart, with a trace for the post-mortem.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": 1,
         "TORCH_NCCL_DUMP_ON_TIMEOUT": 1,

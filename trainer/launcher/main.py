@@ -23,14 +23,15 @@ import sys
 import time
 from collections.abc import Mapping
 
-from . import checkpoint, contract, dataset_manifest, fabric, gang, progress, startup, worker_site
+from . import checkpoint, contract, dataset_manifest, fabric, gang, inplace, progress, startup, worker_site
+from .resume_choice import LEGACY_DIR_VAR, select_resume
 from .run_status import RunStatus, Schedule
 from .startup import PYTHON_WORDS, UsageError
 from .status_publisher import FINAL_PUBLISH_WAIT_S, StatusPublisher, patch_from_env
 from .supervisor import TORCHRUN_EXIT_GRACE_S, StopRequest, Supervisor, WorkerWatch, route_output
 
-__all__ = ["PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main", "route_output",
-           "torchrun_command"]
+__all__ = ["LEGACY_DIR_VAR", "PYTHON_WORDS", "TORCHRUN_EXIT_GRACE_S", "UsageError", "WorkerWatch", "main",
+           "route_output", "select_resume", "torchrun_command"]
 
 USAGE = """\
 usage: python -m launcher [--dry-run] [--] COMMAND...
@@ -69,8 +70,9 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
-    """The torchrun invocation for a validated contract and training command."""
+def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0) -> list[str]:
+    """The torchrun invocation for a validated contract and training command; `restarts`: its
+    restart rounds (launcher.inplace), 0 where JobSet's recreate is the only restart."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
     cmd = [
@@ -80,7 +82,7 @@ def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,
-        "--max-restarts", "0",
+        "--max-restarts", str(restarts),
     ]
     if not python_mode:
         cmd.append("--no-python")
@@ -230,9 +232,11 @@ def run_status(c: contract.Contract, env: Mapping[str, str], restart_attempt: in
 
 
 def _supervise(cmd: list[str], env: dict[str, str], c: contract.Contract, stop_request: StopRequest,
-               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float, status: RunStatus) -> int:
+               fabrics: tuple[str, fabric.Expected], nccl_log_dir: str, started: float, status: RunStatus,
+               in_place: inplace.InPlace | None = None) -> int:
     """Run torchrun to its end and turn what it and the workers reported into the pod's exit code."""
-    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s, observe=status.observe)
+    sup = Supervisor(cmd, env, stop_request, grace_s=c.termination_grace_s, observe=status.observe,
+                     restart_wait_s=in_place.restart_wait_s if in_place else None)
     publisher = StatusPublisher(status, patch_from_env(os.environ))
     publisher.start()
     try:
@@ -279,25 +283,8 @@ def _supervised(sup: Supervisor, env: dict[str, str], stop_request: StopRequest,
     return rc
 
 
-# Set by the platform for one release on stacks whose checkpoints lived in /workspace/checkpoints/<job>
-# before each run got a directory of its own (<stack>/<job>): a run with no complete checkpoint of
-# its own resumes from the newest there; its first save goes to its own directory.
-LEGACY_DIR_VAR = "TRAIN_LEGACY_CHECKPOINT_DIR"
 # Optional: the run's total optimizer steps, for the ETA of its progress (launcher.run_status).
 TOTAL_STEPS_VAR = "TRAIN_TOTAL_STEPS"
-
-
-def select_resume(checkpoint_dir: str, env: Mapping[str, str]) -> tuple[checkpoint.CheckpointInfo | None,
-                                                                          list[checkpoint.CheckpointInfo]]:
-    """(the checkpoint the workers resume from, newer ones skipped as incomplete): the newest complete
-    one of this run (another run's are not this run's: checkpoint.py), else of the legacy directory."""
-    found = checkpoint.list_checkpoints(checkpoint_dir)
-    latest = next((x for x in found if x.complete), None)
-    skipped = [x for x in found if not x.complete and not x.foreign and (latest is None or x.step > latest.step)]
-    legacy = env.get(LEGACY_DIR_VAR, "").strip()
-    if latest is None and legacy and os.path.normpath(legacy) != os.path.normpath(checkpoint_dir):
-        latest = checkpoint.latest_complete(legacy)
-    return latest, skipped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,11 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         c = contract.from_env(os.environ)
-        cmd = torchrun_command(c, command)
+        in_place = inplace.from_env(os.environ)
+        cmd = torchrun_command(c, command, in_place.restarts if in_place else 0)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
-    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError) as e:
+    except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError, inplace.InPlaceError) as e:
         return error(str(e))
     problems = startup.command_problems(startup.training_command(command))
     if problems:  # a config error that no restart cures, reported as the workers' are
@@ -328,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     latest, skipped = select_resume(c.checkpoint_dir, os.environ)
     resume = latest.path if latest else ""
     env, nccl_log_dir = _worker_env(c, resume, fabrics[0])
+    if in_place:
+        env.update(inplace.SHARED_STORE_OPT_OUT)
     if opts["dry_run"]:
         progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
         return 0
@@ -343,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     progress.log("launcher_start", job_id=c.job_id, host=socket.gethostname(), nnodes=c.nnodes,
                  nproc_per_node=c.nproc_per_node, rdzv_endpoint=c.rdzv_endpoint, checkpoint_dir=c.checkpoint_dir,
                  command=command,
-                 restart_attempt=restart_attempt)  # the gang's restarts so far (a CloudWatch metric)
+                 restart_attempt=restart_attempt,  # the gang's restarts so far (a CloudWatch metric)
+                 inplace_restarts=in_place.restarts if in_place else 0)
     progress.log("resume_selected", path=resume, step=latest.step if latest else None,
                  skipped=checkpoint.describe(skipped))
     if is_rdzv_host is False and c.nnodes > 1:
@@ -353,4 +344,4 @@ def main(argv: list[str] | None = None) -> int:
     if stop_request.signum is not None:
         return _stopped_early(stop_request, started)
     return _supervise(cmd, env, c, stop_request, fabrics, nccl_log_dir, started,
-                      run_status(c, os.environ, restart_attempt, latest))
+                      run_status(c, os.environ, restart_attempt, latest), in_place)

@@ -124,13 +124,24 @@ class WorkerWatch:
     other pods' agents in its exit barrier (up to 300 s, torch.distributed.elastic.agent.server.api):
     that wait is left alone until a stop signal's deadline (Supervisor)."""
 
-    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, torchrun_pid: int, failed_file: str, clock: Callable[[], float] = time.monotonic,
+                 exit_grace_s: float = TORCHRUN_EXIT_GRACE_S):
         self.torchrun_pid, self.failed_file, self.clock = torchrun_pid, failed_file, clock
+        self.exit_grace_s = exit_grace_s
+        """How long torchrun may go on without workers after one failed: TORCHRUN_EXIT_GRACE_S, or
+        with in-place restarts the time a new round may take to start (launcher.inplace)."""
         self._had_workers = False
         self._gone_since: float | None = None
         self._next_look = 0.0
         self.workers_gone = False
         """The workers had started and none runs now (torchrun may still)."""
+        self.running: list[int] = []
+        """The workers running at the last look."""
+        self.rounds = 0
+        """New sets of workers torchrun started after the first (its restart rounds)."""
+        self.round_gap_s: float | None = None
+        """For the last new round: seconds from the look that found no worker running to it."""
+        self._empty_since: float | None = None
 
     @property
     def had_workers(self) -> bool:
@@ -141,15 +152,31 @@ class WorkerWatch:
         if now < self._next_look:
             return False
         self._next_look = now + 0.5  # a /proc scan: twice a second is plenty
-        if children_of(self.torchrun_pid, running=True):  # a hung torchrun does not reap its workers
-            self._had_workers, self._gone_since = True, None
+        running = children_of(self.torchrun_pid, running=True)  # a hung torchrun does not reap its workers
+        if running:
+            self._note_round(running, now)
+            self._had_workers, self._gone_since, self.workers_gone = True, None, False
             return False
+        self.running = []
+        if self._empty_since is None:
+            self._empty_since = now
         self.workers_gone = self._had_workers
         if not self._had_workers or not os.path.exists(self.failed_file):
             return False
         if self._gone_since is None:
             self._gone_since = now
-        return now - self._gone_since >= TORCHRUN_EXIT_GRACE_S
+        return now - self._gone_since >= self.exit_grace_s
+
+    def _note_round(self, running: list[int], now: float) -> None:
+        """torchrun stops every local worker before a restart round (SimpleElasticAgent._restart_workers),
+        so a round's workers share no process with the last look's; a set that only grew is one
+        round starting. The failed file was the last round's: cleared for the new one."""
+        if self._had_workers and set(running).isdisjoint(self.running):
+            self.rounds += 1
+            self.round_gap_s = None if self._empty_since is None else now - self._empty_since
+            with contextlib.suppress(OSError):
+                os.unlink(self.failed_file)
+        self.running, self._empty_since = running, None
 
 
 class TorchrunEnd(enum.Enum):
@@ -166,11 +193,15 @@ class TorchrunEnd(enum.Enum):
     WORKERS_AT_STOP_DEADLINE = "workers_at_stop_deadline"
     """After a stop signal the workers were still running (or one had failed) at the stop deadline:
     killed, a failure unless they reported a stop."""
+    NOT_RESTARTED = "not_restarted"
+    """With in-place restarts (launcher.inplace): the workers reported a config error or a stop with
+    the gang, or a new round started after a stop signal: killed rather than let it retry; the
+    workers' reports decide the exit code as they do without restarts."""
 
 
 # What each end gives the pod's exit code in place of torchrun's own (launcher.main.exit_code).
 TORCHRUN_RC = {TorchrunEnd.HUNG_AFTER_FAILURE: 1, TorchrunEnd.BARRIER_AT_STOP_DEADLINE: 0,
-               TorchrunEnd.WORKERS_AT_STOP_DEADLINE: 1}
+               TorchrunEnd.WORKERS_AT_STOP_DEADLINE: 1, TorchrunEnd.NOT_RESTARTED: 1}
 
 
 class Supervisor:
@@ -182,10 +213,15 @@ class Supervisor:
     saving are left to the kubelet rather than cut short by a guess."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], stop_request: StopRequest, grace_s: float | None = None,
-                 observe: Callable[[dict], None] | None = None):
+                 observe: Callable[[dict], None] | None = None, restart_wait_s: float | None = None):
         self.cmd = cmd
         self.observe = observe
         """Sees each JSON line of the workers (launcher.run_status.RunStatus.observe)."""
+        self.restart_wait_s = restart_wait_s
+        """With in-place restarts (launcher.inplace), how long a new round may take; None: torchrun
+        never restarts its workers."""
+        self._rounds_seen = 0
+        self._final_at_round: int | None = None
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.stop_request = stop_request
@@ -231,8 +267,11 @@ class Supervisor:
         if self.proc is None or self.end is not TorchrunEnd.EXITED:
             return
         if watch.torchrun_outlived_its_workers():
-            progress.log("torchrun_killed", reason=f"still running {TORCHRUN_EXIT_GRACE_S:.0f} s after its workers ended")
+            progress.log("torchrun_killed", reason=f"still running {watch.exit_grace_s:.0f} s after its workers ended"
+                         + (" and no new round started" if self.restart_wait_s is not None else ""))
             self._kill(TorchrunEnd.HUNG_AFTER_FAILURE)
+            return
+        if self.restart_wait_s is not None and self._not_restarted(watch):
             return
         if watch.workers_gone and not self._said_gone:
             # What the pod does between the trainer's last line (`stopped`, `training_complete`)
@@ -240,6 +279,8 @@ class Supervisor:
             self._said_gone = True
             failed = os.path.exists(watch.failed_file)
             progress.log("workers_exited", failed=failed, torchrun=(
+                f"a worker failed: torchrun gets {watch.exit_grace_s:.0f} s to start new workers in place or end"
+                if failed and self.restart_wait_s is not None else
                 f"a worker failed: torchrun gets {TORCHRUN_EXIT_GRACE_S:.0f} s to end" if failed else
                 "waits for the other pods' agents in its exit barrier (up to 300 s; after a stop, until "
                 f"{(self.grace_s or contract.UNSTATED_GRACE_S) - contract.STOP_MARGIN_S:.0f} s after the signal)"))
@@ -254,6 +295,32 @@ class Supervisor:
         progress.log("stop_deadline", end=end.value, grace_s=self.grace_s or contract.UNSTATED_GRACE_S,
                      margin_s=contract.STOP_MARGIN_S, workers_running=running)
         self._kill(end, running)
+
+    def _not_restarted(self, watch: WorkerWatch) -> bool:
+        """In-place restarts: log each new round; end torchrun (True) rather than let it restart
+        workers that reported a config error or a stop with the gang, or start a round after a
+        stop signal. The stop file is written before the worker exits: only once none runs, or a
+        new round started anyway, is it this round's end."""
+        if watch.rounds > self._rounds_seen:
+            self._rounds_seen, self._said_gone = watch.rounds, False
+            progress.log("workers_restarted", round=watch.rounds, gap_s=None if watch.round_gap_s is None
+                         else round(watch.round_gap_s, 3), pids=watch.running)
+            if self.received is not None:
+                progress.log("torchrun_killed", reason="a new round of workers after a stop signal")
+                self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
+                return True
+        reported = [what for what, var in (("a stop with the gang", contract.STOPPED_VAR),
+                                           ("a config error", contract.CONFIG_ERROR_VAR))
+                    if self.env.get(var) and os.path.exists(self.env[var])]
+        if not reported:
+            return False
+        if self._final_at_round is None:
+            self._final_at_round = watch.rounds
+        if watch.running and watch.rounds == self._final_at_round:
+            return False
+        progress.log("torchrun_killed", reason=f"the workers reported {reported[0]}: not restarted in place")
+        self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
+        return True
 
     def _kill(self, end: TorchrunEnd, workers: list[int] | None = None) -> None:
         assert self.proc is not None
@@ -281,7 +348,8 @@ class Supervisor:
         router.start()
         if self.received is not None:  # signal arrived while starting
             self._forward(self.received)
-        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""))
+        watch = WorkerWatch(self.proc.pid, self.env.get(contract.WORKER_FAILED_VAR, ""),
+                            exit_grace_s=TORCHRUN_EXIT_GRACE_S if self.restart_wait_s is None else self.restart_wait_s)
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

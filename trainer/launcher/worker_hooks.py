@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from . import autoprogress, progress, worker_gang
+from . import autoprogress, inplace, progress, worker_gang
 from .worker_exit import STARTUP_EXITS, ConfigError, ensure_outermost, excepthook, is_config_error, report_config_error
 
 __all__ = ["ConfigError", "bounded_init_process_group", "install", "is_config_error", "report_config_error"]
@@ -139,3 +139,7 @@ def install() -> None:
     else:
         hooks["argparse"] = STARTUP_EXITS.patch_argparse
     sys.meta_path.insert(0, _AfterImport(hooks))
+    try:  # a restart round's workers resume from what the rounds before committed
+        inplace.refresh_resume(os.environ)
+    except Exception as e:  # the launcher's choice stands; the trainer's fallback loads what it can
+        sys.stderr.write(f"launcher: resume not chosen again: {type(e).__name__}: {e}\n")

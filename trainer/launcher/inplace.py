@@ -1,0 +1,105 @@
+"""In-place restarts: a failed worker restarts the gang's workers inside the running pods.
+
+torchrun's own restart rounds do it (`--max-restarts N`, torch/distributed/elastic/agent/server/
+api.py `SimpleElasticAgent._invoke_run`, torch 2.13.0): when a local worker fails, its agent stops
+its other workers and joins the next c10d rendezvous round, spending one of N; every other agent
+sees the waiting node (`num_nodes_waiting() > 0` while its group is healthy, spending none) or its
+own workers' failure (spending one), stops its workers and joins too; once all `TRAIN_NNODES`
+agents are in, every agent starts a new set of workers. Past N on any node its agent stops, torchrun
+exits 1, the pod fails and JobSet recreates the gang as before (its failure policy, maxRestarts).
+
+torchrun restarts whatever exit a worker has, so the launcher decides what must not be retried
+(launcher.supervisor):
+- a config error (TRAIN_CONFIG_ERROR_FILE) or a stop with the gang (TRAIN_STOPPED_FILE): torchrun
+  is ended as soon as the workers are gone, before or after a new round started; the pod exits 2 or
+  143 as before;
+- after a stop signal, a new round is ended at once (nothing trains after a stop);
+- a round that does not start within `restart_wait_s` of the failure (a frozen or lost peer never
+  rejoins: torchrun would wait for it for its join_timeout, TRAIN_RDZV_WAIT_S + 120 s) ends torchrun
+  as a worker failure did before (exit 1): the gang fails within the collective timeout plus this.
+
+Each round's workers resume from the newest committed checkpoint: the launcher chose
+TRAIN_RESUME_FROM before torchrun started, so every worker of a torchrun allowed to restart
+chooses again at its start (`refresh_resume`, from the worker hooks), the same way the launcher did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
+from . import contract, progress, resume_choice
+
+RESTARTS_VAR = "TRAIN_INPLACE_RESTARTS"
+RESTART_WAIT_VAR = "TRAIN_INPLACE_RESTART_WAIT_S"
+MAX_RESTARTS = 20
+# A healthy gang re-forms in seconds (torchrun's monitor interval is 0.1 s; bench/recovery_bench.py
+# measured the localhost round). On a cluster the other nodes' agents may need up to 30 s to stop
+# workers stuck in a collective (torchrun sends SIGTERM, then SIGKILL after 30 s:
+# torch/distributed/elastic/multiprocessing/api.py PContext.close). A round that takes longer
+# falls back to the recreate, which is always safe.
+DEFAULT_RESTART_WAIT_S = 30
+# Set by torchrun in every worker it starts (local_elastic_agent.py `_start_workers`).
+TORCHRUN_MAX_RESTARTS_VAR = "TORCHELASTIC_MAX_RESTARTS"
+
+
+# torchrun's agent shares its rendezvous TCPStore with the workers by default since torch 2.5, and
+# keeps it across restart rounds: a later round's workers then read keys of the earlier one (a peer's
+# old gloo address, NCCL unique id) and fail to connect (pytorch/pytorch#135712, "not compatible
+# with torchelastic restarts"; reproduced here with torch 2.13.0: "Gloo connectFullMesh failed ...
+# Connection refused"). Its documented opt-out makes every round build a store of its own (rank 0's
+# worker hosts it on a free port: dynamic_rendezvous.py next_rendezvous, RendezvousStoreInfo.build).
+# That port is an ephemeral one (elastic/utils/distributed.py get_free_port binds port 0), so on a
+# socket pool it falls in ncclPortRange, which the pods pin and the security group opens, like the
+# agent's shared store's port 0 it replaces.
+SHARED_STORE_OPT_OUT = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+class InPlaceError(ValueError):
+    """An in-place restart setting is unusable."""
+
+
+@dataclass(frozen=True)
+class InPlace:
+    restarts: int
+    """torchrun's `--max-restarts`: worker restart rounds per node before the pod fails."""
+    restart_wait_s: float
+    """How long a round may take to start new workers after one failed before torchrun is ended."""
+
+
+def _whole(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise InPlaceError(f"{name} must be a whole number from {lo} to {hi}, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise InPlaceError(f"{name} must be a whole number from {lo} to {hi}, got {value}")
+    return value
+
+
+def from_env(environ: Mapping[str, str]) -> InPlace | None:
+    """The in-place settings, or None when off (TRAIN_INPLACE_RESTARTS unset or 0: a failed worker
+    fails the pod, as with `--max-restarts 0`); InPlaceError naming the variable."""
+    restarts = _whole(environ, RESTARTS_VAR, 0, 0, MAX_RESTARTS)
+    wait = _whole(environ, RESTART_WAIT_VAR, DEFAULT_RESTART_WAIT_S, 1, 3600)
+    return InPlace(restarts, float(wait)) if restarts else None
+
+
+def refresh_resume(environ: MutableMapping[str, str]) -> str | None:
+    """In a worker of a torchrun that may restart its workers: TRAIN_RESUME_FROM chosen again, as
+    the launcher chose it (resume_choice.select_resume), since a later round must start from what the
+    earlier ones committed. The new choice, or None when nothing changed or this is no such worker."""
+    if environ.get(TORCHRUN_MAX_RESTARTS_VAR, "0") in ("", "0") or not environ.get("TRAIN_CHECKPOINT_DIR"):
+        return None
+    latest, _ = resume_choice.select_resume(environ["TRAIN_CHECKPOINT_DIR"], environ)
+    chosen = latest.path if latest else ""
+    if chosen == environ.get(contract.RESUME_VAR, ""):
+        return None
+    environ[contract.RESUME_VAR] = chosen
+    if environ.get("RANK", "0") == "0":
+        progress.log("resume_selected", path=chosen, step=latest.step if latest else None,
+                     restart_count=int(environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0), in_place=True)
+    return chosen
