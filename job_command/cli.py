@@ -140,6 +140,8 @@ def default_seams() -> Seams:
 def submit(args: argparse.Namespace, seams: Seams) -> int:
     namespace = operate.namespace_of(args.stack)  # a platform stack is refused before any connection
     live = (args.job_context or (OFFLINE if args.dry_run else LIVE)) == LIVE
+    if live:
+        read_job_file(args.job_file)  # a file that is not one job fails before any connection
     cluster = seams.connect(args) if live else None
     context = read_job_context(cluster.job_context(namespace), stack=args.stack, namespace=namespace) if cluster else None
     team_job = load_team_job(args.stack, args.job_file, context=context)

@@ -253,3 +253,10 @@ def _no_connect(_: argparse.Namespace) -> Any:
 
 def _no_policy(stack: str, job: dict[str, Any]) -> Any:
     pytest.fail("the policy pack ran on a job that failed validation")
+
+
+def test_a_job_file_that_is_not_one_job_fails_before_any_connection(tmp_path, run):
+    path = tmp_path / "job.yaml"
+    path.write_text("- not\n- a mapping\n")
+    code, out, err = run(["job", "submit", str(path), "--stack", STACK], Seams(connect=_no_connect, policy=_no_policy))
+    assert code == 2 and out == "" and "must hold one job" in err
