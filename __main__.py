@@ -7,7 +7,7 @@ from components.config.placeholders import deploys_for_real, find_placeholders, 
 from components.config.platform_contract import published_config
 from components.config.stack import StackConfig, read_engine_config
 from components.platform import build_platform
-from components.team import build_team
+from components.team import TeamEngineConfig, build_team
 
 engine_config = read_engine_config()
 raw_config = decode_raw_config(engine_config)
@@ -33,7 +33,7 @@ if deploys_for_real() and (placeholder_warning := refuse_or_warn(
     pulumi.log.warn(placeholder_warning)
 if isinstance(config, TeamStackConfig):
     # A team stack is judged again once its platform's contract is read (components/team.py).
-    outputs = build_team(config, bind=load, today=today)
+    outputs = build_team(config, bind=load, engine=TeamEngineConfig(engine_config, secret_keys), today=today)
 else:
     outputs = build_platform(config, published_config(engine_config, secret_keys, project=config.project))
 for output_name, value in outputs.items():

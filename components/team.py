@@ -18,7 +18,7 @@ secrets; no jobs), with that worker's AWS and Kubernetes providers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
@@ -31,6 +31,7 @@ from components.common.boundary import apply_permissions_boundary
 from components.common.manifests import custom_resource
 from components.common.provider import aws_provider
 from components.config import ConfigError, ConfigProblem, StackConfig, TeamStackConfig
+from components.config.job_context import job_context_data
 from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import (
     CONTRACT_OUTPUT,
@@ -48,6 +49,7 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.team_watch import TeamWatchArgs, team_watch
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.workload.job_context import job_context_config_map
 from components.workload.multikueue import (
     any_region_local_queue,
     team_any_region_cluster_queue,
@@ -92,12 +94,23 @@ class TeamOnPlatform:
     """Bound: its `platform` is the contract's."""
     resources: dict[str, str]
     """The platform's resources the team attaches to (platform_contract.CONTRACT_RESOURCES)."""
+    job_context: dict[str, str]
+    """The data of the namespace's job context ConfigMap (components/config/job_context.py)."""
     workers: tuple[WorkerPlatform, ...] = ()
     """Where the platform is a MultiKueue manager: each of its workers."""
 
 
+@dataclass(frozen=True)
+class TeamEngineConfig:
+    """The team stack's own config as the engine passes it, for its job context (published there
+    without its secret values, as a platform's contract publishes the platform's)."""
+
+    values: Mapping[str, str]
+    secret_keys: Collection[str]
+
+
 def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
-               today: date | None = None) -> dict[str, pulumi.Input]:
+               engine: TeamEngineConfig, today: date | None = None) -> dict[str, pulumi.Input]:
     """`bind(platform)` loads this team stack's config again, judged against that platform."""
     reference = pulumi.StackReference("platform", stack_name=config.platform_stack)
     # Every resource is made once the contract is read and the config passed against it: a
@@ -105,7 +118,7 @@ def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackCo
     # run before anything exists. StackReference outputs are known in previews too, so the
     # preview shows these resources as `pulumi up` creates them.
     built = reference.get_output(CONTRACT_OUTPUT).apply(
-        lambda contract: _with_workers(_on_platform(config, contract, bind, today), today))
+        lambda contract: _with_workers(_on_platform(config, contract, bind, engine, today), today))
     return {name: built.apply(lambda outputs, name=name: outputs[name]) for name in TEAM_OUTPUTS}
 
 
@@ -139,7 +152,7 @@ def _on_workers(team: TeamOnPlatform, workers: tuple[WorkerCluster, ...], values
 
 
 def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
-                 today: date | None) -> TeamOnPlatform:
+                 engine: TeamEngineConfig, today: date | None) -> TeamOnPlatform:
     try:
         contract = read_contract(value, reference=config.platform_stack, project=config.project)
         platform = platform_of_contract(contract, project=config.project, environment=config.environment, today=today)
@@ -150,7 +163,11 @@ def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfi
         raise ConfigError([ConfigProblem(f"stack '{config.stack}'", "is not a team stack")])
     for warning in bound.warnings:
         pulumi.log.warn(warning)
-    return TeamOnPlatform(bound, contract.resources)
+    # The contract's config as published (text), which read_contract accepted: the platform as deployed.
+    job_context = job_context_data(stack=bound.stack, platform_config=value["config"], team_engine_config=engine.values,
+                                   team_secret_keys=engine.secret_keys, project=bound.project,
+                                   stack_jobs=[job.name for job in bound.training.jobs])
+    return TeamOnPlatform(bound, contract.resources, job_context)
 
 
 def _build(team: TeamOnPlatform) -> dict[str, Any]:
@@ -175,6 +192,9 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
     tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
+    # What `gpu-training job submit` judges an ad-hoc job against (docs/run-your-first-job.md).
+    job_context_config_map("team-job-context", tenant.namespace.namespace.metadata.name, team.job_context,
+                           pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
     if team.workers:

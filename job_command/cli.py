@@ -1,6 +1,7 @@
 """`gpu-training job submit|status|logs|stop|list`: a team's ad-hoc jobs (docs/run-your-first-job.md).
 
-submit: job file -> the team stack's config rules (jobfile.py) -> the manifests of the one
+submit: job file -> the team stack's config rules (jobfile.py), as deployed (the job context the
+team stack wrote in its namespace) or as in the checkout (--job-context offline) -> the manifests of the one
 rendering a stack job has (components/workload/training_job.py `job_objects`) -> the policy pack
 (policy.py) -> the price (price.py) -> with --dry-run, the manifests on stdout and stop; otherwise
 the team's namespace and LocalQueue, with the caller's own credentials (cluster.py). Nothing reaches
@@ -18,6 +19,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from components.config import ConfigError
+from components.config.job_context import JOB_CONTEXT_CONFIG_MAP, read_job_context
 from components.workload.tenant import team_job_placement
 from components.workload.training_job import job_objects
 from job_command import operate
@@ -40,6 +42,12 @@ training.jobs entry of the team stack; submit validates it against the stack and
 (pool, quota, image, secrets, grace on spot), renders the same JobSet a stack job gets, runs the
 policy pack over it and prices it, then submits it to the team's LocalQueue as you (your kubeconfig)."""
 
+LIVE, OFFLINE = "live", "offline"
+JOB_CONTEXT_HELP = (f"what the job is judged against: {LIVE}, the team stack as deployed (the ConfigMap "
+                    f"{JOB_CONTEXT_CONFIG_MAP} it wrote in its namespace, read with your kubeconfig); {OFFLINE}, this "
+                    "checkout (the stack file and its platform's offline plan; needs no cluster). "
+                    f"Default: {OFFLINE} with --dry-run, {LIVE} otherwise")
+
 EPILOG = """\
 examples:
   gpu-training job submit my-job.yaml --stack team-vision-prod --dry-run
@@ -50,6 +58,8 @@ examples:
   gpu-training job list --stack team-vision-prod
   source <(gpu-training completion bash)
 
+A submit judges the job against the team stack as deployed (--job-context live); a --dry-run
+against this checkout, with no cluster (--job-context offline), unless told otherwise.
 --stack defaults to $GPU_TRAINING_STACK. exit status: 0 done, 1 the job failed or is not there,
 2 bad input or refused (nothing was created)."""
 
@@ -67,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--steps", type=int, metavar="N",
                         help="optimizer steps of the run, for the total price (default: the hyperparameters' steps)")
     submit.add_argument("--steps-per-second", type=float, metavar="R", help="the run's rate, for the total price")
+    submit.add_argument("--job-context", choices=[LIVE, OFFLINE], help=JOB_CONTEXT_HELP)
     status = actions.add_parser("status", help="admission, progress, checkpoint, restarts and cost of a job")
     status.add_argument("name", metavar="NAME")
     status.add_argument("--watch", nargs="?", const=10.0, type=float, metavar="SECONDS",
@@ -127,7 +138,13 @@ def default_seams() -> Seams:
 
 
 def submit(args: argparse.Namespace, seams: Seams) -> int:
-    team_job = load_team_job(args.stack, args.job_file)
+    namespace = operate.namespace_of(args.stack)  # a platform stack is refused before any connection
+    live = (args.job_context or (OFFLINE if args.dry_run else LIVE)) == LIVE
+    if live:
+        read_job_file(args.job_file)  # a file that is not one job fails before any connection
+    cluster = seams.connect(args) if live else None
+    context = read_job_context(cluster.job_context(namespace), stack=args.stack, namespace=namespace) if cluster else None
+    team_job = load_team_job(args.stack, args.job_file, context=context)
     job = team_job.job
     placement = team_job_placement(team_job.team, job)
     objects = job_objects(job, placement)
@@ -137,11 +154,13 @@ def submit(args: argparse.Namespace, seams: Seams) -> int:
         return fail(PROG, f"the policy pack refuses job {job.name} (mandatory violations above); nothing was created")
     price = job_price(job, placement.pool, team_job.team.region, steps=args.steps or _stated_steps(team_job),
                       steps_per_second=args.steps_per_second)
-    _summary(team_job, price, verdict.report, placement.pool.gpus_per_node)
+    judged_against = (f"the deployed team stack (ConfigMap {JOB_CONTEXT_CONFIG_MAP} of namespace {namespace})" if live
+                      else "this checkout (the stack file and its platform's offline plan)")
+    _summary(team_job, price, verdict.report, placement.pool.gpus_per_node, judged_against)
     if args.dry_run:
         print("---\n".join(manifest_yaml(manifest) for manifest in objects.manifests()), end="")
         return EXIT_OK
-    return operate.submit_objects(args, seams, objects)
+    return operate.submit_objects(args, cluster or seams.connect(args), objects)
 
 
 def _stated_steps(team_job: TeamJob) -> int | None:
@@ -153,10 +172,11 @@ def _stated_steps(team_job: TeamJob) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _summary(team_job: TeamJob, price: JobPrice, policy_report: str, pool_gpus: int) -> None:
+def _summary(team_job: TeamJob, price: JobPrice, policy_report: str, pool_gpus: int, judged_against: str) -> None:
     job, team = team_job.job, team_job.team
     lines = [f"job {job.name}: valid for stack {team.stack} (namespace {team.training_namespace}, "
              f"{job.nodes} x {job.gpus_per_node} GPUs on pool {job.pool})",
+             f"judged against: {judged_against}",
              f"policy pack: {policy_report}",
              *price_lines(job, price, pool_gpus),
              f"checkpoints: /workspace/checkpoints/{team.stack}/{job.name} (submitting this name again resumes there)"]

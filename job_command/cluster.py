@@ -14,6 +14,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from components.config.job_context import JOB_CONTEXT_CONFIG_MAP
 from components.workload.training_job import JobObjects
 
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -45,6 +46,15 @@ class JobCluster:
         self.policy = client.PolicyV1Api(api)
 
     # --- reads ----------------------------------------------------------------------------------
+    def job_context(self, namespace: str) -> dict[str, Any] | None:
+        """The data of the job context ConfigMap the team stack wrote (None: there is none)."""
+        try:
+            return _json(self.core.read_namespaced_config_map, JOB_CONTEXT_CONFIG_MAP, namespace).get("data") or {}
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
     def jobset(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return _json(self.custom.get_namespaced_custom_object, *JOBSET[:2], namespace, JOBSET[2], name)

@@ -2,20 +2,26 @@
 
 The file holds exactly the keys of a stack job (components/config/keys.py, docs/configuration.md).
 It is added to the team stack's own `training.jobs` and the whole stack is loaded again by the
-config model, against its platform's contract (offline/plan.py `planned_config`): so an ad-hoc job
-meets every rule a stack job meets (pool, quota, image, secrets, grace on spot, ...), with no
-second implementation. Its problems are reported against the file's keys.
+config model, against its platform's contract: so an ad-hoc job meets every rule a stack job meets
+(pool, quota, image, secrets, grace on spot, ...), with no second implementation. Its problems are
+reported against the file's keys. The team stack and the contract come from one of two places:
+the job context the deployed team stack wrote into its namespace (live,
+components/config/job_context.py), or the user's checkout: the stack file and its platform's
+offline plan (offline/plan.py `planned_config`).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from components.config import ConfigError, ConfigProblem, TeamStackConfig
-from components.config.stack import decode_raw_config, stack_kind
+from components.config.job_context import JobContext
+from components.config.platform_contract import platform_of_contract
+from components.config.stack import decode_raw_config, load_stack_config, stack_kind
 from components.config.stack_file import project_file, stack_config
 from components.config.strict_yaml import MAX_FILE_BYTES, YamlError, path_for_message, read_yaml_file
 from components.config.training import JobConfig
@@ -63,10 +69,14 @@ class StackWithJob:
         return self.raw[f"{self.project}:training"]
 
 
-def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT) -> StackWithJob:
+def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT,
+                   team_config: dict[str, Any] | None = None) -> StackWithJob:
+    """`team_config`: the team stack's decoded config as deployed (a job context's); None: its stack file's."""
     project = project_file(project_dir)["name"]
-    _, engine_config, _ = stack_config(stack, project_dir=project_dir)
-    raw = decode_raw_config(engine_config)
+    if team_config is None:
+        _, engine_config, _ = stack_config(stack, project_dir=project_dir)
+        team_config = decode_raw_config(engine_config)
+    raw = dict(team_config)
     training = copy.deepcopy(raw.get(f"{project}:training") or {})
     stack_jobs = list(training.get("jobs") or [])
     training["jobs"] = [*stack_jobs, job]
@@ -74,20 +84,25 @@ def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT)
     return StackWithJob(project, raw, len(stack_jobs), stack_jobs)
 
 
-def load_team_job(stack: str, job_file: Path, *, project_dir: Path = ROOT) -> TeamJob:
-    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs; ConfigError
-    listing every problem (the file's keys named as `<file>: <key>`) otherwise."""
+def load_team_job(stack: str, job_file: Path, *, context: JobContext | None = None,
+                  project_dir: Path = ROOT) -> TeamJob:
+    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs, against the
+    deployed `context` (None: the checkout's offline plan); ConfigError listing every problem (the
+    file's keys named as `<file>: <key>`) otherwise."""
     team, _ = stack_kind(stack)
     if not team:
         raise ConfigError([ConfigProblem("--stack", f"{stack} is not a team stack",
                                          "name a team stack, team-<team>-<env> (e.g. team-vision-prod): ad-hoc jobs "
                                          "run in a team's namespace and queue")])
     job = read_job_file(job_file)
-    combined = stack_with_job(stack, job, project_dir=project_dir)
+    combined = stack_with_job(stack, job, project_dir=project_dir, team_config=context.team if context else None)
     shown = path_for_message(job_file)
-    collision = _collision(job, combined.stack_jobs, stack, shown)
+    stack_jobs = context.stack_jobs if context else [entry.get("name") for entry in combined.stack_jobs
+                                                      if isinstance(entry, dict)]
+    collision = _collision(job, stack_jobs, stack, shown)
     try:
-        config = planned_config(stack, raw=combined.raw, project_dir=project_dir)
+        config = planned_config(stack, raw=combined.raw, project_dir=project_dir) if context is None \
+            else _judged_live(stack, combined, context)
     except ConfigError as error:
         job_key = f"{combined.project}:training.jobs[{combined.index}]"
         raise ConfigError([*collision, *_about_the_file(error.problems, job_key, shown, combined.project,
@@ -98,11 +113,21 @@ def load_team_job(stack: str, job_file: Path, *, project_dir: Path = ROOT) -> Te
     return TeamJob(config, config.training.jobs[combined.index])
 
 
-def _collision(job: dict[str, Any], stack_jobs: list[Any], stack: str, shown: str) -> list[ConfigProblem]:
+def _judged_live(stack: str, combined: StackWithJob, context: JobContext) -> TeamStackConfig:
+    """The team stack with the job, judged against the platform as the deployed team stack read it:
+    what components/team.py does with its contract, here with the context's copy of it."""
+    _, environment = stack_kind(stack)
+    platform = platform_of_contract(context.platform, project=combined.project, environment=environment or "")
+    config = load_stack_config(combined.raw, project=combined.project, stack=stack, platform=platform)
+    assert isinstance(config, TeamStackConfig)
+    return config
+
+
+def _collision(job: dict[str, Any], stack_jobs: Sequence[Any], stack: str, shown: str) -> list[ConfigProblem]:
     """An ad-hoc job may not take a stack job's name: it would replace that JobSet, and share its
     checkpoints (/workspace/checkpoints/<stack>/<job>) and alarms."""
     name = job.get("name")
-    if not isinstance(name, str) or name not in {entry.get("name") for entry in stack_jobs if isinstance(entry, dict)}:
+    if not isinstance(name, str) or name not in stack_jobs:
         return []
     return [ConfigProblem("name", f"is the name of a job of stack {stack} (its training.jobs): the two would replace "
                           "each other and share one checkpoint directory", "give the ad-hoc job another name",

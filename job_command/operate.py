@@ -46,8 +46,7 @@ def run(args: argparse.Namespace, seams: Seams) -> int:
     return list_jobs(cluster, namespace)
 
 
-def submit_objects(args: argparse.Namespace, seams: Seams, objects: JobObjects) -> int:
-    cluster = seams.connect(args)
+def submit_objects(args: argparse.Namespace, cluster: Any, objects: JobObjects) -> int:
     metadata = objects.jobset["metadata"]
     name, namespace = metadata["name"], metadata["namespace"]
     existing = cluster.jobset(namespace, name)

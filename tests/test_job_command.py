@@ -123,7 +123,9 @@ def test_bad_job_exits_2_naming_key_value_and_fix_before_anything_else(tmp_path,
         pytest.fail("the policy pack ran on a job that failed validation")
 
     path = _job_file(tmp_path, job)
-    code, out, err = run(["job", "submit", str(path), "--stack", STACK], Seams(connect=_no_connect, policy=no_policy))
+    # Judged against this checkout: no cluster at all (tests/test_job_context.py: the same, live).
+    code, out, err = run(["job", "submit", str(path), "--stack", STACK, "--job-context", "offline"],
+                          Seams(connect=_no_connect, policy=no_policy))
     assert code == 2
     assert out == ""
     assert f"{path}: {says}" in err, err
@@ -135,7 +137,7 @@ def test_a_job_the_pack_refuses_is_refused_before_any_api_call(tmp_path, run):
     def refusing_pack(stack: str, job: dict[str, Any]) -> PolicyVerdict:
         return PolicyVerdict(True, "plan: 1 mandatory, 0 advisory\n  mandatory some-policy  urn:...vision-adhoc\n  why")
 
-    code, out, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
+    code, out, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK, "--job-context", "offline"],
                           Seams(connect=lambda _: NoCluster(), policy=refusing_pack))
     assert code == 2 and out == ""
     assert "the policy pack refuses job vision-adhoc" in err and "some-policy" in err
@@ -249,8 +251,13 @@ def test_the_launchers_own_step_line_carries_what_status_reads(monkeypatch):
 # --- cluster commands against a recording fake ----------------------------------------------------
 
 class FakeCluster:
-    def __init__(self, recorded: dict[str, Any] | None):
-        self.recorded, self.calls = recorded, []
+    def __init__(self, recorded: dict[str, Any] | None, context: dict[str, Any] | None = None):
+        self.recorded, self.context, self.calls = recorded, context, []
+
+    def job_context(self, namespace: str) -> dict[str, Any] | None:
+        """The data of the job context ConfigMap (tests/test_job_context.py)."""
+        self.calls.append(("job_context", namespace, "gpu-training-job-context"))
+        return self.context
 
     def jobset(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(("jobset", namespace, name))
@@ -289,12 +296,13 @@ def test_stop_deactivates_the_workload(run):
     ("stopped", 0, [("delete", "team-vision", "vision-adhoc"), ("submit", "team-vision", "vision-adhoc")]),
     (None, 0, [("submit", "team-vision", "vision-adhoc")]),
 ])
-def test_submit_takes_a_name_only_from_a_job_that_no_longer_runs(tmp_path, recorded, code, calls, run):
-    cluster = FakeCluster(_fixture(recorded) if recorded else None)
+def test_submit_takes_a_name_only_from_a_job_that_no_longer_runs(tmp_path, recorded, code, calls, run, plan_of):
+    context = next(m for m in plan_of(STACK).manifests_on(None) if m["metadata"]["name"] == "gpu-training-job-context")
+    cluster = FakeCluster(_fixture(recorded) if recorded else None, context["data"])
     got, _, err = run(["job", "submit", str(_job_file(tmp_path, ADHOC)), "--stack", STACK],
                        Seams(connect=lambda _: cluster, policy=_passing_pack))
     assert got == code, err
-    assert [call for call in cluster.calls if call[0] != "jobset"] == calls
+    assert [call for call in cluster.calls if call[0] not in ("jobset", "job_context")] == calls
 
 
 def test_logs_reads_the_pod_of_the_node_asked_for(capsys):

@@ -115,7 +115,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:storage.k8s.io/v1:StorageClass", P, "EFS/Lustre storage classes"),
     Allowed("kubernetes:core/v1:Namespace", PT, "training namespaces (team stacks: team-<team>)"),
     Allowed("kubernetes:core/v1:ServiceAccount", PT, "the trainer's service account"),
-    Allowed("kubernetes:core/v1:ConfigMap", PT, "job configuration"),
+    Allowed("kubernetes:core/v1:ConfigMap", PT, "job configuration (teams: also the job context, the non-secret "
+            "config the job command judges ad-hoc jobs against)"),
     Allowed("kubernetes:core/v1:Secret", P, "a MultiKueue manager's kubeconfig Secret per worker, created empty: its "
             "rotation CronJob writes the short-lived token (no-plaintext-secrets refuses data in the plan)"),
     Allowed("kubernetes:core/v1:LimitRange", PT, "namespace defaults"),
