@@ -95,18 +95,19 @@ class JobCluster:
     # --- writes ---------------------------------------------------------------------------------
     def submit(self, objects: JobObjects) -> dict[str, Any]:
         """Create the JobSet, then its ConfigMap and budget owned by it (deleted with it). Kueue
-        suspends a queued JobSet until it admits the gang, so no pod starts before the ConfigMap exists."""
+        suspends a queued JobSet until it admits the gang, so no pod starts before the ConfigMap exists.
+        Create only, never update: an earlier run's objects went with its JobSet (Foreground deletion
+        waits for them), and a team member who may not update ConfigMaps cannot rewrite the job
+        context the command judges jobs against."""
         namespace = objects.jobset["metadata"]["namespace"]
         created = _json(self.custom.create_namespaced_custom_object, *JOBSET[:2], namespace, JOBSET[2], objects.jobset)
         owner = {"apiVersion": "/".join(JOBSET[:2]), "kind": "JobSet", "name": created["metadata"]["name"],
                  "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         try:
-            _create_or_replace(self.core.create_namespaced_config_map, self.core.replace_namespaced_config_map,
-                               namespace, _owned(objects.hyperparameters, owner))
+            _json(self.core.create_namespaced_config_map, namespace, _owned(objects.hyperparameters, owner))
             if objects.disruption_budget is not None:
-                _create_or_replace(self.policy.create_namespaced_pod_disruption_budget,
-                                   self.policy.replace_namespaced_pod_disruption_budget, namespace,
-                                   _owned(objects.disruption_budget, owner))
+                _json(self.policy.create_namespaced_pod_disruption_budget, namespace,
+                      _owned(objects.disruption_budget, owner))
         except ApiException:
             # A JobSet whose ConfigMap is missing would never start its pods: take it back.
             self.delete(namespace, created["metadata"]["name"], wait_s=0)
@@ -146,17 +147,6 @@ def api_message(error: ApiException) -> str:
 def _json(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
     return json.loads(response.data or b"{}")
-
-
-def _create_or_replace(create: Callable[..., Any], replace: Callable[..., Any], namespace: str,
-                       body: dict[str, Any]) -> None:
-    """A leftover of an earlier run of the same name (a conflict) is replaced: it is this job's object."""
-    try:
-        _json(create, namespace, body)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-        _json(replace, body["metadata"]["name"], namespace, body)
 
 
 def _owned(manifest: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:

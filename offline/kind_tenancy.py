@@ -29,8 +29,8 @@ TEAM_MEMBER_RULES = [
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "list", "delete"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [JOB_CONTEXT_CONFIG_MAP], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "update"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]

@@ -364,7 +364,7 @@ def test_submit_takes_the_jobset_back_when_its_config_map_is_refused():
             raise ApiException(status=403, reason="Forbidden")
 
         def replace_namespaced_config_map(self, *args, **kwargs):
-            pytest.fail("a refused create is not retried as a replace")
+            pytest.fail("the command never updates a ConfigMap (the team's Role grants create only)")
 
     config = planned_config(STACK)
     assert isinstance(config, TeamStackConfig)
