@@ -54,6 +54,7 @@ from components.workload.multikueue import (
     team_any_region_queue_name,
 )
 from components.workload.queues import LOCAL_QUEUE
+from components.workload.team_members import TeamMembers, TeamMembersArgs
 from components.workload.tenant import (
     TEAM_TENANT,
     TenantSecrets,
@@ -175,6 +176,11 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
     tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
+    # The team's people: access to its namespace only (workload/team_members.py says why here).
+    if config.members:
+        TeamMembers("team-members", TeamMembersArgs(
+            namespace=namespace, cluster_name=platform["clusterName"], members=config.members,
+            depends_on=[tenant.namespace]), in_cluster)
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
     if team.workers:

@@ -65,8 +65,10 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("aws:eks/cluster:Cluster", P, "the environment's EKS cluster"),
     Allowed("aws:eks/nodeGroup:NodeGroup", P, "managed node pools"),
     Allowed("aws:eks/addon:Addon", P, "EKS add-ons (CNI, CSI drivers, Pod Identity agent)"),
-    Allowed("aws:eks/accessEntry:AccessEntry", P, "cluster access of the node and CI roles"),
-    Allowed("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", P, "cluster access policies of those entries"),
+    Allowed("aws:eks/accessEntry:AccessEntry", PT, "cluster access of the node and CI roles (teams: their people, "
+            "in the members group of their namespace)"),
+    Allowed("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", PT,
+            "cluster access policies of those entries (teams: View, scoped to their namespace)"),
     Allowed("aws:eks/podIdentityAssociation:PodIdentityAssociation", PT, "a role for a service account (teams: their namespace)"),
     Allowed("aws:ec2/launchTemplate:LaunchTemplate", P, "node launch templates (IMDSv2, encrypted volumes)"),
     Allowed("aws:autoscaling/tag:Tag", P, "Cluster Autoscaler tags on the node groups' Auto Scaling groups"),
