@@ -52,7 +52,8 @@ SERVICE = "kubernetes:core/v1:Service"
 ALB_ANNOTATION_PREFIX = "alb.ingress.kubernetes.io/"
 TEAM_ALB_ANNOTATIONS = frozenset({
     "scheme", "target-type", "group.name", "security-groups", "manage-backend-security-group-rules", "inbound-cidrs",
-    "listen-ports", "healthcheck-path", "success-codes", "certificate-arn", "ssl-redirect"})
+    "listen-ports", "healthcheck-path", "success-codes", "certificate-arn", "ssl-redirect", "subnets"})
+EVERY_ADDRESS = frozenset({"0.0.0.0/0", "::/0"})
 # `ImplementationSpecific` lets the controller read `*` and `?` in a path: /team-vision* is also
 # /team-vision2/...; Prefix and Exact paths are matched as written (Kubernetes Ingress docs).
 TEAM_PATH_TYPES = ("Prefix", "Exact")
@@ -164,6 +165,27 @@ def _path_problem(path: Any, path_type: Any, stack: Stack) -> str | None:
     return None
 
 
+def _annotation_value_problems(annotations: Any, stack: Stack) -> list[str]:
+    """The values that decide which load balancer, and who reaches it (issue #41: a group of the
+    team's own with `inbound-cidrs: 0.0.0.0/0` was a public ALB): the environment's IngressGroup
+    and security group (components/workload/viewer.py exposure_of), never every address. The
+    platform's scheme and exact CIDRs are not in a team's plan: the cluster's admission policy
+    holds those (components/workload/tenant_admission.py)."""
+    prefix = f"{stack.project}-{stack.environment}"
+    expected = {"group.name": f"{prefix}-viewer", "security-groups": f"{prefix}-viewer-alb"}
+    problems = []
+    for name, value in expected.items():
+        actual = known(annotations, ALB_ANNOTATION_PREFIX + name)
+        if name == "group.name" and not has(annotations, ALB_ANNOTATION_PREFIX + name):
+            problems.append(f"sets no {ALB_ANNOTATION_PREFIX}group.name: the Ingress would get a load balancer of its own")
+        elif actual is not None and actual != value:
+            problems.append(f"sets {ALB_ANNOTATION_PREFIX}{name} to {actual}, not the environment's {value}")
+    cidrs = known(annotations, ALB_ANNOTATION_PREFIX + "inbound-cidrs")
+    if isinstance(cidrs, str) and {c.strip() for c in cidrs.split(",")} & EVERY_ADDRESS:
+        problems.append(f"admits every address ({ALB_ANNOTATION_PREFIX}inbound-cidrs: {cidrs})")
+    return problems
+
+
 def ingress_problems(ingress: PolicyResource, stack: Stack) -> list[str]:
     """A team's Ingress joins the environment's ALB (its IngressGroup) with its own path only: a path
     of another team's, the listener's default action or an annotation's action would take or
@@ -173,6 +195,7 @@ def ingress_problems(ingress: PolicyResource, stack: Stack) -> list[str]:
     problems = [f"sets {key}, which this pack does not let a team stack set" for key in sorted(annotations)
                 if key.startswith(ALB_ANNOTATION_PREFIX) and key.removeprefix(ALB_ANNOTATION_PREFIX) not in
                 TEAM_ALB_ANNOTATIONS]
+    problems += _annotation_value_problems(annotations, stack)
     if has(spec, "defaultBackend"):
         problems.append("sets a defaultBackend: the shared listener's default action, every request no rule matches")
     for rule in as_list(get(spec, "rules")):
