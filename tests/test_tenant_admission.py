@@ -23,7 +23,9 @@ from test_team_stack import STACK
 POLICY, BINDING = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
 NAMESPACE = "team-vision"
 RESOURCES = {"Ingress": ("networking.k8s.io", "ingresses"), "Service": ("", "services"),
-             "NetworkPolicy": ("networking.k8s.io", "networkpolicies")}
+             "NetworkPolicy": ("networking.k8s.io", "networkpolicies"), "Job": ("batch", "jobs"),
+             "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs")}
+DEPLOYER = "arn:aws:sts::111122223333:assumed-role/gpu-training-ci-deploy-prod/run"  # whoever applies the stack
 _compiled: dict[str, Any] = {}
 
 
@@ -51,11 +53,13 @@ def matches(policy: dict[str, Any], kind: str, activation: dict[str, Any]) -> bo
     return all(holds(c["expression"], activation) for c in policy["spec"].get("matchConditions", []))
 
 
-def refusals(policies: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
-    """The messages of every validation that refuses `manifest` (CREATE in its namespace)."""
+def refusals(policies: list[dict[str, Any]], manifest: dict[str, Any], user: str = DEPLOYER) -> list[str]:
+    """The messages of every validation that refuses `manifest` (CREATE in its namespace, by `user`)."""
     namespace = manifest["metadata"].get("namespace")
-    activation = {"object": json_to_cel(manifest), "oldObject": None,
-                  "request": json_to_cel({"namespace": namespace, "operation": "CREATE"})}
+    group, resource = RESOURCES[manifest["kind"]]
+    activation = {"object": json_to_cel(manifest), "oldObject": None, "request": json_to_cel({
+        "namespace": namespace, "operation": "CREATE", "userInfo": {"username": user},
+        "resource": {"group": group, "version": manifest["apiVersion"].rsplit("/", 1)[-1], "resource": resource}})}
     return [v["message"] for policy in policies if matches(policy, manifest["kind"], activation)
             for v in policy["spec"]["validations"] if not holds(v["expression"], activation)]
 
@@ -65,7 +69,8 @@ def policies(plan_of) -> list[dict[str, Any]]:
     """The prod platform's policies: the cluster team-vision-prod's namespace lives on."""
     found = [m for m in plan_of("prod").manifests_on(None) if m["kind"] == POLICY]
     assert {p["metadata"]["name"] for p in found} == {
-        "gpu-training-team-ingress", "gpu-training-team-service", "gpu-training-team-network-policy"}
+        "gpu-training-team-ingress", "gpu-training-team-service", "gpu-training-team-network-policy",
+        "gpu-training-team-queue-name"}
     return found
 
 
@@ -86,7 +91,7 @@ def test_every_policy_is_bound_to_deny(plan_of, policies):
 
 
 def test_the_team_plans_own_objects_are_admitted(policies, team_objects):
-    assert {k.split("/")[0] for k in team_objects} == set(RESOURCES)
+    assert {k.split("/")[0] for k in team_objects} == set(RESOURCES) - {"Job"}
     for name, manifest in team_objects.items():
         assert refusals(policies, manifest) == [], name
 
@@ -98,7 +103,8 @@ def test_the_platform_namespace_is_not_judged(plan_of, policies):
     assert objects
     for manifest in objects:
         moved = copy.deepcopy(manifest)
-        moved["spec"]["type"] = "LoadBalancer" if manifest["kind"] == "Service" else moved["spec"].get("type")
+        if manifest["kind"] == "Service":
+            moved["spec"]["type"] = "LoadBalancer"
         assert refusals(policies, moved) == []
 
 
@@ -208,3 +214,44 @@ def test_a_team_may_still_shape_its_own_namespace(policies, team_objects):
     ]
     for make in allowed:
         assert refusals(policies, make(team_objects)) == []
+
+
+# --- issue #41 item 2: a Job or JobSet that Kueue would not admit (no queue name) is refused
+QUEUE = "kueue.x-k8s.io/queue-name"
+JOBSET, CRONJOB = "JobSet/vision-finetune", "CronJob/checkpoint-cleanup"
+
+
+def unqueued(manifest: dict[str, Any]) -> None:
+    manifest["metadata"]["labels"].pop(QUEUE)
+
+
+def bare_job(objects: dict[str, dict[str, Any]], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """One replicated job of the team's JobSet, as a Job of its own."""
+    template = objects[JOBSET]["spec"]["replicatedJobs"][0]["template"]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "bypass", "namespace": NAMESPACE, "labels": labels or {}}, "spec": template["spec"]}
+
+
+def gpu_cronjob(manifest: dict[str, Any]) -> None:
+    container = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/gpu"] = "8"
+
+
+@pytest.mark.parametrize("make", [
+    changed(JOBSET, unqueued),
+    changed(JOBSET, lambda m: m["metadata"]["labels"].update({QUEUE: ""})),
+    bare_job,
+    changed(CRONJOB, gpu_cronjob),
+], ids=["a JobSet without a queue name", "an empty queue name", "a bare GPU Job", "a CronJob of GPU Jobs"])
+def test_kubernetes_refuses_work_kueue_would_not_admit(make, policies, team_objects):
+    assert any("kueue.x-k8s.io/queue-name" in m for m in refusals(policies, make(team_objects)))
+
+
+def test_the_controllers_jobs_and_queued_jobs_are_admitted(policies, team_objects):
+    """A JobSet's child Jobs (the JobSet controller's, jobset-system) and a CronJob's Jobs (the
+    CronJob controller's, kube-system) carry no queue name: their parents were judged."""
+    child = bare_job(team_objects)
+    assert refusals(policies, child, user="system:serviceaccount:jobset-system:jobset-controller") == []
+    assert refusals(policies, child, user="system:serviceaccount:kube-system:cronjob-controller") == []
+    assert refusals(policies, child, user="system:serviceaccount:team-vision:trainer")  # a team's own account is not
+    assert refusals(policies, bare_job(team_objects, {QUEUE: "training"})) == []

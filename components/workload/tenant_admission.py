@@ -14,6 +14,9 @@ bindings), so that a team's people, or a team stack deployed without the pack, c
   wildcards, to Services only.
 - Service: ClusterIP only (NodePort opens a port on every node, LoadBalancer makes a load
   balancer outside the platform's security group), no externalIPs (CVE-2020-8554).
+- Job, JobSet, CronJob (issue #41 item 2): a queue name, so Kueue admits it within the team's
+  quota (a CronJob only where it asks for GPUs); the JobSet and CronJob controllers' own Jobs
+  are exempt, their parents having been judged.
 - NetworkPolicy: every rule names its peers (a rule without `from`/`to` is every peer); a
   namespace selector names the namespace itself (or, for egress, the cluster DNS in kube-system);
   an ingress ipBlock is one of the load balancer's subnets, which hold no pod
@@ -36,6 +39,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.workload.multikueue import QUEUE_LABEL
 from components.workload.viewer import ViewerExposure, ingress_annotations
 
 TEAM_NAMESPACE_PREFIX = "team-"
@@ -44,6 +48,7 @@ HEALTH_CHECK = f"{ALB_PREFIX}healthcheck-path"
 # The cluster DNS a team's pods reach (components/common/namespaces.py DNS_EGRESS).
 DNS_NAMESPACE, DNS_APP = "kube-system", "kube-dns"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+GPU_RESOURCE = "nvidia.com/gpu"
 IN_TEAM_NAMESPACE = f"request.namespace.startsWith('{TEAM_NAMESPACE_PREFIX}')"
 OWN_PATH = "'/' + request.namespace"
 
@@ -137,22 +142,59 @@ def network_policy_validations(exposure: ViewerExposure) -> list[dict[str, str]]
     ]
 
 
+def _queued(labels: str) -> str:
+    return f"has({labels}) && {_literal(QUEUE_LABEL)} in {labels} && {labels}[{_literal(QUEUE_LABEL)}] != ''"
+
+
+def _asks_no_gpu(pod: str) -> str:
+    asks = (f"(!has(c.resources) || ((!has(c.resources.limits) || !({_literal(GPU_RESOURCE)} in c.resources.limits)) && "
+            f"(!has(c.resources.requests) || !({_literal(GPU_RESOURCE)} in c.resources.requests))))")
+    return " && ".join(f"(!has({pod}.{field}) || {pod}.{field}.all(c, {asks}))"
+                       for field in ("containers", "initContainers"))
+
+
+def queue_validations() -> list[dict[str, str]]:
+    """Issue #41 item 2: Kueue ignores a Job or JobSet without a queue name
+    (manageJobsWithoutQueueName: false, workload/controllers.py), which would run outside the
+    team's quota; so one is refused. A CronJob's Jobs are made by the CronJob controller, exempt
+    below: a CronJob that asks for GPUs names a queue in its job template."""
+    template = "object.spec.jobTemplate"
+    return [{
+        "expression": f"request.resource.resource == 'cronjobs' ? ({_queued(template + '.metadata.labels')} || "
+                      f"{_asks_no_gpu(template + '.spec.template.spec')}) : {_queued('object.metadata.labels')}",
+        "message": f"has no {QUEUE_LABEL} label: Kueue would not admit it, and it would run outside the team's "
+                   "GPU quota (a CronJob that asks for GPUs names one in its job template)",
+    }]
+
+
+# Who makes Jobs on behalf of an object already judged: the JobSet controller (a JobSet's child
+# Jobs, which carry no queue name: Kueue manages the JobSet) in jobset-system, and Kubernetes'
+# own controllers (the CronJob controller's Jobs) in kube-system. No team makes a service account
+# in either namespace.
+TRUSTED_MAKERS = ("system:serviceaccount:jobset-system:", "system:serviceaccount:kube-system:")
+NOT_A_CONTROLLER = " && ".join(f"!request.userInfo.username.startsWith({_literal(m)})" for m in TRUSTED_MAKERS)
+
+
 @dataclass(frozen=True)
 class Guarded:
-    """One kind a team namespace's objects are judged for."""
+    """What a team namespace's objects of some kinds are judged for."""
 
     name: str
-    api_group: str
-    resource: str
+    resources: tuple[tuple[str, str], ...]
+    """(API group, resource) pairs."""
     validations: list[dict[str, str]]
+    conditions: tuple[str, ...] = ()
+    """matchConditions besides the team namespace's."""
 
 
 def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
     return (
-        Guarded("gpu-training-team-ingress", "networking.k8s.io", "ingresses", ingress_validations(exposure)),
-        Guarded("gpu-training-team-service", "", "services", service_validations()),
-        Guarded("gpu-training-team-network-policy", "networking.k8s.io", "networkpolicies",
+        Guarded("gpu-training-team-ingress", (("networking.k8s.io", "ingresses"),), ingress_validations(exposure)),
+        Guarded("gpu-training-team-service", (("", "services"),), service_validations()),
+        Guarded("gpu-training-team-network-policy", (("networking.k8s.io", "networkpolicies"),),
                 network_policy_validations(exposure)),
+        Guarded("gpu-training-team-queue-name", (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("batch", "cronjobs")),
+                queue_validations(), conditions=(NOT_A_CONTROLLER,)),
     )
 
 
@@ -164,9 +206,10 @@ def policy_manifest(kind: Guarded) -> dict[str, Any]:
             # An expression that fails to evaluate refuses the request, as a false one does.
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
-                "apiGroups": [kind.api_group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": [kind.resource]}]},
-            "matchConditions": [{"name": "in-a-team-namespace", "expression": IN_TEAM_NAMESPACE}],
+                "apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": [resource]} for group, resource in kind.resources]},
+            "matchConditions": [{"name": "in-a-team-namespace", "expression": IN_TEAM_NAMESPACE},
+                                *({"name": "not-a-controller", "expression": c} for c in kind.conditions)],
             "validations": kind.validations,
         },
     }
@@ -196,10 +239,11 @@ class TenantAdmission(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
         for kind in guarded(args.exposure):
             policy = policy_manifest(kind)
+            resource = kind.resources[0][1]
             created = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                f"{name}-{kind.resource}", metadata=policy["metadata"], spec=policy["spec"], opts=child)
+                f"{name}-{resource}", metadata=policy["metadata"], spec=policy["spec"], opts=child)
             binding = binding_manifest(kind)
             k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-{kind.resource}-binding", metadata=binding["metadata"], spec=binding["spec"],
+                f"{name}-{resource}-binding", metadata=binding["metadata"], spec=binding["spec"],
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])))
         self.register_outputs({})
