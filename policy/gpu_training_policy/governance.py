@@ -337,7 +337,8 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
 
 team_stack_scope = ResourceValidationPolicy(
     name="team-stack-scope",
-    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, cluster access, ...), "
+    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...), give their "
+                "people only View of and the members group in their own namespace, "
                 "bind roles only into their own namespace, put every Kubernetes object there, and name their dashboards "
                 "and alarms in the team's own form exactly (never the platform's or a longer team's name).",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
