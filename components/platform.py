@@ -146,7 +146,7 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     load_balancer = _load_balancer_controller(config, on_aws, network, cluster)
     tenant = _training_tenant(config, cluster, data, roles, controllers, load_balancer)
     # What no team namespace may make, refused by the API server (workload/tenant_admission.py).
-    TenantAdmission("tenant-admission", TenantAdmissionArgs(exposure=exposure_of(config), depends_on=[]),
+    TenantAdmission("tenant-admission", TenantAdmissionArgs(exposure=exposure_of(config)),
                     cluster.in_cluster)
     _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)

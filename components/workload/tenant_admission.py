@@ -227,8 +227,6 @@ def binding_manifest(kind: Guarded) -> dict[str, Any]:
 class TenantAdmissionArgs:
     exposure: ViewerExposure
     """The environment's load balancer, whose settings a team's Ingress must repeat."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist first (the cluster's node groups: the API server is up)."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -236,7 +234,7 @@ class TenantAdmission(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:TenantAdmission", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        child = pulumi.ResourceOptions(parent=self)
         for kind in guarded(args.exposure):
             policy = policy_manifest(kind)
             resource = kind.resources[0][1]
