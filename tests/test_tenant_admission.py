@@ -255,3 +255,16 @@ def test_the_controllers_jobs_and_queued_jobs_are_admitted(policies, team_object
     assert refusals(policies, child, user="system:serviceaccount:kube-system:cronjob-controller") == []
     assert refusals(policies, child, user="system:serviceaccount:team-vision:trainer")  # a team's own account is not
     assert refusals(policies, bare_job(team_objects, {QUEUE: "training"})) == []
+
+
+@pytest.mark.parametrize("worker", ["prod-use2", "prod-usw2"])
+def test_the_teams_objects_on_each_multikueue_worker_are_admitted_there(worker, plan_of):
+    """A worker platform installs the same policies with its own load balancer; the team's tenancy
+    there (workload/worker_tenant.py: policies, service account, queues; its JobSets come from the
+    manager with their queue name) passes them."""
+    policies = [m for m in plan_of(worker).manifests_on(None) if m["kind"] == POLICY]
+    objects = [m for m in plan_of(STACK).manifests_on(worker)
+               if m["kind"] in RESOURCES and m["metadata"].get("namespace") == NAMESPACE]
+    assert policies and objects
+    for manifest in objects:
+        assert refusals(policies, manifest) == [], manifest["metadata"]["name"]
