@@ -13,12 +13,16 @@ from components.workload.team_members import members_group
 NAMESPACE = "team-vision"
 ENTRY = "aws:eks/accessEntry:AccessEntry"
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
-# What the job command (`gpu-training job submit|status|logs|stop|list`) does in the namespace:
-# (API group, resource, verb).
-JOB_COMMAND_NEEDS = {("jobset.x-k8s.io", "jobsets", verb) for verb in ("create", "get", "list", "watch", "delete", "patch")} | {
-    ("kueue.x-k8s.io", resource, verb) for resource in ("workloads", "localqueues") for verb in ("get", "list", "watch")} | {
-    ("", resource, verb) for resource in ("pods", "events", "configmaps") for verb in ("get", "list", "watch")} | {
-    ("", "pods/log", "get")}
+# What the job command (`gpu-training job submit|status|logs|stop|list`, its job_command/cluster.py)
+# does in the namespace: (API group, resource, verb).
+READ = ("get", "list", "watch")
+JOB_COMMAND_NEEDS = {("jobset.x-k8s.io", "jobsets", verb) for verb in ("create", *READ, "delete", "patch")} | {
+    ("jobset.x-k8s.io", "jobsets/finalizers", "update"),       # owned objects with blockOwnerDeletion
+    ("kueue.x-k8s.io", "workloads", "patch"),                 # stop: the Workload made inactive
+    *(("kueue.x-k8s.io", resource, verb) for resource in ("workloads", "localqueues") for verb in READ),
+    *(("", resource, verb) for resource in ("pods", "events") for verb in READ), ("", "pods/log", "get"),
+    *((group, resource, verb) for group, resource in (("", "configmaps"), ("policy", "poddisruptionbudgets"))
+      for verb in (*READ, "create", "update"))}
 
 
 def grants(rules):

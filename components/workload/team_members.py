@@ -46,15 +46,23 @@ def members_group(namespace: str) -> str:
 
 
 def member_rules() -> list[dict[str, Any]]:
-    """The job command's rights, in the namespace only: submit, watch and stop JobSets (`patch`
-    suspends one), follow their Kueue workloads and local queue, read pods, their logs, events and
-    configuration. No `update` (a patch does what the command needs), no Secrets, no pods/exec."""
+    """The job command's rights, in the namespace only (its requests: job_command/cluster.py of
+    the job command): submit, watch and delete JobSets; make each one's hyperparameters ConfigMap
+    and, for a gang off spot, its PodDisruptionBudget, both owned by the JobSet with
+    `blockOwnerDeletion` (which the OwnerReferencesPermissionEnforcement admission plugin, where it
+    is on, grants only to who may update the owner's `finalizers`); stop a run by patching its
+    Kueue Workload inactive; follow workloads and the local queue; read pods, their logs and events.
+    No Secrets, no pods/exec, no Role or binding."""
     return [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
          "verbs": ["create", "get", "list", "watch", "delete", "patch"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": READ},
-        {"apiGroups": [""], "resources": ["pods", "events", "configmaps"], "verbs": READ},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/finalizers"], "verbs": ["update"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*READ, "patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": READ},
+        {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": [*READ, "create", "update"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": [*READ, "create", "update"]},
     ]
 
 
