@@ -85,6 +85,7 @@ from components.workload.tenant import (
     TrainingTenantArgs,
     training_tenant,
 )
+from components.workload.tenant_admission import TenantAdmission, TenantAdmissionArgs
 from components.workload.verify_outputs import fabric_outputs, pool_outputs, training_outputs
 from components.workload.viewer import exposure_of
 
@@ -145,6 +146,9 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     controllers = _job_controllers(config, cluster, provisioning_api)
     load_balancer = _load_balancer_controller(config, on_aws, network, cluster)
     tenant = _training_tenant(config, cluster, data, roles, controllers, load_balancer)
+    # What no team namespace may make, refused by the API server (workload/tenant_admission.py).
+    TenantAdmission("tenant-admission", TenantAdmissionArgs(exposure=exposure_of(config)),
+                    cluster.in_cluster)
     _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,

@@ -56,6 +56,7 @@ from components.workload.multikueue import (
     team_any_region_queue_name,
 )
 from components.workload.queues import LOCAL_QUEUE
+from components.workload.team_members import TeamMembers, TeamMembersArgs
 from components.workload.tenant import (
     TEAM_TENANT,
     TenantSecrets,
@@ -195,6 +196,11 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     # What `gpu-training job submit` judges an ad-hoc job against (docs/run-your-first-job.md).
     job_context_config_map("team-job-context", tenant.namespace.namespace.metadata.name, team.job_context,
                            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
+    # The team's people: access to its namespace only (workload/team_members.py says why here).
+    if config.members:
+        TeamMembers("team-members", TeamMembersArgs(
+            namespace=namespace, cluster_name=platform["clusterName"], members=config.members,
+            depends_on=[tenant.namespace]), in_cluster)
 
     # --- one queue over the environment's regions, where the platform is a MultiKueue manager ----
     if team.workers:

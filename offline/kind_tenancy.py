@@ -23,22 +23,11 @@ from components.config.job_context import JOB_CONTEXT_CONFIG_MAP
 
 TEAM_MEMBER = "team-member"
 """The ServiceAccount the job is submitted as: a team member with namespace-scoped rights only."""
-TEAM_MEMBER_RULES = [
-    # docs/run-your-first-job.md "What the command needs in the cluster" (tests/test_kind_tenancy.py
-    # keeps the two equal): a stand-in for the team members' Role until the tenancy work lands it.
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "list", "delete"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "patch"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [JOB_CONTEXT_CONFIG_MAP], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-]
 # kind's default StorageClass: rancher local-path, ReadWriteOnce on the node that first mounts it
 # (kind docs, "Configuration"; kind's manifests/default-storage): the gang shares the one node.
 KIND_STORAGE_CLASS = "standard"
 KEPT = ("Namespace", "LimitRange", "ResourceQuota", "NetworkPolicy", "ServiceAccount", "ResourceFlavor",
-        "ClusterQueue", "LocalQueue", "ConfigMap")
+        "ClusterQueue", "LocalQueue", "ConfigMap", "Role", "RoleBinding")
 """Kinds kept, in apply order (the namespace first; a queue after its flavors)."""
 LEFT_OUT = {
     "PersistentVolume": "EFS CSI and Mountpoint for S3 volumes: AWS file systems (stand-in claims on kind's local-path)",
@@ -46,12 +35,10 @@ LEFT_OUT = {
     "ExternalSecret": "synced from AWS Secrets Manager (the end-to-end job uses no secret)",
     "SecretStore": "AWS Secrets Manager through a role the pods cannot assume on kind",
     "CronJob": "the checkpoint cleanup: not needed for one short job",
-    "Role": "the checkpoint cleanup's",
     "Deployment": "TensorBoard behind the platform's ALB",
     "Service": "TensorBoard's",
     "Ingress": "the AWS Load Balancer Controller's ALB",
     "JobSet": "the stack's own GPU job (8 GPUs x 2 nodes); the end-to-end job is submitted by the command",
-    "RoleBinding": "the checkpoint cleanup's",
 }
 ANY_REGION = "any-region"
 CLEANUP = "checkpoint-cleanup"
@@ -89,6 +76,8 @@ def _why_left_out(manifest: dict[str, Any]) -> str | None:
         return LEFT_OUT[kind]
     if kind not in KEPT:
         return "not a tenancy object kind runs (unknown to offline/kind_tenancy.py)"
+    if kind in ("Role", "RoleBinding") and name != TEAM_MEMBER:
+        return "not the team members' (the checkpoint cleanup's, the trainer's progress)"
     if name == CLEANUP:
         return "the checkpoint cleanup's: not needed for one short job"
     if ANY_REGION in name:
@@ -118,11 +107,12 @@ def _stand_in_claims(namespace: str) -> list[dict[str, Any]]:
 
 
 def _team_member(namespace: str) -> list[dict[str, Any]]:
+    """A ServiceAccount bound to the planned `team-member` Role: on EKS a member's IAM role reaches
+    that Role through its access entry's group (workload/team_members.py); kind has no access entries."""
     meta = {"name": TEAM_MEMBER, "namespace": namespace}
     return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
-             "rules": TEAM_MEMBER_RULES},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"{TEAM_MEMBER}-on-kind", "namespace": namespace},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_MEMBER},
              "subjects": [{"kind": "ServiceAccount", "name": TEAM_MEMBER, "namespace": namespace}]}]
 

@@ -42,3 +42,17 @@ def plan_of():
             _plans[stack] = synthesize(stack, **project)
         return _plans[stack]
     return get
+
+
+# Tests that start real launcher gangs (launcher + torchrun + workers, 5-60 s each on 2 cores) are
+# scenarios: `make test` leaves them out to stay near 12 minutes, `make test-scenarios` runs only
+# them, and .ci/run runs both. A test is one by asking for a gang fixture (tests/trainer/conftest.py
+# `launch`, test_bring_your_own_trainer.py `gang_of`), so a new gang test needs no mark of its own;
+# any other slow whole-program test says `@pytest.mark.scenario`.
+GANG_FIXTURES = frozenset({"launch", "gang_of"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if GANG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.scenario)

@@ -15,7 +15,7 @@ import yaml
 from crd_schemas import CRD_GROUPS, validate_custom_resource
 from stack_configs import ROOT
 
-from offline.kind_tenancy import KEPT, TEAM_MEMBER_RULES, kind_tenancy, planned_manifests
+from offline.kind_tenancy import KEPT, TEAM_MEMBER, kind_tenancy, planned_manifests
 from offline.plan import write_plan
 
 TEAM, PLATFORM = "team-vision-prod", "prod"
@@ -68,7 +68,7 @@ def test_the_queue_finds_its_flavors_and_the_namespace_comes_first(plans):
     queue = next(m for m in kept if m["kind"] == "ClusterQueue")
     assert {f["name"] for group in queue["spec"]["resourceGroups"] for f in group["flavors"]} == flavors
     assert [m["kind"] for m in kept].index("ResourceFlavor") < [m["kind"] for m in kept].index("ClusterQueue")
-    assert set(KEPT) >= {m["kind"] for m in kept[:-5]}
+    assert set(KEPT) >= {m["kind"] for m in kept[:-2]}  # the stand-in claims last
 
 
 def _docs_rbac_rows() -> set[tuple[str, str, str]]:
@@ -77,17 +77,21 @@ def _docs_rbac_rows() -> set[tuple[str, str, str]]:
     rows = set()
     for match in re.finditer(r"^\| `([\w/]+)` \(([\w.-]+)\) \| ([^|]+)\|", text, flags=re.M):
         resource, group, verbs = match[1], "" if match[2] == "core" else match[2], match[3]
-        for verb in re.findall(r"\b(create|get|list|delete|patch|update)\b", verbs.split("(")[0]):
+        for verb in re.findall(r"\b(create|get|list|watch|delete|patch|update)\b", verbs.split("(")[0]):
             rows.add((resource, group, verb))
     return rows
 
 
-def test_the_team_member_gets_exactly_what_the_docs_say_the_command_needs():
-    granted = {(resource, group, verb) for rule in TEAM_MEMBER_RULES for group in rule["apiGroups"]
+def test_the_team_member_gets_exactly_what_the_docs_say_the_command_needs(plans):
+    kept, _ = kind_tenancy(*plans)
+    (role,) = [m for m in kept if m["kind"] == "Role"]
+    assert role["metadata"]["name"] == TEAM_MEMBER  # the planned Role, not a stand-in
+    granted = {(resource, group, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert granted == _docs_rbac_rows()
-    context_rule = next(rule for rule in TEAM_MEMBER_RULES if "resourceNames" in rule)
-    assert context_rule["verbs"] == ["get"] and context_rule["resourceNames"] == ["gpu-training-job-context"]
+    bindings = {m["metadata"]["name"]: m for m in kept if m["kind"] == "RoleBinding"}
+    assert {b["roleRef"]["name"] for b in bindings.values()} == {TEAM_MEMBER}
+    assert bindings[f"{TEAM_MEMBER}-on-kind"]["subjects"][0]["kind"] == "ServiceAccount"
 
 
 def test_the_workflows_job_file_passes_the_commands_dry_run(tmp_path, capfd):

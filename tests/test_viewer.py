@@ -167,7 +167,14 @@ def test_the_viewer_admits_only_its_port_from_the_albs_subnets(stack, plan_of):
     assert policy["metadata"]["namespace"] == config.training_namespace
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": VIEWER_PORT}]
-    assert {p["ipBlock"]["cidr"] for p in rule["from"]} == {str(s.private) for s in platform.network.subnets}
+    # The ALB's subnets are the public ones, whatever its scheme: no pod has an address there (the
+    # VPC CNI takes pods' addresses from the private subnets), so no other tenant's pod is admitted.
+    admitted = {ipaddress.ip_network(p["ipBlock"]["cidr"]) for p in rule["from"]}
+    assert admitted == {s.public for s in platform.network.subnets}
+    assert not any(a.overlaps(s.private) for a in admitted for s in platform.network.subnets)
+    ingress = one(plan, "kubernetes:networking.k8s.io/v1:Ingress", f"{viewer_prefix(stack)}-ingress")
+    assert ingress["metadata"]["annotations"]["alb.ingress.kubernetes.io/subnets"].split(",") == [
+        f"{platform.name_prefix}-public-{s.availability_zone}" for s in platform.network.subnets]
 
 
 def test_another_tenants_pods_cannot_reach_a_viewer(plan_of):

@@ -117,6 +117,7 @@ def tensorboard(tmp_path):
             process.wait(timeout=10)
 
 
+@pytest.mark.scenario
 def test_event_files_sit_next_to_the_checkpoints(trained):
     from launcher import events
 
@@ -133,6 +134,7 @@ def test_event_files_sit_next_to_the_checkpoints(trained):
     assert any(p.name.startswith("step-") for p in checkpoints.iterdir()), "the checkpoints are beside them"
 
 
+@pytest.mark.scenario
 def test_loss_curve_renders_in_chromium(tmp_path, trained, tensorboard):
     chromium = _chromium_or_skip()
     from playwright.sync_api import sync_playwright

@@ -310,6 +310,9 @@ KEYS: tuple[Key, ...] = (
 
     Key("platformStack", STRING, "The StackReference of the environment's platform stack.",
         default=Derived("`organization/gpu-training/<environment>`, the DIY-backend form"), stacks=frozenset({TEAM})),
+    Key("members", LIST, "IAM role ARNs of the team's people: each gets an EKS access entry with rights in the team's "
+        "namespace only (view, and submitting JobSets: components/workload/team_members.py); in the stack's "
+        "partition, and not one of the platform's cluster principals.", default=[], stacks=frozenset({TEAM})),
 )
 
 BY_PATH = {key.path: key for key in KEYS}

@@ -60,6 +60,7 @@ from components.config.sibling_stacks import (
 )
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
+from components.config.team_members import parse_members
 from components.config.training import (
     CUDA_FORMAT_FIX,
     IMAGE_BY_DIGEST,
@@ -184,6 +185,8 @@ class TeamStackConfig:
     """The platform stack's: the same deploy role creates both stacks' roles."""
     allow_placeholders: bool = False
     """`placeholders.allow` (dev only), as a platform stack's."""
+    members: tuple[str, ...] = ()
+    """`members`: IAM role ARNs with access to the team's namespace only."""
 
     @property
     def judged_platform(self) -> StackConfig:
@@ -500,6 +503,7 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                        f"differs from the platform stack's ({platform.iam_permissions_boundary or 'none'}): the same "
                        "deploy role creates both stacks' roles", "remove it; the team stack takes the platform's")
     allow_placeholders = parse_allow(root, environment=environment)
+    members = parse_members(root, region=region, platform_principals=_cluster_principals(platform))
     root.finish()
     if errors:
         raise ConfigError(errors.without_secret_values({root.key(k): v for k, v in root.data.items()}, also=raw_secrets))
@@ -507,7 +511,15 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
                            iam_permissions_boundary=platform.iam_permissions_boundary if platform else None,
-                           allow_placeholders=allow_placeholders)
+                           allow_placeholders=allow_placeholders, members=members)
+
+
+def _cluster_principals(platform: StackConfig | None) -> dict[str, str]:
+    """The principals the platform's cluster already has an access entry for (none before the contract was read)."""
+    if platform is None:
+        return {}
+    return {**{arn: "cluster.readOnlyPrincipals" for arn in platform.cluster.read_only_principals},
+            **{arn: "cluster.adminPrincipals" for arn in platform.cluster.admin_principals}}
 
 
 def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:

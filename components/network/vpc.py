@@ -17,6 +17,10 @@ from components.config import NetworkConfig
 from components.network.peering import PeeringRequest, PeerRoute, VpcPeering
 
 
+def public_subnet_name(name_prefix: str, availability_zone: str) -> str:
+    """The Name tag of a zone's public subnet (the load balancer controller finds subnets by it)."""
+    return f"{name_prefix}-public-{availability_zone}"
+
 @dataclass(frozen=True)
 class NetworkArgs:
     config: NetworkConfig
@@ -88,7 +92,7 @@ class Network(pulumi.ComponentResource):
                 availability_zone=az,
                 # Only NAT gateways and load balancers live here; nothing gets a public IP by default.
                 map_public_ip_on_launch=False,
-                tags={"Name": f"{args.name_prefix}-public-{az}", "kubernetes.io/role/elb": "1", **cluster_tag},
+                tags={"Name": public_subnet_name(args.name_prefix, az), "kubernetes.io/role/elb": "1", **cluster_tag},
                 opts=child,
             ))
             self.private_subnets.append(aws.ec2.Subnet(

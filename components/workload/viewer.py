@@ -13,10 +13,11 @@
 - Reached only through the ALB: Ingress class `alb` in the environment's IngressGroup at path
   `/<namespace>` (TensorBoard's --path_prefix), IP targets, the security group
   components/network planned (by Name tag; the controller adds no rule), its CIDRs restated in
-  `inbound-cidrs`. A NetworkPolicy admits the viewer's port from the ALB's subnets only; the
-  namespaces' own default-deny egress (workload/namespace.py: same namespace, DNS, 443 and the
-  Pod Identity agent only) is what keeps another tenant's pods, whose addresses share those
-  subnets, from reaching it.
+  `inbound-cidrs`. The ALB lives in the public subnets (`subnets`), internal or not, and a
+  NetworkPolicy admits the viewer's port from those subnets only: no pod has an address there
+  (the VPC CNI gives pods the private subnets' addresses), so another tenant's pods cannot reach
+  the viewer whatever their own egress policies say (issue #41: it once admitted the private
+  subnets, and rested on the other tenants' default-deny egress).
 
 One ALB per environment, one path per namespace (IngressGroup `<prefix>-viewer`): an ALB is billed
 per hour whether used or not (about $16/month in us-east-1, $0.0225/h, plus LCUs;
@@ -38,6 +39,7 @@ from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
+from components.network.vpc import public_subnet_name
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "tensorboard"
@@ -72,19 +74,25 @@ class ViewerExposure:
     inbound_cidrs: tuple[str, ...]
     """Who may reach the ALB."""
     alb_subnet_cidrs: tuple[str, ...]
-    """Where the ALB's addresses are (private subnets; public ones when internet-facing)."""
+    """Where the ALB's addresses are: the public subnets, internal or not, which hold no pod."""
+    alb_subnets: tuple[str, ...] = ()
+    """Those subnets' Name tags, for the controller's `subnets` annotation (none: its own discovery)."""
 
 
 def exposure_of(platform: StackConfig) -> ViewerExposure:
     """The exposure a platform stack's config gives (a team stack passes its judged platform's)."""
     network, viewer = platform.network, platform.viewer
-    subnets = [str(s.public if viewer.internet_facing else s.private) for s in network.subnets]
+    # The public subnets whether the ALB is internal or not: pods get their addresses from the
+    # private subnets (VPC CNI), so a NetworkPolicy that admits the ALB's subnets admits no other
+    # tenant's pod. An internal ALB has private addresses only, in whatever subnets it is put
+    # (the controller takes `subnets` by ID or Name tag: docs/guide/ingress/annotations.md).
     return ViewerExposure(
         group=f"{platform.name_prefix}-viewer", security_group=alb_security_group_name(platform.name_prefix),
         internet_facing=viewer.internet_facing, certificate_arn=viewer.certificate_arn,
         listen_ports=viewer.listen_ports,
         inbound_cidrs=tuple(str(c) for c in inbound_cidrs(network.monitoring_ingress, network.vpc_cidr)),
-        alb_subnet_cidrs=tuple(subnets))
+        alb_subnet_cidrs=tuple(str(s.public) for s in network.subnets),
+        alb_subnets=tuple(public_subnet_name(platform.name_prefix, s.availability_zone) for s in network.subnets))
 
 
 def path_prefix(namespace: str) -> str:
@@ -155,6 +163,8 @@ def ingress_annotations(exposure: ViewerExposure, namespace: str) -> dict[str, s
         f"{prefix}/healthcheck-path": f"{path_prefix(namespace)}/",
         f"{prefix}/success-codes": "200",
     }
+    if exposure.alb_subnets:
+        annotations[f"{prefix}/subnets"] = ",".join(exposure.alb_subnets)
     if exposure.certificate_arn:
         annotations[f"{prefix}/certificate-arn"] = exposure.certificate_arn
         annotations[f"{prefix}/ssl-redirect"] = "443"

@@ -39,6 +39,12 @@ from gpu_training_policy.resources import (
     statements,
     strings,
 )
+from gpu_training_policy.tenancy import (
+    ACCESS_ASSOCIATION,
+    ACCESS_ENTRY,
+    access_association_problems,
+    access_entry_problems,
+)
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 # What launch templates tag: AWS provider default tags do not reach tag_specifications
@@ -127,10 +133,6 @@ PLATFORM_ONLY_TYPES = {
     "aws:iam/user:User": "an IAM user",
     "aws:iam/accessKey:AccessKey": "an IAM access key",
     "aws:iam/group:Group": "an IAM group",
-    # Cluster access: an access entry with an access policy makes any principal a cluster user,
-    # cluster-admin included (EKS access entries replace the aws-auth ConfigMap).
-    "aws:eks/accessEntry:AccessEntry": "an EKS access entry",
-    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": "an EKS access policy association",
     "aws:eks/identityProviderConfig:IdentityProviderConfig": "an EKS identity provider",
     # One per file system, key or repository: a team's would replace the platform's on a shared one.
     "aws:efs/fileSystemPolicy:FileSystemPolicy": "a file system policy",
@@ -145,6 +147,7 @@ PLATFORM_ONLY_TYPES = {
     # What it installs is applied by Helm, not registered with the engine: no policy sees it.
     "kubernetes:helm.sh/v3:Release": "a Helm release",
 }
+CLUSTER_ACCESS = {ACCESS_ENTRY: access_entry_problems, ACCESS_ASSOCIATION: access_association_problems}
 # A team stack creates no bucket, so anything else of S3 (a bucket setting: policy, lifecycle,
 # versioning, ...; access points, inventories, account-wide blocks, S3 Control) would act on the
 # shared buckets or the account, replacing the platform's. Objects are the exception, under the
@@ -253,10 +256,12 @@ def _team_cluster_queue_problem(name: str, spec: Any, namespace: str) -> str | N
     return None
 
 
-# The role bindings a team namespace holds: its own Roles to its own service accounts, and on a
-# MultiKueue worker the dispatcher's group to its ClusterRole (components/workload/multikueue.py
+# The role bindings a team namespace holds: its own Roles to its own service accounts or to its
+# members group (the team's people: components/workload/team_members.py), and on a MultiKueue
+# worker the dispatcher's group to its ClusterRole (components/workload/multikueue.py
 # dispatcher_role_binding). Any other ClusterRole (admin, edit) or subject (another namespace's
-# accounts, system:authenticated) would hand the namespace, its synced secrets included, to others.
+# accounts, another team's people, system:authenticated) would hand the namespace, its synced
+# secrets included, to others.
 DISPATCHER_GROUP = "multikueue-manager"
 
 
@@ -269,10 +274,12 @@ def _team_role_binding_problem(props: Any, namespace: str) -> str | None:
         return f"binds ClusterRole {DISPATCHER_GROUP} to {subjects}, not to the dispatcher's group alone"
     if get(role_ref, "kind") != "Role":
         return f"binds {get(role_ref, 'kind')} {get(role_ref, 'name')}: a team binds only its namespace's own Roles"
-    strangers = [s for s in subjects if not (isinstance(s, dict) and get(s, "kind") == "ServiceAccount"
-                                             and get(s, "namespace") == namespace)]
+    members = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{namespace}-members"}
+    strangers = [s for s in subjects if s != members and not (
+        isinstance(s, dict) and get(s, "kind") == "ServiceAccount" and get(s, "namespace") == namespace)]
     if strangers:
-        return f"binds Role {get(role_ref, 'name')} to {strangers}: a team binds only its namespace's service accounts"
+        return (f"binds Role {get(role_ref, 'name')} to {strangers}: a team binds only its namespace's service accounts "
+                f"and its members group {members['name']}")
     return None
 
 
@@ -306,6 +313,12 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
         if not (isinstance(key, str) and key.startswith(stack.team_object_prefix)):
             report(f"{what} writes the object {key} outside {stack.team_object_prefix}; a team's objects live under "
                    "its own prefix of the shared buckets.")
+    elif args.resource_type in CLUSTER_ACCESS:
+        # An access entry with an access policy makes any principal a cluster user, cluster-admin
+        # included; a team's people get View and the members group in its namespace only.
+        for problem in CLUSTER_ACCESS[args.resource_type](args.props, stack):
+            report(f"{what} {problem}; team {stack.team}'s people reach only namespace {stack.team_namespace} "
+                   "(components/workload/team_members.py).")
     elif args.resource_type == POD_IDENTITY:
         namespace = get(args.props, "namespace")
         if namespace != stack.team_namespace:
@@ -324,7 +337,8 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
 
 team_stack_scope = ResourceValidationPolicy(
     name="team-stack-scope",
-    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, cluster access, ...), "
+    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...), give their "
+                "people only View of and the members group in their own namespace, "
                 "bind roles only into their own namespace, put every Kubernetes object there, and name their dashboards "
                 "and alarms in the team's own form exactly (never the platform's or a longer team's name).",
     enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)

@@ -18,7 +18,18 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs, StackValidationPolicy
 
 from gpu_training_policy.reach import owns_role_name
-from gpu_training_policy.resources import Report, Stack, as_list, describe, get, has, known, stack_of, strings
+from gpu_training_policy.resources import (
+    Report,
+    Stack,
+    as_list,
+    describe,
+    get,
+    has,
+    known,
+    known_items,
+    stack_of,
+    strings,
+)
 
 PV = "kubernetes:core/v1:PersistentVolume"
 SECRET_STORE = "kubernetes:external-secrets.io/v1:SecretStore"
@@ -41,7 +52,8 @@ SERVICE = "kubernetes:core/v1:Service"
 ALB_ANNOTATION_PREFIX = "alb.ingress.kubernetes.io/"
 TEAM_ALB_ANNOTATIONS = frozenset({
     "scheme", "target-type", "group.name", "security-groups", "manage-backend-security-group-rules", "inbound-cidrs",
-    "listen-ports", "healthcheck-path", "success-codes", "certificate-arn", "ssl-redirect"})
+    "listen-ports", "healthcheck-path", "success-codes", "certificate-arn", "ssl-redirect", "subnets"})
+EVERY_ADDRESS = frozenset({"0.0.0.0/0", "::/0"})
 # `ImplementationSpecific` lets the controller read `*` and `?` in a path: /team-vision* is also
 # /team-vision2/...; Prefix and Exact paths are matched as written (Kubernetes Ingress docs).
 TEAM_PATH_TYPES = ("Prefix", "Exact")
@@ -49,6 +61,16 @@ TEAM_PATH_TYPES = ("Prefix", "Exact")
 # a port on every node, LoadBalancer makes a load balancer of its own (outside the platform's
 # security group), ExternalName and externalIPs redirect other clients' traffic (CVE-2020-8554).
 TEAM_SERVICE_TYPES = ("ClusterIP",)
+# A team's people (components/workload/team_members.py): STANDARD access entries whose only group
+# is the namespace's members group, bound by the namespace's own RoleBinding; the one access
+# policy they get is View, scoped to the namespace by its exact name. An access scope takes
+# wildcards ("You can use wildcard characters for a namespace name": EKS User Guide, "Associate
+# access policies with access entries"), so `team-*` would be every team's namespace; a chosen
+# user name or group could be one a ClusterRoleBinding names.
+ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
+ACCESS_ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
+TEAM_ACCESS_POLICIES = ("AmazonEKSViewPolicy",)
+ACCESS_POLICY_ARN = re.compile(r"arn:[a-z-]+:eks::aws:cluster-access-policy/(?P<name>\w+)")
 ROLE_ARN = re.compile(r"^arn:[^:]+:iam::\d{12}:role/(?:.*/)?(?P<name>[^/]+)$")
 ACCESS_POINT_ID = re.compile(r"fsap-[0-9a-f]+")
 
@@ -143,6 +165,27 @@ def _path_problem(path: Any, path_type: Any, stack: Stack) -> str | None:
     return None
 
 
+def _annotation_value_problems(annotations: Any, stack: Stack) -> list[str]:
+    """The values that decide which load balancer, and who reaches it (issue #41: a group of the
+    team's own with `inbound-cidrs: 0.0.0.0/0` was a public ALB): the environment's IngressGroup
+    and security group (components/workload/viewer.py exposure_of), never every address. The
+    platform's scheme and exact CIDRs are not in a team's plan: the cluster's admission policy
+    holds those (components/workload/tenant_admission.py)."""
+    prefix = f"{stack.project}-{stack.environment}"
+    expected = {"group.name": f"{prefix}-viewer", "security-groups": f"{prefix}-viewer-alb"}
+    problems = []
+    for name, value in expected.items():
+        actual = known(annotations, ALB_ANNOTATION_PREFIX + name)
+        if name == "group.name" and not has(annotations, ALB_ANNOTATION_PREFIX + name):
+            problems.append(f"sets no {ALB_ANNOTATION_PREFIX}group.name: the Ingress would get a load balancer of its own")
+        elif actual is not None and actual != value:
+            problems.append(f"sets {ALB_ANNOTATION_PREFIX}{name} to {actual}, not the environment's {value}")
+    cidrs = known(annotations, ALB_ANNOTATION_PREFIX + "inbound-cidrs")
+    if isinstance(cidrs, str) and {c.strip() for c in cidrs.split(",")} & EVERY_ADDRESS:
+        problems.append(f"admits every address ({ALB_ANNOTATION_PREFIX}inbound-cidrs: {cidrs})")
+    return problems
+
+
 def ingress_problems(ingress: PolicyResource, stack: Stack) -> list[str]:
     """A team's Ingress joins the environment's ALB (its IngressGroup) with its own path only: a path
     of another team's, the listener's default action or an annotation's action would take or
@@ -152,6 +195,7 @@ def ingress_problems(ingress: PolicyResource, stack: Stack) -> list[str]:
     problems = [f"sets {key}, which this pack does not let a team stack set" for key in sorted(annotations)
                 if key.startswith(ALB_ANNOTATION_PREFIX) and key.removeprefix(ALB_ANNOTATION_PREFIX) not in
                 TEAM_ALB_ANNOTATIONS]
+    problems += _annotation_value_problems(annotations, stack)
     if has(spec, "defaultBackend"):
         problems.append("sets a defaultBackend: the shared listener's default action, every request no rule matches")
     for rule in as_list(get(spec, "rules")):
@@ -169,6 +213,44 @@ def service_problems(service: PolicyResource) -> list[str]:
     problems = [] if kind in TEAM_SERVICE_TYPES else [f"is a Service of type {kind}, not {', '.join(TEAM_SERVICE_TYPES)}"]
     if get(spec, "externalIPs"):
         problems.append("claims externalIPs: it captures traffic to those addresses from every pod (CVE-2020-8554)")
+    return problems
+
+
+def members_group(stack: Stack) -> str:
+    """The team's members group (components/workload/team_members.py members_group)."""
+    return f"{stack.team_namespace}-members"
+
+
+def access_entry_problems(props: Any, stack: Stack) -> list[str]:
+    """Why a team stack's EKS access entry reaches beyond the team's namespace; empty when it does not."""
+    problems = []
+    kind = get(props, "type", "STANDARD")
+    if kind != "STANDARD":
+        problems.append(f"is an access entry of type {kind}, a node's or a service's identity, not STANDARD")
+    groups = [g for _, g in known_items(get(props, "kubernetesGroups") or [])]
+    problems += [f"puts its principal in the Kubernetes group {g}, not the team's {members_group(stack)}"
+                 for g in groups if g != members_group(stack)]
+    if get(props, "userName") is not None:
+        problems.append(f"sets the Kubernetes user name {known(props, 'userName') or '(not known yet)'}, which a binding "
+                        "outside the namespace may name; EKS derives a role's own")
+    return problems
+
+
+def access_association_problems(props: Any, stack: Stack) -> list[str]:
+    """Why a team stack's access policy association grants beyond View in the team's namespace."""
+    scope = get(props, "accessScope") or {}
+    problems = []
+    if get(scope, "type") != "namespace":
+        problems.append(f"has the access scope {get(scope, 'type')}, not namespace")
+    namespaces = as_list(get(scope, "namespaces"))
+    if not namespaces or any(n != stack.team_namespace for n in namespaces):
+        problems.append(f"is scoped to the namespaces {namespaces}, not exactly [{stack.team_namespace}] (a scope "
+                        "takes wildcards)")
+    policy = known(props, "policyArn")
+    match = ACCESS_POLICY_ARN.fullmatch(policy) if isinstance(policy, str) else None
+    if match is None or match["name"] not in TEAM_ACCESS_POLICIES:
+        problems.append(f"associates the access policy {policy or '(not known yet)'}, not one of "
+                        f"{', '.join(TEAM_ACCESS_POLICIES)}")
     return problems
 
 

@@ -135,11 +135,13 @@ PLATFORM_GROUP = "gpu-training-prod-viewer"  # the platform's IngressGroup (one 
 
 
 def ingress(namespace: str = "team-vision", path: str = "/team-vision", path_type: str = "Prefix",
-            annotations: dict[str, str] | None = None, **spec: Any) -> Callable[[Records], tuple]:
-    """A viewer-like Ingress of the team stack in the platform's IngressGroup."""
+            annotations: dict[str, str | None] | None = None, **spec: Any) -> Callable[[Records], tuple]:
+    """A viewer-like Ingress of the team stack in the platform's IngressGroup (an annotation given
+    as None is left out)."""
+    given = {"alb.ingress.kubernetes.io/group.name": PLATFORM_GROUP, **(annotations or {})}
     return lambda _: (on(TEAM, INGRESS, "bypass-ingress", {
         "metadata": {"name": "bypass", "namespace": namespace, "annotations": {
-            "alb.ingress.kubernetes.io/group.name": PLATFORM_GROUP, **(annotations or {})}},
+            key: value for key, value in given.items() if value is not None}},
         "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [{
             "path": path, "pathType": path_type,
             "backend": {"service": {"name": "tensorboard", "port": {"number": 6006}}}}]}}], **spec}}, k8s=True),)
@@ -341,6 +343,16 @@ ATTEMPTS = [
         "alb.ingress.kubernetes.io/actions.steal": json.dumps({"type": "forward", "forwardConfig": {"targetGroups": [{
             "targetGroupARN": f"arn:aws:elasticloadbalancing:us-east-1:{ACCOUNT}:targetgroup/k8s-teamnlp/0123"}]}})}),
         "team-references-own"),
+    Attempt("ingress", "a group of its own, internet-facing, open to every address (a public ALB)", TEAM, ingress(
+        annotations={"alb.ingress.kubernetes.io/group.name": "team-vision-public",
+                     "alb.ingress.kubernetes.io/scheme": "internet-facing",
+                     "alb.ingress.kubernetes.io/inbound-cidrs": "0.0.0.0/0"}), "team-references-own"),
+    Attempt("ingress", "the platform's group, open to every address", TEAM, ingress(annotations={
+        "alb.ingress.kubernetes.io/inbound-cidrs": "10.0.0.0/16, 0.0.0.0/0"}), "team-references-own"),
+    Attempt("ingress", "another security group on the shared load balancer", TEAM, ingress(annotations={
+        "alb.ingress.kubernetes.io/security-groups": "sg-0123456789abcdef0"}), "team-references-own"),
+    Attempt("ingress", "no IngressGroup: a load balancer of its own", TEAM, ingress(annotations={
+        "alb.ingress.kubernetes.io/group.name": None}), "team-references-own"),
     Attempt("ingress", "a Service of type LoadBalancer (a load balancer of its own)", TEAM, service(type="LoadBalancer"),
             "team-references-own"),
     Attempt("ingress", "a NodePort Service", TEAM, service(type="NodePort"), "team-references-own"),

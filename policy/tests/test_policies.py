@@ -284,14 +284,15 @@ FAILING = [
         "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive", "admin", {
             "roleName": "r", "policyArns": ["arn:aws:iam::aws:policy/AmazonS3FullAccess"]}, stack="team-vision-prod"),
         stack="team-vision-prod"), "AmazonS3FullAccess"),
-    Case("team-stack-scope", "EKS access entry", lambda: plan(resource("aws:eks/accessEntry:AccessEntry", "admin", {
-        "clusterName": "c", "principalArn": "arn:aws:iam::1:role/x"}, stack="team-vision-prod"), stack="team-vision-prod"),
-        "creates an EKS access entry"),
+    Case("team-stack-scope", "EKS access entry in system:masters", lambda: plan(resource(
+        "aws:eks/accessEntry:AccessEntry", "admin", {
+            "clusterName": "c", "principalArn": "arn:aws:iam::1:role/x", "kubernetesGroups": ["system:masters"]},
+        stack="team-vision-prod"), stack="team-vision-prod"), "in the Kubernetes group system:masters"),
     Case("team-stack-scope", "cluster-admin association", lambda: plan(resource(
         "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "admin", {
             "clusterName": "c", "principalArn": "arn:aws:iam::1:role/x", "accessScope": {"type": "cluster"},
             "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"}, stack="team-vision-prod"),
-        stack="team-vision-prod"), "creates an EKS access policy association"),
+        stack="team-vision-prod"), "has the access scope cluster"),
     Case("team-stack-scope", "a policy on a shared bucket", lambda: plan(resource(BUCKET_POLICY, "artifacts", {
         "bucket": "gpu-training-prod-artifacts-1", "policy": policy_document()}, stack="team-vision-prod"),
         stack="team-vision-prod"), "creates S3 settings"),

@@ -197,3 +197,58 @@ def test_allows_outside_names_the_request():
     found = allows_outside({"Statement": [allow("s3:Get*", f"arn:*:s3:::{ARTIFACTS}/*")]},
                            lambda action, arn: "teams/vision/" not in arn)
     assert found and found[0][0].lower().startswith("s3:get")
+
+
+# Issue #41 item 4: a team stack makes its people's access entries (components/workload/
+# team_members.py); none may reach beyond the team's namespace.
+MEMBER = f"arn:aws:iam::{ACCOUNT}:role/vision-researchers"
+VIEW = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+
+
+def association(policy_arn: str = VIEW, **scope: Any) -> dict[str, Any]:
+    return resource("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "bypass-association", {
+        "clusterName": "gpu-training-prod", "principalArn": MEMBER, "policyArn": policy_arn,
+        "accessScope": scope or {"type": "namespace", "namespaces": ["team-vision"]}}, stack=TEAM)
+
+
+def entry(**inputs: Any) -> dict[str, Any]:
+    return resource("aws:eks/accessEntry:AccessEntry", "bypass-entry", {
+        "clusterName": "gpu-training-prod", "principalArn": MEMBER, "type": "STANDARD", **inputs}, stack=TEAM)
+
+
+@pytest.mark.parametrize("added", [
+    association(type="cluster"),
+    association(type="namespace", namespaces=["team-*"]),               # EKS takes wildcards in a scope
+    association(type="namespace", namespaces=["team-nlp"]),
+    association(type="namespace", namespaces=["team-vision", "team-nlp"]),
+    association(type="namespace", namespaces=[]),
+    association("arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminPolicy"),
+    association("arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"),
+    entry(kubernetesGroups=["system:masters"]),
+    entry(kubernetesGroups=["team-vision-members", "multikueue-manager"]),  # a group a ClusterRoleBinding names
+    entry(kubernetesGroups=["team-nlp-members"]),                           # another team's people
+    entry(kubernetesGroups=["team-vision-members"], userName="cluster-admin"),
+    entry(type="EC2_LINUX"),
+], ids=["cluster scope", "wildcard namespace", "another namespace", "two namespaces", "no namespace", "namespace admin",
+        "cluster admin", "system:masters", "a cluster-bound group", "another team's group", "a chosen user name",
+        "a node's entry type"])
+def test_a_team_stack_grants_its_people_no_more_than_view_and_its_group_in_its_namespace(added):
+    assert "team-stack-scope" in refused(added)
+
+
+def test_a_team_namespace_binds_no_other_teams_people():
+    binding = resource("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "bypass-binding", {
+        "metadata": {"name": "bypass", "namespace": "team-vision"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team-member"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-nlp-members"}]},
+        stack=TEAM, provider="platform-cluster")
+    assert "team-stack-scope" in refused(binding)
+
+
+def test_the_team_plans_own_access_entries_pass():
+    """The real plan's entries and association are in the plan the pack passes (test_the_team_plan_itself_passes)."""
+    records = plan_records(TEAM)
+    assert [r for r in records if r["type"] == "aws:eks/accessEntry:AccessEntry"]
+    assert [r for r in records if r["type"] == "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"]
+    # and the same grant, written by hand, passes too: the refusals above are about what they change
+    assert not refused(association()) and not refused(entry(kubernetesGroups=["team-vision-members"]))
