@@ -10,7 +10,7 @@ POLICY_VENV := policy/venv
 STACK ?= dev
 .DEFAULT_GOAL := help
 
-.PHONY: help venv torch-cpu chromium plan plans plan-diff cost test lint pytest policy-venv policy-test policy bench clean verify
+.PHONY: help venv torch-cpu chromium plan plans plan-diff cost test test-scenarios lint pytest policy-venv policy-test policy bench clean verify
 
 # PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins, as
 # <version>+cpu, which `torch==<version>` accepts (PEP 440: a pin without a local label matches any);
@@ -131,9 +131,15 @@ chromium:
 	fi
 
 # $(CURDIR) quoted: the checkout's path may hold a space (tests/test_delivery_scripts.py).
-## every test (config tables, synthesised stacks, manifests, trainer, scripts)
-pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE) chromium
-	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest
+# The scenarios (real launcher gangs, the browser: tests/conftest.py) are `test-scenarios`'s, so that
+# `make test` stays near 12 minutes on 2 cores; .ci/run runs both.
+## every test but the scenarios (config tables, synthesised stacks, manifests, trainer units, scripts)
+pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
+	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest -m "not scenario"
+
+## the scenarios: 2-node launcher gangs (every framework, every fault), the viewer in Chromium
+test-scenarios: $(VENV)/.dev $(BYTECODE) chromium
+	$(PY) -m pytest -m scenario
 
 # The pack's tests read the plans (the engine's inputs) that `plans` writes with the program's venv.
 ## the policy pack's tests on every stack's offline plan
@@ -145,7 +151,7 @@ policy: plans $(POLICY_VENV)/.installed
 	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml))) \
 		$(patsubst bootstrap/Pulumi.%.yaml,build/%,$(wildcard bootstrap/Pulumi.*.yaml))
 
-## lint + pytest + policy-test: what CI runs (.ci/run)
+## lint + pytest + policy-test (CI, .ci/run and the workflows' test jobs, runs test-scenarios after it)
 test: lint pytest policy-test
 
 ## go-live checks against the live cluster: make verify STACK=prod ARGS="--job pretrain-p5"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -64,6 +65,17 @@ against this checkout, with no cluster (--job-context offline), unless told othe
 2 bad input or refused (nothing was created)."""
 
 
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse type: a number above 0 (argparse turns the ValueError into exit 2 with the value)."""
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if not value > 0:
+            raise ValueError(text)
+        return value
+    parse.__name__ = f"positive {kind.__name__}"  # argparse's message: "invalid positive int value: '-5'"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="gpu-training", description=DESCRIPTION, epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,13 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     submit = actions.add_parser("submit", help="check, price and submit a job file")
     submit.add_argument("job_file", type=Path, metavar="JOBFILE", help="YAML: the keys of one training.jobs entry")
     submit.add_argument("--dry-run", action="store_true", help="print the manifests and the checks, create nothing")
-    submit.add_argument("--steps", type=int, metavar="N",
+    submit.add_argument("--steps", type=_positive(int), metavar="N",
                         help="optimizer steps of the run, for the total price (default: the hyperparameters' steps)")
-    submit.add_argument("--steps-per-second", type=float, metavar="R", help="the run's rate, for the total price")
+    submit.add_argument("--steps-per-second", type=_positive(float), metavar="R", help="the run's rate, for the total price")
     submit.add_argument("--job-context", choices=[LIVE, OFFLINE], help=JOB_CONTEXT_HELP)
     status = actions.add_parser("status", help="admission, progress, checkpoint, restarts and cost of a job")
     status.add_argument("name", metavar="NAME")
-    status.add_argument("--watch", nargs="?", const=10.0, type=float, metavar="SECONDS",
+    status.add_argument("--watch", nargs="?", const=10.0, type=_positive(float), metavar="SECONDS",
                         help="refresh in place every SECONDS (default 10) until Ctrl-C")
     status.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     logs = actions.add_parser("logs", help="the trainer's log of one node's pod")

@@ -32,10 +32,6 @@ LOG_TAIL_LINES = 5000
 DELETE_WAIT_S = 300
 
 
-class JobExistsError(Exception):
-    """A JobSet of that name is waiting or running: stop it first, or choose another name."""
-
-
 class JobCluster:
     """The calls the command makes, each one API request of the official client, answered as plain
     JSON objects (what `kubectl get -o json` shows), as scripts/verify reads them (verify/kube.py)."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import ConfigError, ConfigProblem, TeamStackConfig
 from components.config.stack import stack_kind
-from components.workload.training_job import JobObjects
+from components.workload.training_job import SUBMITTED_BY_JOB_COMMAND, SUBMITTED_BY_LABEL, JobObjects
 from job_command.cluster import NODE_INDEX_LABEL
 from job_command.price import node_hourly
 from job_command.seams import Seams
@@ -57,7 +58,10 @@ def submit_objects(args: argparse.Namespace, cluster: Any, objects: JobObjects) 
                               f"(gpu-training job stop {name} --stack {args.stack}) or give the job another name")
         print(f"job {name} was {state}: deleting that JobSet (its checkpoints stay) ...", file=sys.stderr)
         cluster.delete(namespace, name)
-    cluster.submit(objects)
+    # Tells an ad-hoc job from a stack's (docs/team-stacks.md): on the JobSet's metadata only, so
+    # its spec stays the one the dry run printed and a stack plans.
+    labels = {**metadata["labels"], SUBMITTED_BY_LABEL: SUBMITTED_BY_JOB_COMMAND}
+    cluster.submit(replace(objects, jobset={**objects.jobset, "metadata": {**metadata, "labels": labels}}))
     print(f"submitted job {name} to LocalQueue {metadata['labels']['kueue.x-k8s.io/queue-name']} of namespace "
           f"{namespace}\nnext: gpu-training job status {name} --stack {args.stack} --watch\n"
           f"      gpu-training job logs {name} --stack {args.stack} --follow", file=sys.stderr)
@@ -120,6 +124,10 @@ def stop(args: argparse.Namespace, cluster: Any, namespace: str) -> int:
     if jobset is None or workload is None:
         fail(PROG, f"no job {args.name} with a Kueue Workload in namespace {namespace} "
                    f"(gpu-training job list --stack {args.stack})")
+        return EXIT_FAILED
+    state, _ = classify(jobset, workload)
+    if state not in (JobState.WAITING, JobState.RUNNING):
+        fail(PROG, f"job {args.name} is {state}: nothing to stop (gpu-training job status {args.name} --stack {args.stack})")
         return EXIT_FAILED
     cluster.stop(namespace, workload)
     print(f"stopping job {args.name}: Kueue evicts the gang; each pod gets SIGTERM, saves a checkpoint within its "

@@ -32,8 +32,7 @@ LAUNCHER_START = "launcher_start"
 STOPPED_EVENT = "stopped"
 COMPLETE_EVENT = "training_complete"
 # kueue v0.19.2 apis/kueue/v1beta2/workload_types.go: condition types and the Evicted reason of a stop.
-QUOTA_RESERVED, ADMITTED, EVICTED, FINISHED = "QuotaReserved", "Admitted", "Evicted", "Finished"
-DEACTIVATED = "Deactivated"
+QUOTA_RESERVED, ADMITTED, EVICTED = "QuotaReserved", "Admitted", "Evicted"
 # CheckState values (same file): Ready passes; Pending, Retry and Rejected hold the gang.
 CHECK_READY = "Ready"
 CHECK_MEANING = {GANG_PROVISIONING: "the cluster autoscaler brings up all the gang's nodes at once: a ProvisioningRequest"}

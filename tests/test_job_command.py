@@ -280,6 +280,7 @@ class FakeCluster:
 
     def submit(self, objects) -> dict[str, Any]:
         self.calls.append(("submit", objects.jobset["metadata"]["namespace"], objects.jobset["metadata"]["name"]))
+        self.submitted = objects
         return objects.jobset
 
 
@@ -303,6 +304,37 @@ def test_submit_takes_a_name_only_from_a_job_that_no_longer_runs(tmp_path, recor
                        Seams(connect=lambda _: cluster, policy=_passing_pack))
     assert got == code, err
     assert [call for call in cluster.calls if call[0] not in ("jobset", "job_context")] == calls
+
+
+def test_a_submitted_jobset_says_it_is_ad_hoc_and_keeps_the_planned_spec(tmp_path, run, plan_of):
+    context = next(m for m in plan_of(STACK).manifests_on(None) if m["metadata"]["name"] == "gpu-training-job-context")
+    cluster = FakeCluster(None, context["data"])
+    job_file = str(_job_file(tmp_path, ADHOC))
+    assert run(["job", "submit", job_file, "--stack", STACK], Seams(connect=lambda _: cluster, policy=_passing_pack))[0] == 0
+    _, printed, _ = run(["job", "submit", job_file, "--stack", STACK, "--dry-run"],
+                        Seams(connect=_no_connect, policy=_passing_pack))
+    planned = next(d for d in yaml.safe_load_all(printed) if d and d.get("kind") == "JobSet")
+    sent = cluster.submitted.jobset
+    assert sent["metadata"]["labels"] == {**planned["metadata"]["labels"], "gpu-training/submitted-by": "job-command"}
+    assert sent["spec"] == planned["spec"]
+
+
+@pytest.mark.parametrize("recorded", ["finished", "failed"])
+def test_stop_of_a_job_that_no_longer_runs_changes_nothing(recorded, run):
+    cluster = FakeCluster(_fixture(recorded))
+    code, _, err = run(["job", "stop", "vision-adhoc", "--stack", STACK], Seams(connect=lambda _: cluster, policy=_passing_pack))
+    assert code == 1 and recorded in err
+    assert not [call for call in cluster.calls if call[0] == "stop"]
+
+
+@pytest.mark.parametrize("args", [["status", "vision-adhoc", "--watch", "-1"],
+                                  ["submit", "job.yaml", "--steps", "-5", "--steps-per-second", "2"],
+                                  ["submit", "job.yaml", "--steps-per-second", "0"]])
+def test_numbers_that_must_be_positive_exit_2_without_a_traceback(args, capfd):
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["job", *args, "--stack", STACK], Seams(connect=_no_connect, policy=_passing_pack))
+    err = capfd.readouterr().err
+    assert exited.value.code == 2 and "invalid positive" in err and "Traceback" not in err
 
 
 def test_logs_reads_the_pod_of_the_node_asked_for(capsys):

@@ -16,7 +16,7 @@ ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 # What the job command (`gpu-training job submit|status|logs|stop|list`, its job_command/cluster.py)
 # does in the namespace: (API group, resource, verb).
 READ = ("get", "list", "watch")
-JOB_COMMAND_NEEDS = {("jobset.x-k8s.io", "jobsets", verb) for verb in ("create", *READ, "delete", "patch")} | {
+JOB_COMMAND_NEEDS = {("jobset.x-k8s.io", "jobsets", verb) for verb in ("create", *READ, "delete")} | {
     ("jobset.x-k8s.io", "jobsets/finalizers", "update"),       # owned objects with blockOwnerDeletion
     ("kueue.x-k8s.io", "workloads", "patch"),                 # stop: the Workload made inactive
     *(("kueue.x-k8s.io", resource, verb) for resource in ("workloads", "localqueues") for verb in READ),

@@ -248,6 +248,29 @@ def test_kubernetes_refuses_work_kueue_would_not_admit(make, policies, team_obje
     assert any("kueue.x-k8s.io/queue-name" in m for m in refusals(policies, make(team_objects)))
 
 
+def _pod_of_jobset(manifest: dict[str, Any]) -> dict[str, Any]:
+    return manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def _pod_of_cronjob(manifest: dict[str, Any]) -> dict[str, Any]:
+    return manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("make", [
+    changed(JOBSET, lambda m: _pod_of_jobset(m).update(priorityClassName="system-node-critical")),
+    changed(JOBSET, lambda m: _pod_of_jobset(m).update(nodeName="ip-10-0-1-1.ec2.internal")),
+    changed(CRONJOB, lambda m: _pod_of_cronjob(m).update(priorityClassName="system-cluster-critical")),
+    lambda objects: {**bare_job(objects, {QUEUE: "training"}), "spec": {
+        **bare_job(objects)["spec"], "template": {**bare_job(objects)["spec"]["template"], "spec": {
+            **bare_job(objects)["spec"]["template"]["spec"], "nodeName": "ip-10-0-1-1.ec2.internal"}}}},
+], ids=["a JobSet at system-node-critical", "a JobSet on a named node", "a CronJob at system-cluster-critical",
+        "a queued Job on a named node"])
+def test_kubernetes_refuses_pods_placed_around_kueue_and_the_scheduler(make, policies, team_objects):
+    """Both would reach other teams: a system priority preempts their pods, a nodeName skips the
+    taints and the flavor's nodes. The queue name alone does not make such a pod safe."""
+    assert any("priorityClassName or nodeName" in m for m in refusals(policies, make(team_objects)))
+
+
 def test_the_controllers_jobs_and_queued_jobs_are_admitted(policies, team_objects):
     """A JobSet's child Jobs (the JobSet controller's, jobset-system) and a CronJob's Jobs (the
     CronJob controller's, kube-system) carry no queue name: their parents were judged."""

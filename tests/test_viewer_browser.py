@@ -5,7 +5,7 @@ event files where the launcher contract puts them (launcher.events: `tensorboard
 checkpoint directory). TensorBoard, the version the trainer image pins and the cluster's viewer
 runs (components/workload/viewer.py), serves them on a free localhost port with the path prefix
 the viewer's Ingress gives it, and headless Chromium from the distribution's packages
-(/usr/bin/chromium, installed by `make chromium`, which `make pytest` runs first) loads the scalars
+(/usr/bin/chromium, installed by `make chromium`, which `make test-scenarios` runs first) loads the scalars
 page. The test asserts that the card of the `train/loss` tag is there with a drawn chart, and keeps
 a screenshot in build/viewer-browser/.
 
@@ -47,7 +47,7 @@ def _chromium_or_skip() -> Path:
     if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
         return CHROMIUM
     reason = (f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium package "
-              "(apt-get, with sudo when not root); `make pytest` does it first")
+              "(apt-get, with sudo when not root); `make test-scenarios` does it first")
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true: {reason}")
     pytest.skip(reason)

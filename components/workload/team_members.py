@@ -55,7 +55,7 @@ def member_rules() -> list[dict[str, Any]]:
     No Secrets, no pods/exec, no Role or binding."""
     return [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
-         "verbs": ["create", "get", "list", "watch", "delete", "patch"]},
+         "verbs": ["create", "get", "list", "watch", "delete"]},  # no patch: a member never edits a stack's JobSet
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/finalizers"], "verbs": ["update"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*READ, "patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": READ},

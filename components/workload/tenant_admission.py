@@ -167,6 +167,28 @@ def queue_validations() -> list[dict[str, str]]:
     }]
 
 
+def _placed_by_the_scheduler(pod: str) -> str:
+    return f"!has({pod}.priorityClassName) && !has({pod}.nodeName)"
+
+
+def placement_validations() -> list[dict[str, str]]:
+    """A team's pods are placed by Kueue and the scheduler, nothing else: a priorityClassName
+    (system-node-critical is usable outside kube-system since Kubernetes 1.17) lets the scheduler
+    preempt other namespaces' pods, and a nodeName skips the scheduler, its taints and the flavor's
+    node selector (Kubernetes docs, "Pod Priority and Preemption", "Limit Priority Class
+    consumption by default"; "Assigning Pods to Nodes", nodeName). A team's priority among its
+    own jobs is Kueue's WorkloadPriorityClass label, which the JobSet keeps."""
+    jobset = f"object.spec.replicatedJobs.all(r, {_placed_by_the_scheduler('r.template.spec.template.spec')})"
+    cronjob = _placed_by_the_scheduler("object.spec.jobTemplate.spec.template.spec")
+    job = _placed_by_the_scheduler("object.spec.template.spec")
+    return [{
+        "expression": f"request.resource.resource == 'jobsets' ? {jobset} : "
+                      f"request.resource.resource == 'cronjobs' ? {cronjob} : {job}",
+        "message": "sets a pod's priorityClassName or nodeName: a team's pods are placed by Kueue and the "
+                   "scheduler (priority among a team's jobs: the kueue.x-k8s.io/priority-class label)",
+    }]
+
+
 # Who makes Jobs on behalf of an object already judged: the JobSet controller (a JobSet's child
 # Jobs, which carry no queue name: Kueue manages the JobSet) in jobset-system, and Kubernetes'
 # own controllers (the CronJob controller's Jobs) in kube-system. No team makes a service account
@@ -194,7 +216,7 @@ def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
         Guarded("gpu-training-team-network-policy", (("networking.k8s.io", "networkpolicies"),),
                 network_policy_validations(exposure)),
         Guarded("gpu-training-team-queue-name", (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("batch", "cronjobs")),
-                queue_validations(), conditions=(NOT_A_CONTROLLER,)),
+                [*queue_validations(), *placement_validations()], conditions=(NOT_A_CONTROLLER,)),
     )
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -87,6 +89,8 @@ def test_torchrun_gets_the_restart_rounds_and_a_bad_value_exits_2(tmp_path):
 def test_a_round_is_a_new_set_of_workers_and_clears_the_failed_file(monkeypatch, tmp_path):
     now, running = [0.0], [[]]
     monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False, r=running: list(r[0]))
+    # Workers of pid < 20 started before any report file the test writes, the others after it.
+    monkeypatch.setattr(supervisor, "started_at", lambda pid: 0.0 if pid < 20 else float("inf"))
     failed = tmp_path / "worker-failed"
     watch = supervisor.WorkerWatch(1, str(failed), clock=lambda: now[0], exit_grace_s=30)
     for t, pids in ((0.0, [11]), (1.0, [11, 12]), (2.0, [12])):  # started one by one, ended one by one
@@ -110,6 +114,8 @@ def _supervisor(monkeypatch, tmp_path, running):
     """A Supervisor with in-place restarts over a stand-in torchrun whose workers are `running[0]`."""
     now = [0.0]
     monkeypatch.setattr(supervisor, "children_of", lambda pid, running=False, r=running: list(r[0]))
+    # Workers of pid < 20 started before any report file the test writes, the others after it.
+    monkeypatch.setattr(supervisor, "started_at", lambda pid: 0.0 if pid < 20 else float("inf"))
     env = {"TRAIN_STOPPED_FILE": str(tmp_path / "stopped"), "TRAIN_CONFIG_ERROR_FILE": str(tmp_path / "config-error")}
     stop = supervisor.StopRequest(clock=lambda: now[0])
     sup = supervisor.Supervisor(["torchrun"], env, stop, grace_s=60.0, restart_wait_s=30.0)
@@ -148,6 +154,46 @@ def test_a_round_that_started_despite_a_report_is_ended_with_its_workers(monkeyp
     running[0] = [21]  # torchrun's next round came before a look saw the workers gone
     _look(sup, watch, now, 2.0)
     assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [21])]
+
+
+@pytest.mark.parametrize("report", ["stopped", "config-error"])
+def test_a_report_and_a_new_round_between_two_looks_end_that_round(monkeypatch, tmp_path, report):
+    """The first look after the report already sees the next round: its workers started after the
+    report was written, so the round is an earlier round's retry, never one to train on."""
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    _look(sup, watch, now, 0.0)
+    written = tmp_path / report
+    written.write_text("{}")
+    os.utime(written, (1000.0, 1000.0))
+    monkeypatch.setattr(supervisor, "started_at", lambda pid: 1000.5)  # the new worker, after the report
+    running[0] = [21]
+    _look(sup, watch, now, 1.0)
+    assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [21])]
+
+
+def test_a_report_written_by_the_running_round_lets_its_workers_end(monkeypatch, tmp_path):
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    monkeypatch.setattr(supervisor, "started_at", lambda pid: 1000.0)
+    _look(sup, watch, now, 0.0)
+    written = tmp_path / "config-error"
+    written.write_text("bad lr\n")
+    os.utime(written, (1000.5, 1000.5))
+    _look(sup, watch, now, 1.0)
+    assert ends == []
+
+
+def test_a_process_start_time_is_read_from_proc_to_the_clock_tick():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        started = supervisor.started_at(child.pid)
+        assert started is not None and abs(started - time.time()) < 2.0
+        assert supervisor.started_at(os.getpid()) < started  # this process is older
+    finally:
+        child.kill()
+        child.wait()
+    assert supervisor.started_at(2**22 + 7) is None  # no such process
 
 
 def test_a_round_after_a_stop_signal_is_ended_and_a_plain_failure_is_restarted(monkeypatch, tmp_path):

@@ -44,6 +44,18 @@ def children_of(pid: int, *, running: bool = False) -> list[int]:
     return out
 
 
+def started_at(pid: int) -> float | None:
+    """When pid started, in wall-clock seconds (to a clock tick, 10 ms): /proc/<pid>/stat's field 22
+    counts clock ticks since boot (proc(5)), the time CLOCK_BOOTTIME counts too."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        ticks = int(stat[stat.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def _set_parent_death_signal() -> None:
     """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
     try:
@@ -179,6 +191,22 @@ class WorkerWatch:
         self.running, self._empty_since = running, None
 
 
+def _written_by_this_round(path: str, running: list[int]) -> bool:
+    """A report file written after the running workers started is theirs; one written before is an
+    earlier round's, whose workers exited and torchrun restarted between two looks (0.5 s apart, more
+    under load): that round must not train on. Unknown start times: theirs (the workers end anyway)."""
+    try:
+        written = os.path.getmtime(path)
+    except OSError:
+        return True
+    starts = [start for start in map(started_at, running) if start is not None]
+    return not starts or written >= min(starts) - START_TIME_ERROR_S
+
+
+# started_at's error: one clock tick (USER_HZ, 100 on Linux) and the read of two clocks.
+START_TIME_ERROR_S = 0.02
+
+
 class TorchrunEnd(enum.Enum):
     """How the launcher's wait for torchrun ended."""
 
@@ -221,7 +249,6 @@ class Supervisor:
         """With in-place restarts (launcher.inplace), how long a new round may take; None: torchrun
         never restarts its workers."""
         self._rounds_seen = 0
-        self._final_at_round: int | None = None
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.stop_request = stop_request
@@ -309,16 +336,15 @@ class Supervisor:
                 progress.log("torchrun_killed", reason="a new round of workers after a stop signal")
                 self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
                 return True
-        reported = [what for what, var in (("a stop with the gang", contract.STOPPED_VAR),
-                                           ("a config error", contract.CONFIG_ERROR_VAR))
+        reported = [(what, self.env[var]) for what, var in (("a stop with the gang", contract.STOPPED_VAR),
+                                                            ("a config error", contract.CONFIG_ERROR_VAR))
                     if self.env.get(var) and os.path.exists(self.env[var])]
         if not reported:
             return False
-        if self._final_at_round is None:
-            self._final_at_round = watch.rounds
-        if watch.running and watch.rounds == self._final_at_round:
-            return False
-        progress.log("torchrun_killed", reason=f"the workers reported {reported[0]}: not restarted in place")
+        what, path = reported[0]
+        if watch.running and _written_by_this_round(path, watch.running):
+            return False  # its workers end on their own, once the report is written
+        progress.log("torchrun_killed", reason=f"the workers reported {what}: not restarted in place")
         self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
         return True
 
