@@ -3,6 +3,7 @@ import random
 
 import pytest
 
+from components.config import StackConfig
 from components.facts import goodput as g
 from components.facts.goodput import FaultClass, fault_classes, goodput
 
@@ -86,3 +87,18 @@ def test_in_place_restarts_cut_only_the_process_crash_cost():
 def test_bad_interval(interval_s):
     with pytest.raises(ValueError, match="interval_s"):
         goodput(interval_s, ())
+
+
+@pytest.mark.parametrize(("stack", "spot"), [("dev", True), ("prod", False)])
+def test_a_stacks_jobs_use_their_pools_capacity_and_the_interval_they_will_run_with(stack, spot):
+    from components.observability.training_metrics import planned_checkpoint_interval_seconds
+    from offline.cost import load_config
+    from offline.job_goodput import job_goodputs, summary_lines
+
+    config = load_config(stack)
+    assert isinstance(config, StackConfig)
+    pools = {pool.name: pool for pool in config.node_pools}
+    (job, estimate), *_ = job_goodputs(config)
+    assert estimate.interval_s == planned_checkpoint_interval_seconds(job, pools[job.pool], config.storage, team=False)
+    assert ("spot reclaim" in [c.name for c in estimate.classes]) is spot
+    assert f"goodput {estimate.goodput:.2%}" in summary_lines(config)[0]
