@@ -15,8 +15,9 @@ R averaged over the classes by rate, the expected wall time of one interval of n
 
 (the number of faults before an interval completes is geometric with mean exp(L * interval) - 1;
 each costs its restart plus the time it ran, whose mean is 1/L - interval / (exp(L * interval) - 1)).
-Goodput = interval / E. This is Daly's (2006, "A higher order estimate of the optimum checkpoint
-interval for restart dumps", eq. 13 with no checkpoint stall) expected run time. For L * interval
+Goodput = interval / E. Daly (2006, "A higher order estimate of the optimum checkpoint interval for
+restart dumps") writes the same expected run time with exp(L * R) for 1 + L * R, counting faults
+during a restart too; the two agree while restarts are short against the MTBF. For L * interval
 small it is 1 - L * (R + interval / 2), the first-order "restart plus half an interval" per fault;
 that form goes wrong (even negative) when the interval nears the job's mean time between faults,
 where a fault usually strikes before the interval's checkpoint is reached.
