@@ -104,7 +104,7 @@ def breakdown(stack: str, cost: StackCost, config: StackConfig | TeamStackConfig
             lines.append("  * capacity block price from a 2024 copy of the AWS page: STALE, check before buying")
     lines += _reserved_lines(cost)
     if config is not None:
-        lines += storage_lines(config)
+        lines += storage_lines(config) + _goodput_lines(config)
     base = cost.fixed_monthly_usd + cost.usage_monthly_usd
     if cost.gpu_pools:
         lines.append("")
@@ -174,6 +174,17 @@ def storage_lines(config: StackConfig | TeamStackConfig) -> list[str]:
                      f"{grace_needed_seconds(gib, store.write_mb_s)} s of its {job.termination_grace_period_seconds} s "
                      f"grace ({store.basis})")
     return lines
+
+
+def _goodput_lines(config: StackConfig | TeamStackConfig) -> list[str]:
+    """Each job's checkpoint interval and goodput estimate (offline/job_goodput.py)."""
+    from offline.job_goodput import ASSUMPTIONS, goodput_lines  # it imports the Pulumi SDK
+
+    jobs = goodput_lines(config)
+    if not jobs:
+        return []
+    return ["", "Goodput: the fraction of GPU time on new steps, at the pool's fault rates (faults per day by class, "
+                "time each loses: restart + half an interval)", *(f"  {line}" for line in jobs), f"  ({ASSUMPTIONS})"]
 
 
 def _quota_lines(config: TeamStackConfig, table: prices.RegionPrices) -> list[str]:
@@ -253,6 +264,7 @@ def environment_costs(environment: str, *, on: date, usage: Usage, dataset_gb: f
     leaves at that pair's rate: the stated `dataset_gb` from the manager (the first stack) to each
     worker, and each cluster's checkpoints to every other cluster (checkpoint_lines)."""
     from components.config.sibling_stacks import STACKS_DIR, platform_stacks
+    from offline.job_goodput import goodput_lines
     from offline.plan import synthesize
 
     stacks = [s for s in platform_stacks(STACKS_DIR, (environment,)) if (STACKS_DIR / f"Pulumi.{s}.yaml").is_file()]
@@ -273,6 +285,7 @@ def environment_costs(environment: str, *, on: date, usage: Usage, dataset_gb: f
         lines.append(f"  {stack:<14} {cost.region:<10} {_usd(cost.fixed_monthly_usd, 0)}/month fixed + "
                      f"{_usd(cost.usage_monthly_usd, 0)}/month usage; GPU pools {_usd(cost.gpu_hourly_at_min_usd)}/h "
                      f"at min, {_usd(cost.gpu_hourly_at_max_usd)}/h at max")
+        lines += [f"    {line}" for line in goodput_lines(load_config(stack))]
     manager = stacks[0] if stacks else ""
     flows = [(f"datasets {manager}", regions[manager], region, dataset_gb) for stack, region in regions.items()
              if stack != manager and region != regions[manager]]

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from components.facts.cost_model import plan_cost
 from offline.generated_files import RenderError
-from offline.plan import ROOT, Plan, all_stacks, summary, synthesize, write_plan
+from offline.job_goodput import goodput_lines
+from offline.plan import ROOT, Plan, all_stacks, planned_config, summary, synthesize, write_plan
 from offline.plan_diff import BOOTSTRAP_DIR, TreePlans, build_report, commit_label, load_cost_model
 
 MARKER = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) [^>]*-->\n)(?P<body>.*?)(?P<close><!-- end generated -->)",
@@ -150,8 +151,18 @@ def dashboard_widgets(plan_of: PlanOf) -> str:
     return "".join(f"{i}. {widget_title(w)} ({w['type']})\n" for i, w in enumerate(widgets, 1))
 
 
+def goodput_figures(plan_of: PlanOf) -> str:
+    """What `make cost` prints about each job's goodput, for dev's spot job and prod's reserved one."""
+    del plan_of  # read from the config, as `make cost` does
+    lines = [line for stack in GOODPUT_STACKS for line in goodput_lines(planned_config(stack))]
+    return "```\n" + "\n".join(lines) + "\n```\n"
+
+
+GOODPUT_STACKS = ("dev", "prod")
+
 FRAGMENTS: dict[str, Fragment] = {
     "plan-summary-prod": Fragment(plan_summary("prod"), ("prod",)),
+    "goodput-jobs": Fragment(goodput_figures, GOODPUT_STACKS),
     "plan-diff-example": Fragment(example_plan_diff, (EXAMPLE_STACK,)),
     "dashboard-widgets-prod": Fragment(dashboard_widgets, (DASHBOARD_STACK,)),
 }

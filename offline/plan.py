@@ -78,6 +78,7 @@ from components.facts.regions import DNS_SUFFIXES, arn_partition  # noqa: E402
 from components.workload.worker_tenant import worker_cluster_provider_name  # noqa: E402
 from offline.architecture import mermaid  # noqa: E402
 from offline.cli_errors import ArgumentParser, UsageError, fail, replace_atomically  # noqa: E402
+from offline.job_goodput import summary_lines  # noqa: E402
 from offline.mock_shortcuts import no_source_positions  # noqa: E402
 from offline.pool_summary import pool_lines  # noqa: E402
 
@@ -487,6 +488,18 @@ def stack_placeholders(stack: str, stack_file: Path | None, project_dir: Path, c
     return find_placeholders(decode_raw_config(config), project=project, secret_keys=secret_keys) + tuple(secrets)
 
 
+def job_lines(stack: str, stack_file: Path | None, overrides: dict[str, Any], secret_overrides: dict[str, Any],
+              project_dir: Path, today: date | None) -> list[str]:
+    """The plan summary's line per training job: its checkpoint interval and goodput estimate
+    (offline/job_goodput.py), from the config this plan read."""
+    if project_dir != ROOT:  # the bootstrap runs no training
+        return []
+    _, engine_config, _ = stack_config(stack, stack_file, overrides=overrides, secret_overrides=secret_overrides,
+                                       project_dir=project_dir)
+    return summary_lines(planned_config(stack, raw=decode_raw_config(engine_config), project_dir=project_dir,
+                                        today=today))
+
+
 def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir: Path = ROOT,
                    today: date | None = None) -> StackConfig | TeamStackConfig:
     """A stack's config as its plan reads it: a team stack's judged against the contract its
@@ -726,7 +739,8 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser.prog, f"cannot write {path_for_message(out_dir)}: {error.strerror or error}")
             failed = True
             continue
-        say("\n  ".join([summary(plan, out_dir), cost_line(plan.resources), *pool_lines(plan.resources)]))
+        jobs = job_lines(stack, args.stack_file, overrides, secret_overrides, project_dir, args.today)
+        say("\n  ".join([summary(plan, out_dir), cost_line(plan.resources), *pool_lines(plan.resources), *jobs]))
         if plan.placeholders and not os.environ.get(QUIET_PLACEHOLDERS):  # one block per stack, after its summary
             print(offline_report(stack, plan.placeholders), file=sys.stderr, flush=True)
     return 2 if failed else 0
