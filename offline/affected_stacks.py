@@ -61,6 +61,7 @@ PATH_RULES: tuple[tuple[str, str, str], ...] = (
     ("bench/*", NO_STACK, "benchmarks"),
     ("trainer/*", NO_STACK, "the trainer image's code"),
     ("verify/*", NO_STACK, "the go-live checks"),
+    ("job_command/*", NO_STACK, "the job command (judges and renders with the checkout's code; plans no stack)"),
     ("policy/*", NO_STACK, "the policy pack (pulumi preview runs it, not the plan)"),
     ("scripts/*", NO_STACK, "commands other than the planner"),
     ("*.md", NO_STACK, "documentation"),

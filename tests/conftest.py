@@ -46,9 +46,10 @@ def plan_of():
 
 # Tests that start real launcher gangs (launcher + torchrun + workers, 5-60 s each on 2 cores) are
 # scenarios: `make test` leaves them out to stay near 12 minutes, `make test-scenarios` runs only
-# them, and .ci/run runs both. A test is one by asking for a gang fixture (tests/trainer/conftest.py
+# them, and CI runs both. A test is one by asking for a gang fixture (tests/trainer/conftest.py
 # `launch`, test_bring_your_own_trainer.py `gang_of`), so a new gang test needs no mark of its own;
-# any other slow whole-program test says `@pytest.mark.scenario`.
+# any other whole-program test of 20 s or more (several stacks planned end to end, the browser)
+# says `@pytest.mark.scenario` with its reason.
 GANG_FIXTURES = frozenset({"launch", "gang_of"})
 
 

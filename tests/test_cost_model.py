@@ -44,8 +44,9 @@ EXPECTED_FIXED = {
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         # gpu-idle, gpu-memory-full, node-failed, efa-rx-dropped, training-pod-unschedulable,
         # the planned job pretrain-p5's three: no-step, no-checkpoint, loss-not-finite, and one
-        # MultiKueue token alarm per worker (prod-usw2, prod-use2)
-        "CloudWatch alarms": (5 + 3 + 2) * 0.10,
+        # MultiKueue token alarm per worker (prod-usw2, prod-use2), and the namespace's three
+        # Metrics Insights alarms over jobs no deploy knows of (each priced as one alarm metric: a floor)
+        "CloudWatch alarms": (5 + 3 + 2 + 3) * 0.10,
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
         "FSx for Lustre": 26400 * 0.145,                             # storage.lustre: 26400 GiB at 125 MB/s/TiB: 3828.00
     },
@@ -56,8 +57,8 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
         "KMS keys": 7 * 1.00,
         "Secrets Manager secrets": 2 * 0.40,
-        # no EFA pool: no efa-rx-dropped; the planned job example-ddp's three
-        "CloudWatch alarms": (4 + 3) * 0.10,
+        # no EFA pool: no efa-rx-dropped; the planned job example-ddp's three; the ad-hoc jobs' three
+        "CloudWatch alarms": (4 + 3 + 3) * 0.10,
         "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
     },
 }
@@ -93,7 +94,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 5090.51  # 26400 GiB of Lustre, 10 alarms at $0.10
+    assert round(cost.fixed_monthly_usd, 2) == 5090.81  # 26400 GiB of Lustre, 13 alarms at $0.10
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -432,9 +433,9 @@ def test_make_cost_prints_every_line_item(tmp_path, plan_of, capfd):
         for name, usd in (EXPECTED_FIXED[stack] | EXPECTED_USAGE).items():
             assert f"  {name} " in out and f"${usd:,.2f}" in out, (stack, name)
         assert "Not in these figures" in out
-    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $5,270 + 730 h x $110.19 = $85,708" \
+    assert "A month with every GPU pool idle (reserved capacity is billed anyway): $5,270 + 730 h x $110.19 = $85,709" \
         in printed["prod"]
-    assert "A month with every GPU pool at max size: $5,270 + 730 h x $175.43 = $133,333" in printed["prod"]
+    assert "A month with every GPU pool at max size: $5,270 + 730 h x $175.43 = $133,334" in printed["prod"]
     assert "idle" not in printed["dev"]
     assert "Budget (gpu-training:budget): $120,000/month, alerts at 50/80/100% actual and 100% forecast" in printed["prod"]
     assert "= fixed + usage + 654 h of every GPU pool at max size" in printed["prod"]
@@ -497,9 +498,9 @@ def test_the_plan_summary_prints_the_totals_in_one_line(tmp_path, capfd):
     lines = [line.strip() for line in capfd.readouterr().out.splitlines() if line.strip().startswith("cost:")]
     assert lines == [
         "cost: $386/month fixed + $180/month usage at stated volumes; GPU pools $0.00/h at min, "
-        "$4.94/h at max; an idle month $565 (us-east-1 list prices of 2026-11-30)",
+        "$4.94/h at max; an idle month $566 (us-east-1 list prices of 2026-11-30)",
         "cost: $5,091/month fixed + $180/month usage at stated volumes; GPU pools $110.19/h at min, "
-        "$175.43/h at max; an idle month $85,708 (us-east-1 list prices of 2026-11-30)",
+        "$175.43/h at max; an idle month $85,709 (us-east-1 list prices of 2026-11-30)",
     ]
 
 

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from stack_configs import ROOT
 
 PLAN = [sys.executable, str(ROOT / "scripts" / "plan.py")]
@@ -62,6 +63,7 @@ def test_the_same_commit_writes_the_same_bytes(tmp_path):
     assert digests[0] == digests[1]
 
 
+@pytest.mark.scenario  # plans every stack twice (27 s)
 def test_stacks_planned_together_equal_stacks_planned_alone(tmp_path):
     # As `make plans` does: both projects, the bootstrap's stack after the platform's.
     together = subprocess.run([*PLAN, "--all", "--project", ".", "--project", "bootstrap",

@@ -284,6 +284,7 @@ def test_an_unknown_ref_is_a_clear_error(repo):
     assert "'no-such-branch' is not a commit here" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.scenario  # plans several stacks in a git repository of its own (30 s)
 def test_a_second_diff_against_the_same_base_takes_its_kept_base_plans_and_reads_the_same(repo, tmp_path):
     team_file = repo / "stacks/Pulumi.team-vision-prod.yaml"
     original = team_file.read_text()
@@ -305,6 +306,7 @@ def test_a_second_diff_against_the_same_base_takes_its_kept_base_plans_and_reads
     assert sorted(p.relative_to(key).as_posix() for p in key.rglob(COMPLETE)) == [f"main/team-vision-prod/{COMPLETE}"]
 
 
+@pytest.mark.scenario  # plans several stacks in a git repository of its own (30 s)
 def test_fill_cache_keeps_every_stack_of_a_commit_and_all_trusts_none_of_it(repo, tmp_path):
     kept = {**os.environ, CACHE_VARIABLE: str(tmp_path / "cache")}
     filled = plan_diff(repo, "HEAD", "--fill-cache", env=kept)
@@ -564,6 +566,7 @@ def files_of(directory: Path) -> dict[str, bytes]:
 ALWAYS_RUN = ("dev stack file",)
 
 
+@pytest.mark.scenario  # plans the base and the head of a change (25 s a case)
 @pytest.mark.parametrize(("case", "change", "replanned"), EQUALITY_CASES, ids=[c[0] for c in EQUALITY_CASES])
 def test_the_selective_diff_equals_a_full_replan(base_build, case, change, replanned, tmp_path):
     if case not in ALWAYS_RUN and os.environ.get("PLAN_DIFF_EQUALITY") != "all":
