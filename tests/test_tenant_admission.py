@@ -10,7 +10,7 @@ server's cel-go): the expressions keep to the standard macros and functions both
 """
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import celpy
@@ -24,7 +24,7 @@ POLICY, BINDING = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding
 NAMESPACE = "team-vision"
 RESOURCES = {"Ingress": ("networking.k8s.io", "ingresses"), "Service": ("", "services"),
              "NetworkPolicy": ("networking.k8s.io", "networkpolicies"), "Job": ("batch", "jobs"),
-             "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs")}
+             "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs"), "ConfigMap": ("", "configmaps")}
 DEPLOYER = "arn:aws:sts::111122223333:assumed-role/gpu-training-ci-deploy-prod/run"  # whoever applies the stack
 _compiled: dict[str, Any] = {}
 
@@ -53,12 +53,13 @@ def matches(policy: dict[str, Any], kind: str, activation: dict[str, Any]) -> bo
     return all(holds(c["expression"], activation) for c in policy["spec"].get("matchConditions", []))
 
 
-def refusals(policies: list[dict[str, Any]], manifest: dict[str, Any], user: str = DEPLOYER) -> list[str]:
-    """The messages of every validation that refuses `manifest` (CREATE in its namespace, by `user`)."""
+def refusals(policies: list[dict[str, Any]], manifest: dict[str, Any], user: str = DEPLOYER,
+             groups: Sequence[str] = ("system:authenticated",)) -> list[str]:
+    """The messages of every validation that refuses `manifest` (CREATE in its namespace, by `user` in `groups`)."""
     namespace = manifest["metadata"].get("namespace")
     group, resource = RESOURCES[manifest["kind"]]
     activation = {"object": json_to_cel(manifest), "oldObject": None, "request": json_to_cel({
-        "namespace": namespace, "operation": "CREATE", "userInfo": {"username": user},
+        "namespace": namespace, "operation": "CREATE", "userInfo": {"username": user, "groups": list(groups)},
         "resource": {"group": group, "version": manifest["apiVersion"].rsplit("/", 1)[-1], "resource": resource}})}
     return [v["message"] for policy in policies if matches(policy, manifest["kind"], activation)
             for v in policy["spec"]["validations"] if not holds(v["expression"], activation)]
@@ -71,7 +72,7 @@ def policies(plan_of) -> list[dict[str, Any]]:
              if m["kind"] == POLICY and m["metadata"]["name"].startswith("gpu-training-team-")]  # not the trainer's progress (test_progress_access.py)
     assert {p["metadata"]["name"] for p in found} == {
         "gpu-training-team-ingress", "gpu-training-team-service", "gpu-training-team-network-policy",
-        "gpu-training-team-queue-name"}
+        "gpu-training-team-queue-name", "gpu-training-team-job-context"}
     return found
 
 
@@ -292,3 +293,15 @@ def test_the_teams_objects_on_each_multikueue_worker_are_admitted_there(worker, 
     assert policies and objects
     for manifest in objects:
         assert refusals(policies, manifest) == [], manifest["metadata"]["name"]
+
+
+def test_only_the_team_stack_writes_the_job_context(policies, team_objects):
+    """A member may create ConfigMaps (a job's hyperparameters), but not the job context the job
+    command judges live submissions against: written first, it would fail the stack's next `up`."""
+    context = team_objects["ConfigMap/gpu-training-job-context"]
+    member = ("system:authenticated", f"{NAMESPACE}-members")
+    assert any("written by the team stack's deploys only" in m
+               for m in refusals(policies, context, user="vision-member", groups=member))
+    assert refusals(policies, context) == []  # the deploy identity
+    hyperparameters = {**context, "metadata": {**context["metadata"], "name": "vision-adhoc-hyperparameters"}}
+    assert refusals(policies, hyperparameters, user="vision-member", groups=member) == []

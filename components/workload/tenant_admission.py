@@ -39,7 +39,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.config.job_context import JOB_CONTEXT_CONFIG_MAP
 from components.workload.multikueue import QUEUE_LABEL
+from components.workload.team_members import members_group
 from components.workload.viewer import ViewerExposure, ingress_annotations
 
 TEAM_NAMESPACE_PREFIX = "team-"
@@ -209,6 +211,14 @@ class Guarded:
     """matchConditions besides the team namespace's."""
 
 
+# The job context ConfigMap is the team stack's: a member (who may create ConfigMaps, for a job's
+# hyperparameters) must not write one first, which would fail the stack's next `up` and have the
+# job command judge live submissions against the member's data (docs/run-your-first-job.md).
+IS_JOB_CONTEXT = f"object.metadata.name == {_literal(JOB_CONTEXT_CONFIG_MAP)}"
+NOT_A_MEMBER = ("!has(request.userInfo.groups) || "
+                f"!request.userInfo.groups.exists(g, g == request.namespace + {_literal(members_group(''))})")
+
+
 def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
     return (
         Guarded("gpu-training-team-ingress", (("networking.k8s.io", "ingresses"),), ingress_validations(exposure)),
@@ -217,6 +227,10 @@ def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
                 network_policy_validations(exposure)),
         Guarded("gpu-training-team-queue-name", (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("batch", "cronjobs")),
                 [*queue_validations(), *placement_validations()], conditions=(NOT_A_CONTROLLER,)),
+        Guarded("gpu-training-team-job-context", (("", "configmaps"),),
+                [{"expression": NOT_A_MEMBER, "message": f"{JOB_CONTEXT_CONFIG_MAP} is written by the team stack's "
+                                                          "deploys only, never by a team member"}],
+                conditions=(IS_JOB_CONTEXT,)),
     )
 
 
