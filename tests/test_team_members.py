@@ -8,7 +8,7 @@ from stack_configs import PROJECT, raw_config
 from test_team_stack import STACK, load_team, manifests
 
 from components.config import ConfigError, TeamStackConfig, load_stack_config
-from components.workload.team_members import members_group
+from components.workload.team_members import entry_name, members_group
 
 NAMESPACE = "team-vision"
 ENTRY = "aws:eks/accessEntry:AccessEntry"
@@ -110,3 +110,14 @@ def test_members_is_a_team_key_only():
     with pytest.raises(ConfigError) as raised:
         load_stack_config(raw_config("prod") | {f"{PROJECT}:members": [ADMIN]}, project=PROJECT, stack="prod")
     assert any(e.startswith("gpu-training:members") for e in raised.value.errors), raised.value.errors
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("arn:aws:iam::111122223333:role/a-b", "arn:aws:iam::111122223333:role/a/b"),   # path or dash
+    ("arn:aws:iam::111122223333:role/ml", "arn:aws:iam::444455556666:role/ml"),     # two accounts
+])
+def test_roles_that_read_alike_get_resource_names_of_their_own(first, second):
+    """Pulumi refuses two resources of one name (a duplicate URN), which would end the plan with
+    an engine error instead of naming members[i]."""
+    assert entry_name(first) != entry_name(second)
+    assert entry_name("arn:aws:iam::111122223333:role/ml/vision").startswith("role-ml-vision-")

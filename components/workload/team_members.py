@@ -24,6 +24,7 @@ eks:namespaces, eks:policyArn, eks:kubernetesGroups: docs/security.md).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,8 +79,11 @@ def role_binding_manifest(namespace: str) -> dict[str, Any]:
 
 
 def entry_name(principal_arn: str) -> str:
-    """A resource name per role: its path and name (`role/ml/vision` -> `role-ml-vision`)."""
-    return principal_arn.split(":", 5)[-1].replace("/", "-")
+    """A resource name per role: its path and name, and 8 hex digits of the whole ARN, since
+    `role/a-b` and `role/a/b`, or one role name in two accounts, would read alike
+    (`role/ml/vision` -> `role-ml-vision-<hash>`)."""
+    digest = hashlib.sha256(principal_arn.encode()).hexdigest()[:8]
+    return f"{principal_arn.split(':', 5)[-1].replace('/', '-')}-{digest}"
 
 
 @dataclass(frozen=True)
