@@ -55,6 +55,15 @@ def test_the_readme_starts_with_the_two_commands_and_shows_a_diagram():
     assert "```mermaid" in text
 
 
+README_LIMIT = 12_000   # characters (issue 46): details live in docs/, the README links them
+
+
+def test_the_readme_stays_short():
+    size = len((ROOT / "README.md").read_text())
+    assert size <= README_LIMIT, \
+        f"README.md has {size} characters, more than {README_LIMIT}. Fix: move the details to a docs/ page and link it"
+
+
 def test_every_docs_page_is_linked_from_the_readme():
     text = (ROOT / "README.md").read_text()
     unlinked = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{page.name}" not in text]

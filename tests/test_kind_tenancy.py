@@ -15,7 +15,7 @@ import yaml
 from crd_schemas import CRD_GROUPS, validate_custom_resource
 from stack_configs import ROOT
 
-from offline.kind_tenancy import KEPT, TEAM_MEMBER, kind_tenancy, planned_manifests
+from offline.kind_tenancy import KEPT, LEFT_OUT, TEAM_MEMBER, kind_tenancy, planned_manifests
 from offline.plan import write_plan
 
 TEAM, PLATFORM = "team-vision-prod", "prod"
@@ -59,6 +59,15 @@ def test_the_plans_objects_are_applied_as_planned_but_the_queues_admission_check
     applied = {f"{m['kind']}/{m['metadata']['name']}" for m in kept}
     assert {f"{kind}/{name}" for kind, name in planned} <= named | applied
     assert "ConfigMap/gpu-training-job-context" in applied and "JobSet/vision-finetune" in named
+
+
+def test_every_kind_the_team_plans_is_kept_or_left_out_with_its_reason(plans):
+    """A kind new to the team's plan must be placed on purpose (CONTRIBUTING.md, "Add a Kubernetes
+    object"): without this it would be left out of the kind job silently, with a generic reason."""
+    planned = {m["kind"] for m in planned_manifests(plans[0])}
+    unplaced = sorted(planned - set(KEPT) - set(LEFT_OUT))
+    assert not unplaced, (f"kinds the team plans that offline/kind_tenancy.py neither keeps nor leaves out: {unplaced}. "
+                          "Fix: add each to KEPT (applied on kind, in apply order) or to LEFT_OUT with why")
 
 
 def test_the_queue_finds_its_flavors_and_the_namespace_comes_first(plans):
