@@ -213,10 +213,16 @@ def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_rea
 
 
 def synthesize_offline_outputs():
-    from offline.plan import platform_plan_outputs
+    """prod's outputs, and its MultiKueue workers' (which the team stack's StackReferences read), as
+    the deployed platforms give them: planned outside the real-deploy mode, whose placeholder refusal
+    is the platform stacks' own to test. The workers' are cached for the team's synthesis that follows."""
+    from offline.plan import platform_plan_outputs, worker_stacks
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(guard, "deploys_for_real", lambda: False)
-        return platform_plan_outputs("prod", ROOT, None)
+        outputs = platform_plan_outputs("prod", ROOT, None)
+        for worker in worker_stacks(outputs):
+            platform_plan_outputs(worker, ROOT, None)
+        return outputs
 
 
 def test_a_dev_stack_that_allows_them_deploys_with_one_warning(for_real):
