@@ -21,6 +21,7 @@ import time
 
 import pytest
 from launcher import inplace, main, supervisor
+from launcher import outcome as outcome_table
 from test_bring_your_own_trainer import COLLECTIVE_TIMEOUT_S, STEPS, gang_of, newest_complete
 from trainer_testlib import descendants, requires_torch
 
@@ -210,7 +211,8 @@ def test_a_round_after_a_stop_signal_is_ended_and_a_plain_failure_is_restarted(m
     _look(sup, watch, now, 2.0)
     assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [31])]
     assert supervisor.TORCHRUN_RC[supervisor.TorchrunEnd.NOT_RESTARTED] == 1  # never a success
-    assert main.exit_code(1, signalled=True, config_errors=[], stopped=None, finished=False)[0] == 1
+    outcome, _ = main.classify(1, signalled=True, config_errors=[], stopped=None, finished=False)
+    assert outcome_table.exit_code(outcome, 1) == 1
 
 
 def test_a_crashed_worker_restarts_the_gang_in_place(gang_of, measurements):
