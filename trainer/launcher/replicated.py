@@ -21,11 +21,12 @@ Resume may run on another world size: every rank reads every file.
 
 Why not DCP, which saves replicated state too (its planner dedups replicated tensors over the
 ranks the same way): measured for the same state under the same protocol, 256 MiB on 2 gloo ranks
-(`bench/trainer_bench.py --only replicated`, 2026-12-06, 2-core machine under load), this writer
-saved 4.15x and restored 3.96x as fast as distributed_checkpoint.DistributedCheckpointer (DCP goes
-through torch.save/torch.load per tensor, and on CPU stages a fresh copy every save). The bench
-keeps a >= 1.0 goal on both: once DCP meets it, this module and state_file.py give way to it
-(docs/trainer-io-and-storage.md, "Replicated state").
+(`bench/trainer_bench.py --only replicated`, 2026-12-06, 2-core machine under load, two runs),
+this writer saved 1.8-4.2x and restored 4.0-4.4x as fast as
+distributed_checkpoint.DistributedCheckpointer (DCP goes through torch.save/torch.load per tensor,
+and on CPU stages a fresh copy every save). The bench keeps a >= 1.0 goal on both: once it is not
+met (DCP as fast), this module and state_file.py give way to DCP (docs/trainer-io-and-storage.md,
+"Replicated state").
 
 The protocol is checkpoint.py's: each rank writes `rank-RRRRR.safetensors` in the step's
 directory, rank 0 writes the COMPLETE marker only after every rank reported its file, so a
