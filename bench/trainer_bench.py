@@ -31,7 +31,8 @@ over the floor's (floor time / project time), "<=" goals the project's time over
   not read in place (nothing here), against reading the same file into preallocated memory.
   Shown beside it: the load alone into private memory, no live state given. Warm: both files in the
   page cache; cold: both dropped before every run (posix_fadvise DONTNEED). Goal (warm): >= 0.8.
-- replicated state, --ranks ranks (gloo, forked; bench/replicated_gang.py): every rank holds the
+- replicated state, run first (--replicated-only: alone), --ranks ranks (gloo, forked;
+  bench/replicated_gang.py): every rank holds the
   same state (DDP), and the launcher's replicated writer (replicated.rank_share + AsyncCheckpointer:
   each rank writes its share as a state file) saves it against DCP under the same protocol
   (distributed_checkpoint.DistributedCheckpointer: async_save, which dedups replicated tensors over
@@ -41,7 +42,7 @@ over the floor's (floor time / project time), "<=" goals the project's time over
 
 Sizes (defaults): at most about 3 GiB of memory (saving: the state, its staging buffer, the live
 copy, the raw floor's bytes, DCP's staging; restoring: the state, the live copy, the raw read's
-buffer, one loaded copy) and 3.1 GiB of disk; the replicated gang, after the rest, 256 MiB
+buffer, one loaded copy) and 3.1 GiB of disk; the replicated gang, before the rest, 256 MiB
 (--replicated-mib) on each rank: about 1.1 GiB of memory per rank (measured peak) and 1 GiB of
 disk (two checkpoints of each side); the bench
 checks the free disk first and removes everything it wrote. Text on stdout, JSON into --json.
@@ -374,6 +375,7 @@ def bench_restore(saves: Saves, report: Report, pairs: int) -> None:
 
 
 def bench_replicated(work: Path, report: Report, pairs: int, state_bytes: int, ranks: int) -> None:
+    """First, before the other parts hold their state in this process (the ranks are forked from it)."""
     gang = Gang(work / "replicated-gang", ranks, state_bytes, TENSORS_IN_STATE)
     try:
         def side(name: str):
@@ -401,9 +403,8 @@ def bench_replicated(work: Path, report: Report, pairs: int, state_bytes: int, r
 def disk_needed(state_bytes: int, data_bytes: int, replicated_bytes: int = 0) -> int:
     """The most the bench holds on disk at once: two checkpoints (the newest and the one being
     written), the raw floor's file and its successor, two DCP checkpoints; the loader's data
-    set is gone by then. The replicated gang, last: two checkpoints of each side beside the
-    saves' newest checkpoint and raw file."""
-    return max(data_bytes, 6 * state_bytes, 2 * state_bytes + 4 * replicated_bytes) + (64 << 20)
+    set is gone by then. The replicated gang, first and alone: two checkpoints of each side."""
+    return max(data_bytes, 6 * state_bytes, 4 * replicated_bytes) + (64 << 20)
 
 
 def peak_rss() -> dict[str, float]:
@@ -416,16 +417,15 @@ def peak_rss() -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--ranks", type=int, default=2, help="ranks of the replicated-state gang")
+    parser.add_argument("--replicated-mib", type=int, default=256, help="replicated state size on each rank")
+    parser.add_argument("--replicated-only", action="store_true", help="only the replicated state against DCP")
     parser.add_argument("--state-mib", type=int, default=512, help="checkpoint state size")
     # 512 MiB per pass: a 256 MiB pass of 512 KiB chunks lasts ~15 ms, which measures the workers'
     # wake-up per epoch more than throughput.
     parser.add_argument("--data-mib", type=int, default=512, help="data read per loader pass and chunk size")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--check-disk", action="store_true", help="only check that the disk has room, then exit")
-    parser.add_argument("--ranks", type=int, default=2, help="ranks of the replicated-state gang")
-    parser.add_argument("--replicated-mib", type=int, default=256, help="replicated state size on each rank")
-    parser.add_argument("--only", choices=("loader", "saves", "replicated"), default=None,
-                        help="run one part of the bench")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent.parent / "build" / "bench" / "latest.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -441,17 +441,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = Report("trainer")
     print(f"trainer I/O ({args.pairs} pairs per goal; needs {need / 2**30:.1f} GiB of disk in {where})")
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-replicated-") as tmp:
+        bench_replicated(Path(tmp), report, args.pairs, args.replicated_mib << 20, args.ranks)
+    if args.replicated_only:
+        report.save(args.json)
+        return 0
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-") as tmp:
         work = Path(tmp)
-        if args.only in (None, "loader"):
-            bench_loader(work, report, args.pairs, data_bytes)
-        if args.only in (None, "saves"):
-            saves = Saves(work, make_state(state_bytes))
-            bench_saves(saves, report, args.pairs)
-            bench_restore(saves, report, args.pairs)
-            del saves
-        if args.only in (None, "replicated"):
-            bench_replicated(work, report, args.pairs, args.replicated_mib << 20, args.ranks)
+        bench_loader(work, report, args.pairs, data_bytes)
+        saves = Saves(work, make_state(state_bytes))
+        bench_saves(saves, report, args.pairs)
+        bench_restore(saves, report, args.pairs)
     report.extra["peak_rss"] = peak_rss()
     report.extra["disk_needed_gib"] = round(need / 2**30, 2)
     print(f"peak memory: {report.extra['peak_rss']}")

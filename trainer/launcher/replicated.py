@@ -21,7 +21,7 @@ Resume may run on another world size: every rank reads every file.
 
 Why not DCP, which saves replicated state too (its planner dedups replicated tensors over the
 ranks the same way): measured for the same state under the same protocol, 256 MiB on 2 gloo ranks
-(`bench/trainer_bench.py --only replicated`, 2026-12-06, 2-core machine under load, two runs),
+(`bench/trainer_bench.py --replicated-only`, 2026-12-06, 2-core machine under load, two runs),
 this writer saved 1.8-4.2x and restored 4.0-4.4x as fast as
 distributed_checkpoint.DistributedCheckpointer (DCP goes through torch.save/torch.load per tensor,
 and on CPU stages a fresh copy every save). The bench keeps a >= 1.0 goal on both: once it is not
