@@ -66,9 +66,9 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0) -> list[str]:
-    """The torchrun invocation for a validated contract and training command; `restarts`: its
-    restart rounds (launcher.inplace), 0 where JobSet's recreate is the only restart."""
+def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
+    """The torchrun invocation for a validated contract and training command. Its restart rounds
+    (launcher.inplace) it reads from its own PET_MAX_RESTARTS (0 when unset)."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
     cmd = [
@@ -78,7 +78,6 @@ def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,
-        "--max-restarts", str(restarts),
     ]
     if not python_mode:
         cmd.append("--no-python")
@@ -299,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         c = contract.from_env(os.environ)
         in_place = inplace.from_env(os.environ)
-        cmd = torchrun_command(c, command, in_place.restarts if in_place else 0)
+        cmd = torchrun_command(c, command)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
@@ -321,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     if in_place:
         env.update(inplace.SHARED_STORE_OPT_OUT)
     if opts["dry_run"]:
-        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
+        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith(("TRAIN_", "PET_"))})
         return exit_code(Outcome.PRINTED_ONLY)
     try:
         prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
