@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness
 from bench.harness import Goal, Report, Sample, run_pairs, timed_process
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
-CHECKPOINT_EVERY = 10
-COLLECTIVE_TIMEOUT_S = 10
 # In-place rounds per launcher when on: more than any pair spends (torchrun sets no bound of its own).
 IN_PLACE_ROUNDS = 20
+CHECKPOINT_EVERY = 10
+COLLECTIVE_TIMEOUT_S = 10
 HPARAMS = {"seed": 0, "steps": 1_000_000, "batch_size": 64, "lr": 0.003, "hidden": 64, "log_every": 1,
            "num_workers": 1, "prefetch_factor": 2, "pg_timeout_s": COLLECTIVE_TIMEOUT_S,
            "checkpoint_min_interval_s": 0.0, "step_delay_s": 0.05,
