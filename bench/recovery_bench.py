@@ -6,7 +6,7 @@ redone, with in-place restarts (launcher.inplace) paired against today's full re
 
 The gang: two launchers (pods 0 and 1) of one job on 127.0.0.1, one example-trainer worker each
 (gloo on CPU), a checkpoint every CHECKPOINT_EVERY steps, a fault a few steps past one. Both sides
-of a pair start from the same running gang (launched with TRAIN_INPLACE_RESTARTS on), in rotated
+of a pair start from the same running gang (launched with PET_MAX_RESTARTS on), in rotated
 order (bench/harness.py):
 - project, in place: the fault, then whatever the launchers do by themselves; the time ends at the
   first step line of the restarted workers;
@@ -48,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness
 from bench.harness import Goal, Report, Sample, run_pairs, timed_process
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
+# In-place rounds per launcher when on: more than any pair spends (torchrun sets no bound of its own).
+IN_PLACE_ROUNDS = 20
 CHECKPOINT_EVERY = 10
 COLLECTIVE_TIMEOUT_S = 10
 HPARAMS = {"seed": 0, "steps": 1_000_000, "batch_size": 64, "lr": 0.003, "hidden": 64, "log_every": 1,
@@ -157,7 +159,7 @@ class Gang:
         self.in_place = in_place
         port = str(free_port())
         started = time.time()
-        mode = {"TRAIN_INPLACE_RESTARTS": str(inplace.MAX_RESTARTS if in_place else 0)}
+        mode = {inplace.RESTARTS_VAR: str(IN_PLACE_ROUNDS if in_place else 0)}
         self.pods = [Pod({**self.env, **mode, "TRAIN_RDZV_PORT": port, "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1),
                           "TRAIN_HEARTBEAT_FILE": str(self.work / f"a{self.attempt}-pod{i}" / "heartbeat")},
                          self.work / f"a{self.attempt}-pod{i}.stdout", started) for i in range(2)]

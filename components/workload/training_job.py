@@ -126,7 +126,8 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
         "TRAIN_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "TRAIN_MAX_GANG_RESTARTS": job.max_restarts + job.max_disruption_restarts,
         "TRAIN_RDZV_WAIT_S": RENDEZVOUS_WAIT_SECONDS,
-        "TRAIN_INPLACE_RESTARTS": INPLACE_RESTARTS,
+        # torchrun's own setting, read by torchrun and the launcher (trainer/launcher/inplace.py).
+        "PET_MAX_RESTARTS": INPLACE_RESTARTS,
         # Turn NCCL hangs into errors the JobSet can restart, with a trace for the post-mortem.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": 1,
         "TORCH_NCCL_DUMP_ON_TIMEOUT": 1,
