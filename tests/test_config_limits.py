@@ -111,6 +111,10 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
         ("quota-beyond-aws-cap", [("serviceQuotas", {"securityGroupRules": 1001})],
          "gpu-training:serviceQuotas.securityGroupRules: must be between 60 and 1000"),
         ("quota-typo", [("serviceQuotas", {"securityGroupRule": 100})], "gpu-training:serviceQuotas.securityGroupRule: unknown key"),
+        # 600 rules per group leaves an account 1 group per interface (1,000 / 600); GPU nodes carry 2.
+        ("rules-times-groups", [("serviceQuotas", {"securityGroupRules": 600})],
+         "gpu-training:serviceQuotas.securityGroupRules: times the 2 security groups on each network interface of "
+         "pool gpu-spot's nodes (nodes, socket-fabric) is 1200, over the 1000 AWS allows"),
         ("node-groups", [("nodePools", pools_like_gpu_spot(31))],
          "gpu-training:nodePools: makes 31 managed node groups, over the 30 per cluster"),
         ("nodes-per-group", [("nodePools", [raw_config("prod")[f"{PROJECT}:nodePools"][0] | {"size": {"min": 3, "desired": 3, "max": 451}},
@@ -122,7 +126,7 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
 )
 def test_quotas_the_config_exceeds_are_refused(case, changes, expected):
     stack = "dev" if case in ("node-groups", "public-access-cidrs", "rendezvous-ports", "quota-beyond-aws-cap",
-                              "quota-typo") else "prod"
+                              "quota-typo", "rules-times-groups") else "prod"
     raw = raw_config(stack)
     for path, value in changes:
         raw = mutate(raw, path, value)

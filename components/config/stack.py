@@ -47,6 +47,7 @@ from components.config.secrets import SecretsConfig, declared_names, parse_secre
 from components.config.service_quotas import (
     ServiceQuotas,
     check_node_pool_quotas,
+    check_rules_times_groups_per_interface,
     check_security_group_rules,
     parse_service_quotas,
     security_group_rules,
@@ -438,6 +439,7 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     if not root.ok("serviceQuotas"):
         return
     check_node_pool_quotas(root, raw_pools, node_pools, quotas)
+    check_rules_times_groups_per_interface(root, node_pools, quotas.security_group_rules)
     # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
     # vpcCidr) must not hide an over-quota group until the next run.
     if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
