@@ -13,6 +13,7 @@ import pytest
 import test_config_fuzz
 from stack_configs import ROOT
 
+from components.config import StackConfig
 from components.facts.cost_model import STATED_USAGE, plan_cost
 from offline.cost import breakdown, price_table
 from offline.doc_figures import FIGURES, PAGES, DocFigureError, example_head_plan, fragment_names, render_page
@@ -60,6 +61,7 @@ def test_architecture_lists_every_platform_stacks_pools_with_their_fabric_ports(
     assert set(shown) == set(POOL_STACKS) >= {"dev", "staging", "prod", "prod-usw2", "prod-use2"}
     for stack, (region, part) in shown.items():
         config = planned_config(stack)
+        assert isinstance(config, StackConfig)
         assert region == config.region and "an idle month $" in part, stack
         for pool in config.node_pools:
             (line,) = [line for line in part.splitlines() if line.split()[:2] == ["pool", pool.name]]
