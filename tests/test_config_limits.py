@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,10 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
         ("quota-beyond-aws-cap", [("serviceQuotas", {"securityGroupRules": 1001})],
          "gpu-training:serviceQuotas.securityGroupRules: must be between 60 and 1000"),
         ("quota-typo", [("serviceQuotas", {"securityGroupRule": 100})], "gpu-training:serviceQuotas.securityGroupRule: unknown key"),
+        # 600 rules per group leaves an account 1 group per interface (1,000 / 600); GPU nodes carry 2.
+        ("rules-times-groups", [("serviceQuotas", {"securityGroupRules": 600})],
+         "gpu-training:serviceQuotas.securityGroupRules: times the 2 security groups on each network interface of "
+         "pool gpu-spot's nodes (nodes, socket-fabric) is 1200, over the 1000 AWS allows"),
         ("node-groups", [("nodePools", pools_like_gpu_spot(31))],
          "gpu-training:nodePools: makes 31 managed node groups, over the 30 per cluster"),
         ("nodes-per-group", [("nodePools", [raw_config("prod")[f"{PROJECT}:nodePools"][0] | {"size": {"min": 3, "desired": 3, "max": 451}},
@@ -122,7 +127,7 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
 )
 def test_quotas_the_config_exceeds_are_refused(case, changes, expected):
     stack = "dev" if case in ("node-groups", "public-access-cidrs", "rendezvous-ports", "quota-beyond-aws-cap",
-                              "quota-typo") else "prod"
+                              "quota-typo", "rules-times-groups") else "prod"
     raw = raw_config(stack)
     for path, value in changes:
         raw = mutate(raw, path, value)
@@ -230,6 +235,47 @@ def test_borrowed_quota_passes_and_becomes_a_borrowing_limit(plan_of):
     flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["spec"]["resourceGroups"][0]["flavors"]}
     assert flavors["pool-p5-efa"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 16}
     assert flavors["pool-gpu-spot"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 16}
+
+
+@pytest.mark.parametrize(
+    ("stack", "borrowed", "expected"),
+    [
+        # dev's only GPU pool, and no team stack in dev: the finding.
+        ("dev", ["gpu-spot"], "gpu-training:training.gpuQuotaBorrowed: borrows pool gpu-spot's GPUs, but no other "
+         "queue of the cohort owns any to lend (this stack's queue is the only one of the environment's cohort)"),
+        # A regional stack's cluster has no team queues (teams run on the environment's own stack).
+        ("prod-usw2", ["gpu-spot"], "this stack's queue is the only one of the environment's cohort"),
+        # prod's one team owns gpu-spot only.
+        ("prod", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (stack "
+         "'team-vision-prod' (stacks/Pulumi.team-vision-prod.yaml) owns none of it)"),
+        ("prod", ["p5-efa"], "Fix: own the quota instead: remove p5-efa from training.gpuQuotaBorrowed"),
+    ],
+)
+def test_a_queue_cannot_borrow_where_the_cohort_has_no_lender(stack, borrowed, expected):
+    raw = mutate(raw_config(stack), "training", {**raw_config(stack)[f"{PROJECT}:training"], "gpuQuotaBorrowed": borrowed})
+    found = problems_of(raw, stack)
+    assert any(expected in problem for problem in found), found
+
+
+def test_a_platform_queue_borrows_what_a_team_owns():
+    """team-vision-prod owns 16 of gpu-spot: prod's own queue may borrow it."""
+    raw = mutate(raw_config("prod"), "training", {**raw_config("prod")[f"{PROJECT}:training"], "gpuQuotaBorrowed": ["gpu-spot"]})
+    assert problems_of(raw, "prod") == []
+
+
+def test_a_team_queue_cannot_borrow_what_nobody_in_its_cohort_owns(plan_of):
+    """prod's own queue owns p5-efa; with it owned by nobody, the team's borrowed p5-efa has no lender."""
+    contract = read_contract(plan_of("prod").outputs[CONTRACT_OUTPUT], reference=f"organization/{PROJECT}/prod",
+                             project=PROJECT)
+    platform = platform_of_contract(contract, project=PROJECT, environment="prod")
+    platform = replace(platform, training=replace(platform.training, gpu_quota={"gpu-spot": 16}))
+    training = {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], "gpuQuota": {"p5-efa": 16, "gpu-spot": 16},
+                "gpuQuotaBorrowed": ["p5-efa"]}
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(mutate(raw_config(TEAM_STACK), "training", training), project=PROJECT, stack=TEAM_STACK,
+                          platform=platform)
+    assert any("borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (the platform stack "
+               "'prod' (its training.gpuQuota) owns none of it)" in p for p in raised.value.errors), raised.value.errors
 
 
 def test_the_repositorys_team_stacks_together_fit_their_platforms_pools():

@@ -100,7 +100,8 @@ KEYS: tuple[Key, ...] = (
         "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
         default={}, stacks=frozenset({PLATFORM})),
     Key("serviceQuotas.securityGroupRules", INTEGER, "Inbound (and, apart, outbound) rules per security group "
-        "(Amazon VPC quotas); at most 1000, and AWS caps it times security groups per network interface at 1000.",
+        "(Amazon VPC quotas); AWS caps it times security groups per network interface at 1000, and GPU nodes carry 2 "
+        "groups, so at most 500 with GPU pools.",
         default=60),
     Key("serviceQuotas.managedNodeGroupsPerCluster", INTEGER, "Managed node groups per cluster (Amazon EKS quotas): "
         "one per node pool.", default=30),

@@ -47,6 +47,7 @@ from components.config.secrets import SecretsConfig, declared_names, parse_secre
 from components.config.service_quotas import (
     ServiceQuotas,
     check_node_pool_quotas,
+    check_rules_times_groups_per_interface,
     check_security_group_rules,
     parse_service_quotas,
     security_group_rules,
@@ -57,6 +58,7 @@ from components.config.sibling_stacks import (
     overlapping_vpc_cidrs,
     sibling_vpc_cidrs,
     stack_vpc_cidr,
+    team_owned_quotas,
 )
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
@@ -296,7 +298,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     # `environment` key is wrong (that mismatch is reported above).
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
-                          environment=implied_env, region=region, cost_center=cost_center, platform=platform)
+                          environment=implied_env, region=region, cost_center=cost_center, platform=platform,
+                          stacks_dir=sibling_stacks_dir)
     return _load_platform(root, raw, raw_secrets, secret_keys, project=project, stack=stack, environment_key=environment,
                           environment=implied_env, region=region, cost_center=cost_center, today=today,
                           sibling_stacks_dir=sibling_stacks_dir)
@@ -338,7 +341,9 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                             region=region)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
-    training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
+    training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment,
+                                  lenders=_team_lenders(project=project, stack=stack, environment=environment,
+                                                        stacks_dir=sibling_stacks_dir))
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     if root.ok("storage", "nodePools", "training.gpuQuota"):
         check_lustre_size(root, storage, training, node_pools)
@@ -438,6 +443,7 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     if not root.ok("serviceQuotas"):
         return
     check_node_pool_quotas(root, raw_pools, node_pools, quotas)
+    check_rules_times_groups_per_interface(root, node_pools, quotas.security_group_rules)
     # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
     # vpcCidr) must not hide an over-quota group until the next run.
     if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
@@ -447,19 +453,34 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
 
 
 def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
-                       storage: StorageConfig, raw_secrets: Any, *, environment: str) -> TrainingConfig:
-    """A platform stack's `training`, its jobs judged against the pools and storage that passed."""
+                       storage: StorageConfig, raw_secrets: Any, *, environment: str,
+                       lenders: list[tuple[str, dict[str, int]]] | None) -> TrainingConfig:
+    """A platform stack's `training`, its jobs judged against the pools and storage that passed;
+    `lenders`: the other queues of its cohort (None: not known)."""
     # Pools that failed are reported already; with no readable list, no reference can be judged.
     unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
                           trainer_image_cuda=_trainer_image_cuda(root), invalid_pools=unjudged_pools,
-                          storage=storage if root.ok("storage") else None, environment=environment)
+                          storage=storage if root.ok("storage") else None, environment=environment,
+                          cohort_lenders=lenders)
+
+
+def _team_lenders(*, project: str, stack: str, environment: str, stacks_dir: Path | None,
+                  but: str = "") -> list[tuple[str, dict[str, int]]] | None:
+    """The team queues in the cohort of `stack`'s cluster, from the team stack files beside it (None:
+    not known). Team stacks run on the environment's own platform stack only, so a regional
+    stack's cohort holds its own queue alone."""
+    if stacks_dir is None:
+        return None
+    if stack != environment and not but:
+        return []
+    return team_owned_quotas(stacks_dir, project=project, environment=environment, but=but)
 
 
 def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
                project: str, stack: str, team: str, environment: str, region: str, cost_center: str,
-               platform: StackConfig | None) -> TeamStackConfig:
+               platform: StackConfig | None, stacks_dir: Path | None) -> TeamStackConfig:
     """Without `platform` (not read yet), every check the platform is not needed for."""
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
@@ -492,7 +513,9 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                               trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
-                              environment=environment, other_owners=_platform_queue(platform, environment))
+                              environment=environment, other_owners=_platform_queue(platform, environment),
+                              cohort_lenders=_team_stack_cohort(platform, project=project, stack=stack,
+                                                                environment=environment, stacks_dir=stacks_dir))
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
@@ -520,6 +543,16 @@ def _cluster_principals(platform: StackConfig | None) -> dict[str, str]:
         return {}
     return {**{arn: "cluster.readOnlyPrincipals" for arn in platform.cluster.read_only_principals},
             **{arn: "cluster.adminPrincipals" for arn in platform.cluster.admin_principals}}
+
+
+def _team_stack_cohort(platform: StackConfig | None, *, project: str, stack: str, environment: str,
+                       stacks_dir: Path | None) -> list[tuple[str, dict[str, int]]] | None:
+    """The other queues in a team queue's cohort: its platform's own and the other team stacks' of
+    the environment (None before the contract was read, or with no stack files to read)."""
+    teams = _team_lenders(project=project, stack=stack, environment=environment, stacks_dir=stacks_dir, but=stack)
+    if platform is None or teams is None:
+        return None
+    return [*_platform_queue(platform, environment), *teams]
 
 
 def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:

@@ -188,7 +188,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                    trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
-                   other_owners: Collection[tuple[str, Mapping[str, int]]] = ()) -> TrainingConfig:
+                   other_owners: Collection[tuple[str, Mapping[str, int]]] = (),
+                   cohort_lenders: Collection[tuple[str, Mapping[str, int]]] | None = None) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
     `trainer_image` is the stack's default image ("" for none), None when it failed validation;
@@ -197,7 +198,9 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
     None when it failed validation (not judged then). In a prod stack every job must state it.
     `other_owners`: the other queues on these pools, (name, pool -> owned GPUs); a team stack's is
-    its platform's own queue. This queue's owned quota and theirs must fit each pool together."""
+    its platform's own queue. This queue's owned quota and theirs must fit each pool together.
+    `cohort_lenders`: every other queue of the cohort, (name, pool -> owned GPUs), None when not
+    known (then borrowing is not judged): a borrowed pool needs at least one of them owning some of it."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota", {})
@@ -206,6 +209,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     if other_owners and unjudged is not None and not quota_section.failed and section.ok("gpuQuotaBorrowed"):
         owned = {pool: gpus for pool, gpus in quota.items() if pool not in borrowed}
         _check_owned_quota_fits(section, pools, owned, other_owners)
+    if cohort_lenders is not None and unjudged is not None and section.ok("gpuQuotaBorrowed"):
+        _check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
@@ -280,6 +285,27 @@ def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...],
                       f"or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
                       "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
                       "reclaim them)")
+
+
+def _check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
+                                 lenders: Collection[tuple[str, Mapping[str, int]]]) -> None:
+    """A borrowed pool's quota is nominalQuota 0 with a borrowingLimit (queues.py): Kueue admits its
+    jobs only on quota other queues of the cohort own and leave unused (kueue v0.19.2,
+    site/content/en/docs/concepts/cluster_queue.md: "borrowingLimit is the maximum amount of quota
+    that this ClusterQueue is allowed to borrow from the unused nominal quota of other ClusterQueues
+    in the same cohort"; the platform makes no Cohort object with quota of its own). With no queue
+    owning any of the pool there is nothing to borrow, and its jobs wait forever."""
+    for pool in sorted(borrowed):
+        if any(quota.get(pool) for _, quota in lenders):
+            continue
+        owners = [f"{name} owns none of it" for name, _ in lenders]
+        others = "; ".join(owners) or "this stack's queue is the only one of the environment's cohort"
+        section.error(section.key("gpuQuotaBorrowed"), pool,
+                      f"borrows pool {pool}'s GPUs, but no other queue of the cohort owns any to lend ({others}): "
+                      "a borrowing queue owns nothing (nominalQuota 0) and runs only on GPUs another queue owns and "
+                      "leaves idle, so its jobs would never be admitted",
+                      f"own the quota instead: remove {pool} from training.gpuQuotaBorrowed (gpuQuota.{pool} must "
+                      f"then fit the pool), or borrow it only once another stack of the environment owns GPUs of {pool}")
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
