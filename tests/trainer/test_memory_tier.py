@@ -16,7 +16,7 @@ from launcher import checkpoint, memory_tier
 from launcher.schedule import CheckpointSchedule
 from test_bring_your_own_trainer import STEPS, gang_of, newest_complete
 from test_inplace_restarts import _stepped_after_restart, _workers
-from trainer_testlib import requires_torch
+from trainer_testlib import last_step, requires_torch
 
 pytestmark = requires_torch
 __all__ = ["gang_of"]  # the fixture
@@ -250,3 +250,37 @@ def test_a_corrupted_memory_copy_is_skipped_for_the_shared_one_in_place(gang_of)
     skipped = [e for p in job.pods for e in p.of("checkpoint_skipped") if e.get("tier") == "memory"]
     assert skipped and skipped[0]["path"] == str(copy), skipped
     assert not copy.exists()  # rejected, then forgotten: the run resumed from an older step
+
+
+def test_the_example_trainer_recovers_a_crash_in_place_from_its_memory_copy(trainer_env, launch, tmp_path):
+    """One pod of two workers (the node's local rank 0 writes and verifies, local rank 1 only looks), a
+    durable checkpoint far away: the crash redoes at most the steps since the last memory copy; a stop
+    afterwards still saves durably and exits 143."""
+    from launcher import supervisor
+
+    memory = tmp_path / "memory"
+    env = trainer_env({"steps": 100000, "step_delay_s": 0.02}, TRAIN_CHECKPOINT_EVERY_STEPS=100000,
+                      TRAIN_INPLACE_RESTARTS=2, TRAIN_MEMORY_CHECKPOINT_DIR=memory,
+                      TRAIN_MEMORY_CHECKPOINT_INTERVAL_S=MEMORY_INTERVAL_S)
+    run = launch(env, "memory")
+    def memory_copies(events: list[dict]) -> list[dict] | None:
+        found = [e for e in events if e["event"] == "checkpoint_in_memory"]
+        return found if len(found) >= 3 else None
+
+    copies = run.wait_for(memory_copies, 120, "three memory copies")
+    gap = copies[-1]["step"] - copies[-2]["step"]
+    workers = [w for t in supervisor.children_of(run.proc.pid, running=True)
+               for w in supervisor.children_of(t, running=True)]
+    assert len(workers) == 2, run.stderr_tail()
+    os.kill(workers[1], signal.SIGKILL)
+    crashed_at = last_step(run.events())
+    resumed = run.wait_for(lambda ev: [e for e in ev if e["event"] == "checkpoint_resumed" and e.get("step")], 120,
+                           "a resume after the crash")[0]
+    assert resumed.get("tier") == "memory" and resumed["path"].startswith(str(memory)), resumed
+    assert 0 <= crashed_at - resumed["step"] <= gap + 1, (crashed_at, resumed, gap)  # + the step in flight
+    assert checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"]) is None  # nothing durable yet: memory won
+    run.wait_for(lambda ev: last_step(ev) >= resumed["step"] + 3, 60, "steps after the resume")
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.wait(timeout=120) == 143, run.stderr_tail()
+    stopped = checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"])
+    assert stopped is not None and stopped.step > resumed["step"]  # the stop's durable save, as without the tier
