@@ -67,7 +67,7 @@ from pathlib import Path
 import torch
 from example_trainer.data import ShardChunks, ShardLoader, epoch_order
 from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name
-from launcher import checkpoint
+from launcher import checkpoint, memory_tier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness, as `make bench` runs it
 from bench.harness import Goal, Report, Result, Sample, run_pairs, timed
@@ -339,6 +339,29 @@ def bench_saves(saves: Saves, report: Report, pairs: int) -> None:
         shutil.rmtree(path)
 
 
+def bench_memory_tier(saves: Saves, report: Report, pairs: int) -> None:
+    """A memory-tier save (launcher.memory_tier) against a host copy of the same state: the loop waits
+    for the copy to host memory only; the copy into tmpfs is written after, as the tier writes it. In
+    /dev/shm, the tmpfs an emptyDir of medium Memory is, where the machine has one."""
+    shm = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="memory-tier-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else saves.work))
+    copies = memory_tier.MemoryCopies(memory_tier.MemoryTier(str(root), 1.0), writes=True)
+    copies.prepare(saves.state)
+    step = [0]
+
+    def memory_save() -> Sample:
+        step[0] += 1
+        return Sample(copies.save(step[0], saves.state))
+
+    try:
+        report.add(run_pairs("memory-tier save blocked / host memory copy", ("loop blocked by a memory-tier save",
+                             memory_save), ("host memory copy of the state", saves.host_copy), pairs=pairs,
+                             goal=Goal("<=", 1.2), before=copies.close, note=f"tier in {root.parent}"))
+    finally:
+        copies.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def bench_restore(saves: Saves, report: Report, pairs: int) -> None:
     latest = checkpoint.latest_complete(saves.root)
     assert latest is not None and saves.blob is not None
@@ -414,6 +437,9 @@ def peak_rss() -> dict[str, float]:
             "largest_child_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale, 2)}
 
 
+PARTS = ("loader", "saves", "memory", "restore")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
@@ -426,8 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-mib", type=int, default=512, help="data read per loader pass and chunk size")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--check-disk", action="store_true", help="only check that the disk has room, then exit")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent.parent / "build" / "bench" / "latest.json")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.parts.split(",")) - set(PARTS))
+    if unknown:
+        print(f"trainer bench: unknown parts {unknown}; choose from {', '.join(PARTS)}", file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     state_bytes, data_bytes = args.state_mib << 20, args.data_mib << 20
     where = args.dir or tempfile.gettempdir()
@@ -447,11 +478,13 @@ def main(argv: list[str] | None = None) -> int:
         report.save(args.json)
         return 0
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-") as tmp:
-        work = Path(tmp)
-        bench_loader(work, report, args.pairs, data_bytes)
+        work, parts = Path(tmp), set(args.parts.split(","))
+        if "loader" in parts:
+            bench_loader(work, report, args.pairs, data_bytes)
         saves = Saves(work, make_state(state_bytes))
-        bench_saves(saves, report, args.pairs)
-        bench_restore(saves, report, args.pairs)
+        for part, bench in (("saves", bench_saves), ("memory", bench_memory_tier), ("restore", bench_restore)):
+            if part in parts:
+                bench(saves, report, args.pairs)
     report.extra["peak_rss"] = peak_rss()
     report.extra["disk_needed_gib"] = round(need / 2**30, 2)
     print(f"peak memory: {report.extra['peak_rss']}")

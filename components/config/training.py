@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.config.memory_tier import check_memory_tier_fits, parse_memory_checkpoint_seconds
 from components.config.node_pools import DNS_LABEL, SHUTDOWN_GRACE_CRITICAL_PODS_S, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
@@ -111,6 +112,8 @@ class JobConfig:
     remove from the stack file once they have finished."""
     image_cuda: str = DEFAULT_IMAGE_CUDA
     """The CUDA major.minor of `image` (`imageCuda`), checked against the pool's GPUs and driver."""
+    memory_checkpoint_seconds: int | None = None
+    """The memory checkpoint tier's interval (config/memory_tier.py); None: off."""
 
     @property
     def total_gpus(self) -> int:
@@ -382,6 +385,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
         image_cuda=image_cuda,
+        memory_checkpoint_seconds=parse_memory_checkpoint_seconds(s, interval),
     )
     if pool is not None and s.ok("gpusPerNode", "cpu", "memoryGiB", "sharedMemoryGiB"):
         _check_pod_fits_node(s, pool, job)
@@ -563,6 +567,8 @@ def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> No
                 "limit counts, and the trainer's processes need the rest",
                 f"lower sharedMemoryGiB to {max(1, int(memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY))} or less, "
                 "or raise memoryGiB")
+    check_memory_tier_fits(s, seconds=job.memory_checkpoint_seconds, checkpoint_gib=job.checkpoint_gib,
+                           shared_memory_gib=job.shared_memory_gib, pod_memory_gib=memory_limit)
 
     cpu, memory = allocatable(pool.instance_types, efa=pool.efa)
     share = job.gpus_per_node / pool.gpus_per_node

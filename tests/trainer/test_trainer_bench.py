@@ -25,6 +25,7 @@ GOALS = [
     "save / raw fsync'd write",
     "loop blocked / host memory copy",
     "save / dcp.async_save, under load",
+    "memory-tier save blocked / host memory copy",
     "restore / raw read, warm",
 ]
 SHOWN = [
