@@ -3,7 +3,7 @@ the permissions boundary every role of the environment's stacks carries; for dev
 trainer image job pushes with.
 
 No static keys anywhere: a workflow job exchanges its OIDC token for a one-hour (preview) or
-two-hour (deploy) session. The documents themselves are in bootstrap/policies.py.
+two-hour (deploy) session. The documents themselves are in bootstrap/policies/.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class CiIdentity(pulumi.ComponentResource):
             # rightly reads its Allow of write actions on `*`: a permissions boundary grants
             # nothing itself, it caps the roles that carry it (IAM User Guide, "Permissions
             # boundaries for IAM entities"); what a role may write, and where, its own policies
-            # say, and the boundary's Denies constrain them (bootstrap/policies.py boundary_policy).
+            # say, and the boundary's Denies constrain them (bootstrap/policies/boundary.py boundary_policy).
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",
@@ -143,7 +143,7 @@ class CiIdentity(pulumi.ComponentResource):
         return self._environment_document(policies.deploy_policy, environment)
 
     def _environment_document(self, document: Callable[..., dict[str, Any]], environment: str) -> pulumi.Output[str]:
-        """A document of bootstrap/policies.py that names the account and the bootstrap's resources."""
+        """A document of bootstrap/policies/ that names the account and the bootstrap's resources."""
         state, config = self._args.state, self._args.config
         names = sorted(state.secrets_keys)
         inputs = (self._args.account_id, self._state_bucket_arn(), state.state_key.arn, self.oidc_provider_arn,

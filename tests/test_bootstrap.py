@@ -234,7 +234,7 @@ def test_preview_role_reads_only_its_environments_state(bootstrap):
 
 
 def test_the_invokes_the_program_makes_are_the_ones_the_roles_are_written_for():
-    """One list, bootstrap/policies.py PROGRAM_INVOKES: every invoke the offline plan answers (and
+    """One list, bootstrap/policies/actions.py PROGRAM_INVOKES: every invoke the offline plan answers (and
     so every invoke the program makes: an unknown one fails the plan) is in it."""
     assert set(INVOKE_ANSWERS) == set(policies.PROGRAM_INVOKES)
 
@@ -459,7 +459,7 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     plan = plan_of(stack)
     unmanaged = sorted({r["type"] for r in plan.resources if r["type"].startswith("aws:")
                         and not any(r["type"].startswith(prefix) for prefix in policies.MANAGED_SERVICES)})
-    assert not unmanaged, f"add these to bootstrap/policies.py MANAGED_SERVICES (and check the deploy role): {unmanaged}"
+    assert not unmanaged, f"add these to bootstrap/policies/actions.py MANAGED_SERVICES (and check the deploy role): {unmanaged}"
     attached = {r["inputs"]["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
     listed = {f"arn:aws:iam::aws:policy/{name}" for name in policies.ATTACHABLE_MANAGED_POLICIES}
     assert attached <= listed, f"the deploy role may not attach {sorted(attached - listed)}"
@@ -675,7 +675,7 @@ def test_the_image_role_trusts_the_default_subject_template_too():
 
 @pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_the_image_role_names_the_repository_the_stacks_create(bootstrap, plan_of, env):
-    """bootstrap/policies.py derives the repository's name; components/data/registry.py gives it."""
+    """bootstrap/policies/names.py derives the repository's name; components/data/registry.py gives it."""
     repositories = [r["inputs"]["name"] for r in plan_of(env).of_type("aws:ecr/repository:Repository")]
     assert repositories == [policies.trainer_repository_name("gpu-training", env)]
     _, permissions = role(bootstrap, IMAGE_DEV)
@@ -752,7 +752,7 @@ def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, 
     assert grants
     refused = [(name, action, resource) for name, action, resource, condition in grants
                if evaluate(document, action, own_resource(stack, action, resource), {**context, **condition}) != ALLOW]
-    assert not refused, f"{stack}: add these to bootstrap/policies.py BOUNDARY_ACTIONS (or scope them): {refused}"
+    assert not refused, f"{stack}: add these to bootstrap/policies/actions.py BOUNDARY_ACTIONS (or scope them): {refused}"
 
 
 def whole_service_grants(document: dict[str, Any]) -> list[str]:
