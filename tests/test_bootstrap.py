@@ -717,8 +717,14 @@ def planned_role_grants(plan: Plan) -> list[tuple[str, str, str, dict[str, str]]
 
 def own_resource(stack: str, action: str, resource: str) -> str:
     """The request a grant stands for: a grant on `*` is used on the stack's own resources in its
-    region (its cluster for EKS, its buckets for S3, its load balancers for ELB, whose every action
-    but the reads takes one); a pattern stands for a name it matches."""
+    region (its cluster for EKS, its buckets for S3, its Container Insights log group for CloudWatch
+    Logs, its load balancers for ELB, whose every action but the reads takes one); a pattern stands
+    for a name it matches."""
+    if action.startswith("logs:") and ":mock:" in resource:
+        # The offline plan's ARN of a log group the stack makes: the flow logs' group, by its name
+        # (components/network/vpc.py), and its streams.
+        group = f"arn:aws:logs:{region_of(stack)}:{ACCOUNT}:log-group:/aws/vpc/{name_prefix(stack)}/flow-logs"
+        return group + (":log-stream:x" if resource.endswith(":*") else "")
     if resource != "*":
         # A pattern's region and account are the stack's (S3's ARNs have neither).
         parts = resource.split(":", 5)
@@ -731,6 +737,7 @@ def own_resource(stack: str, action: str, resource: str) -> str:
     if service == "elasticloadbalancing" and not name.startswith("Describe"):
         return f"arn:aws:elasticloadbalancing:{region}:{ACCOUNT}:loadbalancer/app/k8s-viewer/1"
     return {"eks": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{prefix}",
+            "logs": f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/containerinsights/{prefix}/application",
             "s3": f"arn:aws:s3:::{prefix}-artifacts-{ACCOUNT}"}.get(service, "*")
 
 
@@ -793,7 +800,10 @@ BOUNDED_ROLE_CASES = [
     ("s3:GetObject", "arn:aws:s3:::gpu-training-dev-datasets-1/x", {}, True),
     ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/hf-token-Ab",
      {}, False),
-    ("kms:Decrypt", key_arn("state-secrets-dev"), {}, False),                     # the stacks' config secrets
+    # The stacks' config secrets: the bootstrap's key, as AWS names it and tagged as the bootstrap
+    # tags it (the offline plan's key ARNs are placeholders of another service).
+    ("kms:Decrypt", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-secrets-dev",
+     {"aws:ResourceTag/project": "gpu-training-bootstrap", "aws:ResourceTag/ci-environment": "dev"}, False),
     ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/dev.json", {}, False),  # the state
     ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-prod",
      {"aws:ResourceTag/environment": "prod"}, False),

@@ -10,27 +10,21 @@ from bootstrap.config import BootstrapConfig
 from bootstrap.policies.actions import BOUNDARY_ACTIONS, BOUNDARY_SERVICE_LINKED_ROLES
 from bootstrap.policies.names import environment_sites, in_partition
 from bootstrap.policies.scope import (
+    AUTOSCALING_GROUPS,
     BOUNDARY_NEVER_ACTIONS,
     BOUNDARY_PROJECT_EXEMPT_ACTIONS,
     BOUNDARY_PROJECT_SCOPED_RESOURCES,
+    CLUSTER_AUTOSCALER_TAG,
+    CNI_CLUSTER_TAG,
     EKS_CLUSTER_NAME_TAG,
     ENVIRONMENT_TAG,
     PROJECT_TAG,
     cluster_patterns,
     deny_other_environments,
 )
-from components.config.stack import ENVIRONMENTS
+from components.common.kms import log_group_pattern
 from components.facts.regions import arn_partition
 from components.identity.policies import prod_bucket_patterns
-
-
-def _other_environments_data(config: BootstrapConfig, environment: str) -> list[str]:
-    """Buckets and Secrets Manager secrets of the other environments, by name (stacks name them so)."""
-    project, others = config.stacks_project, [env for env in ENVIRONMENTS if env != environment]
-    partition = arn_partition(config.region)
-    return [arn for env in others for arn in (
-        f"arn:{partition}:s3:::{project}-{env}-*", f"arn:{partition}:s3:::{project}-{env}-*/*",
-        f"arn:{partition}:secretsmanager:*:*:secret:{project}/{env}/*")]
 
 # Metadata reads a boundary allows by verb, not one by one (a boundary is one managed policy of
 # at most 6,144 characters: IAM User Guide, "IAM and AWS STS quotas"): every Describe and List of
@@ -103,6 +97,47 @@ def _read_buckets(config: BootstrapConfig, environment: str) -> list[str]:
     return [arn for name in names for arn in (f"arn:{partition}:s3:::{name}", f"arn:{partition}:s3:::{name}/*")]
 
 
+def boundary_scoped_resources() -> list[str]:
+    """BOUNDARY_PROJECT_SCOPED_RESOURCES of the services in which the boundary allows an action
+    that is not an exempt read: in the others (EKS, whose only actions it allows are reads, FSx,
+    SNS) the Deny would refuse nothing, and spend the characters the other scopes need."""
+    def acts_in(service: str) -> bool:
+        return any(action.startswith(f"{service}:") and action not in BOUNDARY_PROJECT_EXEMPT_ACTIONS
+                   for action in boundary_allow_list())
+    return [arn for arn in BOUNDARY_PROJECT_SCOPED_RESOURCES if acts_in(arn.split(":", 1)[0])]
+
+
+def _boundary_environment_reach(config: BootstrapConfig, environment: str) -> list[dict[str, Any]]:
+    """What a role of the stacks changes only on the environment's own, besides what carries the
+    project's tag (issue 41 item 6):
+    - network interfaces and Auto Scaling groups: the project's, the CNI's of the environment's
+      clusters (CNI_CLUSTER_TAG) or the node groups' of its clusters (CLUSTER_AUTOSCALER_TAG).
+      Creating an interface is exempt (a new one has no tags yet: the CNI tags it as it creates
+      it), and so is tagging, which only at creation is allowed on an EC2 resource without the
+      project's tag (DenyRetaggingOtherEc2): no other project's interface is tagged into the
+      environment, nor any other project's resource retagged;
+    - log groups: the environment's names (log_group_pattern of each cluster);
+    - roles to assume: the environment's names, as well as its tag (DenyRolesOutsideEnvironment):
+      a role of another project tagged with the same environment is not one."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    clusters = [cluster for cluster, _ in environment_sites(config, environment)]
+    interfaces = in_partition(config, "ec2:*:*:network-interface/*")
+    return [
+        {"Sid": "DenyOtherInterfacesAndGroups", "Effect": "Deny",
+         "NotAction": ["ec2:Describe*", "ec2:CreateNetworkInterface", "ec2:CreateTags", "autoscaling:Describe*"],
+         "Resource": [*interfaces, *in_partition(config, AUTOSCALING_GROUPS)], "Condition": {"StringNotEquals": {
+             f"aws:ResourceTag/{PROJECT_TAG}": project, f"aws:ResourceTag/{CNI_CLUSTER_TAG}": clusters,
+             **{f"aws:ResourceTag/{CLUSTER_AUTOSCALER_TAG.format(cluster=cluster)}": "owned" for cluster in clusters}}}},
+        {"Sid": "DenyRetaggingOtherEc2", "Effect": "Deny", "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+         "Resource": in_partition(config, "ec2:*:*:*"), "Condition": {
+             "StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}, "Null": {"ec2:CreateAction": "true"}}},
+        {"Sid": "DenyOtherLogGroups", "Effect": "Deny", "Action": ["logs:Create*", "logs:Put*"],
+         "NotResource": [f"arn:{partition}:logs:*:*:log-group:{log_group_pattern(cluster)}" for cluster in clusters]},
+        {"Sid": "DenyOtherProjectsRoles", "Effect": "Deny", "Action": ["sts:AssumeRole"],
+         "NotResource": [f"arn:{partition}:iam::*:role/{project}-{environment}-*"]},
+    ]
+
+
 def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[dict[str, Any]]:
     """The boundary's share of deploy_scope_policy: nothing of another project, by tag, by
     cluster name and by bucket name; no tagging a resource into the project (no role of the
@@ -111,7 +146,7 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
     read_buckets = _read_buckets(config, environment)
     statements: list[dict[str, Any]] = [
         {"Sid": "DenyOtherProjects", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
-         "Resource": in_partition(config, *BOUNDARY_PROJECT_SCOPED_RESOURCES),
+         "Resource": in_partition(config, *boundary_scoped_resources()),
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{PROJECT_TAG}": project}}},
         {"Sid": "DenyOtherSecurityGroups", "Effect": "Deny", "NotAction": list(BOUNDARY_PROJECT_EXEMPT_ACTIONS),
          "Resource": in_partition(config, "ec2:*:*:security-group/*"), "Condition": {"StringNotEquals": {
@@ -126,6 +161,7 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
         # (Retagging another project's resources: DenyOtherProjects, which covers the only
         # tagging the boundary allows, ec2:CreateTags; ELB's AddTags is on load balancers only.)
         {"Sid": "DenyNeverActions", "Effect": "Deny", "Action": list(BOUNDARY_NEVER_ACTIONS), "Resource": ["*"]},
+        *_boundary_environment_reach(config, environment),
     ]
     if read_buckets:
         statements.append({"Sid": "ReadOnlyOfReadBuckets", "Effect": "Deny",
@@ -133,8 +169,7 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
     return statements
 
 
-def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: str, bucket_arn: str, state_key_arn: str,
-                    secrets_key_arns: dict[str, str], oidc_provider_arn: str) -> dict[str, Any]:
+def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: str, **_: Any) -> dict[str, Any]:
     """The permissions boundary of every role the environment's stacks create: whatever a role's
     own policies say, it can take only the actions the stacks' roles take (BOUNDARY_ACTIONS),
     never on IAM (beyond the service-linked role the cluster policy creates), never on another
@@ -148,16 +183,14 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
         {"Sid": "ServiceLinkedRolesOfTheClusterPolicy", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": ["*"], "Condition": {"StringEquals": {"iam:AWSServiceName": list(BOUNDARY_SERVICE_LINKED_ROLES)}}},
         deny_other_environments(environment),
-        # (Other environments' buckets: DenyOtherBuckets. No IAM action but the service-linked role
-        # is allowed above, so no IAM write needs a Deny.)
-        {"Sid": "DenyOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["secretsmanager:*"],
-         "Resource": [arn for arn in _other_environments_data(config, environment) if ":secretsmanager:" in arn]},
-        # The bootstrap's keys, explicitly. Its bucket is no bucket of the environment's
-        # (DenyOtherBuckets), and its roles, provider and boundaries are IAM, of which the boundary
-        # allows nothing but one service-linked role: naming them again would only spend the
-        # 6,144 characters a managed policy holds (IAM User Guide, "IAM and AWS STS quotas").
-        {"Sid": "DenyBootstrapKeys", "Effect": "Deny", "Action": ["*"],
-         "Resource": [state_key_arn, *(arn for _, arn in sorted(secrets_key_arns.items()))]},
+        # Other environments' buckets: DenyOtherBuckets; their secrets, keys and every other
+        # resource carry their environment's tag (DenyOtherEnvironments) and one without the
+        # project's tag is refused by DenyOtherProjects. The bootstrap's keys carry the bootstrap's
+        # project tag (bootstrap/__main__.py), so DenyOtherProjects refuses them too, and their key
+        # policies admit no role of the project but the CI roles (keys.py). Naming them again, as
+        # the boundary once did, spent the room of the 6,144 characters a managed policy holds
+        # (IAM User Guide, "IAM and AWS STS quotas") that the scopes above need. No IAM action but
+        # the service-linked role is allowed above, so no IAM write needs a Deny.
         # An untagged role is not the environment's either (StringNotEquals holds on a missing key).
         {"Sid": "DenyRolesOutsideEnvironment", "Effect": "Deny", "Action": ["sts:AssumeRole"], "Resource": ["*"],
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}}},

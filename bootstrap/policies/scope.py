@@ -109,15 +109,17 @@ RESOURCELESS_ACTIONS = ("kms:CreateKey",)
 # Never, for any role of the stacks: NEVER_ACTIONS, and commands or sessions on an instance (a
 # node's role holds neither; `*:*` under the boundary must not get them either).
 BOUNDARY_NEVER_ACTIONS = (*NEVER_ACTIONS, *PEERING_ACTIONS, "ssm:SendCommand", "ssm:StartSession")
-# What a role of the stacks may act on only while it carries the project's tag: the deploy
-# role's list less the EC2 kinds AWS creates for the cluster without the provider's tags (the
-# cluster security group, the CNI's network interfaces, route tables and subnets the cluster role
-# only reads), plus SSM parameters (AmazonSSMManagedInstanceCore reads parameters on `*`).
-# Security groups follow in BOUNDARY_CLUSTER_OWNED: the project's, or the cluster's.
+# What a role of the stacks may act on only while it carries the project's tag: of EC2's kinds,
+# those an action the boundary allows takes besides tagging (the Service Authorization Reference,
+# as tests/test_boundary_scope.py checks): instances, volumes, snapshots, and route tables, the
+# stacks' own (components/network/vpc.py, with the provider's tags), which AmazonEKSClusterPolicy's
+# CreateRoute/DeleteRoute reach. Tagging any other EC2 resource is refused apart
+# (DenyRetaggingOtherEc2); security groups follow in DenyOtherSecurityGroups (the project's, or the
+# cluster's), network interfaces in DenyOtherInterfacesAndGroups. Then the deploy role's other
+# services, and SSM parameters (AmazonSSMManagedInstanceCore reads parameters on `*`); the
+# boundary keeps only the services it allows an action of that is not a read (boundary.py).
 BOUNDARY_PROJECT_SCOPED_RESOURCES = (
-    *(f"ec2:*:*:{kind}/*" for kind in (
-        "elastic-ip", "image", "instance", "internet-gateway", "launch-template", "natgateway", "placement-group",
-        "snapshot", "volume", "vpc-flow-log", "vpc-peering-connection")),
+    *(f"ec2:*:*:{kind}/*" for kind in ("instance", "route-table", "snapshot", "volume")),
     *(arn for arn in PROJECT_SCOPED_RESOURCES if not arn.startswith("ec2:")),
     "ssm:*:*:parameter/*",
 )
@@ -126,6 +128,15 @@ BOUNDARY_PROJECT_EXEMPT_ACTIONS = ("ec2:Describe*", "ec2:Get*", "eks:Describe*",
 # Security groups: the project's, or the cluster security group EKS creates, which carries only
 # EKS's own tags (EKS User Guide, "View Amazon EKS security group requirements for clusters").
 EKS_CLUSTER_NAME_TAG = "aws:eks:cluster-name"
+# Network interfaces: a node's primary one carries the project's tag (the launch template's tag
+# specifications, components/cluster/node_pools.py); the ones the VPC CNI creates carry its
+# cluster tag, which it sets at creation once its CLUSTER_NAME is set (aws/amazon-vpc-cni-k8s
+# pkg/awsutils/awsutils.go createENI and buildENITags; its docs/iam-policy.md scope-down policy
+# keys on the same tag; components/cluster/control_plane.py sets CLUSTER_NAME).
+CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
+# The node groups' Auto Scaling groups carry k8s.io/cluster-autoscaler/<cluster> = owned (see
+# AUTOSCALING_GROUPS): the boundary keeps every write to groups of the environment's clusters.
+CLUSTER_AUTOSCALER_TAG = "k8s.io/cluster-autoscaler/{cluster}"
 # The actions that add, change or remove tags of a resource that takes aws:ResourceTag, in the
 # services the deploy role uses (MANAGED_SERVICES) and ELB's, service by service: IAM refuses a
 # wildcard in the service prefix (`*:TagResource` is a MalformedPolicyDocument: IAM User Guide,
