@@ -7,6 +7,7 @@ from typing import Any
 from bootstrap.config import BootstrapConfig
 from bootstrap.policies.names import ci_role_pattern, deploy_role_name, preview_role_name
 from bootstrap.policies.scope import PROJECT_TAG
+from bootstrap.policies.teams import team_deploy_role_name
 from components.facts.regions import arn_partition
 
 # What using a key is (components/common/kms.py KEY_USE_ACTIONS).
@@ -36,11 +37,14 @@ def _root_statement(account_id: str, partition: str) -> dict[str, Any]:
 
 def secrets_key_policy(config: BootstrapConfig, environment: str, account_id: str) -> dict[str, Any]:
     """The environment's secrets-provider key names its users: among the project's roles only the
-    environment's preview and deploy roles (`pulumi preview`/`up` decrypt the stacks' config
-    secrets). People who set config secrets stay with IAM: they carry no project tag."""
+    environment's preview and deploy roles and its team deploy roles (`pulumi preview`/`up`
+    decrypt the stacks' config secrets). People who set config secrets stay with IAM: they carry no project tag."""
     project, partition = config.stacks_project, arn_partition(config.region)
     roles = f"arn:{partition}:iam::{account_id}:role"
-    users = [f"{roles}/{preview_role_name(project, environment)}", f"{roles}/{deploy_role_name(project, environment)}"]
+    users = [f"{roles}/{preview_role_name(project, environment)}", f"{roles}/{deploy_role_name(project, environment)}",
+             # Each team's deploy role of the environment: its team stack's config secrets.
+             *(f"{roles}/{team_deploy_role_name(project, team.name, environment)}" for team in config.teams
+               if environment in team.environments)]
     return {"Version": "2012-10-17", "Statement": [
         _root_statement(account_id, partition),
         *_key_users_only("OnlyTheEnvironmentsCiRoles", users, f"{roles}/{project}-*", "ArnNotEquals"),
