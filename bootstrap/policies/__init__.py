@@ -32,7 +32,8 @@ The roles' trust follows GitHub's `sub` claim (see bootstrap/config.py, SUBJECT_
 One module per concern: names.py (every name the bootstrap gives), actions.py (what the roles do),
 scope.py (what is the project's and the environment's), trust.py (who assumes the CI roles),
 ci_roles.py (preview and image roles), boundary.py, deploy.py (the deploy role), keys.py (key
-policies). This package re-exports what the bootstrap program and the tests use, so `from bootstrap
+policies), teams.py (the team deploy roles). This package re-exports what the bootstrap program and the
+tests use, so `from bootstrap
 import policies` reads as one module.
 """
 
