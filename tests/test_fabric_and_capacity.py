@@ -209,7 +209,8 @@ def test_the_provisioning_check_and_its_api_are_installed(plan_of):
 def test_vpc_cni_keeps_few_warm_ips(plan_of):
     addons = {a["inputs"]["addonName"]: a["inputs"] for a in plan_of("prod").of_type("aws:eks/addon:Addon")}
     env = json.loads(addons["vpc-cni"]["configurationValues"])["env"]
-    assert env == {"WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET)}
+    assert env == {"WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET),
+                   "CLUSTER_NAME": "gpu-training-prod"}  # the CNI's interfaces carry the cluster's tag (boundary)
 
 
 def test_the_efa_device_plugin_chart_covers_every_efa_type():
