@@ -183,7 +183,7 @@ def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp
     stack_file = tmp_path / "Pulumi.prod.yaml"
     assert prod.count("size: {max: 2}") == 1  # its size: min and desired default to a reservation's count
     # A capacity block launches only inside its dates: its pool names min and desired.
-    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock")
+    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock\n      capacityBlockEnd: \"2099-01-15T11:30:00Z\"")
                           .replace("size: {max: 2}", "size: {min: 0, desired: 0, max: 2}"))
     out_dir = tmp_path / "prod"
 

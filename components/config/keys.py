@@ -138,6 +138,8 @@ KEYS: tuple[Key, ...] = (
         "Capacity Reservation.", allowed=("onDemand", "spot", "capacityBlock", "reservation")),
     Key("nodePools[].capacityReservationId", STRING,
         "`cr-` and 17 hex digits: the reservation of a capacityBlock or reservation pool.", default=UNSET),
+    Key("nodePools[].capacityBlockEnd", STRING, "A capacityBlock pool's end, in UTC (2027-01-15T11:30:00Z): its queues "
+        "hold before it, the pool is released on the day after.", default=Derived("required on a capacityBlock pool")),
     Key("nodePools[].gpu", BOOLEAN, "Whether the pool's nodes have GPUs."),
     Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
         default=False),

@@ -15,9 +15,11 @@ live in exactly one, the reservation's.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from components.config.reader import Section
@@ -84,6 +86,10 @@ class NodePoolConfig:
     shutdown_grace_period_seconds: int = 0
     """GPU pools: the kubelet's graceful node shutdown, of which the last
     SHUTDOWN_GRACE_CRITICAL_PODS_S go to critical pods; 0 on CPU pools (nodeadm's own)."""
+    capacity_block_end: datetime | None = None
+    """A capacityBlock pool: the block's end (UTC), from `aws ec2 describe-capacity-reservations` EndDate."""
+    released: bool = False
+    """A capacity block that ended before the day of the plan: no nodes, no quota (release_ended_blocks)."""
 
     @property
     def pod_shutdown_grace_seconds(self) -> int:
@@ -195,6 +201,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                 f"is only used with capacity: capacityBlock or reservation, not {capacity or ''}",
                 "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
+    block_end = _parse_capacity_block_end(s, capacity)
     placement_group = _parse_placement_group(s, capacity, efa=efa)
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
@@ -207,8 +214,72 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
-        placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace,
+        placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace, capacity_block_end=block_end,
     )
+
+
+# A capacity block's end as EC2 states it: an ISO 8601 time in UTC (`describe-capacity-reservations`
+# EndDate, e.g. 2027-01-15T11:30:00+00:00; a Z suffix is taken too). A time without its zone is refused:
+# a block's end read as local time is hours off.
+BLOCK_END_FORMS = "2027-01-15T11:30:00Z or 2027-01-15T11:30:00+00:00"
+# How soon before a block's end the plan starts to warn.
+BLOCK_END_WARNING_DAYS = 2
+
+
+def _parse_capacity_block_end(s: Section, capacity: Capacity | None) -> datetime | None:
+    """`capacityBlockEnd`: required on a capacityBlock pool (its queues hold before it, its pool is
+    released after it: workload/capacity_block.py), refused on every other pool."""
+    raw = s.optional_string("capacityBlockEnd", check=_block_end_problem,
+                            fix=f"copy the block's EndDate from `aws ec2 describe-capacity-reservations`, e.g. {BLOCK_END_FORMS}")
+    if capacity == Capacity.CAPACITY_BLOCK:
+        if not raw and s.ok("capacityBlockEnd"):
+            s.missing("capacityBlockEnd", "a capacityBlock pool needs its block's end: EC2 terminates its instances "
+                      "from 30 minutes before it, and its queues must stop admitting gangs before that",
+                      f"set capacityBlockEnd: the block's EndDate in UTC, e.g. {BLOCK_END_FORMS}")
+    elif raw:
+        s.error(s.key("capacityBlockEnd"), raw, f"is only used with capacity: capacityBlock, not {capacity or ''}",
+                "remove it (an On-Demand Capacity Reservation's end is not modelled)")
+        return None
+    return _block_end(raw) if raw and s.ok("capacityBlockEnd") else None
+
+
+def _block_end(text: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when.astimezone(UTC) if when.tzinfo is not None and when.utcoffset() == timedelta(0) else None
+
+
+def _block_end_problem(text: str) -> str | None:
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|\+00:00)", text) or _block_end(text) is None:
+        return f"is not a UTC time of the form {BLOCK_END_FORMS}"
+    return None
+
+
+def release_ended_blocks(pools: tuple[NodePoolConfig, ...], *, today: date) -> tuple[tuple[NodePoolConfig, ...], list[str]]:
+    """The pools with every capacity block that ended before `today` released (min = desired = 0,
+    no queue quota), and a warning per block that ended or ends within BLOCK_END_WARNING_DAYS.
+    Judged by the day, as the support calendar is (cluster.py): a plan is the same all day."""
+    judged, warnings = [], []
+    for pool in pools:
+        end = pool.capacity_block_end
+        if end is None:
+            judged.append(pool)
+            continue
+        key = f"nodePools '{pool.name}' capacityBlockEnd"
+        if end.date() < today:
+            judged.append(dataclasses.replace(pool, min_size=0, desired_size=0, released=True))
+            warnings.append(f"{key}: the capacity block ended {end:%Y-%m-%d %H:%M} UTC: the pool is planned with no "
+                            "nodes and its queues with no quota on it; remove the pool, or set the next block's "
+                            "capacityReservationId and capacityBlockEnd")
+            continue
+        judged.append(pool)
+        if end.date() - today <= timedelta(days=BLOCK_END_WARNING_DAYS):
+            warnings.append(f"{key}: the capacity block ends {end:%Y-%m-%d %H:%M} UTC; its queues hold before it "
+                            "(docs/gpu-fabric-and-capacity.md, 'When a capacity block ends'), and a pulumi up on the "
+                            "day after releases the pool")
+    return tuple(judged), warnings
 
 
 def _parse_shutdown_grace(s: Section, *, gpu: bool) -> int:

@@ -25,7 +25,13 @@ from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
 from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue
 from components.config.network import NetworkConfig, parse_network
-from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
+from components.config.node_pools import (
+    NodePoolConfig,
+    check_subnet_ip_budget,
+    failed_pool_names,
+    parse_node_pools,
+    release_ended_blocks,
+)
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
@@ -332,6 +338,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     # Pools are checked against the network's zones only when those passed.
     network_zones = network.availability_zones if network_section.ok("availabilityZones") and region else None
     node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
+    node_pools, block_warnings = release_ended_blocks(node_pools, today=today)
+    load_warnings = (*load_warnings, *block_warnings)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
     storage = parse_storage(root.section("storage", {}), environment=environment, availability_zones=network_zones or (),
