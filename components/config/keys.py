@@ -157,6 +157,9 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].shutdownGracePeriodSeconds", INTEGER, "GPU pools: the kubelet's graceful node shutdown; the last 30 s "
         "go to critical pods, the rest to training pods, so it must exceed every job's terminationGracePeriodSeconds "
         "on the pool by 30.", default=150),
+    Key("nodePools[].releaseVersion", STRING, "GPU pools: the EKS-optimized AL2023 NVIDIA AMI release their nodes boot "
+        "(<Kubernetes version>-<yyyymmdd>, of the cluster's minor); roll it monthly.",
+        default=Derived("the minor's pin in components/facts/eks_versions.py (1.36: 1.36.3-20260903)")),
     Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),
     Key("nodePools[].labels", MAP, "Kubernetes labels of the nodes.", default={}),
     Key("nodePools[].taints", LIST, "Kubernetes taints of the nodes (each key and effect once).", default=[]),

@@ -90,6 +90,9 @@ class NodePoolConfig:
     """A capacityBlock pool: the block's end (UTC), from `aws ec2 describe-capacity-reservations` EndDate."""
     released: bool = False
     """A capacity block that ended before the day of the plan: no nodes, no quota (release_ended_blocks)."""
+    release_version: str | None = None
+    """GPU pools: the EKS-optimized AMI release their node group boots (`releaseVersion`, else the
+    minor's pin in facts/eks_versions.py: pin_release_versions); None: the group's creation-time AMI."""
 
     @property
     def pod_shutdown_grace_seconds(self) -> int:
@@ -207,6 +210,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
     labels = _parse_labels(s)
     taints = _parse_taints(s)
     shutdown_grace = _parse_shutdown_grace(s, gpu=gpu)
+    release_version = _parse_release_version(s, gpu=gpu)
     s.finish()
     if s.failed or capacity is None:
         return None
@@ -215,7 +219,66 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
         placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace, capacity_block_end=block_end,
+        release_version=release_version,
     )
+
+
+# An EKS-optimized AMI release version: <Kubernetes patch version>-<build date>, as the
+# amazon-eks-ami release notes and the SSM parameter .../recommended/release_version print it.
+RELEASE_VERSION = re.compile(r"(?P<minor>\d+\.\d+)\.\d+-(?P<date>\d{8})")
+# Roll the pin monthly: a plan warns once it is older than this.
+RELEASE_MAX_AGE_DAYS = 35
+
+
+def _release_date(text: str) -> date | None:
+    match = RELEASE_VERSION.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match["date"], "%Y%m%d").date()
+    except ValueError:
+        return None
+
+
+def _parse_release_version(s: Section, *, gpu: bool) -> str | None:
+    """`releaseVersion`: a GPU pool's AMI release (CPU pools follow the node group's own)."""
+    release = s.optional_string(
+        "releaseVersion", check=lambda v: None if _release_date(v) else "is not an AMI release version",
+        fix="copy it from `aws ssm get-parameter --name /aws/service/eks/optimized-ami/<minor>/amazon-linux-2023/"
+            "x86_64/nvidia/recommended/release_version`, e.g. 1.36.3-20260903 (<Kubernetes version>-<yyyymmdd>)")
+    if release and not gpu and s.ok("gpu"):
+        s.error(s.key("releaseVersion"), release, "is only read on GPU pools", "remove it")
+        return None
+    return release if gpu else None
+
+
+def pin_release_versions(section: Section, pools: tuple[NodePoolConfig, ...], *, kubernetes_version: str,
+                         pinned: str | None, today: date) -> tuple[tuple[NodePoolConfig, ...], list[str]]:
+    """Every GPU pool with its AMI release: its own, else `pinned` (the minor's, facts/eks_versions.py).
+    A release of another minor is an error (EKS refuses it); one unset or older than
+    RELEASE_MAX_AGE_DAYS is a warning."""
+    judged, warnings = [], []
+    for index, pool in enumerate(pools):
+        if not pool.gpu:
+            judged.append(pool)
+            continue
+        release = pool.release_version or pinned
+        match = RELEASE_VERSION.fullmatch(release) if release else None
+        if match and match["minor"] != kubernetes_version:
+            section.error(f"{section.key('nodePools')}[{index}].releaseVersion", release,
+                          f"is a release of Kubernetes {match['minor']}, the cluster runs {kubernetes_version}",
+                          f"use a {kubernetes_version} release (the SSM parameter .../optimized-ami/"
+                          f"{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version)")
+        key = f"nodePools '{pool.name}' releaseVersion"
+        released_on = _release_date(release) if release else None
+        if release is None:
+            warnings.append(f"{key}: unset and no verified pin for Kubernetes {kubernetes_version}: the pool's nodes "
+                            "boot the AMI its node group was created with, for months; set it")
+        elif released_on and (today - released_on).days > RELEASE_MAX_AGE_DAYS:
+            warnings.append(f"{key}: {release} is {(today - released_on).days} days old: roll it (docs/upgrading-"
+                            "and-pins.md, 'GPU node AMI releases'; the deploy rolls the pool under its PDB gate)")
+        judged.append(dataclasses.replace(pool, release_version=release))
+    return tuple(judged), warnings
 
 
 # A capacity block's end as EC2 states it: an ISO 8601 time in UTC (`describe-capacity-reservations`

@@ -30,6 +30,7 @@ from components.config.node_pools import (
     check_subnet_ip_budget,
     failed_pool_names,
     parse_node_pools,
+    pin_release_versions,
     release_ended_blocks,
 )
 from components.config.observability import ObservabilityConfig, parse_observability
@@ -77,6 +78,7 @@ from components.config.training import (
 )
 from components.config.viewer import ViewerConfig, parse_viewer
 from components.facts.cuda import DEFAULT_IMAGE_CUDA
+from components.facts.eks_versions import AL2023_NVIDIA_RELEASE
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 # An AWS tag value (`cost-center` on every resource) may hold up to 256 letters, digits, spaces and
@@ -339,7 +341,10 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     network_zones = network.availability_zones if network_section.ok("availabilityZones") and region else None
     node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
     node_pools, block_warnings = release_ended_blocks(node_pools, today=today)
-    load_warnings = (*load_warnings, *block_warnings)
+    node_pools, release_warnings = pin_release_versions(
+        root, node_pools, kubernetes_version=cluster.kubernetes_version, today=today,
+        pinned=AL2023_NVIDIA_RELEASE.get(cluster.kubernetes_version)) if root.ok("cluster") else (node_pools, [])
+    load_warnings = (*load_warnings, *block_warnings, *release_warnings)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
     storage = parse_storage(root.section("storage", {}), environment=environment, availability_zones=network_zones or (),
