@@ -202,3 +202,22 @@ def test_the_patches_are_valid_clusterqueue_fields():
 def test_the_script_is_the_one_the_configmap_carries():
     from components.workload.capacity_block import SCRIPT
     assert Path(script.__file__).resolve() == SCRIPT.resolve()
+
+
+def test_the_hold_objects_validate_against_kubernetes_and_the_held_queue_against_kueue():
+    import kubernetes_validate
+    from crd_schemas import validate_custom_resource
+
+    from components.workload.capacity_block import hold_manifests
+    config = load(prod_pools_with(**BLOCK))
+    manifests = hold_manifests(config.node_pools, system_pool=config.system_pool.name)
+    assert [m["kind"] for m in manifests] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+                                              "CronJob", "CronJob"]
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, f"{config.cluster.kubernetes_version}.0", strict=True)
+    # A queue as the script leaves it, held, is still one Kueue accepts.
+    plan_queue = manifests_named(synthesize("prod", overrides={"nodePools": prod_pools_with(**BLOCK)}),
+                                 "ClusterQueue")["training-prod"]
+    held = {**plan_queue, "metadata": {**plan_queue["metadata"], "annotations": {script.HELD_FOR: "pool-p5-efa"}},
+            "spec": {**plan_queue["spec"], "stopPolicy": "Hold"}}
+    assert validate_custom_resource(held) == []
