@@ -52,6 +52,7 @@ PATH_RULES: tuple[tuple[str, str, str], ...] = (
     ("schemas/*", EVERY_STACK, "schemas the program reads"),
     ("Pulumi.yaml", EVERY_STACK, "the main project file"),
     ("requirements*.txt", EVERY_STACK, "the program's dependencies"),
+    ("requirements.lock", EVERY_STACK, "the program's dependencies, hashed, as the deploy jobs install them"),
     ("__main__.py", MAIN_PROJECT, "the main program"),
     (f"{BOOTSTRAP_DIR}/*", BOOTSTRAP_PROJECT, "the bootstrap program"),
     ("docs/*", NO_STACK, "documentation"),

@@ -11,8 +11,10 @@ import importlib.machinery
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -145,12 +147,11 @@ def hyperparameters_errors(relative: str) -> list[str]:
 @pytest.fixture
 def repo_scratch():
     """A directory inside the repository (hyperparameters must live there); removed afterwards."""
-    directory = ROOT / "build" / "test-bad-input"
-    directory.mkdir(parents=True, exist_ok=True)
+    (ROOT / "build").mkdir(exist_ok=True)
+    # One of its own per test: the parallel tests (pytest-xdist) would empty each other's.
+    directory = Path(tempfile.mkdtemp(dir=ROOT / "build", prefix="test-bad-input-"))
     yield directory
-    for path in directory.iterdir():
-        path.unlink()
-    directory.rmdir()
+    shutil.rmtree(directory)
 
 
 @pytest.mark.parametrize(("name", "content", "expected"), [
@@ -162,7 +163,7 @@ def repo_scratch():
 ])
 def test_hyperparameters_files_are_read_strictly(repo_scratch, name, content, expected):
     (repo_scratch / name).write_bytes(content)
-    one(hyperparameters_errors(f"build/test-bad-input/{name}"), "training.jobs[0].hyperparameters", expected)
+    one(hyperparameters_errors(f"build/{repo_scratch.name}/{name}"), "training.jobs[0].hyperparameters", expected)
 
 
 @pytest.mark.parametrize("relative", ["stacks/Pulumi.team-vision-prod.yaml", "Pulumi.yaml", "stacks/Pulumi.dev.yaml",
@@ -180,7 +181,7 @@ def test_hyperparameters_are_never_an_empty_path():
 
 def test_hyperparameters_through_a_link_to_a_stack_file(repo_scratch):
     (repo_scratch / "hparams.yaml").symlink_to(ROOT / "stacks" / "Pulumi.dev.yaml")
-    one(hyperparameters_errors("build/test-bad-input/hparams.yaml"), "training.jobs[0].hyperparameters",
+    one(hyperparameters_errors(f"build/{repo_scratch.name}/hparams.yaml"), "training.jobs[0].hyperparameters",
         "is a Pulumi project or stack file")
 
 
@@ -895,5 +896,5 @@ def test_the_plan_cli_prints_the_files_problems_and_the_schemas_together(capfd, 
 
 def test_a_hyperparameters_file_reports_each_of_its_problems(repo_scratch):
     (repo_scratch / "two.yaml").write_bytes(b"lr: 1e-3\nwarmup: yes\n")
-    errors = [e for e in hyperparameters_errors("build/test-bad-input/two.yaml") if "hyperparameters" in e]
+    errors = [e for e in hyperparameters_errors(f"build/{repo_scratch.name}/two.yaml") if "hyperparameters" in e]
     assert [e.split("is not usable: ")[1].split(": ")[1] for e in errors] == ["line 1, column 5", "line 2, column 9"], errors

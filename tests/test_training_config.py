@@ -45,6 +45,7 @@ CASES = [
     ("spot-grace-above-the-notice", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(terminationGracePeriodSeconds=120)]},
      "jobs[0].terminationGracePeriodSeconds", "is killed after at most 100 s"),
     ("env-overrides-contract", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"TRAIN_NNODES": "9"})]}, "jobs[0].env.TRAIN_NNODES", "TRAIN_* contract"),
+    ("env-overrides-torchrun", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(env={"PET_MAX_RESTARTS": "many"})]}, "jobs[0].env.PET_MAX_RESTARTS", "torchrun's PET_* settings"),
     ("duplicate-job", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(), job()]}, "jobs", "names two jobs the same"),
     ("job-key-typo", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(gpuPerNode=1)]}, "jobs[0].gpuPerNode", "did you mean 'gpusPerNode'"),
     ("disruption-restarts-negative", {"gpuQuota": {"gpu-spot": 4}, "jobs": [job(maxDisruptionRestarts=-1)]},

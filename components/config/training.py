@@ -46,7 +46,12 @@ IMAGE_BY_DIGEST = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Env vars the workload sets itself (components/workload/training_job.py, fabric_env.py; a test
 # keeps this in step). A job's `env` may override them; a secret may not: a pod holds each name once.
-PLATFORM_ENV_PREFIXES = ("TRAIN_", "NCCL_", "TORCH_", "FI_")
+# PET_: torchrun reads each PET_<FLAG> as its --<flag> (torch/distributed/argparse_util.py `env`):
+# the platform sets PET_MAX_RESTARTS.
+PLATFORM_ENV_PREFIXES = ("TRAIN_", "NCCL_", "TORCH_", "FI_", "PET_")
+# Of those, what a job's `env` may not override either: the launcher's contract and torchrun's
+# settings (a job tunes NCCL_*, TORCH_* and FI_* itself).
+CONTRACT_ENV_PREFIXES = ("TRAIN_", "PET_")
 PLATFORM_ENV_NAMES = frozenset({"HOME", "SCRATCH_DIR"})
 # The hyperparameters become a ConfigMap, whose data Kubernetes caps at 1 MiB.
 MAX_HYPERPARAMETERS_BYTES = 1024 * 1024
@@ -348,10 +353,10 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         s.error(s.key("secrets"), list(secrets), "lists a secret twice (a pod holds each env var once)", "list each once")
     env = s.string_map("env")
     for env_name, env_value in env.items():
-        if not ENV_NAME.fullmatch(env_name) or env_name.startswith("TRAIN_"):
+        if not ENV_NAME.fullmatch(env_name) or env_name.startswith(CONTRACT_ENV_PREFIXES):
             s.error(f"{s.key('env')}.{env_name}", env_name,
-                    "is not a valid env var name, or overrides the platform's TRAIN_* contract",
-                    "use UPPER_CASE names outside TRAIN_*")
+                    "is not a valid env var name, or overrides the platform's TRAIN_* contract or torchrun's PET_* "
+                    "settings (the launcher's)", "use UPPER_CASE names outside TRAIN_* and PET_*")
         else:
             _check_exec_string(s, f"{s.key('env')}.{env_name}", env_value, f"{env_name}=", "the environment string")
     args = tuple(s.string_list("args", list(DEFAULT_ARGS)))
