@@ -61,6 +61,7 @@ from components.config.sibling_stacks import (
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
 from components.config.team_members import parse_members
+from components.config.teams import TEAMS_KEY, TeamQueueConfig, parse_teams, team_queue
 from components.config.training import (
     CUDA_FORMAT_FIX,
     IMAGE_BY_DIGEST,
@@ -127,6 +128,8 @@ class StackConfig:
     """How the namespaces' TensorBoard is reached (its load balancer)."""
     multikueue: MultiKueueConfig | None = None
     """`multiKueue`: this cluster's part in the environment's one queue over several regions."""
+    teams: tuple[TeamQueueConfig, ...] = ()
+    """`teams`: the environment's teams, whose ClusterQueues this platform stack makes (config/teams.py)."""
 
     @property
     def site(self) -> str | None:
@@ -339,6 +342,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
+    teams = parse_teams(root, pools=node_pools, invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
+                        platform_training=training, platform_quota_ok=root.ok("training.gpuQuota", "training.gpuQuotaBorrowed"))
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     if root.ok("storage", "nodePools", "training.gpuQuota"):
         check_lustre_size(root, storage, training, node_pools)
@@ -375,7 +380,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
-                       allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer)
+                       allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer, teams=teams)
 
 
 def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, project: str, stack: str,
@@ -449,12 +454,16 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
 def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
                        storage: StorageConfig, raw_secrets: Any, *, environment: str) -> TrainingConfig:
     """A platform stack's `training`, its jobs judged against the pools and storage that passed."""
-    # Pools that failed are reported already; with no readable list, no reference can be judged.
-    unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
-                          trainer_image_cuda=_trainer_image_cuda(root), invalid_pools=unjudged_pools,
+                          trainer_image_cuda=_trainer_image_cuda(root),
+                          invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
                           storage=storage if root.ok("storage") else None, environment=environment)
+
+
+def _unjudged_pools(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
+    """Pools that failed are reported already; with no readable list, no reference can be judged."""
+    return failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
 
 
 def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
@@ -486,13 +495,14 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                    f"set region: {platform.region}")
 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
+    platform_quota = _team_quota(root, team, environment=environment, platform=platform)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root, environment=environment, team=True),
                               trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
-                              environment=environment, other_owners=_platform_queue(platform, environment))
+                              environment=environment, platform_quota=platform_quota)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
@@ -522,13 +532,29 @@ def _cluster_principals(platform: StackConfig | None) -> dict[str, str]:
             **{arn: "cluster.adminPrincipals" for arn in platform.cluster.admin_principals}}
 
 
-def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:
-    """The platform's own queue, which owns GPUs of the same pools as the team's (none before the
-    contract was read). The program sees only its platform's contract, not the other team
-    stacks: tests/test_config_limits.py sums every team stack file of an environment in stacks/."""
+def _team_quota(root: Section, team: str, *, environment: str,
+                platform: StackConfig | None) -> tuple[dict[str, int], frozenset[str], str] | None:
+    """The team's quota: its row of the platform's `teams` (config/teams.py), which the platform
+    validated and summed with every other queue's; None before the contract was read. A team stack
+    sets none of its own: the platform makes the team's ClusterQueue."""
+    row_hint = f"{TEAMS_KEY}: [{{name: {team}, gpuQuota: {{<pool>: <GPUs>}}}}] in stacks/Pulumi.{environment}.yaml"
+    for key in ("gpuQuota", "gpuQuotaBorrowed"):
+        training = root.data.get("training")
+        if isinstance(training, Mapping) and key in training:
+            root.error(f"{root.key('training')}.{key}", training[key],
+                       f"belongs to the platform stack '{environment}': it makes the team's ClusterQueue from its "
+                       f"registry of teams", f"remove it here and set it in the team's row: {row_hint}")
     if platform is None:
-        return []
-    return [(f"the platform stack '{environment}' (its training.gpuQuota)", platform.training.owned_gpu_quota)]
+        return None
+    row = team_queue(platform.teams, team)
+    where = f"the platform's {TEAMS_KEY}[name={team}]"
+    if row is None:
+        root.error(f"platform stack '{environment}' {TEAMS_KEY}", team,
+                   f"lists no team {team}: the platform makes each team's ClusterQueue (its GPU quota) from this "
+                   "registry, and the team's jobs are judged against it",
+                   f"add the team's row, {row_hint}, and deploy the platform stack first")
+        return {}, frozenset(), where
+    return row.gpu_quota, row.borrowed_pools, f"{where}.gpuQuota"
 
 
 def platform_stack_errors(environment: str, problems: Iterable[ConfigProblem]) -> list[ConfigProblem]:
