@@ -16,6 +16,7 @@ import yaml
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
 from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import CONTRACT_OUTPUT, worker_problems
+from components.config.teams import TeamQueueConfig
 from components.workload.multikueue import (
     ADMISSION_CHECK,
     ANY_REGION,
@@ -26,7 +27,6 @@ from components.workload.multikueue import (
     dispatcher_role_binding,
     team_any_region_queue_name,
 )
-from components.config.teams import TeamQueueConfig
 from components.workload.team_queues import team_cluster_queue_manifest
 from offline import plan as plan_module
 from offline.plan import synthesize

@@ -5,7 +5,8 @@ on the LocalQueue of the same name as on the manager, which must exist there (ku
 docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a manager makes, on each worker:
 
     namespace (the manager's name and labels) -> LocalQueue `any-region` (onto the team's ClusterQueue
-    there, which the worker's platform stack makes from its registry of teams) -> RoleBinding of the dispatcher's group -> trainer service account
+    there, which the worker's platform stack makes from its registry of teams)
+    -> RoleBinding of the dispatcher's group -> trainer service account
     -> volumes (the worker's own file system and datasets replica) -> secrets sync
     -> the jobs' hyperparameters ConfigMaps (what a job's pods mount besides the volumes)
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
