@@ -199,7 +199,7 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
     _, raw, _ = stack_config("team-nlp-staging", path)
     # The platform's registry with the row the script printed for the operator to add.
     rows = yaml.safe_load(textwrap.dedent("\n".join(line for line in result.stdout.splitlines() if line.startswith("    "))))
-    assert [row["name"] for row in rows] == ["nlp"] and "add the team to the staging platform's registry" in result.stdout
+    assert [row["name"] for row in rows] == ["nlp"] and "add the team's row to gpu-training:teams in stacks/Pulumi.staging.yaml" in result.stdout
     platform = synthesize("staging", overrides={"teams": rows})
     config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=platform)
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota == rows[0]["gpuQuota"]
