@@ -230,7 +230,9 @@ def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster
     (queue,) = [m for m in platform.manifests() if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == "team-nlp"]
     (row,) = printed_registry_rows(made.stdout)
     ((pool, quota),) = row["gpuQuota"].items()
-    node = int(re.search(r"gpusPerNode: (\d+)", (tmp_path / f"Pulumi.{stack}.yaml").read_text())[1])
+    sample = re.search(r"gpusPerNode: (\d+)", (tmp_path / f"Pulumi.{stack}.yaml").read_text())
+    assert sample is not None
+    node = int(sample[1])
     assert quota == node, "a quota of one whole node of the pool: the file's sample job fits it"
     assert gpus(queue, f"pool-{pool}")["nominalQuota" if "gpuQuotaBorrowed" not in row else "borrowingLimit"] == quota
     (local,) = [m for m in plan.manifests() if m["kind"] == "LocalQueue"]
