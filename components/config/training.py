@@ -188,7 +188,6 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                    trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
-                   other_owners: Collection[tuple[str, Mapping[str, int]]] = (),
                    platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
@@ -197,8 +196,6 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
     None when it failed validation (not judged then). In a prod stack every job must state it.
-    `other_owners`: the other queues on these pools, (name, pool -> owned GPUs); a team stack's is
-    its platform's own queue. This queue's owned quota and theirs must fit each pool together.
     `platform_quota` (a team stack judged against its platform): (quota, borrowed pools, where it is
     set) of the team's row of the platform's `teams`, which the platform validated; the team's own
     section sets none (config/teams.py)."""
@@ -210,9 +207,6 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     quota_key = "training.gpuQuota"
     if platform_quota is not None:
         quota, borrowed, quota_key = dict(platform_quota[0]), platform_quota[1], platform_quota[2]
-    elif other_owners and unjudged is not None and not quota_section.failed and section.ok("gpuQuotaBorrowed"):
-        owned = {pool: gpus for pool, gpus in quota.items() if pool not in borrowed}
-        _check_owned_quota_fits(section, pools, owned, other_owners)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
@@ -271,23 +265,6 @@ def _parse_borrowed(section: Section, quota: dict[str, int], unjudged: frozenset
     if len(set(names)) != len(names):
         section.error(key, names, "lists a pool twice", "list each once")
     return frozenset(names)
-
-
-def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...], owned: dict[str, int],
-                            other_owners: Collection[tuple[str, Mapping[str, int]]]) -> None:
-    for over in overcommitted_pools(pools, [*other_owners, ("this stack's queue", owned)]):
-        if not owned.get(over.pool):
-            continue  # the others alone own too much: theirs to fix
-        others = ", ".join(f"{queue} owns {gpus}" for queue, gpus in over.owners if queue != "this stack's queue")
-        room = over.capacity - (over.owned - owned[over.pool])
-        section.error(section.key(f"gpuQuota.{over.pool}"), owned[over.pool],
-                      f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs while {others}: together "
-                      f"{over.owned}, more than the pool holds, so Kueue would admit gangs whose nodes can never come "
-                      "up (their ProvisioningRequests fail and Kueue deactivates them)",
-                      f"{f'lower it to {room} or less' if room > 0 else 'remove it (the others own the whole pool)'}, "
-                      f"or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
-                      "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
-                      "reclaim them)")
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
