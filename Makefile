@@ -133,9 +133,14 @@ chromium:
 # $(CURDIR) quoted: the checkout's path may hold a space (tests/test_delivery_scripts.py).
 # The scenarios (real launcher gangs, the browser: tests/conftest.py) are `test-scenarios`'s, so that
 # `make test` stays near 12 minutes on 2 cores; .ci/run runs both.
+# They run on every core (pytest-xdist), at most 4 workers: each plans the stacks its tests ask for
+# once (about 1 GB each), so more workers mostly plan the same stacks again. worksteal hands out
+# single tests and lets an idle worker take a busy one's queue, so the longest file (the fuzzer's)
+# does not run alone at the end. The scenarios stay on one process: their gangs time themselves.
+PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist worksteal
 ## every test but the scenarios (config tables, synthesised stacks, manifests, trainer units, scripts)
 pytest: $(VENV)/.dev $(CHECKOV_VENV)/.installed $(BYTECODE)
-	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest -m "not scenario"
+	CHECKOV="$(CURDIR)/$(CHECKOV_VENV)/bin/checkov" $(PY) -m pytest -m "not scenario" $(PYTEST_WORKERS)
 
 ## the scenarios: 2-node launcher gangs (every framework, every fault), the viewer in Chromium
 test-scenarios: $(VENV)/.dev $(BYTECODE) chromium

@@ -6,7 +6,7 @@ redone, with in-place restarts (launcher.inplace) paired against today's full re
 
 The gang: two launchers (pods 0 and 1) of one job on 127.0.0.1, one example-trainer worker each
 (gloo on CPU), a checkpoint every CHECKPOINT_EVERY steps, a fault a few steps past one. Both sides
-of a pair start from the same running gang (launched with TRAIN_INPLACE_RESTARTS on), in rotated
+of a pair start from the same running gang (launched with PET_MAX_RESTARTS on), in rotated
 order (bench/harness.py):
 - project, in place: the fault, then whatever the launchers do by themselves; the time ends at the
   first step line of the restarted workers;
@@ -21,9 +21,12 @@ sitecustomize that raises from a SIGUSR1 handler), `freeze` (every process of po
 fails after the collective timeout; with restarts on it waits TRAIN_INPLACE_RESTART_WAIT_S for a
 round that never comes, then the gang is recreated as on the floor), and, shown once without a
 pair since in place changes nothing for them, `lost` (pod 1's whole tree killed: JobSet recreates)
-and `stop` (SIGTERM to pod 0: both stop after saving with 143 and the gang restarts). Goal: a
-worker crash in place <= 0.5x the full restart. Breakdowns of one full restart and one in-place
-restart come from the events' timestamps; the interpreter and torch import is timed alone.
+and `stop` (SIGTERM to pod 0: both stop after saving with 143 and the gang restarts), and `memory`: a
+worker crash in place with the memory checkpoint tier on (launcher.memory_tier: a copy in each pod's
+memory every MEMORY_INTERVAL_S, a durable one every MEMORY_DURABLE_EVERY steps), its steps redone
+against the steps between two memory copies before the fault. Goals: a worker crash in place <= 0.5x
+the full restart; with the memory tier, steps redone <= the memory tier's interval. Breakdowns of one
+full restart and one in-place restart come from the events' timestamps; the interpreter and torch import is timed alone.
 """
 
 from __future__ import annotations
@@ -45,11 +48,15 @@ import yaml
 from launcher import inplace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness, as `make bench` runs it
-from bench.harness import Goal, Report, Sample, run_pairs, timed_process
+from bench.harness import Goal, Report, Result, Sample, run_pairs, timed_process
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
+# In-place rounds per launcher when on: more than any pair spends (torchrun sets no bound of its own).
+IN_PLACE_ROUNDS = 20
 CHECKPOINT_EVERY = 10
 COLLECTIVE_TIMEOUT_S = 10
+MEMORY_INTERVAL_S = 0.5
+MEMORY_DURABLE_EVERY = 40  # durable copies 4x as far apart as the other classes': the memory copy does the rest
 HPARAMS = {"seed": 0, "steps": 1_000_000, "batch_size": 64, "lr": 0.003, "hidden": 64, "log_every": 1,
            "num_workers": 1, "prefetch_factor": 2, "pg_timeout_s": COLLECTIVE_TIMEOUT_S,
            "checkpoint_min_interval_s": 0.0, "step_delay_s": 0.05,
@@ -138,8 +145,11 @@ class Gang:
     """Two launchers of one job, relaunched as a JobSet recreate would (new processes, same
     checkpoint directory), and what their events say."""
 
-    def __init__(self, work: Path, inject_site: Path):
+    def __init__(self, work: Path, inject_site: Path, memory_tier: bool = False):
         self.work, self.attempt, self.pods = work, 0, []
+        self.checkpoint_every = MEMORY_DURABLE_EVERY if memory_tier else CHECKPOINT_EVERY
+        # Each pod's own emptyDir: a recreated pod (a new attempt) starts with an empty one.
+        self.memory = {"TRAIN_MEMORY_CHECKPOINT_INTERVAL_S": str(MEMORY_INTERVAL_S)} if memory_tier else {}
         (work / "hparams.yaml").write_text(yaml.safe_dump(HPARAMS))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "TORCHELASTIC_", "PET_"))}
         self.env.update({
@@ -147,7 +157,7 @@ class Gang:
             "PYTHONWARNINGS": "ignore", "TRAIN_JOB_ID": "recovery-bench", "TRAIN_NNODES": "2",
             "TRAIN_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
             "TRAIN_CHECKPOINT_DIR": str(work / "checkpoints"), "TRAIN_DATA_DIR": str(work / "data"),
-            "TRAIN_HPARAMS_FILE": str(work / "hparams.yaml"), "TRAIN_CHECKPOINT_EVERY_STEPS": str(CHECKPOINT_EVERY),
+            "TRAIN_HPARAMS_FILE": str(work / "hparams.yaml"), "TRAIN_CHECKPOINT_EVERY_STEPS": str(self.checkpoint_every),
             "TRAIN_COLLECTIVE_TIMEOUT_S": str(COLLECTIVE_TIMEOUT_S), "TRAIN_LOG_EVERY_STEPS": "1"})
         self.in_place = False
 
@@ -157,8 +167,11 @@ class Gang:
         self.in_place = in_place
         port = str(free_port())
         started = time.time()
-        mode = {"TRAIN_INPLACE_RESTARTS": str(inplace.MAX_RESTARTS if in_place else 0)}
-        self.pods = [Pod({**self.env, **mode, "TRAIN_RDZV_PORT": port, "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1),
+        mode = {inplace.RESTARTS_VAR: str(IN_PLACE_ROUNDS if in_place else 0), **self.memory}
+        memory = ({i: {"TRAIN_MEMORY_CHECKPOINT_DIR": str(self.work / f"a{self.attempt}-pod{i}-memory")} for i in range(2)}
+                  if self.memory else {0: {}, 1: {}})
+        self.pods = [Pod({**self.env, **mode, **memory[i], "TRAIN_RDZV_PORT": port,
+                          "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1),
                           "TRAIN_HEARTBEAT_FILE": str(self.work / f"a{self.attempt}-pod{i}" / "heartbeat")},
                          self.work / f"a{self.attempt}-pod{i}.stdout", started) for i in range(2)]
 
@@ -186,7 +199,8 @@ class Gang:
         def past(events: list[dict]) -> bool:
             resumed = [e for e in events if e.get("event") == "checkpoint_resumed"]
             base = resumed[-1]["step"] if resumed else 0
-            target = (base // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY + CHECKPOINT_EVERY // 2
+            every = self.checkpoint_every
+            target = (base // every + 1) * every + every // 2
             return self.last_step(events) >= target
         self.wait_for("training past a checkpoint", past)
 
@@ -319,7 +333,33 @@ def import_floor(pairs: int) -> float:
     return samples[len(samples) // 2]
 
 
-CLASSES = ("crash", "collective", "freeze", "lost", "stop")
+def memory_tier_crash(work: Path, inject_site: Path, pairs: int, report: Report) -> None:
+    """`memory`: worker crashes in place with the memory tier on; steps redone against the steps
+    between the last two memory copies before each fault (the tier's interval, in steps)."""
+    (work / "memory-tier").mkdir()
+    gang = Gang(work / "memory-tier", inject_site, memory_tier=True)
+    faults, redone, interval = Faults(gang), [], []
+    try:
+        for _ in range(pairs):
+            faults.measure("crash", True)
+            detail = faults.details["crash/in place"][-1]
+            copies = [e["step"] for e in gang.events() if e.get("event") == "checkpoint_in_memory"
+                      and e["ts"] < detail["fault_at"]]
+            if detail["resumed"].get("tier") != "memory" or len(copies) < 2:
+                raise RuntimeError(f"recovery bench: the crash did not resume from a memory copy; output in {gang.work}")
+            redone.append(Sample(float(detail["redone"])))
+            interval.append(Sample(float(copies[-1] - copies[-2])))
+    finally:
+        gang.kill()
+    report.add(Result("memory tier: steps redone after a worker crash / its interval", "steps redone (in place)",
+                      "steps between two memory copies", Goal("<=", 1.0), redone, interval, 0,
+                      note=f"counts, not seconds: a memory copy every {MEMORY_INTERVAL_S} s, a durable one every "
+                           f"{MEMORY_DURABLE_EVERY} steps"))
+    print(f"  memory: steps redone {[int(s.wall) for s in redone]}, steps between memory copies "
+          f"{[int(s.wall) for s in interval]}")
+
+
+CLASSES = ("crash", "collective", "freeze", "lost", "stop", "memory")
 
 
 def run(work: Path, classes: list[str], pairs: int, report: Report) -> None:
@@ -330,7 +370,9 @@ def run(work: Path, classes: list[str], pairs: int, report: Report) -> None:
     faults = Faults(gang)
     try:
         for kind in classes:
-            if kind in ("lost", "stop"):
+            if kind == "memory":
+                memory_tier_crash(work, inject_site, pairs, report)
+            elif kind in ("lost", "stop"):
                 single(faults, kind, report)
             else:
                 paired(faults, kind, 1 if kind == "freeze" else pairs, report)

@@ -31,10 +31,20 @@ over the floor's (floor time / project time), "<=" goals the project's time over
   not read in place (nothing here), against reading the same file into preallocated memory.
   Shown beside it: the load alone into private memory, no live state given. Warm: both files in the
   page cache; cold: both dropped before every run (posix_fadvise DONTNEED). Goal (warm): >= 0.8.
+- replicated state, run first (--replicated-only: alone), --ranks ranks (gloo, forked;
+  bench/replicated_gang.py): every rank holds the
+  same state (DDP), and the launcher's replicated writer (replicated.rank_share + AsyncCheckpointer:
+  each rank writes its share as a state file) saves it against DCP under the same protocol
+  (distributed_checkpoint.DistributedCheckpointer: async_save, which dedups replicated tensors over
+  the ranks the same way), save + wait on every rank; then restore into the live state on every
+  rank (replicated.load_merged(into=...) against distributed_checkpoint.load). Goals >= 1.0: the
+  writer stays only while it is faster than DCP for the same state (the reason in replicated.py).
 
 Sizes (defaults): at most about 3 GiB of memory (saving: the state, its staging buffer, the live
 copy, the raw floor's bytes, DCP's staging; restoring: the state, the live copy, the raw read's
-buffer, one loaded copy) and 3.1 GiB of disk; the bench
+buffer, one loaded copy) and 3.1 GiB of disk; the replicated gang, before the rest, 256 MiB
+(--replicated-mib) on each rank: about 1.1 GiB of memory per rank (measured peak) and 1 GiB of
+disk (two checkpoints of each side); the bench
 checks the free disk first and removes everything it wrote. Text on stdout, JSON into --json.
 """
 
@@ -57,10 +67,11 @@ from pathlib import Path
 import torch
 from example_trainer.data import ShardChunks, ShardLoader, epoch_order
 from example_trainer.pack_data import HEADER_BYTES, encode_shard, shard_name
-from launcher import checkpoint
+from launcher import checkpoint, memory_tier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.harness, as `make bench` runs it
 from bench.harness import Goal, Report, Result, Sample, run_pairs, timed
+from bench.replicated_gang import Gang
 
 # (label, dim, batch): 60 x (32 x 4 + 8) = 8160 bytes; 128 x (1024 x 4 + 8) = 525312 bytes
 CHUNK_SHAPES = (("8 KiB chunks", 32, 60), ("512 KiB chunks", 1024, 128))
@@ -328,6 +339,29 @@ def bench_saves(saves: Saves, report: Report, pairs: int) -> None:
         shutil.rmtree(path)
 
 
+def bench_memory_tier(saves: Saves, report: Report, pairs: int) -> None:
+    """A memory-tier save (launcher.memory_tier) against a host copy of the same state: the loop waits
+    for the copy to host memory only; the copy into tmpfs is written after, as the tier writes it. In
+    /dev/shm, the tmpfs an emptyDir of medium Memory is, where the machine has one."""
+    shm = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="memory-tier-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else saves.work))
+    copies = memory_tier.MemoryCopies(memory_tier.MemoryTier(str(root), 1.0), writes=True)
+    copies.prepare(saves.state)
+    step = [0]
+
+    def memory_save() -> Sample:
+        step[0] += 1
+        return Sample(copies.save(step[0], saves.state))
+
+    try:
+        report.add(run_pairs("memory-tier save blocked / host memory copy", ("loop blocked by a memory-tier save",
+                             memory_save), ("host memory copy of the state", saves.host_copy), pairs=pairs,
+                             goal=Goal("<=", 1.2), before=copies.close, note=f"tier in {root.parent}"))
+    finally:
+        copies.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def bench_restore(saves: Saves, report: Report, pairs: int) -> None:
     latest = checkpoint.latest_complete(saves.root)
     assert latest is not None and saves.blob is not None
@@ -363,11 +397,37 @@ def bench_restore(saves: Saves, report: Report, pairs: int) -> None:
     assert all(torch.equal(a, b) for a, b in zip(saves.live, saves.tensors, strict=True)), "the restore restored something else"
 
 
-def disk_needed(state_bytes: int, data_bytes: int) -> int:
+def bench_replicated(work: Path, report: Report, pairs: int, state_bytes: int, ranks: int) -> None:
+    """First, before the other parts hold their state in this process (the ranks are forked from it)."""
+    gang = Gang(work / "replicated-gang", ranks, state_bytes, TENSORS_IN_STATE)
+    try:
+        def side(name: str):
+            return lambda: Sample(gang.run(name))
+
+        settle = lambda: gang.run("settle")  # noqa: E731
+        note = f"{state_bytes / 2**20:.0f} MiB replicated on {ranks} ranks, {TENSORS_IN_STATE} tensors"
+        report.add(run_pairs("replicated save / DCP save", ("rank_share + AsyncCheckpointer save + wait",
+                                                            side("ours_save")),
+                             ("DistributedCheckpointer (dcp.async_save) + wait", side("dcp_save")),
+                             pairs=pairs, goal=Goal(">=", 1.0), before=settle, note=note))
+        settle()
+        sizes = {name: gang.bytes_on_disk(name) for name in ("ours", "dcp")}
+        report.add(run_pairs("replicated restore / DCP restore", ("replicated.load_merged into the live state",
+                                                                  side("ours_restore")),
+                             ("distributed_checkpoint.load (dcp.load) in place", side("dcp_restore")),
+                             pairs=pairs, goal=Goal(">=", 1.0), before=settle,
+                             note=f"one checkpoint on disk each: {sizes['ours'] / 2**20:.0f} MiB ours, "
+                                  f"{sizes['dcp'] / 2**20:.0f} MiB DCP's"))
+        assert gang.restored_equal(), "a restore restored something else"
+    finally:
+        gang.close()
+
+
+def disk_needed(state_bytes: int, data_bytes: int, replicated_bytes: int = 0) -> int:
     """The most the bench holds on disk at once: two checkpoints (the newest and the one being
     written), the raw floor's file and its successor, two DCP checkpoints; the loader's data
-    set is gone by then."""
-    return max(data_bytes, 6 * state_bytes) + (64 << 20)
+    set is gone by then. The replicated gang, first and alone: two checkpoints of each side."""
+    return max(data_bytes, 6 * state_bytes, 4 * replicated_bytes) + (64 << 20)
 
 
 def peak_rss() -> dict[str, float]:
@@ -377,21 +437,32 @@ def peak_rss() -> dict[str, float]:
             "largest_child_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale, 2)}
 
 
+PARTS = ("loader", "saves", "memory", "restore")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--ranks", type=int, default=2, help="ranks of the replicated-state gang")
+    parser.add_argument("--replicated-mib", type=int, default=256, help="replicated state size on each rank")
+    parser.add_argument("--replicated-only", action="store_true", help="only the replicated state against DCP")
     parser.add_argument("--state-mib", type=int, default=512, help="checkpoint state size")
     # 512 MiB per pass: a 256 MiB pass of 512 KiB chunks lasts ~15 ms, which measures the workers'
     # wake-up per epoch more than throughput.
     parser.add_argument("--data-mib", type=int, default=512, help="data read per loader pass and chunk size")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--check-disk", action="store_true", help="only check that the disk has room, then exit")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent.parent / "build" / "bench" / "latest.json")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.parts.split(",")) - set(PARTS))
+    if unknown:
+        print(f"trainer bench: unknown parts {unknown}; choose from {', '.join(PARTS)}", file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     state_bytes, data_bytes = args.state_mib << 20, args.data_mib << 20
     where = args.dir or tempfile.gettempdir()
-    need, free = disk_needed(state_bytes, data_bytes), shutil.disk_usage(where).free
+    need, free = disk_needed(state_bytes, data_bytes, args.replicated_mib << 20), shutil.disk_usage(where).free
     if free < need:
         print(f"trainer bench: needs {need / 2**30:.1f} GiB free in {where}, has {free / 2**30:.1f} GiB. "
               "Fix: free some, pass --dir on a larger disk, or lower --state-mib / --data-mib", file=sys.stderr)
@@ -401,12 +472,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = Report("trainer")
     print(f"trainer I/O ({args.pairs} pairs per goal; needs {need / 2**30:.1f} GiB of disk in {where})")
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-replicated-") as tmp:
+        bench_replicated(Path(tmp), report, args.pairs, args.replicated_mib << 20, args.ranks)
+    if args.replicated_only:
+        report.save(args.json)
+        return 0
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="trainer-bench-") as tmp:
-        work = Path(tmp)
-        bench_loader(work, report, args.pairs, data_bytes)
+        work, parts = Path(tmp), set(args.parts.split(","))
+        if "loader" in parts:
+            bench_loader(work, report, args.pairs, data_bytes)
         saves = Saves(work, make_state(state_bytes))
-        bench_saves(saves, report, args.pairs)
-        bench_restore(saves, report, args.pairs)
+        for part, bench in (("saves", bench_saves), ("memory", bench_memory_tier), ("restore", bench_restore)):
+            if part in parts:
+                bench(saves, report, args.pairs)
     report.extra["peak_rss"] = peak_rss()
     report.extra["disk_needed_gib"] = round(need / 2**30, 2)
     print(f"peak memory: {report.extra['peak_rss']}")

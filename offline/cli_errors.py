@@ -4,10 +4,12 @@ traceback, nothing half-written (see docs/configuration-errors.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,16 +43,9 @@ def replace_atomically(target: Path, write: Callable[[Path], object], *, directo
         if directory:
             staging.mkdir()
         write(staging)
-        if directory and target.is_dir():
-            retired = target.parent / f".{target.name}.{os.getpid()}.old"
-            _remove(retired)
-            target.rename(retired)
-            try:
-                staging.rename(target)
-            except OSError:
-                retired.rename(target)
-                raise
-            _remove(retired)
+        if directory:
+            with _directory_locked(target.parent):
+                _swap_directory(staging, target)
         else:
             staging.replace(target)
     except BaseException:
@@ -61,6 +56,36 @@ def replace_atomically(target: Path, write: Callable[[Path], object], *, directo
             except OSError:
                 break
         raise
+
+
+@contextlib.contextmanager
+def _directory_locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive flock(2) on `directory` itself (no lock file is left behind). Two writers of
+    one target (`make -j plans`, `make plan` while the parallel tests plan the same stack) swap in
+    turn; unlocked, one could move the other's new directory aside between its two renames."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def _swap_directory(staging: Path, target: Path) -> None:
+    """A directory cannot replace a non-empty one in one rename: retire the old one first, and put
+    it back if the new one cannot go in."""
+    if not target.is_dir():
+        staging.rename(target)
+        return
+    retired = target.parent / f".{target.name}.{os.getpid()}.old"
+    _remove(retired)
+    target.rename(retired)
+    try:
+        staging.rename(target)
+    except OSError:
+        retired.rename(target)
+        raise
+    _remove(retired)
 
 
 def _make_parents(directory: Path) -> list[Path]:

@@ -22,11 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.config.sibling_stacks import STACKS_DIR, platform_stacks
+from components.config.stack import ENVIRONMENTS
 from components.facts.cost_model import plan_cost
 from offline.generated_files import RenderError
 from offline.job_goodput import goodput_lines
-from offline.plan import ROOT, Plan, all_stacks, planned_config, summary, synthesize, write_plan
+from offline.plan import ROOT, Plan, all_stacks, cost_line, planned_config, summary, synthesize, write_plan
 from offline.plan_diff import BOOTSTRAP_DIR, TreePlans, build_report, commit_label, load_cost_model
+from offline.pool_summary import pool_lines
 
 MARKER = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) [^>]*-->\n)(?P<body>.*?)(?P<close><!-- end generated -->)",
                     re.S)
@@ -160,15 +163,32 @@ def goodput_figures(plan_of: PlanOf) -> str:
 
 GOODPUT_STACKS = ("dev", "prod")
 
+# Every platform stack, in the environments' order (dev, staging, prod, then prod's further regions).
+POOL_STACKS = tuple(platform_stacks(STACKS_DIR, ENVIRONMENTS))
+
+
+def node_pools_figure(plan_of: PlanOf) -> str:
+    """Each platform stack's region, cost line (with its idle month) and node pools, as `make plan`
+    prints them (offline/pool_summary.py): instance types, capacity, node range, GPUs per node and
+    the ports open between a GPU pool's nodes."""
+    lines = []
+    for stack in POOL_STACKS:
+        plan = plan_of(stack)
+        lines += [f"{stack} ({planned_config(stack).region})", f"  {cost_line(plan.resources)}",
+                  *(f"  {line}" for line in pool_lines(plan.resources))]
+    return "```\n" + "\n".join(lines) + "\n```\n"
+
 FRAGMENTS: dict[str, Fragment] = {
     "plan-summary-prod": Fragment(plan_summary("prod"), ("prod",)),
     "goodput-jobs": Fragment(goodput_figures, GOODPUT_STACKS),
     "plan-diff-example": Fragment(example_plan_diff, (EXAMPLE_STACK,)),
     "dashboard-widgets-prod": Fragment(dashboard_widgets, (DASHBOARD_STACK,)),
+    "node-pools": Fragment(node_pools_figure, POOL_STACKS),
 }
 
 # The pages that hold generated parts (a marker on any other page is an error of the check).
-PAGES = (ROOT / "docs" / "cost.md", ROOT / "docs" / "delivery.md", ROOT / "docs" / "operations.md")
+PAGES = (ROOT / "docs" / "architecture.md", ROOT / "docs" / "cost.md", ROOT / "docs" / "delivery.md",
+         ROOT / "docs" / "operations.md")
 # Whole files the code renders (a figure a page links to).
 FIGURES: dict[Path, Fragment] = {DASHBOARD_FIGURE: Fragment(dashboard_svg, (DASHBOARD_STACK,))}
 

@@ -6,6 +6,7 @@ import pytest
 from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
 
 from components.config import load_stack_config
+from components.config.service_quotas import node_interface_groups
 from components.facts.eks_versions import ADDON_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
 
@@ -99,6 +100,8 @@ def test_gpu_pools_are_tainted_labelled_and_on_their_fabric(stack, plan_of):
         fabric = "efa-fabric" if pool.efa else "socket-fabric" if pool.gpu else None
         expected = ["security-groups-nodes-id"] + ([f"security-groups-{fabric}-id"] if fabric else [])
         assert all(g == expected for g in groups_on_nodes), pool.name
+        # The config's rules x groups-per-interface check counts these same groups.
+        assert [f"security-groups-{role}-id" for role in node_interface_groups(pool)] == expected, pool.name
         if pool.gpu:
             assert group["labels"]["nvidia.com/gpu.present"] == "true"
 

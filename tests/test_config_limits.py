@@ -111,6 +111,10 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
         ("quota-beyond-aws-cap", [("serviceQuotas", {"securityGroupRules": 1001})],
          "gpu-training:serviceQuotas.securityGroupRules: must be between 60 and 1000"),
         ("quota-typo", [("serviceQuotas", {"securityGroupRule": 100})], "gpu-training:serviceQuotas.securityGroupRule: unknown key"),
+        # 600 rules per group leaves an account 1 group per interface (1,000 / 600); GPU nodes carry 2.
+        ("rules-times-groups", [("serviceQuotas", {"securityGroupRules": 600})],
+         "gpu-training:serviceQuotas.securityGroupRules: times the 2 security groups on each network interface of "
+         "pool gpu-spot's nodes (nodes, socket-fabric) is 1200, over the 1000 AWS allows"),
         ("node-groups", [("nodePools", pools_like_gpu_spot(31))],
          "gpu-training:nodePools: makes 31 managed node groups, over the 30 per cluster"),
         ("nodes-per-group", [("nodePools", [raw_config("prod")[f"{PROJECT}:nodePools"][0] | {"size": {"min": 3, "desired": 3, "max": 451}},
@@ -122,7 +126,7 @@ def pools_like_gpu_spot(count: int) -> list[dict]:
 )
 def test_quotas_the_config_exceeds_are_refused(case, changes, expected):
     stack = "dev" if case in ("node-groups", "public-access-cidrs", "rendezvous-ports", "quota-beyond-aws-cap",
-                              "quota-typo") else "prod"
+                              "quota-typo", "rules-times-groups") else "prod"
     raw = raw_config(stack)
     for path, value in changes:
         raw = mutate(raw, path, value)
@@ -292,6 +296,33 @@ def test_the_team_plan_makes_no_cluster_queue_and_the_platform_one_per_registere
             assert flavors[f"pool-{pool}"]["nvidia.com/gpu"]["nominalQuota"] == gpus
         assert queue["spec"]["cohortName"] == "prod"
         assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": f"team-{row['name']}"}}
+
+
+@pytest.mark.parametrize(
+    ("stack", "borrowed", "expected"),
+    [
+        # dev's only GPU pool, and no team in dev's registry: the finding.
+        ("dev", ["gpu-spot"], "gpu-training:training.gpuQuotaBorrowed: borrows pool gpu-spot's GPUs, but no other "
+         "queue of the cohort owns any to lend (this stack's queue is the only one of the environment's cohort)"),
+        # A regional stack's cohort holds its own queue and its registry's teams: vision owns gpu-spot only.
+        ("prod-usw2", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend "
+         "(team vision owns none of it)"),
+        # prod's one team owns gpu-spot only.
+        ("prod", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (team "
+         "vision owns none of it)"),
+        ("prod", ["p5-efa"], "Fix: own the quota instead: remove p5-efa from training.gpuQuotaBorrowed"),
+    ],
+)
+def test_a_queue_cannot_borrow_where_the_cohort_has_no_lender(stack, borrowed, expected):
+    raw = mutate(raw_config(stack), "training", {**raw_config(stack)[f"{PROJECT}:training"], "gpuQuotaBorrowed": borrowed})
+    found = problems_of(raw, stack)
+    assert any(expected in problem for problem in found), found
+
+
+def test_a_platform_queue_borrows_what_a_team_owns():
+    """prod's registry gives team vision 16 of gpu-spot: prod's own queue may borrow it."""
+    raw = mutate(raw_config("prod"), "training", {**raw_config("prod")[f"{PROJECT}:training"], "gpuQuotaBorrowed": ["gpu-spot"]})
+    assert problems_of(raw, "prod") == []
 
 
 def test_the_repositorys_team_stacks_are_each_in_their_platforms_registry():

@@ -13,6 +13,7 @@ import pytest
 import test_config_fuzz
 from stack_configs import ROOT
 
+from components.config import StackConfig
 from components.facts.cost_model import STATED_USAGE, plan_cost
 from offline.cost import breakdown, price_table
 from offline.doc_figures import FIGURES, PAGES, DocFigureError, example_head_plan, fragment_names, render_page
@@ -46,6 +47,28 @@ def test_the_dashboard_figure_draws_every_planned_widget(plan_of):
     assert svg.count("<text ") == len(widgets) > 10
     for widget in widgets:
         assert f">{widget_title(widget)}</text>" in svg.replace("&#x27;", "'")
+
+
+def test_architecture_lists_every_platform_stacks_pools_with_their_fabric_ports():
+    """docs/architecture.md shows each pool of each platform stack (types, node range, GPUs, the
+    ports between its nodes) and each stack's idle month, as the plans make them."""
+    from offline.doc_figures import MARKER, POOL_STACKS
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    (body,) = [m["body"] for m in MARKER.finditer(text) if m["name"] == "node-pools"]
+    stacks = re.split(r"^(\S+) \((\S+)\)$", body.strip("`\n"), flags=re.M)[1:]
+    shown = {stack: (region, part) for stack, region, part in zip(stacks[::3], stacks[1::3], stacks[2::3], strict=True)}
+    assert set(shown) == set(POOL_STACKS) >= {"dev", "staging", "prod", "prod-usw2", "prod-use2"}
+    for stack, (region, part) in shown.items():
+        config = planned_config(stack)
+        assert isinstance(config, StackConfig)
+        assert region == config.region and "an idle month $" in part, stack
+        for pool in config.node_pools:
+            (line,) = [line for line in part.splitlines() if line.split()[:2] == ["pool", pool.name]]
+            assert "|".join(pool.instance_types) in line and f"{pool.min_size}-{pool.max_size} nodes" in line, line
+            if pool.gpu:
+                assert f"x {pool.gpus_per_node} GPUs" in line, line
+                assert ("all traffic (efa-fabric)" if pool.efa else "tcp 29400 (socket-fabric)") in line, line
 
 
 def test_only_the_listed_pages_have_generated_parts():

@@ -122,7 +122,8 @@ def test_prod_jobset_carries_the_efa_environment_and_bounds(plan_of):
         "FI_EFA_USE_HUGE_PAGE": "0", "FI_EFA_USE_DEVICE_RDMA": "1"}
     (job,) = config.training.jobs
     assert env["TRAIN_MAX_GANG_RESTARTS"] == str(job.max_restarts + job.max_disruption_restarts)
-    assert env["TRAIN_INPLACE_RESTARTS"] == "2"  # restarts in the running pods before the recreate (launcher.inplace)
+    assert env["PET_MAX_RESTARTS"] == "2"  # torchrun's own: restarts in the running pods before the recreate (launcher.inplace)
+    assert "TRAIN_INPLACE_RESTARTS" not in env  # its name before; the launcher refuses it
     assert env["TRAIN_RESTART_ATTEMPT"] == {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
     assert "cpu" not in container["resources"]["limits"] and container["resources"]["requests"]["cpu"] == "186"  # 190.67 - the 3.84 vCPU margin
     # Local NVMe scratch: 80 % of the node's 30,400 GB (28,312 GiB) instance store, one pod per node.

@@ -1,11 +1,16 @@
 """`make plan` contract: files written, integers kept, bad config -> exit 2, no traceback."""
 
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from stack_configs import ROOT
+
+from offline.cli_errors import replace_atomically
 
 PLAN = [sys.executable, str(ROOT / "scripts" / "plan.py")]
 
@@ -100,3 +105,20 @@ def test_a_reader_that_stops_reading_stops_no_plan(tmp_path):
         err = process.stderr.read()
     assert process.returncode == 0 and "Traceback" not in err, err
     assert (tmp_path / "dev" / "resources.json").is_file()
+
+
+def _write_plan_directory_repeatedly(target: str) -> None:
+    for round_ in range(40):
+        def write(staging: Path, round_: int = round_) -> None:
+            (staging / "resources.json").write_text(f"{os.getpid()} {round_}\n")
+        replace_atomically(Path(target), write, directory=True)
+
+
+def test_two_plans_of_one_stack_written_at_once_both_succeed_and_leave_one_whole_plan(tmp_path):
+    """`make -j plans`, or `make plan` while the parallel tests plan the same stack: each writer's
+    swap of build/<stack> runs in turn, so none fails half-way and nothing is left beside it."""
+    target = tmp_path / "dev"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_write_plan_directory_repeatedly, [str(target)] * 4)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dev"]
+    assert [path.name for path in target.iterdir()] == ["resources.json"]

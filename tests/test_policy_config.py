@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import shutil
 import subprocess
 import sys
 from typing import Any
@@ -101,21 +102,34 @@ def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration(
         config = lines[written].rsplit("--output ", 1)[1]
         assert config.endswith(f"/{stack}.json")
         assert f"--stack {stack} " in lines[written + 1] and f"--policy-pack-config {config}" in lines[written + 1]
-    # A pull request's preview: the base branch's script (checked out at .base, tests/test_workflows.py)
-    # writes the stack's configuration, and the preview hands that very file to the base branch's pack.
-    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]["preview"]["steps"]
-    (generate,) = [s for s in steps if "scripts/policy_config.py" in s.get("run", "")]
+    # A pull request's preview: base-policy runs the base branch's script on its own checkout of the
+    # base branch (tests/test_workflows.py), and the preview hands that very file to the base pack.
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]
+    (generate,) = [s for s in jobs["base-policy"]["steps"] if "scripts/policy_config.py" in s.get("run", "")]
+    steps = jobs["preview"]["steps"]
+    (judge,) = [s for s in steps if s.get("id") == "config"]
     (preview,) = [s for s in steps if "pulumi preview " in s.get("run", "")]
-    assert steps.index(generate) < steps.index(preview)
-    assert generate["env"] == {"STACK": "${{ matrix.stack }}"} and preview["env"]["STACK"] == generate["env"]["STACK"]
-    assert preview["if"] == f"steps.{generate['id']}.outputs.judged == 'true'", "no preview without its configuration"
+    assert steps.index(judge) < steps.index(preview) and preview["env"]["STACK"] == judge["env"]["STACK"]
+    assert preview["if"] == f"steps.{judge['id']}.outputs.judged == 'true'", "no preview without its configuration"
     (config,) = re.findall(r'--policy-pack-config "\$RUNNER_TEMP/(\S+)"', preview["run"])
-    (tmp_path / ".base").symlink_to(ROOT)  # the base branch's tree: this one
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
-    for stack, judged in (("dev", "true"), ("team-qa-dev", "false")):  # the second: new in the pull request
+    base = tmp_path / "base"  # the base branch's checkout: this tree
+    shutil.copytree(ROOT / "policy", base / "policy", ignore=shutil.ignore_patterns("venv", "__pycache__"))
+    for name in ("scripts", "stacks", ".venv"):
+        (base / name).symlink_to(ROOT / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=base, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "base"], cwd=base, check=True)
+    subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", generate["run"]], cwd=base, check=True,
+                   env={"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(tmp_path / "base.out"),
+                        "STACKS": json.dumps(["dev", "team-qa-dev"])})  # the second: new in the pull request
+    (tmp_path / "runner").mkdir()
+    (base / "base-policy").rename(tmp_path / "runner" / "base-policy")  # the artifact, downloaded
+    assert not (tmp_path / "runner" / "base-policy" / "policy" / "venv").exists()
+    for stack, judged in (("dev", "true"), ("team-qa-dev", "false")):
         outputs = tmp_path / f"{stack}.out"
-        subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", generate["run"]], cwd=tmp_path, check=True,
-                       env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(outputs),
-                            "STACK": stack})
+        subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", judge["run"]], cwd=tmp_path, check=True,
+                       env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path / "runner"),
+                            "GITHUB_OUTPUT": str(outputs), "STACK": stack})
         assert outputs.read_text() == f"judged={judged}\n"
-    assert json.loads((tmp_path / config).read_text()) == {CIDR_POLICY: {ALLOWED_CIDRS: EXPECTED["dev"]}}
+    written = json.loads((tmp_path / "runner" / config.removesuffix('"').replace("$STACK", "dev")).read_text())
+    assert written == {CIDR_POLICY: {ALLOWED_CIDRS: EXPECTED["dev"]}}

@@ -140,27 +140,98 @@ def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_po
     assert preview["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
 
 
-BASE = ".base"
+BASE = '"$RUNNER_TEMP/base-policy'
+"""Where preview puts base-policy's artifact: the runner's temporary directory, not the checkout."""
+LOCKED_INSTALL = re.compile(r"-m pip install [^\n]*--require-hashes --only-binary=:all: (?:\\\n\s*)?-r (?P<lock>\S+)")
 
 
 def test_the_pull_request_preview_is_judged_by_the_base_branchs_pack_and_config():
-    """The pack and its configuration come from the protected base branch, checked out beside the
-    pull request's tree: a pull request that loosens policy/ or the config script changes nothing
-    of its own preview."""
-    job = workflow("pull-request.yml")["jobs"]["preview"]
+    """The pack and its configuration come from the protected base branch, made by a job that checks
+    out and runs no code of the pull request (base-policy) and handed to preview as an artifact
+    outside the pull request's checkout: a pull request that loosens policy/, its lock file or the
+    config script changes nothing of its own preview."""
+    jobs = workflow("pull-request.yml")["jobs"]
+    base = jobs["base-policy"]
+    assert base["permissions"] == {"contents": "read"} and base["runs-on"] == "ubuntu-24.04"
+    (checkout,) = [s for s in steps(base) if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"] == {"ref": "${{ github.base_ref }}", "persist-credentials": False}
+    base_runs = "\n".join(s.get("run", "") for s in steps(base))
+    assert [m["lock"] for m in LOCKED_INSTALL.finditer(base_runs)] == ["requirements.lock"]
+    assert '.venv/bin/python scripts/policy_config.py "$stack" --output "base-policy/config/$stack.json"' in base_runs
+    assert uploads(base)["base-policy"]["path"] == "base-policy"
+
+    job = jobs["preview"]
+    assert "base-policy" in job["needs"]
     checkouts = [s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@")]
-    assert [c["with"] for c in checkouts] == [
-        {"persist-credentials": False},
-        {"ref": "${{ github.base_ref }}", "path": BASE, "persist-credentials": False}]
+    assert [c["with"] for c in checkouts] == [{"persist-credentials": False}], "the pull request's tree only"
+    (download,) = [s for s in steps(job) if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"]["name"] == "base-policy"
+    assert download["with"]["path"].startswith("${{ runner.temp }}/base-policy")
+    # Everything of the base branch is in place before the pull request's tree is checked out.
+    order = [s.get("uses", "").split("@")[0] or s.get("id", "") for s in steps(job)]
+    assert order.index("actions/download-artifact") < order.index("pack-venv") < order.index("actions/checkout")
     runs = "\n".join(s.get("run", "") for s in steps(job))
-    assert re.search(rf"^make -C {re.escape(BASE)} policy-venv$", runs, re.MULTILINE), "the base pack's own venv"
-    assert not re.search(r"^make .*\bpolicy-venv\b", runs.replace(f"make -C {BASE} policy-venv", ""), re.MULTILINE)
-    assert f'.venv/bin/python {BASE}/scripts/policy_config.py "$STACK"' in runs
+    assert [m["lock"] for m in LOCKED_INSTALL.finditer(runs)] == [f'{BASE}/policy/requirements.lock"', "requirements.lock"]
+    assert "policy_config.py" not in runs and "make " not in runs, "no script or Makefile of the pull request builds the pack"
     command = preview_command(job)
     packs = re.findall(r"--policy-pack (\S+)", command)
     configs = re.findall(r"--policy-pack-config (\S+)", command)
-    assert packs == [f"{BASE}/policy"] and configs == ['"$RUNNER_TEMP/policy-config.json"']
+    assert packs == [f'{BASE}/policy"'] and configs == [f'{BASE}/config/$STACK.json"']
     assert "policyPacks" not in str(job), "no pack of the pull request's tree"
+
+
+def base_policy_digest(runner_temp: Path) -> str:
+    """A stand-in for base-policy's artifact in `runner_temp`, and its digest as the workflow takes it."""
+    pack = runner_temp / "base-policy"
+    (pack / "policy").mkdir(parents=True, exist_ok=True)
+    (pack / "policy" / "__main__.py").write_text("# the base branch's pack\n")
+    return subprocess.run("find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1",
+                          shell=True, cwd=pack, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_preview_refuses_a_pack_changed_after_the_pull_requests_code_started(tmp_path):
+    """The pack, its configuration and its virtualenv are hashed before the pull request's code
+    is on the runner; the preview step hashes them again first and stops on any difference."""
+    job = workflow("pull-request.yml")["jobs"]["preview"]
+    step = next(s for s in steps(job) if "pulumi preview " in s.get("run", ""))
+    assert step["env"]["PACK_DIGEST"] == "${{ steps.pack-venv.outputs.digest }}"
+    env = {"STACK": "dev", "PUBLIC_REPOSITORY": "false", "PACK_DIGEST": base_policy_digest(tmp_path)}
+    pack = tmp_path / "base-policy"
+    stub = '#!/bin/sh\necho "pulumi $*"\n'
+    assert run_step(step["run"], tmp_path, env, stub).returncode == 0
+    (pack / "policy" / "__main__.py").write_text("# loosened by the pull request\n")
+    shutil.rmtree(tmp_path / "preview")
+    result = run_step(step["run"], tmp_path, env, stub)
+    assert result.returncode == 1 and "changed after the pull request's code started" in result.stdout
+    assert not (tmp_path / "preview").exists(), "pulumi never ran"
+
+
+def test_credentialed_jobs_install_only_from_hashed_lock_files():
+    """Every job that holds an OIDC token installs Python packages only with --require-hashes from a
+    lock file (wheels only: no package's build script runs), never through make's unhashed pins."""
+    found = 0
+    for name, document in all_workflows().items():
+        for job_name, job in document["jobs"].items():
+            if (job.get("permissions") or {}).get("id-token") != "write":
+                continue
+            runs = "\n".join(s.get("run", "") for s in steps(job))
+            installs = re.findall(r"pip install[^\n]*(?:\\\n[^\n]*)*", runs)
+            assert all("--require-hashes" in i and "--only-binary=:all:" in i for i in installs), (name, job_name, installs)
+            assert not re.search(r"^\s*make\b.*\b(venv|policy-venv|\.venv/\S+)\b", runs, re.M), (name, job_name)
+            found += len(installs)
+    assert found >= 5, "preview (pack, program), deploy's preview and up (program, pack each)"
+
+
+@pytest.mark.parametrize("requirements", ["requirements.txt", "policy/requirements.txt"])
+def test_each_lock_file_pins_with_hashes_what_its_requirements_pin(requirements):
+    """The lock files are pip-compile --generate-hashes of the pinned requirements: every pin of the
+    requirements file is in the lock at the same version, and every locked package has a hash."""
+    lock = (ROOT / requirements).with_suffix(".lock").read_text()
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / requirements).read_text(), re.M))
+    locked = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+) \\$", lock, re.M))
+    assert {name.lower(): version for name, version in pins.items()}.items() <= locked.items()
+    entries = re.split(r"\n(?=[a-z0-9_.-]+==)", lock[lock.index("\n", lock.index("==") - 40):])
+    assert all("--hash=sha256:" in entry for entry in entries if "==" in entry)
 
 
 def run_step(script: str, tmp_path: Path, env: dict[str, str], pulumi: str) -> subprocess.CompletedProcess[str]:
@@ -181,13 +252,14 @@ def test_the_preview_keeps_stack_outputs_out_of_a_public_repositorys_log_and_com
     job = workflow("pull-request.yml")["jobs"]["preview"]
     step = next(s for s in steps(job) if "pulumi preview " in s.get("run", ""))
     assert step["env"]["PUBLIC_REPOSITORY"] == "${{ !github.event.repository.private }}"
-    result = run_step(step["run"], tmp_path, {"STACK": "team-vision-dev", "PUBLIC_REPOSITORY": public},
+    result = run_step(step["run"], tmp_path, {"STACK": "team-vision-dev", "PUBLIC_REPOSITORY": public,
+                                              "PACK_DIGEST": base_policy_digest(tmp_path)},
                       f'#!/bin/sh\necho "pulumi $*"\necho "Outputs: vpcId"\nexit {exit_code}\n')
     assert result.returncode == exit_code, result.stderr
     markdown = (tmp_path / "preview" / "team-vision-dev.md").read_text()
     called = next(line for line in markdown.splitlines() if line.startswith("pulumi "))
     assert ("--suppress-outputs" in called.split()) is (public == "true")
-    assert "--policy-pack .base/policy" in called
+    assert '--policy-pack ' + str(tmp_path) + '/base-policy/policy' in called
     assert markdown.startswith("### `team-vision-dev`: pulumi preview " + ("passed" if exit_code == 0 else "failed (exit 255)"))
     assert not (tmp_path / "preview" / "output.txt").exists()
 
@@ -330,6 +402,11 @@ def test_cluster_jobs_check_their_runners_tools_before_using_them():
             if "uses" in job or not touches_cluster(job):
                 continue
             uses = [s.get("uses", "") or s.get("run", "") for s in steps(job)]
+            if uses[0].startswith("actions/download-artifact@"):
+                # The pull request's preview: the base branch's check, shipped with its pack, runs
+                # before setup-python and before any code of the pull request is on the runner.
+                assert uses[1].startswith('bash "$RUNNER_TEMP/base-policy/check-runner-tools"'), f"{name}/{job_name}"
+                continue
             assert uses[0].startswith("actions/checkout@") and uses[1] == "scripts/check-runner-tools", \
                 f"{name}/{job_name}: check the runner's tools right after the checkout, before setup-python"
 
@@ -805,8 +882,9 @@ def test_pin_image_refuses_what_it_cannot_pin_safely(checkout, args, says):
 
 
 def test_jobs_that_run_the_policy_pack_build_its_virtualenv():
-    """PulumiPolicy.yaml runs the pack with policy/venv (`make policy-venv`), not the program's."""
-    runners = {"pull-request.yml": "preview", "deploy.yml": "up"}
-    for name, job_name in runners.items():
-        runs = [s.get("run", "") for s in steps(workflow(name)["jobs"][job_name])]
-        assert any(re.search(r"\bmake\b.*\bpolicy-venv\b", run) for run in runs), f"{name}: {job_name} lacks make policy-venv"
+    """PulumiPolicy.yaml runs the pack with the venv beside it (policy/venv), not the program's:
+    built from the pack's own hashed lock file where it runs."""
+    runners = {"pull-request.yml": ("preview", f'{BASE}/policy/venv"'), "deploy.yml": ("up", "policy/venv")}
+    for name, (job_name, venv) in runners.items():
+        runs = "\n".join(s.get("run", "") for s in steps(workflow(name)["jobs"][job_name]))
+        assert f"python -m venv {venv}" in runs, f"{name}: {job_name} lacks the pack's virtualenv"

@@ -223,6 +223,21 @@ def test_the_gang_fails_or_restarts_by_what_the_first_failed_pod_says(stack, pla
         assert _jobset_action(jobset, reason, message) == action, message
 
 
+def test_each_launcher_outcome_gets_the_jobset_action_its_table_says(stack, plan_of):
+    """launcher/outcome.py's table (trainer/README.md's exit codes) against the planned failure
+    policies: a stop restarts for free, a config error fails at once, a crash spends a restart."""
+    from launcher.outcome import OUTCOMES, JobSetAction
+
+    for jobset in jobsets(plan_of(stack)):
+        (replicated,) = jobset["spec"]["replicatedJobs"]
+        for outcome, ending in OUTCOMES.items():
+            if ending.action is JobSetAction.NONE:
+                assert ending.code == 0, outcome
+                continue
+            reason, message = _job_failure(replicated["template"]["spec"], ending.code, set())
+            assert _jobset_action(jobset, reason, message) == ending.action.split(":")[0], (outcome, message)
+
+
 def test_hyperparameters_hash_rolls_the_job(stack, plan_of):
     plan = plan_of(stack)
     config_maps = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in manifests(plan, "ConfigMap")}

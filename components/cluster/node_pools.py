@@ -28,6 +28,7 @@ from components.common.partition import provider_partition
 from components.common.renames import renamed_from
 from components.config import Capacity, NodePoolConfig
 from components.config.node_pools import RESERVED_CAPACITY, TAINT_EFFECTS
+from components.config.service_quotas import node_interface_groups
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.pod_network import efa_interfaces
 
@@ -90,13 +91,14 @@ class NodePools(pulumi.ComponentResource):
         return role
 
     def _security_groups(self, pool: NodePoolConfig) -> list[pulumi.Input[str]]:
-        """The node group, plus on GPU pools the fabric group of the pool's kind (EFA or sockets)."""
-        if not pool.gpu:
-            return [self._args.node_security_group_id]
-        fabric = self._args.efa_fabric_security_group_id if pool.efa else self._args.socket_fabric_security_group_id
-        if fabric is None:
+        """The node group, plus on GPU pools the fabric group of the pool's kind (EFA or sockets):
+        node_interface_groups, whose count the config checks against AWS's rules x groups cap."""
+        by_role = {"nodes": self._args.node_security_group_id, "efa-fabric": self._args.efa_fabric_security_group_id,
+                   "socket-fabric": self._args.socket_fabric_security_group_id}
+        groups = [by_role[role] for role in node_interface_groups(pool)]
+        if any(group is None for group in groups):
             raise ValueError(f"pool {pool.name}: its fabric security group was not created")
-        return [self._args.node_security_group_id, fabric]
+        return [group for group in groups if group is not None]
 
     def _create_pool(self, pool: NodePoolConfig) -> aws.eks.NodeGroup:
         prefix = f"{self._name}-{pool.name}"

@@ -100,7 +100,8 @@ KEYS: tuple[Key, ...] = (
         "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
         default={}, stacks=frozenset({PLATFORM})),
     Key("serviceQuotas.securityGroupRules", INTEGER, "Inbound (and, apart, outbound) rules per security group "
-        "(Amazon VPC quotas); at most 1000, and AWS caps it times security groups per network interface at 1000.",
+        "(Amazon VPC quotas); AWS caps it times security groups per network interface at 1000, and GPU nodes carry 2 "
+        "groups, so at most 500 with GPU pools.",
         default=60),
     Key("serviceQuotas.managedNodeGroupsPerCluster", INTEGER, "Managed node groups per cluster (Amazon EKS quotas): "
         "one per node pool.", default=30),
@@ -308,6 +309,11 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600),
     Key("training.jobs[].checkpointIntervalSeconds", INTEGER, "Seconds between checkpoints.",
         default=Derived("the trainer's own")),
+    Key("training.jobs[].memoryCheckpointSeconds", INTEGER, "Seconds between checkpoints into the pod's memory (an "
+        "emptyDir of medium Memory), persisted to the shared file system every checkpointIntervalSeconds; an in-place "
+        "restart resumes from the newer. Needs checkpointGiB: 2 copies and a host buffer, with sharedMemoryGiB, fit in "
+        "half the pod's memory. The example trainer and the plain integration use it "
+        "(docs/trainer-io-and-storage.md).", default=Derived("off")),
     Key("training.jobs[].checkpointGiB", INTEGER, "One checkpoint of the whole job: the grace period must cover writing "
         "it; required in prod stacks.", default=UNSET),
     Key("training.jobs[].checkpointWriters", STRING, "rank0: rank 0 writes the whole checkpoint; allRanks: every rank "

@@ -18,8 +18,12 @@ default is AWS's. What the config can push past a quota:
   schemas/crds/kueue.x-k8s.io_clusterqueues.yaml, kueue v0.19.2; not adjustable): every queue
   lists one flavor per GPU pool (components/workload/queues.py).
 
-Not driven by the config, so not checked here: security groups per network interface (5; a node
-has at most 2 of ours), control plane security groups per cluster (4; we give 1).
+- rules per group x security groups per network interface (Amazon VPC quotas: at most 1,000):
+  a GPU node's interfaces carry two of our groups (`node_interface_groups`), so a declared rule
+  quota above 1,000 / 2 = 500 leaves the account a quota of one group per interface, and AWS
+  refuses to launch the GPU nodes.
+
+Not checked here: control plane security groups per cluster (4; we give 1).
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ from components.facts.file_systems import LUSTRE_PORTS
 # group, 60 each by default, adjustable; "this quota multiplied by the quota for security groups
 # per network interface cannot exceed 1,000", so no account gets more than 1,000.
 DEFAULT_SECURITY_GROUP_RULES, MAX_SECURITY_GROUP_RULES = 60, 1000
+# Same page: "This quota multiplied by the quota for security groups per network interface cannot
+# exceed 1,000. For example, if you increase this quota to 100, we decrease the quota for your
+# number of security groups per network interface to 10."
+MAX_RULES_TIMES_GROUPS_PER_INTERFACE = 1000
 # Amazon EKS User Guide, "View and manage Amazon EKS and Fargate service quotas"
 # (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html): managed node groups per
 # cluster 30, nodes per managed node group 450, both adjustable.
@@ -175,3 +183,29 @@ def check_node_pool_quotas(root: Section, raw_pools: list[Any], pools: tuple[Nod
             root.error(f"{key}[{index_of.get(pool.name, '?')}].size.max", pool.max_size, f"is over the "
                        f"{quotas.nodes_per_node_group} nodes per managed node group of the account's Amazon EKS quota",
                        f"split the pool in two, or {QUOTA_INCREASE.format(key='nodesPerManagedNodeGroup')}")
+
+
+def node_interface_groups(pool: NodePoolConfig) -> tuple[str, ...]:
+    """The security groups (by role, as `security_group_rules` names them) on every network interface
+    of a pool's nodes: the node group, plus on GPU pools the fabric group of the pool's kind.
+    components/cluster/node_pools.py puts exactly these on the pool's launch template."""
+    if not pool.gpu:
+        return ("nodes",)
+    return ("nodes", "efa-fabric" if pool.efa else "socket-fabric")
+
+
+def check_rules_times_groups_per_interface(root: Section, pools: tuple[NodePoolConfig, ...], quota: int) -> None:
+    """The declared rule quota times the most groups the plan puts on one node interface, against
+    AWS's 1,000: past it, AWS has lowered the account's groups per interface below what a node
+    carries, and the node group's instances fail to launch."""
+    most = max(pools, key=lambda pool: len(node_interface_groups(pool)), default=None)
+    if most is None or quota * len(groups := node_interface_groups(most)) <= MAX_RULES_TIMES_GROUPS_PER_INTERFACE:
+        return
+    allowed = MAX_RULES_TIMES_GROUPS_PER_INTERFACE // len(groups)
+    root.error(f"{root.key('serviceQuotas')}.securityGroupRules", quota,
+               f"times the {len(groups)} security groups on each network interface of pool {most.name}'s nodes "
+               f"({', '.join(groups)}) is {quota * len(groups)}, over the {MAX_RULES_TIMES_GROUPS_PER_INTERFACE} "
+               "AWS allows (Amazon VPC quotas): with this rule quota AWS lowers the account's security groups per "
+               f"network interface to {MAX_RULES_TIMES_GROUPS_PER_INTERFACE // quota}, and the pool's nodes fail to "
+               "launch", f"declare at most {allowed} (request no more than {allowed} rules per group, so that "
+               f"{len(groups)} groups per interface stay allowed)")

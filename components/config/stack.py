@@ -47,6 +47,7 @@ from components.config.secrets import SecretsConfig, declared_names, parse_secre
 from components.config.service_quotas import (
     ServiceQuotas,
     check_node_pool_quotas,
+    check_rules_times_groups_per_interface,
     check_security_group_rules,
     parse_service_quotas,
     security_group_rules,
@@ -66,6 +67,7 @@ from components.config.training import (
     CUDA_FORMAT_FIX,
     IMAGE_BY_DIGEST,
     TrainingConfig,
+    check_borrowed_has_a_lender,
     cuda_format_problem,
     image_fix,
     parse_training,
@@ -344,6 +346,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
     teams = parse_teams(root, pools=node_pools, invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
                         platform_training=training, platform_quota_ok=root.ok("training.gpuQuota", "training.gpuQuotaBorrowed"))
+    _check_platform_lenders(root, training, teams, judged=_unjudged_pools(root, raw_pools, node_pools) is not None)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     if root.ok("storage", "nodePools", "training.gpuQuota"):
         check_lustre_size(root, storage, training, node_pools)
@@ -443,6 +446,7 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
     if not root.ok("serviceQuotas"):
         return
     check_node_pool_quotas(root, raw_pools, node_pools, quotas)
+    check_rules_times_groups_per_interface(root, node_pools, quotas.security_group_rules)
     # Of network, the count reads only monitoringIngress: a problem elsewhere in it (an overlapping
     # vpcCidr) must not hide an over-quota group until the next run.
     if root.ok("fabric", "nodePools") and not root.errors.reported(f"{root.key('network')}.monitoringIngress"):
@@ -459,6 +463,15 @@ def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[No
                           trainer_image_cuda=_trainer_image_cuda(root),
                           invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
                           storage=storage if root.ok("storage") else None, environment=environment)
+
+
+def _check_platform_lenders(root: Section, training: TrainingConfig, teams: tuple[TeamQueueConfig, ...], *,
+                            judged: bool) -> None:
+    """The platform's own borrowed pools need a lender in its cohort: a team of its registry owning
+    some of the pool (the teams' own borrowed pools are judged in config/teams.py)."""
+    if judged and root.ok("training.gpuQuotaBorrowed", TEAMS_KEY):
+        check_borrowed_has_a_lender(Section(root.errors, root.key("training"), root.data.get("training") or {}),
+                                    training.borrowed_pools, [(f"team {row.name}", row.owned_gpu_quota) for row in teams])
 
 
 def _unjudged_pools(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.config.memory_tier import check_memory_tier_fits, parse_memory_checkpoint_seconds
 from components.config.node_pools import DNS_LABEL, SHUTDOWN_GRACE_CRITICAL_PODS_S, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
@@ -111,6 +112,8 @@ class JobConfig:
     remove from the stack file once they have finished."""
     image_cuda: str = DEFAULT_IMAGE_CUDA
     """The CUDA major.minor of `image` (`imageCuda`), checked against the pool's GPUs and driver."""
+    memory_checkpoint_seconds: int | None = None
+    """The memory checkpoint tier's interval (config/memory_tier.py); None: off."""
 
     @property
     def total_gpus(self) -> int:
@@ -188,7 +191,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                    trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
-                   platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None) -> TrainingConfig:
+                   platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None,
+                   cohort_lenders: Collection[tuple[str, Mapping[str, int]]] | None = None) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
     `trainer_image` is the stack's default image ("" for none), None when it failed validation;
@@ -198,7 +202,9 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     None when it failed validation (not judged then). In a prod stack every job must state it.
     `platform_quota` (a team stack judged against its platform): (quota, borrowed pools, where it is
     set) of the team's row of the platform's `teams`, which the platform validated; the team's own
-    section sets none (config/teams.py)."""
+    section sets none (config/teams.py).
+    `cohort_lenders`: every other queue of the cohort, (name, pool -> owned GPUs), None when not
+    known (then borrowing is not judged): a borrowed pool needs at least one of them owning some of it."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota", {})
@@ -207,6 +213,8 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     quota_key = "training.gpuQuota"
     if platform_quota is not None:
         quota, borrowed, quota_key = dict(platform_quota[0]), platform_quota[1], platform_quota[2]
+    if cohort_lenders is not None and unjudged is not None and section.ok("gpuQuotaBorrowed"):
+        check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
@@ -265,6 +273,27 @@ def _parse_borrowed(section: Section, quota: dict[str, int], unjudged: frozenset
     if len(set(names)) != len(names):
         section.error(key, names, "lists a pool twice", "list each once")
     return frozenset(names)
+
+
+def check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
+                                 lenders: Collection[tuple[str, Mapping[str, int]]]) -> None:
+    """A borrowed pool's quota is nominalQuota 0 with a borrowingLimit (queues.py): Kueue admits its
+    jobs only on quota other queues of the cohort own and leave unused (kueue v0.19.2,
+    site/content/en/docs/concepts/cluster_queue.md: "borrowingLimit is the maximum amount of quota
+    that this ClusterQueue is allowed to borrow from the unused nominal quota of other ClusterQueues
+    in the same cohort"; the platform makes no Cohort object with quota of its own). With no queue
+    owning any of the pool there is nothing to borrow, and its jobs wait forever."""
+    for pool in sorted(borrowed):
+        if any(quota.get(pool) for _, quota in lenders):
+            continue
+        owners = [f"{name} owns none of it" for name, _ in lenders]
+        others = "; ".join(owners) or "this stack's queue is the only one of the environment's cohort"
+        section.error(section.key("gpuQuotaBorrowed"), pool,
+                      f"borrows pool {pool}'s GPUs, but no other queue of the cohort owns any to lend ({others}): "
+                      "a borrowing queue owns nothing (nominalQuota 0) and runs only on GPUs another queue owns and "
+                      "leaves idle, so its jobs would never be admitted",
+                      f"own the quota instead: remove {pool} from training.gpuQuotaBorrowed (gpuQuota.{pool} must "
+                      f"then fit the pool), or borrow it only once another stack of the environment owns GPUs of {pool}")
 
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
@@ -342,6 +371,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
                                     if s.has("ttlSecondsAfterFinished") else None),
         image_cuda=image_cuda,
+        memory_checkpoint_seconds=parse_memory_checkpoint_seconds(s, interval),
     )
     if pool is not None and s.ok("gpusPerNode", "cpu", "memoryGiB", "sharedMemoryGiB"):
         _check_pod_fits_node(s, pool, job)
@@ -524,6 +554,8 @@ def _check_pod_fits_node(s: Section, pool: NodePoolConfig, job: JobConfig) -> No
                 "limit counts, and the trainer's processes need the rest",
                 f"lower sharedMemoryGiB to {max(1, int(memory_limit * SHM_MAX_SHARE_OF_POD_MEMORY))} or less, "
                 "or raise memoryGiB")
+    check_memory_tier_fits(s, seconds=job.memory_checkpoint_seconds, checkpoint_gib=job.checkpoint_gib,
+                           shared_memory_gib=job.shared_memory_gib, pod_memory_gib=memory_limit)
 
     cpu, memory = allocatable(pool.instance_types, efa=pool.efa)
     share = job.gpus_per_node / pool.gpus_per_node

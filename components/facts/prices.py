@@ -367,31 +367,9 @@ US_WEST_2 = RegionPrices(
 # us-west-2 among US regions): it is absent, and named in the gaps.
 US_EAST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-east-2), "
                         "commit 00148f2a")
+# Row for row the catalog's us-west-2 prices, which it lists equal for every type both regions have.
 US_EAST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
-    "p4d.24xlarge": 21.95764,
-    "p5.48xlarge": 55.04,
-    "p5en.48xlarge": 63.296,
-    "p6-b200.48xlarge": 113.9328,
-    "g5.xlarge": 1.006,
-    "g5.2xlarge": 1.212,
-    "g5.12xlarge": 5.672,
-    "g5.48xlarge": 16.288,
-    "g6.xlarge": 0.8048,
-    "g6.2xlarge": 0.9776,
-    "g6.12xlarge": 4.6016,
-    "g6.48xlarge": 13.3504,
-    "g6e.xlarge": 1.861,
-    "g6e.2xlarge": 2.24208,
-    "g6e.12xlarge": 10.49264,
-    "g6e.24xlarge": 15.06559,
-    "g6e.48xlarge": 30.13118,
-    "m6i.large": 0.096,
-    "m6i.xlarge": 0.192,
-    "m6i.2xlarge": 0.384,
-    "m7i.xlarge": 0.2016,
-    "m7i.2xlarge": 0.4032,
-    "c6i.2xlarge": 0.34,
-}
+    instance_type: price for instance_type, price in US_WEST_2_EC2_ON_DEMAND_HOURLY.items() if instance_type != "p4de.24xlarge"}
 # A public project's cost notes: "Every rate below was read from the AWS Price List API on
 # 2026-08-11 against us-east-2 (Ohio)" (NAT gateway "$0.045/h ... + $0.045/GB processed", public
 # IPv4 "$0.005/h", CloudWatch Logs ingestion "$0.50 / GB ... USE2-DataProcessing-Bytes").

@@ -29,7 +29,7 @@ from components.cluster.pool_scheduling import (
     node_taints,
 )
 from components.common.manifests import custom_resource
-from components.config import FabricConfig, NodePoolConfig
+from components.config import FabricConfig, NodePoolConfig, memory_tier
 from components.config.training import JobConfig
 from components.config.vocabularies import Capacity
 from components.data import training_data
@@ -126,7 +126,8 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
         "TRAIN_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "TRAIN_MAX_GANG_RESTARTS": job.max_restarts + job.max_disruption_restarts,
         "TRAIN_RDZV_WAIT_S": RENDEZVOUS_WAIT_SECONDS,
-        "TRAIN_INPLACE_RESTARTS": INPLACE_RESTARTS,
+        # torchrun's own setting, read by torchrun and the launcher (trainer/launcher/inplace.py).
+        "PET_MAX_RESTARTS": INPLACE_RESTARTS,
         # Turn NCCL hangs into errors the JobSet can restart, with a trace for the post-mortem.
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": 1,
         "TORCH_NCCL_DUMP_ON_TIMEOUT": 1,
@@ -137,6 +138,9 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
     }
     if job.checkpoint_interval_seconds:
         contract["TRAIN_CHECKPOINT_INTERVAL_S"] = job.checkpoint_interval_seconds
+    if job.memory_checkpoint_seconds:  # the memory tier (trainer/launcher/memory_tier.py) in its emptyDir
+        contract["TRAIN_MEMORY_CHECKPOINT_DIR"] = memory_tier.MOUNT_PATH
+        contract["TRAIN_MEMORY_CHECKPOINT_INTERVAL_S"] = job.memory_checkpoint_seconds
     if scratch_gib(job, pool):
         contract["SCRATCH_DIR"] = SCRATCH_DIR
     plain = [{"name": k, "value": str(v)} for k, v in {**contract, **job.env}.items()]
@@ -145,6 +149,13 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
     pod = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
            for name, path in ((POD_NAME_VAR, "metadata.name"), (POD_NAMESPACE_VAR, "metadata.namespace"))]
     return [*plain, restart_attempt, *pod, *training_data.secret_env(job.secrets)]
+
+
+def _memory_tier_gib(job: JobConfig) -> int:
+    """The memory tier's emptyDir size (config/memory_tier.py validated that it fits), 0 when off."""
+    if not job.memory_checkpoint_seconds or not job.checkpoint_gib:
+        return 0
+    return memory_tier.tier_gib(job.checkpoint_gib)
 
 
 def _trainer_resources(job: JobConfig, pool: NodePoolConfig) -> dict[str, dict[str, str]]:
@@ -183,6 +194,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
             *training_data.volume_mounts(checkpoints_sub_path),
             {"name": "hyperparameters", "mountPath": HPARAMS_DIR, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            *([{"name": memory_tier.VOLUME, "mountPath": memory_tier.MOUNT_PATH}] if _memory_tier_gib(job) else []),
             {"name": "tmp", "mountPath": "/tmp"},
             *([{"name": "scratch", "mountPath": SCRATCH_DIR}] if scratch else []),
             {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True},
@@ -224,6 +236,9 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
             *training_data.pod_volumes(),
             {"name": "hyperparameters", "configMap": {"name": hyperparameters_config_map}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{job.shared_memory_gib}Gi"}},
+            # Lives as long as the pod: an in-place restart keeps it, a recreated pod starts empty.
+            *([{"name": memory_tier.VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{_memory_tier_gib(job)}Gi"}}]
+              if _memory_tier_gib(job) else []),
             {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
             # Local NVMe (RAID0) scratch, e.g. to stage checkpoints or data; empty at every start.
             *([{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}] if scratch else []),

@@ -66,8 +66,14 @@ class Gang:
         for pod in range(pods):
             env = {**self.env, "TRAIN_RDZV_PORT": port, "TRAIN_HEARTBEAT_FILE": str(self.tmp / f"pod{pod}" / "heartbeat"),
                    "TRAIN_RESTART_ATTEMPT": str(self.attempt - 1)}
+            if "TRAIN_MEMORY_CHECKPOINT_INTERVAL_S" in env:  # a pod's own emptyDir, empty in a recreated pod
+                env["TRAIN_MEMORY_CHECKPOINT_DIR"] = str(self.memory_dir(pod))
             self.pods.append(LauncherRun(env, self.tmp, f"a{self.attempt}-pod{pod}", [self.script, *self.args]))
         return self.pods
+
+    def memory_dir(self, pod: int) -> Path:
+        """The memory tier's directory of pod `pod` of the current attempt (launcher.memory_tier)."""
+        return self.tmp / f"a{self.attempt}-pod{pod}-memory"
 
     def wait(self, timeout: float = 240) -> list[int]:
         return [pod.wait(timeout) for pod in self.pods]

@@ -1,4 +1,4 @@
-"""In-place restarts (launcher.inplace, TRAIN_INPLACE_RESTARTS): the fault matrix's in-place cases
+"""In-place restarts (launcher.inplace, PET_MAX_RESTARTS): the fault matrix's in-place cases
 on a 2-node localhost gang of the plain integration (tests/trainer/byot/plain_train.py), two
 launchers, one worker each, gloo on CPU.
 
@@ -21,6 +21,7 @@ import time
 
 import pytest
 from launcher import inplace, main, supervisor
+from launcher import outcome as outcome_table
 from test_bring_your_own_trainer import COLLECTIVE_TIMEOUT_S, STEPS, gang_of, newest_complete
 from trainer_testlib import descendants, requires_torch
 
@@ -61,29 +62,30 @@ def _stepped_after_restart(job, timeout: float = 120) -> int:
 
 def test_the_plan_of_restarts_reads_from_the_environment():
     assert inplace.from_env({}) is None
-    assert inplace.from_env({"TRAIN_INPLACE_RESTARTS": "0"}) is None
-    assert inplace.from_env({"TRAIN_INPLACE_RESTARTS": "3"}) == inplace.InPlace(3, inplace.DEFAULT_RESTART_WAIT_S)
-    assert inplace.from_env({"TRAIN_INPLACE_RESTARTS": "1", "TRAIN_INPLACE_RESTART_WAIT_S": "45"}).restart_wait_s == 45
-    for bad in ("-1", "x", str(inplace.MAX_RESTARTS + 1)):
-        with pytest.raises(inplace.InPlaceError, match=f"TRAIN_INPLACE_RESTARTS must be .* got '?{bad}'?"):
-            inplace.from_env({"TRAIN_INPLACE_RESTARTS": bad})
+    assert inplace.from_env({"PET_MAX_RESTARTS": "0"}) is None
+    assert inplace.from_env({"PET_MAX_RESTARTS": "3"}) == inplace.InPlace(3, inplace.DEFAULT_RESTART_WAIT_S)
+    assert inplace.from_env({"PET_MAX_RESTARTS": "100"}).restarts == 100  # torchrun sets no upper bound
+    assert inplace.from_env({"PET_MAX_RESTARTS": "1", "TRAIN_INPLACE_RESTART_WAIT_S": "45"}).restart_wait_s == 45
+    for bad in ("-1", "x"):  # torchrun would exit 1 on these (an AssertionError, a ValueError): a restart spent
+        with pytest.raises(inplace.InPlaceError, match=f"PET_MAX_RESTARTS must be a whole number >= 0, got '?{bad}'?"):
+            inplace.from_env({"PET_MAX_RESTARTS": bad})
+    with pytest.raises(inplace.InPlaceError, match="TRAIN_INPLACE_RESTARTS is now torchrun's own PET_MAX_RESTARTS: "
+                                                   "set PET_MAX_RESTARTS='2' instead"):
+        inplace.from_env({"TRAIN_INPLACE_RESTARTS": "2"})
 
 
-def test_torchrun_gets_the_restart_rounds_and_a_bad_value_exits_2(tmp_path):
+def test_torchrun_reads_the_restart_rounds_itself_and_a_bad_value_exits_2(tmp_path):
     from launcher import contract
 
     c = contract.from_env({"TRAIN_JOB_ID": "j"})
-    cmd = main.torchrun_command(c, ["train.py"], 3)
-    assert cmd[cmd.index("--max-restarts") + 1] == "3"
-    assert main.torchrun_command(c, ["train.py"])[cmd.index("--max-restarts") + 1] == "0"
-    env = {"TRAIN_JOB_ID": "j", "TRAIN_INPLACE_RESTARTS": "many", "PATH": os.environ["PATH"]}
+    assert "--max-restarts" not in main.torchrun_command(c, ["train.py"])  # a flag would override PET_MAX_RESTARTS
+    env = {"TRAIN_JOB_ID": "j", "PET_MAX_RESTARTS": "many", "PATH": os.environ["PATH"]}
     import subprocess
     import sys
     run = subprocess.run([sys.executable, "-m", "launcher", "--", "train.py"], env={**env, "PYTHONPATH": str(
         main.worker_site.PACKAGE_PARENT)}, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert run.returncode == 2
-    assert run.stderr.strip() == ("launcher: error: TRAIN_INPLACE_RESTARTS must be a whole number from 0 to "
-                                  f"{inplace.MAX_RESTARTS}, got 'many'")
+    assert run.stderr.strip() == "launcher: error: PET_MAX_RESTARTS must be a whole number >= 0, got 'many'"
 
 
 def test_a_round_is_a_new_set_of_workers_and_clears_the_failed_file(monkeypatch, tmp_path):
@@ -210,7 +212,8 @@ def test_a_round_after_a_stop_signal_is_ended_and_a_plain_failure_is_restarted(m
     _look(sup, watch, now, 2.0)
     assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [31])]
     assert supervisor.TORCHRUN_RC[supervisor.TorchrunEnd.NOT_RESTARTED] == 1  # never a success
-    assert main.exit_code(1, signalled=True, config_errors=[], stopped=None, finished=False)[0] == 1
+    outcome, _ = main.classify(1, signalled=True, config_errors=[], stopped=None, finished=False)
+    assert outcome_table.exit_code(outcome, 1) == 1
 
 
 def test_a_crashed_worker_restarts_the_gang_in_place(gang_of, measurements):
@@ -219,7 +222,7 @@ def test_a_crashed_worker_restarts_the_gang_in_place(gang_of, measurements):
     assert whole.wait() == [0, 0]
     baseline = whole.losses()
 
-    job = gang_of("crash", "plain", {"steps": STEPS, "step_delay_s": 0.1}, TRAIN_INPLACE_RESTARTS="2")
+    job = gang_of("crash", "plain", {"steps": STEPS, "step_delay_s": 0.1}, PET_MAX_RESTARTS="2")
     job.start()
     job.at_step(6)
     crashed_at = max(job.losses())
@@ -245,7 +248,7 @@ def newest_at(step: int, every: int = 4) -> int:
 
 
 def test_crashes_past_the_budget_fall_back_to_a_recreate(gang_of):
-    job = gang_of("budget", "plain", {"steps": STEPS, "step_delay_s": 0.1}, TRAIN_INPLACE_RESTARTS="1")
+    job = gang_of("budget", "plain", {"steps": STEPS, "step_delay_s": 0.1}, PET_MAX_RESTARTS="1")
     job.start()
     job.at_step(5)
     _crash_worker(job.pods[1])
@@ -263,7 +266,7 @@ def test_crashes_past_the_budget_fall_back_to_a_recreate(gang_of):
 
 
 def test_a_stop_is_still_a_stop_on_every_pod_and_starts_no_round(gang_of):
-    job = gang_of("stop", "plain", {"steps": 1000, "step_delay_s": 0.1}, TRAIN_INPLACE_RESTARTS="2")
+    job = gang_of("stop", "plain", {"steps": 1000, "step_delay_s": 0.1}, PET_MAX_RESTARTS="2")
     job.start()
     job.at_step(4)
     job.signal_pod(1, signal.SIGTERM)
@@ -272,7 +275,7 @@ def test_a_stop_is_still_a_stop_on_every_pod_and_starts_no_round(gang_of):
 
 
 def test_a_config_error_exits_2_and_is_not_retried_in_place(gang_of):
-    job = gang_of("config", "plain", {"steps": 10, "lr": "3e-4"}, TRAIN_NNODES="1", TRAIN_INPLACE_RESTARTS="3")
+    job = gang_of("config", "plain", {"steps": 10, "lr": "3e-4"}, TRAIN_NNODES="1", PET_MAX_RESTARTS="3")
     job.start(pods=1)
     assert job.wait(90) == [2]
     pod = job.pods[0]
@@ -282,7 +285,7 @@ def test_a_config_error_exits_2_and_is_not_retried_in_place(gang_of):
 
 
 def test_a_frozen_peer_still_fails_the_gang(gang_of, measurements):
-    job = gang_of("frozen", "plain", {"steps": 1000, "step_delay_s": 0.05}, TRAIN_INPLACE_RESTARTS="2")
+    job = gang_of("frozen", "plain", {"steps": 1000, "step_delay_s": 0.05}, PET_MAX_RESTARTS="2")
     job.start()
     job.at_step(3)
     for pid in [job.pods[1].proc.pid, *descendants(job.pods[1].proc.pid)]:

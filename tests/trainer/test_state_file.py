@@ -271,20 +271,14 @@ def _format2_file(pickled: bytes, data: bytes = b"") -> bytes:
 
 
 def _plant(root, step: int, version: int, payload: bytes) -> str:
-    """A checkpoint directory whose marker says it is complete, digest and all."""
-    import xxhash
+    """A checkpoint directory of format 1 or 2 whose marker says it is complete, digest and all."""
+    import hashlib
 
     path = root / checkpoint.step_dir_name(step)
     path.mkdir(parents=True)
-    name = checkpoint.shard_name(0, version)
+    name = "rank-00000." + ("pt" if version == 1 else "state")
     (path / name).write_bytes(payload)
-    meta = {"bytes": len(payload)}
-    if version == checkpoint.LEGACY_FORMAT:
-        import hashlib
-
-        meta["sha256"] = hashlib.sha256(payload).hexdigest()
-    else:
-        meta["xxh3_128"] = xxhash.xxh3_128(payload).hexdigest()
+    meta = {"bytes": len(payload), "sha256" if version == 1 else "xxh3_128": hashlib.sha256(payload).hexdigest()}
     checkpoint.atomic_write_json(str(path / checkpoint.MARKER), {"format": version, "step": step, "files": {name: meta}})
     return str(path)
 
@@ -302,7 +296,9 @@ def _planted_pickles(command: str) -> tuple[bytes, bytes]:
     return skeleton, saved.getvalue()
 
 
-def test_a_planted_pickle_runs_nothing_and_the_load_falls_back(tmp_path):
+def test_formats_1_and_2_are_refused_run_nothing_and_the_load_falls_back(tmp_path):
+    """Formats 1 and 2 are no longer read (no built image wrote them: checkpoint.py); a planted
+    one of either, pickles that run code when unpickled, is refused by its marker and rejected."""
     import io
     import zipfile
 
@@ -323,44 +319,24 @@ def test_a_planted_pickle_runs_nothing_and_the_load_falls_back(tmp_path):
     good = checkpoint.save(str(root), 10, {"step": 10, "w": torch.ones(3)})
     pwned = tmp_path / "pwned"
     skeleton, archive = _planted_pickles(f"touch {pwned}")
-    planted = {20: _plant(root, 20, checkpoint.PICKLED_SKELETON_FORMAT, _format2_file(skeleton)),
-               30: _plant(root, 30, checkpoint.LEGACY_FORMAT, archive)}
+    planted = {20: _plant(root, 20, 2, _format2_file(skeleton)), 30: _plant(root, 30, 1, archive)}
     assert [c.step for c in checkpoint.complete_checkpoints(str(root))] == [30, 20, 10]
 
-    with pytest.raises(checkpoint.CheckpointCorruptError, match=r"posix\.system: a format-2 skeleton may hold only"):
-        checkpoint.load(planted[20])
-    with pytest.raises(checkpoint.CheckpointCorruptError, match=r"weights_only=True\) failed: .*posix\.system"):
-        checkpoint.load(planted[30])
+    for step, version in ((20, 2), (30, 1)):
+        with pytest.raises(checkpoint.CheckpointDigestError, match=f"format {version}, this launcher reads format 3 only"):
+            checkpoint.load(planted[step])
     skipped = []
     path, state = checkpoint.load_with_fallback(str(root), None, checkpoint.load,
                                                 lambda p, e: skipped.append(os.path.basename(p)))
     assert path == good and state is not None and state["step"] == 10
     assert skipped == [checkpoint.step_dir_name(30), checkpoint.step_dir_name(20)]
     assert not pwned.exists(), "loading a checkpoint ran code from it"
-    # Refused files will never load: rejected, so neither the launcher's next choice nor pruning
-    # counts them among the complete checkpoints.
+    # They will never load: rejected, so neither the launcher's next choice nor pruning counts
+    # them among the complete checkpoints.
     assert [c.step for c in checkpoint.complete_checkpoints(str(root))] == [10]
 
 
-def test_a_genuine_format_2_checkpoint_still_loads(tmp_path):
-    import torch
-    from launcher.state_file import TensorRef
-
-    module_state = collections.OrderedDict(w=TensorRef(0), b=TensorRef(1))
-    module_state._metadata = collections.OrderedDict({"": {"version": 1}})  # pyright: ignore[reportAttributeAccessIssue]
-    w, b = torch.arange(6.0).view(2, 3), torch.tensor([7], dtype=torch.int64)
-    skeleton = {"state": {"step": 4, "model": module_state, "betas": (0.9, 0.99), "lr": math.inf},
-                "tensors": [("float32", (2, 3), 0, 24), ("int64", (1,), 64, 8)]}
-    data = w.numpy().tobytes() + b"\0" * 40 + b.numpy().tobytes()
-    pickled = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
-    path = _plant(tmp_path, 4, checkpoint.PICKLED_SKELETON_FORMAT, _format2_file(pickled, data))
-    back = checkpoint.load(path)
-    assert back["step"] == 4 and back["betas"] == (0.9, 0.99) and back["lr"] == math.inf
-    assert type(back["model"]) is collections.OrderedDict and back["model"]._metadata == {"": {"version": 1}}
-    assert torch.equal(back["model"]["w"], w) and torch.equal(back["model"]["b"], b)
-
-
-def test_a_marker_of_an_unknown_format_is_refused(tmp_path):
+def test_a_marker_of_a_newer_format_is_refused_and_kept(tmp_path):
     import torch
 
     path = checkpoint.save(str(tmp_path), 5, {"w": torch.ones(1)})
@@ -368,8 +344,9 @@ def test_a_marker_of_an_unknown_format_is_refused(tmp_path):
     with open(marker) as f:
         body = json.load(f)
     checkpoint.atomic_write_json(marker, {**body, "format": 4})
-    with pytest.raises(checkpoint.CheckpointCorruptError, match="format 4, this launcher reads formats 1 to 3"):
+    with pytest.raises(checkpoint.CheckpointCorruptError, match="format 4, this launcher reads format 3 only") as error:
         checkpoint.load(path)
+    assert not isinstance(error.value, checkpoint.CheckpointDigestError)  # the newer image that wrote it may load it
 
 
 # ------------------------------------------------------------------- aliasing

@@ -17,12 +17,15 @@ from trainer_testlib import ROOT, TRAINER_DIR, requires_torch
 pytestmark = requires_torch
 
 GOALS = [
+    "replicated save / DCP save",  # first: its ranks are forked before the other parts hold their state
+    "replicated restore / DCP restore",
     "loader / raw mmap, 8 KiB chunks",
     "loader / raw mmap, 512 KiB chunks",
     "first save blocked / host memory copy",
     "save / raw fsync'd write",
     "loop blocked / host memory copy",
     "save / dcp.async_save, under load",
+    "memory-tier save blocked / host memory copy",
     "restore / raw read, warm",
 ]
 SHOWN = [
@@ -38,7 +41,7 @@ def test_trainer_bench_runs_and_gives_a_verdict_per_goal(tmp_path):
     out.mkdir()
     p = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "trainer_bench.py"), "--pairs", "1", "--state-mib", "4",
-         "--data-mib", "2", "--dir", str(out), "--json", str(tmp_path / "latest.json")],
+         "--data-mib", "2", "--replicated-mib", "4", "--dir", str(out), "--json", str(tmp_path / "latest.json")],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(TRAINER_DIR)},  # as `make bench` runs it (the trainer image's path)
     )
@@ -64,9 +67,14 @@ def test_trainer_bench_says_what_disk_it_needs_before_it_starts(tmp_path, capsys
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("state_mib", "data_mib", "gib"), [(512, 512, 3.0625), (64, 1024, 1.0625), (1, 1, 0.0684)])
-def test_disk_needed_holds_two_checkpoints_two_raw_files_and_two_dcp_ones(state_mib, data_mib, gib):
-    assert _bench_module().disk_needed(state_mib << 20, data_mib << 20) / 2**30 == pytest.approx(gib, abs=1e-3)
+@pytest.mark.parametrize(("state_mib", "data_mib", "replicated_mib", "gib"), [
+    (512, 512, 0, 3.0625), (64, 1024, 0, 1.0625), (1, 1, 0, 0.0684),
+    (512, 512, 256, 3.0625),  # the replicated gang's 4 x 256 MiB: less than the saves' 6 x 512 MiB
+    (64, 64, 512, 2.0625),    # 4 x 512 MiB
+])
+def test_disk_needed_holds_two_checkpoints_two_raw_files_and_two_dcp_ones(state_mib, data_mib, replicated_mib, gib):
+    assert _bench_module().disk_needed(state_mib << 20, data_mib << 20, replicated_mib << 20) / 2**30 == pytest.approx(
+        gib, abs=1e-3)
 
 
 CALL_OPCODES = {dis.opmap[name] for name in ("CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW",

@@ -305,26 +305,6 @@ def test_a_checkpoint_that_merely_failed_to_load_stays_complete(tmp_path):
 
 
 @requires_torch
-def test_format_1_checkpoints_still_load(tmp_path):
-    """Checkpoints written before state files (torch.save + sha256) resume after an image upgrade
-    (through torch.load(weights_only=True): test_state_file.py shows it refuses a hostile one)."""
-    import torch
-
-    path = tmp_path / checkpoint.step_dir_name(7)
-    path.mkdir()
-    name = checkpoint.shard_name(0, checkpoint.LEGACY_FORMAT)
-    assert name == "rank-00000.pt"
-    info = checkpoint.atomic_write(str(path / name), lambda f: torch.save({"step": 7, "w": torch.ones(4)}, f))
-    checkpoint.atomic_write_json(str(path / checkpoint.MARKER), {"format": 1, "step": 7, "files": {name: info}})
-    assert torch.equal(checkpoint.load(str(path))["w"], torch.ones(4))
-    data = bytearray((path / name).read_bytes())
-    data[-30] ^= 0xFF
-    (path / name).write_bytes(bytes(data))
-    with pytest.raises(checkpoint.CheckpointCorruptError, match="sha256 mismatch"):
-        checkpoint.load(str(path))
-
-
-@requires_torch
 def test_save_replaces_a_stale_partial_directory(tmp_path):
     _fake_checkpoint(tmp_path, 50, marker=False)
     (tmp_path / checkpoint.step_dir_name(50) / "junk").write_text("x")

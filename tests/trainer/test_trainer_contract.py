@@ -105,7 +105,6 @@ TORCHRUN = [
     sys.executable, "-m", "torch.distributed.run",
     "--nnodes", "2", "--nproc-per-node", "8",
     "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400", "--rdzv-id", "job-1",
-    "--max-restarts", "0",
 ]
 
 
@@ -213,7 +212,7 @@ def test_launcher_dry_run_prints_torchrun_and_resume(tmp_path):
     assert record["cmd"][3:] == [
         "--nnodes", "1", "--nproc-per-node", "2",
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400", "--rdzv-id", "job-1",
-        "--rdzv-conf", "join_timeout=1020", "--max-restarts", "0", "-m", "example_trainer.train",
+        "--rdzv-conf", "join_timeout=1020", "-m", "example_trainer.train",
     ]
     assert record["env"]["TRAIN_RESUME_FROM"] == str(done)
     assert record["env"]["TRAIN_CHECKPOINT_KEEP"] == "3"

@@ -12,29 +12,32 @@ import signal
 import pytest
 from launcher import checkpoint, framework_checkpoint, main, supervisor, worker_hooks
 from launcher.framework_checkpoint import Ranks
+from launcher.outcome import Outcome, exit_code
 
 STOP = {"step": 12, "signal": signal.SIGTERM}
 
 
-@pytest.mark.parametrize(("torchrun_rc", "signalled", "config_errors", "stopped", "finished", "rc"), [
-    (0, False, [], None, False, 0),        # a plain script ran to its end: it declares nothing
-    (0, False, [], None, True, 0),
-    (0, True, [], None, True, 0),          # finished as the signal came: still a success
-    (0, True, [], None, False, 143),       # exit 0 after a stop, unfinished (Lightning's SIGTERM path)
-    (0, False, [], STOP, False, 143),      # exit 0 after a peer's gang stop, unfinished
-    (0, False, [], STOP, True, 0),
-    (1, False, ["lr: bad"], None, False, 2),
-    (1, False, [], STOP, False, 143),      # the pod whose workers got no signal, after a gang stop
-    (143, True, [], STOP, False, 143),
-    (1, True, [], None, False, 1),         # a signal and no stop after a save: a hang the probes killed
-    (1, True, [], None, True, 0),          # finished, then signalled in torchrun's exit barrier
-    (1, False, [], None, True, 1),         # finished, then failed (e.g. an upload): the failure shows
-    (1, False, ["lr: bad"], STOP, False, 143),  # a gang stop outranks what a worker reported
-    (-9, False, [], None, False, -9),
+@pytest.mark.parametrize(("torchrun_rc", "signalled", "config_errors", "stopped", "finished", "outcome", "rc"), [
+    (0, False, [], None, False, Outcome.FINISHED, 0),    # a plain script ran to its end: it declares nothing
+    (0, False, [], None, True, Outcome.FINISHED, 0),
+    (0, True, [], None, True, Outcome.FINISHED, 0),      # finished as the signal came: still a success
+    (0, True, [], None, False, Outcome.STOPPED, 143),    # exit 0 after a stop, unfinished (Lightning's SIGTERM path)
+    (0, False, [], STOP, False, Outcome.STOPPED, 143),   # exit 0 after a peer's gang stop, unfinished
+    (0, False, [], STOP, True, Outcome.FINISHED, 0),
+    (1, False, ["lr: bad"], None, False, Outcome.TRAINER_CONFIG_ERROR, 2),
+    (1, False, [], STOP, False, Outcome.STOPPED, 143),   # the pod whose workers got no signal, after a gang stop
+    (143, True, [], STOP, False, Outcome.STOPPED, 143),
+    (1, True, [], None, False, Outcome.NOT_STOPPED, 1),  # a signal and no stop after a save: a hang the probes killed
+    (1, True, [], None, True, Outcome.FINISHED, 0),      # finished, then signalled in torchrun's exit barrier
+    (1, False, [], None, True, Outcome.WORKER_FAILED, 1),  # finished, then failed (e.g. an upload): the failure shows
+    (1, False, ["lr: bad"], STOP, False, Outcome.STOPPED, 143),  # a gang stop outranks what a worker reported
+    (-9, False, [], None, False, Outcome.WORKER_FAILED, -9),  # torchrun's own code passes through
+    (137, False, [], None, False, Outcome.WORKER_FAILED, 137),
 ])
-def test_the_pod_exit_code(torchrun_rc, signalled, config_errors, stopped, finished, rc):
-    assert main.exit_code(torchrun_rc, signalled=signalled, config_errors=config_errors, stopped=stopped,
-                          finished=finished)[0] == rc
+def test_the_pod_exit_code(torchrun_rc, signalled, config_errors, stopped, finished, outcome, rc):
+    found, _ = main.classify(torchrun_rc, signalled=signalled, config_errors=config_errors, stopped=stopped,
+                             finished=finished)
+    assert (found, exit_code(found, torchrun_rc)) == (outcome, rc)
 
 
 @pytest.mark.parametrize(("error", "config"), [

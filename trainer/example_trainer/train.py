@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from launcher import checkpoint, contract, replicated
+from launcher import checkpoint, contract, memory_tier, replicated
 from launcher.collective import checkpoint_collective
 from launcher.progress import Progress
 from launcher.schedule import CheckpointSchedule
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from . import memory
 from .data import ChunkSampler, ShardChunks, ShardLoader
 from .hparams import ConfigError, load_hparams
 from .pack_data import PREPACK_HINT, ensure_packed, unpackable
@@ -123,6 +124,8 @@ class Training:
     model: MLP
     opt: torch.optim.AdamW
     step: int = 0
+    from_memory: bool = False
+    """Resumed from the memory tier's copy (launcher.memory_tier), not from the shared file system."""
 
 
 def main() -> int:
@@ -136,6 +139,10 @@ def main() -> int:
         hp = load_hparams(c.hparams_file)
     except (contract.ContractError, ConfigError) as e:
         return config_error(e.errors)
+    try:
+        memory.tier()
+    except memory_tier.MemoryTierError as e:
+        return config_error([str(e)])
     # Checked on every rank before the process group exists, like the hparams: the default
     # TRAIN_DATA_DIR is the datasets bucket, mounted read-only, and packing there cannot work.
     data_problem = unpackable(c.data_dir, hp["data"])
@@ -233,9 +240,14 @@ def resume(run: Run, t: Training) -> None:
     state = None
     resume_from = os.environ.get(contract.RESUME_VAR, "") or None
     chosen = None
-    if run.rank == 0:
+    in_memory = memory.agreed_copy(memory.tier(), run.c.checkpoint_dir, run.local_rank, run.device)
+    if in_memory is not None:  # every node's own verified copy: each rank reads its node's
+        chosen, t.from_memory = in_memory.path, True
+        state = replicated.load_merged(chosen, map_location="cpu", verify=False, into={"model": t.model.state_dict()})
+    elif run.rank == 0:
         chosen, state = pick_checkpoint(run, t.model, resume_from, skipped)
-    chosen_step = broadcast_step(run, chosen)
+    chosen_step = in_memory.step if in_memory is not None else broadcast_step(run, chosen)
+    memory.forget_newer(memory.tier(), run.local_rank, chosen_step)
     if chosen_step >= 0:
         if state is None:
             name = checkpoint.step_dir_name(chosen_step)
@@ -255,6 +267,7 @@ def resume(run: Run, t: Training) -> None:
             path=chosen,
             duration_s=round(time.monotonic() - t0, 4),
             skipped=skipped,
+            **({"tier": "memory"} if t.from_memory else {}),
         )
     else:
         run.prog.event("checkpoint_resumed", step=0, path=None, duration_s=0.0, skipped=skipped)
@@ -301,6 +314,9 @@ class Checkpoints:
     checkpointer: checkpoint.AsyncCheckpointer
     last_saved: int
     reasons: dict[int, str] = field(default_factory=dict)
+    memory: memory_tier.MemoryCopies | None = None
+    """The memory tier's copies of this node (written by its local rank 0), when the tier is on."""
+    memory_sched: memory_tier.TierSchedule | None = None
 
     def report(self, done: checkpoint.SavedCheckpoint | None) -> None:
         if done is None:
@@ -323,14 +339,7 @@ class Checkpoints:
 
     def save(self, t: Training, at_step: int, reason: str) -> None:
         run = self.run
-        state = {
-            "step": at_step,
-            "model": t.model.state_dict(),
-            "optimizer": t.opt.state_dict(),
-            "rng": torch.get_rng_state(),
-            "hparams": run.hp,
-            "world_size": run.world,
-        }
+        state = whole_state(run, t, at_step)
         self.reasons[at_step] = reason
         # The loop stops only for the copy to host memory: that is the cost Young's interval needs.
         blocked = self.checkpointer.save(at_step, replicated.rank_share(state, run.rank, run.world),
@@ -338,6 +347,27 @@ class Checkpoints:
         self.sched.record(at_step, blocked)
         self.last_saved = at_step
         run.prog.beat(at_step)
+
+    def save_in_memory(self, t: Training, at_step: int) -> None:
+        """A memory copy of the whole state (every node holds it: replicated): only its copy to host
+        memory stops the loop; it never moves the durable schedule."""
+        if self.memory is None or self.memory_sched is None:
+            return
+        blocked = self.memory.save(at_step, whole_state(self.run, t, at_step))
+        self.memory_sched.record(at_step)  # not last_saved: a stop or the end still saves durably
+        self.run.prog.event("checkpoint_in_memory", step=at_step, blocked_s=round(blocked, 4))
+
+    def close(self) -> checkpoint.SavedCheckpoint | None:
+        """The durable save in flight and its prune, then the memory copy in flight."""
+        done = self.checkpointer.close()
+        if self.memory is not None:
+            self.memory.close()
+        return done
+
+
+def whole_state(run: Run, t: Training, step: int) -> dict:
+    return {"step": step, "model": t.model.state_dict(), "optimizer": t.opt.state_dict(), "rng": torch.get_rng_state(),
+            "hparams": run.hp, "world_size": run.world}
 
 
 def start_checkpoints(run: Run, t: Training) -> Checkpoints:
@@ -377,7 +407,21 @@ def start_checkpoints(run: Run, t: Training) -> Checkpoints:
     checkpointer.prepare(replicated.rank_share(
         {"step": t.step, "model": t.model.state_dict(), "optimizer": t.opt.state_dict(), "moments": moments,
          "rng": torch.get_rng_state(), "hparams": hp, "world_size": run.world}, run.rank, run.world))
-    return Checkpoints(run=run, sched=sched, checkpointer=checkpointer, last_saved=t.step)
+    return with_memory_tier(Checkpoints(run=run, sched=sched, checkpointer=checkpointer, last_saved=t.step), t, moments)
+
+
+def with_memory_tier(ckpt: Checkpoints, t: Training, moments: dict) -> Checkpoints:
+    """The memory tier's copies and schedule, staged like the durable ones; after a resume from memory,
+    the durable schedule goes on from the newest durable checkpoint (launcher.memory_tier.anchor)."""
+    settings, run = memory.tier(), ckpt.run
+    if settings is None:
+        return ckpt
+    ckpt.memory = memory_tier.MemoryCopies(settings, writes=run.local_rank == 0)
+    ckpt.memory.prepare({**whole_state(run, t, t.step), "moments": moments})
+    ckpt.memory_sched = memory_tier.TierSchedule(ckpt.sched, settings.interval_s)
+    if t.from_memory:
+        memory_tier.anchor(ckpt.sched, checkpoint.latest_complete(run.c.checkpoint_dir))
+    return ckpt
 
 
 def train(run: Run, t: Training, ddp: DistributedDataParallel, ckpt: Checkpoints, loader: ShardLoader,
@@ -400,7 +444,7 @@ def train(run: Run, t: Training, ddp: DistributedDataParallel, ckpt: Checkpoints
         loss.backward()
         t.opt.step()
         t.step += 1
-        mean_loss, stopping, due = agree(run, ckpt.sched, t.step, loss, stop)
+        mean_loss, stopping, due, in_memory = agree(run, ckpt, t.step, loss, stop)
 
         if hp["stall_after_steps"] and t.step >= hp["stall_after_steps"]:
             run.prog.event("stalling", step=t.step)  # test hook: a hung loop
@@ -409,6 +453,8 @@ def train(run: Run, t: Training, ddp: DistributedDataParallel, ckpt: Checkpoints
 
         run.prog.step(t.step, loss=mean_loss, samples=hp["batch_size"] * run.world, epoch=(t.step - 1) // per_rank)
         ckpt.report(ckpt.checkpointer.poll())
+        if in_memory and not (stopping or due or t.step >= hp["steps"]):
+            ckpt.save_in_memory(t, t.step)
         if stopping or due or t.step >= hp["steps"]:
             reason = "signal" if stopping else ("final" if t.step >= hp["steps"] else "schedule")
             if t.step != ckpt.last_saved:
@@ -418,30 +464,31 @@ def train(run: Run, t: Training, ddp: DistributedDataParallel, ckpt: Checkpoints
                 return True
         if hp["step_delay_s"]:
             time.sleep(hp["step_delay_s"])
-    ckpt.report(ckpt.checkpointer.close())  # the last save, then the background prune of the one before
+    ckpt.report(ckpt.close())  # the last save, then the background prune of the one before
     return False
 
 
-def agree(run: Run, sched: CheckpointSchedule, step: int, loss: torch.Tensor,
-          stop: StopFlag) -> tuple[float, float, float]:
-    """(mean loss over the gang, someone is stopping, a checkpoint is due) after `step`."""
+def agree(run: Run, ckpt: Checkpoints, step: int, loss: torch.Tensor,
+          stop: StopFlag) -> tuple[float, float, float, float]:
+    """(mean loss over the gang, someone is stopping, a checkpoint is due, a memory copy is due) after `step`."""
     # One small all-reduce per step carries the mean loss, "someone got a
     # stop signal" and rank 0's "checkpoint due" decision, so every rank
     # takes the same branch at the same step.
-    ctrl = torch.zeros(3, device=run.device)
+    ctrl = torch.zeros(4, device=run.device)
     ctrl[0] = loss.detach()
     ctrl[1] = 1.0 if stop.signum else 0.0
-    ctrl[2] = 1.0 if run.rank == 0 and sched.due(step) else 0.0
+    ctrl[2] = 1.0 if run.rank == 0 and ckpt.sched.due(step) else 0.0
+    ctrl[3] = 1.0 if run.rank == 0 and ckpt.memory_sched is not None and ckpt.memory_sched.due(step) else 0.0
     dist.all_reduce(ctrl)
-    mean_loss, stopping, due = ctrl.tolist()
-    return mean_loss / run.world, stopping, due
+    mean_loss, stopping, due, in_memory = ctrl.tolist()
+    return mean_loss / run.world, stopping, due, in_memory
 
 
 def stop_gang(run: Run, ckpt: Checkpoints, step: int, signum: int) -> None:
     """Stop with the gang after the signal's save: wait for it, report, leave the process group."""
     # close(), not wait(): the process ends in os._exit, which would kill the
     # background prune of the previous checkpoint half-way.
-    ckpt.report(ckpt.checkpointer.close())
+    ckpt.report(ckpt.close())
     run.prog.event("stopped", step=step, signal=signum)
     # Every rank writes it, not only local rank 0: then the first worker to exit
     # has written it before torchrun sees a failure and tears down the others.

@@ -39,11 +39,10 @@ the next older complete checkpoint, and one whose digest does not match stops be
 
 File formats, named by the marker's "format": 3 (now) is a safetensors file per rank, the state's
 non-tensor rest as JSON in its header: loading it parses JSON and copies bytes, and never runs
-code from the file (state_file.py). Older checkpoints still load, as safely: format 2
-(`rank-RRRRR.state`, a pickled skeleton) through an unpickler that builds nothing but the
-skeleton's own two classes, format 1 (`rank-RRRRR.pt`, torch.save with a sha256) through
-`torch.load(weights_only=True)`. A file that asks for anything else is refused
-(CheckpointCorruptError), and loading falls back to an older checkpoint.
+code from the file (state_file.py). Formats 1 (torch.save, until 2026-11-30) and 2 (a pickled
+skeleton, until 2026-12-01) are no longer read: no image that wrote them was ever built, so no
+run can hold one (docs/trainer-io-and-storage.md, "Older checkpoints"). Their markers load as
+CheckpointCorruptError, and loading falls back to an older checkpoint.
 
 Only the standard library is imported at module level; torch is imported lazily so the launcher
 starts fast.
@@ -55,7 +54,6 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
 import re
 import shutil
 import threading
@@ -70,8 +68,6 @@ REJECTED_MARKER = "COMPLETE.rejected"  # the marker of a checkpoint that failed 
 SUPERSEDED_MARKER = "COMPLETE.superseded"  # the marker of a checkpoint of a line the run left (prune)
 RUN_ID_ENV = "TRAIN_RUN_ID"  # the run this process belongs to; its markers name it (module docstring)
 FORMAT_VERSION = 3  # safetensors files (state_file.py)
-PICKLED_SKELETON_FORMAT = 2  # TRSTATE2 files, still loadable through a restricted unpickler
-LEGACY_FORMAT = 1  # torch.save files with a sha256, still loadable with torch.load(weights_only=True)
 # Checkpoint directory names: the launcher's own and DCP's `step-N`, and the names frameworks
 # choose themselves: Hugging Face Trainer's `checkpoint-N` (transformers.trainer_utils
 # PREFIX_CHECKPOINT_DIR) and Accelerate's `checkpoint_N` (its automatic checkpoint naming).
@@ -124,9 +120,8 @@ def parse_step(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def shard_name(rank: int, format_version: int = FORMAT_VERSION) -> str:
-    suffix = {LEGACY_FORMAT: "pt", PICKLED_SKELETON_FORMAT: "state"}.get(format_version, "safetensors")
-    return f"rank-{rank:05d}.{suffix}"
+def shard_name(rank: int) -> str:
+    return f"rank-{rank:05d}.safetensors"
 
 
 # ---------------------------------------------------------------- durability
@@ -631,28 +626,24 @@ def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1
 
 
 def verify_file(path: str, meta: dict) -> None:
-    """Check size and the recorded digest (xxh3_128, or sha256 in format 1) of one file."""
+    """Check size and the recorded digest (xxh3_128) of one file."""
     try:
         size = os.stat(path).st_size
     except OSError as e:
         raise CheckpointCorruptError(f"{path}: {e}") from e
     if size != meta.get("bytes"):
         raise CheckpointCorruptError(f"{path}: {size} bytes, marker says {meta.get('bytes')}")
-    for algorithm in ("xxh3_128", "sha256"):
-        want = meta.get(algorithm)
-        if not want:
-            continue
-        if algorithm == "xxh3_128":
-            import xxhash
+    want = meta.get("xxh3_128")
+    if not want:
+        return
+    import xxhash
 
-            h = xxhash.xxh3_128()
-        else:
-            h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 24), b""):
-                h.update(block)
-        if h.hexdigest() != want:
-            raise CheckpointDigestError(f"{path}: {algorithm} mismatch")
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            h.update(block)
+    if h.hexdigest() != want:
+        raise CheckpointDigestError(f"{path}: xxh3_128 mismatch")
 
 
 def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True, into: Any = None) -> Any:
@@ -665,22 +656,23 @@ def load(path: str, rank: int = 0, map_location="cpu", verify: bool = True, into
     info = inspect(path)
     if not info.complete:
         raise CheckpointCorruptError(f"{path}: incomplete ({info.reason})")
-    version = info.marker.get("format", LEGACY_FORMAT)
-    if version not in (LEGACY_FORMAT, PICKLED_SKELETON_FORMAT, FORMAT_VERSION):
-        raise CheckpointCorruptError(f"{path}: format {version!r}, this launcher reads formats 1 to {FORMAT_VERSION}")
-    name = shard_name(rank, version)
+    version = info.marker.get("format", 1)
+    if version != FORMAT_VERSION:
+        # Formats 1 and 2 will never load again: rejected (load_with_fallback), as a digest
+        # mismatch is. A newer format is left alone, for the newer image that wrote it.
+        error = CheckpointDigestError if version in (1, 2) else CheckpointCorruptError
+        raise error(f"{path}: format {version!r}, this launcher reads format {FORMAT_VERSION} only")
+    name = shard_name(rank)
     files = info.marker["files"]
     if name not in files:
         raise CheckpointCorruptError(f"{path}: no file for rank {rank}")
     fpath = os.path.join(path, name)
-    if version == LEGACY_FORMAT:
-        return _load_legacy(fpath, files[name], map_location, verify)
     from . import state_file
 
     meta = files[name] if verify else {"bytes": files[name].get("bytes")}
     try:
         state = state_file.read_state(fpath, meta, into=into)
-    except (state_file.StateFileDigestError, state_file.StateFileRefusedError) as e:
+    except state_file.StateFileDigestError as e:
         error = CheckpointDigestError(str(e))  # it will never load: rejected by load_with_fallback
         error.live_state_overwritten = state_file.overwrote_live_state(e)
         raise error from e
@@ -749,27 +741,6 @@ def _to_device(obj: Any, device) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(_to_device(v, device) for v in obj)
     return obj
-
-
-def _load_legacy(fpath: str, meta: dict, map_location, verify: bool) -> Any:
-    if verify:
-        verify_file(fpath, meta)
-    import torch
-
-    try:
-        # weights_only: torch's own restricted unpickler, which builds tensors, containers and
-        # a few torch types and refuses every other global; unpickling freely could run any
-        # code the file brings (torch.load docs, "weights_only").
-        return torch.load(fpath, map_location=map_location, weights_only=True)
-    except Exception as e:  # torch raises a variety of types on bad archives
-        # Its refusal is a page of advice; the line that names what it refused is enough.
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
-        reason = next((line for line in lines if "GLOBAL" in line or "WeightsUnpickler" in line), lines[0])
-        # torch's refusal of a global (pickle.UnpicklingError) is the file's, not the mount's: it
-        # will never load, so it is rejected like a digest mismatch.
-        refused = isinstance(e, pickle.UnpicklingError)
-        error = CheckpointDigestError if refused else CheckpointCorruptError
-        raise error(f"{fpath}: torch.load(weights_only=True) failed: {reason}") from e
 
 
 def candidates(root: str, preferred: str | None) -> list[str]:

@@ -44,6 +44,10 @@ class GangError(ValueError):
     """A gang setting is unusable, or the gang may not start again."""
 
 
+class RestartBudgetSpentError(GangError):
+    """The gang restarted more often than its budget allows."""
+
+
 class StopRequestedError(Exception):
     """The launcher was asked to stop while it waited for the rendezvous."""
 
@@ -66,7 +70,7 @@ def check_restart_budget(environ: Mapping[str, str]) -> int | None:
     attempt = _int(environ, RESTART_ATTEMPT_VAR, None)
     budget = _int(environ, MAX_RESTARTS_VAR, None)
     if attempt is not None and budget is not None and attempt > budget:
-        raise GangError(
+        raise RestartBudgetSpentError(
             f"the gang has restarted {attempt} times, more than {MAX_RESTARTS_VAR}={budget} "
             "(maxRestarts + maxDisruptionRestarts): it keeps failing or being evicted; read the "
             "previous pods' events (kubectl describe) before raising the budget")

@@ -1,8 +1,10 @@
 """In-place restarts: a failed worker restarts the gang's workers inside the running pods.
 
-torchrun's own restart rounds do it (`--max-restarts N`, torch/distributed/elastic/agent/server/
-api.py `SimpleElasticAgent._invoke_run`, torch 2.13.0): when a local worker fails, its agent stops
-its other workers and joins the next c10d rendezvous round, spending one of N; every other agent
+torchrun's own restart rounds do it (`--max-restarts N`, which torchrun reads from its own
+PET_MAX_RESTARTS when the flag is not given: torch/distributed/run.py, argparse_util.env;
+torch/distributed/elastic/agent/server/api.py `SimpleElasticAgent._invoke_run`, torch 2.13.0):
+when a local worker fails, its agent stops its other workers and joins the next c10d rendezvous
+round, spending one of N; every other agent
 sees the waiting node (`num_nodes_waiting() > 0` while its group is healthy, spending none) or its
 own workers' failure (spending one), stops its workers and joins too; once all `TRAIN_NNODES`
 agents are in, every agent starts a new set of workers. Past N on any node its agent stops, torchrun
@@ -30,9 +32,13 @@ from dataclasses import dataclass
 
 from . import contract, progress, resume_choice
 
-RESTARTS_VAR = "TRAIN_INPLACE_RESTARTS"
+# torchrun's own setting, which the workload sets and torchrun reads itself; the launcher reads it
+# too, for its watch over the rounds (launcher.supervisor). The wait is the launcher's own.
+RESTARTS_VAR = "PET_MAX_RESTARTS"
 RESTART_WAIT_VAR = "TRAIN_INPLACE_RESTART_WAIT_S"
-MAX_RESTARTS = 20
+# What this setting was called before it was torchrun's own: refused, so that a manifest written for
+# an older image does not lose its in-place restarts without a word.
+RENAMED_FROM = "TRAIN_INPLACE_RESTARTS"
 # A healthy gang re-forms in seconds (torchrun's monitor interval is 0.1 s; bench/recovery_bench.py
 # measured the localhost round). On a cluster the other nodes' agents may need up to 30 s to stop
 # workers stuck in a collective (torchrun sends SIGTERM, then SIGKILL after 30 s:
@@ -67,23 +73,29 @@ class InPlace:
     """How long a round may take to start new workers after one failed before torchrun is ended."""
 
 
-def _whole(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+def _whole(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None) -> int:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
+    bounds = f"from {lo} to {hi}" if hi is not None else f">= {lo}"
     try:
         value = int(raw, 10)
     except ValueError:
-        raise InPlaceError(f"{name} must be a whole number from {lo} to {hi}, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise InPlaceError(f"{name} must be a whole number from {lo} to {hi}, got {value}")
+        raise InPlaceError(f"{name} must be a whole number {bounds}, got {raw!r}") from None
+    if value < lo or (hi is not None and value > hi):
+        raise InPlaceError(f"{name} must be a whole number {bounds}, got {value}")
     return value
 
 
 def from_env(environ: Mapping[str, str]) -> InPlace | None:
-    """The in-place settings, or None when off (TRAIN_INPLACE_RESTARTS unset or 0: a failed worker
-    fails the pod, as with `--max-restarts 0`); InPlaceError naming the variable."""
-    restarts = _whole(environ, RESTARTS_VAR, 0, 0, MAX_RESTARTS)
+    """The in-place settings, or None when off (PET_MAX_RESTARTS unset or 0: a failed worker fails
+    the pod); InPlaceError naming the variable. The launcher checks the count only as far as it
+    needs it: a whole number >= 0, the bound torchrun asserts too, but torchrun's AssertionError
+    would exit 1 and spend a gang restart on a setting no restart cures (exit 2 here)."""
+    if environ.get(RENAMED_FROM, "").strip():
+        raise InPlaceError(f"{RENAMED_FROM} is now torchrun's own {RESTARTS_VAR}: set {RESTARTS_VAR}="
+                           f"{environ[RENAMED_FROM].strip()!r} instead (trainer/README.md)")
+    restarts = _whole(environ, RESTARTS_VAR, 0, 0, None)
     wait = _whole(environ, RESTART_WAIT_VAR, DEFAULT_RESTART_WAIT_S, 1, 3600)
     return InPlace(restarts, float(wait)) if restarts else None
 

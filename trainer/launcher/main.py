@@ -4,12 +4,8 @@ Reads the TRAIN_* contract from the environment, validates it, picks the latest
 complete checkpoint, and runs the training command under torchrun with c10d
 rendezvous. See trainer/README.md for the contract.
 
-Exit codes: 0 training finished; 2 bad contract or usage, a gang past its restart
-budget, or NCCL on a network other than EFA on an EFA pool (one line on stderr);
-143 when the workers stopped with their gang after saving (TRAIN_STOPPED_FILE),
-on the pod that got the signal and on the others; 128+N when signal N stopped
-the launcher before torchrun started; 1 when a signal came and the workers
-never reported a stop (a hang the probes killed); otherwise torchrun's exit code.
+How a run ends is an Outcome; launcher.outcome.OUTCOMES gives its exit code and what the JobSet
+does with it (the table in trainer/README.md).
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ import time
 from collections.abc import Mapping
 
 from . import checkpoint, contract, dataset_manifest, fabric, gang, inplace, progress, startup, worker_site
+from .outcome import STOPPED_CODE, Outcome, exit_code
 from .resume_choice import LEGACY_DIR_VAR, select_resume
 from .run_status import RunStatus, Schedule
 from .startup import PYTHON_WORDS, UsageError
@@ -47,8 +44,7 @@ Configuration comes from TRAIN_* environment variables (trainer/README.md).
 JSON line and exits without starting anything.
 """
 
-EXIT_STOPPED = 128 + signal.SIGTERM  # what a stopped trainer exits with, whichever signal it got
-EXIT_SIGNAL_WITHOUT_STOP = 1  # a failure to the Job: its workers never reported a stop after saving
+EXIT_STOPPED = STOPPED_CODE  # what a stopped trainer exits with, whichever signal it got
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
@@ -70,9 +66,9 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0) -> list[str]:
-    """The torchrun invocation for a validated contract and training command; `restarts`: its
-    restart rounds (launcher.inplace), 0 where JobSet's recreate is the only restart."""
+def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
+    """The torchrun invocation for a validated contract and training command. Its restart rounds
+    (launcher.inplace) it reads from its own PET_MAX_RESTARTS (0 when unset)."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
     cmd = [
@@ -82,17 +78,17 @@ def torchrun_command(c: contract.Contract, command: list[str], restarts: int = 0
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,
-        "--max-restarts", str(restarts),
     ]
     if not python_mode:
         cmd.append("--no-python")
     return cmd + command
 
 
-def error(msg: str) -> int:
+def error(msg: str, outcome: Outcome = Outcome.CONTRACT_ERROR) -> int:
+    """One line on stderr; the exit code of `outcome`."""
     sys.stderr.write(f"launcher: error: {msg}\n")
     sys.stderr.flush()
-    return 2
+    return exit_code(outcome)
 
 
 def prepare_dirs(c: contract.Contract, *, hparams_given: bool = True) -> None:
@@ -148,43 +144,45 @@ def _stopped(path: str) -> dict | None:
     return report if isinstance(report, dict) else {}
 
 
-def exit_code(torchrun_rc: int, *, signalled: bool, config_errors: list[str], stopped: dict | None,
-              finished: bool) -> tuple[int, tuple[str, dict] | None]:
-    """The pod's exit code from torchrun's and what the workers reported, with the event that
-    explains a change. A stop never ends a pod as finished: after a stop signal (or a peer's gang
-    stop, which the stopped file reports), a worker exit 0 is a finished run only when the trainer
-    declared training finished; otherwise it is a stopped gang, whose 143 restarts the gang
-    without spending `maxRestarts` (Lightning, for one, exits 0 on SIGTERM mid-run)."""
+def classify(torchrun_rc: int, *, signalled: bool, config_errors: list[str], stopped: dict | None,
+             finished: bool) -> tuple[Outcome, tuple[str, dict] | None]:
+    """The run's outcome from torchrun's exit code and what the workers reported, with the event
+    that explains it where torchrun's code alone would not. A stop never ends a pod as finished:
+    after a stop signal (or a peer's gang stop, which the stopped file reports), a worker exit 0
+    is a finished run only when the trainer declared training finished; otherwise it is a stopped
+    gang, whose 143 restarts the gang without spending `maxRestarts` (Lightning, for one, exits 0
+    on SIGTERM mid-run)."""
     if torchrun_rc == 0:
         if finished or not (signalled or stopped is not None):
-            return 0, None  # a plain script that ran to its end declares nothing
-        return EXIT_STOPPED, ("trainer_exit_0_unfinished", {"signalled": signalled, "step": (stopped or {}).get("step")})
+            return Outcome.FINISHED, None  # a plain script that ran to its end declares nothing
+        return Outcome.STOPPED, ("trainer_exit_0_unfinished", {"signalled": signalled, "step": (stopped or {}).get("step")})
     if stopped is not None:
         # The workers stopped with their gang after saving (this pod got the signal, or another
         # did): a disruption, whose exit code restarts the gang without spending a restart.
-        return EXIT_STOPPED, ("trainer_stopped", {"step": stopped.get("step"), "signal": stopped.get("signal")})
+        return Outcome.STOPPED, ("trainer_stopped", {"step": stopped.get("step"), "signal": stopped.get("signal")})
     if finished and signalled:
         # Training had finished when the signal came (torchrun waiting for the other pods in its
         # exit barrier, signalled itself): still a finished run.
-        return 0, ("trainer_finished_before_signal", {"torchrun_rc": torchrun_rc})
+        return Outcome.FINISHED, ("trainer_finished_before_signal", {"torchrun_rc": torchrun_rc})
     if config_errors:
         # torchrun's 1 would spend a restart on a config that cannot work
-        return 2, ("trainer_config_error", {"errors": config_errors})
+        return Outcome.TRAINER_CONFIG_ERROR, ("trainer_config_error", {"errors": config_errors})
     if signalled:
         # A signal, and no stop after a save: the probes killing a hung trainer, or workers that
         # died before they could stop. Exit 143 would pass for a disruption (the JobSet rule
         # `stopped`) and a hang would restart without spending `maxRestarts`; an evicted pod is
         # a disruption by its DisruptionTarget condition whatever its exit code.
-        return EXIT_SIGNAL_WITHOUT_STOP, ("trainer_not_stopped", {"torchrun_rc": torchrun_rc})
-    return torchrun_rc, None
+        return Outcome.NOT_STOPPED, ("trainer_not_stopped", {"torchrun_rc": torchrun_rc})
+    return Outcome.WORKER_FAILED, None
 
 
 def _stopped_early(stop_request: StopRequest, started: float) -> int:
     """The exit of a launcher stopped before torchrun started: no worker had anything to save."""
     signum = stop_request.signum or signal.SIGTERM
-    progress.log("launcher_exit", rc=128 + signum, torchrun_rc=None, signal=signal.Signals(signum).name,
-                 duration_s=round(time.monotonic() - started, 3))
-    return 128 + signum
+    rc = exit_code(Outcome.STOPPED_BEFORE_START, 128 + signum)
+    progress.log("launcher_exit", rc=rc, outcome=Outcome.STOPPED_BEFORE_START.value, torchrun_rc=None,
+                 signal=signal.Signals(signum).name, duration_s=round(time.monotonic() - started, 3))
+    return rc
 
 
 def _worker_env(c: contract.Contract, resume: str, on_fabric: str) -> tuple[dict[str, str], str]:
@@ -213,8 +211,7 @@ def _wait_for_pod0(c: contract.Contract, rdzv_wait_s: float, stop_request: StopR
         return _stopped_early(stop_request, started)
     except gang.GangError as e:
         progress.log("rendezvous_unreachable", endpoint=c.rdzv_endpoint, wait_s=rdzv_wait_s)
-        sys.stderr.write(f"launcher: error: {e}\n")
-        return 1  # pod 0 may come up on the next attempt: a restart, not a contract error
+        return error(str(e), Outcome.RENDEZVOUS_UNREACHABLE)
     progress.log("rendezvous_reachable", endpoint=c.rdzv_endpoint, waited_s=round(waited, 3))
     return None
 
@@ -258,10 +255,10 @@ def _supervised(sup: Supervisor, env: dict[str, str], stop_request: StopRequest,
     try:
         torchrun_rc = sup.run()
     except OSError as e:
-        return error(f"cannot start torchrun: {e}")
+        return error(f"cannot start torchrun: {e}", Outcome.TORCHRUN_NOT_STARTED)
     if torchrun_rc is None:  # the stop came between the check above and the start
         return _stopped_early(stop_request, started)
-    rc, why = exit_code(
+    outcome, why = classify(
         torchrun_rc,
         signalled=sup.received is not None,
         config_errors=_config_errors(env[contract.CONFIG_ERROR_VAR]) if sup.received is None else [],
@@ -276,8 +273,10 @@ def _supervised(sup: Supervisor, env: dict[str, str], stop_request: StopRequest,
         progress.log("fabric_check", fabric=on_fabric, verdict=network.verdict,
                      evidence=network.failure_line or network.efa_seen, **network.summary())
         if network.failure:
-            rc = error(fabric.failure_message(network))
-    progress.log("launcher_exit", rc=rc, torchrun_rc=torchrun_rc,
+            outcome = Outcome.WRONG_NETWORK
+            error(fabric.failure_message(network), outcome)
+    rc = exit_code(outcome, torchrun_rc)
+    progress.log("launcher_exit", rc=rc, outcome=outcome.value, torchrun_rc=torchrun_rc,
                  signal=signal.Signals(sup.received).name if sup.received else None,
                  duration_s=round(time.monotonic() - started, 3))
     return rc
@@ -295,14 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     opts, command = parse_args(argv)
     if opts["help"]:
         sys.stdout.write(USAGE)
-        return 0
+        return exit_code(Outcome.PRINTED_ONLY)
     try:
         c = contract.from_env(os.environ)
         in_place = inplace.from_env(os.environ)
-        cmd = torchrun_command(c, command, in_place.restarts if in_place else 0)
+        cmd = torchrun_command(c, command)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
+    except gang.RestartBudgetSpentError as e:
+        return error(str(e), Outcome.RESTART_BUDGET_SPENT)
     except (contract.ContractError, UsageError, fabric.FabricError, gang.GangError, inplace.InPlaceError) as e:
         return error(str(e))
     problems = startup.command_problems(startup.training_command(command))
@@ -319,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     if in_place:
         env.update(inplace.SHARED_STORE_OPT_OUT)
     if opts["dry_run"]:
-        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith("TRAIN_")})
-        return 0
+        progress.log("dry_run", cmd=cmd, env={k: v for k, v in sorted(env.items()) if k.startswith(("TRAIN_", "PET_"))})
+        return exit_code(Outcome.PRINTED_ONLY)
     try:
         prepare_dirs(c, hparams_given=bool(os.environ.get("TRAIN_HPARAMS_FILE", "").strip()))
         dataset = dataset_manifest.check(c.data_dir, os.environ)

@@ -39,10 +39,6 @@ unpickles, which can run any code a file on a shared file system brings. Here:
   never alias the file, so nothing that happens to the file afterwards (a rewrite, a truncation
   on a shared file system) reaches the restored state.
 
-Format 2 (b"TRSTATE2" files `rank-RRRRR.state`: a pickled skeleton of the state, then the tensor
-bytes) is still read, through an unpickler that builds nothing but `TensorRef` and
-`collections.OrderedDict` (`_Format2Unpickler`).
-
 The digest is XXH3-128, not SHA-256: the marker that records it sits unsigned next to the data,
 so it protects against accidental damage (truncation, torn or partial copies, bit rot), never
 against someone who can write the directory (which is why loading must not run code either). A
@@ -60,14 +56,13 @@ import json
 import math
 import mmap
 import os
-import pickle
 import struct
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import xxhash
@@ -112,11 +107,6 @@ class StateFileError(Exception):
     """A state file is damaged: wrong size, digest, or structure."""
 
 
-class StateFileRefusedError(StateFileError):
-    """A state file asks for something loading must never do (a pickled global outside the
-    skeleton's own classes): it will never load."""
-
-
 class StateFileDigestError(StateFileError):
     """A state file's bytes do not match the digest it was written with."""
 
@@ -129,13 +119,6 @@ good checkpoint is read into them."""
 
 def overwrote_live_state(error: BaseException) -> bool:
     return bool(getattr(error, LIVE_STATE_OVERWRITTEN, False))
-
-@dataclass(frozen=True)
-class TensorRef:
-    """Stands for tensor number `index` in a format-2 skeleton (read only)."""
-
-    index: int
-
 
 def _align(n: int, to: int) -> int:
     return (n + to - 1) // to * to
@@ -445,8 +428,6 @@ def read_state(path: str, meta: dict, into: Any = None) -> Any:
             digest = hasher.hexdigest() if hasher is not None else None
     if want and digest != want:
         raise StateFileDigestError(f"{path}: {DIGEST} mismatch (file {digest}, marker {want})")
-    if bytes(view[:len(_FORMAT2_MAGIC)]) == _FORMAT2_MAGIC:
-        return _read_format2(path, buffer, view)
     return _read_safetensors(path, buffer, view)
 
 
@@ -459,11 +440,9 @@ class _Head:
     """(begin, end, name, dtype, shape) of each tensor in the data, in file order."""
 
 
-def _safetensors_head(f: io.FileIO, path: str, size: int) -> _Head | None:
-    """The header of a format-3 file, or None for another format (read whole, as before)."""
+def _safetensors_head(f: io.FileIO, path: str, size: int) -> _Head:
+    """The header of a state file; StateFileError for a damaged one."""
     start = f.read(_LENGTH.size)
-    if start == _FORMAT2_MAGIC:
-        return None
     (header_bytes,) = _LENGTH.unpack(start)
     if header_bytes > MAX_HEADER_BYTES or _LENGTH.size + header_bytes > size:
         raise StateFileError(f"{path}: not a safetensors file, or its header is damaged")
@@ -622,73 +601,3 @@ def _decode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if "_metadata" in value:
         out._metadata = _decode(value["_metadata"], tensors)  # pyright: ignore[reportAttributeAccessIssue]
     return out
-
-
-# ------------------------------------------------------------------ format 2
-
-_FORMAT2_MAGIC = b"TRSTATE2"
-# magic, skeleton bytes, data offset, data bytes; then the pickled skeleton, padding, the data
-_FORMAT2_HEADER = struct.Struct("<8sQQQ")
-
-
-class _Format2Unpickler(pickle.Unpickler):
-    """A format-2 skeleton holds plain containers, numbers and strings, TensorRefs and
-    OrderedDicts. Every other object a pickle can build (and every function it can call) comes
-    through `find_class`, so refusing every other global is what keeps loading from running
-    code (Python docs, pickle, "Restricting Globals")."""
-
-    ALLOWED: ClassVar[dict[tuple[str, str], type]] = {
-        ("launcher.state_file", "TensorRef"): TensorRef, ("collections", "OrderedDict"): OrderedDict}
-
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return self.ALLOWED[(module, name)]
-        except KeyError:
-            raise StateFileRefusedError(f"its skeleton refers to {module}.{name}: a format-2 skeleton may hold "
-                                 "only TensorRef and OrderedDict, so it is not loaded") from None
-
-
-def _read_format2(path: str, buffer: mmap.mmap | bytearray, view: memoryview) -> Any:
-    size = len(view)
-    if size < _FORMAT2_HEADER.size:
-        raise StateFileError(f"{path}: too short for a header")
-    _, skeleton_bytes, data_offset, data_bytes = _FORMAT2_HEADER.unpack_from(view, 0)
-    if data_offset + data_bytes != size or _FORMAT2_HEADER.size + skeleton_bytes > data_offset:
-        raise StateFileError(f"{path}: not a {_FORMAT2_MAGIC.decode()} file, or its header is damaged")
-    skeleton = io.BytesIO(bytes(view[_FORMAT2_HEADER.size:_FORMAT2_HEADER.size + skeleton_bytes]))
-    try:
-        loaded = _Format2Unpickler(skeleton).load()
-        tensors = []
-        for dtype_name, shape, offset, nbytes in loaded["tensors"]:
-            dtype = getattr(torch, dtype_name)
-            if not isinstance(dtype, torch.dtype) or offset + nbytes > data_bytes:
-                raise ValueError(f"bad tensor entry {(dtype_name, shape, offset, nbytes)}")
-            tensors.append(_view(buffer, data_offset + offset, nbytes, dtype, list(shape)))
-        return _fill(loaded["state"], tensors)
-    except StateFileError as e:
-        raise type(e)(f"{path}: {e}") from e
-    except Exception as e:  # a damaged pickle raises many types
-        raise StateFileError(f"{path}: unreadable skeleton ({type(e).__name__}: {e})") from e
-
-
-def _fill(obj: Any, tensors: list[torch.Tensor]) -> Any:
-    """A format-2 skeleton with every TensorRef replaced by its tensor."""
-    if isinstance(obj, TensorRef):
-        return tensors[obj.index]
-    return _map_containers(obj, lambda v: _fill(v, tensors))
-
-
-def _map_containers(obj: Any, fn: Callable[[Any], Any]) -> Any:
-    """`fn` applied to the values of a dict, list or plain tuple; anything else as it is. A
-    dict's type and its `_metadata` (what `Module.state_dict()` attaches) are kept."""
-    if isinstance(obj, dict):
-        items = ((k, fn(v)) for k, v in obj.items())
-        out = dict(items) if type(obj) is dict else type(obj)(items)
-        if hasattr(obj, "_metadata"):
-            out._metadata = obj._metadata  # pyright: ignore[reportAttributeAccessIssue]
-        return out
-    if isinstance(obj, list):
-        return [fn(v) for v in obj]
-    if type(obj) is tuple:
-        return tuple(fn(v) for v in obj)
-    return obj

@@ -227,7 +227,7 @@ class TorchrunEnd(enum.Enum):
     workers' reports decide the exit code as they do without restarts."""
 
 
-# What each end gives the pod's exit code in place of torchrun's own (launcher.main.exit_code).
+# What each end gives as torchrun's exit code, which launcher.main.classify weighs into an Outcome.
 TORCHRUN_RC = {TorchrunEnd.HUNG_AFTER_FAILURE: 1, TorchrunEnd.BARRIER_AT_STOP_DEADLINE: 0,
                TorchrunEnd.WORKERS_AT_STOP_DEADLINE: 1, TorchrunEnd.NOT_RESTARTED: 1}
 

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from . import autoprogress, checkpoint, contract, events, framework_checkpoint, progress, schedule
+from . import autoprogress, checkpoint, contract, events, framework_checkpoint, memory_tier, progress, schedule
 from .checkpoint import CheckpointInfo
 from .progress import _env_int
 from .worker_exit import ConfigError, report_config_error
@@ -44,6 +44,10 @@ class Worker:
             interval_override_s=float(env["TRAIN_CHECKPOINT_INTERVAL_S"]) if env.get("TRAIN_CHECKPOINT_INTERVAL_S") else None,
             every_steps=int(env["TRAIN_CHECKPOINT_EVERY_STEPS"]) if env.get("TRAIN_CHECKPOINT_EVERY_STEPS") else None,
         )
+        self.memory = memory_tier.from_env(env)  # a bad value: ValueError before the first step, exit 2
+        self.memory_schedule = memory_tier.TierSchedule(self.schedule, self.memory.interval_s) if self.memory else None
+        self.memory_due = False
+        """After `boundary`: a memory copy is due (and neither a stop nor a durable save)."""
 
     def event(self, name: str, **fields: Any) -> None:
         """A JSON log line from global rank 0."""
@@ -74,8 +78,10 @@ class Worker:
         stop signal stops every rank at this same step; rank 0's clock decides "due"."""
         stop = self.stop_signal is not None
         due = self.rank == 0 and self.schedule.due(step)
+        memory = self.rank == 0 and self.memory_schedule is not None and self.memory_schedule.due(step)
         if self.world_size > 1:
-            stop, due = self._any(stop, due)
+            stop, due, memory = self._any(stop, due, memory)
+        self.memory_due = memory and not (stop or due)
         return stop, due
 
     def _any(self, *flags: bool) -> list[bool]:
@@ -92,6 +98,12 @@ class Worker:
         self.schedule.record(step, cost_s)
         self.event("checkpoint_saved", step=step, duration_s=round(cost_s, 3))
         autoprogress.REPORTER.align(step)
+
+    def saved_in_memory(self, step: int, blocked_s: float) -> None:
+        """A memory copy of `step` was staged; the loop stood still `blocked_s` for it."""
+        if self.memory_schedule is not None:
+            self.memory_schedule.record(step)
+        self.event("checkpoint_in_memory", step=step, blocked_s=round(blocked_s, 4))
 
     def exit_stopped(self, step: int) -> NoReturn:
         """After the stop checkpoint was committed: tell the launcher and end the worker with 143
@@ -156,6 +168,28 @@ class Worker:
                          duration_s=round(time.monotonic() - started, 3))
             autoprogress.REPORTER.align(info.step)
         return info
+
+    def select_memory_resume(self) -> CheckpointInfo | None:
+        """The memory copy (launcher.memory_tier) every rank resumes from, or None (every rank, same
+        answer). When it is one, the durable schedule goes on from the newest durable checkpoint."""
+        if self.memory is None:
+            return None
+        started = time.monotonic()
+        info = memory_tier.choose(self.memory, self.checkpoint_dir, self.ranks().collective, local_rank=self.local_rank,
+                                  # from any rank: only the node's local rank 0 knows its copy failed
+                                  on_skip=lambda path, e: progress.log("checkpoint_skipped", path=path, reason=str(e),
+                                                                       tier="memory"))
+        if info is not None:
+            memory_tier.anchor(self.schedule, checkpoint.latest_complete(self.checkpoint_dir))
+            self.event("checkpoint_resumed", step=info.step, path=info.path, tier="memory",
+                       duration_s=round(time.monotonic() - started, 3))
+            autoprogress.REPORTER.align(info.step)
+        return info
+
+    def forget_memory_copies_after(self, step: int) -> None:
+        """The node's writer (local rank 0): memory copies past the step the run resumed from go."""
+        if self.memory is not None and self.local_rank == 0:
+            memory_tier.forget_newer(self.memory, step)
 
     def fresh_checkpoint_dir(self, path: str, step: int) -> None:
         """Before a framework saves into `path` (every rank): rank 0 removes a partial one an

@@ -25,6 +25,11 @@ class StepLoop:
     def _save(self, step: int, *, wait: bool) -> None:
         raise NotImplementedError
 
+    def _save_in_memory(self, step: int) -> float:
+        """A memory copy (launcher.memory_tier) of `step`, where the integration keeps one; the
+        seconds the loop stood still."""
+        return 0.0
+
     def _settle(self) -> None:
         """Wait for any save still in flight."""
 
@@ -44,6 +49,8 @@ class StepLoop:
                 started = time.monotonic()
                 self._save(step, wait=stop)
                 self.worker.saved(step, time.monotonic() - started)
+            elif self.worker.memory_due:
+                self.worker.saved_in_memory(step, self._save_in_memory(step))
             if stop:
                 self.worker.exit_stopped(step)
         self._settle()
