@@ -298,8 +298,7 @@ def check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
                secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
-               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None,
-               quota_key: str = "training.gpuQuota") -> JobConfig:
+               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None, quota_key: str) -> JobConfig:
     name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
