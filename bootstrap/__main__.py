@@ -42,6 +42,8 @@ pulumi.export("secretsProviders", {
 pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.preview_roles.items()})
 pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
 pulumi.export("imageRoleArns", {env: role.arn for env, role in identity.image_roles.items()})
+# Each team's deploy role per environment (docs/team-stacks.md, "A team's deploy identity").
+pulumi.export("teamDeployRoleArns", {f"team-{team}-{env}": role.arn for (team, env), role in identity.team_roles.items()})
 # Each platform stack file's `gpu-training:iamPermissionsBoundary`.
 pulumi.export("permissionsBoundaryArns", {env: policy.arn for env, policy in identity.boundaries.items()})
 # The repository variables the workflows read (docs/delivery.md, "First-time setup").

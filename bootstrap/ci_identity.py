@@ -3,7 +3,7 @@ the permissions boundary every role of the environment's stacks carries; for dev
 trainer image job pushes with.
 
 No static keys anywhere: a workflow job exchanges its OIDC token for a one-hour (preview) or
-two-hour (deploy) session. The documents themselves are in bootstrap/policies.py.
+two-hour (deploy) session. The documents themselves are in bootstrap/policies/.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pulumi
 import pulumi_aws as aws
 
 from bootstrap import policies
-from bootstrap.config import BootstrapConfig
+from bootstrap.config import BootstrapConfig, TeamCi
+from bootstrap.policies import teams
 from bootstrap.state import StateBackend
 from components.facts.regions import arn_partition
 from components.identity.policies import bucket_arn
@@ -47,6 +48,8 @@ class CiIdentity(pulumi.ComponentResource):
     """The trainer image role per environment of policies.IMAGE_BUILD_ENVIRONMENTS that is configured."""
     boundaries: dict[str, aws.iam.Policy]
     """Permissions boundary per environment (the stack files' `iamPermissionsBoundary`)."""
+    team_roles: dict[tuple[str, str], aws.iam.Role]
+    """The deploy role of each (team, environment) of the registry (bootstrap/policies/teams.py)."""
 
     def __init__(self, name: str, args: CiIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:bootstrap:CiIdentity", name, None, opts)
@@ -88,13 +91,39 @@ class CiIdentity(pulumi.ComponentResource):
             # rightly reads its Allow of write actions on `*`: a permissions boundary grants
             # nothing itself, it caps the roles that carry it (IAM User Guide, "Permissions
             # boundaries for IAM entities"); what a role may write, and where, its own policies
-            # say, and the boundary's Denies constrain them (bootstrap/policies.py boundary_policy).
+            # say, and the boundary's Denies constrain them (bootstrap/policies/boundary.py boundary_policy).
             self.boundaries[env.name] = aws.iam.Policy(
                 f"{name}-boundary-{env.name}", name=policies.boundary_policy_name(config.stacks_project, env.name),
                 description=f"Permissions boundary of every IAM role the {env.name} stacks create",
                 policy=self._environment_document(policies.boundary_policy, env.name),
                 tags={"ci-environment": env.name}, opts=pulumi.ResourceOptions(parent=self))
+        self.team_roles = {(team.name, env): self._team_role(team, env) for team in config.teams for env in team.environments}
         self.register_outputs({})
+
+    def _team_role(self, team: TeamCi, environment: str) -> aws.iam.Role:
+        """The team's deploy role in `environment`: its team boundary is both its policy and its
+        permissions boundary, and every role its stacks create must carry it too."""
+        config, state, project = self._args.config, self._args.state, self._args.config.stacks_project
+        resource_name = f"{self._name}-team-{team.name}-{environment}"
+        document = pulumi.Output.all(self._args.account_id, self._state_bucket_arn(), state.state_key.arn,
+                                     state.secrets_keys[environment].arn).apply(
+            lambda values: json.dumps(teams.team_boundary_policy(
+                config, team.name, environment, account_id=values[0], bucket_arn=values[1], state_key_arn=values[2],
+                secrets_key_arn=values[3]), sort_keys=True))
+        boundary = aws.iam.Policy(
+            f"{resource_name}-boundary", name=teams.team_boundary_policy_name(project, team.name, environment),
+            description=f"Permissions boundary of team {team.name} in {environment}: its names and prefixes only",
+            policy=document, tags={"ci-environment": environment, "ci-team": team.name},
+            opts=pulumi.ResourceOptions(parent=self))
+        role = aws.iam.Role(
+            resource_name, name=teams.team_deploy_role_name(project, team.name, environment),
+            description=f"pulumi up of team-{team.name}-{environment} from {team.repository} through environment {environment}",
+            assume_role_policy=self.oidc_provider_arn.apply(
+                lambda arn: json.dumps(teams.team_trust_policy(arn, team, environment), sort_keys=True)),
+            max_session_duration=DEPLOY_SESSION_SECONDS, permissions_boundary=boundary.arn,
+            tags={"ci-environment": environment, "ci-team": team.name}, opts=pulumi.ResourceOptions(parent=self))
+        aws.iam.RolePolicy(resource_name, role=role.id, policy=document, opts=pulumi.ResourceOptions(parent=self))
+        return role
 
     def _role(self, resource_name: str, role_name: str, operator: str, subjects: list[str], environment: str,
               session_seconds: int, permissions: pulumi.Output[str], description: str) -> aws.iam.Role:
@@ -143,7 +172,7 @@ class CiIdentity(pulumi.ComponentResource):
         return self._environment_document(policies.deploy_policy, environment)
 
     def _environment_document(self, document: Callable[..., dict[str, Any]], environment: str) -> pulumi.Output[str]:
-        """A document of bootstrap/policies.py that names the account and the bootstrap's resources."""
+        """A document of bootstrap/policies/ that names the account and the bootstrap's resources."""
         state, config = self._args.state, self._args.config
         names = sorted(state.secrets_keys)
         inputs = (self._args.account_id, self._state_bucket_arn(), state.state_key.arn, self.oidc_provider_arn,

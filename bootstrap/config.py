@@ -21,7 +21,15 @@ from components.config.reader import (
     report_keys_named_as_paths,
 )
 from components.config.sibling_stacks import REGIONAL_STACK
-from components.config.stack import COST_CENTER_FIX, ENVIRONMENTS, REGION_FIX, cost_center_problem, region_problem
+from components.config.stack import (
+    COST_CENTER_FIX,
+    ENVIRONMENTS,
+    MAX_TEAM_NAME,
+    REGION_FIX,
+    cost_center_problem,
+    region_problem,
+)
+from components.config.stack_names import TEAM_NAME
 from components.facts.regions import ARN_PARTITION
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
@@ -101,6 +109,20 @@ class EnvironmentCi:
 
 
 @dataclass(frozen=True)
+class TeamCi:
+    """A team of the registry (`teams.<name>`): its team stacks (team-<name>-<env>) deploy with a
+    deploy role of their own per environment, trusted by the team's repository."""
+    name: str
+    repository: str
+    """OWNER/REPO whose workflows deploy the team's stacks (GitHub's `sub` claim, default format)."""
+    environments: tuple[str, ...]
+    """The environments the team has stacks in: one team deploy role each."""
+    deploy_branch: str = "main"
+    """The team repository's protected branch; its deploy jobs run in the GitHub environment
+    named after the stage (dev, staging, prod) of the team's repository."""
+
+
+@dataclass(frozen=True)
 class BootstrapConfig:
     project: str
     stack: str
@@ -116,6 +138,8 @@ class BootstrapConfig:
     """The state bucket's server access logs (who read or wrote which stack's state) stay this long."""
     activate_cost_allocation_tags: bool = True
     """Activate the tag keys the stacks' budgets count by, account-wide (docs/cost.md)."""
+    teams: tuple[TeamCi, ...] = ()
+    """The registry of teams (`teams`): a team deploy role and boundary per team and environment."""
 
 
 def _optional_id(section: Section, name: str) -> int | None:
@@ -210,6 +234,52 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
     return tuple(environments)
 
 
+def _name_overlap(team: str, earlier: list[TeamCi]) -> str | None:
+    """How one team's names would contain another's: a team's IAM names are
+    <project>-<env>-<team>-*, so team `vision` would reach `vision-x`'s (issue 41)."""
+    for other in earlier:
+        shorter, longer = sorted((team, other.name), key=len)
+        if longer.startswith(f"{shorter}-"):
+            return f"overlaps team '{other.name}': <project>-<env>-{shorter}-* names would include {longer}'s"
+    return None
+
+
+def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...]) -> tuple[TeamCi, ...]:
+    """`teams: {vision: {repository: OWNER/REPO}}`: the registry of teams. Each gets a deploy role
+    per environment (`environments`, by default every configured one)."""
+    section = root.section("teams", {})
+    configured = [env.name for env in environments]
+    teams: list[TeamCi] = []
+    for name in sorted(section.data, key=str):
+        section.ignore(name)
+        if not isinstance(name, str) or not TEAM_NAME.fullmatch(name) or len(name) > MAX_TEAM_NAME:
+            section.error(section.key(name), name, f"is not a team name (lowercase letters, digits and dashes, "
+                          f"no dash first or last, at most {MAX_TEAM_NAME} characters)", "use the team of its stacks' "
+                          "names, team-<team>-<env>")
+            continue
+        entry = Section(section.errors, section.key(name), section.data[name] if section.data[name] is not None else {})
+        repository = entry.string("repository",
+                                  check=lambda v: None if GITHUB_REPOSITORY.fullmatch(v) else "is not OWNER/REPO",
+                                  fix="write the team's repository as it appears in its URL, e.g. example-org/vision")
+        team_envs = entry.string_list("environments", configured)
+        for env in team_envs:
+            if env not in configured:
+                entry.error(entry.key("environments"), env, "is not an environment of this bootstrap",
+                            f"use one of {', '.join(configured)}")
+        branch = entry.string("deployBranch", "main",
+                              check=lambda v: None if BRANCH.fullmatch(v) else "is not a plain branch name",
+                              fix="name one branch, without wildcards or colons, e.g. main")
+        entry.finish()
+        overlap = _name_overlap(name, teams)
+        if overlap:
+            section.error(section.key(name), name, overlap, "rename one team so that neither name starts with the other's "
+                          "followed by a dash")
+        teams.append(TeamCi(name=name, repository=repository, environments=tuple(e for e in team_envs if e in configured),
+                            deploy_branch=branch))
+    section.finish()
+    return tuple(teams)
+
+
 def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                           secret_keys: Collection[str] = ()) -> BootstrapConfig:
     """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every
@@ -233,6 +303,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                                  fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")
     github = _parse_github(root.section("github"))
     environments = _parse_environments(root)
+    teams = _parse_teams(root, environments)
     state = root.section("state", {})
     retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
     log_retention = state.integer("accessLogRetentionDays", 365, minimum=1, maximum=3650)
@@ -247,7 +318,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     return BootstrapConfig(project=project, stack=stack, region=region, cost_center=cost_center,
                            stacks_project=stacks_project, github=github, environments=environments,
                            state_version_retention_days=retention, state_access_log_retention_days=log_retention,
-                           activate_cost_allocation_tags=activate_tags)
+                           activate_cost_allocation_tags=activate_tags, teams=teams)
 
 
 def refuse_placeholders(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] = ()) -> None:

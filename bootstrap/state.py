@@ -7,8 +7,8 @@ bucket of its own (`state.accessLogRetentionDays`; components/data/access_logs.p
 off, S3 log delivery admitted by bucket policy for this source bucket and account only, as the
 S3 User Guide, "Enabling Amazon S3 server access logging", prescribes). One secrets-provider key
 per environment, so a stack's config secrets are readable only by the roles of its environment;
-each key's policy names its users (bootstrap/policies.py secrets_key_policy, state_key_policy). All of it is `protect`ed: `pulumi
-destroy` of the bootstrap stops before deleting any of it.
+each key's policy names its users (bootstrap/policies/keys.py secrets_key_policy, state_key_policy). All of
+it is `protect`ed: `pulumi destroy` of the bootstrap stops before deleting any of it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class StateBackend(pulumi.ComponentResource):
 
     def _key(self, resource_name: str, alias: str, description: str, tags: dict[str, str],
              policy: Callable[[str], dict[str, Any]]) -> aws.kms.Key:
-        """`policy`: the key policy for the account id (bootstrap/policies.py: it names the key's users)."""
+        """`policy`: the key policy for the account id (bootstrap/policies/keys.py: it names the key's users)."""
         key = aws.kms.Key(
             resource_name,
             description=f"{self._args.config.stacks_project}: {description}",

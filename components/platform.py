@@ -64,6 +64,7 @@ from components.observability.budget import StackBudget, StackBudgetArgs
 from components.observability.monitoring import Observability, ObservabilityArgs
 from components.observability.training_metrics import WatchedJobs
 from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secret_name
+from components.workload.capacity_block import create_capacity_block_hold
 from components.workload.controllers import JobControllers, JobControllersArgs
 from components.workload.multikueue import (
     ANY_REGION,
@@ -451,6 +452,10 @@ def _job_controllers(config: StackConfig, cluster: ClusterStage, provisioning_ap
         system_pool=config.system_pool.name, depends_on=[*cluster.node_groups, provisioning_api]), cluster.in_cluster)
     ResourceFlavors("resource-flavors", ResourceFlavorsArgs(
         pools=_gpu_pools(config), depends_on=[controllers.kueue]), cluster.in_cluster)
+    # A capacity block's queues hold before its end and admit again after it (workload/capacity_block.py).
+    create_capacity_block_hold("capacity-block", config.node_pools, system_pool=config.system_pool.name,
+                               opts=pulumi.ResourceOptions.merge(cluster.in_cluster,
+                                                                 pulumi.ResourceOptions(depends_on=[controllers.kueue])))
     # Cluster-wide, so the platform's: every tenant's trainer pods may annotate only themselves.
     ProgressAdmissionPolicy("trainer-progress-policy", pulumi.ResourceOptions.merge(
         cluster.in_cluster, pulumi.ResourceOptions(depends_on=cluster.node_groups)))

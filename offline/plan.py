@@ -219,7 +219,7 @@ def _availability_zone(region: str, zone_id: str) -> dict:
 
 # Every invoke the programs make, answered as AWS would (region, invoke arguments -> result).
 # The CI preview role must be allowed what each one calls: tests/test_bootstrap.py checks every
-# token here against bootstrap/policies.py PROGRAM_INVOKES.
+# token here against bootstrap/policies/actions.py PROGRAM_INVOKES.
 INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
         "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:{arn_partition(region)}:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
@@ -327,7 +327,7 @@ class _Mocks(pulumi.runtime.Mocks):
         answer = INVOKE_ANSWERS.get(args.token)
         if answer is None:
             raise NotImplementedError(f"offline plan has no mock for invoke {args.token}; add one to INVOKE_ANSWERS in "
-                                      "offline/plan.py (and its IAM actions to PROGRAM_INVOKES in bootstrap/policies.py)")
+                                      "offline/plan.py (and its IAM actions to PROGRAM_INVOKES in bootstrap/policies/actions.py)")
         return answer(self.region, args.args)
 
 

@@ -234,7 +234,7 @@ def test_preview_role_reads_only_its_environments_state(bootstrap):
 
 
 def test_the_invokes_the_program_makes_are_the_ones_the_roles_are_written_for():
-    """One list, bootstrap/policies.py PROGRAM_INVOKES: every invoke the offline plan answers (and
+    """One list, bootstrap/policies/actions.py PROGRAM_INVOKES: every invoke the offline plan answers (and
     so every invoke the program makes: an unknown one fails the plan) is in it."""
     assert set(INVOKE_ANSWERS) == set(policies.PROGRAM_INVOKES)
 
@@ -459,7 +459,7 @@ def test_every_resource_of_every_stack_is_in_a_service_the_deploy_role_manages(p
     plan = plan_of(stack)
     unmanaged = sorted({r["type"] for r in plan.resources if r["type"].startswith("aws:")
                         and not any(r["type"].startswith(prefix) for prefix in policies.MANAGED_SERVICES)})
-    assert not unmanaged, f"add these to bootstrap/policies.py MANAGED_SERVICES (and check the deploy role): {unmanaged}"
+    assert not unmanaged, f"add these to bootstrap/policies/actions.py MANAGED_SERVICES (and check the deploy role): {unmanaged}"
     attached = {r["inputs"]["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
     listed = {f"arn:aws:iam::aws:policy/{name}" for name in policies.ATTACHABLE_MANAGED_POLICIES}
     assert attached <= listed, f"the deploy role may not attach {sorted(attached - listed)}"
@@ -675,7 +675,7 @@ def test_the_image_role_trusts_the_default_subject_template_too():
 
 @pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
 def test_the_image_role_names_the_repository_the_stacks_create(bootstrap, plan_of, env):
-    """bootstrap/policies.py derives the repository's name; components/data/registry.py gives it."""
+    """bootstrap/policies/names.py derives the repository's name; components/data/registry.py gives it."""
     repositories = [r["inputs"]["name"] for r in plan_of(env).of_type("aws:ecr/repository:Repository")]
     assert repositories == [policies.trainer_repository_name("gpu-training", env)]
     _, permissions = role(bootstrap, IMAGE_DEV)
@@ -717,8 +717,14 @@ def planned_role_grants(plan: Plan) -> list[tuple[str, str, str, dict[str, str]]
 
 def own_resource(stack: str, action: str, resource: str) -> str:
     """The request a grant stands for: a grant on `*` is used on the stack's own resources in its
-    region (its cluster for EKS, its buckets for S3, its load balancers for ELB, whose every action
-    but the reads takes one); a pattern stands for a name it matches."""
+    region (its cluster for EKS, its buckets for S3, its Container Insights log group for CloudWatch
+    Logs, its load balancers for ELB, whose every action but the reads takes one); a pattern stands
+    for a name it matches."""
+    if action.startswith("logs:") and ":mock:" in resource:
+        # The offline plan's ARN of a log group the stack makes: the flow logs' group, by its name
+        # (components/network/vpc.py), and its streams.
+        group = f"arn:aws:logs:{region_of(stack)}:{ACCOUNT}:log-group:/aws/vpc/{name_prefix(stack)}/flow-logs"
+        return group + (":log-stream:x" if resource.endswith(":*") else "")
     if resource != "*":
         # A pattern's region and account are the stack's (S3's ARNs have neither).
         parts = resource.split(":", 5)
@@ -731,6 +737,7 @@ def own_resource(stack: str, action: str, resource: str) -> str:
     if service == "elasticloadbalancing" and not name.startswith("Describe"):
         return f"arn:aws:elasticloadbalancing:{region}:{ACCOUNT}:loadbalancer/app/k8s-viewer/1"
     return {"eks": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{prefix}",
+            "logs": f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/containerinsights/{prefix}/application",
             "s3": f"arn:aws:s3:::{prefix}-artifacts-{ACCOUNT}"}.get(service, "*")
 
 
@@ -752,7 +759,7 @@ def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, 
     assert grants
     refused = [(name, action, resource) for name, action, resource, condition in grants
                if evaluate(document, action, own_resource(stack, action, resource), {**context, **condition}) != ALLOW]
-    assert not refused, f"{stack}: add these to bootstrap/policies.py BOUNDARY_ACTIONS (or scope them): {refused}"
+    assert not refused, f"{stack}: add these to bootstrap/policies/actions.py BOUNDARY_ACTIONS (or scope them): {refused}"
 
 
 def whole_service_grants(document: dict[str, Any]) -> list[str]:
@@ -793,7 +800,10 @@ BOUNDED_ROLE_CASES = [
     ("s3:GetObject", "arn:aws:s3:::gpu-training-dev-datasets-1/x", {}, True),
     ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/hf-token-Ab",
      {}, False),
-    ("kms:Decrypt", key_arn("state-secrets-dev"), {}, False),                     # the stacks' config secrets
+    # The stacks' config secrets: the bootstrap's key, as AWS names it and tagged as the bootstrap
+    # tags it (the offline plan's key ARNs are placeholders of another service).
+    ("kms:Decrypt", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-secrets-dev",
+     {"aws:ResourceTag/project": "gpu-training-bootstrap", "aws:ResourceTag/ci-environment": "dev"}, False),
     ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/dev.json", {}, False),  # the state
     ("eks:DeleteCluster", f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/gpu-training-prod",
      {"aws:ResourceTag/environment": "prod"}, False),

@@ -43,10 +43,11 @@ EXPECTED_FIXED = {
         "KMS keys": 8 * 1.00,                                        # EFS, cluster, alerts, registry, secrets, buckets, logs, Lustre
         "Secrets Manager secrets": 2 * 0.40,                         # wandb-api-key, hf-token
         # gpu-idle, gpu-memory-full, node-failed, efa-rx-dropped, training-pod-unschedulable,
-        # the planned job pretrain-p5's three: no-step, no-checkpoint, loss-not-finite, and one
-        # MultiKueue token alarm per worker (prod-usw2, prod-use2), and the namespace's three
-        # Metrics Insights alarms over jobs no deploy knows of (each priced as one alarm metric: a floor)
-        "CloudWatch alarms": (5 + 3 + 2 + 3) * 0.10,
+        # kueue-workload-requeued, the planned job pretrain-p5's three: no-step, no-checkpoint,
+        # loss-not-finite, and one MultiKueue token alarm per worker (prod-usw2, prod-use2), and the
+        # namespace's three Metrics Insights alarms over jobs no deploy knows of (each priced as one
+        # alarm metric: a floor)
+        "CloudWatch alarms": (6 + 3 + 2 + 3) * 0.10,
         "interface VPC endpoints": 8 * 3 * 730 * 0.01,               # 8 services x 3 AZs: 175.20
         "FSx for Lustre": 26400 * 0.145,                             # storage.lustre: 26400 GiB at 125 MB/s/TiB: 3828.00
     },
@@ -57,8 +58,9 @@ EXPECTED_FIXED = {
         "public IPv4 addresses (NAT)": 1 * 730 * 0.005,
         "KMS keys": 7 * 1.00,
         "Secrets Manager secrets": 2 * 0.40,
-        # no EFA pool: no efa-rx-dropped; the planned job example-ddp's three; the ad-hoc jobs' three
-        "CloudWatch alarms": (4 + 3 + 3) * 0.10,
+        # no EFA pool: no efa-rx-dropped (kueue-workload-requeued instead); the planned job
+        # example-ddp's three; the ad-hoc jobs' three
+        "CloudWatch alarms": (5 + 3 + 3) * 0.10,
         "interface VPC endpoints": 8 * 2 * 730 * 0.01,               # 2 AZs: 116.80
     },
 }
@@ -94,7 +96,7 @@ def test_every_line_item_matches_the_hand_computed_figure(stack, plan_of):
 
 def test_the_prod_totals_read_as_computed(plan_of):
     cost = plan_cost(plan_of("prod").resources)
-    assert round(cost.fixed_monthly_usd, 2) == 5090.81  # 26400 GiB of Lustre, 13 alarms at $0.10
+    assert round(cost.fixed_monthly_usd, 2) == 5090.91  # 26400 GiB of Lustre, 14 alarms at $0.10
     assert round(cost.gpu_hourly_at_max_usd, 2) == 175.43  # 2 x p5.48xlarge + 4 x g5.48xlarge
     assert round(cost.gpu_hourly_at_min_usd, 2) == 110.19  # the reserved 2 x p5.48xlarge, idle or not
     assert [round(p.gpu_hourly_usd or 0, 4) for p in cost.gpu_pools] == [2.0387, 6.8868]
@@ -183,7 +185,7 @@ def test_a_capacity_block_pool_as_planned_is_priced_from_its_launch_template(tmp
     stack_file = tmp_path / "Pulumi.prod.yaml"
     assert prod.count("size: {max: 2}") == 1  # its size: min and desired default to a reservation's count
     # A capacity block launches only inside its dates: its pool names min and desired.
-    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock")
+    stack_file.write_text(prod.replace("capacity: reservation", "capacity: capacityBlock\n      capacityBlockEnd: \"2099-01-15T11:30:00Z\"")
                           .replace("size: {max: 2}", "size: {min: 0, desired: 0, max: 2}"))
     out_dir = tmp_path / "prod"
 

@@ -214,7 +214,8 @@ def test_the_provisioning_check_and_its_api_are_installed(plan_of):
 def test_vpc_cni_keeps_few_warm_ips(plan_of):
     addons = {a["inputs"]["addonName"]: a["inputs"] for a in plan_of("prod").of_type("aws:eks/addon:Addon")}
     env = json.loads(addons["vpc-cni"]["configurationValues"])["env"]
-    assert env == {"WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET)}
+    assert env == {"WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET),
+                   "CLUSTER_NAME": "gpu-training-prod"}  # the CNI's interfaces carry the cluster's tag (boundary)
 
 
 def test_the_efa_device_plugin_chart_covers_every_efa_type():
@@ -233,8 +234,10 @@ def prod_pools_with(pool: str = "p5-efa", **changes) -> list[dict]:
     return pools
 
 
-# A capacity block launches only inside its dates: its pool names all three sizes (no reserved-count default).
-BLOCK = {"capacity": "capacityBlock", "size": {"min": 0, "desired": 0, "max": 2}}
+# A capacity block launches only inside its dates: its pool names all three sizes (no reserved-count default),
+# and its end.
+BLOCK_END = "2099-01-15T11:30:00Z"
+BLOCK = {"capacity": "capacityBlock", "capacityBlockEnd": BLOCK_END, "size": {"min": 0, "desired": 0, "max": 2}}
 
 
 def test_a_capacity_block_pool_gets_no_placement_group():
@@ -338,7 +341,7 @@ def test_a_reservation_pools_sizes_default_to_its_count(size, expected):
 
 
 @pytest.mark.parametrize(("pool", "changes"), [
-    ("p5-efa", {"capacity": "capacityBlock"}),                         # launches only inside the block's dates
+    ("p5-efa", {"capacity": "capacityBlock", "capacityBlockEnd": BLOCK_END}),  # launches only inside the block's dates
     ("p5-efa", {"capacity": "onDemand", "capacityReservationId": None}),
     ("gpu-spot", {}),
 ])
@@ -355,7 +358,7 @@ def test_other_pools_still_name_min_and_desired(pool, changes):
 def test_a_capacity_block_without_min_is_told_why_it_differs_from_a_reservation():
     """The docs show `capacity: reservation  # or capacityBlock` with `size: {max: 2}`: switched as
     the comment invites, the error says why the block needs the sizes the reservation did not."""
-    pools = prod_pools_with("p5-efa", capacity="capacityBlock", size={"max": 2, "desired": 0})
+    pools = prod_pools_with("p5-efa", capacity="capacityBlock", capacityBlockEnd=BLOCK_END, size={"max": 2, "desired": 0})
     with pytest.raises(ConfigError) as raised:
         load_stack_config({**raw_config("prod"), f"{PROJECT}:nodePools": pools}, project=PROJECT, stack="prod")
     index = next(i for i, p in enumerate(pools) if p["name"] == "p5-efa")

@@ -137,7 +137,7 @@ def _tagging_actions_with_resource_tags(service: str) -> set[str]:
 
 
 def test_tagging_actions_are_every_tagging_action_of_the_deploy_roles_services_and_no_other():
-    """bootstrap/policies.py TAGGING_ACTIONS (DenyRetaggingOtherProjects): service by service, no
+    """bootstrap/policies/scope.py TAGGING_ACTIONS (DenyRetaggingOtherProjects): service by service, no
     `*:` prefix, and every action they match a Tagging one."""
     services = sorted({*policies.MANAGED_SERVICES.values(), "elasticloadbalancing"})
     expected = set().union(*(_tagging_actions_with_resource_tags(s) for s in services))
@@ -148,7 +148,7 @@ def test_tagging_actions_are_every_tagging_action_of_the_deploy_roles_services_a
 
 
 def test_the_read_verbs_left_out_name_no_action():
-    """bootstrap/policies.py NO_READS_OF_VERB leaves out only wildcards that match nothing."""
+    """bootstrap/policies/deploy.py NO_READS_OF_VERB leaves out only wildcards that match nothing."""
     for service, verbs in policies.NO_READS_OF_VERB.items():
         for verb in verbs:
             assert not actions_named(f"{service}:{verb}*"), f"{service}:{verb}* names actions now: drop it from the table"

@@ -28,7 +28,7 @@ def test_every_role_of_every_stack_carries_the_environments_boundary(plan_of, st
     roles = plan_of(stack).of_type("aws:iam/role:Role")
     assert roles, stack
     boundary = boundary_of(stack)
-    # The bootstrap's name for this environment's boundary (bootstrap/policies.py).
+    # The bootstrap's name for this environment's boundary (bootstrap/policies/names.py).
     assert boundary.endswith(f":policy/{policies.boundary_policy_name(PROJECT, environment_of(stack))}")
     missing = sorted(r["name"] for r in roles if r["inputs"].get("permissionsBoundary") != boundary)
     assert not missing, f"roles of {stack} without {boundary}: {missing}"

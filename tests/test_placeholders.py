@@ -229,7 +229,8 @@ def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_rea
     assert {p.key for p in team.value.problems} == {"gpu-training:trainerImage", "gpu-training:members[0]"}
     with pytest.raises(ConfigError) as bootstrap:
         synthesize("bootstrap", project_dir=BOOTSTRAP)
-    assert [p.key for p in bootstrap.value.problems] == ["gpu-training-bootstrap:github.repository"]
+    assert [p.key for p in bootstrap.value.problems] == [
+        "gpu-training-bootstrap:github.repository", "gpu-training-bootstrap:teams.vision.repository"]
 
 
 def synthesize_offline_outputs():

@@ -686,7 +686,7 @@ def owners_of(path: str) -> list[str]:
 
 @pytest.mark.parametrize("path", [
     ".github/workflows/deploy.yml", ".github/actionlint.yaml", ".github/CODEOWNERS",
-    "bootstrap/policies.py", "bootstrap/Pulumi.bootstrap.yaml", "policy/PulumiPolicy.yaml",
+    "bootstrap/policies/boundary.py", "bootstrap/Pulumi.bootstrap.yaml", "policy/PulumiPolicy.yaml",
     "policy/gpu_training_policy/network.py", "scripts/policy_config.py", "offline/policy_config.py",
     "stacks/Pulumi.prod.yaml", "stacks/Pulumi.staging.yaml", "stacks/Pulumi.team-vision-prod.yaml",
     "stacks/Pulumi.team-new-staging.yaml", "stacks/Pulumi.prod-usw2.yaml", "stacks/Pulumi.staging-euw1.yaml",

@@ -219,9 +219,14 @@ class Cluster(pulumi.ComponentResource):
                 # NetworkPolicy enforcement (CIS 4.3): without it policies are accepted and ignored.
                 # Warm IPs instead of a warm ENI: a node holds the addresses its pods use plus a few
                 # (EKS User Guide, EFA "Conserving IP address allocation"; the subnet IP budget of
-                # the config model counts with the same numbers).
+                # the config model counts with the same numbers). CLUSTER_NAME makes the CNI tag every
+                # interface it creates cluster.k8s.amazonaws.com/name=<cluster> as it creates it
+                # (aws/amazon-vpc-cni-k8s pkg/awsutils/awsutils.go createENI, buildENITags): the
+                # permissions boundary lets a role change only interfaces with that tag or the
+                # project's (bootstrap/policies/boundary.py, DenyOtherInterfacesAndGroups).
                 configuration_values=json.dumps({"enableNetworkPolicy": "true", "env": {
-                    "WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET)}}),
+                    "WARM_IP_TARGET": str(WARM_IP_TARGET), "MINIMUM_IP_TARGET": str(MINIMUM_IP_TARGET),
+                    "CLUSTER_NAME": self._args.cluster_name}}),
                 # The CNI's AWS permissions stay off the node role (least privilege for pods).
                 pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
                     role_arn=cni_role.arn, service_account="aws-node")],

@@ -90,7 +90,7 @@ class LoadBalancerController(pulumi.ComponentResource):
         # checkov CKV_AWS_290/CKV_AWS_355 (writes and restrictable actions on "*"), deliberately:
         # the policy is the controller's published one, verbatim (its own tag conditions scope the
         # writes to what it created); the environment's permissions boundary caps it to the
-        # project's resources (bootstrap/policies.py, tests/test_checkov_plans.py JUSTIFIED).
+        # project's resources (bootstrap/policies/boundary.py, tests/test_checkov_plans.py JUSTIFIED).
         aws.iam.RolePolicy(f"{name}-policy", role=self.role.id,
                            policy=json.dumps(documented_policy(arn_partition(args.region))), opts=child)
         association = aws.eks.PodIdentityAssociation(

@@ -184,6 +184,9 @@ class NodePools(pulumi.ComponentResource):
             # Follows the control plane: an upgrade rolls the nodes after it (EKS never does; an
             # unset version would leave nodes on the old minor forever). See docs/upgrading-and-pins.md.
             version=args.cluster.version,
+            # GPU pools: the pinned AMI release (config/node_pools.py pin_release_versions), rolled
+            # monthly under the pools' PDB gate; unset, a group keeps its creation-time AMI.
+            release_version=pool.release_version,
             node_role_arn=self._node_role.arn,
             subnet_ids=[self._subnet_id(zone) for zone in pool.availability_zones],
             ami_type=str(pool.ami_type),

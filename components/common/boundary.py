@@ -1,7 +1,7 @@
 """Every IAM role of a stack carries the stack's permissions boundary (`iamPermissionsBoundary`).
 
 Set once for the whole stack by a stack transformation rather than at each `aws.iam.Role`: the
-CI deploy role may create no role without the boundary (bootstrap/policies.py), so a role that
+CI deploy role may create no role without the boundary (bootstrap/policies/deploy.py), so a role that
 missed it would fail the deploy; here no role can miss it, including roles added later.
 tests/test_bootstrap.py checks every role of every plan.
 """

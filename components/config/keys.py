@@ -139,6 +139,8 @@ KEYS: tuple[Key, ...] = (
         "Capacity Reservation.", allowed=("onDemand", "spot", "capacityBlock", "reservation")),
     Key("nodePools[].capacityReservationId", STRING,
         "`cr-` and 17 hex digits: the reservation of a capacityBlock or reservation pool.", default=UNSET),
+    Key("nodePools[].capacityBlockEnd", STRING, "A capacityBlock pool's end, in UTC (2027-01-15T11:30:00Z): its queues "
+        "hold before it, the pool is released on the day after.", default=Derived("required on a capacityBlock pool")),
     Key("nodePools[].gpu", BOOLEAN, "Whether the pool's nodes have GPUs."),
     Key("nodePools[].efa", BOOLEAN, "Whether the nodes get EFA interfaces (one zone, a cluster placement group).",
         default=False),
@@ -156,6 +158,9 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools[].shutdownGracePeriodSeconds", INTEGER, "GPU pools: the kubelet's graceful node shutdown; the last 30 s "
         "go to critical pods, the rest to training pods, so it must exceed every job's terminationGracePeriodSeconds "
         "on the pool by 30.", default=150),
+    Key("nodePools[].releaseVersion", STRING, "GPU pools: the EKS-optimized AL2023 NVIDIA AMI release their nodes boot "
+        "(<Kubernetes version>-<yyyymmdd>, of the cluster's minor); roll it monthly.",
+        default=Derived("the minor's pin in components/facts/eks_versions.py (1.36: 1.36.3-20260903)")),
     Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),
     Key("nodePools[].labels", MAP, "Kubernetes labels of the nodes.", default={}),
     Key("nodePools[].taints", LIST, "Kubernetes taints of the nodes (each key and effect once).", default=[]),

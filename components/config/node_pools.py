@@ -15,9 +15,11 @@ live in exactly one, the reservation's.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from components.config.reader import Section
@@ -84,6 +86,13 @@ class NodePoolConfig:
     shutdown_grace_period_seconds: int = 0
     """GPU pools: the kubelet's graceful node shutdown, of which the last
     SHUTDOWN_GRACE_CRITICAL_PODS_S go to critical pods; 0 on CPU pools (nodeadm's own)."""
+    capacity_block_end: datetime | None = None
+    """A capacityBlock pool: the block's end (UTC), from `aws ec2 describe-capacity-reservations` EndDate."""
+    released: bool = False
+    """A capacity block that ended before the day of the plan: no nodes, no quota (release_ended_blocks)."""
+    release_version: str | None = None
+    """GPU pools: the EKS-optimized AMI release their node group boots (`releaseVersion`, else the
+    minor's pin in facts/eks_versions.py: pin_release_versions); None: the group's creation-time AMI."""
 
     @property
     def pod_shutdown_grace_seconds(self) -> int:
@@ -195,11 +204,13 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                 f"is only used with capacity: capacityBlock or reservation, not {capacity or ''}",
                 "remove it, or set capacity: reservation (an On-Demand Capacity Reservation) or capacityBlock")
 
+    block_end = _parse_capacity_block_end(s, capacity)
     placement_group = _parse_placement_group(s, capacity, efa=efa)
     root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
     labels = _parse_labels(s)
     taints = _parse_taints(s)
     shutdown_grace = _parse_shutdown_grace(s, gpu=gpu)
+    release_version = _parse_release_version(s, gpu=gpu)
     s.finish()
     if s.failed or capacity is None:
         return None
@@ -207,8 +218,131 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
         name=name, instance_types=types, capacity=capacity, gpu=gpu, efa=efa,
         min_size=minimum, desired_size=desired, max_size=maximum, availability_zones=zones,
         root_volume_gib=root_volume, labels=labels, taints=taints, capacity_reservation_id=reservation,
-        placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace,
+        placement_group=placement_group, shutdown_grace_period_seconds=shutdown_grace, capacity_block_end=block_end,
+        release_version=release_version,
     )
+
+
+# An EKS-optimized AMI release version: <Kubernetes patch version>-<build date>, as the
+# amazon-eks-ami release notes and the SSM parameter .../recommended/release_version print it.
+RELEASE_VERSION = re.compile(r"(?P<minor>\d+\.\d+)\.\d+-(?P<date>\d{8})")
+# Roll the pin monthly: a plan warns once it is older than this.
+RELEASE_MAX_AGE_DAYS = 35
+
+
+def _release_date(text: str) -> date | None:
+    match = RELEASE_VERSION.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match["date"], "%Y%m%d").date()
+    except ValueError:
+        return None
+
+
+def _parse_release_version(s: Section, *, gpu: bool) -> str | None:
+    """`releaseVersion`: a GPU pool's AMI release (CPU pools follow the node group's own)."""
+    release = s.optional_string(
+        "releaseVersion", check=lambda v: None if _release_date(v) else "is not an AMI release version",
+        fix="copy it from `aws ssm get-parameter --name /aws/service/eks/optimized-ami/<minor>/amazon-linux-2023/"
+            "x86_64/nvidia/recommended/release_version`, e.g. 1.36.3-20260903 (<Kubernetes version>-<yyyymmdd>)")
+    if release and not gpu and s.ok("gpu"):
+        s.error(s.key("releaseVersion"), release, "is only read on GPU pools", "remove it")
+        return None
+    return release if gpu else None
+
+
+def pin_release_versions(section: Section, pools: tuple[NodePoolConfig, ...], *, kubernetes_version: str,
+                         pinned: str | None, today: date) -> tuple[tuple[NodePoolConfig, ...], list[str]]:
+    """Every GPU pool with its AMI release: its own, else `pinned` (the minor's, facts/eks_versions.py).
+    A release of another minor is an error (EKS refuses it); one unset or older than
+    RELEASE_MAX_AGE_DAYS is a warning."""
+    judged, warnings = [], []
+    for index, pool in enumerate(pools):
+        if not pool.gpu:
+            judged.append(pool)
+            continue
+        release = pool.release_version or pinned
+        match = RELEASE_VERSION.fullmatch(release) if release else None
+        if match and match["minor"] != kubernetes_version:
+            section.error(f"{section.key('nodePools')}[{index}].releaseVersion", release,
+                          f"is a release of Kubernetes {match['minor']}, the cluster runs {kubernetes_version}",
+                          f"use a {kubernetes_version} release (the SSM parameter .../optimized-ami/"
+                          f"{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version)")
+        key = f"nodePools '{pool.name}' releaseVersion"
+        released_on = _release_date(release) if release else None
+        if release is None:
+            warnings.append(f"{key}: unset and no verified pin for Kubernetes {kubernetes_version}: the pool's nodes "
+                            "boot the AMI its node group was created with, for months; set it")
+        elif released_on and (today - released_on).days > RELEASE_MAX_AGE_DAYS:
+            warnings.append(f"{key}: {release} is {(today - released_on).days} days old: roll it (docs/upgrading-"
+                            "and-pins.md, 'GPU node AMI releases'; the deploy rolls the pool under its PDB gate)")
+        judged.append(dataclasses.replace(pool, release_version=release))
+    return tuple(judged), warnings
+
+
+# A capacity block's end as EC2 states it: an ISO 8601 time in UTC (`describe-capacity-reservations`
+# EndDate, e.g. 2027-01-15T11:30:00+00:00; a Z suffix is taken too). A time without its zone is refused:
+# a block's end read as local time is hours off.
+BLOCK_END_FORMS = "2027-01-15T11:30:00Z or 2027-01-15T11:30:00+00:00"
+# How soon before a block's end the plan starts to warn.
+BLOCK_END_WARNING_DAYS = 2
+
+
+def _parse_capacity_block_end(s: Section, capacity: Capacity | None) -> datetime | None:
+    """`capacityBlockEnd`: required on a capacityBlock pool (its queues hold before it, its pool is
+    released after it: workload/capacity_block.py), refused on every other pool."""
+    raw = s.optional_string("capacityBlockEnd", check=_block_end_problem,
+                            fix=f"copy the block's EndDate from `aws ec2 describe-capacity-reservations`, e.g. {BLOCK_END_FORMS}")
+    if capacity == Capacity.CAPACITY_BLOCK:
+        if not raw and s.ok("capacityBlockEnd"):
+            s.missing("capacityBlockEnd", "a capacityBlock pool needs its block's end: EC2 terminates its instances "
+                      "from 30 minutes before it, and its queues must stop admitting gangs before that",
+                      f"set capacityBlockEnd: the block's EndDate in UTC, e.g. {BLOCK_END_FORMS}")
+    elif raw:
+        s.error(s.key("capacityBlockEnd"), raw, f"is only used with capacity: capacityBlock, not {capacity or ''}",
+                "remove it (an On-Demand Capacity Reservation's end is not modelled)")
+        return None
+    return _block_end(raw) if raw and s.ok("capacityBlockEnd") else None
+
+
+def _block_end(text: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when.astimezone(UTC) if when.tzinfo is not None and when.utcoffset() == timedelta(0) else None
+
+
+def _block_end_problem(text: str) -> str | None:
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|\+00:00)", text) or _block_end(text) is None:
+        return f"is not a UTC time of the form {BLOCK_END_FORMS}"
+    return None
+
+
+def release_ended_blocks(pools: tuple[NodePoolConfig, ...], *, today: date) -> tuple[tuple[NodePoolConfig, ...], list[str]]:
+    """The pools with every capacity block that ended before `today` released (min = desired = 0,
+    no queue quota), and a warning per block that ended or ends within BLOCK_END_WARNING_DAYS.
+    Judged by the day, as the support calendar is (cluster.py): a plan is the same all day."""
+    judged, warnings = [], []
+    for pool in pools:
+        end = pool.capacity_block_end
+        if end is None:
+            judged.append(pool)
+            continue
+        key = f"nodePools '{pool.name}' capacityBlockEnd"
+        if end.date() < today:
+            judged.append(dataclasses.replace(pool, min_size=0, desired_size=0, released=True))
+            warnings.append(f"{key}: the capacity block ended {end:%Y-%m-%d %H:%M} UTC: the pool is planned with no "
+                            "nodes and its queues with no quota on it; remove the pool, or set the next block's "
+                            "capacityReservationId and capacityBlockEnd")
+            continue
+        judged.append(pool)
+        if end.date() - today <= timedelta(days=BLOCK_END_WARNING_DAYS):
+            warnings.append(f"{key}: the capacity block ends {end:%Y-%m-%d %H:%M} UTC; its queues hold before it "
+                            "(docs/gpu-fabric-and-capacity.md, 'When a capacity block ends'), and a pulumi up on the "
+                            "day after releases the pool")
+    return tuple(judged), warnings
 
 
 def _parse_shutdown_grace(s: Section, *, gpu: bool) -> int:

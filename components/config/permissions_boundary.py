@@ -19,7 +19,7 @@ KEY = "iamPermissionsBoundary"
 # A customer or AWS managed policy (IAM identifiers: path and name of [\w+=,.@-], ASCII only).
 POLICY_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})",
                         re.ASCII)
-# The bootstrap's names (bootstrap/policies.py boundary_policy_name): <project>-boundary-<env>.
+# The bootstrap's names (bootstrap/policies/names.py boundary_policy_name): <project>-boundary-<env>.
 BOOTSTRAP_NAME = re.compile(r"(?P<project>.+)-boundary-(?P<environment>dev|staging|prod)")
 
 

@@ -111,7 +111,8 @@ class PlaceholderKind:
 
 PLACEHOLDERS: tuple[PlaceholderKind, ...] = (
     PlaceholderKind(
-        "example-github-repository", "an example GitHub repository (example-org/...)", ("bootstrap:github.repository",),
+        "example-github-repository", "an example GitHub repository (example-org/...)",
+        ("bootstrap:github.repository", "bootstrap:teams.*.repository"),
         "the CI roles would trust the workflows of a repository that is not yours",
         "write your repository as OWNER/REPO, as it appears in its URL",
         lambda text: bool(_EXAMPLE_REPOSITORY.fullmatch(text))),
@@ -183,8 +184,9 @@ def _within(path: str, key: str) -> bool:
 
 
 def table_key(path: str, project: str) -> str:
-    """A value's path as `PlaceholderKind.keys` spells it: without the project, list items as `[]`."""
-    return re.sub(r"\[\d+\]", "[]", path.removeprefix(f"{project}:"))
+    """A value's path as `PlaceholderKind.keys` spells it: without the project, list items as `[]`,
+    a team of the bootstrap's registry as `*` (teams.<team>.repository)."""
+    return re.sub(r"^teams\.[^.]+\.", "teams.*.", re.sub(r"\[\d+\]", "[]", path.removeprefix(f"{project}:")))
 
 
 def _kinds_at(key: str) -> list[PlaceholderKind]:

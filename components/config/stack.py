@@ -25,7 +25,14 @@ from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
 from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue
 from components.config.network import NetworkConfig, parse_network
-from components.config.node_pools import NodePoolConfig, check_subnet_ip_budget, failed_pool_names, parse_node_pools
+from components.config.node_pools import (
+    NodePoolConfig,
+    check_subnet_ip_budget,
+    failed_pool_names,
+    parse_node_pools,
+    pin_release_versions,
+    release_ended_blocks,
+)
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
 from components.config.permissions_boundary import parse_permissions_boundary
@@ -74,6 +81,7 @@ from components.config.training import (
 )
 from components.config.viewer import ViewerConfig, parse_viewer
 from components.facts.cuda import DEFAULT_IMAGE_CUDA
+from components.facts.eks_versions import AL2023_NVIDIA_RELEASE
 from components.facts.regions import REGIONS_AS_OF, ZONES
 
 # An AWS tag value (`cost-center` on every resource) may hold up to 256 letters, digits, spaces and
@@ -337,6 +345,11 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     # Pools are checked against the network's zones only when those passed.
     network_zones = network.availability_zones if network_section.ok("availabilityZones") and region else None
     node_pools = parse_node_pools(root, raw_pools, network_zones=network_zones, region=region)
+    node_pools, block_warnings = release_ended_blocks(node_pools, today=today)
+    node_pools, release_warnings = pin_release_versions(
+        root, node_pools, kubernetes_version=cluster.kubernetes_version, today=today,
+        pinned=AL2023_NVIDIA_RELEASE.get(cluster.kubernetes_version)) if root.ok("cluster") else (node_pools, [])
+    load_warnings = (*load_warnings, *block_warnings, *release_warnings)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
     storage = parse_storage(root.section("storage", {}), environment=environment, availability_zones=network_zones or (),

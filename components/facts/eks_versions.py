@@ -53,6 +53,16 @@ EKS_CALENDAR: dict[str, KubernetesRelease] = {
     )
 }
 
+# The EKS-optimized AL2023 NVIDIA AMI release the GPU node groups boot, per Kubernetes minor (the
+# node group's releaseVersion; unset, a group keeps the AMI it was created with until the next
+# minor). Source: awslabs/amazon-eks-ami GitHub release v20260903, "Kubernetes 1.36" table: AMI
+# amazon-eks-node-al2023-x86_64-nvidia-1.36-v20260903, release version 1.36.3-20260903, artifacts
+# s3://amazon-eks/1.36.3/2026-08-19/ (the newest release readable offline; AWS publishes one about
+# weekly). Roll it monthly (docs/upgrading-and-pins.md, "GPU node AMI releases"): the live value is
+# the SSM parameter /aws/service/eks/optimized-ami/<minor>/amazon-linux-2023/x86_64/nvidia/recommended/release_version.
+# Earlier minors have no verified pin here: their GPU pools plan without one, with a warning.
+AL2023_NVIDIA_RELEASE: dict[str, str] = {"1.36": "1.36.3-20260903"}
+
 # Add-on builds that are the same on every minor, so an upgrade of Kubernetes does not also
 # change them (and a change of them is its own, separately reviewed step).
 SAME_ON_EVERY_MINOR: dict[str, str] = {

@@ -29,6 +29,7 @@ import pulumi_aws as aws
 from components.config.training import JobConfig
 from components.facts.published_metrics import CONTAINER_INSIGHTS
 from components.facts.regions import arn_partition
+from components.observability.kueue_watch import EVICTED_METRIC, KUEUE_REPLICAS, REQUEUED_METRIC
 from components.observability.training_metrics import JOB_DIMENSION, NAMESPACE_DIMENSION, UNSCHEDULABLE_METRIC
 
 MAX_WIDGETS = 500  # CloudWatch-Dashboard-Body-Structure: "a maximum of 500 widgets"
@@ -225,6 +226,11 @@ def environment_panels(scope: DashboardScope, *, efa: bool, title: str) -> list[
             where={"ClusterName": scope.cluster_name}), "", "pods")], stat="Maximum"),
         metric_panel("Training pods unschedulable for CPU or memory", region, [
             [scope.metrics_namespace, UNSCHEDULABLE_METRIC, {"stat": "Sum"}]], stat="Sum"),
+        metric_panel("Gangs requeued and workloads evicted (Kueue)", region, [
+            [scope.metrics_namespace, REQUEUED_METRIC, {"stat": "Sum", "label": "requeued: pods not Ready in time"}],
+            [scope.metrics_namespace, EVICTED_METRIC,
+             {"stat": "Sum", "label": f"lost admission, any cause (counted by each of {KUEUE_REPLICAS} replicas)"}]],
+            stat="Sum"),
         *training_panels(scope),
     ]
 

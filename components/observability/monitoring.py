@@ -14,6 +14,8 @@
   - any node in a failed condition;
   - on stacks with EFA pools, EFA devices dropping received packets (`node_efa_rx_dropped`, the
     one EFA error counter Container Insights publishes);
+  - a gang Kueue requeued after a PodsReady timeout (start or recovery), read from Kueue's own log
+    (observability/kueue_watch.py);
   - a training pod that stays unschedulable for lack of CPU or memory on nodes that have its GPUs
     (a metric filter on the kube-scheduler's log: Container Insights counts only pods bound to a
     node, so an unscheduled pod never shows in its `pod_status_pending`).
@@ -44,6 +46,7 @@ from components.observability.dashboards import (
     dashboard_url,
     environment_panels,
 )
+from components.observability.kueue_watch import create_kueue_watch
 from components.observability.training_metrics import (
     UNSCHEDULABLE_METRIC,
     WatchedJobs,
@@ -275,6 +278,9 @@ class Observability(pulumi.ComponentResource):
                               metrics_namespace=metrics_namespace(args.cluster_name), parent=self)
         alarms += self._create_job_alarms()
         alarms += self._create_token_alarms()
+        alarms.append(create_kueue_watch(f"{name}-kueue", log_group=self.application_log_group,
+                                         name_prefix=args.name_prefix, metrics_namespace=metrics_namespace(args.cluster_name),
+                                         topic_arn=self.topic.arn, parent=self))
         self._create_dashboard(alarms)
         self.register_outputs({"alertTopicArn": self.topic.arn, "dashboardUrl": self.dashboard_url})
 

@@ -94,8 +94,9 @@ def flavor_resources(pool: NodePoolConfig, gpus: int, *, borrowed: bool) -> list
 
 def cluster_queue_manifest(name: str, *, cohort: str, namespace: str, pools: list[NodePoolConfig],
                            gpu_quota: dict[str, int], borrowed_pools: frozenset[str] = frozenset()) -> dict[str, Any]:
-    flavors = [{"name": flavor_name(pool), "resources": flavor_resources(pool, gpu_quota.get(pool.name, 0),
-                                                                         borrowed=pool.name in borrowed_pools)}
+    # A capacity block that has ended keeps its flavor (its name is in jobs' history) with no quota.
+    flavors = [{"name": flavor_name(pool), "resources": flavor_resources(
+                   pool, 0 if pool.released else gpu_quota.get(pool.name, 0), borrowed=pool.name in borrowed_pools)}
                for pool in pools]
     gangs = [flavor_name(p) for p in pools if provisioned_as_gang(p)]
     checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": GANG_PROVISIONING, "onFlavors": gangs}]}} if gangs else {}

@@ -249,12 +249,12 @@ BARE_ACCOUNT = re.compile(r"^\d{12}$")
 ROOT_PRINCIPAL = re.compile(r"^arn:[^:]+:iam::(?P<account>\d{12}):root$")
 ACCOUNT_OF = re.compile(r"^arn:[^:]+:(?:iam|sts)::(?P<account>\d{12}):")
 OIDC_PROVIDER = re.compile(r":oidc-provider/(?P<host>.+)$")
-# The one wildcard the project's own trust uses (bootstrap/policies.py pull_request_subject): the
+# The one wildcard the project's own trust uses (bootstrap/policies/trust.py pull_request_subject): the
 # number of a pull request in `refs/pull/<number>/merge`.
 PULL_REQUEST_REF = re.compile(r":pull_request:ref:refs/pull/\*/merge$")
 SUBJECT = re.compile(r"^repo:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+:[^*?]+$")
 SUB_OPERATORS = ("StringEquals", "StringLike")
-GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"  # bootstrap/policies.py GITHUB_OIDC_AUDIENCE
+GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"  # bootstrap/policies/trust.py GITHUB_OIDC_AUDIENCE
 # Offline plans name a role created in the same stack by the mock engine's ARN, which carries no
 # account; such a principal is the stack's own.
 MOCK_ARN = "arn:aws:mock:"

@@ -1,0 +1,142 @@
+"""A deploy identity per team and environment (issue 41 item 1): the team deploy role, trusted by
+the team's repository over GitHub OIDC, and the team boundary it and every role it creates carry.
+
+The team boundary allows only the team's own names and prefixes, so a team stack cannot touch
+another team's data even with the policy pack switched off:
+
+- its stacks' state (`team-<team>-<env>`) and the environment's config-secrets key;
+- its prefix of the environment's buckets, `teams/<team>/` (components/identity/policies.py
+  trainer_policy's `artifacts_prefix`);
+- its secrets, `<project>/<env>/teams/<team>/` (components/secrets/store.py);
+- its roles and policies, `<project>-<env>-<team>-*` (the team stack's name prefix,
+  components/config/stack.py) and its secrets reader `<project>-<env>-team-<team>-secrets`
+  (components/identity/policies.py team_secrets_reader_role_name); a role it creates or changes
+  must carry this boundary;
+- its KMS keys, those tagged `team=<team>` (the team stack's provider tags every resource with
+  its team: components/common/tags.py), and their aliases `alias/<project>-<env>-<team>-*`;
+- its alarms, dashboards and budget, `<project>-<env>-<team>-*`.
+
+The registry's names cannot overlap (bootstrap/config.py refuses `vision` beside `vision-x`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bootstrap.config import BootstrapConfig, TeamCi
+from bootstrap.policies.ci_roles import via_s3
+from bootstrap.policies.names import cluster_name, stack_objects, state_metadata
+from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
+from components.facts.regions import arn_partition
+
+TEAM_TAG = "team"
+"""The tag a team stack's provider puts on every resource (components/common/tags.py)."""
+
+
+# What a team stack does with its own roles and policies (what Pulumi's aws.iam.Role, RolePolicy,
+# RolePolicyAttachment and Policy call), not all of IAM: no users, groups, providers, boundaries.
+TEAM_IAM_ACTIONS = (
+    "iam:AttachRolePolicy", "iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:CreateRole", "iam:DeletePolicy",
+    "iam:DeletePolicyVersion", "iam:DeleteRole", "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:GetPolicy",
+    "iam:GetPolicyVersion", "iam:GetRole", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole", "iam:ListPolicyVersions", "iam:ListRolePolicies", "iam:PassRole",
+    "iam:PutRolePolicy", "iam:TagPolicy", "iam:TagRole", "iam:UntagPolicy", "iam:UntagRole",
+    "iam:UpdateAssumeRolePolicy", "iam:UpdateRole", "iam:UpdateRoleDescription",
+)
+
+
+def team_deploy_role_name(stacks_project: str, team: str, environment: str) -> str:
+    """Under the CI roles' pattern (<project>-ci-*): the environment deploy roles can neither change
+    it nor use the state key beyond S3, as for the other CI roles (deploy_guard_policy, keys.py)."""
+    return f"{stacks_project}-ci-team-{team}-{environment}"
+
+
+def team_boundary_policy_name(stacks_project: str, team: str, environment: str) -> str:
+    """Under the boundaries' pattern (<project>-boundary-*): the deploy roles cannot change it."""
+    return f"{stacks_project}-boundary-{environment}-team-{team}"
+
+
+def team_stack(team: str, environment: str) -> str:
+    return f"team-{team}-{environment}"
+
+
+def team_name_prefix(stacks_project: str, team: str, environment: str) -> str:
+    """The team stack's name prefix (components/config/stack.py StackConfig.name_prefix)."""
+    return f"{stacks_project}-{environment}-{team}"
+
+
+def team_subject(team: TeamCi, environment: str) -> str:
+    """The `sub` of a deploy job of the team's repository in the GitHub environment named after
+    the stage, in GitHub's default claim format (repo:OWNER/REPO:environment:ENV; docs.github.com,
+    "OpenID Connect reference"): the environment's deployment-branch rule keeps other branches out."""
+    return f"repo:{team.repository}:environment:{environment}"
+
+
+def team_trust_policy(provider_arn: str, team: TeamCi, environment: str) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "TeamRepositoryDeploys", "Effect": "Allow", "Principal": {"Federated": provider_arn},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE,
+                                       f"{GITHUB_OIDC_HOST}:sub": team_subject(team, environment)}}}]}
+
+
+def _team_iam(config: BootstrapConfig, team: str, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """The team's roles and policies, each role created or changed only with the team boundary."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    prefix = team_name_prefix(project, team, environment)
+    iam = f"arn:{partition}:iam::{account_id}"
+    roles = [f"{iam}:role/{prefix}-*", f"{iam}:role/{project}-{environment}-team-{team}-secrets"]
+    bounded = {"iam:PermissionsBoundary": f"{iam}:policy/{team_boundary_policy_name(project, team, environment)}"}
+    return [
+        {"Sid": "TeamRolesAndPolicies", "Effect": "Allow", "Action": list(TEAM_IAM_ACTIONS),
+         "Resource": [*roles, f"{iam}:policy/{prefix}-*"]},
+        {"Sid": "TeamRolesCarryTheTeamBoundary", "Effect": "Deny",
+         "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:UpdateAssumeRolePolicy"],
+         "Resource": roles, "Condition": {"StringNotEquals": bounded}},
+        {"Sid": "NoBoundaryChanges", "Effect": "Deny",
+         "Action": ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"], "Resource": ["*"]},
+    ]
+
+
+def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *, account_id: str, bucket_arn: str,
+                         state_key_arn: str, secrets_key_arn: str) -> dict[str, Any]:
+    """The team deploy role's policy and permissions boundary, and the boundary of every role the
+    team's stacks create: the team's names and prefixes only (this module's docstring)."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    prefix = team_name_prefix(project, team, environment)
+    buckets = f"arn:{partition}:s3:::{project}-{environment}-*"
+    own_tag = {f"aws:ResourceTag/{TEAM_TAG}": team}
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
+        {"Sid": "WriteTeamState", "Effect": "Allow", "Action": ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+         "Resource": [state_metadata(bucket_arn), *stack_objects(bucket_arn, project, team_stack(team, environment))]},
+        {"Sid": "UseStateKeyThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+         "Resource": [state_key_arn], "Condition": via_s3(config.region)},
+        {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn]},
+        {"Sid": "TeamPrefixOfTheBuckets", "Effect": "Allow", "Action": ["s3:*Object", "s3:*ObjectVersion*",
+                                                                       "s3:AbortMultipartUpload"],
+         "Resource": [f"{buckets}/teams/{team}/*"]},
+        {"Sid": "ListTeamPrefix", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
+         "Resource": [buckets], "Condition": {"StringLike": {"s3:prefix": [f"teams/{team}/*"]}}},
+        {"Sid": "TeamSecrets", "Effect": "Allow", "Action": ["secretsmanager:*"],
+         "Resource": [f"arn:{partition}:secretsmanager:*:{account_id}:secret:{project}/{environment}/teams/{team}/*"]},
+        {"Sid": "CreateTeamKeys", "Effect": "Allow", "Action": ["kms:CreateKey", "kms:TagResource"], "Resource": ["*"],
+         "Condition": {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team}}},
+        {"Sid": "TeamKeys", "Effect": "Allow", "Action": ["kms:*"],
+         "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"], "Condition": {"StringEquals": own_tag}},
+        {"Sid": "TeamKeyAliases", "Effect": "Allow", "Action": ["kms:*Alias"],
+         "Resource": [f"arn:{partition}:kms:*:{account_id}:alias/{prefix}-*"]},
+        {"Sid": "TeamAlarmsDashboardsBudget", "Effect": "Allow", "Action": ["budgets:*", "cloudwatch:*"], "Resource": [
+            f"arn:{partition}:cloudwatch:*:{account_id}:alarm:{prefix}-*",
+            f"arn:{partition}:cloudwatch::{account_id}:dashboard/{prefix}-*",
+            f"arn:{partition}:budgets::{account_id}:budget/{prefix}-*"]},
+        # Reads of the environment's cluster (the Kubernetes provider's endpoint and CA).
+        {"Sid": "ReadTheEnvironmentsCluster", "Effect": "Allow", "Action": ["eks:DescribeCluster"],
+         "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
+        *_team_iam(config, team, environment, account_id),
+        # No other team's data, whatever an Allow above matches (another team's prefix is never
+        # one of the team's: the registry refuses overlapping names).
+        {"Sid": "NoOtherTeamsKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey"],
+         "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
+         "Condition": {"StringNotEquals": own_tag, "Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}}},
+    ]}

@@ -1,0 +1,152 @@
+"""Issue 41 item 1: each team stack deploys with an identity of its own per environment, held by
+IAM to the team's names and prefixes, whatever the policy pack says.
+
+The bootstrap's registry (`teams`) makes team vision's deploy roles in dev and prod; team audio
+stands for any other team of the same environment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from iam_eval import ALLOW, DENY, evaluate, evaluate_bounded
+
+from bootstrap.config import load_bootstrap_config
+from bootstrap.policies import teams
+from components.config import ConfigError
+from offline.plan import Plan
+
+ACCOUNT = "123456789012"
+BUCKET = f"arn:aws:s3:::gpu-training-prod-artifacts-{ACCOUNT}"
+SECRETS = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/teams"
+IAM = f"arn:aws:iam::{ACCOUNT}"
+TEAM_BOUNDARY = f"{IAM}:policy/gpu-training-boundary-prod-team-vision"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(plan_of) -> Plan:
+    return plan_of("bootstrap")
+
+
+def team_role(plan: Plan, name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(trust, inline policy, permissions boundary) of a team deploy role in the plan."""
+    (role,) = [r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == name]
+    (inline,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"] == role["name"]]
+    (boundary,) = [r for r in plan.of_type("aws:iam/policy:Policy")
+                   if r["inputs"]["name"] == teams.team_boundary_policy_name("gpu-training", "vision", "prod")]
+    return (json.loads(role["inputs"]["assumeRolePolicy"]), json.loads(inline["inputs"]["policy"]),
+            json.loads(boundary["inputs"]["policy"]))
+
+
+def as_vision_prod(plan: Plan, action: str, resource: str, context: dict[str, str] | None = None) -> str:
+    _, inline, boundary = team_role(plan, "gpu-training-ci-team-vision-prod")
+    return evaluate_bounded(inline, boundary, action, resource, {"aws:RequestedRegion": "us-east-1", **(context or {})})
+
+
+# (action, team audio's resource, team vision's own, request context)
+TEAM_REACH = [
+    ("s3:GetObject", f"{BUCKET}/teams/audio/model.pt", f"{BUCKET}/teams/vision/model.pt", {}),
+    ("s3:PutObject", f"{BUCKET}/teams/audio/model.pt", f"{BUCKET}/teams/vision/model.pt", {}),
+    ("s3:DeleteObject", f"{BUCKET}/teams/audio/x", f"{BUCKET}/teams/vision/x", {}),
+    ("secretsmanager:GetSecretValue", f"{SECRETS}/audio/token-AbCd", f"{SECRETS}/vision/token-AbCd", {}),
+    ("secretsmanager:PutSecretValue", f"{SECRETS}/audio/token-AbCd", f"{SECRETS}/vision/token-AbCd", {}),
+    ("iam:PutRolePolicy", f"{IAM}:role/gpu-training-prod-audio-trainer", f"{IAM}:role/gpu-training-prod-vision-trainer",
+     {"iam:PermissionsBoundary": TEAM_BOUNDARY}),
+    ("iam:DeleteRole", f"{IAM}:role/gpu-training-prod-team-audio-secrets", f"{IAM}:role/gpu-training-prod-team-vision-secrets", {}),
+    ("iam:CreatePolicyVersion", f"{IAM}:policy/gpu-training-prod-audio-x", f"{IAM}:policy/gpu-training-prod-vision-x", {}),
+    ("kms:Decrypt", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/2", "TEAM_TAG"),
+]
+
+
+@pytest.mark.parametrize(("action", "other", "own", "context"), TEAM_REACH)
+def test_a_team_deploy_role_reaches_its_own_names_and_no_other_teams(bootstrap, action, other, own, context):
+    other_context = {"aws:ResourceTag/team": "audio"} if context == "TEAM_TAG" else context
+    own_context = {"aws:ResourceTag/team": "vision"} if context == "TEAM_TAG" else context
+    assert as_vision_prod(bootstrap, action, other, other_context) != ALLOW, f"{action} on {other}"
+    assert as_vision_prod(bootstrap, action, own, own_context) == ALLOW, f"{action} on {own}"
+
+
+def test_a_team_deploy_role_reaches_no_platform_data_nor_other_environments(bootstrap):
+    for action, resource in (
+            ("s3:GetObject", f"{BUCKET}/checkpoints/pretrain/x"),
+            ("s3:GetObject", f"arn:aws:s3:::gpu-training-dev-artifacts-{ACCOUNT}/teams/vision/x"),
+            ("secretsmanager:GetSecretValue", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-training/prod/hf-token-Ab"),
+            ("iam:PutRolePolicy", f"{IAM}:role/gpu-training-ci-deploy-prod"),
+            ("iam:CreateRole", f"{IAM}:role/gpu-training-prod-cluster"),
+            ("s3:GetObject", f"{BUCKET.replace('artifacts', 'x')}/.pulumi/stacks/gpu-training/prod.json")):
+        assert as_vision_prod(bootstrap, action, resource) != ALLOW, f"{action} on {resource}"
+
+
+def test_a_role_the_team_stack_creates_must_carry_the_team_boundary(bootstrap):
+    own = f"{IAM}:role/gpu-training-prod-vision-trainer"
+    assert as_vision_prod(bootstrap, "iam:CreateRole", own, {"iam:PermissionsBoundary": TEAM_BOUNDARY}) == ALLOW
+    assert as_vision_prod(bootstrap, "iam:CreateRole", own, {}) == DENY
+    env_boundary = f"{IAM}:policy/gpu-training-boundary-prod"
+    assert as_vision_prod(bootstrap, "iam:CreateRole", own, {"iam:PermissionsBoundary": env_boundary}) == DENY
+    assert as_vision_prod(bootstrap, "iam:DeleteRolePermissionsBoundary", own) == DENY
+
+
+def test_the_team_deploy_role_is_trusted_by_its_repository_in_its_environment_only(bootstrap):
+    trust, _, _ = team_role(bootstrap, "gpu-training-ci-team-vision-prod")
+    host = "token.actions.githubusercontent.com"
+    ours = {f"{host}:aud": "sts.amazonaws.com", f"{host}:sub": "repo:example-org/vision-training:environment:prod"}
+    assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, ours) == ALLOW
+    for sub in ("repo:example-org/vision-training:environment:dev", "repo:example-org/gpu-training:environment:prod",
+                "repo:example-org/audio-training:environment:prod", "repo:example-org/vision-training:pull_request"):
+        assert evaluate(trust, "sts:AssumeRoleWithWebIdentity", None, {**ours, f"{host}:sub": sub}) != ALLOW, sub
+
+
+def test_the_environment_deploy_role_cannot_change_a_team_deploy_role_or_boundary(bootstrap):
+    (guard,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy") if r["inputs"]["name"] == "gpu-training-ci-deploy-prod-guard"]
+    document = json.loads(guard["inputs"]["policy"])
+    assert evaluate(document, "iam:PutRolePolicy", f"{IAM}:role/gpu-training-ci-team-vision-prod") == DENY
+    assert evaluate(document, "iam:CreatePolicyVersion", TEAM_BOUNDARY) == DENY
+
+
+def raw(teams_value: Any) -> dict[str, Any]:
+    return {"gpu-training-bootstrap:region": "us-east-1", "gpu-training-bootstrap:costCenter": "ml",
+            "gpu-training-bootstrap:stacksProject": "gpu-training",
+            "gpu-training-bootstrap:github": {"repository": "acme/gpu-training"},
+            "gpu-training-bootstrap:environments": {"dev": None, "prod": None},
+            "gpu-training-bootstrap:teams": teams_value}
+
+
+def load(teams_value: Any):
+    return load_bootstrap_config(raw(teams_value), project="gpu-training-bootstrap", stack="bootstrap")
+
+
+def test_the_registry_gives_each_team_its_repository_and_environments():
+    config = load({"vision": {"repository": "acme/vision"}, "audio": {"repository": "acme/audio", "environments": ["prod"]}})
+    assert [(t.name, t.repository, t.environments) for t in config.teams] == [
+        ("audio", "acme/audio", ("prod",)), ("vision", "acme/vision", ("dev", "prod"))]
+
+
+@pytest.mark.parametrize(("teams_value", "says"), [
+    ({"vision": {"repository": "acme/vision"}, "vision-x": {"repository": "acme/vx"}}, "overlaps team 'vision'"),
+    ({"Vision": {"repository": "acme/vision"}}, "is not a team name"),
+    ({"vision": {"repository": "vision"}}, "is not OWNER/REPO"),
+    ({"vision": {"repository": "acme/vision", "environments": ["staging"]}}, "is not an environment of this bootstrap"),
+    ({"vision": {}}, "repository"),
+])
+def test_a_bad_registry_is_refused_with_the_key_and_the_fix(teams_value, says):
+    with pytest.raises(ConfigError) as raised:
+        load(teams_value)
+    assert says in str(raised.value), str(raised.value)
+
+
+def test_the_bootstrap_exports_each_team_stacks_deploy_role(bootstrap):
+    """The registry's team vision has no `environments`: a role for each configured environment."""
+    assert set(bootstrap.outputs["teamDeployRoleArns"]) == {"team-vision-dev", "team-vision-staging", "team-vision-prod"}
+
+
+def test_a_team_deploy_role_decrypts_its_environments_config_secrets_only(bootstrap):
+    """The secrets-provider keys admit, among the project's roles, the environment's CI roles: a
+    team stack's config secrets need its team deploy role among them, and no other environment's."""
+    documents = {r["name"]: json.loads(r["inputs"]["policy"]) for r in bootstrap.of_type("aws:kms/key:Key")}
+    role = f"{IAM}:role/gpu-training-ci-team-vision-prod"
+    request = {"aws:PrincipalArn": role, "aws:PrincipalTag/project": "gpu-training-bootstrap"}
+    prod_key, dev_key = documents["state-secrets-prod"], documents["state-secrets-dev"]
+    assert evaluate(prod_key, "kms:Decrypt", "*", request) == ALLOW
+    assert evaluate(dev_key, "kms:Decrypt", "*", request) == DENY
