@@ -78,6 +78,7 @@ from components.workload.multikueue import (
 )
 from components.workload.progress_access import ProgressAdmissionPolicy
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
+from components.workload.team_queues import team_cluster_queues
 from components.workload.tenant import (
     PLATFORM_TENANT,
     TenantSecrets,
@@ -151,6 +152,10 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     TenantAdmission("tenant-admission", TenantAdmissionArgs(exposure=exposure_of(config)),
                     cluster.in_cluster)
     _multikueue(config, on_aws, cluster, [controllers.kueue, tenant.namespace])
+    # Every registered team's ClusterQueue: the platform owns the cluster's quotas (config/teams.py).
+    team_cluster_queues(config.teams, cohort=config.environment, pools=_gpu_pools(config),
+                        manager=config.multikueue is not None and config.multikueue.role == MANAGER,
+                        depends_on=[controllers.kueue], opts=cluster.in_cluster)
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
                                          "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}

@@ -5,8 +5,8 @@ versioned platform contract (components/config/platform_contract.py: the platfor
 the resources teams attach to). The team's config is judged again against that contract before
 any resource is made; it creates no VPC, cluster, node pool or bucket:
 
-namespace `team-<team>` (same guard rails as the environment's) -> ClusterQueue `team-<team>` in
-the environment's cohort -> the team's trainer role (its own artifacts prefix, its own EFS
+namespace `team-<team>` (same guard rails as the environment's) -> LocalQueue onto the ClusterQueue
+`team-<team>` the platform made from its registry of teams -> the team's trainer role (its own artifacts prefix, its own EFS
 access point, its own secrets) -> secrets in Secrets Manager, synced by a store that assumes a
 reader role for this team only -> volumes -> jobs.
 
@@ -52,7 +52,6 @@ from components.secrets.store import TrainingSecrets, TrainingSecretsArgs, secre
 from components.workload.job_context import job_context_config_map
 from components.workload.multikueue import (
     any_region_local_queue,
-    team_any_region_cluster_queue,
     team_any_region_queue_name,
 )
 from components.workload.queues import LOCAL_QUEUE
@@ -274,6 +273,8 @@ def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[
         namespace_depends_on=[],
         # The platform's ALB, security group and controller, which the team's Ingress joins.
         viewer=exposure_of(platform_config),
+        # The platform made the team's ClusterQueue from its registry of teams (workload/team_queues.py).
+        cluster_queue_made_by_platform=True,
     ), in_cluster)
 
 
@@ -324,15 +325,12 @@ def _team_role(resource_name: str, config: TeamStackConfig, opts: pulumi.Resourc
 
 
 def _any_region_queue(team: TeamOnPlatform, tenant: TrainingTenant, in_cluster: pulumi.ResourceOptions) -> None:
-    """On the manager: the team's LocalQueue `any-region` onto its own MultiKueue ClusterQueue, whose
-    limit is the team's gpuQuota total over every region (each worker's queue caps that region)."""
-    config = team.config
-    namespace = config.training_namespace
+    """On the manager: the team's LocalQueue `any-region` onto its own MultiKueue ClusterQueue, which
+    the platform made from its registry of teams (workload/team_queues.py)."""
+    namespace = team.config.training_namespace
     after_namespace = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace]))
-    cluster_queue = custom_resource("team-any-region-cluster-queue", team_any_region_cluster_queue(
-        namespace, cohort=config.environment, gpus=sum(config.training.gpu_quota.values())), after_namespace)
     custom_resource("team-any-region-queue", any_region_local_queue(namespace, team_any_region_queue_name(namespace)),
-                    pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(depends_on=[cluster_queue])))
+                    after_namespace)
 
 
 def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader: aws.iam.Role,

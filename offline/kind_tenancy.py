@@ -61,6 +61,11 @@ def kind_tenancy(team_plan: Path, platform_plan: Path) -> tuple[list[dict[str, A
             left_out.append(f"{kind}/{name}: {why}")
         else:
             kept.append(_on_kind(manifest))
+    # The team's ClusterQueue is the platform's (components/workload/team_queues.py): the one its
+    # kept LocalQueues point at.
+    targets = {m["spec"]["clusterQueue"] for m in kept if m["kind"] == "LocalQueue"}
+    kept += [_on_kind(m) for m in planned_manifests(platform_plan)
+             if m["kind"] == "ClusterQueue" and m["metadata"]["name"] in targets]
     queues = [m for m in kept if m["kind"] == "ClusterQueue"]
     flavors = {flavor["name"] for queue in queues for group in queue["spec"]["resourceGroups"] for flavor in group["flavors"]}
     kept += [m for m in planned_manifests(platform_plan) if m["kind"] == "ResourceFlavor" and m["metadata"]["name"] in flavors]

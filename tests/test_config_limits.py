@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,53 +200,116 @@ def load_team(raw, plan_of) -> TeamStackConfig:
     return config
 
 
+def load_prod(raw):
+    config = load_stack_config(raw, project=PROJECT, stack="prod", sibling_stacks_dir=None)
+    assert isinstance(config, StackConfig)
+    return config
+
+
+def with_teams(*rows):
+    return mutate(raw_config("prod"), "teams", list(rows))
+
+
 @pytest.mark.parametrize(
-    ("training", "expected"),
+    ("raw", "expected"),
     [
-        # prod's own queue owns all 16 GPUs of the 2 reserved p5: the finding.
-        ({"gpuQuota": {"p5-efa": 16, "gpu-spot": 16}},
-         "gpu-training:training.gpuQuota.p5-efa: owns 16 of pool p5-efa's 16 GPUs while the platform stack 'prod' "
-         "(its training.gpuQuota) owns 16: together 32"),
-        ({"gpuQuota": {"p5-efa": 1, "gpu-spot": 16}}, "Fix: remove it (the others own the whole pool), or borrow it instead: gpuQuotaBorrowed: [p5-efa]"),
-        ({"gpuQuota": {"gpu-spot": 24}}, "gpu-training:training.gpuQuota.gpu-spot: owns 24 of pool gpu-spot's 32 GPUs"),
-        ({"gpuQuota": {"gpu-spot": 24}}, "Fix: lower it to 16 or less"),
-        ({"gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["p5-efa"]},
-         "gpu-training:training.gpuQuotaBorrowed: is not a pool of training.gpuQuota"),
-        ({"gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["gpu-spot", "gpu-spot"]},
-         "gpu-training:training.gpuQuotaBorrowed: lists a pool twice"),
+        # prod's own queue owns all 16 GPUs of the 2 reserved p5: the finding, now in the platform's own plan.
+        (with_teams({"name": "vision", "gpuQuota": {"p5-efa": 16, "gpu-spot": 16}}),
+         "gpu-training:teams[0].gpuQuota.p5-efa: brings the owned quota of pool p5-efa to 32 of its 16 GPUs "
+         "(the platform's training.gpuQuota owns 16, team vision owns 16)"),
+        # The platform owns the pool: the fix says to borrow it (gpuQuotaBorrowed), from the platform.
+        (with_teams({"name": "vision", "gpuQuota": {"p5-efa": 1}}),
+         "Fix: remove it, or let the team borrow the pool: gpuQuotaBorrowed: [p5-efa] in its row (the platform owns "
+         "p5-efa: the team then runs on GPUs the platform leaves idle"),
+        # Summed across every team: vision's 8 fit beside the platform's 16, nlp's 16 do not.
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 8}}, {"name": "nlp", "gpuQuota": {"gpu-spot": 16}}),
+         "gpu-training:teams[1].gpuQuota.gpu-spot: brings the owned quota of pool gpu-spot to 40 of its 32 GPUs "
+         "(the platform's training.gpuQuota owns 16, team vision owns 8, team nlp owns 16)"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 8}}, {"name": "nlp", "gpuQuota": {"gpu-spot": 16}}),
+         "Fix: lower it to 8 or less"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 1000}}),
+         "gpu-training:teams[0].gpuQuota.gpu-spot: exceeds pool gpu-spot's 32 GPUs"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["p5-efa"]}),
+         "gpu-training:teams[0].gpuQuotaBorrowed: is not a pool of this row's gpuQuota"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 16}, "gpuQuotaBorrowed": ["gpu-spot", "gpu-spot"]}),
+         "gpu-training:teams[0].gpuQuotaBorrowed: lists a pool twice"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 16}, "gpuBorrowingLimit": {"gpu-spot": 1000}}),
+         "gpu-training:teams[0].gpuBorrowingLimit.gpu-spot: with the quota of 16 allows 1016 GPUs, more than pool "
+         "gpu-spot's 32"),
+        (with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 16}}, {"name": "vision", "gpuQuota": {"gpu-spot": 0}}),
+         "gpu-training:teams: names a team twice"),
+        (with_teams({"name": "Vision!", "gpuQuota": {"gpu-spot": 16}}), "gpu-training:teams[0].name: is not a team name"),
+        # A borrowed pool no other queue owns: the team's jobs would never be admitted.
+        (mutate(with_teams({"name": "vision", "gpuQuota": {"gpu-spot": 8}, "gpuQuotaBorrowed": ["gpu-spot"]}),
+                "training", {"gpuQuota": {"p5-efa": 16}, "jobs": []}),
+         "gpu-training:teams[0].gpuQuotaBorrowed: borrows pool gpu-spot, which no other queue of the cohort owns"),
     ],
 )
-def test_a_team_cannot_own_what_its_platform_owns(training, expected, plan_of):
-    raw = mutate(raw_config(TEAM_STACK), "training", {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], **training})
+def test_the_platform_sums_every_teams_owned_quota_with_its_own(raw, expected):
     with pytest.raises(ConfigError) as raised:
-        load_team(raw, plan_of)
+        load_prod(raw)
     assert any(expected in problem for problem in raised.value.errors), raised.value.errors
 
 
-def test_borrowed_quota_passes_and_becomes_a_borrowing_limit(plan_of):
-    training = {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], "gpuQuota": {"p5-efa": 16, "gpu-spot": 16},
-                "gpuQuotaBorrowed": ["p5-efa"]}
-    config = load_team(mutate(raw_config(TEAM_STACK), "training", training), plan_of)
-    assert config.training.owned_gpu_quota == {"gpu-spot": 16}
-    plan = synthesize(TEAM_STACK, overrides={"training": training}, platform_outputs=plan_of("prod").outputs)
+def test_a_team_stack_sets_no_quota_of_its_own(plan_of):
+    training = {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], "gpuQuota": {"gpu-spot": 16}}
+    with pytest.raises(ConfigError) as raised:
+        load_team(mutate(raw_config(TEAM_STACK), "training", training), plan_of)
+    assert any(problem.startswith("gpu-training:training.gpuQuota: belongs to the platform stack 'prod'")
+               for problem in raised.value.errors), raised.value.errors
+
+
+def test_a_team_the_platform_does_not_list_is_refused_before_any_resource():
+    platform = load_prod(with_teams())
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(raw_config(TEAM_STACK), project=PROJECT, stack=TEAM_STACK, platform=platform)
+    assert any("teams: lists no team vision" in problem and "add the team's row" in problem
+               for problem in raised.value.errors), raised.value.errors
+
+
+def test_a_borrowed_row_becomes_a_borrowing_limit_and_every_queue_is_bounded():
+    raw = with_teams({"name": "vision", "gpuQuota": {"p5-efa": 16, "gpu-spot": 8}, "gpuQuotaBorrowed": ["p5-efa"],
+                      "gpuBorrowingLimit": {"gpu-spot": 8}})
+    plan = synthesize("prod", overrides={"teams": raw[f"{PROJECT}:teams"]})
     (queue,) = [m for m in plan.manifests_on(None) if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == "team-vision"]
     assert validate_custom_resource(queue) == []
     flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["spec"]["resourceGroups"][0]["flavors"]}
     assert flavors["pool-p5-efa"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 16}
-    assert flavors["pool-gpu-spot"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 16}
+    assert flavors["pool-gpu-spot"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 8}
+    # Kueue borrows without bound where borrowingLimit is unset: the platform sets it on every resource.
+    assert all("borrowingLimit" in r for f in flavors.values() for r in f.values())
+    # One node of gpu-spot's CPU and memory come with its 8 borrowable GPUs (g6/g5 .48xlarge: 8 GPUs a node).
+    assert flavors["pool-gpu-spot"]["cpu"]["borrowingLimit"] == flavors["pool-gpu-spot"]["cpu"]["nominalQuota"]
+
+
+def test_the_team_plan_makes_no_cluster_queue_and_the_platform_one_per_registered_team(plan_of):
+    team, platform = plan_of(TEAM_STACK), plan_of("prod")
+    assert not [m for m in team.manifests() if m["kind"] == "ClusterQueue"]
+    (local,) = [m for m in team.manifests_on(None) if m["kind"] == "LocalQueue" and m["metadata"]["name"] == "training"]
+    assert local["spec"]["clusterQueue"] == "team-vision"
+    rows = raw_config("prod")[f"{PROJECT}:teams"]
+    queues = {m["metadata"]["name"]: m for m in platform.manifests_on(None) if m["kind"] == "ClusterQueue"}
+    for row in rows:
+        queue = queues[f"team-{row['name']}"]
+        flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["spec"]["resourceGroups"][0]["flavors"]}
+        for pool, gpus in row["gpuQuota"].items():
+            assert flavors[f"pool-{pool}"]["nvidia.com/gpu"]["nominalQuota"] == gpus
+        assert queue["spec"]["cohortName"] == "prod"
+        assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": f"team-{row['name']}"}}
 
 
 @pytest.mark.parametrize(
     ("stack", "borrowed", "expected"),
     [
-        # dev's only GPU pool, and no team stack in dev: the finding.
+        # dev's only GPU pool, and no team in dev's registry: the finding.
         ("dev", ["gpu-spot"], "gpu-training:training.gpuQuotaBorrowed: borrows pool gpu-spot's GPUs, but no other "
          "queue of the cohort owns any to lend (this stack's queue is the only one of the environment's cohort)"),
-        # A regional stack's cluster has no team queues (teams run on the environment's own stack).
-        ("prod-usw2", ["gpu-spot"], "this stack's queue is the only one of the environment's cohort"),
+        # A regional stack's cohort holds its own queue and its registry's teams: vision owns gpu-spot only.
+        ("prod-usw2", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend "
+         "(team vision owns none of it)"),
         # prod's one team owns gpu-spot only.
-        ("prod", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (stack "
-         "'team-vision-prod' (stacks/Pulumi.team-vision-prod.yaml) owns none of it)"),
+        ("prod", ["p5-efa"], "borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (team "
+         "vision owns none of it)"),
         ("prod", ["p5-efa"], "Fix: own the quota instead: remove p5-efa from training.gpuQuotaBorrowed"),
     ],
 )
@@ -258,45 +320,19 @@ def test_a_queue_cannot_borrow_where_the_cohort_has_no_lender(stack, borrowed, e
 
 
 def test_a_platform_queue_borrows_what_a_team_owns():
-    """team-vision-prod owns 16 of gpu-spot: prod's own queue may borrow it."""
+    """prod's registry gives team vision 16 of gpu-spot: prod's own queue may borrow it."""
     raw = mutate(raw_config("prod"), "training", {**raw_config("prod")[f"{PROJECT}:training"], "gpuQuotaBorrowed": ["gpu-spot"]})
     assert problems_of(raw, "prod") == []
 
 
-def test_a_team_queue_cannot_borrow_what_nobody_in_its_cohort_owns(plan_of):
-    """prod's own queue owns p5-efa; with it owned by nobody, the team's borrowed p5-efa has no lender."""
-    contract = read_contract(plan_of("prod").outputs[CONTRACT_OUTPUT], reference=f"organization/{PROJECT}/prod",
-                             project=PROJECT)
-    platform = platform_of_contract(contract, project=PROJECT, environment="prod")
-    platform = replace(platform, training=replace(platform.training, gpu_quota={"gpu-spot": 16}))
-    training = {**raw_config(TEAM_STACK)[f"{PROJECT}:training"], "gpuQuota": {"p5-efa": 16, "gpu-spot": 16},
-                "gpuQuotaBorrowed": ["p5-efa"]}
-    with pytest.raises(ConfigError) as raised:
-        load_stack_config(mutate(raw_config(TEAM_STACK), "training", training), project=PROJECT, stack=TEAM_STACK,
-                          platform=platform)
-    assert any("borrows pool p5-efa's GPUs, but no other queue of the cohort owns any to lend (the platform stack "
-               "'prod' (its training.gpuQuota) owns none of it)" in p for p in raised.value.errors), raised.value.errors
-
-
-def test_the_repositorys_team_stacks_together_fit_their_platforms_pools():
-    """The program sees only its platform's contract, not the other teams: here every team stack file
-    of an environment is summed with its platform's own queue."""
-    teams: dict[str, list[tuple[str, dict[str, int]]]] = {env: [] for env in ENVIRONMENTS}
+def test_the_repositorys_team_stacks_are_each_in_their_platforms_registry():
+    """Every team stack file names a team its platform's registry lists, so its queue exists."""
     for path in sorted((ROOT / "stacks").glob("Pulumi.team-*.yaml")):
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        config = planned_config(stack)
-        assert isinstance(config, TeamStackConfig)
-        teams[str(stack_kind(stack)[1])].append((stack, config.training.owned_gpu_quota))
-    assert any(teams.values()), "no team stack file to sum"
-    for environment, owners in teams.items():
-        if not owners:
-            continue
-        platform = planned_config(environment)
+        team, environment = stack_kind(stack)
+        platform = planned_config(str(environment))
         assert isinstance(platform, StackConfig)
-        queues = [(environment, platform.training.owned_gpu_quota), *owners]
-        assert overcommitted_pools(platform.node_pools, queues) == []
-        # The same sum finds a second copy of the teams (the check can fail).
-        assert overcommitted_pools(platform.node_pools, queues + [(f"{s}-copy", q) for s, q in owners if q])
+        assert team in [row.name for row in platform.teams], stack
 
 
 # --- distinct VPC ranges --------------------------------------------------------------------------

@@ -164,7 +164,12 @@ def test_gang_flavors_are_admitted_through_provisioning_requests(stack, plan_of)
     config = planned_config(stack)
     platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
     pools = platform.node_pools
-    queues = {q["metadata"]["name"]: q for q in manifests(plan, "ClusterQueue")}
+    # The stack's namespace's queues: a team's are its platform's (made from its registry of teams),
+    # and a platform's plan holds its registered teams' beside its own.
+    namespace = config.training_namespace
+    queues = {q["metadata"]["name"]: q for q in manifests(plan_of(platform.stack), "ClusterQueue")
+              if q["metadata"]["name"] in (namespace, f"{namespace}.any-region", "any-region")
+              and (q["metadata"]["name"] != "any-region" or not isinstance(config, TeamStackConfig))}
     # A MultiKueue manager's any-region queue only dispatches: its one check is MultiKueue's and it
     # admits nothing onto the manager's pools; the worker's own queue provisions the gang there.
     manager = isinstance(config, StackConfig) and config.multikueue is not None and config.multikueue.role == MANAGER

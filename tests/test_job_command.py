@@ -107,7 +107,7 @@ BAD_JOBS = [
     ("wrong type", {**ADHOC, "nodes": "two"}, "nodes: must be a whole number (got 'two')", "Fix:"),
     ("pool not in the platform", {**ADHOC, "pool": "gpu-nope"}, "pool: is not a GPU pool of this stack (got 'gpu-nope')",
      "Fix: use one of"),
-    ("over the team quota", {**ADHOC, "nodes": 3}, "nodes: ", "raise training.gpuQuota.gpu-spot to at least 24"),
+    ("over the team quota", {**ADHOC, "nodes": 3}, "nodes: ", "raise the platform's teams[name=vision].gpuQuota.gpu-spot to at least 24"),
     ("spot grace too long", {**ADHOC, "terminationGracePeriodSeconds": 300}, "terminationGracePeriodSeconds: exceeds",
      "Fix: set at most 100"),
     ("missing secret", {**ADHOC, "secrets": ["hf-token"]}, "secrets: is not declared in the stack's secrets (got 'hf-token')",

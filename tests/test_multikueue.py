@@ -289,7 +289,8 @@ def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
     manager, team = plan_of("prod"), plan_of("team-vision-prod")
     (queue,) = [q for q in team.manifests_on(None) if q["kind"] == "LocalQueue" and q["metadata"]["name"] == ANY_REGION]
     # The team's own MultiKueue queue, with its total as a quota of its own, neither lent nor borrowed.
-    (team_queue,) = [q for q in kinds(team, "ClusterQueue") if q["metadata"]["name"] == queue["spec"]["clusterQueue"]]
+    # (made by the manager's platform stack from its registry of teams)
+    (team_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == queue["spec"]["clusterQueue"]]
     (cluster_queue,) = [q for q in kinds(manager, "ClusterQueue") if q["metadata"]["name"] == ANY_REGION]
     assert team_queue["spec"]["admissionChecksStrategy"] == cluster_queue["spec"]["admissionChecksStrategy"]
     (flavor,) = team_queue["spec"]["resourceGroups"][0]["flavors"]

@@ -4,8 +4,10 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
+import yaml
 from stack_configs import PROJECT, ROOT, mutate, raw_config
 
 from components.config import ConfigError, TeamStackConfig, decode_raw_config, load_stack_config
@@ -46,8 +48,11 @@ def test_team_namespace_queue_and_jobs(plan_of):
     (namespace,) = manifests(plan, "Namespace")
     assert namespace["metadata"]["name"] == f"team-{TEAM}"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    # Its own queue; beside it the MultiKueue queue of its jobs on `any-region` (test_worker_tenancy.py).
-    (queue,) = [q for q in manifests(plan, "ClusterQueue") if q["metadata"]["name"] == f"team-{TEAM}"]
+    # Its queue is the platform's, from its registry of teams; the team's LocalQueue points at it.
+    assert not manifests(plan, "ClusterQueue")
+    (local,) = [q for q in manifests(plan, "LocalQueue") if q["metadata"]["name"] == "training"]
+    assert local["spec"]["clusterQueue"] == f"team-{TEAM}"
+    (queue,) = [q for q in manifests(plan_of("prod"), "ClusterQueue") if q["metadata"]["name"] == f"team-{TEAM}"]
     assert queue["spec"]["cohortName"] == "prod"
     assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": f"team-{TEAM}"}}
     (jobset,) = manifests(plan, "JobSet")
@@ -101,14 +106,25 @@ def load_team(raw, stack=STACK, *, platform_plan=None):
         ("platformStack", "organization/gpu-training/dev", "gpu-training:platformStack: a prod team stack must use the prod platform"),
         ("platformStack", "organization/other-project/prod", "gpu-training:platformStack: names the project other-project"),
         ("region", "eu-west-1", "gpu-training:region: differs from the platform's region"),
-        ("training.gpuQuota", {"gpu-spot": 8}, "gpu-training:training.jobs[0].nodes"),
-        ("training.gpuQuota", {"system": 1}, "gpu-training:training.gpuQuota.system: is not a GPU pool"),
+        ("training.gpuQuota", {"gpu-spot": 8}, "gpu-training:training.gpuQuota: belongs to the platform stack 'prod'"),
+        ("training.gpuQuotaBorrowed", ["gpu-spot"], "gpu-training:training.gpuQuotaBorrowed: belongs to the platform"),
+        ("teams", [], "gpu-training:teams: belongs to the platform stack"),
     ],
 )
 def test_invalid_team_config(path, value, expected, plan_of):
     with pytest.raises(ConfigError) as raised:
         load_team(mutate(raw_config(STACK), path, value), platform_plan=plan_of("prod"))
     assert any(e.startswith(expected) for e in raised.value.errors), raised.value.errors
+
+
+def test_team_jobs_are_judged_against_the_platforms_row_of_the_team(plan_of):
+    """The quota a team's gang must fit is its row of the platform's registry, as deployed."""
+    deployed = with_contract(plan_of("prod"), config_teams=[{"name": TEAM, "gpuQuota": {"gpu-spot": 8}}])
+    with pytest.raises(ConfigError) as raised:
+        synthesize(STACK, platform_outputs=deployed)
+    assert any(e.startswith("gpu-training:training.jobs[0].nodes") and
+               "raise the platform's teams[name=vision].gpuQuota.gpu-spot to at least 16" in e
+               for e in raised.value.errors), raised.value.errors
 
 
 def test_non_prod_team_cannot_point_at_prod():
@@ -144,7 +160,8 @@ def test_team_jobs_are_judged_against_the_deployed_platform_not_the_stack_file(p
     pools = [p for p in json.loads(config[f"{PROJECT}:nodePools"]) if p["name"] != "gpu-spot"]
     training = json.loads(config[f"{PROJECT}:training"])
     del training["gpuQuota"]["gpu-spot"]
-    deployed = with_contract(plan_of("prod"), config_nodePools=pools, config_training=training)
+    deployed = with_contract(plan_of("prod"), config_nodePools=pools, config_training=training,
+                             config_teams=[{"name": TEAM, "gpuQuota": {}}])
     with pytest.raises(ConfigError) as raised:
         synthesize(STACK, platform_outputs=deployed)
     assert any(e.startswith("gpu-training:training.jobs[0].pool") or e.startswith("gpu-training:training.gpuQuota.gpu-spot")
@@ -180,12 +197,16 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
     assert result.returncode == 0, result.stderr
     path = tmp_path / "Pulumi.team-nlp-staging.yaml"
     _, raw, _ = stack_config("team-nlp-staging", path)
-    config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=synthesize("staging"))
-    assert isinstance(config, TeamStackConfig) and config.training.gpu_quota
-    plan_result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", "team-nlp-staging",
-                                  "--stack-file", str(path), "--out", str(tmp_path / "build")],
-                                 capture_output=True, text=True, timeout=300)
-    assert plan_result.returncode == 0, plan_result.stderr
+    # The platform's registry with the row the script printed for the operator to add.
+    rows = yaml.safe_load(textwrap.dedent("\n".join(line for line in result.stdout.splitlines() if line.startswith("    "))))
+    assert [row["name"] for row in rows] == ["nlp"] and "add the team's row to gpu-training:teams in stacks/Pulumi.staging.yaml" in result.stdout
+    platform = synthesize("staging", overrides={"teams": rows})
+    config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=platform)
+    assert isinstance(config, TeamStackConfig) and config.training.gpu_quota == rows[0]["gpuQuota"]
+    # The platform's own trainer image, pinned by digest: the checkpoint cleanup's image (issue 45).
+    assert config.training.trainer_image == config.judged_platform.training.trainer_image
+    plan = synthesize("team-nlp-staging", path, platform_outputs=platform.outputs)
+    assert plan.manifests() and not [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "exists" in again.stderr

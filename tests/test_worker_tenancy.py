@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
+import yaml
 
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
 from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import CONTRACT_OUTPUT, worker_problems
+from components.config.teams import TeamQueueConfig
 from components.workload.multikueue import (
     ADMISSION_CHECK,
     ANY_REGION,
@@ -23,7 +27,7 @@ from components.workload.multikueue import (
     dispatcher_role_binding,
     team_any_region_queue_name,
 )
-from components.workload.worker_tenant import capped_cluster_queue_manifest
+from components.workload.team_queues import team_cluster_queue_manifest
 from offline import plan as plan_module
 from offline.plan import synthesize
 from tests.crd_schemas import validate_custom_resource
@@ -61,19 +65,20 @@ def test_each_worker_gets_the_teams_namespace_objects_through_its_own_cluster(pl
     for worker in workers(plan_of(MANAGER)):
         provider = f"{worker}-cluster"
         assert provider in providers and team.other_clusters[provider] == worker
-        for kind in ("Namespace", "ResourceQuota", "ClusterQueue", "LocalQueue", "RoleBinding", "ServiceAccount",
+        for kind in ("Namespace", "ResourceQuota", "LocalQueue", "RoleBinding", "ServiceAccount",
                      "PersistentVolumeClaim", "SecretStore", "ExternalSecret"):
             objects = on_cluster(team, worker, kind)
             assert objects, f"no {kind} on {worker}"
             assert all(m["metadata"].get("namespace", NAMESPACE) == NAMESPACE or kind == "Namespace" for m in objects)
         assert not on_cluster(team, worker, "JobSet"), "jobs are submitted on the manager and dispatched"
+        assert not on_cluster(team, worker, "ClusterQueue"), "the worker's platform makes the team's ClusterQueue"
         assert not on_cluster(team, worker, "CronJob")
 
 
 def test_the_worker_namespace_is_the_managers_and_its_any_region_queue_selects_it(plan_of):
     manager, team = plan_of(MANAGER), plan_of(TEAM_STACK)
     (own,) = on_cluster(team, None, "Namespace")
-    (selecting,) = [q for q in on_cluster(team, None, "ClusterQueue")
+    (selecting,) = [q for q in on_cluster(manager, None, "ClusterQueue")
                     if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
     # (kubernetes.io/metadata.name: the label the API server gives every namespace, its name.)
     assert selecting["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
@@ -90,21 +95,22 @@ def test_the_any_region_queue_is_on_the_manager_and_every_worker_by_the_same_nam
     assert all(len(found) == 1 and found[0]["metadata"]["namespace"] == NAMESPACE for found in queues.values()), queues
     for cluster in clusters:
         (queue,) = queues[cluster]
-        (target,) = [q for q in on_cluster(team, cluster, "ClusterQueue")
+        # The platform of that cluster made it, from its registry of teams.
+        (target,) = [q for q in on_cluster(plan_of(cluster or MANAGER), None, "ClusterQueue")
                      if q["metadata"]["name"] == queue["spec"]["clusterQueue"]]
         assert validate_custom_resource(target) == [] and validate_custom_resource(queue) == []
 
 
 def test_quota_in_total_on_the_manager_and_per_region_on_each_worker(plan_of):
-    team = plan_of(TEAM_STACK)
-    quota = json.loads(json.dumps(raw_config(TEAM_STACK)[f"{PROJECT}:training"]["gpuQuota"]))
-    (total,) = [q for q in on_cluster(team, None, "ClusterQueue") if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
+    (row,) = [r for r in raw_config(MANAGER)[f"{PROJECT}:teams"] if r["name"] == "vision"]
+    quota = json.loads(json.dumps(row["gpuQuota"]))
+    (total,) = [q for q in on_cluster(plan_of(MANAGER), None, "ClusterQueue")
+                if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
     assert total["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": ADMISSION_CHECK}]
     # A quota of its own, the team's total: it neither takes the environment's any-region quota nor lends it.
     assert gpus(total, FLAVOR) == {"name": GPU, "nominalQuota": sum(quota.values()), "borrowingLimit": 0, "lendingLimit": 0}
     for worker in workers(plan_of(MANAGER)):
-        (regional,) = on_cluster(team, worker, "ClusterQueue")
-        assert regional["metadata"]["name"] == NAMESPACE
+        (regional,) = [q for q in on_cluster(plan_of(worker), None, "ClusterQueue") if q["metadata"]["name"] == NAMESPACE]
         for pool, owned in quota.items():
             assert gpus(regional, f"pool-{pool}") == {"name": GPU, "nominalQuota": owned, "borrowingLimit": 0}
 
@@ -119,8 +125,7 @@ def test_a_regional_queue_never_exceeds_the_teams_quota(gpu_quota, borrowed, exp
     worker = load_stack_config(raw_config("prod-usw2"), project=PROJECT, stack="prod-usw2")
     assert isinstance(worker, StackConfig)
     pools = [p for p in worker.node_pools if p.gpu]
-    manifest = capped_cluster_queue_manifest(NAMESPACE, cohort="prod", pools=pools, gpu_quota=gpu_quota,
-                                             borrowed_pools=borrowed)
+    manifest = team_cluster_queue_manifest(TeamQueueConfig("vision", gpu_quota, borrowed), cohort="prod", pools=pools)
     got = {f["name"]: (gpus(manifest, f["name"])["nominalQuota"], gpus(manifest, f["name"])["borrowingLimit"])
            for f in manifest["spec"]["resourceGroups"][0]["flavors"]}
     assert got == expected
@@ -201,18 +206,37 @@ def test_a_worker_assumes_no_reader_of_its_own_name(plan_of):
         assert [r.rsplit(":role/", 1)[1] for r in assume["Resource"]] == [f"{prefix}-team-*-secrets"], stack
 
 
+def printed_registry_rows(stdout: str) -> list[dict]:
+    """The rows of `teams` that scripts/new-team-stack tells the operator to add to the platform's stack file."""
+    lines = [line for line in stdout.splitlines() if line.startswith("    ")]
+    return yaml.safe_load(textwrap.dedent("\n".join(lines)))
+
+
 @pytest.mark.parametrize("environment", ["dev", "staging"])
 def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path, environment):
     made = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", environment,
                            "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     stack = f"team-nlp-{environment}"
-    # dev's own queue owns all of gpu-spot: the new team borrows its GPU there.
-    overrides = {"training": {"gpuQuota": {"gpu-spot": 1}, "gpuQuotaBorrowed": ["gpu-spot"]}} if environment == "dev" else {}
-    plan = synthesize(stack, tmp_path / f"Pulumi.{stack}.yaml", overrides=overrides)
+    # The platform with the team's row that new-team-stack printed (dev's own queue owns all of
+    # gpu-spot: the row borrows it there).
+    platform = synthesize(environment, overrides={"teams": printed_registry_rows(made.stdout)})
+    plan = synthesize(stack, tmp_path / f"Pulumi.{stack}.yaml", platform_outputs=platform.outputs)
     assert [r["name"] for r in plan.of_type("pulumi:providers:kubernetes")] == ["platform-cluster"]
     assert [r["name"] for r in plan.of_type("pulumi:providers:aws")] == ["aws"]
     assert plan.other_clusters == {}
+    # The queue is the platform's, with the row's quota of one whole node; the team's LocalQueue points at it.
+    assert not [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
+    (queue,) = [m for m in platform.manifests() if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == "team-nlp"]
+    (row,) = printed_registry_rows(made.stdout)
+    ((pool, quota),) = row["gpuQuota"].items()
+    sample = re.search(r"gpusPerNode: (\d+)", (tmp_path / f"Pulumi.{stack}.yaml").read_text())
+    assert sample is not None
+    node = int(sample[1])
+    assert quota == node, "a quota of one whole node of the pool: the file's sample job fits it"
+    assert gpus(queue, f"pool-{pool}")["nominalQuota" if "gpuQuotaBorrowed" not in row else "borrowingLimit"] == quota
+    (local,) = [m for m in plan.manifests() if m["kind"] == "LocalQueue"]
+    assert local["spec"]["clusterQueue"] == "team-nlp"
     assert not [m for m in plan.manifests() if m["metadata"]["name"] in (ANY_REGION, team_any_region_queue_name("team-nlp"))]
     (trainer,) = records(plan, "aws:iam/role:Role", "team-trainer")
     condition = json.loads(trainer["inputs"]["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
@@ -234,24 +258,15 @@ def team_and_worker(worker_raw=None):
     return team, entry, worker
 
 
-def without_gpu_spot(raw):
-    raw = mutate(raw, "nodePools", [p for p in raw[f"{PROJECT}:nodePools"] if p["name"] != "gpu-spot"])
-    return mutate(raw, "training.gpuQuota", {"p5-efa": 16})
-
-
 @pytest.mark.parametrize(("change", "expected"), [
     (lambda raw: raw, []),
     (lambda raw: mutate(raw, "multiKueue.manager", "prod-euw1"), ["gpu-training:multiKueue: is not a MultiKueue worker of 'prod'"]),
-    (without_gpu_spot, ["gpu-training:training.gpuQuota.gpu-spot: is not a GPU pool of worker stack 'prod-usw2' (it has p5-efa)"]),
-    # prod-usw2's own queue owns 16 of gpu-spot's 32 GPUs, and the team's 16 fit; were it 24, they would not.
-    (lambda raw: mutate(mutate(raw, "training.gpuQuota", {"p5-efa": 16, "gpu-spot": 24}),
-                        "storage.lustre.readMBpsPerGpu", 80),  # (its Lustre then still serves its 40 GPUs)
-     ["gpu-training:training.gpuQuota.gpu-spot: owns 16 of pool gpu-spot's 32 GPUs on worker stack 'prod-usw2', "
-      "which its own queue shares: together 40, more than the pool holds there"]),
+    # The worker's platform makes the team's queue there from its own registry (config/teams.py).
+    (lambda raw: mutate(raw, "teams", []), ["gpu-training:teams: lists no team vision on worker stack 'prod-usw2'"]),
 ])
 def test_a_worker_that_cannot_hold_the_team_is_refused(change, expected):
     team, entry, worker = team_and_worker(change(raw_config("prod-usw2")))
-    assert [f"{p.key}: {p.rule}".split(": the team")[0] for p in worker_problems(team, entry, worker)] == expected
+    assert [f"{p.key}: {p.rule}".split(": its platform makes")[0] for p in worker_problems(team, entry, worker)] == expected
 
 
 def test_a_worker_in_another_region_than_the_manager_lists_is_refused():

@@ -137,7 +137,8 @@ def test_quotas_cover_the_largest_gang(stack, plan_of):
         gang = int(env_of(jobset)["TRAIN_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
         assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= gang
         pool = pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]
-        (cluster_queue,) = [q for q in manifests(plan, "ClusterQueue") if q["metadata"]["name"] != "any-region"]
+        # The namespace's own queue (a platform's plan also holds its registered teams').
+        (cluster_queue,) = [q for q in manifests(plan, "ClusterQueue") if q["metadata"]["name"] == jobset["metadata"]["namespace"]]
         flavor = next(f for g in cluster_queue["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == f"pool-{pool}")
         nominal = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
         assert nominal["nvidia.com/gpu"] >= gang, "a gang above its queue's quota would never be admitted"

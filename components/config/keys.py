@@ -264,13 +264,27 @@ KEYS: tuple[Key, ...] = (
         "every job's pool must run it, from its GPUs' first CUDA (B200: 12.8) to the EKS NVIDIA AMI driver's newest "
         "major (components/facts/cuda.py).", default=Derived("12.6, the CUDA of trainer/Dockerfile's base"), stacks=BOTH),
 
+    Key("teams", LIST, "The environment's teams: the platform stack makes each team's Kueue ClusterQueue "
+        "`team-<name>` (its quota, borrowing limits, cohort, preemption, flavors); a team stack makes only its "
+        "LocalQueue onto it. The platform's own and every team's owned quota must fit each pool together.",
+        default=[], stacks=frozenset({PLATFORM})),
+    Key("teams[].name", STRING, "The team, as in its stack team-<name>-<env>."),
+    Key("teams[].gpuQuota", MAP, "GPU pool name -> GPUs the team's ClusterQueue may use; owned quota is lent while "
+        "idle.", entries=INTEGER),
+    Key("teams[].gpuQuotaBorrowed", LIST, "Pools of the row's gpuQuota the team borrows instead of owning "
+        "(nominalQuota 0, borrowingLimit the quota); another queue must own some of each.", default=[]),
+    Key("teams[].gpuBorrowingLimit", MAP, "Owned pool name -> GPUs the team may borrow beyond its quota while others "
+        "leave them idle; quota + limit at most the pool's GPUs.", default=Derived("0 on every pool: never unbounded"),
+        entries=INTEGER),
+
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
-        "within the environment's cohort.", default={}, entries=INTEGER),
+        "within the environment's cohort. Platform stacks only: a team's quota is its row of the platform's `teams`.",
+        default={}, entries=INTEGER),
     Key("training.gpuQuotaBorrowed", LIST, "Pools of gpuQuota whose quota the queue borrows instead of owning: its "
         "ClusterQueue gets nominalQuota 0 and borrowingLimit = the quota, so its jobs run on GPUs the cohort's other "
-        "queues leave idle and are preempted when those reclaim them. Owned quota of a team stack plus its platform's "
-        "own must fit each pool (size.max x GPUs per node); borrowed quota need not.", default=[]),
+        "queues leave idle and are preempted when those reclaim them. Platform stacks only (a team's is in `teams`).",
+        default=[]),
     Key("training.jobs", LIST, "The training jobs.", default=[]),
     Key("training.jobs[].name", STRING, "The job's name: a DNS label of at most 40 characters."),
     Key("training.jobs[].pool", STRING, "The GPU pool the job runs on."),

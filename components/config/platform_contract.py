@@ -27,7 +27,7 @@ from typing import Any
 from components.config.multikueue import MANAGER, WORKER, WorkerCluster
 from components.config.reader import ConfigError, ConfigProblem
 from components.config.stack import StackConfig, TeamStackConfig, decode_raw_config, load_stack_config
-from components.config.training import overcommitted_pools
+from components.config.teams import team_queue
 
 CONTRACT_OUTPUT = "platformContract"
 """The platform stack's output a team stack reads."""
@@ -146,7 +146,7 @@ def workers_of(platform: StackConfig) -> tuple[WorkerCluster, ...]:
 def worker_problems(team: TeamStackConfig, worker: WorkerCluster, platform: StackConfig) -> list[ConfigProblem]:
     """What keeps the team's tenancy off a worker, judged on the worker's deployed contract: the
     worker must be the manager's (MultiKueue dispatches there) in the region the manager lists, and
-    every pool of the team's gpuQuota a GPU pool there (its ClusterQueue's flavors are the worker's)."""
+    its registry of teams must list the team (the worker's platform makes the team's ClusterQueue there)."""
     where = f"worker stack '{worker.stack}' (its deployed {CONTRACT_OUTPUT})"
     deploy = f"deploy {worker.stack} from this commit (pulumi up --stack {worker.stack}), then this team stack"
     problems = []
@@ -159,22 +159,12 @@ def worker_problems(team: TeamStackConfig, worker: WorkerCluster, platform: Stac
         problems.append(ConfigProblem(
             f"{team.project}:region", f"is {platform.region}, the manager lists {worker.region}",
             f"make {team.judged_platform.stack}'s multiKueue.workers[].region the worker's region", where=where))
-    gpu_pools = sorted(pool.name for pool in platform.node_pools if pool.gpu)
-    problems += [ConfigProblem(
-        f"{team.project}:training.gpuQuota.{pool}",
-        f"is not a GPU pool of worker stack '{worker.stack}' (it has {', '.join(gpu_pools) or 'none'}): "
-        "the team's queue there has a flavor per quota pool",
-        f"give the team quota on pools every region of {team.environment} has, or add the pool to {worker.stack}")
-        for pool in sorted(team.training.gpu_quota) if pool not in gpu_pools]
-    # The same rule as on the manager (training.py _check_owned_quota_fits), against the worker's
-    # own queue: owned quota beyond a pool admits gangs whose nodes never come up.
-    owned = team.training.owned_gpu_quota
-    for over in overcommitted_pools(platform.node_pools, [(f"{worker.stack}'s training.gpuQuota",
-                                                            platform.training.owned_gpu_quota), ("the team", owned)]):
-        if owned.get(over.pool):
-            problems.append(ConfigProblem(
-                f"{team.project}:training.gpuQuota.{over.pool}",
-                f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs on worker stack '{worker.stack}', "
-                f"which its own queue shares: together {over.owned}, more than the pool holds there",
-                f"lower it, or borrow it instead: gpuQuotaBorrowed: [{over.pool}]", value=str(owned[over.pool])))
+    # The worker's platform makes the team's ClusterQueue there from its own registry of teams, which
+    # it validated against its pools and summed with its own queue (config/teams.py).
+    if team_queue(platform.teams, team.team) is None:
+        problems.append(ConfigProblem(
+            f"{team.project}:teams", f"lists no team {team.team} on worker stack '{worker.stack}': its platform makes "
+            "the team's ClusterQueue in that region, onto which the team's LocalQueue any-region points",
+            f"add {{name: {team.team}, gpuQuota: {{<pool>: <GPUs>}}}} to teams in stacks/Pulumi.{worker.stack}.yaml, "
+            f"then {deploy}", where=where))
     return problems

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from components.config.reader import ConfigError
 from components.config.stack_file import REPO_ROOT, read_stack_file, shown_path
-from components.config.stack_names import REGIONAL_STACK, stack_kind
+from components.config.stack_names import REGIONAL_STACK
 
 STACKS_DIR = REPO_ROOT / "stacks"
 """Pulumi.yaml's stackConfigDir: where the environment stacks' files are."""
@@ -158,38 +158,3 @@ def _sibling_stack(path: Path, _mtime_ns: int, _size: int, project: str, stack: 
     return SiblingStack(stack=stack, file=shown_path(path), region=region if isinstance(region, str) else None,
                         manager_region=manager_region if isinstance(manager_region, str) else None,
                         gpu_quota=sum(quota.values()) if whole and isinstance(quota, Mapping) else None)
-
-
-def team_owned_quotas(stacks_dir: Path, *, project: str, environment: str,
-                      but: str = "") -> list[tuple[str, dict[str, int]]]:
-    """(`stack 'team-<t>-<env>'`, pool -> GPUs its queue owns) of every team stack file of
-    `environment` in `stacks_dir` other than `but`, read as loosely as the CIDR: a team stack's
-    training.gpuQuota less its gpuQuotaBorrowed, whole numbers only (its own plan judges the rest).
-    Team stacks run on the environment's own platform stack only (stack.py: platformStack)."""
-    found = []
-    for path in sorted(stacks_dir.glob(f"Pulumi.team-*-{environment}.yaml")):
-        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        team, stack_environment = stack_kind(stack)
-        if stack == but or team is None or stack_environment != environment:
-            continue
-        stat = path.stat()
-        owned = _team_owned_quota(path, stat.st_mtime_ns, stat.st_size, project)
-        if owned:
-            found.append((f"stack '{stack}' ({shown_path(path)})", owned))
-    return found
-
-
-@lru_cache(maxsize=64)
-def _team_owned_quota(path: Path, _mtime_ns: int, _size: int, project: str) -> dict[str, int]:
-    try:
-        config = read_stack_file(path)
-    except ConfigError:
-        return {}
-    training = config.get(f"{project}:training", config.get("training"))
-    quota = training.get("gpuQuota") if isinstance(training, Mapping) else None
-    borrowed = training.get("gpuQuotaBorrowed") if isinstance(training, Mapping) else None
-    borrowed = borrowed if isinstance(borrowed, list) else []
-    if not isinstance(quota, Mapping):
-        return {}
-    return {str(pool): gpus for pool, gpus in quota.items()
-            if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 and pool not in borrowed}

@@ -65,15 +65,16 @@ from components.config.sibling_stacks import (
     overlapping_vpc_cidrs,
     sibling_vpc_cidrs,
     stack_vpc_cidr,
-    team_owned_quotas,
 )
 from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
 from components.config.storage import StorageConfig, parse_storage
 from components.config.team_members import parse_members
+from components.config.teams import TEAMS_KEY, TeamQueueConfig, parse_teams, team_queue
 from components.config.training import (
     CUDA_FORMAT_FIX,
     IMAGE_BY_DIGEST,
     TrainingConfig,
+    check_borrowed_has_a_lender,
     cuda_format_problem,
     image_fix,
     parse_training,
@@ -137,6 +138,8 @@ class StackConfig:
     """How the namespaces' TensorBoard is reached (its load balancer)."""
     multikueue: MultiKueueConfig | None = None
     """`multiKueue`: this cluster's part in the environment's one queue over several regions."""
+    teams: tuple[TeamQueueConfig, ...] = ()
+    """`teams`: the environment's teams, whose ClusterQueues this platform stack makes (config/teams.py)."""
 
     @property
     def site(self) -> str | None:
@@ -306,8 +309,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     # `environment` key is wrong (that mismatch is reported above).
     if team:
         return _load_team(root, errors, raw_secrets, secret_keys, project=project, stack=stack, team=team,
-                          environment=implied_env, region=region, cost_center=cost_center, platform=platform,
-                          stacks_dir=sibling_stacks_dir)
+                          environment=implied_env, region=region, cost_center=cost_center, platform=platform)
     return _load_platform(root, raw, raw_secrets, secret_keys, project=project, stack=stack, environment_key=environment,
                           environment=implied_env, region=region, cost_center=cost_center, today=today,
                           sibling_stacks_dir=sibling_stacks_dir)
@@ -354,9 +356,10 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                             region=region)
     registry = parse_registry(root.section("registry", {}))
     secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
-    training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment,
-                                  lenders=_team_lenders(project=project, stack=stack, environment=environment,
-                                                        stacks_dir=sibling_stacks_dir))
+    training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
+    teams = parse_teams(root, pools=node_pools, invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
+                        platform_training=training, platform_quota_ok=root.ok("training.gpuQuota", "training.gpuQuotaBorrowed"))
+    _check_platform_lenders(root, training, teams, judged=_unjudged_pools(root, raw_pools, node_pools) is not None)
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     if root.ok("storage", "nodePools", "training.gpuQuota"):
         check_lustre_size(root, storage, training, node_pools)
@@ -393,7 +396,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                        storage=storage, registry=registry, secrets=secrets, training=training,
                        observability=observability, budget=budget, scale_down=scale_down,
                        iam_permissions_boundary=boundary, service_quotas=quotas, load_warnings=load_warnings,
-                       allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer)
+                       allow_placeholders=allow_placeholders, multikueue=multikueue, viewer=viewer, teams=teams)
 
 
 def _with_peer_cidrs(root: Section, multikueue: MultiKueueConfig | None, *, project: str, stack: str,
@@ -466,34 +469,32 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
 
 
 def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
-                       storage: StorageConfig, raw_secrets: Any, *, environment: str,
-                       lenders: list[tuple[str, dict[str, int]]] | None) -> TrainingConfig:
-    """A platform stack's `training`, its jobs judged against the pools and storage that passed;
-    `lenders`: the other queues of its cohort (None: not known)."""
-    # Pools that failed are reported already; with no readable list, no reference can be judged.
-    unjudged_pools = failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
+                       storage: StorageConfig, raw_secrets: Any, *, environment: str) -> TrainingConfig:
+    """A platform stack's `training`, its jobs judged against the pools and storage that passed."""
     return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
-                          trainer_image_cuda=_trainer_image_cuda(root), invalid_pools=unjudged_pools,
-                          storage=storage if root.ok("storage") else None, environment=environment,
-                          cohort_lenders=lenders)
+                          trainer_image_cuda=_trainer_image_cuda(root),
+                          invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
+                          storage=storage if root.ok("storage") else None, environment=environment)
 
 
-def _team_lenders(*, project: str, stack: str, environment: str, stacks_dir: Path | None,
-                  but: str = "") -> list[tuple[str, dict[str, int]]] | None:
-    """The team queues in the cohort of `stack`'s cluster, from the team stack files beside it (None:
-    not known). Team stacks run on the environment's own platform stack only, so a regional
-    stack's cohort holds its own queue alone."""
-    if stacks_dir is None:
-        return None
-    if stack != environment and not but:
-        return []
-    return team_owned_quotas(stacks_dir, project=project, environment=environment, but=but)
+def _check_platform_lenders(root: Section, training: TrainingConfig, teams: tuple[TeamQueueConfig, ...], *,
+                            judged: bool) -> None:
+    """The platform's own borrowed pools need a lender in its cohort: a team of its registry owning
+    some of the pool (the teams' own borrowed pools are judged in config/teams.py)."""
+    if judged and root.ok("training.gpuQuotaBorrowed", TEAMS_KEY):
+        check_borrowed_has_a_lender(Section(root.errors, root.key("training"), root.data.get("training") or {}),
+                                    training.borrowed_pools, [(f"team {row.name}", row.owned_gpu_quota) for row in teams])
+
+
+def _unjudged_pools(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
+    """Pools that failed are reported already; with no readable list, no reference can be judged."""
+    return failed_pool_names(raw_pools, node_pools) if isinstance(root.data.get("nodePools"), list) else None
 
 
 def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: Collection[str] | None, *,
                project: str, stack: str, team: str, environment: str, region: str, cost_center: str,
-               platform: StackConfig | None, stacks_dir: Path | None) -> TeamStackConfig:
+               platform: StackConfig | None) -> TeamStackConfig:
     """Without `platform` (not read yet), every check the platform is not needed for."""
     for key in PLATFORM_ONLY_KEYS:
         if root.has(key):
@@ -520,15 +521,14 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                    f"set region: {platform.region}")
 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
+    platform_quota = _team_quota(root, team, environment=environment, platform=platform)
     training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root, environment=environment, team=True),
                               trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
-                              environment=environment, other_owners=_platform_queue(platform, environment),
-                              cohort_lenders=_team_stack_cohort(platform, project=project, stack=stack,
-                                                                environment=environment, stacks_dir=stacks_dir))
+                              environment=environment, platform_quota=platform_quota)
     budget = parse_budget(root.section("budget", {}), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     if platform is not None:
@@ -558,23 +558,29 @@ def _cluster_principals(platform: StackConfig | None) -> dict[str, str]:
             **{arn: "cluster.adminPrincipals" for arn in platform.cluster.admin_principals}}
 
 
-def _team_stack_cohort(platform: StackConfig | None, *, project: str, stack: str, environment: str,
-                       stacks_dir: Path | None) -> list[tuple[str, dict[str, int]]] | None:
-    """The other queues in a team queue's cohort: its platform's own and the other team stacks' of
-    the environment (None before the contract was read, or with no stack files to read)."""
-    teams = _team_lenders(project=project, stack=stack, environment=environment, stacks_dir=stacks_dir, but=stack)
-    if platform is None or teams is None:
-        return None
-    return [*_platform_queue(platform, environment), *teams]
-
-
-def _platform_queue(platform: StackConfig | None, environment: str) -> list[tuple[str, dict[str, int]]]:
-    """The platform's own queue, which owns GPUs of the same pools as the team's (none before the
-    contract was read). The program sees only its platform's contract, not the other team
-    stacks: tests/test_config_limits.py sums every team stack file of an environment in stacks/."""
+def _team_quota(root: Section, team: str, *, environment: str,
+                platform: StackConfig | None) -> tuple[dict[str, int], frozenset[str], str] | None:
+    """The team's quota: its row of the platform's `teams` (config/teams.py), which the platform
+    validated and summed with every other queue's; None before the contract was read. A team stack
+    sets none of its own: the platform makes the team's ClusterQueue."""
+    row_hint = f"{TEAMS_KEY}: [{{name: {team}, gpuQuota: {{<pool>: <GPUs>}}}}] in stacks/Pulumi.{environment}.yaml"
+    for key in ("gpuQuota", "gpuQuotaBorrowed"):
+        training = root.data.get("training")
+        if isinstance(training, Mapping) and key in training:
+            root.error(f"{root.key('training')}.{key}", training[key],
+                       f"belongs to the platform stack '{environment}': it makes the team's ClusterQueue from its "
+                       f"registry of teams", f"remove it here and set it in the team's row: {row_hint}")
     if platform is None:
-        return []
-    return [(f"the platform stack '{environment}' (its training.gpuQuota)", platform.training.owned_gpu_quota)]
+        return None
+    row = team_queue(platform.teams, team)
+    where = f"the platform's {TEAMS_KEY}[name={team}]"
+    if row is None:
+        root.error(f"platform stack '{environment}' {TEAMS_KEY}", team,
+                   f"lists no team {team}: the platform makes each team's ClusterQueue (its GPU quota) from this "
+                   "registry, and the team's jobs are judged against it",
+                   f"add the team's row, {row_hint}, and deploy the platform stack first")
+        return {}, frozenset(), where
+    return row.gpu_quota, row.borrowed_pools, f"{where}.gpuQuota"
 
 
 def platform_stack_errors(environment: str, problems: Iterable[ConfigProblem]) -> list[ConfigProblem]:

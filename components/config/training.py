@@ -196,7 +196,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                    trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
-                   other_owners: Collection[tuple[str, Mapping[str, int]]] = (),
+                   platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None,
                    cohort_lenders: Collection[tuple[str, Mapping[str, int]]] | None = None) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
@@ -205,8 +205,9 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     `storage` (with `team`: a team stack, whose jobs checkpoint to EFS) lets the grace period of
     a job that states its checkpointGiB be checked against the time its final checkpoint takes;
     None when it failed validation (not judged then). In a prod stack every job must state it.
-    `other_owners`: the other queues on these pools, (name, pool -> owned GPUs); a team stack's is
-    its platform's own queue. This queue's owned quota and theirs must fit each pool together.
+    `platform_quota` (a team stack judged against its platform): (quota, borrowed pools, where it is
+    set) of the team's row of the platform's `teams`, which the platform validated; the team's own
+    section sets none (config/teams.py).
     `cohort_lenders`: every other queue of the cohort, (name, pool -> owned GPUs), None when not
     known (then borrowing is not judged): a borrowed pool needs at least one of them owning some of it."""
     by_name = {p.name: p for p in pools}
@@ -214,17 +215,18 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     quota_section = section.section("gpuQuota", {})
     quota = _parse_quota(section, quota_section, by_name, unjudged)
     borrowed = _parse_borrowed(section, quota, unjudged)
-    if other_owners and unjudged is not None and not quota_section.failed and section.ok("gpuQuotaBorrowed"):
-        owned = {pool: gpus for pool, gpus in quota.items() if pool not in borrowed}
-        _check_owned_quota_fits(section, pools, owned, other_owners)
+    quota_key = "training.gpuQuota"
+    if platform_quota is not None:
+        quota, borrowed, quota_key = dict(platform_quota[0]), platform_quota[1], platform_quota[2]
     if cohort_lenders is not None and unjudged is not None and section.ok("gpuQuotaBorrowed"):
-        _check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
+        check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs", [])):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok,
-                         image_advice=image_fix(environment, team=team), trainer_image_cuda=trainer_image_cuda)
+                         image_advice=image_fix(environment, team=team), trainer_image_cuda=trainer_image_cuda,
+                         quota_key=quota_key)
         if environment == "prod" and not job_section.has("checkpointGiB"):
             # Without it the grace period cannot be checked, and a prod job cut off mid-flush
             # loses everything since its last complete checkpoint.
@@ -278,24 +280,7 @@ def _parse_borrowed(section: Section, quota: dict[str, int], unjudged: frozenset
     return frozenset(names)
 
 
-def _check_owned_quota_fits(section: Section, pools: tuple[NodePoolConfig, ...], owned: dict[str, int],
-                            other_owners: Collection[tuple[str, Mapping[str, int]]]) -> None:
-    for over in overcommitted_pools(pools, [*other_owners, ("this stack's queue", owned)]):
-        if not owned.get(over.pool):
-            continue  # the others alone own too much: theirs to fix
-        others = ", ".join(f"{queue} owns {gpus}" for queue, gpus in over.owners if queue != "this stack's queue")
-        room = over.capacity - (over.owned - owned[over.pool])
-        section.error(section.key(f"gpuQuota.{over.pool}"), owned[over.pool],
-                      f"owns {owned[over.pool]} of pool {over.pool}'s {over.capacity} GPUs while {others}: together "
-                      f"{over.owned}, more than the pool holds, so Kueue would admit gangs whose nodes can never come "
-                      "up (their ProvisioningRequests fail and Kueue deactivates them)",
-                      f"{f'lower it to {room} or less' if room > 0 else 'remove it (the others own the whole pool)'}, "
-                      f"or borrow it instead: gpuQuotaBorrowed: [{over.pool}] "
-                      "(the queue then runs on GPUs the others leave idle, and its jobs are preempted when they "
-                      "reclaim them)")
-
-
-def _check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
+def check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
                                  lenders: Collection[tuple[str, Mapping[str, int]]]) -> None:
     """A borrowed pool's quota is nominalQuota 0 with a borrowingLimit (queues.py): Kueue admits its
     jobs only on quota other queues of the cohort own and leave unused (kueue v0.19.2,
@@ -318,7 +303,7 @@ def _check_borrowed_has_a_lender(section: Section, borrowed: frozenset[str],
 
 def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, int],
                secret_names: tuple[str, ...], trainer_image: str | None, unjudged: frozenset[str] | None, *,
-               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None) -> JobConfig:
+               quota_ok: Callable[..., bool], image_advice: str, trainer_image_cuda: str | None, quota_key: str) -> JobConfig:
     name = s.string("name", check=lambda v: None if DNS_LABEL.fullmatch(v) and len(v) <= MAX_JOB_NAME else
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
@@ -333,7 +318,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
                 f"use one of {', '.join(n for n, p in pools.items() if p.gpu) or '(no GPU pools)'}")
         pool = None
     elif s.ok("nodes", "gpusPerNode"):
-        _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None)
+        _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None, quota_key)
         _check_gang_in_one_zone(s, pool, nodes)
 
     image, image_cuda = _parse_image(s, pool, trainer_image, trainer_image_cuda, image_advice)
@@ -495,7 +480,8 @@ def platform_sets(env_name: str) -> bool:
     return env_name in PLATFORM_ENV_NAMES or env_name.startswith(PLATFORM_ENV_PREFIXES)
 
 
-def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int] | None) -> None:
+def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: dict[str, int] | None,
+               quota_key: str = "training.gpuQuota") -> None:
     """`quota` is None when the quota failed validation (not judged then)."""
     if gpus > pool.gpus_per_node:
         s.error(s.key("gpusPerNode"), gpus, f"exceeds the {pool.gpus_per_node} GPUs of one {pool.instance_types[0]} node",
@@ -510,7 +496,7 @@ def _check_fit(s: Section, pool: NodePoolConfig, nodes: int, gpus: int, quota: d
     if quota is not None and gang > quota.get(pool.name, 0):
         s.error(s.key("nodes"), f"{nodes} x {gpus} GPUs",
                 f"the gang needs {gang} GPUs but the queue's quota on {pool.name} is {quota.get(pool.name, 0)}: "
-                "it would never be admitted", f"raise training.gpuQuota.{pool.name} to at least {gang} or shrink the job")
+                "it would never be admitted", f"raise {quota_key}.{pool.name} to at least {gang} or shrink the job")
 
 
 def _parse_image(s: Section, pool: NodePoolConfig | None, trainer_image: str | None, trainer_image_cuda: str | None,

@@ -165,21 +165,26 @@ class TrainingQueueArgs:
     """Pools whose quota the queue borrows from the cohort rather than owns."""
     depends_on: Sequence[pulumi.Resource]
     """What must exist before the queues: the Kueue release (team stacks: the namespace)."""
+    cluster_queue_made_by_platform: bool = False
+    """A team's: the platform stack made its ClusterQueue (workload/team_queues.py); only the LocalQueue here."""
 
 
 class TrainingQueue(pulumi.ComponentResource):
-    """A namespace's ClusterQueue (its GPU quota, in the environment's cohort) and LocalQueue."""
+    """A namespace's ClusterQueue (its GPU quota, in the environment's cohort) and LocalQueue; a
+    team's ClusterQueue is the platform's, and only its LocalQueue is made here."""
 
     def __init__(self, name: str, args: TrainingQueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:TrainingQueue", name, None, opts)
         namespace = pulumi.Output.from_input(args.namespace)
-        cluster_queue = custom_resource(
-            f"{name}-cluster-queue",
-            cluster_queue_manifest(args.name, cohort=args.cohort, namespace=args.name, pools=args.pools,
-                                   gpu_quota=args.gpu_quota, borrowed_pools=args.borrowed_pools),
-            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
-        )
+        after: Sequence[pulumi.Resource] = args.depends_on
+        if not args.cluster_queue_made_by_platform:
+            after = [custom_resource(
+                f"{name}-cluster-queue",
+                cluster_queue_manifest(args.name, cohort=args.cohort, namespace=args.name, pools=args.pools,
+                                       gpu_quota=args.gpu_quota, borrowed_pools=args.borrowed_pools),
+                pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            )]
         local = local_queue_manifest(namespace=args.name, cluster_queue=args.name)
         local["metadata"]["namespace"] = namespace
-        custom_resource(f"{name}-local-queue", local, pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue]))
+        custom_resource(f"{name}-local-queue", local, pulumi.ResourceOptions(parent=self, depends_on=after))
         self.register_outputs({})

@@ -4,7 +4,7 @@ Both roots make one: the platform stack for the environment's own `training` nam
 stack for `team-<team>`. What differs between them is passed in (where the trainer role, the
 secrets and the checkpoint directory come from); what a tenant is, is written once here:
 
-    namespace (guard rails, quota) -> ClusterQueue + LocalQueue -> trainer service account
+    namespace (guard rails, quota) -> ClusterQueue (a team's: the platform's) + LocalQueue -> trainer service account
     -> volumes -> checkpoint directory (Lustre) -> checkpoint cleanup -> run viewer (TensorBoard)
     -> secrets sync -> trainer progress role -> one JobSet per job
 
@@ -128,6 +128,8 @@ class TrainingTenantArgs:
     """What the ClusterQueue waits for (Kueue's controller); None: the namespace."""
     viewer_depends_on: Sequence[pulumi.Resource] = ()
     """What the viewer's Ingress waits for besides the namespace (a platform stack's controller)."""
+    cluster_queue_made_by_platform: bool = False
+    """A team's: its ClusterQueue is the platform's (its `teams` registry); the tenant makes the LocalQueue only."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
         name=args.namespace, cohort=args.environment, namespace=namespace_name, pools=list(args.gpu_pools),
         gpu_quota=args.training.gpu_quota, borrowed_pools=args.training.borrowed_pools,
         depends_on=args.queue_depends_on if args.queue_depends_on is not None else [training_ns],
+        cluster_queue_made_by_platform=args.cluster_queue_made_by_platform,
     ), opts)
     pools_by_name = {pool.name: pool for pool in args.gpu_pools}
     jobs = tuple(TrainingJob(f"job-{job.name}", TrainingJobArgs(

@@ -4,8 +4,9 @@ MultiKueue creates a dispatched job's Workload and JobSet on the worker in the s
 on the LocalQueue of the same name as on the manager, which must exist there (kueue v0.19.2
 docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a manager makes, on each worker:
 
-    namespace (the manager's name and labels) -> ClusterQueue (the team's quota in that region)
-    + LocalQueue `any-region` -> RoleBinding of the dispatcher's group -> trainer service account
+    namespace (the manager's name and labels) -> LocalQueue `any-region` (onto the team's ClusterQueue
+    there, which the worker's platform stack makes from its registry of teams)
+    -> RoleBinding of the dispatcher's group -> trainer service account
     -> volumes (the worker's own file system and datasets replica) -> secrets sync
     -> the jobs' hyperparameters ConfigMaps (what a job's pods mount besides the volumes)
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,7 +31,6 @@ from components.secrets.sync import SecretsSync, SecretsSyncArgs
 from components.workload.multikueue import any_region_local_queue, dispatcher_role_binding
 from components.workload.namespace import TrainingNamespace, TrainingNamespaceArgs
 from components.workload.progress_access import TrainerProgressRole, TrainerProgressRoleArgs
-from components.workload.queues import cluster_queue_manifest
 from components.workload.sizing import namespace_quota
 from components.workload.training_job import hyperparameters_config_map
 
@@ -40,20 +39,6 @@ def worker_cluster_provider_name(worker_stack: str) -> str:
     """The Kubernetes provider of a worker's cluster in a team stack (the offline plan names the
     objects made through it after the worker)."""
     return f"{worker_stack}-cluster"
-
-
-def capped_cluster_queue_manifest(name: str, *, cohort: str, pools: list[NodePoolConfig], gpu_quota: dict[str, int],
-                                  borrowed_pools: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The team's ClusterQueue in one region: its gpuQuota, lent while idle but never exceeded
-    (borrowingLimit 0 on what it owns and on the pools it has no quota on: kueue v0.19.2 ClusterQueue,
-    a workload may use "nominalQuota+borrowingLimit"), so gpuQuota caps the team in every region; a
-    training.gpuQuotaBorrowed pool borrows up to its quota, as on the manager."""
-    manifest = cluster_queue_manifest(name, cohort=cohort, namespace=name, pools=pools, gpu_quota=gpu_quota,
-                                      borrowed_pools=borrowed_pools)
-    for flavor in manifest["spec"]["resourceGroups"][0]["flavors"]:
-        for resource in flavor["resources"]:
-            resource.setdefault("borrowingLimit", 0)
-    return manifest
 
 
 @dataclass(frozen=True)
@@ -129,8 +114,6 @@ class WorkerTenant(pulumi.ComponentResource):
 
     @staticmethod
     def _create_queues(name: str, args: WorkerTenantArgs, opts: pulumi.ResourceOptions) -> None:
-        cluster_queue = custom_resource(f"{name}-cluster-queue", capped_cluster_queue_manifest(
-            args.namespace, cohort=args.environment, pools=list(args.gpu_pools), gpu_quota=args.training.gpu_quota,
-            borrowed_pools=args.training.borrowed_pools), opts)
-        custom_resource(f"{name}-any-region-queue", any_region_local_queue(args.namespace, args.namespace),
-                        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[cluster_queue])))
+        # Onto the team's ClusterQueue in that region, which the worker's platform stack made from its
+        # own registry of teams (workload/team_queues.py).
+        custom_resource(f"{name}-any-region-queue", any_region_local_queue(args.namespace, args.namespace), opts)

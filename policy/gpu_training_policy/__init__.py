@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from gpu_training_policy import compute, cost, governance, iam, network, secrets, storage, tenancy
+from gpu_training_policy import compute, cost, governance, iam, network, queues, secrets, storage, tenancy
 
 PACK_NAME = "gpu-training"
 POLICIES: tuple[Policy, ...] = (
@@ -21,5 +21,6 @@ POLICIES: tuple[Policy, ...] = (
     *governance.POLICIES,
     *iam.POLICIES,
     *tenancy.POLICIES,
+    *queues.POLICIES,
     *cost.POLICIES,
 )

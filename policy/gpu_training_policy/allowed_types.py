@@ -147,7 +147,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:policy/v1:PodDisruptionBudget", PT, "a non-spot gang's pods: no voluntary eviction (a node "
             "group update fails instead of draining it); for team stacks not in any plan: the example team's "
             "job runs on spot, which gets none"),
-    Allowed("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", PT, "the namespace's queue (teams: named as their namespace)"),
+    Allowed("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", P, "the namespace's queue, and each registered team's "
+            "(gpu-training:teams; a team stack makes none)"),
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", PT, "the namespace's local queue"),
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", P, "GPU pool flavors"),
     Allowed("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck", P, "provisioning admission check"),

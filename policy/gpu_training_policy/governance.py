@@ -164,13 +164,13 @@ TEAM_POD_SECURITY_LEVELS = ("baseline", "restricted")
 NON_OBJECT_KUBERNETES_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v4:", "kubernetes:yaml",
                                "kubernetes:kustomize")
 # The cluster-scoped Kubernetes objects a team stack makes (components/team.py), each bound to the
-# team: its namespace, the persistent volumes its claims bind, its Kueue ClusterQueue (named as the
-# namespace: components/workload/queues.py) and, on a MultiKueue manager, its ClusterQueue of the
-# environment's queue `any-region` (`<namespace>.any-region`: components/workload/multikueue.py
-# team_any_region_queue_name; with a dot, which no namespace, and so no other team's queue, can hold). Every other
+# team: its namespace and the persistent volumes its claims bind. Its Kueue ClusterQueues (named as
+# the namespace, and `<namespace>.any-region` on a MultiKueue manager: with a dot, which no namespace
+# holds) are the platform's, made from its registry of teams (components/workload/team_queues.py,
+# judged by gpu_training_policy/queues.py); the team's LocalQueues point only at them. Every other
 # Kubernetes object of a team stack lives in the team's namespace: a ClusterRoleBinding, a CRD or
 # a webhook configuration would reach the whole cluster.
-TEAM_CLUSTER_SCOPED_KINDS = ("Namespace", "ClusterQueue")  # and persistent volumes, judged by their claim
+TEAM_CLUSTER_SCOPED_KINDS = ("Namespace",)  # and persistent volumes, judged by their claim
 TEAM_CLUSTER_QUEUE_SUFFIXES = ("", ".any-region")
 # Cluster-scoped kinds, whatever `metadata.namespace` an object of them says (the API server
 # ignores it): Kubernetes' own and those of the add-ons the platform installs. Any kind named
@@ -201,16 +201,17 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
             f"is a cluster-scoped volume bound to namespace {claim_namespace}, not {namespace} (spec.claimRef)")
     if kind in TEAM_CLUSTER_SCOPED_KINDS:
         name = get(metadata, "name")
-        allowed = [namespace + suffix for suffix in (TEAM_CLUSTER_QUEUE_SUFFIXES if kind == "ClusterQueue" else ("",))]
+        allowed = [namespace]
         if name not in allowed:
             return f"is a cluster-scoped {kind} named {name}, not {' or '.join(allowed)}"
-        if kind == "ClusterQueue" and not patch:
-            return _team_cluster_queue_problem(name, get(props, "spec") or {}, namespace)
         enforce = get(get(metadata, "labels") or {}, POD_SECURITY_ENFORCE) if kind == "Namespace" else None
         if kind == "Namespace" and enforce not in TEAM_POD_SECURITY_LEVELS and not (patch and enforce is None):
             return (f"enforces the pod security level {enforce} ({POD_SECURITY_ENFORCE}), not one of "
                     f"{', '.join(TEAM_POD_SECURITY_LEVELS)}: a privileged pod takes its node")
         return None
+    if kind == "ClusterQueue":
+        return ("is a ClusterQueue: the platform stack makes the team's, with its quota, from its registry of teams "
+                "(gpu-training:teams, components/workload/team_queues.py); a team stack makes only its LocalQueues")
     if kind in CLUSTER_SCOPED_KINDS or kind.startswith("Cluster"):
         return f"is a cluster-scoped {kind}: it acts on the whole cluster"
     object_namespace = get(metadata, "namespace")
@@ -228,32 +229,11 @@ def _kubernetes_scope_problem(kind: str, props: Any, namespace: str) -> str | No
     return None
 
 
-# What a team namespace's ClusterQueues must say (components/workload/queues.py, multikueue.py
-# team_any_region_cluster_queue): they admit the team's namespace only, and the one behind
-# `any-region` admits nothing locally (the MultiKueue check dispatches it to a worker).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-MULTIKUEUE_CHECK = "multikueue"
-
-
 def _plain(value: Any) -> Any:
     """A property as plain dicts and lists (the engine hands the pack proxies of them)."""
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     return [_plain(item) for item in value] if is_list(value) else value
-
-
-def _team_cluster_queue_problem(name: str, spec: Any, namespace: str) -> str | None:
-    spec = _plain(spec)
-    selector = get(spec, "namespaceSelector")
-    if selector != {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}:
-        return (f"is ClusterQueue {name} admitting namespaces {selector}, not the team's alone "
-                f"({{matchLabels: {{{NAMESPACE_NAME_LABEL}: {namespace}}}}})")
-    if name.endswith(".any-region"):
-        checks = get(get(spec, "admissionChecksStrategy") or {}, "admissionChecks")
-        if checks != [{"name": MULTIKUEUE_CHECK}]:
-            return (f"is ClusterQueue {name} without the MultiKueue check alone ({checks}): it would admit "
-                    "its quota on the manager's own nodes")
-    return None
 
 
 # The role bindings a team namespace holds: its own Roles to its own service accounts or to its

@@ -127,6 +127,18 @@ def team_store(role_arn: str, *, own_name: str | None = None) -> list[dict[str, 
     return plan(reader, store, stack=TEAM)
 
 
+def team_queue(*, stack: str = "prod", resources: list[dict[str, Any]] | None = None,
+               preemption: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    """Team vision's ClusterQueue as the platform makes it, with `spec` changed."""
+    return resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "team-vision-cluster-queue", {
+        "metadata": {"name": "team-vision"},
+        "spec": {"cohortName": "prod", "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-vision"}},
+                 "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "pool-gpu-spot",
+                     "resources": resources or [{"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 0}]}]}],
+                 "preemption": preemption or {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                 **spec}}, stack=stack, provider="k8s")
+
+
 @dataclass(frozen=True)
 class Case:
     policy: str
@@ -431,10 +443,23 @@ FAILING = [
         "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}})), "keeps 2 on-demand GPU node(s)"),
     Case("stack-has-budget", "no budget", lambda: plan(resource("aws:sns/topic:Topic", "alerts")), "stack dev has no AWS Budget",
          culprit=("", "")),
+    # The teams' ClusterQueues are the platform's (components/workload/team_queues.py): a row that
+    # would take other teams' GPUs is refused in the platform's plan too.
+    Case("team-cluster-queues", "a team queue that borrows without a limit", lambda: plan(team_queue(
+        resources=[{"name": "nvidia.com/gpu", "nominalQuota": 1000}]), stack="prod"), "borrows without a limit"),
+    Case("team-cluster-queues", "a team queue that borrows by preempting", lambda: plan(team_queue(
+        preemption={"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"},
+                    "withinClusterQueue": "LowerPriority"}), stack="prod"), "not as the platform's queues do"),
+    Case("team-cluster-queues", "a team queue with a fair-sharing weight", lambda: plan(team_queue(
+        fairSharing={"weight": "100"}), stack="prod"), "fair-sharing weight"),
+    Case("team-stack-scope", "a ClusterQueue from a team stack", lambda: plan(team_queue(stack=TEAM), stack=TEAM),
+         "the platform stack makes the team's"),
 ]
 
 # Cases a policy must let through, beyond the real plans.
 PASSING = [
+    Case("team-cluster-queues", "prod's team queues, made from its registry of teams", lambda: plan_records("prod")),
+    Case("team-cluster-queues", "a bounded team queue", lambda: plan(team_queue(), stack="prod")),
     Case("cidr-ingress-private-and-scoped", "prod inside its allowedCidrs",
          lambda: plan_records("prod"), config={"allowedCidrs": ["10.0.0.0/8"]}),
     Case("bucket-sse-kms", "SSE-S3 on the server access log bucket", lambda: plan(
