@@ -58,20 +58,21 @@ def test_without_the_key_the_pod_is_as_before():
 
 def test_a_tier_that_cannot_fit_the_pods_memory_names_the_sizes_and_the_fix():
     # dev's example-ddp: one GPU of a g6.2xlarge, a 27 GiB pod with 4 GiB of /dev/shm: half is 13.5 GiB.
-    assert _dev(memoryCheckpointSeconds=30, checkpointGiB=3)  # 2 x 3 + 3 + 4 = 13 GiB fits
-    (error,) = _errors(memoryCheckpointSeconds=30, checkpointGiB=4)  # 2 x 4 + 4 + 4 = 16 GiB does not
+    assert _dev(memoryCheckpointSeconds=30, checkpointGiB=3, checkpointIntervalSeconds=600)  # 2 x 3 + 3 + 4 = 13 GiB fits
+    (error,) = _errors(memoryCheckpointSeconds=30, checkpointGiB=4, checkpointIntervalSeconds=600)  # 2 x 4 + 4 + 4 = 16 GiB does not
     assert "training.jobs[0].memoryCheckpointSeconds" in error and "30" in error
     assert "2 copies of checkpointGiB 4 in memory (8 GiB)" in error and "= 16 GiB" in error
     assert "raise memoryGiB to at least 32" in error and "a checkpoint of at most 3 GiB fits" in error
 
 
 def test_the_tier_needs_a_checkpoint_size_and_an_interval_below_the_durable_one():
-    (error,) = _errors(memoryCheckpointSeconds=30)
-    assert "set checkpointGiB" in error
+    (size, durable) = _errors(memoryCheckpointSeconds=30)
+    assert "set checkpointGiB" in size
+    assert "without checkpointIntervalSeconds the trainer chooses it" in durable and "set checkpointIntervalSeconds" in durable
     (error,) = _errors(memoryCheckpointSeconds=600, checkpointGiB=1, checkpointIntervalSeconds=600)
     assert "not shorter than the durable interval (checkpointIntervalSeconds: 600)" in error and "below 600" in error
     for bad in (0, 4, "often"):
-        assert _errors(memoryCheckpointSeconds=bad, checkpointGiB=1), bad
+        assert _errors(memoryCheckpointSeconds=bad, checkpointGiB=1, checkpointIntervalSeconds=600), bad
 
 
 def test_the_platform_sizes_as_many_copies_as_the_launcher_holds():

@@ -316,8 +316,8 @@ KEYS: tuple[Key, ...] = (
         default=Derived("the trainer's own")),
     Key("training.jobs[].memoryCheckpointSeconds", INTEGER, "Seconds between checkpoints into the pod's memory (an "
         "emptyDir of medium Memory), persisted to the shared file system every checkpointIntervalSeconds; an in-place "
-        "restart resumes from the newer. Needs checkpointGiB: 2 copies and a host buffer, with sharedMemoryGiB, fit in "
-        "half the pod's memory. The example trainer and the plain integration use it "
+        "restart resumes from the newer. Needs checkpointIntervalSeconds (longer) and checkpointGiB: 2 copies and a "
+        "host buffer, with sharedMemoryGiB, fit in half the pod's memory. The example trainer and the plain integration use it "
         "(docs/trainer-io-and-storage.md).", default=Derived("off")),
     Key("training.jobs[].checkpointGiB", INTEGER, "One checkpoint of the whole job: the grace period must cover writing "
         "it; required in prod stacks.", default=UNSET),

@@ -36,8 +36,8 @@ def tier_gib(checkpoint_gib: int) -> int:
 
 
 def parse_memory_checkpoint_seconds(s: Section, durable: int | None) -> int | None:
-    """`memoryCheckpointSeconds` (off when unset), shorter than `durable` (checkpointIntervalSeconds, when
-    set); errors naming what it needs."""
+    """`memoryCheckpointSeconds` (off when unset), shorter than `durable` (checkpointIntervalSeconds, which
+    it needs); errors naming what it needs."""
     if not s.has("memoryCheckpointSeconds"):
         return None
     seconds = s.integer("memoryCheckpointSeconds", None, minimum=MIN_SECONDS, maximum=86400)
@@ -47,7 +47,12 @@ def parse_memory_checkpoint_seconds(s: Section, durable: int | None) -> int | No
         s.error(s.key("memoryCheckpointSeconds"), seconds,
                 "needs the size of one checkpoint to size the tier's memory against the pod's limit",
                 "set checkpointGiB to the size of one full checkpoint of the job, or unset memoryCheckpointSeconds")
-    if durable is not None and seconds is not None and seconds >= durable:
+    if durable is None:
+        s.error(s.key("memoryCheckpointSeconds"), seconds,
+                "needs a durable interval to be shorter than: without checkpointIntervalSeconds the trainer "
+                "chooses it (Young's interval), which may come sooner than the memory copies",
+                "set checkpointIntervalSeconds, longer than memoryCheckpointSeconds, or unset memoryCheckpointSeconds")
+    elif seconds is not None and seconds >= durable:
         s.error(s.key("memoryCheckpointSeconds"), seconds,
                 f"is not shorter than the durable interval (checkpointIntervalSeconds: {durable}): no memory "
                 "copy would come sooner than a durable one",

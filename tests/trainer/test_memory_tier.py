@@ -99,6 +99,17 @@ def test_a_memory_copy_is_never_the_only_copy_for_longer_than_a_durable_interval
         assert (longest <= 10) == anchored, (anchored, longest, saves)
 
 
+
+def test_in_step_mode_the_durable_schedule_goes_on_from_the_newest_durable_step():
+    """Durable saves every 8 steps, the last at step 8, a resume from memory at step 13: the next
+    durable save is at 16; counted from the resumed step it came at 21, memory the only copy of 13 steps."""
+    for anchored in (True, False):
+        restarted = CheckpointSchedule(mtbf_s=3600, every_steps=8, start_step=13)
+        if anchored:
+            memory_tier.anchor(restarted, checkpoint.CheckpointInfo(8, "/shared/step-8", True, "", {"created_unix": 0.0}))
+        first_durable = next(step for step in range(14, 40) if restarted.due(step))
+        assert first_durable == (16 if anchored else 21), (anchored, first_durable)
+
 def _copies(root: Path, steps: list[int], run_id: str = "") -> None:
     import torch
 

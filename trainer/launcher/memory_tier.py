@@ -104,7 +104,10 @@ class TierSchedule:
 def anchor(durable: CheckpointSchedule, newest_durable: CheckpointInfo | None,
            now_unix: Callable[[], float] = time.time) -> None:
     """After resuming from a memory copy: the next durable save is due one durable interval after the
-    newest durable checkpoint was committed (its marker's created_unix), at once when there is none."""
+    newest durable checkpoint, at once when there is none: in step mode counted from its step, in time
+    mode from when it was committed (its marker's created_unix). The restarted workers' schedule
+    starts at the resumed step, which only the memory copy holds."""
+    durable.last_step = newest_durable.step if newest_durable is not None else 0
     created = newest_durable.marker.get("created_unix") if newest_durable is not None else None
     interval = durable.interval_s
     age = max(0.0, now_unix() - float(created)) if isinstance(created, (int, float)) else interval
