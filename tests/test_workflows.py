@@ -404,8 +404,11 @@ def test_cluster_jobs_check_their_runners_tools_before_using_them():
             uses = [s.get("uses", "") or s.get("run", "") for s in steps(job)]
             if uses[0].startswith("actions/download-artifact@"):
                 # The pull request's preview: the base branch's check, shipped with its pack, runs
-                # before setup-python and before any code of the pull request is on the runner.
-                assert uses[1].startswith('bash "$RUNNER_TEMP/base-policy/check-runner-tools"'), f"{name}/{job_name}"
+                # once the artifact's digest is checked, before setup-python and before any code of
+                # the pull request is on the runner.
+                assert "needs.base-policy.outputs.digest" in str(steps(job)[1].get("env")) and "sha256sum" in uses[1], \
+                    f"{name}/{job_name}: check the artifact's digest before running anything of it"
+                assert uses[2].startswith('bash "$RUNNER_TEMP/base-policy/check-runner-tools"'), f"{name}/{job_name}"
                 continue
             assert uses[0].startswith("actions/checkout@") and uses[1] == "scripts/check-runner-tools", \
                 f"{name}/{job_name}: check the runner's tools right after the checkout, before setup-python"
