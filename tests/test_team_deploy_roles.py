@@ -62,11 +62,39 @@ TEAM_REACH = [
 
 @pytest.mark.parametrize(("action", "other", "own", "context"), TEAM_REACH)
 def test_a_team_deploy_role_reaches_its_own_names_and_no_other_teams(bootstrap, action, other, own, context):
-    other_context = {"aws:ResourceTag/team": "audio"} if context == "TEAM_TAG" else context
-    own_context = {"aws:ResourceTag/team": "vision"} if context == "TEAM_TAG" else context
+    other_context = {"aws:ResourceTag/team": "audio", "aws:ResourceTag/stack": "team-audio-prod"} if context == "TEAM_TAG" else context
+    own_context = {"aws:ResourceTag/team": "vision", "aws:ResourceTag/stack": "team-vision-prod"} if context == "TEAM_TAG" else context
     assert as_vision_prod(bootstrap, action, other, other_context) != ALLOW, f"{action} on {other}"
     assert as_vision_prod(bootstrap, action, own, own_context) == ALLOW, f"{action} on {own}"
 
+
+
+KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1"
+
+
+@pytest.mark.parametrize(("action", "key_tags", "request_tags"), [
+    # The platform's key, tagged into the team: then kms:* on it (the review's takeover).
+    ("kms:TagResource", {"project": "gpu-training", "stack": "prod"}, {"team": "vision", "stack": "team-vision-prod"}),
+    ("kms:PutKeyPolicy", {"stack": "prod"}, {}),
+    # The team's own key in dev, from prod's role (dev deploys from a weaker branch rule).
+    ("kms:ScheduleKeyDeletion", {"team": "vision", "stack": "team-vision-dev"}, {}),
+    ("kms:Decrypt", {"team": "vision", "stack": "team-vision-dev"}, {}),
+    ("kms:TagResource", {"team": "vision", "stack": "team-vision-dev"}, {"stack": "team-vision-prod"}),
+])
+def test_a_team_deploy_role_takes_no_key_another_stack_made(bootstrap, action, key_tags, request_tags):
+    context = {**{f"aws:ResourceTag/{k}": v for k, v in key_tags.items()},
+               **{f"aws:RequestTag/{k}": v for k, v in request_tags.items()}}
+    assert as_vision_prod(bootstrap, action, KEY, context) != ALLOW
+
+
+def test_a_team_deploy_role_creates_tags_and_manages_its_own_keys(bootstrap):
+    create = {"aws:RequestTag/team": "vision", "aws:RequestTag/stack": "team-vision-prod"}
+    assert as_vision_prod(bootstrap, "kms:CreateKey", "*", create) == ALLOW
+    assert as_vision_prod(bootstrap, "kms:TagResource", KEY, create) == ALLOW  # the Tags of CreateKey
+    own = {"aws:ResourceTag/team": "vision", "aws:ResourceTag/stack": "team-vision-prod"}
+    for action in ("kms:PutKeyPolicy", "kms:ScheduleKeyDeletion", "kms:TagResource"):
+        assert as_vision_prod(bootstrap, action, KEY, own) == ALLOW, action
+    assert as_vision_prod(bootstrap, "kms:CreateKey", "*", {"aws:RequestTag/team": "vision"}) != ALLOW
 
 def test_a_team_deploy_role_reaches_no_platform_data_nor_other_environments(bootstrap):
     for action, resource in (

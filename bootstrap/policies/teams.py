@@ -12,8 +12,9 @@ another team's data even with the policy pack switched off:
   components/config/stack.py) and its secrets reader `<project>-<env>-team-<team>-secrets`
   (components/identity/policies.py team_secrets_reader_role_name); a role it creates or changes
   must carry this boundary;
-- its KMS keys, those tagged `team=<team>` (the team stack's provider tags every resource with
-  its team: components/common/tags.py), and their aliases `alias/<project>-<env>-<team>-*`;
+- its KMS keys, those tagged `team=<team>` and `stack=team-<team>-<env>` (the team stack's provider
+  tags every resource with its team and stack: components/common/tags.py), and their aliases
+  `alias/<project>-<env>-<team>-*`; no key another stack made (it carries its stack's tag);
 - its alarms, dashboards and budget, `<project>-<env>-<team>-*`.
 
 The registry's names cannot overlap (bootstrap/config.py refuses `vision` beside `vision-x`).
@@ -31,6 +32,8 @@ from components.facts.regions import arn_partition
 
 TEAM_TAG = "team"
 """The tag a team stack's provider puts on every resource (components/common/tags.py)."""
+STACK_TAG = "stack"
+"""The tag every stack's provider puts on every resource: the stack's name (components/common/tags.py)."""
 
 
 # What a team stack does with its own roles and policies (what Pulumi's aws.iam.Role, RolePolicy,
@@ -105,7 +108,11 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
     project, partition = config.stacks_project, arn_partition(config.region)
     prefix = team_name_prefix(project, team, environment)
     buckets = f"arn:{partition}:s3:::{project}-{environment}-*"
-    own_tag = {f"aws:ResourceTag/{TEAM_TAG}": team}
+    stack = team_stack(team, environment)
+    # A key is the team's when the team stack of this environment made it: the provider tags every
+    # resource with its team and stack (components/common/tags.py); a key of the platform or of the
+    # team's stack in another environment carries another stack.
+    own_key = {f"aws:ResourceTag/{TEAM_TAG}": team, f"aws:ResourceTag/{STACK_TAG}": stack}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
         {"Sid": "WriteTeamState", "Effect": "Allow", "Action": ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
@@ -120,10 +127,12 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [buckets], "Condition": {"StringLike": {"s3:prefix": [f"teams/{team}/*"]}}},
         {"Sid": "TeamSecrets", "Effect": "Allow", "Action": ["secretsmanager:*"],
          "Resource": [f"arn:{partition}:secretsmanager:*:{account_id}:secret:{project}/{environment}/teams/{team}/*"]},
+        # Tags on creation (CreateKey's Tags need kms:TagResource too); tagging a key that exists
+        # is TeamKeys' (the team's own) alone: NoOtherKeys refuses any other key that carries a stack.
         {"Sid": "CreateTeamKeys", "Effect": "Allow", "Action": ["kms:CreateKey", "kms:TagResource"], "Resource": ["*"],
-         "Condition": {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team}}},
+         "Condition": {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team, f"aws:RequestTag/{STACK_TAG}": stack}}},
         {"Sid": "TeamKeys", "Effect": "Allow", "Action": ["kms:*"],
-         "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"], "Condition": {"StringEquals": own_tag}},
+         "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"], "Condition": {"StringEquals": own_key}},
         {"Sid": "TeamKeyAliases", "Effect": "Allow", "Action": ["kms:*Alias"],
          "Resource": [f"arn:{partition}:kms:*:{account_id}:alias/{prefix}-*"]},
         {"Sid": "TeamAlarmsDashboardsBudget", "Effect": "Allow", "Action": ["budgets:*", "cloudwatch:*"], "Resource": [
@@ -134,9 +143,10 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
         {"Sid": "ReadTheEnvironmentsCluster", "Effect": "Allow", "Action": ["eks:DescribeCluster"],
          "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
         *_team_iam(config, team, environment, account_id),
-        # No other team's data, whatever an Allow above matches (another team's prefix is never
-        # one of the team's: the registry refuses overlapping names).
-        {"Sid": "NoOtherTeamsKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey"],
+        # No other stack's key, whatever an Allow above matches: the platform's, another team's, the
+        # team's own in another environment (each carries its stack; only a key being created has none).
+        {"Sid": "NoOtherKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey"],
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
-         "Condition": {"StringNotEquals": own_tag, "Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}}},
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+                       "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
     ]}
