@@ -91,3 +91,15 @@ def test_check_refuses_naming_group_gang_and_fix(tmp_path, capsys):
     assert "scripts/gpu-training job stop" in error and "--allow-gang-roll" in error
     assert main(["check", str(preview), str(nodes), str(pods), "--allow-gang-roll"]) == 0
     assert "::warning::" in capsys.readouterr().out
+
+
+def test_the_selector_picks_every_training_pod_the_platform_makes():
+    """The gate lists pods by the labels each training pod carries (stack and ad-hoc jobs alike)."""
+    from types import SimpleNamespace
+
+    from components.workload import training_job
+    from offline.roll_gate import TRAINING_POD_SELECTOR
+
+    labels = training_job._pod_labels(SimpleNamespace(name="pretrain"))  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    wanted = {key: value for key, _, value in (term.partition("=") for term in TRAINING_POD_SELECTOR.split(","))}
+    assert wanted.items() <= labels.items()
