@@ -4,6 +4,7 @@ disk. (tests/test_workflows.py checks deploy-environment's --dry-run output agai
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -56,16 +57,26 @@ def deploy_root(tmp_path) -> Path:
     (root / "stacks" / "Pulumi.team-new-dev.yaml").write_text(CREATED.format(env="dev") + "config:\n" + region)
     log = tmp_path / "calls.log"
     executable(root / ".venv" / "bin" / "python", f"""#!/bin/bash
+case "$1" in */_roll_gate.py) shift; exec {shlex.quote(sys.executable)} \
+    {shlex.quote(str(ROOT / "scripts" / "_roll_gate.py"))} "$@" ;; esac
 while [ "$#" -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done
 echo "policy_config $out" >> {shlex.quote(str(log))}
 echo '{{}}' > "$out"
 """)
     executable(tmp_path / "bin" / "pulumi", f"""#!/bin/bash
 echo "pulumi $*" >> {shlex.quote(str(log))}
+case "$*" in
+    "preview "*--json*) cat "${{FAKE_PREVIEW_JSON:-/dev/null}}"; exit 0 ;;
+    "stack output kubeconfig "*) echo "apiVersion: v1"; exit 0 ;;
+esac
 while [ "$#" -gt 0 ]; do [ "$1" = --policy-pack-config ] && config=$2; shift; done
 [ -f "$config" ] || {{ echo "no policy config at $config" >&2; exit 3; }}
 case "$config" in *team-*) echo "${{FAKE_TEAM_OUTPUT:-}}"; exit "${{FAKE_TEAM_RC:-0}}" ;; esac
 exit "${{FAKE_PULUMI_RC:-0}}"
+""")
+    executable(tmp_path / "bin" / "kubectl", f"""#!/bin/bash
+echo "kubectl $* KUBECONFIG=$KUBECONFIG" >> {shlex.quote(str(log))}
+case "$*" in *"get nodes"*) cat "$FAKE_NODES_JSON" ;; *"get pods"*) cat "$FAKE_PODS_JSON" ;; esac
 """)
     return root
 
@@ -85,7 +96,7 @@ def calls(root: Path) -> list[str]:
 def test_deploy_environment_deploys_created_stacks_platform_first(deploy_root):
     result = deploy(deploy_root, "dev")
     assert result.returncode == 0, result.stderr
-    pulumi = [line for line in calls(deploy_root) if line.startswith("pulumi ")]
+    pulumi = [line for line in calls(deploy_root) if line.startswith("pulumi ") and "--policy-pack" in line]
     assert [re.search(r"--stack (\S+)", line)[1] for line in pulumi] == ["dev", "team-new-dev"]  # type: ignore[index]
     assert all(line.startswith("pulumi up ") and "--yes" in line for line in pulumi)
 
@@ -173,6 +184,68 @@ def test_deploy_environment_keeps_runner_temp_in_ci(deploy_root, tmp_path):
     written = [line.split(" ", 1)[1] for line in calls(deploy_root) if line.startswith("policy_config ")]
     assert written == [f"{runner_temp}/policy-config/dev.json", f"{runner_temp}/policy-config/team-new-dev.json"]
 
+
+
+# --- deploy-environment's roll gate (offline/roll_gate.py; tests/test_roll_gate.py holds its table) --
+
+def _preview_rolling(group: str, capacity: str = "ON_DEMAND") -> str:
+    """`pulumi preview --json` of an update that moves a GPU node group to a new Kubernetes version."""
+    urn = "urn:pulumi:dev::gpu-training::gpu-training:cluster:NodePools$aws:eks/nodeGroup:NodeGroup::p5-nodegroup"
+    state = {"urn": urn, "type": "aws:eks/nodeGroup:NodeGroup",
+             "inputs": {"amiType": "AL2023_x86_64_NVIDIA", "capacityType": capacity, "nodeGroupName": group}}
+    return json.dumps({"steps": [{"op": "update", "urn": urn, "oldState": state, "newState": state,
+                                  "diffReasons": ["version"], "detailedDiff": None}]})
+
+
+@pytest.fixture
+def gang_running(deploy_root) -> dict[str, str]:
+    """A cluster whose node n1 (node group gpu-training-dev-p5, on demand) runs gang training/pretrain."""
+    files = deploy_root.parent
+    (files / "nodes.json").write_text(json.dumps({"items": [{"metadata": {"name": "n1", "labels": {
+        "eks.amazonaws.com/nodegroup": "gpu-training-dev-p5", "eks.amazonaws.com/capacityType": "ON_DEMAND"}}}]}))
+    (files / "pods.json").write_text(json.dumps({"items": [{
+        "metadata": {"namespace": "training", "labels": {"jobset.sigs.k8s.io/jobset-name": "pretrain"}},
+        "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}]}))
+    (files / "preview.json").write_text(_preview_rolling("gpu-training-dev-p5"))
+    return {"FAKE_PREVIEW_JSON": str(files / "preview.json"), "FAKE_NODES_JSON": str(files / "nodes.json"),
+            "FAKE_PODS_JSON": str(files / "pods.json")}
+
+
+def test_deploy_refuses_to_roll_a_node_group_a_gang_runs_on(deploy_root, gang_running):
+    result = deploy(deploy_root, "dev", **gang_running)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "node group gpu-training-dev-p5 (`version`) runs training/pretrain" in result.stderr
+    assert "scripts/gpu-training job stop" in result.stderr and "--allow-gang-roll" in result.stderr
+    assert not [line for line in calls(deploy_root) if line.startswith("pulumi up")], "nothing may be updated"
+    kubectl = [line for line in calls(deploy_root) if line.startswith("kubectl ")]
+    assert kubectl and all(re.match(r"kubectl get (nodes|pods) ", line) for line in kubectl), "read-only"
+    assert all("KUBECONFIG=" + str(deploy_root.parent / "tmp" / "policy-config.") in line for line in kubectl)
+
+
+def test_allow_gang_roll_deploys_with_a_warning(deploy_root, gang_running):
+    result = deploy(deploy_root, "--allow-gang-roll", "dev", **gang_running)
+    assert result.returncode == 0, result.stderr
+    assert "::warning::--allow-gang-roll" in result.stdout and "training/pretrain" in result.stdout
+    assert [line for line in calls(deploy_root) if line.startswith("pulumi up")]
+
+
+@pytest.mark.parametrize("case", ["spot", "no-roll"])
+def test_a_spot_gang_or_an_update_that_rolls_nothing_deploys(deploy_root, gang_running, case):
+    preview = deploy_root.parent / "preview.json"
+    preview.write_text(_preview_rolling("gpu-training-dev-p5", "SPOT") if case == "spot" else '{"steps": []}')
+    result = deploy(deploy_root, "dev", **gang_running)
+    assert result.returncode == 0, result.stderr
+    assert ("gpu-training-dev-p5\tspot" in result.stdout) == (case == "spot")
+    assert [line for line in calls(deploy_root) if line.startswith("pulumi up")]
+    if case == "no-roll":  # the cluster is asked only when a GPU node group rolls
+        assert not [line for line in calls(deploy_root) if line.startswith("kubectl ")]
+
+
+def test_previews_and_dry_runs_never_ask_the_cluster(deploy_root, gang_running):
+    for args in (["--preview", "dev"], ["--dry-run", "dev"]):
+        result = deploy(deploy_root, *args, **gang_running)
+        assert result.returncode == 0, result.stderr
+    assert not [line for line in calls(deploy_root) if line.startswith("kubectl ") or "--json" in line]
 
 # --- new-team-stack and docs/team-stacks.md: stack init first, with the KMS provider ---------
 

@@ -416,7 +416,7 @@ def test_cluster_jobs_check_their_runners_tools_before_using_them():
 
 def test_the_runner_tools_are_the_ones_the_runner_section_lists():
     tools = RUNNER_TOOLS.findall((ROOT / "scripts" / "check-runner-tools").read_text())
-    assert tools == ["git", "make", "tar", "gzip", "curl", "aws"]
+    assert tools == ["git", "make", "tar", "gzip", "curl", "aws", "kubectl"]
     runners = (ROOT / "docs" / "delivery.md").read_text().split("### The runner image", 1)[1].split("\n## ", 1)[0]
     for tool in tools:
         assert f"`{tool}`" in runners, f"docs/delivery.md, The runner image, does not list {tool}"
