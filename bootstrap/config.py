@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config.placeholders import find_placeholders, refuse_or_warn
+from components.config.platform_names import reserved_team_name_problem
 from components.config.reader import (
     ConfigError,
     ConfigProblem,
@@ -270,6 +271,11 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...]) -> tupl
                               check=lambda v: None if BRANCH.fullmatch(v) else "is not a plain branch name",
                               fix="name one branch, without wildcards or colons, e.g. main")
         entry.finish()
+        sites = {site for environment in environments for site, _ in environment.sites}
+        reserved = reserved_team_name_problem(name, sites=sites)
+        if reserved:
+            section.error(section.key(name), name, reserved, "rename the team (its stacks team-<team>-<env> and its row "
+                          "in the platform stacks' teams)")
         overlap = _name_overlap(name, teams)
         if overlap:
             section.error(section.key(name), name, overlap, "rename one team so that neither name starts with the other's "

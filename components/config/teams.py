@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from components.config.node_pools import NodePoolConfig
+from components.config.platform_names import reserved_team_name_problem
 from components.config.reader import Section
 from components.config.stack_names import TEAM_NAME
 from components.config.training import TrainingConfig, overcommitted_pools
@@ -80,6 +81,10 @@ def _parse_row(s: Section, pools: dict[str, NodePoolConfig],
                invalid_pools: Collection[str] | None) -> tuple[TeamQueueConfig, bool]:
     name = s.string("name", check=lambda v: None if TEAM_NAME.fullmatch(v) else "is not a team name",
                     fix="use the team of its stack team-<team>-<env>: lowercase letters, digits and '-'")
+    reserved = reserved_team_name_problem(name, pools) if name and TEAM_NAME.fullmatch(name) else None
+    if reserved:
+        s.error(s.key("name"), name, reserved, "rename the team (its stacks team-<team>-<env> and its row in the "
+                "bootstrap's teams)")
     quota_section = s.section("gpuQuota")
     quota: dict[str, int] = {}
     gpu_pools = ", ".join(p.name for p in pools.values() if p.gpu) or "(no GPU pools)"
