@@ -50,6 +50,7 @@ def test_the_end_is_read_as_ec2_prints_it(end):
     ({**BLOCK, "capacityBlockEnd": "2099-01-15T11:30:00+02:00"}, "is not a UTC time"),
     ({**BLOCK, "capacityBlockEnd": "2099-01-15"}, "is not a UTC time"),
     ({**BLOCK, "capacityBlockEnd": "2099-02-30T11:30:00Z"}, "is not a UTC time"),          # no such day
+    ({**BLOCK, "capacityBlockEnd": "2099-01-15T11:30:45Z"}, "has seconds"),                # the cron runs at 11:30:00
     ({"capacityBlockEnd": BLOCK_END}, "is only used with capacity: capacityBlock, not reservation"),
 ])
 def test_a_bad_or_missing_end_is_refused_with_its_key_and_fix(changes, expected):
@@ -178,7 +179,9 @@ def test_the_hold_stops_only_the_blocks_queues_that_admit(monkeypatch):
 
 def test_the_resume_undoes_only_its_own_hold(monkeypatch):
     held = [cluster_queue("training-prod", ["pool-p5-efa"], "Hold", {script.HELD_FOR: "pool-p5-efa"}),
-            cluster_queue("team-nlp", ["pool-p5-efa"], "Hold")]                             # an operator's hold
+            cluster_queue("team-nlp", ["pool-p5-efa"], "Hold"),                             # an operator's hold
+            # held by this block's run, then drained by an operator: theirs to resume
+            cluster_queue("team-speech", ["pool-p5-efa"], "HoldAndDrain", {script.HELD_FOR: "pool-p5-efa"})]
     patches = run(monkeypatch, held, stop_policy="None", now=END, at=END, window=datetime.timedelta(days=1))
     assert patches == {"training-prod": {"metadata": {"annotations": {script.HELD_FOR: None}},
                                          "spec": {"stopPolicy": "None"}}}

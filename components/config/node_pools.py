@@ -317,6 +317,10 @@ def _block_end(text: str) -> datetime | None:
 def _block_end_problem(text: str) -> str | None:
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|\+00:00)", text) or _block_end(text) is None:
         return f"is not a UTC time of the form {BLOCK_END_FORMS}"
+    if not text.endswith(("00Z", "00+00:00")):
+        # The hold and resume CronJobs run on the minute (cron has no seconds): at 11:30:00 an end of
+        # 11:30:45 is still ahead, and the run would find itself outside its window and do nothing.
+        return "has seconds: capacity blocks end on the minute, and the hold and resume run on the minute"
     return None
 
 

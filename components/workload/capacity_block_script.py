@@ -51,8 +51,8 @@ def queue_patch(queue: dict, *, flavor: str, stop_policy: str) -> dict | None:
         if current != "None":
             return None  # stopped by someone else, maybe HoldAndDrain: not ours to soften
         return {"metadata": {"annotations": {HELD_FOR: flavor}}, "spec": {"stopPolicy": "Hold"}}
-    if annotations.get(HELD_FOR) != flavor:
-        return None  # not held by this block's run: whoever stopped it resumes it
+    if annotations.get(HELD_FOR) != flavor or current != "Hold":
+        return None  # not held by this block's run, or stopped harder since (HoldAndDrain): whoever did resumes it
     return {"metadata": {"annotations": {HELD_FOR: None}}, "spec": {"stopPolicy": "None"}}
 
 
