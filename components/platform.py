@@ -78,6 +78,7 @@ from components.workload.multikueue import (
 )
 from components.workload.progress_access import ProgressAdmissionPolicy
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
+from components.workload.team_deploy_access import team_deploy_access
 from components.workload.team_queues import team_cluster_queues
 from components.workload.tenant import (
     PLATFORM_TENANT,
@@ -156,6 +157,10 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     team_cluster_queues(config.teams, cohort=config.environment, pools=_gpu_pools(config),
                         manager=config.multikueue is not None and config.multikueue.role == MANAGER,
                         depends_on=[controllers.kueue], opts=cluster.in_cluster)
+    # Each registered team's deploy role, in its namespace only (workload/team_deploy_access.py).
+    team_deploy_access(config.teams, project=config.project, environment=config.environment,
+                       cluster_name=cluster.cluster.eks.name, account_id=on_aws.account_id,
+                       partition=arn_partition(config.region), opts=on_aws.opts)
     outputs = _outputs(config, network, cluster, data, roles, observability)
     return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
                                          "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}

@@ -285,7 +285,7 @@ def _team_roles(team: TeamOnPlatform, secrets: TrainingSecrets, account_id: pulu
     config, platform_config, platform = team.config, team.config.judged_platform, team.resources
     secret_arns = [s.arn for s in secrets.secrets.values()]
     trainer_role = _team_role(
-        "team-trainer", config, on_aws,
+        "team-trainer", config, on_aws, name=policies.team_trainer_role_name(config.name_prefix),
         # The manager's cluster, and each worker's where a dispatched job runs.
         trust=account_id.apply(lambda account: policies.workload_trust_policy(
             account, cluster_name=[platform_config.cluster_name, *(w.resources["clusterName"] for w in team.workers)],

@@ -9,6 +9,8 @@ from components.config import load_stack_config
 from components.config.service_quotas import node_interface_groups
 from components.facts.eks_versions import ADDON_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
+from components.workload.team_deploy_access import team_deploy_role_arn
+from offline.plan import MOCK_ACCOUNT_ID
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
@@ -50,11 +52,14 @@ def test_access_entries(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     entries = {e["principalArn"] for e in (r["inputs"] for r in plan.of_type("aws:eks/accessEntry:AccessEntry"))
                if e.get("kubernetesGroups") != ["multikueue-manager"]}  # MultiKueue's: tests/test_multikueue.py
-    assert entries == set(config.cluster.admin_principals) | set(config.cluster.read_only_principals)
+    # Each registered team's deploy role, in its namespace only: tests/test_team_deploy_access.py.
+    teams = {team_deploy_role_arn("aws", MOCK_ACCOUNT_ID, PROJECT, row.name, config.environment) for row in config.teams}
+    assert entries == set(config.cluster.admin_principals) | set(config.cluster.read_only_principals) | teams
     policies = {(a["inputs"]["principalArn"], a["inputs"]["policyArn"].rsplit("/", 1)[-1])
                 for a in plan.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
     assert policies == {(arn, "AmazonEKSClusterAdminPolicy") for arn in config.cluster.admin_principals} | {
-        (arn, "AmazonEKSViewPolicy") for arn in config.cluster.read_only_principals}
+        (arn, "AmazonEKSViewPolicy") for arn in config.cluster.read_only_principals} | {
+        (arn, "AmazonEKSAdminPolicy") for arn in teams}
 
 
 def test_managed_addons_are_pinned(stack, plan_of):

@@ -11,6 +11,7 @@ import pytest
 from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, environment_of, mutate, raw_config
 
 from bootstrap import policies
+from bootstrap.policies.teams import team_boundary_policy_name
 from components.common.boundary import bound_roles
 from components.config import ConfigError, load_stack_config
 from offline.plan import planned_config, synthesize
@@ -71,8 +72,45 @@ def test_a_team_stack_takes_the_platforms_boundary_and_may_not_set_another():
     team = planned_config("team-vision-prod")
     assert team.iam_permissions_boundary == boundary_of("prod")
     other = "arn:aws:iam::111122223333:policy/platform/org-boundary"
-    with pytest.raises(ConfigError, match="differs from the platform stack's"):
+    with pytest.raises(ConfigError, match="is neither the platform stack's boundary"):
         planned_config("team-vision-prod", raw=mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", other))
+
+
+def team_boundary(team: str, environment: str = "prod") -> str:
+    """The bootstrap's team boundary, in the account of the platform's boundary."""
+    account = boundary_of("prod").split(":")[4]
+    return f"arn:aws:iam::{account}:policy/{team_boundary_policy_name(PROJECT, team, environment)}"
+
+
+def test_a_team_stack_with_its_team_boundary_plans_every_role_under_it():
+    """Issue #41 item 1: the team deploy role creates roles only with the team boundary, so the
+    stack it deploys must be able to name that boundary (bootstrap/policies/teams.py)."""
+    raw = mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", team_boundary("vision"))
+    assert planned_config("team-vision-prod", raw=raw).iam_permissions_boundary == team_boundary("vision")
+    stack_file = ROOT / "stacks" / "Pulumi.team-vision-prod.yaml"
+    plan = synthesize("team-vision-prod", stack_file, overrides={KEY: team_boundary("vision")})
+    roles = plan.of_type("aws:iam/role:Role")
+    assert roles and {r["inputs"].get("permissionsBoundary") for r in roles} == {team_boundary("vision")}
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    (team_boundary("audio"), "is team audio's boundary; team vision's deploy role creates roles only with its own"),
+    (team_boundary("vision", "dev"), "the dev environment's boundary"),
+    (team_boundary("vision").replace(":111122223333:", ":999999999999:"), "nor team vision's beside it"),
+])
+def test_a_team_stack_refuses_another_teams_or_environments_boundary_naming_key_value_and_fix(value, says):
+    raw = mutate(raw_config("team-vision-prod"), "iamPermissionsBoundary", value)
+    with pytest.raises(ConfigError) as raised:
+        planned_config("team-vision-prod", raw=raw)
+    lines = [line for line in str(raised.value).splitlines() if KEY in line]
+    assert len(lines) == 1 and value in lines[0] and says in lines[0], str(raised.value)
+    assert "Fix:" in lines[0] and "remove" in lines[0], lines[0]
+
+
+def test_a_platform_stack_refuses_a_team_boundary():
+    raw = mutate(raw_config("prod"), "iamPermissionsBoundary", team_boundary("vision"))
+    with pytest.raises(ConfigError, match="is team vision's boundary; a platform stack's roles carry the environment's"):
+        load_stack_config(raw, project=PROJECT, stack="prod")
 
 
 def transformation_args(type_token: str, props: dict[str, Any]) -> pulumi.ResourceTransformationArgs:

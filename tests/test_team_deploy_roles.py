@@ -178,3 +178,13 @@ def test_a_team_deploy_role_decrypts_its_environments_config_secrets_only(bootst
     prod_key, dev_key = documents["state-secrets-prod"], documents["state-secrets-dev"]
     assert evaluate(prod_key, "kms:Decrypt", "*", request) == ALLOW
     assert evaluate(dev_key, "kms:Decrypt", "*", request) == DENY
+
+
+def test_the_team_deploy_role_may_create_every_role_of_the_team_stack(bootstrap, plan_of):
+    """Issue 41 item 1: the team stack's roles take names its deploy role and boundary cover; the
+    trainer role once took Pulumi's generated `team-trainer-<suffix>`, outside `gpu-training-prod-vision-*`."""
+    names = [r["inputs"].get("name") for r in plan_of("team-vision-prod").of_type("aws:iam/role:Role")]
+    assert names and all(names), f"a role of the team stack without a physical name: {names}"
+    for name in names:
+        assert as_vision_prod(bootstrap, "iam:CreateRole", f"{IAM}:role/{name}",
+                              {"iam:PermissionsBoundary": TEAM_BOUNDARY}) == ALLOW, name

@@ -71,7 +71,8 @@ KEYS: tuple[Key, ...] = (
     Key("iamPermissionsBoundary", STRING,
         "ARN of the managed policy every IAM role of the stack carries as permissions boundary: the bootstrap's "
         "`permissionsBoundaryArns.<env>`, without which its CI deploy roles create no role (docs/delivery.md). "
-        "A team stack takes its platform stack's (if set, it must be the same).",
+        "A team stack takes its platform stack's, or its team boundary beside it (`<project>-boundary-<env>-team-<team>`, "
+        "the one its team deploy role creates roles with); never another team's.",
         default=UNSET, stacks=BOTH),
 
     Key("network", MAPPING, "VPC layout of the environment.", stacks=frozenset({PLATFORM})),

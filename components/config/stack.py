@@ -35,7 +35,7 @@ from components.config.node_pools import (
 )
 from components.config.observability import ObservabilityConfig, parse_observability
 from components.config.permissions_boundary import KEY as PERMISSIONS_BOUNDARY_KEY
-from components.config.permissions_boundary import parse_permissions_boundary
+from components.config.permissions_boundary import parse_permissions_boundary, team_boundary_arn
 from components.config.placeholders import parse_allow
 from components.config.reader import (
     SECRET,
@@ -530,14 +530,11 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
                               storage=platform.storage if platform else None, team=True,
                               environment=environment, platform_quota=platform_quota)
     budget = parse_budget(root.section("budget", {}), environment=environment)
-    boundary = parse_permissions_boundary(root, project=project, environment=environment)
+    boundary = parse_permissions_boundary(root, project=project, environment=environment, team=team)
     if platform is not None:
         _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image, environment=environment,
                              team=True)
-        if boundary and boundary != platform.iam_permissions_boundary:
-            root.error(root.key(PERMISSIONS_BOUNDARY_KEY), boundary,
-                       f"differs from the platform stack's ({platform.iam_permissions_boundary or 'none'}): the same "
-                       "deploy role creates both stacks' roles", "remove it; the team stack takes the platform's")
+        boundary = _team_stack_boundary(root, boundary, platform, project=project, environment=environment, team=team)
     allow_placeholders = parse_allow(root, environment=environment)
     members = parse_members(root, region=region, platform_principals=_cluster_principals(platform))
     root.finish()
@@ -546,8 +543,26 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
     return TeamStackConfig(project=project, stack=stack, environment=environment, team=team, region=region,
                            cost_center=cost_center, platform_stack=reference, platform=platform,
                            secrets=secrets, training=training, budget=budget,
-                           iam_permissions_boundary=platform.iam_permissions_boundary if platform else None,
+                           iam_permissions_boundary=boundary if platform else None,
                            allow_placeholders=allow_placeholders, members=members)
+
+
+def _team_stack_boundary(root: Section, boundary: str | None, platform: StackConfig, *, project: str,
+                         environment: str, team: str) -> str | None:
+    """The boundary of the team stack's roles: the platform's (the environment's deploy role creates
+    both stacks' roles), or the team's own beside it (its team deploy role creates roles only with
+    that one: bootstrap/policies/teams.py). Unset: the platform's."""
+    ours = platform.iam_permissions_boundary
+    if not boundary or not root.ok(PERMISSIONS_BOUNDARY_KEY) or boundary == ours:
+        return ours
+    team_arn = team_boundary_arn(ours, project=project, environment=environment, team=team) if ours else None
+    if boundary == team_arn:
+        return boundary
+    root.error(root.key(PERMISSIONS_BOUNDARY_KEY), boundary,
+               f"is neither the platform stack's boundary ({ours or 'none'}) nor team {team}'s beside it",
+               f"use {team_arn} (deploying with the team's deploy role) or remove it (the platform's)"
+               if team_arn else "remove it; the team stack takes the platform's")
+    return ours
 
 
 def _cluster_principals(platform: StackConfig | None) -> dict[str, str]:

@@ -157,6 +157,13 @@ def secrets_reader_policy(*, region: str, secret_arns: Sequence[str], secrets_ke
     return iam.policy(*_secret_statements(region, secret_arns, secrets_key_arn))
 
 
+def team_trainer_role_name(team_name_prefix: str) -> str:
+    """The team's trainer role, `<project>-<env>-<team>-trainer` (the team stack's name prefix):
+    under the names the team boundary and the team deploy role cover (bootstrap/policies/teams.py,
+    `<project>-<env>-<team>-*`). Shorter than the team's secrets reader's, so it fits where that fits."""
+    return f"{team_name_prefix}-trainer"
+
+
 def team_secrets_reader_role_name(name_prefix: str, team: str) -> str:
     """The role a team stack creates for External Secrets to read that team's secrets."""
     return f"{name_prefix}-team-{team}-secrets"

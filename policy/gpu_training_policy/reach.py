@@ -41,8 +41,12 @@ CONTEXT = {"s3:prefix": LISTED_PREFIX, "kms:EncryptionContext:aws:s3:arn": "arn:
 
 
 def team_role_pattern(stack: Stack) -> re.Pattern[str]:
-    """A team's role names: its prefix and one word (no hyphen: a hyphen makes it a longer team's)."""
-    return re.compile(re.escape(stack.team_name_prefix) + r"[a-z0-9]+")
+    """A team's role names: its prefix and one word (no hyphen: a hyphen makes it a longer team's).
+    Two prefixes: the secrets reader's, `<project>-<env>-team-<team>-`, and the team stack's own
+    name prefix, `<project>-<env>-<team>-`, which the team boundary covers (its trainer role:
+    components/identity/policies.py team_trainer_role_name; bootstrap/policies/teams.py)."""
+    own = f"{stack.project}-{stack.environment}-{stack.team}-"
+    return re.compile(f"(?:{re.escape(stack.team_name_prefix)}|{re.escape(own)})[a-z0-9]+")
 
 
 def owns_role_name(stack: Stack, name: str) -> bool:

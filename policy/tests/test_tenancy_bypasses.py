@@ -82,6 +82,23 @@ def test_a_role_named_in_a_longer_teams_namespace_is_refused():
     assert refused(role)
 
 
+@pytest.mark.parametrize("name", ["gpu-training-prod-vision-x-trainer", "gpu-training-prod-audio-trainer",
+                                  "gpu-training-staging-vision-trainer"])
+def test_a_role_under_another_teams_stack_prefix_is_refused(name):
+    """The team stack's own prefix (`<project>-<env>-<team>-`, its trainer's) is the team's, by
+    exact team and environment: not a longer team's, another team's or another environment's."""
+    role = resource("aws:iam/role:Role", "bypass-role", {
+        "name": name, "assumeRolePolicy": document({
+            "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"})},
+        stack=TEAM)
+    assert refused(role)
+
+
+def test_the_trainer_role_takes_the_team_stacks_own_prefix():
+    trainer = find(plan_records(TEAM), "aws:iam/role:Role", "team-trainer")
+    assert trainer["inputs"]["name"] == "gpu-training-prod-vision-trainer"
+
+
 def test_a_secret_store_assuming_the_reader_of_a_team_whose_name_extends_this_one_is_refused():
     store = resource("kubernetes:external-secrets.io/v1:SecretStore", "bypass-store", {
         "metadata": {"name": "bypass", "namespace": "team-vision"}, "spec": {"provider": {"aws": {
