@@ -22,8 +22,9 @@ def gpu_pool(**changes):
 
 
 def without_jobs(stack):
-    """The stack's config minus its training section, whose jobs name the stack's own pools."""
-    return mutate(raw_config(stack), "training", DELETE)
+    """The stack's config minus its training section and team registry, whose jobs and quotas name
+    the stack's own pools."""
+    return mutate(mutate(raw_config(stack), "training", DELETE), "teams", DELETE)
 
 
 def errors_for(stack, path, value):

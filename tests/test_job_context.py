@@ -173,7 +173,9 @@ def test_a_live_context_of_the_platform_as_deployed_is_what_judges(tmp_path, run
     the 8-GPU job the checkout accepts."""
     platform = json.loads(recorded["data"]["platform"])
     pools = json.loads(platform["gpu-training:nodePools"])
-    next(pool for pool in pools if pool["name"] == "gpu-spot")["instanceTypes"] = ["g6.12xlarge", "g5.12xlarge"]
+    spot = next(pool for pool in pools if pool["name"] == "gpu-spot")
+    # Half the GPUs per node, twice the nodes: the pool holds the quotas it did (the registry's sum).
+    spot["instanceTypes"], spot["size"]["max"] = ["g6.12xlarge", "g5.12xlarge"], spot["size"]["max"] * 2
     platform["gpu-training:nodePools"] = json.dumps(pools)
     data = {**recorded["data"], "platform": json.dumps(platform)}
     path = _job_file(tmp_path, ADHOC)
