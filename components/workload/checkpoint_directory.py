@@ -38,6 +38,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.manifests import checkov_skips
 from components.data import training_data
 
 NAME = "checkpoint-directory"
@@ -114,8 +115,7 @@ def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str)
             "name": NAME,
             "namespace": namespace,
             "labels": labels,
-            "annotations": {f"checkov.io/skip{i}": f"{check}={reason}"
-                            for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)},
+            "annotations": checkov_skips(SKIP_REASONS),
         },
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
