@@ -22,7 +22,7 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.common.partition import provider_partition
-from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, owner_only
+from components.data.bucket_controls import abort_incomplete_uploads_rule, expire_noncurrent_versions_rule, owner_only
 from components.identity import policies
 
 ACCESS_LOGS_PURPOSE = "access-logs"
@@ -83,17 +83,8 @@ def access_log_bucket(resource_name: str, *, bucket_name: pulumi.Input[str], sou
                 id="expire-access-logs", status="Enabled",
                 filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
                 expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=retention_days)),
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="expire-noncurrent-versions", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                    noncurrent_days=NONCURRENT_LOG_RETENTION_DAYS),
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="abort-incomplete-multipart-uploads", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                    days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
+            expire_noncurrent_versions_rule("expire-noncurrent-versions", NONCURRENT_LOG_RETENTION_DAYS),
+            abort_incomplete_uploads_rule(),
         ],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[versioning]))
     return bucket
