@@ -63,13 +63,9 @@ def platform_stacks(stacks_dir: Path, environments: tuple[str, ...]) -> list[str
 
 def stack_vpc_cidr(stacks_dir: Path, *, project: str, stack: str) -> tuple[ipaddress.IPv4Network | None, str]:
     """One platform stack's network.vpcCidr from its file beside this one, or None and why not."""
-    config, why_not = _stack_file(stacks_dir, stack)
-    if config is None:
-        return None, why_not
-    network = _value(config, project, "network")
-    text = network.get("vpcCidr") if isinstance(network, Mapping) else None
+    text, why_not = _nested_value(stacks_dir, stack, project, "network", "vpcCidr")
     if not isinstance(text, str):
-        return None, "it sets no network.vpcCidr as text"
+        return None, why_not or "it sets no network.vpcCidr as text"
     try:
         return ipaddress.IPv4Network(text, strict=True), ""
     except ValueError:
@@ -79,13 +75,9 @@ def stack_vpc_cidr(stacks_dir: Path, *, project: str, stack: str) -> tuple[ipadd
 def manager_workers(stacks_dir: Path, *, project: str, manager: str) -> tuple[list[tuple[str, str]] | None, str]:
     """The (stack, region) of each worker a manager's stack file lists under multiKueue.workers, or
     None and why not. Read as loosely as the CIDR: the manager's own plan judges its entries."""
-    config, why_not = _stack_file(stacks_dir, manager)
-    if config is None:
-        return None, why_not
-    section = _value(config, project, "multiKueue")
-    workers = section.get("workers") if isinstance(section, Mapping) else None
+    workers, why_not = _nested_value(stacks_dir, manager, project, "multiKueue", "workers")
     if not isinstance(workers, list):
-        return None, "it lists no multiKueue.workers"
+        return None, why_not or "it lists no multiKueue.workers"
     return [(str(w["stack"]), str(w.get("region", ""))) for w in workers
             if isinstance(w, Mapping) and isinstance(w.get("stack"), str)], ""
 
@@ -145,3 +137,13 @@ def _read_stack_file(path: Path, _mtime_ns: int, _size: int) -> tuple[Mapping[st
 def _value(config: Mapping[str, object], project: str, key: str) -> object:
     """A key as the stack file holds it: namespaced by the project or not."""
     return config.get(f"{project}:{key}", config.get(key))
+
+
+def _nested_value(stacks_dir: Path, stack: str, project: str, section: str, key: str) -> tuple[object, str]:
+    """`section.key` of a stack's file beside this one (None where the section is no mapping or
+    lacks the key), or None and why the file cannot be read."""
+    config, why_not = _stack_file(stacks_dir, stack)
+    if config is None:
+        return None, why_not
+    values = _value(config, project, section)
+    return (values.get(key) if isinstance(values, Mapping) else None), ""
