@@ -41,6 +41,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.manifests import job_spec
 from components.config import NodePoolConfig
 from components.workload.controllers import PODS_READY_TIMEOUT_SECONDS
 from components.workload.multikueue import KUEUE_NAMESPACE, ROTATION_IMAGE, api_script_pod
@@ -86,8 +87,8 @@ def _cronjob(name: str, *, at: datetime, window_s: int, flavor: str, stop_policy
             "spec": {"schedule": cron_at(at), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
                      "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS, "successfulJobsHistoryLimit": 1,
                      "failedJobsHistoryLimit": 3,
-                     "jobTemplate": {"spec": {"backoffLimit": 3, "activeDeadlineSeconds": 600, "template": {
-                         "metadata": {"labels": {"app.kubernetes.io/name": HOLD}}, "spec": pod}}}}}
+                     "jobTemplate": {"spec": job_spec(labels={"app.kubernetes.io/name": HOLD}, pod_spec=pod,
+                                                      backoff_limit=3, deadline_seconds=600)}}}
 
 
 def hold_manifests(pools: Sequence[NodePoolConfig], *, system_pool: str) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import checkov_skips
+from components.common.manifests import checkov_skips, job_spec
 from components.data import training_data
 
 NAME = "checkpoint-directory"
@@ -117,11 +117,7 @@ def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str)
             "labels": labels,
             "annotations": checkov_skips(SKIP_REASONS),
         },
-        "spec": {
-            "backoffLimit": BACKOFF_LIMIT,
-            "activeDeadlineSeconds": DEADLINE_SECONDS,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
+        "spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT, deadline_seconds=DEADLINE_SECONDS),
     }
 
 

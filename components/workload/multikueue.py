@@ -41,7 +41,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
-from components.common.manifests import custom_resource
+from components.common.manifests import custom_resource, job_spec
 from components.config.multikueue import MultiKueueConfig, stack_name_prefix
 from components.workload.queues import COVERED_RESOURCES, KUEUE_API
 
@@ -280,9 +280,8 @@ def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image
             "schedule": ROTATION_SCHEDULE, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
             "startingDeadlineSeconds": ROTATION_DEADLINE_SECONDS, "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": ROTATION_DEADLINE_SECONDS,
-                                     "template": {"metadata": {"labels": {"app.kubernetes.io/name": ROTATION}},
-                                                  "spec": pod}}}}},
+            "jobTemplate": {"spec": job_spec(labels={"app.kubernetes.io/name": ROTATION}, pod_spec=pod, backoff_limit=1,
+                                             deadline_seconds=ROTATION_DEADLINE_SECONDS)}}},
     ]
 
 
