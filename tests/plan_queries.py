@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from stack_configs import PROJECT, raw_config
 
-from components.config import StackConfig, TeamStackConfig, load_stack_config
+from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
 from offline.plan import Plan, planned_config
 
 
 def config_of(stack: str) -> StackConfig | TeamStackConfig:
     """The stack's config as the program loads it from its stack file."""
     return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
+
+
+def config_errors(raw: dict, stack: str, **kwargs) -> list[str]:
+    """The errors loading `raw` as `stack`'s config reports; none where it loads."""
+    try:
+        load_stack_config(raw, project=PROJECT, stack=stack, **kwargs)
+    except ConfigError as error:
+        return error.errors
+    return []
 
 
 def inputs_by_name(plan: Plan, type_token: str) -> dict[str, dict]:
