@@ -25,7 +25,7 @@ from bootstrap import policies
 from bootstrap.config import BootstrapConfig
 from components.common.kms import KEY_DELETION_WINDOW_DAYS
 from components.data.access_logs import access_log_bucket, log_access
-from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
+from components.data.bucket_controls import abort_incomplete_uploads_rule, expire_noncurrent_versions_rule, secure_bucket
 
 # The log bucket's prefix for the state bucket's logs (components/data/access_logs.log_prefix).
 STATE_LOG_PURPOSE = "state"
@@ -92,17 +92,8 @@ class StateBackend(pulumi.ComponentResource):
         aws.s3.BucketLifecycleConfiguration(
             name, bucket=bucket.id,
             rules=[
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="expire-old-state-versions", status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                        noncurrent_days=config.state_version_retention_days),
-                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="abort-incomplete-multipart-uploads", status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                        days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
+                expire_noncurrent_versions_rule("expire-old-state-versions", config.state_version_retention_days),
+                abort_incomplete_uploads_rule(),
             ],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         self._log_requests(bucket)

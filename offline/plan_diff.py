@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 
 from offline.affected_stacks import MAIN_STACK_DIR, ChangeFacts, affected_stacks, stack_kind
+from offline.documents import values_under
 from offline.plan_cache import CACHE_VARIABLE, COMPLETE, BasePlanCache, label_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -413,18 +414,6 @@ def changed_paths(base_commit: str, head_commit: str | None) -> list[str]:
     return sorted(set(filter(None, (diff + "\0" + untracked).split("\0"))))
 
 
-def _hyperparameter_values(document: Any) -> Iterator[str]:
-    if isinstance(document, dict):
-        for key, value in document.items():
-            if key == "hyperparameters" and isinstance(value, str):
-                yield value
-            else:
-                yield from _hyperparameter_values(value)
-    elif isinstance(document, list):
-        for value in document:
-            yield from _hyperparameter_values(value)
-
-
 def hyperparameter_files(trees: list[Path]) -> frozenset[str]:
     """The hyperparameters files the main project's stack files name in any of `trees`, and the default."""
     from components.config.training import DEFAULT_HYPERPARAMETERS
@@ -434,7 +423,7 @@ def hyperparameter_files(trees: list[Path]) -> frozenset[str]:
         for path in _stack_dir(tree).glob("Pulumi.*.yaml"):
             text = path.read_text(errors="replace")
             try:
-                found.update(_hyperparameter_values(yaml.load(text, Loader=YAML_LOADER)))
+                found.update(values_under(yaml.load(text, Loader=YAML_LOADER), ("hyperparameters",), str))
             except yaml.YAMLError:  # the strict reader may still read it: take every line that names one
                 found.update(line.split(":", 1)[1].strip().strip("\"'") for line in text.splitlines()
                              if line.strip().startswith("hyperparameters:"))

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from components.facts.regions import availability_zones
+from offline.documents import values_under
 
 INT32 = (-(2**31), 2**31 - 1)
 MAX_ARG_STRLEN = 32 * 4096
@@ -197,21 +198,9 @@ def _manifest_problems(manifest: dict[str, Any]) -> Iterator[str]:
             yield problem
     if manifest.get("kind") == "PersistentVolume":
         yield from volume_mode_problems(manifest.get("spec") or {})
-    for containers in _container_lists(manifest):
+    for containers in values_under(manifest, ("containers", "initContainers"), list):
         for container in containers:
             yield from _container_problems(container)
-
-
-def _container_lists(value: Any) -> Iterator[list[dict[str, Any]]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in ("containers", "initContainers") and isinstance(item, list):
-                yield item
-            else:
-                yield from _container_lists(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _container_lists(item)
 
 
 def _container_problems(container: dict[str, Any]) -> Iterator[str]:

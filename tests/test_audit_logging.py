@@ -9,6 +9,7 @@ import re
 from fnmatch import fnmatchcase
 
 import pytest
+from plan_queries import config_of, inputs_by_name
 from stack_configs import DELETE, MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, mutate, raw_config, stacks_in_us_east_1
 
 from components.common.kms import logs_key_policy
@@ -21,14 +22,6 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 BUCKET = "aws:s3/bucket:Bucket"
 KEY = "aws:kms/key:Key"
 ALIAS = "aws:kms/alias:Alias"
-
-
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
-
-
-def inputs(plan, type_token) -> dict[str, dict]:
-    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
 
 
 def statements(document: str) -> list[dict]:
@@ -44,12 +37,12 @@ def log_group_arn(name: str) -> str:
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_every_log_group_is_encrypted_with_the_environments_logs_key(stack, plan_of):
     plan = plan_of(stack)
-    groups = inputs(plan, LOG_GROUP)
+    groups = inputs_by_name(plan, LOG_GROUP)
     assert {g["name"] for g in groups.values()} == {
         f"/aws/vpc/gpu-training-{stack}/flow-logs", f"/aws/eks/gpu-training-{stack}/cluster",
         *(f"/aws/containerinsights/gpu-training-{stack}/{kind}" for kind in ("application", "dataplane", "host", "performance")),
     }
-    keys = inputs(plan, KEY)
+    keys = inputs_by_name(plan, KEY)
     assert all(g["kmsKeyId"].endswith(":key/logs-key") for g in groups.values()), groups
     # The key admits CloudWatch Logs of this region for exactly these groups.
     (service,) = [s for s in statements(keys["logs-key"]["policy"]) if "Service" in s["Principal"]]
@@ -78,7 +71,7 @@ def test_the_logs_key_admits_only_this_environments_groups(name, admitted):
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_each_log_group_keeps_its_chosen_retention(stack, plan_of):
     config = config_of(stack)
-    retention = {g["name"]: g["retentionInDays"] for g in inputs(plan_of(stack), LOG_GROUP).values()}
+    retention = {g["name"]: g["retentionInDays"] for g in inputs_by_name(plan_of(stack), LOG_GROUP).values()}
     assert set(retention.values()) <= set(LOG_RETENTION_DAYS)
     prefix = f"gpu-training-{stack}"
     assert retention[f"/aws/eks/{prefix}/cluster"] == config.cluster.log_retention_days
@@ -127,13 +120,13 @@ def test_node_log_retention_must_be_a_cloudwatch_period():
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_both_data_buckets_log_access_into_the_access_log_bucket(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    buckets = inputs(plan, BUCKET)
+    buckets = inputs_by_name(plan, BUCKET)
     (log_name,) = [name for name, b in buckets.items() if b["tags"]["purpose"] == "access-logs"]
     log_bucket = buckets[log_name]["bucket"]
     assert log_bucket == f"gpu-training-{stack}-access-logs-{ACCOUNT}"
     data = {name: b for name, b in buckets.items() if name != log_name}
     assert {b["tags"]["purpose"] for b in data.values()} == {"datasets", "artifacts"}
-    logging = {r["bucket"]: r for r in inputs(plan, "aws:s3/bucketLogging:BucketLogging").values()}
+    logging = {r["bucket"]: r for r in inputs_by_name(plan, "aws:s3/bucketLogging:BucketLogging").values()}
     assert set(logging) == {f"{name}-id" for name in data}, "every data bucket, and not the log bucket itself"
     for name, bucket in data.items():
         target = logging[f"{name}-id"]
@@ -142,7 +135,7 @@ def test_both_data_buckets_log_access_into_the_access_log_bucket(stack, plan_of)
         assert target["targetObjectKeyFormat"] == {"partitionedPrefix": {"partitionDateSource": "EventTime"}}
 
     def control(type_token):
-        (found,) = [r for r in inputs(plan, type_token).values() if r["bucket"] == f"{log_name}-id"]
+        (found,) = [r for r in inputs_by_name(plan, type_token).values() if r["bucket"] == f"{log_name}-id"]
         return found
 
     # SSE-S3: log delivery cannot write into an SSE-KMS bucket.
@@ -169,9 +162,9 @@ def test_both_data_buckets_log_access_into_the_access_log_bucket(stack, plan_of)
 def test_an_existing_datasets_bucket_is_not_ours_to_log(plan_of):
     from offline.plan import synthesize
     plan = synthesize("dev", overrides={"storage": {"datasetsBucket": "acme-dev-datasets"}})
-    (logging,) = inputs(plan, "aws:s3/bucketLogging:BucketLogging").values()
+    (logging,) = inputs_by_name(plan, "aws:s3/bucketLogging:BucketLogging").values()
     assert logging["targetPrefix"] == "artifacts/"
-    (policy,) = [p for n, p in inputs(plan, "aws:s3/bucketPolicy:BucketPolicy").items() if "access-logs" in n]
+    (policy,) = [p for n, p in inputs_by_name(plan, "aws:s3/bucketPolicy:BucketPolicy").items() if "access-logs" in n]
     delivery = next(s for s in statements(policy["policy"]) if s.get("Sid") == "S3ServerAccessLogDelivery")
     assert delivery["Condition"]["ArnLike"]["aws:SourceArn"] == [f"arn:aws:s3:::gpu-training-dev-artifacts-{ACCOUNT}"]
 
@@ -181,7 +174,7 @@ def test_an_existing_datasets_bucket_is_not_ours_to_log(plan_of):
 @pytest.mark.parametrize("stack", MANIFEST_STACKS)
 def test_every_key_has_an_explicit_policy_and_an_alias_that_names_it(stack, plan_of):
     plan = plan_of(stack)
-    keys, aliases = inputs(plan, KEY), inputs(plan, ALIAS)
+    keys, aliases = inputs_by_name(plan, KEY), inputs_by_name(plan, ALIAS)
     assert keys, "every stack encrypts something"
     for name, key in keys.items():
         root = next(s for s in statements(key["policy"]) if s["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"})
@@ -198,9 +191,9 @@ def test_every_key_has_an_explicit_policy_and_an_alias_that_names_it(stack, plan
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_the_cluster_secrets_key_is_made_like_the_others(stack, plan_of):
     plan = plan_of(stack)
-    key = inputs(plan, KEY)["cluster-secrets-key"]
+    key = inputs_by_name(plan, KEY)["cluster-secrets-key"]
     assert key["deletionWindowInDays"] == 30 and key["enableKeyRotation"] is True
-    assert inputs(plan, ALIAS)["cluster-secrets-key"]["name"] == f"alias/gpu-training-{stack}-eks-secrets"
+    assert inputs_by_name(plan, ALIAS)["cluster-secrets-key"]["name"] == f"alias/gpu-training-{stack}-eks-secrets"
     (cluster,) = plan.of_type("aws:eks/cluster:Cluster")
     assert cluster["inputs"]["encryptionConfig"]["provider"]["keyArn"].endswith(":key/cluster-secrets-key")
 

@@ -101,20 +101,26 @@ def request(stack: str, resource: str, tags: dict[str, str] | str) -> tuple[str,
     return resource.format(**names), {**context, "aws:RequestedRegion": names["region"]}
 
 
+def star_role_outcome(bootstrap, stack: str, action: str, resource: str, tags: dict[str, str] | str) -> tuple[str, str]:
+    """What a role allowed `*` inline, under its environment's boundary, gets for `action` on
+    `resource`, and the request and outcome in words."""
+    arn, context = request(stack, resource, tags)
+    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, environment_of(stack)), action, arn, context)
+    return outcome, f"{stack}: {action} on {arn} with {context}: {outcome}"
+
+
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 @pytest.mark.parametrize(("action", "resource", "tags"), BYPASSES)
 def test_a_star_role_under_the_boundary_is_refused_another_projects_resource(bootstrap, stack, action, resource, tags):
-    arn, context = request(stack, resource, tags)
-    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, environment_of(stack)), action, arn, context)
-    assert outcome == DENY, f"{stack}: {action} on {arn} with {context}: {outcome}"
+    outcome, asked = star_role_outcome(bootstrap, stack, action, resource, tags)
+    assert outcome == DENY, asked
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
 @pytest.mark.parametrize(("action", "resource", "tags"), OWN)
 def test_a_star_role_under_the_boundary_still_reaches_the_projects_own(bootstrap, stack, action, resource, tags):
-    arn, context = request(stack, resource, tags)
-    outcome = evaluate_bounded(INLINE_STAR, boundary(bootstrap, environment_of(stack)), action, arn, context)
-    assert outcome == ALLOW, f"{stack}: {action} on {arn} with {context}: {outcome}"
+    outcome, asked = star_role_outcome(bootstrap, stack, action, resource, tags)
+    assert outcome == ALLOW, asked
 
 
 def test_a_role_tagged_with_the_environment_but_named_outside_it_is_not_assumable(bootstrap):

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
+from plan_queries import kubernetes_minor
 from pod_security import violations
 from stack_configs import MANIFEST_STACKS, PROJECT, mutate, raw_config
 
-from components.config import ConfigError, TeamStackConfig, load_stack_config
+from components.config import ConfigError, load_stack_config
 from components.workload import checkpoint_cleanup_script as script
 from components.workload.checkpoint_cleanup import SCRIPT, cronjob_manifest
 from components.workload.checkpoint_cleanup_script import Directory, select, unfinished_jobs
 from components.workload.training_job import SUBMITTED_BY_JOB_COMMAND, SUBMITTED_BY_LABEL
-from offline.plan import planned_config, synthesize
+from offline.plan import synthesize
 
 NOW = 1_800_000_000.0
 DAY = 86400.0
@@ -238,12 +239,6 @@ def cronjob_of(plan) -> dict:
     # (a MultiKueue manager also runs its token rotation, in kueue-system: tests/test_multikueue.py)
     (cronjob,) = [m for m in plan.manifests_on(None) if m["kind"] == "CronJob" and m["metadata"]["namespace"] != "kueue-system"]
     return cronjob
-
-
-def kubernetes_minor(stack: str) -> str:
-    config = planned_config(stack)
-    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
-    return platform.cluster.kubernetes_version
 
 
 @pytest.mark.parametrize("stack", MANIFEST_STACKS)

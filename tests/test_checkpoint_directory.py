@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from plan_queries import waits_for
 from pod_security import violations
 from stack_configs import MANIFEST_STACKS
 
@@ -21,17 +22,6 @@ LUSTRE_STACKS = ("prod", "prod-usw2", "prod-use2")
 
 def manifests(plan, kind: str) -> list[dict]:
     return [m for m in plan.manifests() if m["kind"] == kind]
-
-
-def waits_for(plan, key) -> set:
-    """Everything `key` waits for, directly or through what it waits for."""
-    seen, todo = set(), [key]
-    while todo:
-        for dependency in plan.dependencies.get(todo.pop(), ()):
-            if dependency not in seen:
-                seen.add(dependency)
-                todo.append(dependency)
-    return seen
 
 
 def checkpoint_mounts(plan) -> list[dict]:

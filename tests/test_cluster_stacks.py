@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from stack_configs import PLATFORM_STACKS, PROJECT, raw_config
+from plan_queries import config_of
+from stack_configs import PLATFORM_STACKS
 
-from components.config import load_stack_config
 from components.config.service_quotas import node_interface_groups
 from components.facts.eks_versions import ADDON_VERSIONS
 from components.facts.instance_types import INSTANCE_TYPES
@@ -14,10 +14,6 @@ from offline.plan import MOCK_ACCOUNT_ID
 
 pytestmark = pytest.mark.parametrize("stack", PLATFORM_STACKS)
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-
-
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
 
 
 def one(plan, type_token):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from crd_schemas import validate_custom_resource
+from plan_queries import config_errors
 from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, mutate, raw_config
 
 from components.config import ConfigError, StackConfig, TeamStackConfig, load_stack_config
@@ -31,11 +32,7 @@ GROUP_RESOURCE_PREFIXES = ("security-groups-", "ci-runner-")
 
 
 def problems_of(raw, stack="dev", **kwargs) -> list[str]:
-    try:
-        load_stack_config(raw, project=PROJECT, stack=stack, **kwargs)
-    except ConfigError as error:
-        return error.errors
-    return []
+    return config_errors(raw, stack, **kwargs)
 
 
 # --- rules per security group -------------------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 import re
 
 import pytest
+from plan_queries import config_of
 from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, PROJECT, TEAM_STACKS, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
@@ -31,10 +32,6 @@ from trainer.launcher import log_line
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
-
-
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
 
 
 def platform_config_of(stack) -> StackConfig:

@@ -8,6 +8,7 @@ from unittest.mock import ANY
 
 import pytest
 import yaml
+from plan_queries import config_of, inputs_by_name, waits_for
 from stack_configs import PROJECT, ROOT, raw_config
 
 from components.cluster.autoscaler import MAX_NODE_PROVISION_MINUTES
@@ -28,18 +29,10 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
-
-
 def platform_config_of(stack) -> StackConfig:
     config = config_of(stack)
     assert isinstance(config, StackConfig), stack
     return config
-
-
-def by_name(plan, type_token):
-    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
 
 
 def manifests(plan, kind):
@@ -65,8 +58,8 @@ def nodeadm_documents(user_data: str) -> list[dict]:
 def test_prod_p5_runs_on_a_reservation_in_an_az_id(plan_of):
     plan, pool = plan_of("prod"), next(p for p in config_of("prod").node_pools if p.name == "p5-efa")
     assert pool.capacity == "reservation" and pool.availability_zones == ("use1-az4",)
-    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
-    group = by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
+    template = inputs_by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    group = inputs_by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
     assert template["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": pool.capacity_reservation_id}}
     assert group["capacityType"] == "ON_DEMAND" and group["instanceTypes"] == ["p5.48xlarge"]
@@ -77,7 +70,7 @@ def test_prod_p5_runs_on_a_reservation_in_an_az_id(plan_of):
 @pytest.mark.parametrize("stack", ["staging", "prod"])
 def test_efa_launch_templates_have_efa_only_devices_and_raid0(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    templates = by_name(plan, LAUNCH_TEMPLATE)
+    templates = inputs_by_name(plan, LAUNCH_TEMPLATE)
     for pool in config.node_pools:
         template = templates[f"node-pools-{pool.name}-lt"]
         instance = INSTANCE_TYPES[pool.instance_types[0]]
@@ -103,7 +96,7 @@ def test_efa_launch_templates_have_efa_only_devices_and_raid0(stack, plan_of):
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_gpu_pools_update_with_the_minimal_strategy(stack, plan_of):
-    groups = by_name(plan_of(stack), NODE_GROUP)
+    groups = inputs_by_name(plan_of(stack), NODE_GROUP)
     for pool in config_of(stack).node_pools:
         update = groups[f"node-pools-{pool.name}-nodegroup"]["updateConfig"]
         assert update.get("updateStrategy") == ("MINIMAL" if pool.gpu else None), pool.name
@@ -206,7 +199,7 @@ def test_the_provisioning_check_and_its_api_are_installed(plan_of):
     (crd,) = [m for m in manifests(plan, "CustomResourceDefinition")
               if m["metadata"]["name"] == "provisioningrequests.autoscaling.x-k8s.io"]
     assert crd == json.loads(json.dumps(yaml.safe_load(CRD_FILE.read_text())))
-    autoscaler = by_name(plan, "kubernetes:helm.sh/v3:Release")["cluster-autoscaler-release"]
+    autoscaler = inputs_by_name(plan, "kubernetes:helm.sh/v3:Release")["cluster-autoscaler-release"]
     assert autoscaler["version"] == "9.59.0"
     assert autoscaler["values"]["extraArgs"]["enable-provisioning-requests"] == "true"
 
@@ -242,17 +235,17 @@ BLOCK = {"capacity": "capacityBlock", "capacityBlockEnd": BLOCK_END, "size": {"m
 
 def test_a_capacity_block_pool_gets_no_placement_group():
     plan = synthesize("prod", overrides={"nodePools": prod_pools_with(**BLOCK)})
-    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    template = inputs_by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
     assert "placement" not in template
     assert template["instanceMarketOptions"] == {"marketType": "capacity-block"} and template["instanceType"] == "p5.48xlarge"
-    group = by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
+    group = inputs_by_name(plan, NODE_GROUP)["node-pools-p5-efa-nodegroup"]
     assert group["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in group
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
 
 
 def test_a_reservation_made_in_a_placement_group_launches_into_that_group():
     plan = synthesize("prod", overrides={"nodePools": prod_pools_with(placementGroup="p5-reservation-cpg")})
-    template = by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
+    template = inputs_by_name(plan, LAUNCH_TEMPLATE)["node-pools-p5-efa-lt"]
     assert template["placement"] == {"groupName": "p5-reservation-cpg"}
     assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
         "capacityReservationId": "cr-0123456789abcdef0"}
@@ -295,7 +288,7 @@ def test_only_efa_pools_on_ondemand_or_spot_get_a_new_placement_group(stack, own
     plan, config = plan_of(stack), platform_config_of(stack)
     made = {group["inputs"]["name"]: group["inputs"] for group in plan.of_type(PLACEMENT_GROUP)}
     assert set(made) == own_groups and all(group["strategy"] == "cluster" for group in made.values())
-    templates = by_name(plan, LAUNCH_TEMPLATE)
+    templates = inputs_by_name(plan, LAUNCH_TEMPLATE)
     for pool in config.node_pools:
         placement = templates[f"node-pools-{pool.name}-lt"].get("placement")
         if pool.capacity in RESERVED_CAPACITY or not pool.efa:
@@ -313,7 +306,7 @@ def test_only_efa_pools_on_ondemand_or_spot_get_a_new_placement_group(stack, own
 def test_reservation_pools_keep_every_reserved_node_up(stack, plan_of):
     """min = desired = max (the reserved count) unless the stack file sets them; other pools as written."""
     plan = plan_of(stack)
-    groups = by_name(plan, NODE_GROUP)
+    groups = inputs_by_name(plan, NODE_GROUP)
     for raw in raw_config(stack)[f"{PROJECT}:nodePools"]:
         scaling, size = groups[f"node-pools-{raw['name']}-nodegroup"]["scalingConfig"], raw["size"]
         reserved = raw["capacity"] == "reservation"
@@ -392,17 +385,6 @@ def test_an_az_id_outside_the_network_fails_with_the_fix():
     for message, key in ((pool, "nodePools[1].availabilityZones"), (lustre, "storage.lustre.availabilityZone")):
         assert message.startswith(f"{PROJECT}:{key}: AZ ID use1-az2 is us-east-1d in this account"), message
         assert "Fix: add us-east-1d to network.availabilityZones" in message
-
-
-def waits_for(plan, key) -> set:
-    """Everything `key` waits for, directly or through what it waits for."""
-    seen, todo = set(), [key]
-    while todo:
-        for dependency in plan.dependencies.get(todo.pop(), ()):
-            if dependency not in seen:
-                seen.add(dependency)
-                todo.append(dependency)
-    return seen
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

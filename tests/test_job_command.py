@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from crd_schemas import validate_custom_resource
+from job_command_runs import command_runner
 
 from components.config import TeamStackConfig
 from components.config.node_pools import CAPACITY_TYPES
@@ -58,14 +59,8 @@ def _passing_pack(stack: str, job: dict[str, Any]) -> PolicyVerdict:
 
 @pytest.fixture
 def run(capfd):
-    """main(argv, seams) -> (exit status, stdout, stderr). capfd, not redirect_stdout: planning a
-    stack arms faulthandler, which needs the process's real stderr."""
-    def call(argv: list[str], seams: Seams) -> tuple[int, str, str]:
-        capfd.readouterr()
-        code = main(argv, seams)
-        captured = capfd.readouterr()
-        return code, captured.out, captured.err
-    return call
+    """main(argv, seams) -> (exit status, stdout, stderr)."""
+    return command_runner(capfd)
 
 
 def _job_file(tmp_path: Path, job: dict[str, Any]) -> Path:

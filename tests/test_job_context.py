@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from job_command_runs import command_runner
 from test_job_command import ADHOC, BAD_JOBS, STACK, FakeCluster, _job_file, _passing_pack
 
 from components.config import ConfigError, TeamStackConfig
@@ -20,7 +21,6 @@ from components.config.job_context import (
     job_context_data,
     read_job_context,
 )
-from job_command.cli import main
 from job_command.jobfile import load_team_job
 from job_command.policy import PolicyVerdict
 from job_command.seams import Seams
@@ -41,13 +41,8 @@ def _context_map(plan) -> dict[str, Any]:
 
 @pytest.fixture
 def run(capfd):
-    """As test_job_command.py's: main(argv, seams) -> (exit status, stdout, stderr)."""
-    def call(argv: list[str], seams: Seams) -> tuple[int, str, str]:
-        capfd.readouterr()
-        code = main(argv, seams)
-        captured = capfd.readouterr()
-        return code, captured.out, captured.err
-    return call
+    """main(argv, seams) -> (exit status, stdout, stderr)."""
+    return command_runner(capfd)
 
 
 @pytest.fixture(scope="module")

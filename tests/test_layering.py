@@ -119,13 +119,21 @@ def test_no_other_package_has_an_import_cycle(package, root):
     fail_on_a_cycle(import_graph(package, root))
 
 
+def _plant(root: Path, files: dict[str, str]) -> None:
+    """Write each file (path relative to `root`: text), its folders first."""
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def test_the_cycle_check_would_see_one(tmp_path, monkeypatch):
     """The detector itself: a planted cycle through a function-level import is found."""
-    package = tmp_path / "components" / "facts"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from components.facts.b import thing\n")
-    (package / "b.py").write_text("def thing():\n    from components.facts import a\n")
+    _plant(tmp_path, {
+        "components/facts/__init__.py": "",
+        "components/facts/a.py": "from components.facts.b import thing\n",
+        "components/facts/b.py": "def thing():\n    from components.facts import a\n",
+    })
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "COMPONENTS", tmp_path / "components")
     with pytest.raises(pytest.fail.Exception, match="import cycle"):
@@ -133,13 +141,13 @@ def test_the_cycle_check_would_see_one(tmp_path, monkeypatch):
 
 
 def test_relative_imports_count_like_absolute_ones(tmp_path, monkeypatch):
+    _plant(tmp_path, {
+        "components/config/__init__.py": "from . import reader\n",
+        "components/config/reader.py": "",
+        "components/config/stack.py": "from ..cluster import node_pools\nfrom .reader import Section\n",
+        "components/cluster/node_pools.py": "",
+    })
     package = tmp_path / "components" / "config"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("from . import reader\n")
-    (package / "reader.py").write_text("")
-    (package / "stack.py").write_text("from ..cluster import node_pools\nfrom .reader import Section\n")
-    (tmp_path / "components" / "cluster").mkdir()
-    (tmp_path / "components" / "cluster" / "node_pools.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert imported_modules(package / "stack.py") == {"components.cluster.node_pools", "components.config.reader"}
     assert imported_modules(package / "__init__.py") == {"components.config.reader"}

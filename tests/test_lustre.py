@@ -9,6 +9,7 @@ import json
 
 import api_limits
 import pytest
+from plan_queries import inputs_by_name
 from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError
@@ -408,10 +409,6 @@ def test_lustre_write_rate_table(capacity, per_tib, files, file_gib, mb_s):
 # ------------------------------------------------------------------------------- plan
 
 
-def by_name(plan, type_token) -> dict[str, dict]:
-    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
-
-
 def manifest(plan, kind, name) -> dict:
     (found,) = [m for m in plan.manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
     return found
@@ -422,9 +419,9 @@ def test_prod_file_system_is_encrypted_persistent_and_in_the_gpu_zone(plan_of):
     (fs,) = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
     inputs = fs["inputs"]
     assert inputs["kmsKeyId"] == f"arn:aws:mock:us-east-1:{ACCOUNT}:key/lustre-key"
-    keys = by_name(plan, "aws:kms/key:Key")
+    keys = inputs_by_name(plan, "aws:kms/key:Key")
     assert keys["lustre-key"]["enableKeyRotation"] is True
-    assert by_name(plan, "aws:kms/alias:Alias")["lustre-key"]["name"] == "alias/gpu-training-prod-lustre"
+    assert inputs_by_name(plan, "aws:kms/alias:Alias")["lustre-key"]["name"] == "alias/gpu-training-prod-lustre"
     assert (inputs["deploymentType"], inputs["storageType"], inputs["storageCapacity"], inputs["perUnitStorageThroughput"]) == (
         "PERSISTENT_2", "SSD", 26400, 125)
     assert inputs["fileSystemTypeVersion"] == "2.15" and inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
@@ -448,10 +445,10 @@ def test_prod_links_the_datasets_bucket_read_only(plan_of):
 
 def test_the_data_key_lets_only_fsx_read_only_the_datasets_bucket(plan_of):
     for stack in PLATFORM_STACKS:
-        policy = json.loads(by_name(plan_of(stack), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
+        policy = json.loads(inputs_by_name(plan_of(stack), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
         fsx = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
         assert len(fsx) == (stack in ("prod", "prod-usw2", "prod-use2")), stack
-    policy = json.loads(by_name(plan_of("prod"), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
+    policy = json.loads(inputs_by_name(plan_of("prod"), "aws:kms/key:Key")["storage-buckets-data-key"]["policy"])
     (statement,) = [s for s in policy["Statement"] if s.get("Sid") == "FsxForLustreReadsTheDatasetsBucket"]
     condition = statement["Condition"]
     assert condition["ArnLike"]["aws:PrincipalArn"] == (
@@ -465,7 +462,7 @@ def test_the_data_key_lets_only_fsx_read_only_the_datasets_bucket(plan_of):
 
 def test_lustre_security_group_opens_only_lnet_from_nodes_and_itself(plan_of):
     plan = plan_of("prod")
-    groups = by_name(plan, "aws:ec2/securityGroup:SecurityGroup")
+    groups = inputs_by_name(plan, "aws:ec2/securityGroup:SecurityGroup")
     assert groups["security-groups-lustre"]["name"] == "gpu-training-prod-lustre"
     rules = [(t, r) for t in (INGRESS, EGRESS) for r in plan.of_type(t)]
     lustre_rules = [(t, r["inputs"]) for t, r in rules if r["inputs"]["securityGroupId"] == LUSTRE_SG]
@@ -478,12 +475,12 @@ def test_lustre_security_group_opens_only_lnet_from_nodes_and_itself(plan_of):
     assert sorted((i["securityGroupId"], i["fromPort"], i["toPort"]) for i in from_lustre) == [
         (NODES_SG, 988, 988), (NODES_SG, 1018, 1023)]
     for stack in ("dev", "staging"):
-        assert "security-groups-lustre" not in by_name(plan_of(stack), "aws:ec2/securityGroup:SecurityGroup")
+        assert "security-groups-lustre" not in inputs_by_name(plan_of(stack), "aws:ec2/securityGroup:SecurityGroup")
 
 
 def test_prod_volumes_are_static_fsx_volumes(plan_of):
     plan = plan_of("prod")
-    addons = {a["addonName"]: a for a in by_name(plan, "aws:eks/addon:Addon").values()}
+    addons = {a["addonName"]: a for a in inputs_by_name(plan, "aws:eks/addon:Addon").values()}
     fsx_addon = addons["aws-fsx-csi-driver"]
     (cluster,) = plan.of_type("aws:eks/cluster:Cluster")
     assert fsx_addon["addonVersion"] == ADDON_VERSIONS[cluster["inputs"]["version"]]["aws-fsx-csi-driver"]

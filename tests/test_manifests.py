@@ -16,16 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from crd_schemas import CRD_GROUPS, validate_custom_resource
+from plan_queries import kubernetes_minor
 from stack_configs import MANIFEST_STACKS, ROOT
-
-from components.config import TeamStackConfig
-from offline.plan import planned_config
-
-
-def kubernetes_minor(stack: str) -> str:
-    config = planned_config(stack)
-    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
-    return platform.cluster.kubernetes_version
 
 
 def is_custom(manifest: dict) -> bool:

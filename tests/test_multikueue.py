@@ -26,6 +26,7 @@ from components.workload.multikueue import (
     rotation_manifests,
 )
 from tests.crd_schemas import validate_custom_resource
+from tests.plan_queries import config_errors
 from tests.stack_configs import DELETE, PROJECT, mutate, raw_config
 
 WORKERS = {"prod-usw2": "us-west-2", "prod-use2": "us-east-2"}
@@ -505,11 +506,7 @@ def test_a_worker_its_manager_does_not_list_is_refused(tmp_path):
     (tmp_path / "Pulumi.prod.yaml").write_text(
         "config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n"
         "  gpu-training:multiKueue:\n    workers: [{stack: prod-usw2, region: us-west-2, gpus: 32}]\n")
-    try:
-        load_stack_config(raw_config("prod-use2"), project=PROJECT, stack="prod-use2", sibling_stacks_dir=tmp_path)
-        found = []
-    except ConfigError as error:
-        found = error.errors
+    found = config_errors(raw_config("prod-use2"), "prod-use2", sibling_stacks_dir=tmp_path)
     assert any("gpu-training:multiKueue.manager" in p and "does not list 'prod-use2'" in p
                and "stacks/Pulumi.prod.yaml" in p for p in found), found
 
@@ -518,19 +515,11 @@ def test_a_regional_stack_must_not_overlap_its_environments_other_regions(tmp_pa
     for stack, cidr in (("prod", "10.30.0.0/16"), ("prod-usw2", "10.31.0.0/16"), ("staging", "10.20.0.0/16")):
         (tmp_path / f"Pulumi.{stack}.yaml").write_text(f"config:\n  gpu-training:network:\n    vpcCidr: {cidr}\n")
     overlapping = mutate(raw_config("prod-usw2"), "network.vpcCidr", "10.30.128.0/17")
-    try:
-        load_stack_config(overlapping, project=PROJECT, stack="prod-usw2", sibling_stacks_dir=tmp_path)
-        found = []
-    except ConfigError as error:
-        found = error.errors
+    found = config_errors(overlapping, "prod-usw2", sibling_stacks_dir=tmp_path)
     assert any("overlaps the VPC CIDR 10.30.0.0/16 of stack 'prod'" in p for p in found), found
     # ... and prod sees prod-usw2's range, though that file is not an environment's own.
     moved = mutate(raw_config("prod"), "network.vpcCidr", "10.31.0.0/16")
-    try:
-        load_stack_config(moved, project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
-        found = []
-    except ConfigError as error:
-        found = error.errors
+    found = config_errors(moved, "prod", sibling_stacks_dir=tmp_path)
     assert any("of stack 'prod-usw2'" in p for p in found), found
 
 
@@ -618,11 +607,7 @@ def test_a_peer_without_a_readable_stack_file_is_refused_before_any_resource(tmp
     (tmp_path / "Pulumi.prod.yaml").write_text(
         "config:\n  gpu-training:network:\n    vpcCidr: 10.30.0.0/16\n  gpu-training:multiKueue:\n    workers:\n"
         + "".join(f"      - {{stack: {worker}, region: {region}}}\n" for worker, region in WORKERS.items()))
-    try:
-        load_stack_config(raw_config("prod"), project=PROJECT, stack="prod", sibling_stacks_dir=tmp_path)
-        found = []
-    except ConfigError as error:
-        found = error.errors
+    found = config_errors(raw_config("prod"), "prod", sibling_stacks_dir=tmp_path)
     assert any("multiKueue.workers[0].stack" in p and "no stack file" in p for p in found), found
     (tmp_path / "Pulumi.prod-usw2.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.31.0.0/16\n")
     (tmp_path / "Pulumi.prod-use2.yaml").write_text("config:\n  gpu-training:network:\n    vpcCidr: 10.32.0.0/16\n")

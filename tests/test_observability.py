@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from plan_queries import config_of
 from stack_configs import DELETE, PLATFORM_STACKS, PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
@@ -14,10 +15,6 @@ from components.observability.monitoring import (
     unschedulable_filter_patterns,
 )
 from components.workload.training_job import REPLICATED_JOB
-
-
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)

@@ -17,12 +17,11 @@ import celpy
 import kubernetes_validate
 import pytest
 from celpy import celtypes
+from plan_queries import kubernetes_minor
 from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, TEAM_STACKS
 
-from components.config import TeamStackConfig
 from components.workload import progress_access as access
 from components.workload.training_job import API_TOKEN_DIR, API_TOKEN_VOLUME, POD_NAME_VAR, POD_NAMESPACE_VAR
-from offline.plan import planned_config
 from trainer.launcher import status_publisher
 
 CEL = celpy.Environment()
@@ -120,12 +119,6 @@ def test_the_launcher_and_the_manifests_agree_on_names_and_paths():
     assert status_publisher.ANNOTATION == access.PROGRESS_ANNOTATION
     assert (status_publisher.POD_NAME_VAR, status_publisher.POD_NAMESPACE_VAR) == (POD_NAME_VAR, POD_NAMESPACE_VAR)
     assert f"{API_TOKEN_DIR}/token" == status_publisher.TOKEN_FILE
-
-
-def kubernetes_minor(stack: str) -> str:
-    config = planned_config(stack)
-    platform = config.judged_platform if isinstance(config, TeamStackConfig) else config
-    return platform.cluster.kubernetes_version
 
 
 @pytest.mark.parametrize("stack", MANIFEST_STACKS)

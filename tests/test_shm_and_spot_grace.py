@@ -3,6 +3,7 @@ the 120 s interruption notice (gpu-training#27 item 9), on the synthesised plans
 
 import pytest
 import yaml
+from plan_queries import config_of
 from stack_configs import PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
@@ -33,10 +34,6 @@ def jobsets(plan):
 
 def pod_spec(jobset):
     return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-
-
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
 
 
 @pytest.mark.parametrize("stack", STACKS)

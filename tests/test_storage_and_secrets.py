@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from crd_schemas import validate_custom_resource
-from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, environment_of, raw_config, stacks_in_us_east_1
+from plan_queries import config_of, inputs_by_name
+from stack_configs import PLATFORM_STACKS, ROOT, environment_of, stacks_in_us_east_1
 
-from components.config import load_stack_config
 from components.data import training_data
 from components.facts.eks_versions import ADDON_VERSIONS
 from components.identity.policies import bucket_arn
@@ -27,17 +27,9 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 
-def config_of(stack):
-    return load_stack_config(raw_config(stack), project=PROJECT, stack=stack)
-
-
-def by_name(plan, type_token) -> dict[str, dict]:
-    return {r["name"]: r["inputs"] for r in plan.of_type(type_token)}
-
-
 def data_buckets(plan) -> dict[str, dict]:
     """The buckets that hold data (not the access-log bucket: tests/test_audit_logging.py)."""
-    return {name: b for name, b in by_name(plan, BUCKET).items() if b["tags"]["purpose"] != "access-logs"}
+    return {name: b for name, b in inputs_by_name(plan, BUCKET).items() if b["tags"]["purpose"] != "access-logs"}
 
 
 def manifest(plan, kind, name) -> dict:
@@ -50,7 +42,7 @@ def statements(document: str) -> list[dict]:
 
 
 def role_policy(plan, name) -> list[dict]:
-    return statements(by_name(plan, ROLE_POLICY)[name]["policy"])
+    return statements(inputs_by_name(plan, ROLE_POLICY)[name]["policy"])
 
 
 def key_arn(resource_name):
@@ -65,12 +57,12 @@ def test_buckets_have_every_control(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     buckets = data_buckets(plan)
     assert {b["bucket"] for b in buckets.values()} == {f"gpu-training-{stack}-{p}-{ACCOUNT}" for p in ("datasets", "artifacts")}
-    keys = by_name(plan, "aws:kms/key:Key")
+    keys = inputs_by_name(plan, "aws:kms/key:Key")
     for name, bucket in buckets.items():
         bucket_id = f"{name}-id"
 
         def controls(type_token, bucket_id=bucket_id):
-            (found,) = [r for r in by_name(plan, type_token).values() if r["bucket"] == bucket_id]
+            (found,) = [r for r in inputs_by_name(plan, type_token).values() if r["bucket"] == bucket_id]
             return found
 
         assert bucket["forceDestroy"] is False
@@ -107,15 +99,15 @@ def test_buckets_have_every_control(stack, plan_of):
 
 def test_no_two_platform_stacks_share_a_bucket_or_key_alias(plan_of):
     # not even two regions of one environment (prod, prod-usw2, prod-use2): each replicates into the others' own
-    buckets = [b["bucket"] for s in PLATFORM_STACKS for b in by_name(plan_of(s), BUCKET).values()]
-    aliases = [a["name"] for s in PLATFORM_STACKS for a in by_name(plan_of(s), "aws:kms/alias:Alias").values()]
+    buckets = [b["bucket"] for s in PLATFORM_STACKS for b in inputs_by_name(plan_of(s), BUCKET).values()]
+    aliases = [a["name"] for s in PLATFORM_STACKS for a in inputs_by_name(plan_of(s), "aws:kms/alias:Alias").values()]
     assert len(buckets) == len(set(buckets)) == 3 * len(PLATFORM_STACKS) == 15  # datasets, artifacts, access logs
     assert len(aliases) == len(set(aliases))
 
 
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_every_customer_key_rotates(stack, plan_of):
-    keys = by_name(plan_of(stack), "aws:kms/key:Key")
+    keys = inputs_by_name(plan_of(stack), "aws:kms/key:Key")
     assert {"storage-buckets-data-key", "checkpoints-efs-key", "registry-key", "secrets-key"} <= set(keys)
     assert all(k["enableKeyRotation"] is True for k in keys.values())
 
@@ -158,7 +150,7 @@ def test_efs_for_checkpoints(stack, plan_of):
 def test_training_volumes(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     namespace = f"training-{environment_of(stack)}"
-    addons = by_name(plan, "aws:eks/addon:Addon")
+    addons = inputs_by_name(plan, "aws:eks/addon:Addon")
     versions = ADDON_VERSIONS[config.cluster.kubernetes_version]
     efs_addon = next(a for a in addons.values() if a["addonName"] == "aws-efs-csi-driver")
     s3_addon = next(a for a in addons.values() if a["addonName"] == "aws-mountpoint-s3-csi-driver")
@@ -220,7 +212,7 @@ def test_trainer_repository(stack, plan_of):
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))
 def test_secrets_manager_holds_each_secret_redacted(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
-    secrets = by_name(plan, "aws:secretsmanager/secret:Secret")
+    secrets = inputs_by_name(plan, "aws:secretsmanager/secret:Secret")
     assert {s["name"] for s in secrets.values()} == {f"gpu-training/{stack}/{n}" for n in config.secrets.names}
     assert all(s["kmsKeyId"] == key_arn("secrets-key") for s in secrets.values())
     versions = plan.of_type("aws:secretsmanager/secretVersion:SecretVersion")
@@ -232,7 +224,7 @@ def test_secrets_manager_holds_each_secret_redacted(stack, plan_of):
 def test_external_secrets_syncs_into_training_secrets(stack, plan_of):
     plan, config = plan_of(stack), config_of(stack)
     namespace = f"training-{environment_of(stack)}"
-    release = by_name(plan, "kubernetes:helm.sh/v3:Release")["secrets-sync-operator"]
+    release = inputs_by_name(plan, "kubernetes:helm.sh/v3:Release")["secrets-sync-operator"]
     assert (release["chart"], release["version"]) == ("external-secrets", ESO_CHART_VERSION)
     crd_release = (ROOT / "schemas" / "crds" / "README.md").read_text()
     assert f"v{ESO_CHART_VERSION}" in crd_release, "the chart and the CRD schemas we validate against must match"
@@ -267,13 +259,13 @@ def test_pod_identity_bindings(stack, plan_of):
     namespace = f"training-{environment_of(stack)}"
     account = manifest(plan, "ServiceAccount", "trainer")
     assert account["metadata"]["namespace"] == namespace and account["automountServiceAccountToken"] is False
-    associations = {(a["namespace"], a["serviceAccount"]): a for a in by_name(plan, ASSOCIATION).values()}
+    associations = {(a["namespace"], a["serviceAccount"]): a for a in inputs_by_name(plan, ASSOCIATION).values()}
     role = f"arn:aws:mock:us-east-1:{ACCOUNT}:role/workload-roles-"
     assert associations[(namespace, "trainer")]["roleArn"] == f"{role}trainer"
     assert associations[("external-secrets", "external-secrets")]["roleArn"] == f"{role}secrets-sync"
     assert all(a["clusterName"] == f"gpu-training-{stack}" for a in associations.values())
 
-    roles = by_name(plan, ROLE)
+    roles = inputs_by_name(plan, ROLE)
     expected = {"trainer": (namespace, "trainer"), "secrets-sync": ("external-secrets", "external-secrets"),
                 "efs-csi": ("kube-system", "efs-csi-controller-sa")}
     for role_name, (ns, service_account) in expected.items():
@@ -306,10 +298,10 @@ def test_trainer_reaches_only_its_own_data(stack, plan_of):
 
 def test_non_prod_roles_can_never_reach_prod_data(plan_of):
     """Explicit Deny on dev and staging roles; every prod bucket falls under it, no own bucket does."""
-    prod_buckets = [bucket_arn(b["bucket"], "aws") for b in by_name(plan_of("prod"), BUCKET).values()]
+    prod_buckets = [bucket_arn(b["bucket"], "aws") for b in inputs_by_name(plan_of("prod"), BUCKET).values()]
     for stack in ("dev", "staging"):
         plan = plan_of(stack)
-        own_buckets = [bucket_arn(b["bucket"], "aws") for b in by_name(plan, BUCKET).values()]
+        own_buckets = [bucket_arn(b["bucket"], "aws") for b in inputs_by_name(plan, BUCKET).values()]
         for role in ("trainer", "secrets-sync", "efs-csi"):
             denies = {s["Sid"]: s for s in role_policy(plan, f"workload-roles-{role}-deny-prod-data")}
             assert all(s["Effect"] == "Deny" for s in denies.values())
@@ -320,7 +312,7 @@ def test_non_prod_roles_can_never_reach_prod_data(plan_of):
             tagged = denies["DenyProdTaggedResources"]
             assert tagged["Condition"] == {"StringEquals": {"aws:ResourceTag/environment": "prod"}}
             assert {"kms:*", "secretsmanager:*", "elasticfilesystem:*"} <= set(tagged["Action"])
-    prod_policies = by_name(plan_of("prod"), ROLE_POLICY)
+    prod_policies = inputs_by_name(plan_of("prod"), ROLE_POLICY)
     assert not any(name.endswith("-deny-prod-data") for name in prod_policies)
 
 

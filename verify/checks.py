@@ -186,34 +186,55 @@ def check_gpu_devices(ctx: Context) -> CheckResult:
         pool = pools[node["metadata"]["labels"][POOL_LABEL]]
         allocatable = node.get("status", {}).get("allocatable", {})
         gpus = int(allocatable.get(GPU_RESOURCE, "0"))
-        if node_name not in running:
-            problems.append((f"{node_name} (pool {pool.name}): no running NVIDIA device plugin pod, "
-                             f"{gpus} of {pool.gpus_per_node} GPUs advertised", Diagnosis(
-                                 "GPU not detected: the device plugin is missing on this node",
-                                 f"kubectl -n kube-system get pods -l {NVIDIA_PLUGIN_PODS} -o wide "
-                                 f"--field-selector spec.nodeName={node_name}")))
-        elif gpus < pool.gpus_per_node:
-            problems.append((f"{node_name} (pool {pool.name}): {gpus} of {pool.gpus_per_node} GPUs advertised",
-                             Diagnosis("a GPU failed or its driver did not load (the plugin runs but reports fewer "
-                                       "devices)", f"kubectl describe node {node_name}")))
+        problems += _device_problems(node_name, pool.name, GPU_DEVICE, advertised=gpus,
+                                     promised=pool.gpus_per_node, plugin_running=node_name in running)
         if not pool.efa_per_node:
             continue
         efa = int(allocatable.get(EFA_RESOURCE, "0"))
-        if node_name not in efa_running:
-            problems.append((f"{node_name} (pool {pool.name}): no running EFA device plugin pod, "
-                             f"{efa} of {pool.efa_per_node} EFA interfaces advertised", Diagnosis(
-                                 "EFA not detected: the EFA device plugin is missing on this node",
-                                 f"kubectl -n kube-system get pods -l {EFA_PLUGIN_PODS} -o wide "
-                                 f"--field-selector spec.nodeName={node_name}")))
-        elif efa < pool.efa_per_node:
-            problems.append((f"{node_name} (pool {pool.name}): {efa} of {pool.efa_per_node} EFA interfaces",
-                             Diagnosis("EFA interfaces missing: the launch template attached fewer network cards",
-                                       f"kubectl describe node {node_name}")))
+        problems += _device_problems(node_name, pool.name, EFA_DEVICE, advertised=efa,
+                                     promised=pool.efa_per_node, plugin_running=node_name in efa_running)
     if problems:
         return failed("cluster.gpu-devices", f"{len(problems)} problem(s) on {len(gpu_nodes)} GPU nodes",
                       problems[0][1], *[text for text, _ in problems])
     return passed("cluster.gpu-devices", f"{len(gpu_nodes)} GPU nodes advertise the GPUs (and EFA) their pools promise",
                   gpu_nodes=len(gpu_nodes))
+
+
+@dataclass(frozen=True)
+class _DeviceKind:
+    """One kind of device a pool promises per node, and how its absence is named and diagnosed."""
+    plugin: str
+    plugin_pods: str
+    advertised: str
+    """How a count of them reads when the plugin is missing."""
+    too_few: str
+    """How a count of them reads when the plugin runs but reports fewer."""
+    no_plugin_cause: str
+    too_few_cause: str
+
+
+GPU_DEVICE = _DeviceKind(
+    "NVIDIA device plugin", NVIDIA_PLUGIN_PODS, "GPUs advertised", "GPUs advertised",
+    "GPU not detected: the device plugin is missing on this node",
+    "a GPU failed or its driver did not load (the plugin runs but reports fewer devices)")
+EFA_DEVICE = _DeviceKind(
+    "EFA device plugin", EFA_PLUGIN_PODS, "EFA interfaces advertised", "EFA interfaces",
+    "EFA not detected: the EFA device plugin is missing on this node",
+    "EFA interfaces missing: the launch template attached fewer network cards")
+
+
+def _device_problems(node_name: str, pool_name: str, kind: _DeviceKind, *, advertised: int, promised: int,
+                     plugin_running: bool) -> list[tuple[str, Diagnosis]]:
+    """The node's problem with one kind of device (at most one), as (text, diagnosis)."""
+    counted = f"{advertised} of {promised}"
+    if not plugin_running:
+        return [(f"{node_name} (pool {pool_name}): no running {kind.plugin} pod, {counted} {kind.advertised}",
+                 Diagnosis(kind.no_plugin_cause, f"kubectl -n kube-system get pods -l {kind.plugin_pods} -o wide "
+                                                 f"--field-selector spec.nodeName={node_name}"))]
+    if advertised < promised:
+        return [(f"{node_name} (pool {pool_name}): {counted} {kind.too_few}",
+                 Diagnosis(kind.too_few_cause, f"kubectl describe node {node_name}"))]
+    return []
 
 
 def _ready_pods_by_node(kube: Kube, selector: str) -> set[str]:

@@ -44,8 +44,7 @@ def sibling_vpc_cidrs(stacks_dir: Path, *, project: str, stack: str,
         path = stacks_dir / f"Pulumi.{environment}.yaml"
         if environment == stack or not path.is_file():
             continue
-        stat = path.stat()
-        cidr, reason = _vpc_cidr(path, stat.st_mtime_ns, stat.st_size, project)
+        cidr, reason = stack_vpc_cidr(stacks_dir, project=project, stack=environment)
         if cidr is not None:
             found.append(SiblingCidr(environment, shown_path(path), cidr))
         else:
@@ -64,25 +63,9 @@ def platform_stacks(stacks_dir: Path, environments: tuple[str, ...]) -> list[str
 
 def stack_vpc_cidr(stacks_dir: Path, *, project: str, stack: str) -> tuple[ipaddress.IPv4Network | None, str]:
     """One platform stack's network.vpcCidr from its file beside this one, or None and why not."""
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        return None, f"there is no stack file {shown_path(path)}"
-    stat = path.stat()
-    return _vpc_cidr(path, stat.st_mtime_ns, stat.st_size, project)
-
-
-@lru_cache(maxsize=64)
-def _vpc_cidr(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[ipaddress.IPv4Network | None, str]:
-    """The file's network.vpcCidr, or None and why not. Cached per version of the file (mtime and
-    size): the tests load hundreds of configs."""
-    try:
-        config = read_stack_file(path)
-    except ConfigError as error:
-        return None, f"the file cannot be read ({error.problems[0].rule})"
-    network = config.get(f"{project}:network", config.get("network"))
-    text = network.get("vpcCidr") if isinstance(network, Mapping) else None
+    text, why_not = _nested_value(stacks_dir, stack, project, "network", "vpcCidr")
     if not isinstance(text, str):
-        return None, "it sets no network.vpcCidr as text"
+        return None, why_not or "it sets no network.vpcCidr as text"
     try:
         return ipaddress.IPv4Network(text, strict=True), ""
     except ValueError:
@@ -92,23 +75,9 @@ def _vpc_cidr(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[ipa
 def manager_workers(stacks_dir: Path, *, project: str, manager: str) -> tuple[list[tuple[str, str]] | None, str]:
     """The (stack, region) of each worker a manager's stack file lists under multiKueue.workers, or
     None and why not. Read as loosely as the CIDR: the manager's own plan judges its entries."""
-    path = stacks_dir / f"Pulumi.{manager}.yaml"
-    if not path.is_file():
-        return None, f"there is no stack file {shown_path(path)}"
-    stat = path.stat()
-    return _manager_workers(path, stat.st_mtime_ns, stat.st_size, project)
-
-
-@lru_cache(maxsize=64)
-def _manager_workers(path: Path, _mtime_ns: int, _size: int, project: str) -> tuple[list[tuple[str, str]] | None, str]:
-    try:
-        config = read_stack_file(path)
-    except ConfigError as error:
-        return None, f"the file cannot be read ({error.problems[0].rule})"
-    section = config.get(f"{project}:multiKueue", config.get("multiKueue"))
-    workers = section.get("workers") if isinstance(section, Mapping) else None
+    workers, why_not = _nested_value(stacks_dir, manager, project, "multiKueue", "workers")
     if not isinstance(workers, list):
-        return None, "it lists no multiKueue.workers"
+        return None, why_not or "it lists no multiKueue.workers"
     return [(str(w["stack"]), str(w.get("region", ""))) for w in workers
             if isinstance(w, Mapping) and isinstance(w.get("stack"), str)], ""
 
@@ -134,27 +103,47 @@ class SiblingStack:
 def sibling_stack(stacks_dir: Path, *, project: str, stack: str) -> SiblingStack | None:
     """Another platform stack's file beside this one; None when there is none or it cannot be read
     (the VPC CIDR checks above say so where it matters)."""
+    config, _ = _stack_file(stacks_dir, stack)
+    if config is None:
+        return None
     path = stacks_dir / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        return None
-    stat = path.stat()
-    return _sibling_stack(path, stat.st_mtime_ns, stat.st_size, project, stack)
-
-
-@lru_cache(maxsize=64)
-def _sibling_stack(path: Path, _mtime_ns: int, _size: int, project: str, stack: str) -> SiblingStack | None:
-    try:
-        config = read_stack_file(path)
-    except ConfigError:
-        return None
-
-    def value(key: str) -> object:
-        return config.get(f"{project}:{key}", config.get(key))
-
-    region, multikueue, training = value("region"), value("multiKueue"), value("training")
+    region, multikueue, training = (_value(config, project, key) for key in ("region", "multiKueue", "training"))
     manager_region = multikueue.get("managerRegion") if isinstance(multikueue, Mapping) else None
     quota = training.get("gpuQuota") if isinstance(training, Mapping) else None
     whole = isinstance(quota, Mapping) and all(isinstance(v, int) and not isinstance(v, bool) for v in quota.values())
     return SiblingStack(stack=stack, file=shown_path(path), region=region if isinstance(region, str) else None,
                         manager_region=manager_region if isinstance(manager_region, str) else None,
                         gpu_quota=sum(quota.values()) if whole and isinstance(quota, Mapping) else None)
+
+
+def _stack_file(stacks_dir: Path, stack: str) -> tuple[Mapping[str, object] | None, str]:
+    """A stack's file beside this one, read, or None and why not."""
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return None, f"there is no stack file {shown_path(path)}"
+    stat = path.stat()
+    return _read_stack_file(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _read_stack_file(path: Path, _mtime_ns: int, _size: int) -> tuple[Mapping[str, object] | None, str]:
+    """Cached per version of the file (mtime and size): the tests load hundreds of configs."""
+    try:
+        return read_stack_file(path), ""
+    except ConfigError as error:
+        return None, f"the file cannot be read ({error.problems[0].rule})"
+
+
+def _value(config: Mapping[str, object], project: str, key: str) -> object:
+    """A key as the stack file holds it: namespaced by the project or not."""
+    return config.get(f"{project}:{key}", config.get(key))
+
+
+def _nested_value(stacks_dir: Path, stack: str, project: str, section: str, key: str) -> tuple[object, str]:
+    """`section.key` of a stack's file beside this one (None where the section is no mapping or
+    lacks the key), or None and why the file cannot be read."""
+    config, why_not = _stack_file(stacks_dir, stack)
+    if config is None:
+        return None, why_not
+    values = _value(config, project, section)
+    return (values.get(key) if isinstance(values, Mapping) else None), ""

@@ -22,7 +22,12 @@ import pulumi_aws as aws
 
 from components.common import iam
 from components.common.partition import provider_partition
-from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, owner_only
+from components.data.bucket_controls import (
+    abort_incomplete_uploads_rule,
+    expire_noncurrent_versions_rule,
+    owner_only,
+    versioned,
+)
 from components.identity import policies
 
 ACCESS_LOGS_PURPOSE = "access-logs"
@@ -68,9 +73,7 @@ def access_log_bucket(resource_name: str, *, bucket_name: pulumi.Input[str], sou
             apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
                 sse_algorithm="AES256"))],  # SSE-S3: the only default encryption log delivery supports
         opts=child)
-    versioning = aws.s3.BucketVersioning(
-        resource_name, bucket=bucket.id,
-        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+    versioning = versioned(resource_name, bucket, child)
     aws.s3.BucketPolicy(
         resource_name, bucket=bucket.id,
         policy=pulumi.Output.all(bucket.bucket, sources, account_id, provider_partition(parent)).apply(
@@ -83,17 +86,8 @@ def access_log_bucket(resource_name: str, *, bucket_name: pulumi.Input[str], sou
                 id="expire-access-logs", status="Enabled",
                 filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
                 expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=retention_days)),
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="expire-noncurrent-versions", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                    noncurrent_days=NONCURRENT_LOG_RETENTION_DAYS),
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="abort-incomplete-multipart-uploads", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                    days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
+            expire_noncurrent_versions_rule("expire-noncurrent-versions", NONCURRENT_LOG_RETENTION_DAYS),
+            abort_incomplete_uploads_rule(),
         ],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[versioning]))
     return bucket

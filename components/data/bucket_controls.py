@@ -12,6 +12,34 @@ from components.identity import policies
 ABORT_INCOMPLETE_UPLOADS_DAYS = 7
 
 
+def abort_incomplete_uploads_rule() -> aws.s3.BucketLifecycleConfigurationRuleArgs:
+    """The lifecycle rule that drops the parts of a multipart upload unfinished after a week."""
+    return aws.s3.BucketLifecycleConfigurationRuleArgs(
+        id="abort-incomplete-multipart-uploads", status="Enabled",
+        filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+        abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+            days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS))
+
+
+def expire_noncurrent_versions_rule(rule_id: str, days: pulumi.Input[int]) -> aws.s3.BucketLifecycleConfigurationRuleArgs:
+    """The lifecycle rule that deletes an object's old versions `days` after they stop being current,
+    and the delete markers left once every old version is gone."""
+    return aws.s3.BucketLifecycleConfigurationRuleArgs(
+        id=rule_id, status="Enabled",
+        filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+        noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+            noncurrent_days=days),
+        expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True))
+
+
+def versioned(resource_name: str, bucket: aws.s3.Bucket, opts: pulumi.ResourceOptions) -> aws.s3.BucketVersioning:
+    """Versioning on: an overwritten or deleted object stays as an old version (the lifecycle rules
+    expire them). Returned so that what acts on versions can wait for it."""
+    return aws.s3.BucketVersioning(
+        resource_name, bucket=bucket.id,
+        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=opts)
+
+
 def owner_only(resource_name: str, bucket: aws.s3.Bucket, opts: pulumi.ResourceOptions) -> aws.s3.BucketPublicAccessBlock:
     """ACLs off (the bucket owner owns every object; access is by policy only) and all public
     access blocked (FSBP S3.1/S3.8). The returned block must exist before any bucket policy, or
@@ -39,9 +67,7 @@ def secure_bucket(name: str, bucket: aws.s3.Bucket, *, key_arn: pulumi.Input[str
             bucket_key_enabled=True,  # one KMS call per bucket key, not per object: cheaper, faster
         )],
         opts=child)
-    versioning = aws.s3.BucketVersioning(
-        name, bucket=bucket.id,
-        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child)
+    versioning = versioned(name, bucket, child)
     aws.s3.BucketPolicy(
         name, bucket=bucket.id,
         policy=pulumi.Output.all(bucket.bucket, provider_partition(parent)).apply(

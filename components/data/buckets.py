@@ -22,7 +22,7 @@ from components.common.kms import customer_key
 from components.common.renames import renamed_from
 from components.config.storage import StorageConfig, bucket_name
 from components.data.access_logs import ACCESS_LOGS_PURPOSE, access_log_bucket, log_access, log_prefix
-from components.data.bucket_controls import ABORT_INCOMPLETE_UPLOADS_DAYS, secure_bucket
+from components.data.bucket_controls import abort_incomplete_uploads_rule, expire_noncurrent_versions_rule, secure_bucket
 from components.identity import policies
 
 
@@ -117,18 +117,8 @@ class DataBuckets(pulumi.ComponentResource):
     def _lifecycle_rules(self, checkpoint_expiry: bool) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
         config = self._args.config
         rules = [
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="abort-incomplete-multipart-uploads", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                    days_after_initiation=ABORT_INCOMPLETE_UPLOADS_DAYS)),
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="expire-noncurrent-versions", status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                    noncurrent_days=config.noncurrent_version_retention_days),
-                # Delete markers left once every old version is gone.
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True)),
+            abort_incomplete_uploads_rule(),
+            expire_noncurrent_versions_rule("expire-noncurrent-versions", config.noncurrent_version_retention_days),
         ]
         if checkpoint_expiry:
             rules.append(aws.s3.BucketLifecycleConfigurationRuleArgs(

@@ -7,6 +7,7 @@ live in `endpoints.py` because they need the security groups made from this VPC.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 import pulumi
@@ -80,30 +81,22 @@ class Network(pulumi.ComponentResource):
         })
 
     def _create_subnets(self) -> None:
-        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        args = self._args
         cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
         self.public_subnets, self.private_subnets = [], []
         for plan in args.config.subnets:
             az = plan.availability_zone
-            self.public_subnets.append(aws.ec2.Subnet(
-                f"{self._name}-public-{az}",
-                vpc_id=self.vpc.id,
-                cidr_block=str(plan.public),
-                availability_zone=az,
-                # Only NAT gateways and load balancers live here; nothing gets a public IP by default.
-                map_public_ip_on_launch=False,
-                tags={"Name": public_subnet_name(args.name_prefix, az), "kubernetes.io/role/elb": "1", **cluster_tag},
-                opts=child,
-            ))
-            self.private_subnets.append(aws.ec2.Subnet(
-                f"{self._name}-private-{az}",
-                vpc_id=self.vpc.id,
-                cidr_block=str(plan.private),
-                availability_zone=az,
-                map_public_ip_on_launch=False,
-                tags={"Name": f"{args.name_prefix}-private-{az}", "kubernetes.io/role/internal-elb": "1", **cluster_tag},
-                opts=child,
-            ))
+            self.public_subnets.append(self._subnet("public", az, plan.public, {
+                "Name": public_subnet_name(args.name_prefix, az), "kubernetes.io/role/elb": "1", **cluster_tag}))
+            self.private_subnets.append(self._subnet("private", az, plan.private, {
+                "Name": f"{args.name_prefix}-private-{az}", "kubernetes.io/role/internal-elb": "1", **cluster_tag}))
+
+    def _subnet(self, tier: str, az: str, cidr: ipaddress.IPv4Network, tags: dict[str, str]) -> aws.ec2.Subnet:
+        """One zone's subnet of a tier. Nothing gets a public IP by default, not even in the public
+        tier: only NAT gateways and load balancers live there."""
+        return aws.ec2.Subnet(f"{self._name}-{tier}-{az}", vpc_id=self.vpc.id, cidr_block=str(cidr),
+                              availability_zone=az, map_public_ip_on_launch=False, tags=tags,
+                              opts=pulumi.ResourceOptions(parent=self))
 
     def _create_nat_gateways(self) -> list[aws.ec2.NatGateway]:
         args, child = self._args, pulumi.ResourceOptions(parent=self)

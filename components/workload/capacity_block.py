@@ -41,10 +41,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.manifests import job_spec
 from components.config import NodePoolConfig
 from components.workload.controllers import PODS_READY_TIMEOUT_SECONDS
-from components.workload.multikueue import KUEUE_NAMESPACE, ROTATION_IMAGE
+from components.workload.multikueue import KUEUE_NAMESPACE, ROTATION_IMAGE, api_script_pod
 from components.workload.queues import flavor_name
 
 HOLD = "capacity-block-hold"
@@ -81,30 +81,14 @@ def cron_at(when: datetime) -> str:
 
 def _cronjob(name: str, *, at: datetime, window_s: int, flavor: str, stop_policy: str, system_pool: str) -> dict[str, Any]:
     env = {"FLAVOR": flavor, "STOP_POLICY": stop_policy, "AT": at.isoformat(), "WINDOW_S": str(window_s)}
-    pod = {
-        "serviceAccountName": HOLD, "automountServiceAccountToken": False, "restartPolicy": "Never",
-        "nodeSelector": {POOL_LABEL: system_pool},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{
-            "name": "hold", "image": ROTATION_IMAGE, "imagePullPolicy": "IfNotPresent",
-            "command": ["python3", f"{SCRIPT_DIR}/hold.py"], "env": [{"name": k, "value": v} for k, v in env.items()],
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
-            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
-                             {"name": "api", "mountPath": "/var/run/secrets/api", "readOnly": True}]}],
-        "volumes": [{"name": "script", "configMap": {"name": HOLD, "items": [{"key": "hold.py", "path": "hold.py"}]}},
-                    {"name": "api", "projected": {"sources": [
-                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
-    }
+    pod = api_script_pod(account=HOLD, container="hold", image=ROTATION_IMAGE, script_dir=SCRIPT_DIR,
+                         script="hold.py", env=env, system_pool=system_pool)
     return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
             "spec": {"schedule": cron_at(at), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
                      "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS, "successfulJobsHistoryLimit": 1,
                      "failedJobsHistoryLimit": 3,
-                     "jobTemplate": {"spec": {"backoffLimit": 3, "activeDeadlineSeconds": 600, "template": {
-                         "metadata": {"labels": {"app.kubernetes.io/name": HOLD}}, "spec": pod}}}}}
+                     "jobTemplate": {"spec": job_spec(labels={"app.kubernetes.io/name": HOLD}, pod_spec=pod,
+                                                      backoff_limit=3, deadline_seconds=600)}}}
 
 
 def hold_manifests(pools: Sequence[NodePoolConfig], *, system_pool: str) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.manifests import checkov_skips, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
@@ -118,8 +119,7 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             "name": NAME,
             "namespace": namespace,
             "labels": labels,
-            "annotations": {f"checkov.io/skip{i}": f"{check}={reason}"
-                            for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)},
+            "annotations": checkov_skips(SKIP_REASONS),
         },
         "spec": {
             "schedule": SCHEDULE,
@@ -128,11 +128,8 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             "startingDeadlineSeconds": RUN_DEADLINE_SECONDS,
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": RUN_DEADLINE_SECONDS,
-                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-            }},
+            "jobTemplate": {"spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=0,
+                                             deadline_seconds=RUN_DEADLINE_SECONDS)},
         },
     }
 

@@ -38,6 +38,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.manifests import checkov_skips, job_spec
 from components.data import training_data
 
 NAME = "checkpoint-directory"
@@ -114,14 +115,9 @@ def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str)
             "name": NAME,
             "namespace": namespace,
             "labels": labels,
-            "annotations": {f"checkov.io/skip{i}": f"{check}={reason}"
-                            for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)},
+            "annotations": checkov_skips(SKIP_REASONS),
         },
-        "spec": {
-            "backoffLimit": BACKOFF_LIMIT,
-            "activeDeadlineSeconds": DEADLINE_SECONDS,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
+        "spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT, deadline_seconds=DEADLINE_SECONDS),
     }
 
 

@@ -41,7 +41,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
-from components.common.manifests import custom_resource
+from components.common.manifests import custom_resource, job_spec
 from components.config.multikueue import MultiKueueConfig, stack_name_prefix
 from components.workload.queues import COVERED_RESOURCES, KUEUE_API
 
@@ -234,29 +234,38 @@ def kubeconfig_secrets(workers: Sequence[str]) -> list[dict[str, Any]]:
                           "labels": {"app.kubernetes.io/managed-by": ROTATION}}} for worker in workers]
 
 
+def api_script_pod(*, account: str, container: str, image: str, script_dir: str, script: str,
+                   env: dict[str, str], system_pool: str) -> dict[str, Any]:
+    """The pod of a CronJob that runs one Python script (`script`, from the ConfigMap named as its
+    service account `account`) against the Kubernetes API with a short-lived projected token:
+    non-root, read-only, on the system pool."""
+    return {
+        "serviceAccountName": account, "automountServiceAccountToken": False, "restartPolicy": "Never",
+        "nodeSelector": {POOL_LABEL: system_pool},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": container, "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", f"{script_dir}/{script}"], "env": [{"name": k, "value": v} for k, v in env.items()],
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "script", "mountPath": script_dir, "readOnly": True},
+                             {"name": "api", "mountPath": "/var/run/secrets/api", "readOnly": True}]}],
+        "volumes": [{"name": "script", "configMap": {"name": account, "items": [{"key": script, "path": script}]}},
+                    {"name": "api", "projected": {"sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
+    }
+
+
 def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image: str = ROTATION_IMAGE) -> list[dict[str, Any]]:
     """ServiceAccount, Role (only the workers' Secrets, by name), RoleBinding, ConfigMap, CronJob.
     `workers`: {name, cluster, region, dnsSuffix} each (the token script's WORKERS)."""
     meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
     secrets = [kubeconfig_secret_name(w["name"]) for w in workers]
-    pod = {
-        "serviceAccountName": ROTATION, "automountServiceAccountToken": False, "restartPolicy": "Never",
-        "nodeSelector": {POOL_LABEL: system_pool},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{
-            "name": "rotate", "image": image, "imagePullPolicy": "IfNotPresent",
-            "command": ["python3", f"{SCRIPT_DIR}/rotate.py"], "env": [{"name": "WORKERS", "value": json.dumps(workers)}],
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
-            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
-                             {"name": "api", "mountPath": "/var/run/secrets/api", "readOnly": True}]}],
-        "volumes": [{"name": "script", "configMap": {"name": ROTATION, "items": [{"key": "rotate.py", "path": "rotate.py"}]}},
-                    {"name": "api", "projected": {"sources": [
-                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
-    }
+    pod = api_script_pod(account=ROTATION, container="rotate", image=image, script_dir=SCRIPT_DIR,
+                         script="rotate.py", env={"WORKERS": json.dumps(workers)}, system_pool=system_pool)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
@@ -271,9 +280,8 @@ def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image
             "schedule": ROTATION_SCHEDULE, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
             "startingDeadlineSeconds": ROTATION_DEADLINE_SECONDS, "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": ROTATION_DEADLINE_SECONDS,
-                                     "template": {"metadata": {"labels": {"app.kubernetes.io/name": ROTATION}},
-                                                  "spec": pod}}}}},
+            "jobTemplate": {"spec": job_spec(labels={"app.kubernetes.io/name": ROTATION}, pod_spec=pod, backoff_limit=1,
+                                             deadline_seconds=ROTATION_DEADLINE_SECONDS)}}},
     ]
 
 

@@ -28,7 +28,7 @@ from components.cluster.pool_scheduling import (
     POOL_LABEL,
     node_taints,
 )
-from components.common.manifests import custom_resource
+from components.common.manifests import checkov_skips, custom_resource
 from components.config import FabricConfig, NodePoolConfig, memory_tier
 from components.config.training import JobConfig
 from components.config.vocabularies import Capacity
@@ -312,8 +312,7 @@ def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: 
             "namespace": namespace,
             "labels": {**labels, "kueue.x-k8s.io/queue-name": local_queue},
             # Accepted deviations, justified where a reviewer reads them (checkov's skip syntax).
-            "annotations": {f"checkov.io/skip{i}": f"{check}={reason}"
-                            for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)},
+            "annotations": checkov_skips(SKIP_REASONS),
         },
         "spec": {
             # Headless service <job>.<namespace>: stable pod DNS names for the rendezvous.

@@ -36,6 +36,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
+from components.common.manifests import checkov_skips
 from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
@@ -201,7 +202,7 @@ class RunViewer(pulumi.ComponentResource):
         super().__init__("gpu-training:workload:RunViewer", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
         metadata = k8s.meta.v1.ObjectMetaArgs(name=NAME, namespace=args.namespace, labels=LABELS)
-        skips = {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(SKIP_REASONS.items(), 1)}
+        skips = checkov_skips(SKIP_REASONS)
         spec: Any = deployment_spec(image=args.image, namespace=args.namespace, system_pool=args.system_pool,
                                     checkpoints_sub_path=args.checkpoints_sub_path)
         self.deployment = k8s.apps.v1.Deployment(

@@ -32,6 +32,18 @@ from launcher import checkpoint, state_file
 from launcher.collective import ProcessGroupCollective
 
 
+def _lose_each_file_once_written() -> None:
+    """From now on in this process, each file the checkpointer writes is deleted once written."""
+    write = checkpoint.atomic_write_fd
+
+    def write_then_lose(path: str, fill):
+        meta = write(path, fill)
+        os.unlink(path)
+        return meta
+
+    checkpoint.atomic_write_fd = write_then_lose
+
+
 def crash(root: str) -> None:
     checkpoint.save(root, 10, {"step": 10, "w": torch.full((256, 1024), 10.0)})
     state_file.WRITE_PIECE = 64 << 10
@@ -72,14 +84,7 @@ def sharded(root: str) -> None:
     assert torch.equal(back["nested"]["b"], shard["nested"]["b"])
 
     if rank == 1:  # its file is written, then gone before rank 0 writes the marker
-        write = checkpoint.atomic_write_fd
-
-        def write_then_lose(path: str, fill):
-            meta = write(path, fill)
-            os.unlink(path)
-            return meta
-
-        checkpoint.atomic_write_fd = write_then_lose
+        _lose_each_file_once_written()
     checkpointer.save(6, shard)
     try:
         checkpointer.wait()
@@ -137,14 +142,7 @@ def replicated_shares(root: str) -> None:
     _assert_same(replicated.load_merged(info.path), state)
 
     if rank == 1:  # its share is written, then gone before rank 0 writes the marker
-        write = checkpoint.atomic_write_fd
-
-        def write_then_lose(path: str, fill):
-            meta = write(path, fill)
-            os.unlink(path)
-            return meta
-
-        checkpoint.atomic_write_fd = write_then_lose
+        _lose_each_file_once_written()
     checkpointer.save(6, replicated.rank_share(_replicated_state(6), rank, world))
     try:
         checkpointer.wait()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launcher.supervisor import process_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER_DIR = ROOT / "trainer"
@@ -51,19 +52,7 @@ def free_port() -> int:
 
 
 def _ppid_map() -> dict[int, int]:
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1:
-            out[int(entry)] = int(fields[1])
-    return out
+    return {pid: int(fields[1]) for pid, fields in process_stats().items() if len(fields) > 1}
 
 
 def descendants(pid: int) -> list[int]:

@@ -380,6 +380,20 @@ class CheckpointWriteError(Exception):
     still the previous one."""
 
 
+def run_agreed(collective: Collective, what: str, action: Callable[[], object] | None) -> None:
+    """Run `action` (if this rank has one), then agree with every rank that it worked there;
+    CheckpointWriteError naming `what` and where it failed otherwise."""
+    error = None
+    if action is not None:
+        try:
+            action()
+        except Exception as e:  # reported below, after every rank has answered
+            error = e
+    if not collective.agree(error is None):
+        where = f"on this rank: {error}" if error is not None else "on another rank"
+        raise CheckpointWriteError(f"{what} failed {where}") from error
+
+
 @dataclass(frozen=True)
 class SavedCheckpoint:
     """A committed checkpoint, as this rank saw it."""
@@ -485,15 +499,7 @@ class BackgroundCommits:
 
     def _step(self, step: int, what: str, action: Callable[[], object] | None) -> None:
         """Run `action` (if this rank has one), then agree with every rank that it worked there."""
-        error = None
-        if action is not None:
-            try:
-                action()
-            except Exception as e:  # reported below, after every rank has answered
-                error = e
-        if not self._collective.agree(error is None):
-            where = f"on this rank: {error}" if error is not None else "on another rank"
-            raise CheckpointWriteError(f"step {step}: {what} failed {where}") from error
+        run_agreed(self._collective, f"step {step}: {what}", action)
 
     def _prepare(self, path: str) -> None:
         """Rank 0: a fresh, empty directory for the step (a stale partial one is removed)."""

@@ -76,14 +76,7 @@ class Ranks:
 
     def agreed(self, what: str, action: Callable[[], object]) -> None:
         """Run `action` here, then agree with every rank that it worked everywhere."""
-        error = None
-        try:
-            action()
-        except Exception as e:  # reported below, after every rank has answered
-            error = e
-        if not self.collective.agree(error is None):
-            where = f"on this rank: {error}" if error is not None else "on another rank"
-            raise CheckpointWriteError(f"{what} failed {where}") from error
+        checkpoint.run_agreed(self.collective, what, action)
 
 
 def commit(path: str, step: int, ranks: Ranks, *, keep: int, framework: str, resume: str = "") -> None:

@@ -22,36 +22,46 @@ from . import contract, progress
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def children_of(pid: int, *, running: bool = False) -> list[int]:
-    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
-    for pid to reap them (zombies)."""
-    out = []
+def stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/<pid>/stat's fields from the state (field 3, proc(5)) on, or None where it cannot be
+    read: the command name before them may hold spaces and parentheses, so they start after its last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def process_stats() -> dict[int, list[str]]:
+    """Every process's stat fields (as stat_fields), by pid: one scan of /proc (Linux)."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return out
+        return {}
+    stats = {}
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z"):
-            out.append(int(entry))
-    return out
+        if entry.isdigit() and (fields := stat_fields(entry)) is not None:
+            stats[int(entry)] = fields
+    return stats
+
+
+def children_of(pid: int, *, running: bool = False) -> list[int]:
+    """Direct children of pid, from /proc (Linux); with `running`, not those that exited and wait
+    for pid to reap them (zombies)."""
+    return [child for child, fields in process_stats().items()
+            if len(fields) > 1 and fields[1] == str(pid) and not (running and fields[0] == "Z")]
 
 
 def started_at(pid: int) -> float | None:
     """When pid started, in wall-clock seconds (to a clock tick, 10 ms): /proc/<pid>/stat's field 22
     counts clock ticks since boot (proc(5)), the time CLOCK_BOOTTIME counts too."""
+    fields = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-        ticks = int(stat[stat.rfind(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
+        ticks = int(fields[19]) if fields is not None else None
+    except (ValueError, IndexError):
+        return None
+    if ticks is None:
         return None
     return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
