@@ -4,7 +4,7 @@ import json
 
 import pytest
 from plan_queries import config_of
-from stack_configs import PLATFORM_STACKS
+from stack_configs import PLATFORM_STACKS, PROJECT
 
 from components.config.service_quotas import node_interface_groups
 from components.facts.eks_versions import ADDON_VERSIONS
