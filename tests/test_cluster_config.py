@@ -35,6 +35,9 @@ def errors_for(stack, path, value):
 
 POOL_CASES = [
     ("unknown-type", gpu_pool(instanceTypes=["g9.mega", "g6.12xlarge"]), "nodePools[1].instanceTypes[0]", "not an instance type"),
+    ("near-miss-type", gpu_pool(instanceTypes=["g6.12xlarg", "g5.12xlarge"]), "nodePools[1].instanceTypes[0]", "did you mean 'g6.12xlarge'?"),
+    ("type-with-a-space", gpu_pool(instanceTypes=["g6.12xlarge ", "g5.12xlarge"]), "nodePools[1].instanceTypes[0]",
+     "has spaces around the instance type (got 'g6.12xlarge '). Fix: write 'g6.12xlarge' without them"),
     ("gpu-pool-of-cpu-type", gpu_pool(instanceTypes=["m7i.xlarge", "m6i.xlarge"]), "nodePools[1].instanceTypes[0]", "has no GPU"),
     ("cpu-pool-of-gpu-type", {**SYSTEM, "name": "cpu2", "instanceTypes": ["g6.xlarge"]}, "nodePools[1].instanceTypes[0]", "has GPUs"),
     ("spot-single-type", gpu_pool(instanceTypes=["g6.12xlarge"]), "nodePools[1].instanceTypes", "at least 2 instance types"),

@@ -16,6 +16,7 @@ live in exactly one, the reservation's.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -492,6 +493,16 @@ def _pool_name_problem(name: str) -> str | None:
     return None
 
 
+def _unknown_type(name: object) -> tuple[str, str]:
+    """(rule, fix) for an instance type not in INSTANCE_TYPES: a stray space or a near miss named."""
+    if isinstance(name, str) and name.strip() in INSTANCE_TYPES:
+        return "has spaces around the instance type", f"write {name.strip()!r} without them"
+    close = difflib.get_close_matches(name, list(INSTANCE_TYPES), n=1, cutoff=0.8) if isinstance(name, str) else []
+    known = f"one of {', '.join(sorted(INSTANCE_TYPES))}, or add its facts to components/facts/instance_types.py"
+    return ("is not an instance type this platform knows",
+            f"did you mean {close[0]!r}? Else use {known}" if close else f"use {known}")
+
+
 def _parse_types(s: Section, *, capacity: Capacity | None, gpu: bool, efa: bool) -> tuple[str, ...]:
     key = s.key("instanceTypes")
     raw = s.items("instanceTypes")
@@ -503,8 +514,7 @@ def _parse_types(s: Section, *, capacity: Capacity | None, gpu: bool, efa: bool)
     for index, name in enumerate(raw):
         facts = INSTANCE_TYPES.get(name) if isinstance(name, str) else None
         if facts is None:
-            s.error(f"{key}[{index}]", name, "is not an instance type this platform knows",
-                    f"use one of {', '.join(sorted(INSTANCE_TYPES))}, or add its facts to components/facts/instance_types.py")
+            s.error(f"{key}[{index}]", name, *_unknown_type(name))
             continue
         known.append(facts)
         if gpu and not facts.has_gpu:
