@@ -1,6 +1,7 @@
 """Validation of `training`: a job must fit one node, its pool and its queue's quota."""
 
 import pytest
+import yaml
 from stack_configs import PROJECT, mutate, raw_config
 
 from components.config import ConfigError, load_stack_config
@@ -165,3 +166,18 @@ def test_a_cuda_that_is_not_major_minor_is_refused(value):
     with pytest.raises(ConfigError) as raised:
         load_stack_config(raw, project=PROJECT, stack="dev")
     assert any(e.startswith(f"{PROJECT}:trainerImageCuda: ") for e in raised.value.errors), raised.value.errors
+
+
+def test_a_pool_refused_for_its_own_errors_is_named_not_hidden_behind_no_gpu_pools():
+    """dev's one GPU pool has a bad instance type and the job names a pool that does not exist: the
+    fix names the refused pool, never "use one of (no GPU pools)"."""
+    raw = raw_config("dev")
+    pools = [dict(p) for p in raw[f"{PROJECT}:nodePools"]]
+    spot = next(p for p in pools if p["name"] == "gpu-spot")
+    spot["instanceTypes"] = ["g6.xlarg", *spot["instanceTypes"][1:]]
+    training = yaml.safe_load(yaml.safe_dump(raw[f"{PROJECT}:training"]))
+    training["jobs"][0]["pool"] = "gpu-spt"
+    with pytest.raises(ConfigError) as refused:
+        load_stack_config(mutate(mutate(raw, "nodePools", pools), "training", training), project=PROJECT, stack="dev")
+    (error,) = [e for e in refused.value.errors if "jobs[0].pool" in e]
+    assert "no GPU pools" not in error and "nodePools gpu-spot: refused above, fix it first" in error, error
