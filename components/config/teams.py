@@ -20,7 +20,7 @@ from components.config.node_pools import NodePoolConfig
 from components.config.platform_names import reserved_team_name_problem
 from components.config.reader import Section
 from components.config.stack_names import TEAM_NAME
-from components.config.training import TrainingConfig, overcommitted_pools
+from components.config.training import TrainingConfig, gpu_pools_fix, overcommitted_pools
 
 TEAMS_KEY = "teams"
 
@@ -87,7 +87,7 @@ def _parse_row(s: Section, pools: dict[str, NodePoolConfig],
                 "bootstrap's teams)")
     quota_section = s.section("gpuQuota")
     quota: dict[str, int] = {}
-    gpu_pools = ", ".join(p.name for p in pools.values() if p.gpu) or "(no GPU pools)"
+    gpu_pools = gpu_pools_fix([p.name for p in pools.values() if p.gpu], invalid_pools)
     for pool_name in list(quota_section.data):
         gpus = quota_section.integer(pool_name, minimum=0)
         if not quota_section.ok(pool_name):
@@ -97,7 +97,7 @@ def _parse_row(s: Section, pools: dict[str, NodePoolConfig],
         if invalid_pools is None or pool_name in invalid_pools:
             continue
         if pool is None or not pool.gpu:
-            s.error(quota_section.key(pool_name), pool_name, "is not a GPU pool of this stack", f"use one of {gpu_pools}")
+            s.error(quota_section.key(pool_name), pool_name, "is not a GPU pool of this stack", gpu_pools)
         elif gpus > _capacity(pool):
             s.error(quota_section.key(pool_name), gpus, f"exceeds pool {pool_name}'s {_capacity(pool)} GPUs "
                     f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")

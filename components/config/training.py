@@ -260,7 +260,7 @@ def _parse_quota(section: Section, quota_section: Section, by_name: dict[str, No
             continue
         if pool is None or not pool.gpu:
             section.error(key, pool_name, "is not a GPU pool of this stack",
-                          _gpu_pools_fix([p.name for p in pools if p.gpu], unjudged))
+                          gpu_pools_fix([p.name for p in pools if p.gpu], unjudged))
         elif gpus > pool.max_size * pool.gpus_per_node:
             section.error(key, gpus, f"exceeds the pool's capacity of {pool.max_size * pool.gpus_per_node} GPUs "
                           f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")
@@ -268,7 +268,7 @@ def _parse_quota(section: Section, quota_section: Section, by_name: dict[str, No
     return quota
 
 
-def _gpu_pools_fix(gpu_pools: list[str], refused: Collection[str] | None) -> str:
+def gpu_pools_fix(gpu_pools: list[str], refused: Collection[str] | None) -> str:
     """The pools to name instead; a pool refused for its own errors is named as such, never hidden
     behind "(no GPU pools)"."""
     fix = f"use one of {', '.join(gpu_pools)}" if gpu_pools else "add a GPU pool to nodePools"
@@ -324,7 +324,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
         pool = None  # reported already; nothing here can be judged against it
     elif pool is None or not pool.gpu:
         s.error(s.key("pool"), pool_name, "is not a GPU pool of this stack",
-                _gpu_pools_fix([n for n, p in pools.items() if p.gpu], unjudged))
+                gpu_pools_fix([n for n, p in pools.items() if p.gpu], unjudged))
         pool = None
     elif s.ok("nodes", "gpusPerNode"):
         _check_fit(s, pool, nodes, gpus, quota if quota_ok(pool.name) else None, quota_key)
