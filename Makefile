@@ -10,7 +10,7 @@ POLICY_VENV := policy/venv
 STACK ?= dev
 .DEFAULT_GOAL := help
 
-.PHONY: help venv torch-cpu chromium plan plans plan-diff cost test test-scenarios lint pytest policy-venv policy-test policy bench clean verify
+.PHONY: help venv environments torch-cpu chromium plan plans plan-diff cost test test-scenarios lint pytest policy-venv policy-test policy bench clean verify
 
 # PyTorch's own index serves the CPU build of the torch requirements-dev.txt pins, as
 # <version>+cpu, which `torch==<version>` accepts (PEP 440: a pin without a local label matches any);
@@ -156,8 +156,14 @@ policy: plans $(POLICY_VENV)/.installed
 	$(POLICY_VENV)/bin/python policy/check_plans.py $(patsubst stacks/Pulumi.%.yaml,build/%,$(sort $(wildcard stacks/Pulumi.*.yaml))) \
 		$(patsubst bootstrap/Pulumi.%.yaml,build/%,$(wildcard bootstrap/Pulumi.*.yaml))
 
+# The three virtualenvs first, side by side: they are separate directories, and most of a fresh
+# clone's first minutes are pip downloading and unpacking wheels one venv after the other.
+ENVIRONMENTS := $(VENV)/.dev $(CHECKOV_VENV)/.installed $(POLICY_VENV)/.installed
+## every virtualenv the tests use (.venv, .venv-checkov, policy/venv), installed side by side
+environments:
+	@$(MAKE) --no-print-directory -j3 $(ENVIRONMENTS)
 ## lint + pytest + policy-test (CI, .ci/run and the workflows' test jobs, runs test-scenarios after it)
-test: lint pytest policy-test
+test: environments lint pytest policy-test
 
 ## go-live checks against the live cluster: make verify STACK=prod ARGS="--job pretrain-p5"
 verify: $(VENV)/.verify
