@@ -28,7 +28,9 @@ from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.ci_roles import via_s3
 from bootstrap.policies.names import cluster_name, stack_objects, state_metadata
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
+from components.config import permissions_boundary
 from components.facts.regions import arn_partition
+from components.workload import team_deploy_access as deploy_access
 
 TEAM_TAG = "team"
 """The tag a team stack's provider puts on every resource (components/common/tags.py)."""
@@ -50,13 +52,15 @@ TEAM_IAM_ACTIONS = (
 
 def team_deploy_role_name(stacks_project: str, team: str, environment: str) -> str:
     """Under the CI roles' pattern (<project>-ci-*): the environment deploy roles can neither change
-    it nor use the state key beyond S3, as for the other CI roles (deploy_guard_policy, keys.py)."""
-    return f"{stacks_project}-ci-team-{team}-{environment}"
+    it nor use the state key beyond S3, as for the other CI roles (deploy_guard_policy, keys.py).
+    The platform's access entry names it too (components/workload/team_deploy_access.py)."""
+    return deploy_access.team_deploy_role_name(stacks_project, team, environment)
 
 
 def team_boundary_policy_name(stacks_project: str, team: str, environment: str) -> str:
-    """Under the boundaries' pattern (<project>-boundary-*): the deploy roles cannot change it."""
-    return f"{stacks_project}-boundary-{environment}-team-{team}"
+    """Under the boundaries' pattern (<project>-boundary-*): the deploy roles cannot change it. A
+    team stack's iamPermissionsBoundary names it (components/config/permissions_boundary.py)."""
+    return permissions_boundary.team_boundary_name(stacks_project, environment, team)
 
 
 def team_stack(team: str, environment: str) -> str:

@@ -23,7 +23,7 @@ KEY = "iamPermissionsBoundary"
 POLICY_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::(\d{12}|aws):policy/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,128})",
                         re.ASCII)
 # The bootstrap's names: <project>-boundary-<env> (bootstrap/policies/names.py boundary_policy_name)
-# and <project>-boundary-<env>-team-<team> (bootstrap/policies/teams.py team_boundary_policy_name).
+# and <project>-boundary-<env>-team-<team> (team_boundary_name, which bootstrap/policies/teams.py calls).
 BOOTSTRAP_NAME = re.compile(r"(?P<project>.+)-boundary-(?P<environment>dev|staging|prod)(?:-team-(?P<team>.+))?")
 
 

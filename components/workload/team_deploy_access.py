@@ -37,8 +37,8 @@ TEAM_DEPLOY_POLICY = "AmazonEKSAdminPolicy"
 
 
 def team_deploy_role_name(project: str, team: str, environment: str) -> str:
-    """The bootstrap's name of team `team`'s deploy role in `environment`
-    (bootstrap/policies/teams.py team_deploy_role_name; tests/test_team_deploy_access.py checks they agree)."""
+    """Team `team`'s deploy role in `environment`, which the bootstrap makes under this name
+    (bootstrap/policies/teams.py team_deploy_role_name calls this)."""
     return f"{project}-ci-team-{team}-{environment}"
 
 
