@@ -154,8 +154,8 @@ class Gang:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "TORCHELASTIC_", "PET_"))}
         self.env.update({
             "PYTHONPATH": os.pathsep.join([str(TRAINER_DIR), str(inject_site)]), "OMP_NUM_THREADS": "1",
-            "PYTHONWARNINGS": "ignore", "TRAIN_JOB_ID": "recovery-bench", "TRAIN_NNODES": "2",
-            "TRAIN_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
+            "PYTHONWARNINGS": "ignore", "TRAIN_JOB_ID": "recovery-bench", "PET_NNODES": "2",
+            "PET_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
             "TRAIN_CHECKPOINT_DIR": str(work / "checkpoints"), "TRAIN_DATA_DIR": str(work / "data"),
             "TRAIN_HPARAMS_FILE": str(work / "hparams.yaml"), "TRAIN_CHECKPOINT_EVERY_STEPS": str(self.checkpoint_every),
             "TRAIN_COLLECTIVE_TIMEOUT_S": str(COLLECTIVE_TIMEOUT_S), "TRAIN_LOG_EVERY_STEPS": "1"})

@@ -69,7 +69,7 @@ def trained(tmp_path_factory) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "TORCHELASTIC_", "PET_"))}
     env.update({
         "PYTHONPATH": str(ROOT / "trainer"), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
-        "TRAIN_JOB_ID": "browser-job", "TRAIN_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
+        "TRAIN_JOB_ID": "browser-job", "PET_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
         "TRAIN_RDZV_PORT": str(_free_port()), "TRAIN_CHECKPOINT_DIR": str(checkpoints),
         "TRAIN_DATA_DIR": str(tmp_path / "data"), "TRAIN_HPARAMS_FILE": str(hparams),
         "TRAIN_HEARTBEAT_FILE": str(tmp_path / "run" / "heartbeat"), "TRAIN_CHECKPOINT_EVERY_STEPS": "6",

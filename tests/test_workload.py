@@ -122,7 +122,7 @@ def test_devices_and_memory_are_exclusive_and_cpu_is_not_capped(stack, plan_of):
         # The CPU request is computed headroom; a limit only where the job configures `cpu`.
         assert ("cpu" in limits) == (job.cpu is not None)
         assert requests.pop("cpu") and {k: v for k, v in limits.items() if k != "cpu"} == requests
-        assert int(limits["nvidia.com/gpu"]) == int(env_of(jobset)["TRAIN_NPROC_PER_NODE"]) >= 1
+        assert int(limits["nvidia.com/gpu"]) == int(env_of(jobset)["PET_NPROC_PER_NODE"]) >= 1
         # libfabric runs without huge pages (FI_EFA_USE_HUGE_PAGE=0: DataLoader workers fork), so no
         # pod reserves any: they would sit unused, or leave the pod Pending on a node without them.
         assert "hugepages-2Mi" not in limits
@@ -134,7 +134,7 @@ def test_quotas_cover_the_largest_gang(stack, plan_of):
     plan = plan_of(stack)
     (quota,) = manifests(plan, "ResourceQuota")
     for jobset in jobsets(plan):
-        gang = int(env_of(jobset)["TRAIN_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
+        gang = int(env_of(jobset)["PET_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
         assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= gang
         pool = pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]
         # The namespace's own queue (a platform's plan also holds its registered teams').

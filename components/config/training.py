@@ -47,7 +47,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Env vars the workload sets itself (components/workload/training_job.py, fabric_env.py; a test
 # keeps this in step). A job's `env` may override them; a secret may not: a pod holds each name once.
 # PET_: torchrun reads each PET_<FLAG> as its --<flag> (torch/distributed/argparse_util.py `env`):
-# the platform sets PET_MAX_RESTARTS.
+# the platform sets PET_NNODES, PET_NPROC_PER_NODE and PET_MAX_RESTARTS.
 PLATFORM_ENV_PREFIXES = ("TRAIN_", "NCCL_", "TORCH_", "FI_", "PET_")
 # Of those, what a job's `env` may not override either: the launcher's contract and torchrun's
 # settings (a job tunes NCCL_*, TORCH_* and FI_* itself).

@@ -107,8 +107,10 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
     """The launcher contract (trainer/README.md), NCCL settings, then the job's own env and secrets.
     `stack`: the stack that owns the run (its checkpoint namespace, training_data.run_checkpoint_dir)."""
     contract = {
-        "TRAIN_NNODES": job.nodes,
-        "TRAIN_NPROC_PER_NODE": job.gpus_per_node,
+        # torchrun's own settings for the gang's size, read by torchrun and checked by the launcher
+        # (trainer/launcher/contract.py), as kubeflow/trainer sets them.
+        "PET_NNODES": job.nodes,
+        "PET_NPROC_PER_NODE": job.gpus_per_node,
         # Pod 0's stable name: <jobset>-<replicated job>-<job index>-<pod index>.<subdomain>
         "TRAIN_RDZV_HOST": f"{job.name}-{REPLICATED_JOB}-0-0.{job.name}",
         "TRAIN_RDZV_PORT": fabric.rendezvous_ports[0],

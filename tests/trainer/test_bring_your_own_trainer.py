@@ -51,8 +51,8 @@ class Gang:
                         "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
         self.env.update({
             "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "trainer"), "OMP_NUM_THREADS": "1",
-            "PYTHONWARNINGS": "ignore", "TRAIN_JOB_ID": f"byot-{tmp_path.name}"[:60], "TRAIN_NNODES": "2",
-            "TRAIN_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
+            "PYTHONWARNINGS": "ignore", "TRAIN_JOB_ID": f"byot-{tmp_path.name}"[:60], "PET_NNODES": "2",
+            "PET_NPROC_PER_NODE": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
             "TRAIN_CHECKPOINT_DIR": str(tmp_path / "checkpoints"), "TRAIN_DATA_DIR": str(tmp_path / "data"),
             "TRAIN_HPARAMS_FILE": str(tmp_path / "hparams.yaml"), "TRAIN_CHECKPOINT_EVERY_STEPS": "4",
             "TRAIN_CHECKPOINT_KEEP": "3", "TRAIN_COLLECTIVE_TIMEOUT_S": str(COLLECTIVE_TIMEOUT_S),
@@ -245,7 +245,7 @@ CONFIG_ERRORS = {  # what each trainer gets wrong, as YAML gives it: `3e-4` is t
 @pytest.mark.parametrize("trainer", PARAMS)
 def test_a_config_error_fails_the_job_without_spending_a_restart(gang_of, trainer):
     hparams, reported = CONFIG_ERRORS[trainer]
-    job = gang_of("config", trainer, {"steps": 10, **hparams}, TRAIN_NNODES="1")  # what a pod does alone
+    job = gang_of("config", trainer, {"steps": 10, **hparams}, PET_NNODES="1")  # what a pod does alone
     job.start(pods=1)
     rcs = job.wait()
     assert rcs == [2], rcs

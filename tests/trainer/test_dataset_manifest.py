@@ -64,7 +64,7 @@ def test_the_launcher_refuses_to_start_on_an_incomplete_dataset(tmp_path):
     dm.write(str(data))
     (data / "b.bin").unlink()  # not replicated here yet
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "PET_"))}
-    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "ds", "TRAIN_NNODES": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
+    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "ds", "PET_NNODES": "1", "TRAIN_RDZV_HOST": "127.0.0.1",
                 "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ck"), "TRAIN_DATA_DIR": str(data),
                 "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat")})
     p = subprocess.run([sys.executable, "-m", "launcher", "--", "-m", "example_trainer.train"], env=env,

@@ -83,7 +83,7 @@ def test_torchrun_lets_the_gang_join_as_long_as_the_launcher_lets_pods_arrive(tm
     from torch.distributed.elastic.rendezvous.utils import _parse_rendezvous_config
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "PET_"))}
-    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "gang", "TRAIN_NNODES": "2",
+    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "gang", "PET_NNODES": "2",
                 "TRAIN_RDZV_HOST": rdzv_host, "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ck"),
                 "PET_RDZV_CONF": "read_timeout=120"})  # replaced by --rdzv-conf: its keys must survive
     if wait_s:
@@ -163,7 +163,7 @@ def test_sigterm_during_the_rendezvous_wait_stops_the_launcher(tmp_path):
     TRAIN_RDZV_WAIT_S. The launcher is the container's PID 1, which ignores a signal it has no
     handler for: it must handle SIGTERM from its start, not only once torchrun runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "PET_"))}
-    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "gang", "TRAIN_NNODES": "2",
+    env.update({"PYTHONPATH": str(TRAINER_DIR), "TRAIN_JOB_ID": "gang", "PET_NNODES": "2",
                 "TRAIN_RDZV_HOST": "gang-node-0-0.gang.invalid", "TRAIN_RDZV_WAIT_S": "300",
                 "TRAIN_CHECKPOINT_DIR": str(tmp_path / "ck"), "TRAIN_HEARTBEAT_FILE": str(tmp_path / "hb" / "heartbeat"),
                 "TRAIN_HPARAMS_FILE": str(TRAINER_DIR / "example_trainer" / "hparams.yaml")})

@@ -275,7 +275,7 @@ def test_a_stop_is_still_a_stop_on_every_pod_and_starts_no_round(gang_of):
 
 
 def test_a_config_error_exits_2_and_is_not_retried_in_place(gang_of):
-    job = gang_of("config", "plain", {"steps": 10, "lr": "3e-4"}, TRAIN_NNODES="1", PET_MAX_RESTARTS="3")
+    job = gang_of("config", "plain", {"steps": 10, "lr": "3e-4"}, PET_NNODES="1", PET_MAX_RESTARTS="3")
     job.start(pods=1)
     assert job.wait(90) == [2]
     pod = job.pods[0]

@@ -32,7 +32,7 @@ while time.monotonic() < deadline:
 def test_a_worker_that_finishes_first_never_holds_its_pod_past_the_grace_period(trainer_env, launch, tmp_path):
     script = tmp_path / "script.py"
     script.write_text(EXITS_0_ON_SIGTERM)
-    env = trainer_env(TRAIN_NNODES="2", TRAIN_NPROC_PER_NODE="1", TRAIN_TERMINATION_GRACE_S=str(GRACE_S))
+    env = trainer_env(PET_NNODES="2", PET_NPROC_PER_NODE="1", TRAIN_TERMINATION_GRACE_S=str(GRACE_S))
     pods = [launch({**env, "POD": str(pod), "TRAIN_HEARTBEAT_FILE": str(tmp_path / f"pod{pod}" / "heartbeat")},
                    command=[str(script)]) for pod in (0, 1)]
     for pod in pods:

@@ -1,4 +1,4 @@
-"""The TRAIN_* environment contract and the launcher's command line (no torch needed)."""
+"""The TRAIN_* and PET_* environment contract and the launcher's command line (torch only where named)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def test_defaults():
 def test_values_and_to_env_round_trip():
     env = {
         "TRAIN_JOB_ID": "llm.run_7",
-        "TRAIN_NNODES": "4",
-        "TRAIN_NPROC_PER_NODE": "8",
+        "PET_NNODES": "4",
+        "PET_NPROC_PER_NODE": "8",
         "TRAIN_RDZV_HOST": "train-workers-0-0.train",
         "TRAIN_RDZV_PORT": "29500",
         "TRAIN_CHECKPOINT_DIR": "/mnt/efs/ckpt/",
@@ -57,10 +57,15 @@ def test_ipv6_endpoint_is_bracketed():
         ({}, "TRAIN_JOB_ID", "is required"),
         ({"TRAIN_JOB_ID": "bad id"}, "TRAIN_JOB_ID", "[A-Za-z0-9._-]"),
         ({"TRAIN_JOB_ID": "-x"}, "TRAIN_JOB_ID", "starting with"),
-        ({**OK, "TRAIN_NNODES": "two"}, "TRAIN_NNODES", "must be an integer"),
-        ({**OK, "TRAIN_NNODES": "0"}, "TRAIN_NNODES", ">= 1"),
-        ({**OK, "TRAIN_NPROC_PER_NODE": "-1"}, "TRAIN_NPROC_PER_NODE", ">= 1"),
-        ({**OK, "TRAIN_NPROC_PER_NODE": "1.5"}, "TRAIN_NPROC_PER_NODE", "must be an integer"),
+        ({**OK, "PET_NNODES": "two"}, "PET_NNODES", "must be an integer"),
+        ({**OK, "PET_NNODES": "0"}, "PET_NNODES", ">= 1"),
+        ({**OK, "PET_NPROC_PER_NODE": "-1"}, "PET_NPROC_PER_NODE", ">= 1"),
+        ({**OK, "PET_NPROC_PER_NODE": "1.5"}, "PET_NPROC_PER_NODE", "must be an integer"),
+        # torchrun takes these; the gang is fixed and its world size a product (launcher.contract)
+        ({**OK, "PET_NNODES": "1:2"}, "PET_NNODES", "must be an integer"),
+        ({**OK, "PET_NPROC_PER_NODE": "gpu"}, "PET_NPROC_PER_NODE", "must be an integer"),
+        ({**OK, "TRAIN_NNODES": "2"}, "TRAIN_NNODES", "torchrun's own PET_NNODES: set PET_NNODES='2' instead"),
+        ({**OK, "TRAIN_NPROC_PER_NODE": "8"}, "TRAIN_NPROC_PER_NODE", "set PET_NPROC_PER_NODE='8' instead"),
         ({**OK, "TRAIN_RDZV_PORT": "80"}, "TRAIN_RDZV_PORT", "between 1024 and 65535"),
         ({**OK, "TRAIN_RDZV_PORT": "70000"}, "TRAIN_RDZV_PORT", "between 1024 and 65535"),
         ({**OK, "TRAIN_RDZV_PORT": "http"}, "TRAIN_RDZV_PORT", "must be an integer"),
@@ -88,22 +93,21 @@ def test_invalid_values_name_the_variable(env, variable, text):
 
 def test_every_error_is_reported_at_once():
     with pytest.raises(contract.ContractError) as err:
-        contract.from_env({"TRAIN_NNODES": "x", "TRAIN_RDZV_PORT": "1"})
-    assert [m.split()[0] for m in err.value.errors] == ["TRAIN_NNODES", "TRAIN_RDZV_PORT", "TRAIN_JOB_ID"]
+        contract.from_env({"PET_NNODES": "x", "TRAIN_RDZV_PORT": "1"})
+    assert [m.split()[0] for m in err.value.errors] == ["PET_NNODES", "TRAIN_RDZV_PORT", "TRAIN_JOB_ID"]
     assert "\n" not in str(err.value)
 
 
 def test_empty_values_mean_default():
-    c = contract.from_env({**OK, "TRAIN_NNODES": "", "TRAIN_CHECKPOINT_INTERVAL_S": " "})
+    c = contract.from_env({**OK, "PET_NNODES": "", "TRAIN_CHECKPOINT_INTERVAL_S": " "})
     assert c.nnodes == 1 and c.checkpoint_interval_s is None
 
 
 # ---------------------------------------------------------------- command line
 
-C2 = contract.from_env({**OK, "TRAIN_NNODES": "2", "TRAIN_NPROC_PER_NODE": "8", "TRAIN_RDZV_HOST": "head"})
-TORCHRUN = [
+C2 = contract.from_env({**OK, "PET_NNODES": "2", "PET_NPROC_PER_NODE": "8", "TRAIN_RDZV_HOST": "head"})
+TORCHRUN = [  # no --nnodes, --nproc-per-node: torchrun reads its PET_NNODES, PET_NPROC_PER_NODE
     sys.executable, "-m", "torch.distributed.run",
-    "--nnodes", "2", "--nproc-per-node", "8",
     "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400", "--rdzv-id", "job-1",
 ]
 
@@ -144,12 +148,16 @@ def test_parse_args(argv, dry_run, command):
 # ------------------------------------------------------------ the real process
 
 
-def _launcher(env, *args, timeout=30):
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TRAIN_")}
+def _launcher_env():
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAIN_", "PET_"))}
     base["PYTHONPATH"] = str(TRAINER_DIR)
+    return base
+
+
+def _launcher(env, *args, timeout=30):
     return subprocess.run(
         [sys.executable, "-m", "launcher", *args],
-        env={**base, **env},
+        env={**_launcher_env(), **env},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -160,7 +168,9 @@ def _launcher(env, *args, timeout=30):
     ("env", "variable"),
     [
         ({}, "TRAIN_JOB_ID"),
-        ({**OK, "TRAIN_NPROC_PER_NODE": "zero"}, "TRAIN_NPROC_PER_NODE"),
+        ({**OK, "PET_NPROC_PER_NODE": "zero"}, "PET_NPROC_PER_NODE"),
+        ({**OK, "PET_NNODES": "abc"}, "PET_NNODES"),
+        ({**OK, "TRAIN_NNODES": "2"}, "TRAIN_NNODES"),
         ({**OK, "TRAIN_RDZV_PORT": "99999"}, "TRAIN_RDZV_PORT"),
     ],
 )
@@ -204,15 +214,29 @@ def test_launcher_dry_run_prints_torchrun_and_resume(tmp_path):
     (done / "rank-00000.pt").write_bytes(b"x" * 10)
     (done / "COMPLETE").write_text(json.dumps({"step": 40, "files": {"rank-00000.pt": {"bytes": 10}}}))
     (ck / checkpoint.step_dir_name(60)).mkdir()  # no marker: ignored
-    env = {**OK, "TRAIN_NPROC_PER_NODE": "2", "TRAIN_CHECKPOINT_DIR": str(ck)}
+    env = {**OK, "PET_NPROC_PER_NODE": "2", "TRAIN_CHECKPOINT_DIR": str(ck)}
     p = _launcher(env, "--dry-run", "--", "-m", "example_trainer.train")
     assert p.returncode == 0, p.stderr
     record = json.loads(p.stdout)
     assert record["event"] == "dry_run"
     assert record["cmd"][3:] == [
-        "--nnodes", "1", "--nproc-per-node", "2",
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400", "--rdzv-id", "job-1",
         "--rdzv-conf", "join_timeout=1020", "-m", "example_trainer.train",
     ]
+    # torchrun reads the gang's size from its own variables: the checked values, defaults filled in
+    assert (record["env"]["PET_NNODES"], record["env"]["PET_NPROC_PER_NODE"]) == ("1", "2")
     assert record["env"]["TRAIN_RESUME_FROM"] == str(done)
     assert record["env"]["TRAIN_CHECKPOINT_KEEP"] == "3"
+
+
+@pytest.mark.parametrize("env", [{"PET_NNODES": "abc"}, {"PET_NPROC_PER_NODE": "0"}])
+def test_torchrun_answers_a_bad_size_with_a_traceback_and_exit_1(env, tmp_path):
+    """Why the launcher checks PET_NNODES and PET_NPROC_PER_NODE although torchrun reads them: its
+    own answer is a traceback and exit 1, which spends a gang restart. Should this fail (a later
+    torch exits 2 with one line), the launcher's check of these two can go."""
+    script = tmp_path / "hi.py"
+    script.write_text("print('hi')\n")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d",
+                        "--rdzv-id", "x", str(script)], env={**_launcher_env(), **env},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Traceback" in p.stderr and "hi" not in p.stdout

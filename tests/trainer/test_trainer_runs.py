@@ -228,7 +228,7 @@ def test_a_stop_on_one_pod_is_a_stop_on_every_pod(trainer_env, launch, tmp_path)
     """A spot reclaim signals one pod of the gang; every rank stops at the same step and saves.
     torchrun reports any worker's non-zero exit as its own 1, so the pods that got no signal
     must still exit 143: an exit 1 there would make the Job count the reclaim as a failure."""
-    env = trainer_env({"steps": 100000, "step_delay_s": 0.02}, TRAIN_NNODES=2, TRAIN_NPROC_PER_NODE=1,
+    env = trainer_env({"steps": 100000, "step_delay_s": 0.02}, PET_NNODES=2, PET_NPROC_PER_NODE=1,
                       TRAIN_CHECKPOINT_EVERY_STEPS=100000)
     pods = [launch({**env, "TRAIN_HEARTBEAT_FILE": str(tmp_path / f"pod{i}" / "heartbeat")}, f"pod{i}")
             for i in range(2)]

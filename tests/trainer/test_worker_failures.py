@@ -14,7 +14,7 @@ pytestmark = requires_torch
 def _run(trainer_env, launch, tmp_path, script: str, *args: str, nproc: int = 1, **train_vars: str):
     path = tmp_path / "script.py"
     path.write_text(script)
-    run = launch(trainer_env(TRAIN_NPROC_PER_NODE=str(nproc), **train_vars), command=[str(path), *args])
+    run = launch(trainer_env(PET_NPROC_PER_NODE=str(nproc), **train_vars), command=[str(path), *args])
     rc = run.wait(120)
     return run, rc
 
@@ -49,7 +49,7 @@ def test_a_hook_that_replaced_the_launcher_s_still_leaves_the_error_reported(tra
     image.mkdir()
     (image / "sitecustomize.py").write_text(
         "import sys\nsys.excepthook = lambda t, v, tb: sys.stderr.write(f'image hook: {v}\\n')\n")
-    env = trainer_env(TRAIN_NPROC_PER_NODE="1")
+    env = trainer_env(PET_NPROC_PER_NODE="1")
     env["PYTHONPATH"] = f"{image}:{env['PYTHONPATH']}"
     script = tmp_path / "script.py"
     script.write_text("raise ValueError('lr must be positive')\n")
@@ -78,7 +78,7 @@ def test_a_bad_command_line_flag_exits_2_with_argparse_s_line(trainer_env, launc
 
 def test_a_missing_submodule_exits_2(trainer_env, launch, tmp_path):
     """`-m launcher.no_such_trainer`: its package exists, so only the worker (runpy) can tell."""
-    run = launch(trainer_env(TRAIN_NPROC_PER_NODE="1"), command=["-m", "launcher.no_such_trainer"])
+    run = launch(trainer_env(PET_NPROC_PER_NODE="1"), command=["-m", "launcher.no_such_trainer"])
     assert run.wait(120) == 2, run.stderr_tail()
     assert any("No module named launcher.no_such_trainer" in line for line in _config_errors(run)), _config_errors(run)
 
@@ -88,7 +88,7 @@ def test_a_missing_submodule_exits_2(trainer_env, launch, tmp_path):
     (["-m", "no_such_package.train"], "no module named 'no_such_package'"),
 ])
 def test_a_command_that_cannot_start_exits_2_before_torchrun(trainer_env, launch, command, reported):
-    run = launch(trainer_env(TRAIN_NPROC_PER_NODE="1"), command=command)
+    run = launch(trainer_env(PET_NPROC_PER_NODE="1"), command=command)
     assert run.wait(60) == 2
     assert any(reported in line for line in _config_errors(run)), run.stderr_tail()
     assert not run.of("launcher_start")  # torchrun never started
@@ -140,13 +140,13 @@ def test_workers_that_train_alone_on_purpose_say_so(trainer_env, launch, tmp_pat
 
 
 @pytest.mark.parametrize(("env", "world", "modules", "cuda", "expected"), [
-    ({"TRAIN_NNODES": "2", "TRAIN_NPROC_PER_NODE": "1"}, 2, {}, False, None),
-    ({"TRAIN_NNODES": "1", "TRAIN_NPROC_PER_NODE": "1"}, None, {}, False, None),  # one worker: nothing to check
-    ({"TRAIN_NNODES": "2", "TRAIN_INDEPENDENT_WORKERS": "true"}, None, {}, False, None),
-    ({"TRAIN_NNODES": "2"}, None, {"lightning": 1}, False, "Lightning was not told the node count"),
-    ({"TRAIN_NNODES": "2"}, None, {"transformers": 1}, False, "use_cpu=True"),
-    ({"TRAIN_NNODES": "2"}, None, {"transformers": 1}, True, "the framework was not told the node count"),
-    ({"TRAIN_NNODES": "2", "TRAIN_NPROC_PER_NODE": "4"}, 4, {}, True, "in a process group of world size 4"),
+    ({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1"}, 2, {}, False, None),
+    ({"PET_NNODES": "1", "PET_NPROC_PER_NODE": "1"}, None, {}, False, None),  # one worker: nothing to check
+    ({"PET_NNODES": "2", "TRAIN_INDEPENDENT_WORKERS": "true"}, None, {}, False, None),
+    ({"PET_NNODES": "2"}, None, {"lightning": 1}, False, "Lightning was not told the node count"),
+    ({"PET_NNODES": "2"}, None, {"transformers": 1}, False, "use_cpu=True"),
+    ({"PET_NNODES": "2"}, None, {"transformers": 1}, True, "the framework was not told the node count"),
+    ({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "4"}, 4, {}, True, "in a process group of world size 4"),
 ])
 def test_the_gang_check(env, world, modules, cuda, expected):
     from launcher import worker_gang

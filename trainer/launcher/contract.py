@@ -14,9 +14,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# torchrun's own settings for the gang's size, which it reads from PET_<FLAG> when its flag is not
+# given (torch/distributed/run.py, argparse_util.env; torch 2.13.0), as kubeflow/trainer sets them.
+# The launcher passes no flag for them, and checks them all the same: it needs both numbers (a pod
+# other than pod 0 waits for it only in a gang of several; the workers' gang check,
+# launcher.worker_gang), and torchrun answers a bad value with a traceback and exit 1
+# (PET_NNODES=abc: ValueError in parse_min_max_nnodes; PET_NPROC_PER_NODE=0: AssertionError in
+# WorkerSpec), which would spend a gang restart on a setting no restart cures (exit 2 here).
+NNODES_VAR = "PET_NNODES"
+NPROC_PER_NODE_VAR = "PET_NPROC_PER_NODE"
+# What these were called before they were torchrun's own: refused with the fix, so that a manifest
+# written for an older image does not run a gang of one node without a word.
+RENAMED = {"TRAIN_NNODES": NNODES_VAR, "TRAIN_NPROC_PER_NODE": NPROC_PER_NODE_VAR}
+
 DEFAULTS: dict[str, str] = {
-    "TRAIN_NNODES": "1",
-    "TRAIN_NPROC_PER_NODE": "1",
+    NNODES_VAR: "1",
+    NPROC_PER_NODE_VAR: "1",
     "TRAIN_RDZV_HOST": "localhost",
     "TRAIN_RDZV_PORT": "29400",
     "TRAIN_CHECKPOINT_DIR": "/workspace/checkpoints",
@@ -141,8 +154,9 @@ class Contract:
     def to_env(self) -> dict[str, str]:
         """The resolved contract as environment variables (defaults filled in)."""
         env = {
-            "TRAIN_NNODES": str(self.nnodes),
-            "TRAIN_NPROC_PER_NODE": str(self.nproc_per_node),
+            # torchrun reads these two itself (launcher.main.torchrun_command passes no flag for them)
+            NNODES_VAR: str(self.nnodes),
+            NPROC_PER_NODE_VAR: str(self.nproc_per_node),
             "TRAIN_RDZV_HOST": self.rdzv_host,
             "TRAIN_RDZV_PORT": str(self.rdzv_port),
             "TRAIN_JOB_ID": self.job_id,
@@ -222,9 +236,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     """Parse and validate the contract; raise ContractError listing every problem."""
     if env is None:
         env = os.environ
-    errors: list[str] = []
-    nnodes = _int(env, "TRAIN_NNODES", errors, lo=1)
-    nproc = _int(env, "TRAIN_NPROC_PER_NODE", errors, lo=1)
+    errors: list[str] = [f"{old} is now torchrun's own {new}: set {new}={env[old].strip()!r} instead (trainer/README.md)"
+                         for old, new in RENAMED.items() if env.get(old, "").strip()]
+    # Whole numbers only: the gang is fixed (no MIN:MAX range) and the launcher multiplies them
+    # (no `gpu` or `auto`, which torchrun resolves on the node).
+    nnodes = _int(env, NNODES_VAR, errors, lo=1)
+    nproc = _int(env, NPROC_PER_NODE_VAR, errors, lo=1)
 
     host = _get(env, "TRAIN_RDZV_HOST")
     host_ok = bool(_HOSTNAME_RE.fullmatch(host))

@@ -6,7 +6,7 @@ torch/distributed/elastic/agent/server/api.py `SimpleElasticAgent._invoke_run`, 
 when a local worker fails, its agent stops its other workers and joins the next c10d rendezvous
 round, spending one of N; every other agent
 sees the waiting node (`num_nodes_waiting() > 0` while its group is healthy, spending none) or its
-own workers' failure (spending one), stops its workers and joins too; once all `TRAIN_NNODES`
+own workers' failure (spending one), stops its workers and joins too; once all `PET_NNODES`
 agents are in, every agent starts a new set of workers. Past N on any node its agent stops, torchrun
 exits 1, the pod fails and JobSet recreates the gang as before (its failure policy, maxRestarts).
 

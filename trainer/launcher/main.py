@@ -1,6 +1,6 @@
 """python -m launcher [--dry-run] [--] <training command ...>
 
-Reads the TRAIN_* contract from the environment, validates it, picks the latest
+Reads the TRAIN_* and PET_* contract from the environment, validates it, picks the latest
 complete checkpoint, and runs the training command under torchrun with c10d
 rendezvous. See trainer/README.md for the contract.
 
@@ -39,7 +39,8 @@ COMMAND is what torchrun starts on every local rank:
   python[3] ...                 the same (the interpreter word is dropped)
   /path/to/executable [ARGS...] anything else (torchrun --no-python)
 
-Configuration comes from TRAIN_* environment variables (trainer/README.md).
+Configuration comes from TRAIN_* and torchrun's PET_* environment variables
+(trainer/README.md).
 --dry-run prints the torchrun command and the resolved environment as one
 JSON line and exits without starting anything.
 """
@@ -67,14 +68,15 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
 
 
 def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
-    """The torchrun invocation for a validated contract and training command. Its restart rounds
-    (launcher.inplace) it reads from its own PET_MAX_RESTARTS (0 when unset)."""
+    """The torchrun invocation for a validated contract and training command. The gang's size it
+    reads from its own PET_NNODES and PET_NPROC_PER_NODE (the contract's, checked and written back:
+    launcher.contract), its restart rounds (launcher.inplace) from PET_MAX_RESTARTS (0 when unset).
+    The rendezvous is the launcher's: c10d, pod 0's endpoint (waited for and told whether it hosts,
+    launcher.gang) and the job id, which is also the run's name."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
-        "--nnodes", str(c.nnodes),
-        "--nproc-per-node", str(c.nproc_per_node),
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,

@@ -1,5 +1,5 @@
 """Is this worker part of one run with its gang? At the worker's first optimizer step it must be in
-a process group whose world size is the contract's (TRAIN_NNODES x TRAIN_NPROC_PER_NODE).
+a process group whose world size is the contract's (PET_NNODES x PET_NPROC_PER_NODE).
 Otherwise the gang is several independent runs writing to one output directory while every
 heartbeat looks healthy: seen with Lightning's own example without `num_nodes` (a
 SingleDeviceStrategy per worker) and HF Trainer on CPU without `use_cpu`. The worker then fails
@@ -36,7 +36,7 @@ def expected_world_size(env: Mapping[str, str]) -> int | None:
     if env.get(INDEPENDENT_VAR, "").strip().lower() in ("1", "true", "yes"):
         return None
     try:
-        world = int(env.get("TRAIN_NNODES", "1")) * int(env.get("TRAIN_NPROC_PER_NODE", "1"))
+        world = int(env.get("PET_NNODES", "1")) * int(env.get("PET_NPROC_PER_NODE", "1"))
     except ValueError:
         return None
     return world if world > 1 else None
@@ -46,8 +46,8 @@ def likely_causes(modules: Mapping[str, Any], cuda: bool) -> list[str]:
     """What most likely left the framework single-process, from what the worker imported."""
     causes = []
     if "lightning" in modules or "pytorch_lightning" in modules:
-        causes.append("Lightning was not told the node count: L.Trainer(num_nodes=TRAIN_NNODES, "
-                      "devices=TRAIN_NPROC_PER_NODE), or L.Trainer(**trainer_kwargs()) from launcher.integrations.lightning")
+        causes.append("Lightning was not told the node count: L.Trainer(num_nodes=PET_NNODES, "
+                      "devices=PET_NPROC_PER_NODE), or L.Trainer(**trainer_kwargs()) from launcher.integrations.lightning")
     if "transformers" in modules and not cuda:
         causes.append("a CPU/GPU device mismatch: on a node without CUDA, HF Trainer runs distributed only with "
                       "TrainingArguments(use_cpu=True) (--use_cpu)")
@@ -67,7 +67,7 @@ def gang_problem(expected: int | None, world: int | None, causes: list[str], fra
                 + f". A trainer whose workers train alone on purpose: set {INDEPENDENT_VAR}=true")
     where = "in no process group" if world is None else f"in a process group of world size {world}"
     return (f"the gang is not one run: this worker stepped its optimizer {where}, the contract's world size is "
-            f"{expected} (TRAIN_NNODES x TRAIN_NPROC_PER_NODE), so each worker trains alone. Likely cause: "
+            f"{expected} (PET_NNODES x PET_NPROC_PER_NODE), so each worker trains alone. Likely cause: "
             + "; or ".join(causes)
             + f". A trainer whose workers train alone on purpose: set {INDEPENDENT_VAR}=true")
 

@@ -80,8 +80,9 @@ def trainer_kwargs(callbacks: list | None = None) -> dict:
     """The Trainer arguments the platform decides; `callbacks` are the trainer's own."""
     env = os.environ
     return {
-        "num_nodes": int(env.get("TRAIN_NNODES") or 1),  # Lightning does not read them from torchrun
-        "devices": int(env.get("TRAIN_NPROC_PER_NODE") or 1),
+        # Lightning does not read torchrun's settings; the workers inherit them from the launcher
+        "num_nodes": int(env.get("PET_NNODES") or 1),
+        "devices": int(env.get("PET_NPROC_PER_NODE") or 1),
         "default_root_dir": os.path.join(current().checkpoint_dir, "lightning"),
         "callbacks": [*(callbacks or []), PlatformCallback()],
     }
