@@ -123,6 +123,9 @@ def test_devices_and_memory_are_exclusive_and_cpu_is_not_capped(stack, plan_of):
         assert ("cpu" in limits) == (job.cpu is not None)
         assert requests.pop("cpu") and {k: v for k, v in limits.items() if k != "cpu"} == requests
         assert int(limits["nvidia.com/gpu"]) == int(env_of(jobset)["PET_NPROC_PER_NODE"]) >= 1
+        # For one release the old names say the same, for images whose launcher reads only those.
+        env = env_of(jobset)
+        assert (env["TRAIN_NNODES"], env["TRAIN_NPROC_PER_NODE"]) == (env["PET_NNODES"], env["PET_NPROC_PER_NODE"])
         # libfabric runs without huge pages (FI_EFA_USE_HUGE_PAGE=0: DataLoader workers fork), so no
         # pod reserves any: they would sit unused, or leave the pod Pending on a node without them.
         assert "hugepages-2Mi" not in limits

@@ -111,6 +111,10 @@ def trainer_env(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig, *, s
         # (trainer/launcher/contract.py), as kubeflow/trainer sets them.
         "PET_NNODES": job.nodes,
         "PET_NPROC_PER_NODE": job.gpus_per_node,
+        # One release: the same under their old names, for images whose launcher predates the
+        # rename and reads only these (docs/operations.md, "Upgrading to torchrun's own ...").
+        "TRAIN_NNODES": job.nodes,
+        "TRAIN_NPROC_PER_NODE": job.gpus_per_node,
         # Pod 0's stable name: <jobset>-<replicated job>-<job index>-<pod index>.<subdomain>
         "TRAIN_RDZV_HOST": f"{job.name}-{REPLICATED_JOB}-0-0.{job.name}",
         "TRAIN_RDZV_PORT": fabric.rendezvous_ports[0],

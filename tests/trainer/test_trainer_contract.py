@@ -65,6 +65,7 @@ def test_ipv6_endpoint_is_bracketed():
         ({**OK, "PET_NNODES": "1:2"}, "PET_NNODES", "must be an integer"),
         ({**OK, "PET_NPROC_PER_NODE": "gpu"}, "PET_NPROC_PER_NODE", "must be an integer"),
         ({**OK, "TRAIN_NNODES": "2"}, "TRAIN_NNODES", "torchrun's own PET_NNODES: set PET_NNODES='2' instead"),
+        ({**OK, "PET_NNODES": "4", "TRAIN_NNODES": "2"}, "TRAIN_NNODES", "set PET_NNODES='2' instead"),
         ({**OK, "TRAIN_NPROC_PER_NODE": "8"}, "TRAIN_NPROC_PER_NODE", "set PET_NPROC_PER_NODE='8' instead"),
         ({**OK, "TRAIN_RDZV_PORT": "80"}, "TRAIN_RDZV_PORT", "between 1024 and 65535"),
         ({**OK, "TRAIN_RDZV_PORT": "70000"}, "TRAIN_RDZV_PORT", "between 1024 and 65535"),
@@ -240,3 +241,11 @@ def test_torchrun_answers_a_bad_size_with_a_traceback_and_exit_1(env, tmp_path):
                         "--rdzv-id", "x", str(script)], env={**_launcher_env(), **env},
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "Traceback" in p.stderr and "hi" not in p.stdout
+
+
+def test_the_old_gang_size_names_are_accepted_for_one_release_when_they_agree():
+    """The workload sets both names for one release (training_job.trainer_env): an image whose
+    launcher predates the rename reads only the old ones."""
+    c = contract.from_env({**OK, "PET_NNODES": "2", "TRAIN_NNODES": "2",
+                           "PET_NPROC_PER_NODE": "8", "TRAIN_NPROC_PER_NODE": "8"})
+    assert (c.nnodes, c.nproc_per_node) == (2, 8)

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 # WorkerSpec), which would spend a gang restart on a setting no restart cures (exit 2 here).
 NNODES_VAR = "PET_NNODES"
 NPROC_PER_NODE_VAR = "PET_NPROC_PER_NODE"
-# What these were called before they were torchrun's own: refused with the fix, so that a manifest
-# written for an older image does not run a gang of one node without a word.
+# What these were called before they were torchrun's own. For one release the workload sets both
+# names (an image built before this change reads only the old one, and would otherwise pass torchrun
+# `--nnodes 1`: each pod of the gang training alone); an old name is accepted only when it says the
+# same as the new one, and refused with the fix otherwise.
 RENAMED = {"TRAIN_NNODES": NNODES_VAR, "TRAIN_NPROC_PER_NODE": NPROC_PER_NODE_VAR}
 
 DEFAULTS: dict[str, str] = {
@@ -237,7 +239,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     if env is None:
         env = os.environ
     errors: list[str] = [f"{old} is now torchrun's own {new}: set {new}={env[old].strip()!r} instead (trainer/README.md)"
-                         for old, new in RENAMED.items() if env.get(old, "").strip()]
+                         for old, new in RENAMED.items()
+                         if env.get(old, "").strip() and env.get(old, "").strip() != env.get(new, "").strip()]
     # Whole numbers only: the gang is fixed (no MIN:MAX range) and the launcher multiplies them
     # (no `gpu` or `auto`, which torchrun resolves on the node).
     nnodes = _int(env, NNODES_VAR, errors, lo=1)
