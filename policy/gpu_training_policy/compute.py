@@ -34,22 +34,18 @@ NON_NVIDIA_INSTANCE = re.compile(r"^g4ad\.")
 
 # --- EKS --------------------------------------------------------------------------------------
 
-@resource_rule(Severity.HIGH)
+@resource_rule(Severity.HIGH, resource_type=CLUSTER)
 def eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
     """EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption)."""
-    if args.resource_type != CLUSTER:
-        return
     config = get(args.props, "encryptionConfig")
     if "secrets" not in [str(r) for r in as_list(get(config, "resources"))] or not is_set(get(config, "provider"), "keyArn"):
         report(f"{describe(args.name, args.resource_type)} does not encrypt Kubernetes secrets with a KMS key. Set "
                "encryption_config with resources [secrets] and the cluster's key (CIS EKS 5.3.1, AWS FSBP EKS.3).")
 
 
-@resource_rule(Severity.MEDIUM)
+@resource_rule(Severity.MEDIUM, resource_type=CLUSTER)
 def eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None:
     """EKS clusters send all five control-plane log types to CloudWatch."""
-    if args.resource_type != CLUSTER:
-        return
     enabled = {str(t) for t in as_list(get(args.props, "enabledClusterLogTypes"))}
     missing = [t for t in CONTROL_PLANE_LOG_TYPES if t not in enabled]
     if missing:
@@ -57,11 +53,9 @@ def eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None
                "control-plane log type (CIS EKS 2.1.1, AWS FSBP EKS.8).")
 
 
-@resource_rule(Severity.CRITICAL)
+@resource_rule(Severity.CRITICAL, resource_type=CLUSTER)
 def eks_endpoint_access(args: ResourceValidationArgs, report: Report) -> None:
     """The EKS API endpoint is private in prod and never public without an allow-list."""
-    if args.resource_type != CLUSTER:
-        return
     vpc = get(args.props, "vpcConfig")
     # EKS makes the endpoint public when endpointPublicAccess is not given, open to 0.0.0.0/0
     # when publicAccessCidrs is not given (EKS API VpcConfigRequest).
@@ -98,11 +92,9 @@ def imdsv2_hop_limit_1(args: ResourceValidationArgs, report: Report) -> None:
                "set 1 so containers cannot reach the node's credentials.")
 
 
-@resource_rule(Severity.HIGH)
+@resource_rule(Severity.HIGH, resource_type=LAUNCH_TEMPLATE)
 def encrypted_node_volumes(args: ResourceValidationArgs, report: Report) -> None:
     """Launch templates declare every EBS volume encrypted."""
-    if args.resource_type != LAUNCH_TEMPLATE:
-        return
     what = describe(args.name, args.resource_type)
     ebs_volumes = [(get(m, "deviceName"), get(m, "ebs")) for m in as_list(get(args.props, "blockDeviceMappings"))
                    if not is_set(m, "virtualName")]  # instance-store volumes are not EBS
@@ -127,10 +119,10 @@ def capacity_type(props: Mapping[str, Any]) -> str:
     return str(get(props, "capacityType", "ON_DEMAND"))  # the EKS API's default
 
 
-@resource_rule(Severity.MEDIUM)
+@resource_rule(Severity.MEDIUM, resource_type=NODE_GROUP)
 def gpu_node_group_taint(args: ResourceValidationArgs, report: Report) -> None:
     """GPU node groups carry the nvidia.com/gpu NoSchedule taint."""
-    if args.resource_type != NODE_GROUP or not is_gpu_node_group(args.props):
+    if not is_gpu_node_group(args.props):
         return
     tainted = any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") in GPU_TAINT_EFFECTS
                   for t in as_list(get(args.props, "taints")))
@@ -139,10 +131,10 @@ def gpu_node_group_taint(args: ResourceValidationArgs, report: Report) -> None:
                "any pod could land on (and keep awake) a GPU node.")
 
 
-@resource_rule(Severity.MEDIUM)
+@resource_rule(Severity.MEDIUM, resource_type=NODE_GROUP)
 def spot_instance_diversity(args: ResourceValidationArgs, report: Report) -> None:
     """Spot node groups name at least two instance types."""
-    if args.resource_type != NODE_GROUP or capacity_type(args.props) != "SPOT":
+    if capacity_type(args.props) != "SPOT":
         return
     types = [str(t) for t in as_list(get(args.props, "instanceTypes"))]
     if len(types) < 2:

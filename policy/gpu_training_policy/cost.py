@@ -16,10 +16,10 @@ from gpu_training_policy.rules import resource_rule, stack_rule
 BUDGET = "aws:budgets/budget:Budget"
 
 
-@resource_rule(Severity.LOW, EnforcementLevel.ADVISORY)
+@resource_rule(Severity.LOW, EnforcementLevel.ADVISORY, resource_type=NODE_GROUP)
 def on_demand_gpu_idle(args: ResourceValidationArgs, report: Report) -> None:
     """Outside prod, on-demand GPU node groups scale to zero (minSize 0)."""
-    if args.resource_type != NODE_GROUP or not is_gpu_node_group(args.props):
+    if not is_gpu_node_group(args.props):
         return
     stack = stack_of(args.urn, args.provider)
     minimum = get(get(args.props, "scalingConfig"), "minSize", 0)

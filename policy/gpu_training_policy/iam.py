@@ -345,12 +345,10 @@ ROLE_TRUST_SCOPED_SETTINGS = PolicyConfigSchema(properties={
 })
 
 
-@resource_rule(Severity.CRITICAL, config_schema=ROLE_TRUST_SCOPED_SETTINGS)
+@resource_rule(Severity.CRITICAL, config_schema=ROLE_TRUST_SCOPED_SETTINGS, resource_type=ROLE)
 def role_trust_scoped(args: ResourceValidationArgs, report: Report) -> None:
     """Role trust policies trust no `*`, no bare account or account root, no role of another account, and GitHub OIDC only
     with aud sts.amazonaws.com and an exact sub (the pull request number excepted)."""
-    if args.resource_type != ROLE:
-        return
     document = known(args.props, "assumeRolePolicy")
     accounts = _own_accounts(args)
     for index, statement in enumerate(parse_statements(document)):

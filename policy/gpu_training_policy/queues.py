@@ -68,13 +68,11 @@ def team_cluster_queue_problems(name: str, spec: Any) -> list[str]:
     return problems
 
 
-@resource_rule(Severity.HIGH)
+@resource_rule(Severity.HIGH, resource_type=CLUSTER_QUEUE)
 def team_cluster_queues(args: ResourceValidationArgs, report: Report) -> None:
     """A team's ClusterQueue admits its namespace alone, bounds its borrowing on every resource, preempts only as the
     platform's queues do (no borrowWithinCohort, no fair-sharing weight), and its any-region queue carries the MultiKueue
     check alone."""
-    if args.resource_type != CLUSTER_QUEUE:
-        return
     name = get(get(args.props, "metadata") or {}, "name")
     if not (isinstance(name, str) and name.startswith("team-")):
         return

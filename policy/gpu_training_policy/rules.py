@@ -41,13 +41,18 @@ def policy_description(check: Callable[..., None]) -> str:
 
 
 def resource_rule(severity: Severity, enforcement: EnforcementLevel = EnforcementLevel.MANDATORY,
-                  config_schema: PolicyConfigSchema | None = None
+                  config_schema: PolicyConfigSchema | None = None, resource_type: str | None = None
                   ) -> Callable[[ResourceCheck], ResourceValidationPolicy]:
-    """A check of one resource at a time as a policy (mandatory unless told otherwise; config_schema: the
-    settings a stack's policy configuration may give it, read with `args.get_config()`)."""
+    """A check of one resource at a time as a policy (mandatory unless told otherwise). config_schema:
+    the settings a stack's policy configuration may give it (`args.get_config()`); resource_type: the
+    one type it judges, every other resource passes without it being asked."""
     def declare(check: ResourceCheck) -> ResourceValidationPolicy:
+        def validate(args: ResourceValidationArgs, report: Report) -> None:
+            if resource_type is None or args.resource_type == resource_type:
+                check(args, report)
+
         return ResourceValidationPolicy(name=policy_name(check), description=policy_description(check),
-                                        enforcement_level=enforcement, severity=severity, validate=check,
+                                        enforcement_level=enforcement, severity=severity, validate=validate,
                                         config_schema=config_schema)
     return declare
 

@@ -222,21 +222,17 @@ KMS_KEY = "aws:kms/key:Key"
 SYMMETRIC_KEY_SPEC = "SYMMETRIC_DEFAULT"
 
 
-@resource_rule(Severity.HIGH)
+@resource_rule(Severity.HIGH, resource_type=EFS)
 def efs_encrypted(args: ResourceValidationArgs, report: Report) -> None:
     """EFS file systems are encrypted at rest with a customer managed key."""
-    if args.resource_type != EFS:
-        return
     if not truthy(get(args.props, "encrypted")) or not is_set(args.props, "kmsKeyId"):
         report(f"{describe(args.name, args.resource_type)} is not encrypted with a customer managed key; set "
                "encrypted true and kms_key_id (AWSGuard efs-encrypted, AWS FSBP EFS.1).")
 
 
-@resource_rule(Severity.MEDIUM)
+@resource_rule(Severity.MEDIUM, resource_type=KMS_KEY)
 def kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
     """Symmetric customer managed KMS keys rotate their key material."""
-    if args.resource_type != KMS_KEY:
-        return
     spec = get(args.props, "customerMasterKeySpec") or get(args.props, "keySpec") or SYMMETRIC_KEY_SPEC
     if spec == SYMMETRIC_KEY_SPEC and not truthy(get(args.props, "enableKeyRotation")):
         report(f"{describe(args.name, args.resource_type)} does not rotate its key material; set enable_key_rotation "
