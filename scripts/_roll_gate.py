@@ -6,12 +6,10 @@
 """
 
 import sys
-from pathlib import Path
 
-# Run as a file, Python puts scripts/ on the path, not the repository root that holds the package.
-ROOT = str(Path(__file__).resolve().parent.parent)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from _repository_root import import_from_repository_root  # scripts/: on the path run as a file
+
+import_from_repository_root()
 
 from offline.roll_gate import main  # noqa: E402
 

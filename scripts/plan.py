@@ -5,17 +5,10 @@
 """
 
 import gc
-import sys
-from pathlib import Path
 
-# Run as a file, Python puts scripts/ on the path, not the repository root that holds the package.
-ROOT = str(Path(__file__).resolve().parent.parent)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from _repository_root import import_from_repository_root  # scripts/: on the path run as a file
 
-from offline.project_venv import require  # noqa: E402
-
-require("plan.py")  # before the first import of the Pulumi SDK
+import_from_repository_root("plan.py")  # before the first import of the Pulumi SDK
 
 from offline.plan import exit_now, main  # noqa: E402
 

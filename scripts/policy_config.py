@@ -5,16 +5,10 @@
 """
 
 import sys
-from pathlib import Path
 
-# Run as a file, Python puts scripts/ on the path, not the repository root that holds the package.
-ROOT = str(Path(__file__).resolve().parent.parent)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from _repository_root import import_from_repository_root  # scripts/: on the path run as a file
 
-from offline.project_venv import require  # noqa: E402
-
-require("policy_config.py")  # before the first import of the Pulumi SDK
+import_from_repository_root("policy_config.py")  # before the first import of the Pulumi SDK
 
 from offline.policy_config import main  # noqa: E402
 

@@ -20,7 +20,7 @@ import yaml
 from stack_configs import PLATFORM_STACKS, ROOT, raw_config
 
 from components.facts import cost_model, prices
-from components.facts.cost_model import NodePool, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
+from components.facts.cost_model import NodePool, StackCost, Usage, eks_hourly, plan_cost, pool_cost, quota_hourly_usd
 from components.facts.instance_types import INSTANCE_TYPES
 from components.facts.prices import UnpricedRegionError
 from offline.cost import environment_costs, main, stack_cost
@@ -322,16 +322,23 @@ EXPECTED_FIXED_USW2 = {
     "interface VPC endpoints": 8 * 3 * 730 * 0.01,                  # USW2-VpcEndpoint-Hours, 3 AZs
     "FSx for Lustre": None,                                         # no us-west-2 source: not priced
 }
-EXPECTED_USAGE_USW2 = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
-                       "EFS Standard storage": None, "cross-AZ traffic to FSx for Lustre": 0.0}
+# Both further regions price usage alike: NAT processing and log ingestion at the same rates, no EFS source.
+EXPECTED_USAGE_USW2_USE2 = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
+                            "EFS Standard storage": None, "cross-AZ traffic to FSx for Lustre": 0.0}
+
+
+def priced_line_by_line(plan_of, stack: str, region: str, expected_fixed: dict[str, float | None]) -> StackCost:
+    """The stack's cost, checked against its region's table: the region, every fixed and usage line, the total."""
+    cost = plan_cost(plan_of(stack).resources)
+    assert cost.region == region
+    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(expected_fixed, abs=1e-9)
+    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE_USW2_USE2, abs=1e-9)
+    assert cost.fixed_monthly_usd == pytest.approx(sum(v for v in expected_fixed.values() if v), abs=1e-9)
+    return cost
 
 
 def test_a_us_west_2_stack_is_priced_from_the_us_west_2_table(plan_of):
-    cost = plan_cost(plan_of("prod-usw2").resources)
-    assert cost.region == "us-west-2"
-    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED_USW2, abs=1e-9)
-    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE_USW2, abs=1e-9)
-    assert cost.fixed_monthly_usd == pytest.approx(sum(v for v in EXPECTED_FIXED_USW2.values() if v), abs=1e-9)
+    cost = priced_line_by_line(plan_of, "prod-usw2", "us-west-2", EXPECTED_FIXED_USW2)
     p5, spot = 55.04 + 500 * GP3_USW2, 16.288 + 200 * GP3_USW2  # p5.48xlarge, g5.48xlarge in us-west-2
     assert cost.gpu_hourly_at_min_usd == pytest.approx(2 * p5) and cost.gpu_hourly_at_max_usd == pytest.approx(2 * p5 + 4 * spot)
     assert cost.unpriced == ("KMS keys", "CloudWatch alarms", "FSx for Lustre", "EFS Standard storage")
@@ -353,15 +360,10 @@ EXPECTED_FIXED_USE2 = {
     "interface VPC endpoints": None,                                # no us-east-2 source: not priced
     "FSx for Lustre": None,                                         # no us-east-2 source: not priced
 }
-EXPECTED_USAGE_USE2 = {"NAT data processing": 100 * 0.045, "CloudWatch Logs ingestion": 50 * 0.50,
-                       "EFS Standard storage": None, "cross-AZ traffic to FSx for Lustre": 0.0}
 
 
 def test_a_us_east_2_stack_is_priced_from_the_us_east_2_table(plan_of):
-    cost = plan_cost(plan_of("prod-use2").resources)
-    assert cost.region == "us-east-2"
-    assert {i.name: i.monthly_usd for i in cost.fixed} == pytest.approx(EXPECTED_FIXED_USE2, abs=1e-9)
-    assert {i.name: i.monthly_usd for i in cost.usage} == pytest.approx(EXPECTED_USAGE_USE2, abs=1e-9)
+    cost = priced_line_by_line(plan_of, "prod-use2", "us-east-2", EXPECTED_FIXED_USE2)
     p5, spot = 55.04 + 500 * GP3_USE2, 16.288 + 200 * GP3_USE2  # p5.48xlarge, g5.48xlarge in us-east-2
     assert cost.gpu_hourly_at_min_usd == 0 and cost.gpu_hourly_at_max_usd == pytest.approx(2 * p5 + 4 * spot)
     assert any("us-east-2: p4de.24xlarge" in gap for gap in cost.gaps)

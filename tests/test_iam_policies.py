@@ -18,25 +18,11 @@ from stack_configs import MANIFEST_STACKS, PLATFORM_STACKS, ROOT
 
 from bootstrap import policies as bootstrap_policies
 from components.cluster.load_balancer_controller import documented_policy
+from components.facts.iam_actions import RESOURCE_STAR_ONLY_ACTIONS
 from offline.plan import synthesize
 
 # Every stack file: platform stacks and team stacks.
 ALL_STACKS = MANIFEST_STACKS
-
-# Actions AWS authorises only on Resource "*" (Service Authorization Reference: no resource
-# types): a statement of only these may use "*".
-RESOURCE_STAR_ONLY_ACTIONS = frozenset({
-    "autoscaling:DescribeAutoScalingGroups",
-    "autoscaling:DescribeAutoScalingInstances",
-    "autoscaling:DescribeLaunchConfigurations",
-    "autoscaling:DescribeScalingActivities",
-    "autoscaling:DescribeTags",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeLaunchTemplateVersions",
-    "ec2:GetInstanceTypesFromInstanceRequirements",
-    "ecr:GetAuthorizationToken",
-})
 
 # (resource name, statement Sid) -> why this broad Allow is the narrowest that works.
 JUSTIFIED = {

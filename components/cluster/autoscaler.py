@@ -22,6 +22,7 @@ from components.common.helm import helm_release
 from components.config import NodePoolConfig
 from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
+from components.facts.iam_actions import CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS
 from components.facts.regions import arn_partition
 
 # One chart for every minor; the image tag per minor comes from facts/eks_versions.py (no chart
@@ -45,18 +46,6 @@ MAX_NODE_PROVISION_MINUTES = 30
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
-# The autoscaler needs these read-only calls, which AWS does not scope to resources.
-DESCRIBE_ACTIONS = [
-    "autoscaling:DescribeAutoScalingGroups",
-    "autoscaling:DescribeAutoScalingInstances",
-    "autoscaling:DescribeLaunchConfigurations",
-    "autoscaling:DescribeScalingActivities",
-    "autoscaling:DescribeTags",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeLaunchTemplateVersions",
-    "ec2:GetInstanceTypesFromInstanceRequirements",
-]
 
 
 @dataclass(frozen=True)
@@ -91,7 +80,7 @@ def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
         iam.statement(["eks:DescribeNodegroup"],
                       [f"arn:{arn_partition(region)}:eks:{region}:{account_id}:nodegroup/{cluster_name}/*"],
                       sid="ReadThisClustersNodeGroups"),
-        iam.statement(DESCRIBE_ACTIONS, ["*"], sid="DescribeOnly"),
+        iam.statement(list(CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS), ["*"], sid="DescribeOnly"),
     )
 
 

@@ -123,6 +123,12 @@ class AddonEvidence:
     source: str
 
 
+def seen_then_assumed(build: str, seen_on: tuple[str, ...], where: str, assumed_on: tuple[str, ...],
+                      why: str = "the same build on the neighbouring minors") -> tuple[AddonEvidence, AddonEvidence]:
+    """A build a public record shows on some minors and that is assumed on the others: its two rows."""
+    return AddonEvidence(build, seen_on, PUBLIC_RECORD, where), AddonEvidence(build, assumed_on, ASSUMED, why)
+
+
 # What the pins above rest on, one row per build and kind of evidence. tests/test_kubernetes_versions.py
 # fails when a pin has no row for its minor, so a bump must bring its evidence. What would make
 # every row AWS_TABLE: `aws eks describe-addon-versions --kubernetes-version <minor> --addon-name
@@ -145,31 +151,18 @@ ADDON_EVIDENCE: dict[str, tuple[AddonEvidence, ...]] = {
                       "EKS API answer quoted 2026-09-26 (newest for 1.34); a 1.36 cluster report (ACTIVE); "
                       "1.34/1.35/1.36 Terraform pins"),
     ),
-    "eks-pod-identity-agent": (
-        AddonEvidence("v1.3.10-eksbuild.3", ("1.36",), PUBLIC_RECORD, "resolved on a live 1.36 cluster"),
-        AddonEvidence("v1.3.10-eksbuild.3", ("1.34", "1.35"), ASSUMED, "build .2 of v1.3.10 verified on 1.34"),
-    ),
-    "eks-node-monitoring-agent": (
-        AddonEvidence("v1.7.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "created by public plans on 1.35; chart 1.7.0's image tag"),
-        AddonEvidence("v1.7.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
-    ),
-    "aws-efs-csi-driver": (
-        AddonEvidence("v3.4.1-eksbuild.1", ("1.35",), PUBLIC_RECORD, "an auto-updated 1.35 pin file"),
-        AddonEvidence("v3.4.1-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
-    ),
-    "aws-mountpoint-s3-csi-driver": (
-        AddonEvidence("v2.7.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "public 1.35 clusters, 2026-08-11"),
-        AddonEvidence("v2.7.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "the same build on the neighbouring minors"),
-    ),
-    "aws-fsx-csi-driver": (
-        AddonEvidence("v1.9.0-eksbuild.1", ("1.35",), PUBLIC_RECORD, "pinned with 1.35 in a public GPU/EFA stack"),
-        AddonEvidence("v1.9.0-eksbuild.1", ("1.34", "1.36"), ASSUMED, "no public record of a 1.34 or 1.36 build found"),
-    ),
-    "amazon-cloudwatch-observability": (
-        AddonEvidence("v6.7.0-eksbuild.1", ("1.36",), PUBLIC_RECORD,
-                      "newest EKS returned for 1.36 on 2026-09-27 (a public add-on review)"),
-        AddonEvidence("v6.7.0-eksbuild.1", ("1.34", "1.35"), ASSUMED, "the same build on the older minors"),
-    ),
+    "eks-pod-identity-agent": seen_then_assumed("v1.3.10-eksbuild.3", ("1.36",), "resolved on a live 1.36 cluster",
+                                                ("1.34", "1.35"), "build .2 of v1.3.10 verified on 1.34"),
+    "eks-node-monitoring-agent": seen_then_assumed(
+        "v1.7.0-eksbuild.1", ("1.35",), "created by public plans on 1.35; chart 1.7.0's image tag", ("1.34", "1.36")),
+    "aws-efs-csi-driver": seen_then_assumed("v3.4.1-eksbuild.1", ("1.35",), "an auto-updated 1.35 pin file", ("1.34", "1.36")),
+    "aws-mountpoint-s3-csi-driver": seen_then_assumed("v2.7.0-eksbuild.1", ("1.35",), "public 1.35 clusters, 2026-08-11",
+                                                      ("1.34", "1.36")),
+    "aws-fsx-csi-driver": seen_then_assumed("v1.9.0-eksbuild.1", ("1.35",), "pinned with 1.35 in a public GPU/EFA stack",
+                                            ("1.34", "1.36"), "no public record of a 1.34 or 1.36 build found"),
+    "amazon-cloudwatch-observability": seen_then_assumed(
+        "v6.7.0-eksbuild.1", ("1.36",), "newest EKS returned for 1.36 on 2026-09-27 (a public add-on review)",
+        ("1.34", "1.35"), "the same build on the older minors"),
 }
 
 

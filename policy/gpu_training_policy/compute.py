@@ -7,13 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from gpu_training_policy.resources import Report, as_list, describe, get, is_set, stack_of, truthy
+from gpu_training_policy.rules import resource_rule
 
 CLUSTER = "aws:eks/cluster:Cluster"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -35,18 +34,18 @@ NON_NVIDIA_INSTANCE = re.compile(r"^g4ad\.")
 
 # --- EKS --------------------------------------------------------------------------------------
 
-def _eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != CLUSTER:
-        return
+@resource_rule(Severity.HIGH, resource_type=CLUSTER)
+def eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
+    """EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption)."""
     config = get(args.props, "encryptionConfig")
     if "secrets" not in [str(r) for r in as_list(get(config, "resources"))] or not is_set(get(config, "provider"), "keyArn"):
         report(f"{describe(args.name, args.resource_type)} does not encrypt Kubernetes secrets with a KMS key. Set "
                "encryption_config with resources [secrets] and the cluster's key (CIS EKS 5.3.1, AWS FSBP EKS.3).")
 
 
-def _eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != CLUSTER:
-        return
+@resource_rule(Severity.MEDIUM, resource_type=CLUSTER)
+def eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None:
+    """EKS clusters send all five control-plane log types to CloudWatch."""
     enabled = {str(t) for t in as_list(get(args.props, "enabledClusterLogTypes"))}
     missing = [t for t in CONTROL_PLANE_LOG_TYPES if t not in enabled]
     if missing:
@@ -54,9 +53,9 @@ def _eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> Non
                "control-plane log type (CIS EKS 2.1.1, AWS FSBP EKS.8).")
 
 
-def _eks_endpoint(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != CLUSTER:
-        return
+@resource_rule(Severity.CRITICAL, resource_type=CLUSTER)
+def eks_endpoint_access(args: ResourceValidationArgs, report: Report) -> None:
+    """The EKS API endpoint is private in prod and never public without an allow-list."""
     vpc = get(args.props, "vpcConfig")
     # EKS makes the endpoint public when endpointPublicAccess is not given, open to 0.0.0.0/0
     # when publicAccessCidrs is not given (EKS API VpcConfigRequest).
@@ -73,23 +72,11 @@ def _eks_endpoint(args: ResourceValidationArgs, report: Report) -> None:
                "List the CIDRs that may reach it in cluster.publicAccessCidrs.")
 
 
-eks_secrets_encryption = ResourceValidationPolicy(
-    name="eks-secrets-encryption",
-    description="EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_eks_secrets_encryption)
-eks_control_plane_logs = ResourceValidationPolicy(
-    name="eks-control-plane-logs",
-    description="EKS clusters send all five control-plane log types to CloudWatch.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_eks_control_plane_logs)
-eks_endpoint_access = ResourceValidationPolicy(
-    name="eks-endpoint-access",
-    description="The EKS API endpoint is private in prod and never public without an allow-list.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_eks_endpoint)
-
-
 # --- launch templates -------------------------------------------------------------------------
 
-def _instance_metadata(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.HIGH)
+def imdsv2_hop_limit_1(args: ResourceValidationArgs, report: Report) -> None:
+    """Node launch templates require IMDSv2 with hop limit 1; node groups use their own template."""
     what = describe(args.name, args.resource_type)
     if args.resource_type == NODE_GROUP and not is_set(args.props, "launchTemplate"):
         report(f"{what} has no launch template of its own, so its instance metadata settings are EKS's, not ours. "
@@ -105,9 +92,9 @@ def _instance_metadata(args: ResourceValidationArgs, report: Report) -> None:
                "set 1 so containers cannot reach the node's credentials.")
 
 
-def _encrypted_volumes(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != LAUNCH_TEMPLATE:
-        return
+@resource_rule(Severity.HIGH, resource_type=LAUNCH_TEMPLATE)
+def encrypted_node_volumes(args: ResourceValidationArgs, report: Report) -> None:
+    """Launch templates declare every EBS volume encrypted."""
     what = describe(args.name, args.resource_type)
     ebs_volumes = [(get(m, "deviceName"), get(m, "ebs")) for m in as_list(get(args.props, "blockDeviceMappings"))
                    if not is_set(m, "virtualName")]  # instance-store volumes are not EBS
@@ -117,16 +104,6 @@ def _encrypted_volumes(args: ResourceValidationArgs, report: Report) -> None:
     for device, ebs in ebs_volumes:
         if not truthy(get(ebs, "encrypted")):
             report(f"{what} leaves EBS volume {device} unencrypted; set ebs.encrypted true.")
-
-
-imdsv2_hop_limit_1 = ResourceValidationPolicy(
-    name="imdsv2-hop-limit-1",
-    description="Node launch templates require IMDSv2 with hop limit 1; node groups use their own template.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_instance_metadata)
-encrypted_node_volumes = ResourceValidationPolicy(
-    name="encrypted-node-volumes",
-    description="Launch templates declare every EBS volume encrypted.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_encrypted_volumes)
 
 
 # --- node groups ------------------------------------------------------------------------------
@@ -142,8 +119,10 @@ def capacity_type(props: Mapping[str, Any]) -> str:
     return str(get(props, "capacityType", "ON_DEMAND"))  # the EKS API's default
 
 
-def _gpu_taint(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != NODE_GROUP or not is_gpu_node_group(args.props):
+@resource_rule(Severity.MEDIUM, resource_type=NODE_GROUP)
+def gpu_node_group_taint(args: ResourceValidationArgs, report: Report) -> None:
+    """GPU node groups carry the nvidia.com/gpu NoSchedule taint."""
+    if not is_gpu_node_group(args.props):
         return
     tainted = any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") in GPU_TAINT_EFFECTS
                   for t in as_list(get(args.props, "taints")))
@@ -152,8 +131,10 @@ def _gpu_taint(args: ResourceValidationArgs, report: Report) -> None:
                "any pod could land on (and keep awake) a GPU node.")
 
 
-def _spot_diversity(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != NODE_GROUP or capacity_type(args.props) != "SPOT":
+@resource_rule(Severity.MEDIUM, resource_type=NODE_GROUP)
+def spot_instance_diversity(args: ResourceValidationArgs, report: Report) -> None:
+    """Spot node groups name at least two instance types."""
+    if capacity_type(args.props) != "SPOT":
         return
     types = [str(t) for t in as_list(get(args.props, "instanceTypes"))]
     if len(types) < 2:
@@ -161,15 +142,6 @@ def _spot_diversity(args: ResourceValidationArgs, report: Report) -> None:
                f"({', '.join(types) or 'from the launch template'}). Name at least two with the same GPU count and "
                "memory, so one reclaimed spot pool does not stop training.")
 
-
-gpu_node_group_taint = ResourceValidationPolicy(
-    name="gpu-node-group-taint",
-    description="GPU node groups carry the nvidia.com/gpu NoSchedule taint.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_gpu_taint)
-spot_instance_diversity = ResourceValidationPolicy(
-    name="spot-instance-diversity",
-    description="Spot node groups name at least two instance types.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_spot_diversity)
 
 # --- EC2 instances (AWSGuard's EC2 rules, and IMDSv2 / no public IP on any instance) -----------
 
@@ -208,16 +180,13 @@ def instance_problems(resource_type: str, props: Any) -> list[str]:
     return problems
 
 
-def _ec2_instance_hardened(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.HIGH)
+def ec2_instance_hardened(args: ResourceValidationArgs, report: Report) -> None:
+    """EC2 instances (and spot requests, launch configurations) require IMDSv2, get no public IP, have detailed monitoring and
+    encrypted volumes; launch templates give no interface a public IP."""
     for problem in instance_problems(args.resource_type, args.props):
         report(f"{describe(args.name, args.resource_type)} {problem}.")
 
-
-ec2_instance_hardened = ResourceValidationPolicy(
-    name="ec2-instance-hardened",
-    description="EC2 instances (and spot requests, launch configurations) require IMDSv2, get no public IP, have "
-                "detailed monitoring and encrypted volumes; launch templates give no interface a public IP.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_ec2_instance_hardened)
 
 POLICIES = (ec2_instance_hardened, eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_access, imdsv2_hop_limit_1,
             encrypted_node_volumes, gpu_node_group_taint, spot_instance_diversity)

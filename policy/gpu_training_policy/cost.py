@@ -5,20 +5,21 @@ from __future__ import annotations
 from pulumi_policy import (
     EnforcementLevel,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from gpu_training_policy.compute import NODE_GROUP, capacity_type, is_gpu_node_group
 from gpu_training_policy.resources import Report, describe, get, package_of, stack_of
+from gpu_training_policy.rules import resource_rule, stack_rule
 
 BUDGET = "aws:budgets/budget:Budget"
 
 
-def _idle_on_demand_gpus(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != NODE_GROUP or not is_gpu_node_group(args.props):
+@resource_rule(Severity.LOW, EnforcementLevel.ADVISORY, resource_type=NODE_GROUP)
+def on_demand_gpu_idle(args: ResourceValidationArgs, report: Report) -> None:
+    """Outside prod, on-demand GPU node groups scale to zero (minSize 0)."""
+    if not is_gpu_node_group(args.props):
         return
     stack = stack_of(args.urn, args.provider)
     minimum = get(get(args.props, "scalingConfig"), "minSize", 0)
@@ -28,7 +29,9 @@ def _idle_on_demand_gpus(args: ResourceValidationArgs, report: Report) -> None:
                "Autoscaler scales up for queued jobs) or use spot capacity.")
 
 
-def _stack_budget(args: StackValidationArgs, report: Report) -> None:
+@stack_rule(Severity.LOW, EnforcementLevel.ADVISORY)
+def stack_has_budget(args: StackValidationArgs, report: Report) -> None:
+    """Every stack that creates AWS resources has an AWS Budget."""
     resources = list(args.resources)
     if not any(package_of(r.resource_type) == "aws" for r in resources):
         return
@@ -36,14 +39,5 @@ def _stack_budget(args: StackValidationArgs, report: Report) -> None:
         stack = stack_of(resources[0].urn)
         report(f"stack {stack.name} has no AWS Budget ({BUDGET}): nobody is told when it overspends.")
 
-
-on_demand_gpu_idle = ResourceValidationPolicy(
-    name="on-demand-gpu-idle",
-    description="Outside prod, on-demand GPU node groups scale to zero (minSize 0).",
-    enforcement_level=EnforcementLevel.ADVISORY, severity=Severity.LOW, validate=_idle_on_demand_gpus)
-stack_has_budget = StackValidationPolicy(
-    name="stack-has-budget",
-    description="Every stack that creates AWS resources has an AWS Budget.",
-    enforcement_level=EnforcementLevel.ADVISORY, severity=Severity.LOW, validate=_stack_budget)
 
 POLICIES = (on_demand_gpu_idle, stack_has_budget)

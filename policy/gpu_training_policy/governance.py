@@ -8,13 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
     PolicyConfigSchema,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from gpu_training_policy.allowed_types import ALLOWED_TYPES, allowed_entry
@@ -39,6 +36,7 @@ from gpu_training_policy.resources import (
     statements,
     strings,
 )
+from gpu_training_policy.rules import resource_rule, stack_rule
 from gpu_training_policy.tenancy import (
     ACCESS_ASSOCIATION,
     ACCESS_ENTRY,
@@ -62,7 +60,10 @@ def _required_tags(args: ResourceValidationArgs) -> tuple[str, ...]:
             + ((TEAM_TAG,) if stack.is_team else ()))
 
 
-def _cost_tags(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.MEDIUM)
+def cost_tags(args: ResourceValidationArgs, report: Report) -> None:
+    """Every AWS resource, and every instance and volume a launch template starts, carries the cost tags project, environment,
+    stack, cost-center (and team on team stacks)."""
     if package_of(args.resource_type) != "aws":
         return
     what = describe(args.name, args.resource_type)
@@ -82,16 +83,11 @@ def _cost_tags(args: ResourceValidationArgs, report: Report) -> None:
                        "do not reach tag_specifications, so the template must list them.")
 
 
-cost_tags = ResourceValidationPolicy(
-    name="cost-tags",
-    description="Every AWS resource, and every instance and volume a launch template starts, carries the cost "
-                "tags project, environment, stack, cost-center (and team on team stacks).",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_cost_tags)
-
-
 # --- explicit-provider ------------------------------------------------------------------------
 
-def _explicit_provider(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.MEDIUM)
+def explicit_provider(args: ResourceValidationArgs, report: Report) -> None:
+    """Every resource uses an explicit provider, never a default one."""
     provider = args.provider
     # Default providers are named `default` or `default_<version>` by the engine. The built-in
     # `pulumi` package (StackReference) always runs on its default provider and has no other.
@@ -102,12 +98,6 @@ def _explicit_provider(args: ResourceValidationArgs, report: Report) -> None:
         report(f"{describe(args.name, args.resource_type)} uses the default {package} provider, which has no "
                "default tags and follows the ambient credentials and region. Pass the stack's provider "
                "(opts=pulumi.ResourceOptions(providers=[...])).")
-
-
-explicit_provider = ResourceValidationPolicy(
-    name="explicit-provider",
-    description="Every resource uses an explicit provider, never a default one.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_explicit_provider)
 
 
 # --- team-stack-scope -------------------------------------------------------------------------
@@ -278,7 +268,11 @@ TEAM_NAMED: dict[str, tuple[str, Any]] = {
 }
 
 
-def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.HIGH)
+def team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
+    """Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...), give their people only View of and
+    the members group in their own namespace, bind roles only into their own namespace, put every Kubernetes object there, and
+    name their dashboards and alarms in the team's own form exactly (never the platform's or a longer team's name)."""
     stack = stack_of(args.urn, args.provider)
     if not stack.is_team:
         return
@@ -313,15 +307,6 @@ def _team_stack_scope(args: ResourceValidationArgs, report: Report) -> None:
         problem = _kubernetes_scope_problem(args.resource_type.rsplit(":", 1)[-1], args.props, stack.team_namespace)
         if problem:
             report(f"{what} {problem}; team {stack.team} owns only namespace {stack.team_namespace}.")
-
-
-team_stack_scope = ResourceValidationPolicy(
-    name="team-stack-scope",
-    description="Team stacks create no shared infrastructure (VPC, cluster, node group, bucket, ...), give their "
-                "people only View of and the members group in their own namespace, "
-                "bind roles only into their own namespace, put every Kubernetes object there, and name their dashboards "
-                "and alarms in the team's own form exactly (never the platform's or a longer team's name).",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_stack_scope)
 
 
 # --- team-iam-scope ---------------------------------------------------------------------------
@@ -413,7 +398,19 @@ def _pod_trust_problem(document: Any, stack: Stack) -> str | None:
     return None
 
 
-def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
+# The settings a stack's policy configuration may give team-iam-scope.
+TEAM_IAM_SCOPE_SETTINGS = PolicyConfigSchema(properties={
+    "sharedReadBuckets": {"type": "array", "items": {"type": "string"},
+                          "description": "Buckets every team may read besides its environment's datasets bucket: "
+                                         "an existing one the platform reads (storage.datasetsBucket)."},
+})
+
+
+@resource_rule(Severity.HIGH, config_schema=TEAM_IAM_SCOPE_SETTINGS)
+def team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
+    """In team stacks, IAM reaches only the team's tenancy, as an IAM evaluator answers it for identity and resource policies:
+    no wildcards or identity administration, objects only under teams/<team>/ of the environment's buckets (its datasets
+    read-only), secrets only under <project>/<env>/teams/<team>/, role names <project>-<env>-team-<team>-<one word>."""
     stack = stack_of(args.urn, args.provider)
     if not stack.is_team or package_of(args.resource_type) != "aws":
         return
@@ -457,24 +454,13 @@ def _team_iam_scope(args: ResourceValidationArgs, report: Report) -> None:
             report(f"{what} is named {name}; a team's secrets live under {stack.team_secret_prefix}.")
 
 
-team_iam_scope = ResourceValidationPolicy(
-    name="team-iam-scope",
-    description="In team stacks, IAM reaches only the team's tenancy, as an IAM evaluator answers it for identity "
-                "and resource policies: no wildcards or identity administration, objects only under teams/<team>/ of "
-                "the environment's buckets (its datasets read-only), secrets only under "
-                "<project>/<env>/teams/<team>/, role names <project>-<env>-team-<team>-<one word>.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties={
-        "sharedReadBuckets": {"type": "array", "items": {"type": "string"},
-                              "description": "Buckets every team may read besides its environment's datasets bucket: "
-                                             "an existing one the platform reads (storage.datasetsBucket)."},
-    }),
-    validate=_team_iam_scope)
-
-
 # --- allowed-resource-types ------------------------------------------------------------------
 
-def _allowed_resource_types(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.HIGH)
+def allowed_resource_types(args: ResourceValidationArgs, report: Report) -> None:
+    """Each stack kind (platform, team, bootstrap) creates only the resource types its allow-list names
+    (policy/gpu_training_policy/allowed_types.py); aws-native, command, dynamic providers and any unlisted package are
+    refused."""
     stack = stack_of(args.urn, args.provider)
     if allowed_entry(args.resource_type, stack.kind) is not None:
         return
@@ -483,14 +469,6 @@ def _allowed_resource_types(args: ResourceValidationArgs, report: Report) -> Non
            f"the package {package_of(args.resource_type)} or this type is not in the allow-list")
     report(f"{describe(args.name, args.resource_type)} may not be created by the {stack.kind} stack {stack.name}: "
            f"{why}. Add a line to policy/gpu_training_policy/allowed_types.py (with its reason) if it belongs there.")
-
-
-allowed_resource_types = ResourceValidationPolicy(
-    name="allowed-resource-types",
-    description="Each stack kind (platform, team, bootstrap) creates only the resource types its allow-list names "
-                "(policy/gpu_training_policy/allowed_types.py); aws-native, command, dynamic providers and any "
-                "unlisted package are refused.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_allowed_resource_types)
 
 
 # --- no-prod-data-outside-prod ----------------------------------------------------------------
@@ -535,7 +513,9 @@ def _prod_references(props: Mapping[str, Any], project: str) -> list[str]:
     return found
 
 
-def _no_prod_data(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.CRITICAL)
+def no_prod_data_outside_prod(args: ResourceValidationArgs, report: Report) -> None:
+    """Non-prod stacks never reference a prod bucket, key alias or secret."""
     stack = stack_of(args.urn, args.provider)
     if stack.is_prod or stack.environment is None:
         return
@@ -544,9 +524,10 @@ def _no_prod_data(args: ResourceValidationArgs, report: Report) -> None:
                f"{reference}. Non-prod stacks never touch prod data.")
 
 
-def _no_prod_stack_reference(args: StackValidationArgs, report: Report) -> None:
-    """A stack policy: the engine analyses a StackReference (a read, not a registration) only
-    with the whole stack."""
+# A stack policy: the engine analyses a StackReference (a read, not a registration) only with the whole stack.
+@stack_rule(Severity.CRITICAL)
+def no_prod_stack_reference(args: StackValidationArgs, report: Report) -> None:
+    """Non-prod stacks never read a prod stack's outputs (its bucket names and key ARNs)."""
     resources = list(args.resources)
     aws = next((r.provider for r in resources if r.provider and r.provider.resource_type == AWS_PROVIDER), None)
     stack = stack_of(resources[0].urn, aws) if resources else None
@@ -561,15 +542,6 @@ def _no_prod_stack_reference(args: StackValidationArgs, report: Report) -> None:
                    f"reads the prod stack {referenced}, whose outputs are prod buckets and keys. Reference the "
                    f"{stack.environment} platform stack.", resource.urn)
 
-
-no_prod_data_outside_prod = ResourceValidationPolicy(
-    name="no-prod-data-outside-prod",
-    description="Non-prod stacks never reference a prod bucket, key alias or secret.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_data)
-no_prod_stack_reference = StackValidationPolicy(
-    name="no-prod-stack-reference",
-    description="Non-prod stacks never read a prod stack's outputs (its bucket names and key ARNs).",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_no_prod_stack_reference)
 
 POLICIES = (allowed_resource_types, cost_tags, explicit_provider, team_stack_scope, team_iam_scope, no_prod_data_outside_prod,
             no_prod_stack_reference)

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import PolicyConfigSchema, ResourceValidationArgs, Severity
 
 from gpu_training_policy.resources import Report, Stack, as_list, describe, json_document, known, stack_of
+from gpu_training_policy.rules import resource_rule
 
 POLICY_FIELDS = {
     "aws:iam/rolePolicy:RolePolicy": "policy",
@@ -224,7 +225,10 @@ def statement_problems(statement: Statement, stack: Stack, scoped: bool) -> list
     return problems + _probe_hits(statement, stack)
 
 
-def _iam_statements_scoped(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.CRITICAL)
+def iam_statements_scoped(args: ResourceValidationArgs, report: Report) -> None:
+    """Identity policies allow no NotAction/NotResource; in platform and team stacks no whole service on every resource, and
+    no statement that matches, as IAM matches ARNs, another project's (or another team's) resources."""
     stack = stack_of(args.urn, args.provider)
     scoped = stack.kind in SCOPED_KINDS
     what = describe(args.name, args.resource_type)
@@ -233,14 +237,6 @@ def _iam_statements_scoped(args: ResourceValidationArgs, report: Report) -> None
             for problem in statement_problems(statement, stack, scoped):
                 report(f"{what} {where} statement {index} {problem}. Name the actions and this project's "
                        "own resources (team stacks: the team's own).")
-
-
-iam_statements_scoped = ResourceValidationPolicy(
-    name="iam-statements-scoped",
-    description="Identity policies allow no NotAction/NotResource; in platform and team stacks no whole service on "
-                "every resource, and no statement that matches, as IAM matches ARNs, another project's (or "
-                "another team's) resources.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_iam_statements_scoped)
 
 
 # --- trust policies -----------------------------------------------------------------------------
@@ -342,9 +338,17 @@ def _own_accounts(args: ResourceValidationArgs) -> set[str]:
     return {match["account"]} if match else set()
 
 
-def _role_trust_scoped(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != ROLE:
-        return
+# The settings a stack's policy configuration may give role-trust-scoped.
+ROLE_TRUST_SCOPED_SETTINGS = PolicyConfigSchema(properties={
+    "accountIds": {"type": "array", "items": {"type": "string"},
+                   "description": "When set, the accounts whose roles a trust policy may name."},
+})
+
+
+@resource_rule(Severity.CRITICAL, config_schema=ROLE_TRUST_SCOPED_SETTINGS, resource_type=ROLE)
+def role_trust_scoped(args: ResourceValidationArgs, report: Report) -> None:
+    """Role trust policies trust no `*`, no bare account or account root, no role of another account, and GitHub OIDC only
+    with aud sts.amazonaws.com and an exact sub (the pull request number excepted)."""
     document = known(args.props, "assumeRolePolicy")
     accounts = _own_accounts(args)
     for index, statement in enumerate(parse_statements(document)):
@@ -352,17 +356,6 @@ def _role_trust_scoped(args: ResourceValidationArgs, report: Report) -> None:
             report(f"{describe(args.name, args.resource_type)} trust statement {index} {problem}. Trust a service, "
                    "one role of this account, or GitHub's OIDC provider with its audience and an exact subject.")
 
-
-role_trust_scoped = ResourceValidationPolicy(
-    name="role-trust-scoped",
-    description="Role trust policies trust no `*`, no bare account or account root, no role of another account, and "
-                "GitHub OIDC only with aud sts.amazonaws.com and an exact sub (the pull request number excepted).",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(properties={
-        "accountIds": {"type": "array", "items": {"type": "string"},
-                       "description": "When set, the accounts whose roles a trust policy may name."},
-    }),
-    validate=_role_trust_scoped)
 
 POLICIES = (iam_statements_scoped, role_trust_scoped)
 

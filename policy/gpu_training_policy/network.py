@@ -14,17 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
     PolicyConfigSchema,
     PolicyResource,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from gpu_training_policy.resources import Report, as_list, describe, get, is_set, stack_of, truthy
+from gpu_training_policy.rules import resource_rule, stack_rule
 
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -104,7 +102,9 @@ def _inside(network: ipaddress.IPv4Network | ipaddress.IPv6Network,
 
 # --- no-open-ingress --------------------------------------------------------------------------
 
-def _no_open_ingress(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.CRITICAL)
+def no_open_ingress(args: ResourceValidationArgs, report: Report) -> None:
+    """No security group rule admits 0.0.0.0/0 or ::/0."""
     for admission in cidr_admissions(args.resource_type, args.props):
         for cidr in admission.cidrs:
             network = _network(cidr)
@@ -113,18 +113,22 @@ def _no_open_ingress(args: ResourceValidationArgs, report: Report) -> None:
                        "Admit a security group or a private CIDR instead.")
 
 
-no_open_ingress = ResourceValidationPolicy(
-    name="no-open-ingress",
-    description="No security group rule admits 0.0.0.0/0 or ::/0.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.CRITICAL,
-    validate=_no_open_ingress,
-)
-
-
 # --- cidr-ingress-private-and-scoped ----------------------------------------------------------
 
-def _cidr_ingress(args: ResourceValidationArgs, report: Report) -> None:
+# The settings a stack's policy configuration may give cidr-ingress-private-and-scoped.
+CIDR_INGRESS_PRIVATE_AND_SCOPED_SETTINGS = PolicyConfigSchema(properties={
+    "allowedCidrs": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "When set, CIDR sources must lie inside one of these (e.g. your collectors and VPCs).",
+    },
+})
+
+
+@resource_rule(Severity.HIGH, config_schema=CIDR_INGRESS_PRIVATE_AND_SCOPED_SETTINGS)
+def cidr_ingress_private_and_scoped(args: ResourceValidationArgs, report: Report) -> None:
+    """Ingress from CIDRs (the metrics/log collectors, the VPC) comes from private ranges, names its ports, never opens
+    SSH/RDP, and stays inside the optional allowedCidrs list."""
     allowed = [n for n in (_network(str(c)) for c in as_list((args.get_config() or {}).get("allowedCidrs"))) if n]
     what = describe(args.name, args.resource_type)
     for admission in cidr_admissions(args.resource_type, args.props):
@@ -148,23 +152,6 @@ def _cidr_ingress(args: ResourceValidationArgs, report: Report) -> None:
             elif allowed and not _inside(network, allowed):
                 report(f"{what} admits {network}, which is outside this policy's allowedCidrs "
                        f"({', '.join(str(a) for a in allowed)}).")
-
-
-cidr_ingress_private_and_scoped = ResourceValidationPolicy(
-    name="cidr-ingress-private-and-scoped",
-    description="Ingress from CIDRs (the metrics/log collectors, the VPC) comes from private ranges, names its "
-                "ports, never opens SSH/RDP, and stays inside the optional allowedCidrs list.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties={
-        "allowedCidrs": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "When set, CIDR sources must lie inside one of these (e.g. your collectors and VPCs).",
-        },
-    }),
-    validate=_cidr_ingress,
-)
 
 
 # --- fabric-admits-only-itself ------------------------------------------------------------------
@@ -200,7 +187,9 @@ def _foreign_sources(resource: PolicyResource, group_urn: str) -> list[str]:
     return found
 
 
-def _fabric_admits_only_itself(args: StackValidationArgs, report: Report) -> None:
+@stack_rule(Severity.HIGH)
+def fabric_admits_only_itself(args: StackValidationArgs, report: Report) -> None:
+    """The GPU fabric security groups (named *-fabric) admit traffic only from themselves."""
     fabric = {r.urn: r for r in args.resources if is_fabric_group(r)}
     for resource in args.resources:
         what = describe(resource.name, resource.resource_type)
@@ -224,15 +213,6 @@ def _fabric_admits_only_itself(args: StackValidationArgs, report: Report) -> Non
                        "and NCCL ports from the group).", resource.urn)
 
 
-fabric_admits_only_itself = StackValidationPolicy(
-    name="fabric-admits-only-itself",
-    description="The GPU fabric security groups (named *-fabric) admit traffic only from themselves.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    validate=_fabric_admits_only_itself,
-)
-
-
 # --- team-rules-own-groups ----------------------------------------------------------------------
 
 # Everything that changes what a security group admits or which interfaces it covers, and the
@@ -246,9 +226,12 @@ GROUP_CHANGES = {
 }
 
 
-def _team_rules_own_groups(args: StackValidationArgs, report: Report) -> None:
-    """A stack policy: whether the group is the stack's own is a property dependency, known in
-    every preview; a literal group id (the platform's, read from its outputs) has none."""
+# A stack policy: whether the group is the stack's own is a property dependency, known in every preview; a
+# literal group id (the platform's, read from its outputs) has none.
+@stack_rule(Severity.CRITICAL)
+def team_rules_own_groups(args: StackValidationArgs, report: Report) -> None:
+    """Team stacks add rules (and interface attachments) only to security groups they create, never to the platform's (the EFA
+    fabric group, the node group)."""
     resources = list(args.resources)
     own = {r.urn for r in resources if r.resource_type in (GROUP, DEFAULT_GROUP)}
     for resource in resources:
@@ -262,14 +245,5 @@ def _team_rules_own_groups(args: StackValidationArgs, report: Report) -> None:
                    "stack does not own (the platform's groups, the EFA fabric among them, belong to the platform "
                    "stack). Team stacks change only groups they create.", resource.urn)
 
-
-team_rules_own_groups = StackValidationPolicy(
-    name="team-rules-own-groups",
-    description="Team stacks add rules (and interface attachments) only to security groups they create, never to "
-                "the platform's (the EFA fabric group, the node group).",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.CRITICAL,
-    validate=_team_rules_own_groups,
-)
 
 POLICIES = (no_open_ingress, cidr_ingress_private_and_scoped, fabric_admits_only_itself, team_rules_own_groups)

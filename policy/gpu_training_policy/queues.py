@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import ResourceValidationArgs, Severity
 
 from gpu_training_policy.resources import Report, describe, get, is_list
+from gpu_training_policy.rules import resource_rule
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -67,9 +68,11 @@ def team_cluster_queue_problems(name: str, spec: Any) -> list[str]:
     return problems
 
 
-def _team_cluster_queues(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != CLUSTER_QUEUE:
-        return
+@resource_rule(Severity.HIGH, resource_type=CLUSTER_QUEUE)
+def team_cluster_queues(args: ResourceValidationArgs, report: Report) -> None:
+    """A team's ClusterQueue admits its namespace alone, bounds its borrowing on every resource, preempts only as the
+    platform's queues do (no borrowWithinCohort, no fair-sharing weight), and its any-region queue carries the MultiKueue
+    check alone."""
     name = get(get(args.props, "metadata") or {}, "name")
     if not (isinstance(name, str) and name.startswith("team-")):
         return
@@ -77,12 +80,5 @@ def _team_cluster_queues(args: ResourceValidationArgs, report: Report) -> None:
         report(f"{describe(args.name, args.resource_type)}, team ClusterQueue {name}, {problem}. The platform makes "
                "team queues from its registry of teams (gpu-training:teams), bounded by components/workload/team_queues.py.")
 
-
-team_cluster_queues = ResourceValidationPolicy(
-    name="team-cluster-queues",
-    description="A team's ClusterQueue admits its namespace alone, bounds its borrowing on every resource, preempts "
-                "only as the platform's queues do (no borrowWithinCohort, no fair-sharing weight), and its any-region "
-                "queue carries the MultiKueue check alone.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_team_cluster_queues)
 
 POLICIES = (team_cluster_queues,)

@@ -26,13 +26,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from gpu_training_policy.resources import Report, describe, is_list, is_set, known, known_items, strings
+from gpu_training_policy.rules import resource_rule
 
 # Fields whose job is to hold a secret value: the engine shows them decrypted.
 SECRET_VALUE_FIELDS = {
@@ -95,7 +94,10 @@ def _user_data(props: Mapping[str, Any]) -> str:
         return raw
 
 
-def _no_plaintext_secrets(args: ResourceValidationArgs, report: Report) -> None:
+@resource_rule(Severity.CRITICAL)
+def no_plaintext_secrets(args: ResourceValidationArgs, report: Report) -> None:
+    """No credential in plain text in any resource input: Secrets Manager values are set as Pulumi secrets and reach
+    containers through secretKeyRef."""
     what = describe(args.name, args.resource_type)
     exempt = SECRET_VALUE_FIELDS.get(args.resource_type, ())
     for path, text in strings(args.props):
@@ -122,14 +124,5 @@ def _no_plaintext_secrets(args: ResourceValidationArgs, report: Report) -> None:
             if names_credential(str(key)):
                 report(f"{what} holds {key} in a ConfigMap; credentials belong in a Secret.")
 
-
-no_plaintext_secrets = ResourceValidationPolicy(
-    name="no-plaintext-secrets",
-    description="No credential in plain text in any resource input: Secrets Manager values are set as Pulumi "
-                "secrets and reach containers through secretKeyRef.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.CRITICAL,
-    validate=_no_plaintext_secrets,
-)
 
 POLICIES = (no_plaintext_secrets,)

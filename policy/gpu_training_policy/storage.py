@@ -22,13 +22,13 @@ from pulumi_policy import (
     EnforcementLevel,
     PolicyResource,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
 )
 
 from gpu_training_policy.resources import Report, as_list, describe, get, is_set, json_document, known, statements, truthy
+from gpu_training_policy.rules import resource_rule, stack_rule
 
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 ENCRYPTION_TYPES = ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
@@ -193,7 +193,6 @@ bucket_tls_only = _bucket_policy(
     tls_problem, "bucket-tls-only", "S3 bucket policies deny every request made without TLS.", Severity.HIGH)
 
 
-
 # --- access logging (AWSGuard s3-bucket-logging-enabled) -----------------------------------------
 
 def logging_problem(bucket: BucketSettings) -> str | None:
@@ -203,7 +202,9 @@ def logging_problem(bucket: BucketSettings) -> str | None:
     return "has no server access logging. Add an aws.s3.BucketLogging into the environment's access log bucket."
 
 
-def _bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
+@stack_rule(Severity.MEDIUM)
+def bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
+    """S3 buckets log their requests (server access logging), except the bucket that receives the logs."""
     for bucket in buckets_of(list(args.resources)):
         problem = logging_problem(bucket)
         if problem:
@@ -211,10 +212,6 @@ def _bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
 
 
 # Mandatory since the bootstrap's state bucket logs too (issue #28 item 6): every plan passes it.
-bucket_access_logging = StackValidationPolicy(
-    name="bucket-access-logging", description="S3 buckets log their requests (server access logging), except the "
-    "bucket that receives the logs.", enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM,
-    validate=_bucket_access_logging)
 
 
 # --- file systems and keys (AWSGuard efs-encrypted, cmk-backing-key-rotation-enabled) ---------
@@ -225,29 +222,22 @@ KMS_KEY = "aws:kms/key:Key"
 SYMMETRIC_KEY_SPEC = "SYMMETRIC_DEFAULT"
 
 
-def _efs_encrypted(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != EFS:
-        return
+@resource_rule(Severity.HIGH, resource_type=EFS)
+def efs_encrypted(args: ResourceValidationArgs, report: Report) -> None:
+    """EFS file systems are encrypted at rest with a customer managed key."""
     if not truthy(get(args.props, "encrypted")) or not is_set(args.props, "kmsKeyId"):
         report(f"{describe(args.name, args.resource_type)} is not encrypted with a customer managed key; set "
                "encrypted true and kms_key_id (AWSGuard efs-encrypted, AWS FSBP EFS.1).")
 
 
-def _kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type != KMS_KEY:
-        return
+@resource_rule(Severity.MEDIUM, resource_type=KMS_KEY)
+def kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
+    """Symmetric customer managed KMS keys rotate their key material."""
     spec = get(args.props, "customerMasterKeySpec") or get(args.props, "keySpec") or SYMMETRIC_KEY_SPEC
     if spec == SYMMETRIC_KEY_SPEC and not truthy(get(args.props, "enableKeyRotation")):
         report(f"{describe(args.name, args.resource_type)} does not rotate its key material; set enable_key_rotation "
                "true (AWSGuard cmk-backing-key-rotation-enabled, AWS FSBP KMS.4).")
 
-
-efs_encrypted = ResourceValidationPolicy(
-    name="efs-encrypted", description="EFS file systems are encrypted at rest with a customer managed key.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.HIGH, validate=_efs_encrypted)
-kms_key_rotation = ResourceValidationPolicy(
-    name="kms-key-rotation", description="Symmetric customer managed KMS keys rotate their key material.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.MEDIUM, validate=_kms_key_rotation)
 
 POLICIES = (bucket_sse_kms, bucket_versioning, bucket_public_access_blocked, bucket_tls_only, bucket_access_logging,
             efs_encrypted, kms_key_rotation)

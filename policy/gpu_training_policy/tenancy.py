@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import PolicyResource, Severity, StackValidationArgs
 
 from gpu_training_policy.reach import owns_role_name
 from gpu_training_policy.resources import (
@@ -30,6 +30,7 @@ from gpu_training_policy.resources import (
     stack_of,
     strings,
 )
+from gpu_training_policy.rules import stack_rule
 
 PV = "kubernetes:core/v1:PersistentVolume"
 SECRET_STORE = "kubernetes:external-secrets.io/v1:SecretStore"
@@ -290,7 +291,12 @@ def reference_problems(resource: PolicyResource, stack: Stack) -> list[str]:
     return []
 
 
-def _team_references_own(args: StackValidationArgs, report: Report) -> None:
+@stack_rule(Severity.CRITICAL)
+def team_references_own(args: StackValidationArgs, report: Report) -> None:
+    """In team stacks, persistent volumes mount only the team's own EFS access point (or S3 with the pod's role), access
+    points root in the team's directory, SecretStores assume only the team's roles, ExternalSecrets read only through the
+    namespace's SecretStore, Ingresses route only the team's path of the shared load balancer, Services are ClusterIP, and
+    role policies, Pod Identity associations and secret values apply only to the stack's own roles and secrets."""
     for resource in args.resources:
         stack = stack_of(resource.urn, resource.provider)
         if not stack.is_team:
@@ -300,14 +306,5 @@ def _team_references_own(args: StackValidationArgs, report: Report) -> None:
                    f"own access point ({stack.team_access_point_root}), roles ({stack.team_name_prefix}<word>), "
                    f"secrets and load balancer path (/{stack.team_namespace}).", resource.urn)
 
-
-team_references_own = StackValidationPolicy(
-    name="team-references-own",
-    description="In team stacks, persistent volumes mount only the team's own EFS access point (or S3 with the pod's "
-                "role), access points root in the team's directory, SecretStores assume only the team's roles, "
-                "ExternalSecrets read only through the namespace's SecretStore, Ingresses route only the team's path "
-                "of the shared load balancer, Services are ClusterIP, and role policies, Pod Identity "
-                "associations and secret values apply only to the stack's own roles and secrets.",
-    enforcement_level=EnforcementLevel.MANDATORY, severity=Severity.CRITICAL, validate=_team_references_own)
 
 POLICIES = (team_references_own,)

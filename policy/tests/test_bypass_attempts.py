@@ -129,6 +129,12 @@ def just(stack: str, type_: str, inputs: dict[str, Any] | None = None, **kwargs:
     return lambda _: (on(stack, type_, "bypass", inputs or {}, **kwargs),)
 
 
+def cluster_role_bound_to(cluster_role: str, *subjects: dict[str, str]) -> dict[str, Any]:
+    """A (Cluster)RoleBinding's roleRef and subjects: `cluster_role` granted to `subjects`."""
+    return {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": list(subjects)}
+
+
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 SERVICE = "kubernetes:core/v1:Service"
 PLATFORM_GROUP = "gpu-training-prod-viewer"  # the platform's IngressGroup (one ALB), as the team plan joins it
@@ -367,48 +373,45 @@ ATTEMPTS = [
     Attempt("cluster", "a ClusterRole", TEAM, cluster_object("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", {
         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}), "allowed-resource-types"),
     Attempt("cluster", "a ClusterRoleBinding to cluster-admin", TEAM, cluster_object(
-        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", {
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"}]}),
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+        cluster_role_bound_to("cluster-admin", {"kind": "ServiceAccount", "name": "trainer", "namespace": "team-vision"})),
         "allowed-resource-types"),
     # A team's own any-region ClusterQueue is `team-vision.any-region`: another team's, or a name
     # that only starts like it, is not the team's.
-    Attempt("cluster", "another team's any-region ClusterQueue", TEAM, lambda _: (on(
-        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
-            "metadata": {"name": "team-nlp.any-region"}, "spec": {}}, k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "a ClusterQueue named like the any-region one without its dot", TEAM, lambda _: (on(
-        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
-            "metadata": {"name": "team-vision-any-region"}, "spec": {}}, k8s=True),), "team-stack-scope"),
+    Attempt("cluster", "another team's any-region ClusterQueue", TEAM, just(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", {
+            "metadata": {"name": "team-nlp.any-region"}, "spec": {}}, k8s=True), "team-stack-scope"),
+    Attempt("cluster", "a ClusterQueue named like the any-region one without its dot", TEAM, just(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", {
+            "metadata": {"name": "team-vision-any-region"}, "spec": {}}, k8s=True), "team-stack-scope"),
     # The review's probes: the team's own queue names, but admitting more or locally; a LocalQueue
     # onto the environment's queue; a namespace's RoleBinding handing it to everyone.
-    Attempt("cluster", "the team's any-region ClusterQueue admitting every namespace", TEAM, lambda _: (on(
-        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+    Attempt("cluster", "the team's any-region ClusterQueue admitting every namespace", TEAM, just(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", {
             "metadata": {"name": "team-vision.any-region"},
             "spec": {"namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": "multikueue"}]}}},
-        k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "the team's any-region ClusterQueue without the MultiKueue check", TEAM, lambda _: (on(
-        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "bypass", {
+        k8s=True), "team-stack-scope"),
+    Attempt("cluster", "the team's any-region ClusterQueue without the MultiKueue check", TEAM, just(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", {
             "metadata": {"name": "team-vision.any-region"},
             "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-vision"}}}},
-        k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "a LocalQueue onto the environment's any-region queue", TEAM, lambda _: (on(
-        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "bypass", {
+        k8s=True), "team-stack-scope"),
+    Attempt("cluster", "a LocalQueue onto the environment's any-region queue", TEAM, just(
+        TEAM, "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", {
             "metadata": {"name": "sneak", "namespace": "team-vision"}, "spec": {"clusterQueue": "any-region"}},
-        k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "a RoleBinding of admin to system:authenticated", TEAM, lambda _: (on(
-        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "bypass", {
-            "metadata": {"name": "open", "namespace": "team-vision"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]},
-        k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "the dispatcher's ClusterRole bound to another team's account", TEAM, lambda _: (on(
-        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "bypass", {
-            "metadata": {"name": "lend", "namespace": "team-vision"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "multikueue-manager"},
-            "subjects": [{"kind": "ServiceAccount", "name": "trainer", "namespace": "team-nlp"}]},
-        k8s=True),), "team-stack-scope"),
-    Attempt("cluster", "a Deployment in kube-system", TEAM, lambda _: (on(TEAM, "kubernetes:apps/v1:Deployment", "bypass", {
-        "metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}, k8s=True),), "team-stack-scope"),
+        k8s=True), "team-stack-scope"),
+    Attempt("cluster", "a RoleBinding of admin to system:authenticated", TEAM, just(
+        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", {
+            "metadata": {"name": "open", "namespace": "team-vision"}, **cluster_role_bound_to(
+                "admin", {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"})},
+        k8s=True), "team-stack-scope"),
+    Attempt("cluster", "the dispatcher's ClusterRole bound to another team's account", TEAM, just(
+        TEAM, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", {
+            "metadata": {"name": "lend", "namespace": "team-vision"}, **cluster_role_bound_to(
+                "multikueue-manager", {"kind": "ServiceAccount", "name": "trainer", "namespace": "team-nlp"})},
+        k8s=True), "team-stack-scope"),
+    Attempt("cluster", "a Deployment in kube-system", TEAM, just(TEAM, "kubernetes:apps/v1:Deployment", {
+        "metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}, k8s=True), "team-stack-scope"),
     Attempt("cluster", "a BucketReplicationConfig copying the datasets bucket out", TEAM, just(
         TEAM, "aws:s3/bucketReplicationConfig:BucketReplicationConfig", {
             "bucket": "gpu-training-prod-datasets-123456789012", "role": f"arn:aws:iam::{ACCOUNT}:role/x",
