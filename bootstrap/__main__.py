@@ -45,6 +45,11 @@ pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.previe
 pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
 pulumi.export("imageRoleArns", {env: role.arn for env, role in identity.image_roles.items()})
 # Each team's deploy role per environment (docs/team-stacks.md, "A team's deploy identity").
+# Each team stack's `--secrets-provider`: its environment's key, the stack as encryption context.
+pulumi.export("teamSecretsProviders", {
+    f"team-{team.name}-{env}": policies.team_secrets_provider_url(
+        policies.secrets_provider_url(config.stacks_project, env, config.region), f"team-{team.name}-{env}")
+    for team in config.teams for env in team.environments})
 pulumi.export("teamDeployRoleArns", {f"team-{team}-{env}": role.arn for (team, env), role in identity.team_roles.items()})
 # Each platform stack file's `gpu-training:iamPermissionsBoundary`.
 pulumi.export("permissionsBoundaryArns", {env: policy.arn for env, policy in identity.boundaries.items()})
