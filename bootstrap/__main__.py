@@ -16,6 +16,7 @@ from bootstrap import policies  # noqa: E402
 from bootstrap.billing import CostAllocationTags  # noqa: E402
 from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
 from bootstrap.config import load_bootstrap_config, refuse_placeholders  # noqa: E402
+from bootstrap.policies.deploy import peering_gaps  # noqa: E402
 from bootstrap.policies.sizes import refuse_oversized_policies  # noqa: E402
 from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
 from components.config import read_raw_config, read_secret_keys  # noqa: E402
@@ -25,6 +26,8 @@ raw_config = read_raw_config()
 secret_keys = read_secret_keys(raw_config)
 config = load_bootstrap_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(), secret_keys=secret_keys)
 refuse_oversized_policies(config)  # IAM's size quotas, before the first resource (issue 41)
+for peering_gap in peering_gaps(config):
+    pulumi.log.warn(peering_gap)
 if deploys_for_real():  # the offline plan lists them instead (offline/plan.py)
     refuse_placeholders(raw_config, project=config.project, stack=config.stack, secret_keys=secret_keys)
 provider = aws.Provider("aws", region=config.region, default_tags=aws.ProviderDefaultTagsArgs(tags={

@@ -53,6 +53,15 @@ def test_a_team_boundary_over_the_quota_names_the_team():
     assert problem.value == repr(LONGEST_TEAM) and "use a shorter team name" in problem.fix
 
 
+def test_a_read_bucket_that_overflows_the_boundary_names_read_buckets():
+    """Found by this check: the dev boundary has no room for one read bucket (6,395 characters with
+    `shared-datasets`), so `pulumi up` of the bootstrap would fail with LimitExceeded."""
+    problems = refused(environments={"dev": {"readBuckets": ["shared-datasets"]}})
+    problem = next(p for p in problems if p.key == "gpu-training-bootstrap:environments.dev.readBuckets")
+    assert "gpu-training-boundary-dev at " in problem.rule and problem.value == repr(["shared-datasets"])
+    assert "remove readBuckets" in problem.fix
+
+
 def test_the_longest_team_name_fits_under_the_shipped_project():
     """MAX_TEAM_NAME and the shipped project leave every team boundary inside the quota."""
     plan = plan_bootstrap(teams={LONGEST_TEAM: {"repository": REPO}})

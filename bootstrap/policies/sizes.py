@@ -91,8 +91,8 @@ def _environment_documents(config: BootstrapConfig, environment: str) -> Iterato
 
 def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
     """Every bootstrap document the config would render past its IAM quota, keyed by the names that
-    grow it: a team's boundary by the team, an environment's documents by its sites when it has
-    some (each adds its cluster's names), else by `stacksProject`."""
+    grow it: a team's boundary by the team, an environment's documents by its readBuckets when it
+    has some, else its sites (each adds its cluster's names), else by `stacksProject`."""
     key, arns, problems = f"{config.project}:", _stand_in_arns(config), []
     project_fix = (f"shorten stacksProject '{config.stacks_project}' (it is every name's prefix: rename the main "
                    "Pulumi.yaml's project with it)")
@@ -101,7 +101,13 @@ def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
             if size <= quota:
                 continue
             rule = f"renders {what} at {size} characters, over the {quota:,} IAM holds ({QUOTAS_SOURCE})"
-            if env.sites:
+            if env.read_buckets:
+                problems.append(ConfigProblem(
+                    f"{key}environments.{env.name}.readBuckets", rule,
+                    f"remove readBuckets (each adds its bucket and its objects to the boundary): copy the datasets into "
+                    f"a bucket of the environment's names, {config.stacks_project}-{env.name}-*, or {project_fix}",
+                    shown(list(env.read_buckets))))
+            elif env.sites:
                 problems.append(ConfigProblem(f"{key}environments.{env.name}.sites", rule,
                                               f"move a site to an environment of its own, or {project_fix}",
                                               shown({site: region for site, region in env.sites})))
