@@ -3,9 +3,11 @@
 import pulumi
 
 from components.config import TeamStackConfig, decode_raw_config, load_stack_config, read_secret_keys
+from components.config.bootstrap_registry import refuse_teams_without_roles
 from components.config.placeholders import deploys_for_real, find_placeholders, refuse_or_warn
 from components.config.platform_contract import published_config
 from components.config.stack import StackConfig, read_engine_config
+from components.config.stack_names import stack_kind
 from components.platform import build_platform
 from components.team import TeamEngineConfig, build_team
 
@@ -25,6 +27,11 @@ def load(platform: StackConfig | None = None) -> StackConfig | TeamStackConfig:
 config = load()
 for warning in config.warnings:
     pulumi.log.warn(warning)
+if isinstance(config, StackConfig):
+    # Each team of its registry has a deploy role in the bootstrap's (components/config/bootstrap_registry.py).
+    for warning in refuse_teams_without_roles(config.teams, project=config.project,
+                                              environment=stack_kind(config.stack)[1] or config.environment):
+        pulumi.log.warn(warning)
 # A real `pulumi up`/`preview` refuses the stack files' example values (a dev stack may allow them,
 # with a warning); the offline plan, under mocks, lists them itself (offline/plan.py).
 if deploys_for_real() and (placeholder_warning := refuse_or_warn(

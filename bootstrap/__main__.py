@@ -16,6 +16,8 @@ from bootstrap import policies  # noqa: E402
 from bootstrap.billing import CostAllocationTags  # noqa: E402
 from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
 from bootstrap.config import load_bootstrap_config, refuse_placeholders  # noqa: E402
+from bootstrap.policies.deploy import peering_gaps  # noqa: E402
+from bootstrap.policies.sizes import refuse_oversized_policies  # noqa: E402
 from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
 from components.config import read_raw_config, read_secret_keys  # noqa: E402
 from components.config.placeholders import deploys_for_real  # noqa: E402
@@ -23,6 +25,9 @@ from components.config.placeholders import deploys_for_real  # noqa: E402
 raw_config = read_raw_config()
 secret_keys = read_secret_keys(raw_config)
 config = load_bootstrap_config(raw_config, project=pulumi.get_project(), stack=pulumi.get_stack(), secret_keys=secret_keys)
+refuse_oversized_policies(config)  # IAM's size quotas, before the first resource (issue 41)
+for peering_gap in peering_gaps(config):
+    pulumi.log.warn(peering_gap)
 if deploys_for_real():  # the offline plan lists them instead (offline/plan.py)
     refuse_placeholders(raw_config, project=config.project, stack=config.stack, secret_keys=secret_keys)
 provider = aws.Provider("aws", region=config.region, default_tags=aws.ProviderDefaultTagsArgs(tags={
@@ -43,6 +48,11 @@ pulumi.export("previewRoleArns", {env: role.arn for env, role in identity.previe
 pulumi.export("deployRoleArns", {env: role.arn for env, role in identity.deploy_roles.items()})
 pulumi.export("imageRoleArns", {env: role.arn for env, role in identity.image_roles.items()})
 # Each team's deploy role per environment (docs/team-stacks.md, "A team's deploy identity").
+# Each team stack's `--secrets-provider`: its environment's key, the stack as encryption context.
+pulumi.export("teamSecretsProviders", {
+    f"team-{team.name}-{env}": policies.team_secrets_provider_url(
+        policies.secrets_provider_url(config.stacks_project, env, config.region), f"team-{team.name}-{env}")
+    for team in config.teams for env in team.environments})
 pulumi.export("teamDeployRoleArns", {f"team-{team}-{env}": role.arn for (team, env), role in identity.team_roles.items()})
 # Each platform stack file's `gpu-training:iamPermissionsBoundary`.
 pulumi.export("permissionsBoundaryArns", {env: policy.arn for env, policy in identity.boundaries.items()})

@@ -62,3 +62,22 @@ def stacks_in_us_east_1(stacks: tuple[str, ...]) -> list[str]:
     """The stacks whose expected mock ARNs and endpoints a test spells in us-east-1 (prod-usw2's
     data, network and identity: tests/test_multikueue.py and the region-aware tests)."""
     return [stack for stack in stacks if region_of(stack) == "us-east-1"]
+
+
+def bootstrap_knows(monkeypatch: Any, tmp_path: Path, *teams: str) -> None:
+    """Plans in this test read a copy of the checkout whose bootstrap also gives `teams` deploy roles
+    in every environment (the onboarding order: the bootstrap's registry first, docs/team-stacks.md)."""
+    import shutil
+
+    import yaml
+
+    from components.config import bootstrap_registry
+    checkout = tmp_path / "checkout-with-teams"
+    shutil.copytree(ROOT / "stacks", checkout / "stacks")
+    (checkout / "bootstrap").mkdir()
+    shutil.copy(ROOT / "bootstrap" / "Pulumi.yaml", checkout / "bootstrap" / "Pulumi.yaml")
+    document = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())
+    registry = document["config"]["gpu-training-bootstrap:teams"]
+    registry.update({team: {"repository": f"example-org/{team}"} for team in teams})
+    (checkout / "bootstrap" / "Pulumi.bootstrap.yaml").write_text(yaml.safe_dump(document))
+    monkeypatch.setattr(bootstrap_registry, "CHECKOUT_STACKS_DIR", checkout / "stacks")

@@ -255,8 +255,9 @@ def test_new_team_stack_prints_stack_init_with_the_environments_kms_key_first(tm
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     bootstrap = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())["config"]
-    provider = policies.secrets_provider_url(bootstrap["gpu-training-bootstrap:stacksProject"], "staging",
-                                             bootstrap["gpu-training-bootstrap:region"])
+    provider = policies.team_secrets_provider_url(policies.secrets_provider_url(
+        bootstrap["gpu-training-bootstrap:stacksProject"], "staging", bootstrap["gpu-training-bootstrap:region"]),
+        "team-nlp-staging")
     init = next(i for i, line in enumerate(lines)
                 if f'pulumi stack init team-nlp-staging --secrets-provider "{provider}"' in line)
     secret = next(i for i, line in enumerate(lines) if "pulumi config set --stack team-nlp-staging" in line)
@@ -279,7 +280,8 @@ def test_new_team_stack_takes_the_platform_stacks_own_provider(tmp_path):
 def test_team_stacks_doc_creates_the_stack_before_setting_secrets():
     text = (ROOT / "docs" / "team-stacks.md").read_text()
     block = text.split("```bash\n", 1)[1].split("```", 1)[0]
-    provider = policies.secrets_provider_url("gpu-training", "prod", "us-east-1")
+    provider = policies.team_secrets_provider_url(policies.secrets_provider_url("gpu-training", "prod", "us-east-1"),
+                                                  "team-nlp-prod")
     init = block.index(f'pulumi stack init team-nlp-prod --secrets-provider "{provider}"')
     assert init < block.index("pulumi config set --stack team-nlp-prod") < block.index("git add stacks/Pulumi.team-nlp-prod.yaml")
     assert "secretsprovider:" in text and "encryptedkey:" in text

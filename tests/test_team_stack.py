@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import yaml
-from stack_configs import PROJECT, ROOT, mutate, raw_config
+from stack_configs import PROJECT, ROOT, bootstrap_knows, mutate, raw_config
 
 from components.config import ConfigError, TeamStackConfig, decode_raw_config, load_stack_config
 from components.config.platform_contract import CONTRACT_OUTPUT, platform_of_contract, read_contract
@@ -191,7 +191,7 @@ def test_a_contract_of_another_version_is_refused_before_any_resource(version, s
         "1 configuration error against the deployed platform stack (its platformContract); nothing was created:")
 
 
-def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
+def test_new_team_stack_writes_a_stack_that_plans(tmp_path, monkeypatch):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
                              "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -200,6 +200,7 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path):
     # The platform's registry with the row the script printed for the operator to add.
     rows = yaml.safe_load(textwrap.dedent("\n".join(line for line in result.stdout.splitlines() if line.startswith("    "))))
     assert [row["name"] for row in rows] == ["nlp"] and "add the team's row to gpu-training:teams in stacks/Pulumi.staging.yaml" in result.stdout
+    bootstrap_knows(monkeypatch, tmp_path, "nlp")
     platform = synthesize("staging", overrides={"teams": rows})
     config = load_team(decode_raw_config(raw), "team-nlp-staging", platform_plan=platform)
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota == rows[0]["gpuQuota"]

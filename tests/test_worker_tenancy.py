@@ -31,7 +31,7 @@ from components.workload.team_queues import team_cluster_queue_manifest
 from offline import plan as plan_module
 from offline.plan import synthesize
 from tests.crd_schemas import validate_custom_resource
-from tests.stack_configs import PROJECT, ROOT, mutate, raw_config
+from tests.stack_configs import PROJECT, ROOT, bootstrap_knows, mutate, raw_config
 
 TEAM_STACK, MANAGER, NAMESPACE = "team-vision-prod", "prod", "team-vision"
 GPU = "nvidia.com/gpu"
@@ -213,13 +213,14 @@ def printed_registry_rows(stdout: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("environment", ["dev", "staging"])
-def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path, environment):
+def test_a_team_on_a_platform_without_multikueue_gets_nothing_beyond_its_cluster(tmp_path, monkeypatch, environment):
     made = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", environment,
                            "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     stack = f"team-nlp-{environment}"
     # The platform with the team's row that new-team-stack printed (dev's own queue owns all of
     # gpu-spot: the row borrows it there).
+    bootstrap_knows(monkeypatch, tmp_path, "nlp")
     platform = synthesize(environment, overrides={"teams": printed_registry_rows(made.stdout)})
     plan = synthesize(stack, tmp_path / f"Pulumi.{stack}.yaml", platform_outputs=platform.outputs)
     assert [r["name"] for r in plan.of_type("pulumi:providers:kubernetes")] == ["platform-cluster"]

@@ -66,6 +66,7 @@ from bootstrap.policies.names import (
     state_bucket_name,
     state_key_alias,
     state_log_bucket_name,
+    team_secrets_provider_url,
     trainer_repository_name,
 )
 from bootstrap.policies.scope import ENVIRONMENT_TAG, PROJECT_TAG, TAGGING_ACTIONS
@@ -90,5 +91,5 @@ __all__ = [
     "github_trust_policy", "image_policy", "image_role_name", "image_subject", "preview_policy",
     "preview_role_name", "preview_subjects", "secrets_key_alias", "secrets_key_policy", "secrets_provider_url",
     "services_linked_to", "state_bucket_name", "state_key_alias", "state_key_policy", "state_log_bucket_name",
-    "trainer_repository_name",
+    "team_secrets_provider_url", "trainer_repository_name",
 ]

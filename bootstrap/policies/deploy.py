@@ -183,15 +183,23 @@ def deploy_guard_policy(config: BootstrapConfig, environment: str, *, account_id
 
 
 def _peering_scope(config: BootstrapConfig, environment: str, account_id: str) -> list[dict[str, Any]]:
-    """PEERING_ACTIONS only between VPCs of the environment: a VPC either call names (the
-    requester on create, the accepter on accept) carries the environment's and the project's
-    tags (a missing tag fails StringNotEquals), and the connection's two VPCs are in the account
-    (ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs)."""
-    # Any Region of the account: the calls themselves are allowed in the environment's regions only
-    # (ManagePlatformServices), so a connection is requested and accepted there or not at all; one
-    # pattern, not one per region, keeps the guard short (each Region a site adds lengthens the
-    # inline policy already).
-    vpcs = in_partition(config, f"ec2:*:{account_id}:vpc/*")
+    """PEERING_ACTIONS only between VPCs of the environment (issue 41 item 6). What IAM sees of a
+    peering (Service Authorization Reference, Amazon EC2: the vpc-peering-connection resource of
+    Create/AcceptVpcPeeringConnection takes ec2:AccepterVpc and ec2:RequesterVpc, VPC ARNs, and
+    aws:ResourceTag, its own tags; the vpc resource is the requester VPC on create and the accepter
+    VPC on accept, with its tags): never the tags of the *other* side's VPC. So:
+    - the VPC a call names carries the environment's and the project's tags;
+    - the other side's VPC is in the account and in one of the environment's regions (an ARN
+      holds its region);
+    - a connection is requested with the environment's tag (tag-on-create, which the provider
+      does: terraform-provider-aws internal/service/ec2/vpc_peering_connection.go,
+      resourceVPCPeeringConnectionCreate's TagSpecifications; DenyTaggingIntoOtherEnvironments
+      keeps it the requester's own) and never loses it (no DeleteTags). Within one
+      Region the connection is one resource, so another environment's accept meets that tag and
+      DenyOtherEnvironments refuses it. Across Regions the accepter's side is a copy without the
+      requester's tags: there both VPCs' Regions are the accepting environment's, which another
+      environment can meet only if the two share two Regions (peering_gaps warns of that)."""
+    vpcs = in_partition(config, *(f"ec2:{region}:{account_id}:vpc/*" for region in environment_regions(config, environment)))
     vpc_resources, connections = in_partition(config, "ec2:*:*:vpc/*"), in_partition(config, "ec2:*:*:vpc-peering-connection/*")
     return [
         {"Sid": "PeerOnlyTheEnvironmentsVpcs", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
@@ -201,7 +209,23 @@ def _peering_scope(config: BootstrapConfig, environment: str, account_id: str) -
         *({"Sid": f"PeerOnlyInTheAccountAndRegions{side}", "Effect": "Deny", "Action": list(PEERING_ACTIONS),
            "Resource": connections, "Condition": {"ArnNotLike": {f"ec2:{side}Vpc": vpcs}}}
           for side in ("Accepter", "Requester")),
+        {"Sid": "RequestPeeringsTaggedWithTheEnvironment", "Effect": "Deny", "Action": ["ec2:CreateVpcPeeringConnection"],
+         "Resource": connections, "Condition": {"Null": {f"aws:RequestTag/{ENVIRONMENT_TAG}": "true"}}},
+        {"Sid": "KeepPeeringsTags", "Effect": "Deny", "Action": ["ec2:DeleteTags"], "Resource": connections},
     ]
+
+
+def peering_gaps(config: BootstrapConfig) -> list[str]:
+    """The warnings for pairs of environments that share two Regions or more: between those, a
+    connection requested across Regions by one can be accepted by the other (_peering_scope)."""
+    regions = {env.name: set(environment_regions(config, env.name)) for env in config.environments}
+    names = sorted(regions)
+    return [f"environments {first} and {second} share the Regions {', '.join(sorted(regions[first] & regions[second]))}: "
+            f"IAM cannot refuse {second}'s deploy role a peering that {first}'s VPC requests from one of them to "
+            f"{second}'s VPC in another, nor the reverse (docs/security.md, \"The permissions boundary\"); give "
+            "each pair of environments one Region in common at most to close it"
+            for index, first in enumerate(names) for second in names[index + 1:]
+            if len(regions[first] & regions[second]) >= 2]
 
 
 def _peering_tagging_scope(config: BootstrapConfig, environment: str, account_id: str) -> list[dict[str, Any]]:

@@ -94,6 +94,20 @@ def secrets_provider_url(stacks_project: str, environment: str, region: str) -> 
     return f"awskms://{secrets_key_alias(stacks_project, environment)}?region={region}"
 
 
+# The encryption context of a team stack's data key: {"stack": "team-<team>-<env>"}. Pulumi's
+# awskms provider is gocloud.dev's, whose URL takes `context_<key>=<value>` parameters and sends
+# them as the EncryptionContext of both Encrypt and Decrypt (google/go-cloud#3149, PR #3154;
+# documented for Pulumi by pulumi/pulumi-hugo#2106). One key only: with two, Pulumi 3.208 sent the
+# first value for both (pulumi/pulumi#21068, open).
+SECRETS_CONTEXT_KEY = "stack"
+
+
+def team_secrets_provider_url(provider_url: str, stack: str) -> str:
+    """A team stack's `--secrets-provider`: its environment's (`provider_url`) with the stack as
+    its encryption context, the only one the team deploy role may decrypt under (teams.py)."""
+    return f"{provider_url}{'&' if '?' in provider_url else '?'}context_{SECRETS_CONTEXT_KEY}={stack}"
+
+
 def environment_ci(config: BootstrapConfig, environment: str) -> EnvironmentCi:
     """The environment's entry in the bootstrap's config (its defaults where it has none)."""
     return next((env for env in config.environments if env.name == environment),

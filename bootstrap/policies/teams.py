@@ -26,7 +26,7 @@ from typing import Any
 
 from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.ci_roles import via_s3
-from bootstrap.policies.names import cluster_name, stack_objects, state_metadata
+from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_objects, state_metadata
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
 from components.config import permissions_boundary
 from components.facts.regions import arn_partition
@@ -36,6 +36,8 @@ TEAM_TAG = "team"
 """The tag a team stack's provider puts on every resource (components/common/tags.py)."""
 STACK_TAG = "stack"
 """The tag every stack's provider puts on every resource: the stack's name (components/common/tags.py)."""
+PROJECT_TAG = "project"
+"""The tag the bootstrap's provider puts on its keys: the bootstrap's project (bootstrap/__main__.py)."""
 
 
 # What a team stack does with its own roles and policies (what Pulumi's aws.iam.Role, RolePolicy,
@@ -123,7 +125,11 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [state_metadata(bucket_arn), *stack_objects(bucket_arn, project, team_stack(team, environment))]},
         {"Sid": "UseStateKeyThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": [state_key_arn], "Condition": via_s3(config.region)},
-        {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn]},
+        # Only its own stack's data key: a team stack's secrets provider names the stack as its
+        # encryption context (names.py team_secrets_provider_url), which KMS binds to the
+        # ciphertext; the platform's and other teams' stacks' data keys carry none or their own.
+        {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn],
+         "Condition": {"StringEquals": {f"kms:EncryptionContext:{SECRETS_CONTEXT_KEY}": stack}}},
         {"Sid": "TeamPrefixOfTheBuckets", "Effect": "Allow", "Action": ["s3:*Object", "s3:*ObjectVersion*",
                                                                        "s3:AbortMultipartUpload"],
          "Resource": [f"{buckets}/teams/{team}/*"]},
@@ -148,9 +154,13 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
         *_team_iam(config, team, environment, account_id),
         # No other stack's key, whatever an Allow above matches: the platform's, another team's, the
-        # team's own in another environment (each carries its stack; only a key being created has none).
+        # team's own in another environment (each carries its stack; only a key being created has
+        # none). Not the bootstrap's (tagged with the bootstrap's project by its provider), which
+        # the team uses as its statements above say: the state key through S3, the secrets key
+        # for its own stack's data key alone.
         {"Sid": "NoOtherKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey"],
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
-         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack,
+                                           f"aws:ResourceTag/{PROJECT_TAG}": config.project},
                        "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
     ]}

@@ -1,0 +1,136 @@
+"""The bootstrap's IAM documents against IAM's size quotas, at config time (issue 41).
+
+A boundary or deploy policy is rendered from the config's names: every character of
+`stacksProject`, of a team's name and of each site's cluster lands in it several times over, so a
+long name can push a document past its quota, and IAM would refuse it halfway through the first
+`pulumi up` (LimitExceeded), with the roles created before it already there. The quotas (IAM User
+Guide, "IAM and AWS STS quotas", https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html):
+"Managed policy size: You cannot exceed 6,144 characters", "Role policy size: You cannot exceed
+10,240 characters" (a role's inline policies together); "IAM doesn't count white space when
+calculating the size of a policy against these limits".
+
+The documents are rendered here with ARNs of the length the real ones have (a 12-digit account,
+KMS key ids of 36 characters), before any resource exists: `refuse_oversized_policies`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bootstrap.config import BootstrapConfig
+from bootstrap.policies.boundary import boundary_policy
+from bootstrap.policies.ci_roles import image_policy, preview_policy
+from bootstrap.policies.deploy import deploy_guard_policy, deploy_policy, deploy_scope_policy
+from bootstrap.policies.names import (
+    boundary_policy_name,
+    deploy_guard_policy_name,
+    deploy_role_name,
+    deploy_scope_policy_name,
+    image_role_name,
+    preview_role_name,
+    state_bucket_name,
+)
+from bootstrap.policies.teams import team_boundary_policy, team_boundary_policy_name
+from bootstrap.policies.trust import IMAGE_BUILD_ENVIRONMENTS
+from components.config.reader import ConfigError, ConfigProblem, shown
+from components.facts.regions import arn_partition
+
+MANAGED_POLICY_CHARACTERS = 6144
+"""IAM User Guide, "IAM and AWS STS quotas": managed policy size."""
+ROLE_INLINE_CHARACTERS = 10240
+"""IAM User Guide, "IAM and AWS STS quotas": role policy size, a role's inline policies together."""
+QUOTAS_SOURCE = 'IAM User Guide, "IAM and AWS STS quotas"'
+
+# Stand-ins as long as the real values: an account id has 12 digits; a KMS key id is a UUID (36
+# characters; a multi-Region key's, mrk- and 32 hex digits, is as long): KMS Developer Guide, "Key ARN".
+ACCOUNT_STAND_IN = "000000000000"
+KEY_ID_STAND_IN = "00000000-0000-0000-0000-000000000000"
+
+
+def iam_size(document: dict[str, Any]) -> int:
+    """A document's size as IAM counts it: no white space outside its strings."""
+    return len(json.dumps(document, separators=(",", ":"), ensure_ascii=False))
+
+
+def _stand_in_arns(config: BootstrapConfig) -> dict[str, Any]:
+    """The keyword arguments every bootstrap document takes, with ARNs of their real length."""
+    partition = arn_partition(config.region)
+
+    def key() -> str:
+        return f"arn:{partition}:kms:{config.region}:{ACCOUNT_STAND_IN}:key/{KEY_ID_STAND_IN}"
+
+    oidc = config.github.oidc_provider_arn or \
+        f"arn:{partition}:iam::{ACCOUNT_STAND_IN}:oidc-provider/token.actions.githubusercontent.com"
+    return {"account_id": ACCOUNT_STAND_IN,
+            "bucket_arn": f"arn:{partition}:s3:::{state_bucket_name(config.stacks_project, ACCOUNT_STAND_IN)}",
+            "state_key_arn": key(), "oidc_provider_arn": oidc,
+            "secrets_key_arns": {env.name: key() for env in config.environments}}
+
+
+def _environment_documents(config: BootstrapConfig, environment: str) -> Iterator[tuple[str, int, int]]:
+    """(what, size, quota) of each document of one environment's CI roles and boundary."""
+    project, arns = config.stacks_project, _stand_in_arns(config)
+    managed: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
+        (f"policy {boundary_policy_name(project, environment)}", boundary_policy),
+        (f"policy {deploy_scope_policy_name(project, environment)}", deploy_scope_policy),
+        (f"policy {deploy_guard_policy_name(project, environment)}", deploy_guard_policy))
+    for what, document in managed:
+        yield what, iam_size(document(config, environment, **arns)), MANAGED_POLICY_CHARACTERS
+    # Each CI role holds one inline policy (bootstrap/ci_identity.py CiIdentity._role).
+    yield (f"inline policy of {deploy_role_name(project, environment)}",
+           iam_size(deploy_policy(config, environment, **arns)), ROLE_INLINE_CHARACTERS)
+    preview = preview_policy(config, environment, bucket_arn=arns["bucket_arn"], state_key_arn=arns["state_key_arn"],
+                             secrets_key_arn=arns["secrets_key_arns"][environment])
+    yield f"inline policy of {preview_role_name(project, environment)}", iam_size(preview), ROLE_INLINE_CHARACTERS
+    if environment in IMAGE_BUILD_ENVIRONMENTS:
+        yield (f"inline policy of {image_role_name(project, environment)}",
+               iam_size(image_policy(config, environment, **arns)), ROLE_INLINE_CHARACTERS)
+
+
+def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
+    """Every bootstrap document the config would render past its IAM quota, keyed by the names that
+    grow it: a team's boundary by the team, an environment's documents by its readBuckets when it
+    has some, else its sites (each adds its cluster's names), else by `stacksProject`."""
+    key, arns, problems = f"{config.project}:", _stand_in_arns(config), []
+    project_fix = (f"shorten stacksProject '{config.stacks_project}' (it is every name's prefix: rename the main "
+                   "Pulumi.yaml's project with it)")
+    for env in config.environments:
+        for what, size, quota in _environment_documents(config, env.name):
+            if size <= quota:
+                continue
+            rule = f"renders {what} at {size} characters, over the {quota:,} IAM holds ({QUOTAS_SOURCE})"
+            if env.read_buckets:
+                problems.append(ConfigProblem(
+                    f"{key}environments.{env.name}.readBuckets", rule,
+                    f"remove readBuckets (each adds its bucket and its objects to the boundary): copy the datasets into "
+                    f"a bucket of the environment's names, {config.stacks_project}-{env.name}-*, or {project_fix}",
+                    shown(list(env.read_buckets))))
+            elif env.sites:
+                problems.append(ConfigProblem(f"{key}environments.{env.name}.sites", rule,
+                                              f"move a site to an environment of its own, or {project_fix}",
+                                              shown({site: region for site, region in env.sites})))
+            else:
+                problems.append(ConfigProblem(f"{key}stacksProject", rule, project_fix, shown(config.stacks_project)))
+    for team in config.teams:
+        for environment in team.environments:
+            size = iam_size(team_boundary_policy(
+                config, team.name, environment, account_id=arns["account_id"], bucket_arn=arns["bucket_arn"],
+                state_key_arn=arns["state_key_arn"], secrets_key_arn=arns["secrets_key_arns"][environment]))
+            if size > MANAGED_POLICY_CHARACTERS:
+                problems.append(ConfigProblem(
+                    f"{key}teams.{team.name}",
+                    f"renders team boundary {team_boundary_policy_name(config.stacks_project, team.name, environment)} "
+                    f"at {size} characters, over the {MANAGED_POLICY_CHARACTERS:,} IAM holds in a managed policy "
+                    f"({QUOTAS_SOURCE})",
+                    f"use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' "
+                    f"teams with it), or {project_fix}", shown(team.name)))
+    return problems
+
+
+def refuse_oversized_policies(config: BootstrapConfig) -> None:
+    """Before any resource: a ConfigError naming each document IAM would refuse for its size."""
+    problems = policy_size_problems(config)
+    if problems:
+        raise ConfigError(problems)

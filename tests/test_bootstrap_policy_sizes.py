@@ -1,0 +1,81 @@
+"""IAM's size quotas, checked when the bootstrap's config is read (issue 41): a long project,
+team or site list is refused with its key, value and fix before any resource, instead of IAM's
+LimitExceeded halfway through the first `pulumi up`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from stack_configs import ROOT
+from test_bootstrap import plan_bootstrap
+
+from bootstrap.config import load_bootstrap_config
+from bootstrap.policies.sizes import MANAGED_POLICY_CHARACTERS, _environment_documents, iam_size
+from components.config import ConfigError
+from components.config.reader import ConfigProblem
+
+REPO = "example-org/gpu-training"
+# Valid Pulumi project names (up to 100 characters) long enough to pass a quota.
+LONG_PROJECT = "gpu-training-" + "x" * 17
+LONGEST_PROJECT = "p" * 100
+LONGEST_TEAM = "t" * 20  # components/config/stack.py MAX_TEAM_NAME
+
+
+def refused(**overrides: object) -> list[ConfigProblem]:
+    with pytest.raises(ConfigError) as raised:
+        plan_bootstrap(**overrides)
+    assert "nothing was created" in str(raised.value)
+    return list(raised.value.problems)
+
+
+def test_a_long_project_that_overflows_a_sites_boundary_names_the_sites_value_and_fix():
+    problems = refused(stacksProject=LONG_PROJECT)
+    problem = next(p for p in problems if p.key == "gpu-training-bootstrap:environments.prod.sites")
+    assert f"{LONG_PROJECT}-boundary-prod at " in problem.rule and "6,144" in problem.rule
+    assert "IAM and AWS STS quotas" in problem.rule and problem.value and "'usw2': 'us-west-2'" in problem.value
+    assert f"shorten stacksProject '{LONG_PROJECT}'" in problem.fix
+
+
+def test_without_sites_the_project_name_is_the_key():
+    problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={})
+    assert problems and all(p.key == "gpu-training-bootstrap:stacksProject" for p in problems), problems
+    assert all(p.value and p.value.startswith("'ppp") and ("6,144" in p.rule or "10,240" in p.rule) for p in problems)
+    assert any(p.rule.startswith("renders policy ") and "-boundary-dev at " in p.rule for p in problems), problems
+
+
+def test_a_team_boundary_over_the_quota_names_the_team():
+    problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}},
+                       teams={LONGEST_TEAM: {"repository": REPO}})
+    problem = next(p for p in problems if p.key == f"gpu-training-bootstrap:teams.{LONGEST_TEAM}")
+    assert problem.rule.startswith("renders team boundary ") and " characters, over the 6,144 " in problem.rule
+    assert problem.value == repr(LONGEST_TEAM) and "use a shorter team name" in problem.fix
+
+
+def test_a_read_bucket_that_overflows_the_boundary_names_read_buckets():
+    """Found by this check: the dev boundary has no room for one read bucket (6,395 characters with
+    `shared-datasets`), so `pulumi up` of the bootstrap would fail with LimitExceeded."""
+    problems = refused(environments={"dev": {"readBuckets": ["shared-datasets"]}})
+    problem = next(p for p in problems if p.key == "gpu-training-bootstrap:environments.dev.readBuckets")
+    assert "gpu-training-boundary-dev at " in problem.rule and problem.value == repr(["shared-datasets"])
+    assert "remove readBuckets" in problem.fix
+
+
+def test_the_longest_team_name_fits_under_the_shipped_project():
+    """MAX_TEAM_NAME and the shipped project leave every team boundary inside the quota."""
+    plan = plan_bootstrap(teams={LONGEST_TEAM: {"repository": REPO}})
+    boundaries = [p for p in plan.of_type("aws:iam/policy:Policy") if LONGEST_TEAM in p["inputs"]["name"]]
+    assert boundaries and all(iam_size(json.loads(p["inputs"]["policy"])) <= MANAGED_POLICY_CHARACTERS for p in boundaries)
+
+
+def test_the_check_counts_no_fewer_characters_than_the_plan_renders(plan_of):
+    """Its stand-in ARNs are as long as the planned ones, so a document it passes fits as planned."""
+    raw = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())["config"]
+    config = load_bootstrap_config(raw, project="gpu-training-bootstrap", stack="bootstrap")
+    planned = {p["inputs"]["name"]: iam_size(json.loads(p["inputs"]["policy"]))
+               for p in plan_of("bootstrap").of_type("aws:iam/policy:Policy")}
+    checked = {what.removeprefix("policy "): size for env in config.environments
+               for what, size, _ in _environment_documents(config, env.name) if what.startswith("policy ")}
+    assert checked and set(checked) <= set(planned)
+    assert all(checked[name] >= planned[name] for name in checked), {n: (checked[n], planned[n]) for n in checked}
