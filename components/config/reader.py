@@ -455,8 +455,8 @@ class Section:
 
     def optional_string(self, name: str, *, check: Callable[[str], str | None] | None = None,
                         fix: str = "") -> str | None:
-        """A string that may be left out (None then)."""
-        return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, None)
+        """A string that may be left out (None then): a key whose row says UNSET or Derived."""
+        return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, self._default(name, None))
 
     def string(self, name: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
                check: Callable[[str], str | None] | None = None, fix: str = "", empty_ok: bool = False,
