@@ -21,10 +21,9 @@ from components.config.reader import Section
 AFTER_DAYS = "storage.checkpointCleanup.afterDays"
 
 
-
 @dataclass(frozen=True)
 class CheckpointCleanupConfig:
-    after_days: int = integer_default_of("storage.checkpointCleanup.afterDays")
+    after_days: int = integer_default_of(AFTER_DAYS)
     dry_run: bool = boolean_default_of("storage.checkpointCleanup.dryRun")
 
 
