@@ -1,5 +1,6 @@
-"""Every config key of the gpu-training project, once: its type, default, allowed values, meaning
-and the kinds of stack that may set it.
+"""Every config key of the gpu-training project, once: its type, default, bounds, allowed values,
+meaning and the kinds of stack that may set it. The parsers' getters (reader.Section) read a key's
+default, bounds and allowed values from its row; a parser passes none of them again.
 
 Pulumi.yaml's `config:` descriptions and the key table of docs/configuration-errors.md are
 rendered from this table (scripts/config_docs.py), and tests/test_config_keys.py holds it to what
