@@ -18,7 +18,6 @@ from components.config.reader import Section
 
 # AWS Budgets: "A budget can have up to ten notifications" (Budgets API, Notification).
 MAX_NOTIFICATIONS = 10
-MAX_PERCENT = 1000
 
 
 @dataclass(frozen=True)
@@ -41,26 +40,27 @@ def parse_budget(section: Section, *, environment: str) -> BudgetConfig | None:
                           "forecastPercent: [100]}` (make cost STACK=<stack> shows what the stack costs)")
         section.finish()
         return None
-    limit = section.integer("monthlyLimitUsd", minimum=1, fix="write the monthly limit in whole US dollars, e.g. 60000")
-    actual = _percents(section, "actualPercent", [80, 100])
-    forecast = _percents(section, "forecastPercent", [100])
+    limit = section.integer("monthlyLimitUsd", fix="write the monthly limit in whole US dollars, e.g. 60000")
+    actual = _percents(section, "actualPercent")
+    forecast = _percents(section, "forecastPercent")
     if not actual and not forecast:
         section.error(section.key("actualPercent"), [], "a budget without thresholds never alerts",
                       "list at least one percentage in actualPercent or forecastPercent")
     if len(actual) + len(forecast) > MAX_NOTIFICATIONS:
         section.error(section.path, {"actualPercent": list(actual), "forecastPercent": list(forecast)},
                       f"AWS Budgets allows {MAX_NOTIFICATIONS} notifications per budget", "list fewer thresholds")
-    activate = section.boolean("activateCostAllocationTags", False)
+    activate = section.boolean("activateCostAllocationTags")
     section.finish()
     return BudgetConfig(limit, actual, forecast, activate)
 
 
-def _percents(section: Section, name: str, default: list[int]) -> tuple[int, ...]:
-    key = section.key(name)
+def _percents(section: Section, name: str) -> tuple[int, ...]:
+    key, row = section.key(name), section.row(name)
+    assert row is not None
     values = []
-    for index, raw in enumerate(section.items(name, default)):
-        values.append(section.check_integer(f"{key}[{index}]", raw, minimum=1, maximum=MAX_PERCENT,
-                                            fix=f"write a percentage of monthlyLimitUsd between 1 and {MAX_PERCENT}"))
+    for index, raw in enumerate(section.items(name)):
+        values.append(section.check_integer(f"{key}[{index}]", raw, fix="write a percentage of monthlyLimitUsd "
+                                            f"between {row.minimum} and {row.maximum}"))
     if len(set(values)) != len(values) and section.ok(name):
         section.error(key, values, "lists a threshold twice", "list each percentage once")
     return tuple(sorted(set(values)))

@@ -15,20 +15,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.config.keys import boolean_default_of, integer_default_of, maximum_of, minimum_of
 from components.config.reader import Section
 
-MAX_AFTER_DAYS = 3650
+AFTER_DAYS = "storage.checkpointCleanup.afterDays"
 
 
 @dataclass(frozen=True)
 class CheckpointCleanupConfig:
-    after_days: int = 30
-    dry_run: bool = True
+    after_days: int = integer_default_of(AFTER_DAYS)
+    dry_run: bool = boolean_default_of("storage.checkpointCleanup.dryRun")
 
 
 def parse_checkpoint_cleanup(section: Section) -> CheckpointCleanupConfig:
-    after_days = section.integer("afterDays", CheckpointCleanupConfig.after_days, minimum=1, maximum=MAX_AFTER_DAYS,
-                                 fix=f"write whole days between 1 and {MAX_AFTER_DAYS}")
-    dry_run = section.boolean("dryRun", CheckpointCleanupConfig.dry_run)
+    after_days = section.integer("afterDays", fix=f"write whole days between {minimum_of(AFTER_DAYS)} and "
+                                 f"{maximum_of(AFTER_DAYS)}")
+    dry_run = section.boolean("dryRun")
     section.finish()
     return CheckpointCleanupConfig(after_days, dry_run)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+from components.config.keys import BY_PATH
 from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
 from components.facts.eks_versions import EKS_CALENDAR, SUPPORTED_KUBERNETES_VERSIONS, KubernetesRelease, next_minor
@@ -22,7 +23,7 @@ PRINCIPAL_ARN = re.compile(r"arn:" + ARN_PARTITION + r":iam::\d{12}:(role|user)/
 # EKS's cluster upgrade policy (UpgradePolicy.supportType): what happens when the minor leaves
 # standard support. STANDARD: EKS upgrades the control plane to the next minor itself.
 # EXTENDED: the cluster stays, billed at the extended-support rate, for 12 more months.
-UPGRADE_POLICIES = ("STANDARD", "EXTENDED")
+UPGRADE_POLICIES = BY_PATH["cluster.upgradePolicy"].allowed
 # Sources no request over the internet comes from (RFC 1918, shared CGNAT space RFC 6598, this
 # network, loopback, link-local, multicast, reserved: IANA's special-purpose registry). The
 # documentation ranges stay allowed: the stack files use them as placeholders.
@@ -124,10 +125,10 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
             section.error(version_key, version, support.problem, support.fix or "")
         if support.warning:
             warnings.append(f"{version_key}: {support.warning}")
-    public = section.boolean("endpointPublicAccess", False)
+    public = section.boolean("endpointPublicAccess")
     cidrs_key = section.key("publicAccessCidrs")
     cidrs = []
-    for index, raw in enumerate(section.items("publicAccessCidrs", [])):
+    for index, raw in enumerate(section.items("publicAccessCidrs")):
         network = section.network(f"{cidrs_key}[{index}]", raw)
         if network is None:
             continue
@@ -161,7 +162,7 @@ def parse_cluster(section: Section, *, environment: str, today: date) -> Cluster
     readers = _principals(section, "readOnlyPrincipals", required=False)
     for arn in set(admins) & set(readers):
         section.error(section.key("readOnlyPrincipals"), arn, "is also an admin principal", "list each principal once")
-    retention = section.integer("logRetentionDays", 90)
+    retention = section.integer("logRetentionDays")
     if retention not in LOG_RETENTION_DAYS:
         section.error(section.key("logRetentionDays"), retention, "is not a CloudWatch Logs retention period",
                       "use e.g. 30, 90, 365")
@@ -182,12 +183,12 @@ def _upgrade_policy(section: Section) -> str:
                       "set upgradePolicy: STANDARD (EKS upgrades the control plane itself) or EXTENDED (the cluster "
                       "stays 12 more months at the extended-support price), with the reason in a comment")
         return ""
-    return section.string("upgradePolicy", choices=UPGRADE_POLICIES)
+    return section.string("upgradePolicy")
 
 
 def _principals(section: Section, name: str, *, required: bool) -> tuple[str, ...]:
     key = section.key(name)
-    values = section.items(name, [])
+    values = section.items(name)
     if required and not values:
         section.error(key, values, "at least one IAM role must administer the cluster (the creator gets no implicit access)",
                       "list the ARN of the role that runs `pulumi up` and of your platform admins")

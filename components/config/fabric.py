@@ -15,8 +15,6 @@ from components.config.reader import Section
 # NCCL opens several sockets per rank and peer, and every outgoing connection of the pod takes
 # its source port from the same range: fewer ports than this starves busy 8-GPU nodes.
 MIN_NCCL_PORTS = 1024
-# Ports below 1024 need privileges the training pods do not have.
-FIRST_UNPRIVILEGED_PORT = 1024
 
 
 @dataclass(frozen=True)
@@ -41,11 +39,11 @@ class FabricConfig:
 
 def parse_fabric(section: Section) -> FabricConfig:
     ports_key = section.key("rendezvousPorts")
-    raw_ports = section.items("rendezvousPorts", [29400])
+    raw_ports = section.items("rendezvousPorts")
     if not raw_ports:
         section.error(ports_key, raw_ports, "needs at least one port", "use [29400], torchrun's c10d default")
     ports = tuple(
-        section.check_integer(f"{ports_key}[{i}]", p, minimum=FIRST_UNPRIVILEGED_PORT, maximum=65535)
+        section.check_integer(f"{ports_key}[{i}]", p)
         for i, p in enumerate(raw_ports)
     )
     # Rules over several values judge only values that passed: a rejected one stands in as a
@@ -54,9 +52,9 @@ def parse_fabric(section: Section) -> FabricConfig:
     if ports_ok and len(set(ports)) != len(ports):
         section.error(ports_key, raw_ports, "lists a port twice", "list each port once")
 
-    range_section = section.section("ncclPortRange", {"first": 50000, "last": 51999})
-    first = range_section.integer("first", minimum=FIRST_UNPRIVILEGED_PORT, maximum=65535)
-    last = range_section.integer("last", minimum=FIRST_UNPRIVILEGED_PORT, maximum=65535)
+    range_section = section.section("ncclPortRange")
+    first = range_section.integer("first")
+    last = range_section.integer("last")
     range_section.finish()
     nccl = PortRange(first, last)
     range_ok = not range_section.failed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from components.config.keys import BOTH, KEYS, LIST, PLATFORM, REQUIRED, STRING, TEAM, UNSET, Derived, Key, stacks_of
+from components.config.keys import BOTH, INTEGER, KEYS, LIST, PLATFORM, REQUIRED, STRING, TEAM, UNSET, Derived, Key, stacks_of
 
 PULUMI_YAML_START = "# Every key the program reads"
 DOC_START = "<!-- Generated from components/config/keys.py by scripts/config_docs.py --write: edit the table there. -->"
@@ -40,6 +40,15 @@ def default_text(key: Key) -> str:
     return literal(key.default)
 
 
+def bounds_text(key: Key) -> str:
+    """The row's bounds as a reader says them (`1 to 99`, `at least 1`); a list's or map's are each item's."""
+    if key.minimum is None and key.maximum is None:
+        return ""
+    text = (f"{key.minimum} to {key.maximum}" if key.minimum is not None and key.maximum is not None
+            else f"at least {key.minimum}" if key.minimum is not None else f"at most {key.maximum}")
+    return text if key.type == INTEGER else f"each {text}"
+
+
 def stacks_text(key: Key) -> str:
     stacks = stacks_of(key)
     return "both" if stacks == BOTH else next(iter(stacks))
@@ -52,7 +61,8 @@ def children(top: Key) -> tuple[Key, ...]:
 def _summary(top: Key, key: Key) -> str:
     default = ("required" if key.default is REQUIRED else "unset by default" if key.default is UNSET
                else f"default {default_text(key)}")
-    facts = [key.type, *([f"one of {', '.join(key.allowed)}"] if key.allowed else []), default]
+    facts = [key.type, *([f"one of {', '.join(key.allowed)}"] if key.allowed else []),
+             *([bounds_text(key)] if bounds_text(key) else []), default]
     relative = key.path[len(top.path):].removeprefix("[]").lstrip(".")  # a pool's `name`, not `[].name`
     return f"{relative} ({'; '.join(facts)}): {key.doc}"
 
@@ -111,7 +121,8 @@ def _cell(text: str) -> str:
 def key_table() -> str:
     rows = ["| Key | Type | Default | Stacks | What it is |", "| --- | --- | --- | --- | --- |"]
     for key in KEYS:
-        kind = key.type + (f": {', '.join(f'`{value}`' for value in key.allowed)}" if key.allowed else "")
+        kind = (key.type + (f": {', '.join(f'`{value}`' for value in key.allowed)}" if key.allowed else "")
+                + (f", {bounds_text(key)}" if bounds_text(key) else ""))
         literal_default = not (key.default is REQUIRED or key.default is UNSET or isinstance(key.default, Derived))
         shown_default = f"`{default_text(key)}`" if literal_default else default_text(key)
         rows.append(f"| `{key.path}` | {_cell(kind)} | {_cell(shown_default)} | {stacks_text(key)} | {_cell(key.doc)} |")

@@ -1,5 +1,6 @@
-"""Every config key of the gpu-training project, once: its type, default, allowed values, meaning
-and the kinds of stack that may set it.
+"""Every config key of the gpu-training project, once: its type, default, bounds, allowed values,
+meaning and the kinds of stack that may set it. The parsers' getters (reader.Section) read a key's
+default, bounds and allowed values from its row; a parser passes none of them again.
 
 Pulumi.yaml's `config:` descriptions and the key table of docs/configuration-errors.md are
 rendered from this table (scripts/config_docs.py), and tests/test_config_keys.py holds it to what
@@ -55,6 +56,10 @@ class Key:
     """Top-level keys only: the kinds of stack that may set it. A nested key goes with its top-level key."""
     entries: str = STRING
     """A list's or a map's only: the type of each item or entry (a list of mappings has its keys in the table)."""
+    minimum: int | None = None
+    """An integer's least value (a list's or a map's: each item's or entry's); None: only the 32-bit range."""
+    maximum: int | None = None
+    """An integer's greatest value, as `minimum`."""
 
     @property
     def top(self) -> str:
@@ -87,7 +92,8 @@ KEYS: tuple[Key, ...] = (
         default={}),
     Key("network.monitoringIngress.cidrs", LIST, "Source CIDRs allowed in: one node security group rule per CIDR and "
         "port, all within serviceQuotas.securityGroupRules.", default=[]),
-    Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[], entries=INTEGER),
+    Key("network.monitoringIngress.ports", LIST, "Node ports they may reach.", default=[], entries=INTEGER,
+        minimum=1, maximum=65535),
 
     Key("viewer", MAPPING, "How the namespaces' TensorBoard is reached: one ALB per environment, a path per namespace, "
         "open to network.monitoringIngress.cidrs (else the VPC's range) only (components/config/viewer.py).",
@@ -100,22 +106,31 @@ KEYS: tuple[Key, ...] = (
     Key("serviceQuotas", MAPPING, "The account's AWS quotas the config is checked against, where raised from AWS's "
         "defaults: raise one only after Service Quotas granted the increase (components/config/service_quotas.py).",
         default={}, stacks=frozenset({PLATFORM})),
+    # Amazon VPC User Guide, "Amazon VPC quotas" (https://docs.aws.amazon.com/vpc/latest/userguide/
+    # amazon-vpc-limits.html#vpc-limits-security-groups): inbound or outbound rules per security
+    # group, 60 each by default, adjustable; "this quota multiplied by the quota for security groups
+    # per network interface cannot exceed 1,000", so no account gets more than 1,000.
     Key("serviceQuotas.securityGroupRules", INTEGER, "Inbound (and, apart, outbound) rules per security group "
         "(Amazon VPC quotas); AWS caps it times security groups per network interface at 1000, and GPU nodes carry 2 "
         "groups, so at most 500 with GPU pools.",
-        default=60),
+        default=60, minimum=60, maximum=1000),
+    # Amazon EKS User Guide, "View and manage Amazon EKS and Fargate service quotas"
+    # (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html): managed node groups per
+    # cluster 30, nodes per managed node group 450, both adjustable; a declared quota is never below.
     Key("serviceQuotas.managedNodeGroupsPerCluster", INTEGER, "Managed node groups per cluster (Amazon EKS quotas): "
-        "one per node pool.", default=30),
+        "one per node pool.", default=30, minimum=30),
     Key("serviceQuotas.nodesPerManagedNodeGroup", INTEGER, "Nodes per managed node group (Amazon EKS quotas): the most "
-        "a pool's size.max may be.", default=450),
+        "a pool's size.max may be.", default=450, minimum=450),
 
     Key("fabric", MAPPING, "GPU fabric ports shared by the security groups and the training pods.", default={},
         stacks=frozenset({PLATFORM})),
-    Key("fabric.rendezvousPorts", LIST, "torchrun c10d rendezvous ports.", default=[29400], entries=INTEGER),
+    # Ports below 1024 need privileges the training pods do not have.
+    Key("fabric.rendezvousPorts", LIST, "torchrun c10d rendezvous ports.", default=[29400], entries=INTEGER,
+        minimum=1024, maximum=65535),
     Key("fabric.ncclPortRange", MAPPING, "The range pinned in the pods' net.ipv4.ip_local_port_range and opened "
         "between GPU nodes only.", default={"first": 50000, "last": 51999}),
-    Key("fabric.ncclPortRange.first", INTEGER, "First port of the range (1024-65535)."),
-    Key("fabric.ncclPortRange.last", INTEGER, "Last port of the range (1024-65535)."),
+    Key("fabric.ncclPortRange.first", INTEGER, "First port of the range.", minimum=1024, maximum=65535),
+    Key("fabric.ncclPortRange.last", INTEGER, "Last port of the range.", minimum=1024, maximum=65535),
 
     Key("cluster", MAPPING, "EKS control plane.", stacks=frozenset({PLATFORM})),
     Key("cluster.kubernetesVersion", STRING,
@@ -150,19 +165,26 @@ KEYS: tuple[Key, ...] = (
         default=Derived("a new one per EFA pool on onDemand or spot; none on a reservation or capacity block")),
     Key("nodePools[].size", MAPPING, "Node counts of the pool."),
     Key("nodePools[].size.min", INTEGER, "Fewest nodes (0: scales to zero; on a reservation, below max leaves paid "
-        "instances without a node: make cost).", default=Derived("size.max on a reservation pool, else required")),
+        "instances without a node: make cost).", default=Derived("size.max on a reservation pool, else required"), minimum=0),
     Key("nodePools[].size.desired", INTEGER, "Nodes at creation, between min and max.",
-        default=Derived("size.max on a reservation pool, else required")),
-    Key("nodePools[].size.max", INTEGER, "Most nodes; on a reservation or capacity block its instance count."),
+        default=Derived("size.max on a reservation pool, else required"), minimum=0),
+    Key("nodePools[].size.max", INTEGER, "Most nodes; on a reservation or capacity block its instance count.", minimum=1),
     Key("nodePools[].availabilityZones", LIST, "The pool's zones; GPU pools name AZ IDs (use1-az4), EFA and reserved "
         "pools exactly one, the reservation's.", default=Derived("the network's zones")),
+    # nodeadm sets shutdownGracePeriod 150s, 30 s of it for critical pods, on Kubernetes 1.34 and later
+    # (awslabs/amazon-eks-ami @81fec2e nodeadm/internal/kubelet/config.go:245-253), so a node stop, a
+    # host-initiated shutdown or an auto-repair replacement gives other pods 120 s, whatever their
+    # terminationGracePeriodSeconds. GPU pools state it in their own NodeConfig (node_bootstrap.py), long
+    # enough for every job on the pool to write its last checkpoint (training.py checks each job's grace
+    # against it): at most a job's longest grace (3600 s) + the 30 s (tests/test_config_keys.py holds it).
     Key("nodePools[].shutdownGracePeriodSeconds", INTEGER, "GPU pools: the kubelet's graceful node shutdown; the last 30 s "
         "go to critical pods, the rest to training pods, so it must exceed every job's terminationGracePeriodSeconds "
-        "on the pool by 30.", default=150),
+        "on the pool by 30.", default=150, minimum=150, maximum=3630),
     Key("nodePools[].releaseVersion", STRING, "GPU pools: the EKS-optimized AL2023 NVIDIA AMI release their nodes boot "
         "(<Kubernetes version>-<yyyymmdd>, of the cluster's minor); roll it monthly.",
         default=Derived("the minor's pin in components/facts/eks_versions.py (1.36: 1.36.3-20260903)")),
-    Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50")),
+    Key("nodePools[].rootVolumeGiB", INTEGER, "Root volume size of each node.", default=Derived("200 for GPU pools, else 50"),
+        minimum=20, maximum=16384),
     Key("nodePools[].labels", MAP, "Kubernetes labels of the nodes.", default={}),
     Key("nodePools[].taints", LIST, "Kubernetes taints of the nodes (each key and effect once).", default=[]),
     Key("nodePools[].taints[].key", STRING, "The taint's key."),
@@ -171,39 +193,40 @@ KEYS: tuple[Key, ...] = (
 
     Key("storage", MAPPING, "S3 and EFS of the environment.", default={}, stacks=frozenset({PLATFORM})),
     Key("storage.checkpointRetentionDays", INTEGER, "Objects under checkpoints/ in the artifacts bucket expire after "
-        "this many days.", default=30),
+        "this many days.", default=30, minimum=1, maximum=3650),
     Key("storage.noncurrentVersionRetentionDays", INTEGER, "Days old object versions are kept, in both buckets.",
-        default=30),
+        default=30, minimum=1, maximum=3650),
     Key("storage.checkpointVersionRetentionDays", INTEGER, "Days a pruned or replaced checkpoint object under checkpoints/ "
         "is kept as an old version (at most 7: the launcher prunes every save, and replicas are kept in every region).",
-        default=3),
+        default=3, minimum=1, maximum=7),
     Key("storage.efsBackups", BOOLEAN, "Daily AWS Backup of the checkpoint file system (required in prod).",
         default=Derived("true in prod, else false")),
     Key("storage.datasetsBucket", STRING, "An existing bucket to read datasets from instead of creating one; a non-prod "
         "stack may not name a prod bucket.", default=UNSET),
     Key("storage.accessLogRetentionDays", INTEGER, "Days S3 server access logs are kept in the environment's access-log "
-        "bucket; at least 365 in prod.", default=Derived("365 in prod, else 90")),
+        "bucket; at least 365 in prod.", default=Derived("365 in prod, else 90"), minimum=1, maximum=3650),
     Key("storage.checkpointCleanup", MAPPING, "The nightly CronJob removing finished jobs' checkpoint directories on EFS.",
         default={}),
     Key("storage.checkpointCleanup.afterDays", INTEGER, "A finished job's directory unchanged this long is removed.",
-        default=30),
+        default=30, minimum=1, maximum=3650),
     Key("storage.checkpointCleanup.dryRun", BOOLEAN, "Only log what would be removed.", default=True),
     Key("storage.lustre", MAPPING, "FSx for Lustre for the training namespace's checkpoints and datasets.", default=UNSET),
     Key("storage.lustre.deploymentType", STRING, "The file system's deployment type.", default="PERSISTENT_2",
         allowed=("PERSISTENT_2",)),
-    Key("storage.lustre.storageCapacityGiB", INTEGER, "1200, 2400, then steps of 2400."),
+    Key("storage.lustre.storageCapacityGiB", INTEGER, "1200, 2400, then steps of 2400.", minimum=1),
     Key("storage.lustre.throughputPerTiB", INTEGER, "MB/s per TiB: 125, 250, 500 or 1000."),
     Key("storage.lustre.readMBpsPerGpu", INTEGER, "Read throughput (MB/s) each GPU the file system serves must get: "
-        "capacity x throughputPerTiB must give the training queue's GPUs x this."),
+        "capacity x throughputPerTiB must give the training queue's GPUs x this.", minimum=1),
     Key("storage.lustre.availabilityZone", STRING, "An AZ ID such as use1-az4, or a network zone name; must be the zone "
         "of every EFA or reserved pool whose jobs use it.",
         default=Derived("the zone of the GPU pools its jobs run on (EFA and reserved first), else the network's first")),
     Key("storage.checkpointWriteMBps", INTEGER, "The checkpoint write throughput measured on this stack.",
-        default=Derived("the file system's documented figure")),
+        default=Derived("the file system's documented figure"), minimum=1),
 
     Key("registry", MAPPING, "ECR repository of the trainer image: tags immutable, scanned on push.", default={},
         stacks=frozenset({PLATFORM})),
-    Key("registry.keepImages", INTEGER, "The newest N images stay (untagged ones expire after a day).", default=30),
+    Key("registry.keepImages", INTEGER, "The newest N images stay (untagged ones expire after a day).", default=30,
+        minimum=1, maximum=1000),
 
     Key("secrets", MAP, "Secret name -> value, each set with `pulumi config set --path --secret 'secrets.<name>' <value>` "
         "(never in plain text); a Secrets Manager secret `<project>/<environment>/<name>`, synced into the Kubernetes "
@@ -213,22 +236,36 @@ KEYS: tuple[Key, ...] = (
     Key("observability", MAPPING, "Alerts and log retention.", default={}, stacks=frozenset({PLATFORM})),
     Key("observability.alertEmails", LIST, "Alert e-mail recipients (prod needs at least one recipient).", default=[]),
     Key("observability.alertSms", LIST, "Alert SMS recipients, E.164.", default=[]),
-    Key("observability.gpuIdlePercent", INTEGER, "A GPU below this utilisation for gpuIdleMinutes alerts.", default=20),
-    Key("observability.gpuIdleMinutes", INTEGER, "How long a GPU must stay idle before it alerts.", default=30),
-    Key("observability.gpuMemoryPercent", INTEGER, "GPU memory use that alerts (near 100%).", default=95),
+    Key("observability.gpuIdlePercent", INTEGER, "A GPU below this utilisation for gpuIdleMinutes alerts.", default=20,
+        minimum=1, maximum=99),
+    Key("observability.gpuIdleMinutes", INTEGER, "How long a GPU must stay idle before it alerts.", default=30,
+        minimum=5, maximum=1440),
+    Key("observability.gpuMemoryPercent", INTEGER, "GPU memory use that alerts (near 100%).", default=95,
+        minimum=50, maximum=100),
     Key("observability.logRetentionDays", INTEGER, "Days Container Insights application logs are kept (performance "
         "logs: at most 30).", default=30),
+    # A pod steps only after its rendezvous, data loading and checkpoint restore, which may take the
+    # trainer's whole startup budget (workload/training_job.py STARTUP_BUDGET_SECONDS, 30 min; this
+    # package imports nothing above it, tests/test_dashboards.py holds the two equal): "no step for N
+    # minutes while pods run" alarms on every start if N is shorter.
     Key("observability.noStepMinutes", INTEGER, "A job whose namespace runs pods but that logged no training step "
-        "this long alerts (multiple of 5, at least the trainer's 30-minute startup budget).", default=30),
+        "this long alerts (multiple of 5, at least the trainer's 30-minute startup budget).", default=30,
+        minimum=30, maximum=1440),
+    # A job checkpoints every planned interval (components/observability/training_metrics.py); k times
+    # it without a save, while it steps, means saves fail or hang. 3: one missed save is a slow file
+    # system or a long eval, two more is a pattern.
     Key("observability.checkpointLateFactor", INTEGER, "A stepping job without a checkpoint for this many planned "
-        "checkpoint intervals alerts (2-10).", default=3),
+        "checkpoint intervals alerts.", default=3, minimum=2, maximum=10),
     Key("observability.nodeLogRetentionDays", INTEGER, "Days host and dataplane logs (with authpriv) are kept; at least "
         "365 in prod.", default=Derived("365 in prod, else 90")),
 
     Key("scaleDown", MAPPING, "Cluster Autoscaler timing, i.e. how long an idle GPU node is paid for (docs/cost.md).",
         default={}, stacks=frozenset({PLATFORM})),
-    Key("scaleDown.unneededMinutes", INTEGER, "An unneeded node goes after this many minutes.", default=10),
-    Key("scaleDown.delayAfterAddMinutes", INTEGER, "No scale-down this long after a scale-up.", default=10),
+    # The Cluster Autoscaler's defaults (FAQ: scale-down-unneeded-time 10m, scale-down-delay-after-add 10m).
+    Key("scaleDown.unneededMinutes", INTEGER, "An unneeded node goes after this many minutes.", default=10,
+        minimum=1, maximum=1440),
+    Key("scaleDown.delayAfterAddMinutes", INTEGER, "No scale-down this long after a scale-up.", default=10,
+        minimum=1, maximum=1440),
 
     Key("multiKueue", MAPPING, "This cluster's part in one job queue over the environment's clusters in several "
         "regions (Kueue MultiKueue, docs/multi-region.md); left out, the cluster is on its own.", default={},
@@ -243,15 +280,17 @@ KEYS: tuple[Key, ...] = (
     Key("multiKueue.workers", LIST, "A manager's worker stacks, most preferred first (at most 20).", default=UNSET),
     Key("multiKueue.workers[].stack", STRING, "A platform stack of the same environment, e.g. prod-usw2."),
     Key("multiKueue.workers[].region", STRING, "The worker stack's region, as its stack file sets it."),
+    # At most what the manager may hold in flight for one worker: a p5en/p5 UltraCluster of 64 nodes x 8.
     Key("multiKueue.workers[].gpus", INTEGER,
-        "The most GPUs the manager dispatches to it at once, at most its training.gpuQuota total."),
+        "The most GPUs the manager dispatches to it at once, at most its training.gpuQuota total.", minimum=1, maximum=512),
 
     Key("budget", MAPPING, "Monthly AWS Budget of the stack (required in prod, platform and team stacks).", default={},
         stacks=BOTH),
-    Key("budget.monthlyLimitUsd", INTEGER, "The monthly limit in whole US dollars."),
+    Key("budget.monthlyLimitUsd", INTEGER, "The monthly limit in whole US dollars.", minimum=1),
     Key("budget.actualPercent", LIST, "Alert thresholds on actual spend, % of the limit, to the platform's alert topic.",
-        default=[80, 100], entries=INTEGER),
-    Key("budget.forecastPercent", LIST, "Alert thresholds on forecast spend, % of the limit.", default=[100], entries=INTEGER),
+        default=[80, 100], entries=INTEGER, minimum=1, maximum=1000),
+    Key("budget.forecastPercent", LIST, "Alert thresholds on forecast spend, % of the limit.", default=[100], entries=INTEGER,
+        minimum=1, maximum=1000),
     Key("budget.activateCostAllocationTags", BOOLEAN,
         "false: the bootstrap activates the tag keys once; true: the stack activates the keys its budget filters by "
         "too, which needs a principal allowed ce:UpdateCostAllocationTagsStatus, not the CI deploy role (never in an "
@@ -271,17 +310,17 @@ KEYS: tuple[Key, ...] = (
         default=[], stacks=frozenset({PLATFORM})),
     Key("teams[].name", STRING, "The team, as in its stack team-<name>-<env>."),
     Key("teams[].gpuQuota", MAP, "GPU pool name -> GPUs the team's ClusterQueue may use; owned quota is lent while "
-        "idle.", entries=INTEGER),
+        "idle.", entries=INTEGER, minimum=0),
     Key("teams[].gpuQuotaBorrowed", LIST, "Pools of the row's gpuQuota the team borrows instead of owning "
         "(nominalQuota 0, borrowingLimit the quota); another queue must own some of each.", default=[]),
     Key("teams[].gpuBorrowingLimit", MAP, "Owned pool name -> GPUs the team may borrow beyond its quota while others "
         "leave them idle; quota + limit at most the pool's GPUs.", default=Derived("0 on every pool: never unbounded"),
-        entries=INTEGER),
+        entries=INTEGER, minimum=0),
 
     Key("training", MAPPING, "The training namespace's quota and jobs.", default={}, stacks=BOTH),
     Key("training.gpuQuota", MAP, "GPU pool name -> GPUs: this namespace's Kueue ClusterQueue; idle quota is lent "
         "within the environment's cohort. Platform stacks only: a team's quota is its row of the platform's `teams`.",
-        default={}, entries=INTEGER),
+        default={}, entries=INTEGER, minimum=0),
     Key("training.gpuQuotaBorrowed", LIST, "Pools of gpuQuota whose quota the queue borrows instead of owning: its "
         "ClusterQueue gets nominalQuota 0 and borrowingLimit = the quota, so its jobs run on GPUs the cohort's other "
         "queues leave idle and are preempted when those reclaim them. Platform stacks only (a team's is in `teams`).",
@@ -289,8 +328,8 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs", LIST, "The training jobs.", default=[]),
     Key("training.jobs[].name", STRING, "The job's name: a DNS label of at most 40 characters."),
     Key("training.jobs[].pool", STRING, "The GPU pool the job runs on."),
-    Key("training.jobs[].nodes", INTEGER, "Nodes of the job."),
-    Key("training.jobs[].gpusPerNode", INTEGER, "GPUs per node."),
+    Key("training.jobs[].nodes", INTEGER, "Nodes of the job.", minimum=1),
+    Key("training.jobs[].gpusPerNode", INTEGER, "GPUs per node.", minimum=1),
     Key("training.jobs[].image", STRING, "The job's image pinned by digest.", default=Derived("trainerImage")),
     Key("training.jobs[].imageCuda", STRING, "The CUDA major.minor of the job's image, checked against its pool's "
         "GPUs and driver.", default=Derived("trainerImageCuda")),
@@ -300,34 +339,39 @@ KEYS: tuple[Key, ...] = (
     Key("training.jobs[].env", MAP, "Env var name -> text value.", default={}),
     Key("training.jobs[].args", LIST, "The container's arguments, which replace the image's CMD (the launcher's "
         "training command).", default=Derived("none: the image's own CMD")),
-    Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit")),
-    Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node")),
+    Key("training.jobs[].cpu", INTEGER, "CPUs requested, and the CPU limit.", default=Derived("a computed request, no limit"),
+        minimum=1),
+    Key("training.jobs[].memoryGiB", INTEGER, "Memory requested.", default=Derived("the job's share of the node"), minimum=1),
     Key("training.jobs[].sharedMemoryGiB", INTEGER, "Size of /dev/shm (memory the pod's limit counts; at most a quarter "
-        "of it).", default=Derived("GPUs per node x loaderWorkersPerGpu x 1 GiB, at most a quarter of the pod's memory")),
+        "of it).", default=Derived("GPUs per node x loaderWorkersPerGpu x 1 GiB, at most a quarter of the pod's memory"),
+        minimum=1),
     Key("training.jobs[].loaderWorkersPerGpu", INTEGER, "DataLoader worker processes per GPU that the default "
-        "sharedMemoryGiB is sized for.", default=4),
-    Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3),
+        "sharedMemoryGiB is sized for.", default=4, minimum=0, maximum=64),
+    Key("training.jobs[].maxRestarts", INTEGER, "Restarts after failures of the job.", default=3, minimum=0, maximum=100),
+    # A spot gang of 4 nodes at one interruption per node-day sees about 4 a day: 20 is days
+    # of spot churn, while a job that evicts itself (e.g. overflowing /tmp) stops after 20.
     Key("training.jobs[].maxDisruptionRestarts", INTEGER, "Restarts after disruptions (spot, maintenance); restarts in "
-        "all are bounded by maxRestarts + maxDisruptionRestarts.", default=20),
+        "all are bounded by maxRestarts + maxDisruptionRestarts.", default=20, minimum=0, maximum=1000),
     Key("training.jobs[].terminationGracePeriodSeconds", INTEGER, "Time a stopping pod gets to write its last "
         "checkpoint; on a spot pool at most 100 (EC2 terminates the node 120 s after its interruption notice).",
-        default=Derived("120; 100 on a spot pool")),
-    Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600),
+        default=Derived("120; 100 on a spot pool"), minimum=30, maximum=3600),
+    Key("training.jobs[].heartbeatTimeoutSeconds", INTEGER, "A rank silent this long fails the job.", default=600,
+        minimum=60, maximum=86400),
     Key("training.jobs[].checkpointIntervalSeconds", INTEGER, "Seconds between checkpoints.",
-        default=Derived("the trainer's own")),
+        default=Derived("the trainer's own"), minimum=60),
     Key("training.jobs[].memoryCheckpointSeconds", INTEGER, "Seconds between checkpoints into the pod's memory (an "
         "emptyDir of medium Memory), persisted to the shared file system every checkpointIntervalSeconds; an in-place "
         "restart resumes from the newer. Needs checkpointIntervalSeconds (longer) and checkpointGiB: 2 copies and a "
         "host buffer, with sharedMemoryGiB, fit in half the pod's memory. The example trainer and the plain integration use it "
-        "(docs/trainer-io-and-storage.md).", default=Derived("off")),
+        "(docs/trainer-io-and-storage.md).", default=Derived("off"), minimum=5, maximum=86400),
     Key("training.jobs[].checkpointGiB", INTEGER, "One checkpoint of the whole job: the grace period must cover writing "
-        "it; required in prod stacks.", default=UNSET),
+        "it; required in prod stacks.", default=UNSET, minimum=1),
     Key("training.jobs[].checkpointWriters", STRING, "rank0: rank 0 writes the whole checkpoint; allRanks: every rank "
         "writes its own file, as the example trainer does (its share of the replicated state) and DCP (sharded state). "
         "Sets the write speed of the grace-period check and the Lustre sizing.",
         default="rank0", allowed=("rank0", "allRanks")),
     Key("training.jobs[].ttlSecondsAfterFinished", INTEGER, "Seconds a finished job stays in Kubernetes.",
-        default=Derived("off: a refresh would re-run a job Kubernetes deleted")),
+        default=Derived("off: a refresh would re-run a job Kubernetes deleted"), minimum=0),
 
     Key("placeholders", MAPPING, "What a real deploy does with the example values the stack files ship with "
         "(components/config/placeholders.py; docs/first-deploy.md).", default={}, stacks=BOTH),
@@ -342,6 +386,59 @@ KEYS: tuple[Key, ...] = (
 )
 
 BY_PATH = {key.path: key for key in KEYS}
+PROJECT = "gpu-training"
+"""The project whose keys these are: its keys are spelled `gpu-training:<path>` in messages and stack files."""
+
+
+def own_row_of(key: str) -> Key | None:
+    """The row of the key itself (`gpu-training:nodePools[1].size.max`), not of a list or map it is an item of."""
+    if not key.startswith(f"{PROJECT}:"):
+        return None
+    return BY_PATH.get(re.sub(r"\[\d+\]", "[]", key[len(PROJECT) + 1:]))
+
+
+def row_of(key: str) -> Key | None:
+    """The row of a key as the parsers spell it (`gpu-training:nodePools[1].size.max`, a map's entry
+    `gpu-training:training.gpuQuota.gpu-spot`: its map's row); None for another project's key or a
+    key the table lacks."""
+    exact = own_row_of(key)
+    if exact is not None or not key.startswith(f"{PROJECT}:"):
+        return exact
+    general = re.sub(r"\[\d+\]", "[]", key[len(PROJECT) + 1:])
+    # An item of a list of values, or an entry of a map (its name, chosen by the user, may hold dots).
+    return next((row for row in KEYS if row.type in (LIST, MAP) and not any(k.path.startswith(f"{row.path}[].") for k in KEYS)
+                 and (general == f"{row.path}[]" or (row.type == MAP and general.startswith(f"{row.path}.")))), None)
+
+
+def integer_default_of(path: str) -> int:
+    """The default of the integer row at `path`, for code beyond the parsers (a dataclass's own default, a message)."""
+    default = BY_PATH[path].default
+    assert isinstance(default, int) and not isinstance(default, bool), f"{path} has no integer default"
+    return default
+
+
+def text_default_of(path: str) -> str:
+    default = BY_PATH[path].default
+    assert isinstance(default, str), f"{path} has no text default"
+    return default
+
+
+def boolean_default_of(path: str) -> bool:
+    default = BY_PATH[path].default
+    assert isinstance(default, bool), f"{path} has no boolean default"
+    return default
+
+
+def minimum_of(path: str) -> int:
+    bound = BY_PATH[path].minimum
+    assert bound is not None, f"{path} has no minimum"
+    return bound
+
+
+def maximum_of(path: str) -> int:
+    bound = BY_PATH[path].maximum
+    assert bound is not None, f"{path} has no maximum"
+    return bound
 
 
 def expected_type(path: str) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from components.config.keys import minimum_of
 from components.config.reader import Section
 
 MEMORY_TIER_COPIES = 2
@@ -25,7 +26,7 @@ MEMORY_TIER_SHARE_OF_POD_MEMORY = 0.5
 """The platform's rule, not an upstream limit: the tier and /dev/shm together take at most half of the
 pod's memory limit; the trainer's processes (the model and optimizer on the host, the durable
 checkpointer's own staging buffer of one checkpoint, data loader workers) need the rest."""
-MIN_SECONDS = 5
+MIN_SECONDS = minimum_of("training.jobs[].memoryCheckpointSeconds")
 MOUNT_PATH = "/checkpoints-memory"
 VOLUME = "checkpoint-memory"
 
@@ -40,7 +41,7 @@ def parse_memory_checkpoint_seconds(s: Section, durable: int | None) -> int | No
     it needs); errors naming what it needs."""
     if not s.has("memoryCheckpointSeconds"):
         return None
-    seconds = s.integer("memoryCheckpointSeconds", None, minimum=MIN_SECONDS, maximum=86400)
+    seconds = s.integer("memoryCheckpointSeconds", None)
     if not s.ok("memoryCheckpointSeconds"):
         return seconds
     if not s.has("checkpointGiB"):

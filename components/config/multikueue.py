@@ -26,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from components.config.keys import BY_PATH, maximum_of, minimum_of
 from components.config.reader import Section
 from components.config.sibling_stacks import REGIONAL_STACK
 
-MANAGER, WORKER = "manager", "worker"
+MANAGER, WORKER = BY_PATH["multiKueue.role"].allowed
 # MultiKueueConfig.spec.clusters: MinItems=1, MaxItems=20 (kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go).
 MAX_WORKERS = 20
-# The most GPUs the manager may hold in flight for one worker: a p5en/p5 UltraCluster of 64 nodes x 8.
-MAX_WORKER_GPUS = 512
+WORKER_GPUS = "multiKueue.workers[].gpus"
 DISPATCHER_ROLE_SUFFIX = "multikueue"
 
 
@@ -106,7 +106,7 @@ def parse_multikueue(section: Section, *, stack: str, environment: str,
     """None when the section is absent: the stack is a cluster of its own, as before."""
     if not section.data and not section.failed:
         return None
-    role = section.string("role", choices=(MANAGER, WORKER))
+    role = section.string("role")
     same_environment = f"name a platform stack of environment '{environment}' other than '{stack}' (e.g. {environment}-usw2)"
 
     def other_stack_problem(name: str) -> str | None:
@@ -137,8 +137,8 @@ def parse_multikueue(section: Section, *, stack: str, environment: str,
             item.error(item.key("stack"), name, "is listed twice", "list each worker stack once")
         seen.add(name)
         region = item.string("region", check=region_problem, fix="use a region name like us-west-2")
-        gpus = item.integer("gpus", minimum=1, maximum=MAX_WORKER_GPUS,
-                            fix=f"the worker's own training.gpuQuota total, 1 to {MAX_WORKER_GPUS}")
+        gpus = item.integer("gpus", fix=f"the worker's own training.gpuQuota total, {minimum_of(WORKER_GPUS)} to "
+                            f"{maximum_of(WORKER_GPUS)}")
         item.finish()
         workers.append(WorkerCluster(stack=name, region=region, gpus=gpus))
     section.finish()

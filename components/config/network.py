@@ -60,13 +60,13 @@ def parse_network(section: Section, *, region: str, environment: str) -> Network
         section.error(section.key("natGateways"), nat, "prod must not depend on one NAT gateway in one AZ",
                       "set natGateways: perAz")
 
-    retention = section.integer("flowLogRetentionDays", 90)
+    retention = section.integer("flowLogRetentionDays")
     if retention not in LOG_RETENTION_DAYS:
         section.error(section.key("flowLogRetentionDays"), retention, "is not a CloudWatch Logs retention period",
                       f"use one of {', '.join(map(str, LOG_RETENTION_DAYS[:12]))}, ...")
 
     service_key = section.key("kubernetesServiceCidr")
-    service_text = section.string("kubernetesServiceCidr", "172.20.0.0/16")
+    service_text = section.string("kubernetesServiceCidr")
     service_cidr = section.network(service_key, service_text) if section.ok("kubernetesServiceCidr") else None
     if service_cidr is not None:
         if not is_private(service_cidr) or not 12 <= service_cidr.prefixlen <= 24:
@@ -77,7 +77,7 @@ def parse_network(section: Section, *, region: str, environment: str) -> Network
                           f"overlaps the VPC CIDR {vpc_cidr}: service IPs would shadow nodes and pods",
                           "choose a block outside the VPC, e.g. 172.20.0.0/16 for a 10.x VPC")
 
-    monitoring = _parse_monitoring(section.section("monitoringIngress", {}))
+    monitoring = _parse_monitoring(section.section("monitoringIngress"))
     section.finish()
     return NetworkConfig(
         vpc_cidr=vpc_cidr or ipaddress.IPv4Network("10.0.0.0/16"),
@@ -109,7 +109,7 @@ def _parse_zones(section: Section, *, region: str, environment: str) -> list[str
 
 
 def _parse_monitoring(section: Section) -> MonitoringIngress:
-    raw_cidrs, raw_ports = section.items("cidrs", []), section.items("ports", [])
+    raw_cidrs, raw_ports = section.items("cidrs"), section.items("ports")
     if bool(raw_cidrs) != bool(raw_ports):
         section.error(section.path, dict(section.data), "needs both cidrs and ports (or neither)",
                       "list the collector CIDRs and the ports they scrape")
@@ -131,7 +131,7 @@ def _parse_monitoring(section: Section) -> MonitoringIngress:
     for index, raw in enumerate(raw_ports):
         key = f"{section.key('ports')}[{index}]"
         reported = len(section.errors)
-        port = section.check_integer(key, raw, minimum=1, maximum=65535)
+        port = section.check_integer(key, raw)
         if len(section.errors) > reported:
             continue  # its placeholder is no port of the list
         if port in ADMIN_PORTS:

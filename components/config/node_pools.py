@@ -53,7 +53,6 @@ TAINT_EFFECTS = {TaintEffect.NO_SCHEDULE: "NO_SCHEDULE", TaintEffect.NO_EXECUTE:
                  TaintEffect.PREFER_NO_SCHEDULE: "PREFER_NO_SCHEDULE"}
 # Node group names are <cluster>-<pool> and EKS caps them at 63 characters.
 MAX_POOL_NAME = 30
-MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 20, 16384
 RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 PLATFORM_LABEL_PREFIX = "gpu-training"
 
@@ -128,15 +127,10 @@ class NodePoolConfig:
         return not self.gpu and self.min_size >= 1 and all(t.effect == TaintEffect.PREFER_NO_SCHEDULE for t in self.taints)
 
 
-# The kubelet's graceful node shutdown on GPU pools. nodeadm sets shutdownGracePeriod 150s, 30 s of
-# it for critical pods, on Kubernetes 1.34 and later (awslabs/amazon-eks-ami @81fec2e
-# nodeadm/internal/kubelet/config.go:245-253), so a node stop, a host-initiated shutdown or an
-# auto-repair replacement gives other pods 120 s, whatever their terminationGracePeriodSeconds.
-# GPU pools state it in their own NodeConfig (node_bootstrap.py), long enough for every job on the
-# pool to write its last checkpoint (training.py checks each job's grace against it).
-DEFAULT_SHUTDOWN_GRACE_S = 150
+# The kubelet's graceful node shutdown on GPU pools: the part of it nodeadm keeps for critical pods
+# (awslabs/amazon-eks-ami @81fec2e nodeadm/internal/kubelet/config.go:245-253; the default and bounds
+# of shutdownGracePeriodSeconds, and why, are in its row in keys.py).
 SHUTDOWN_GRACE_CRITICAL_PODS_S = 30
-MAX_SHUTDOWN_GRACE_S = 3600 + SHUTDOWN_GRACE_CRITICAL_PODS_S  # a job's grace is at most 3600 s
 
 
 def failed_pool_names(raw_pools: list[Any], pools: tuple[NodePoolConfig, ...]) -> frozenset[str] | None:
@@ -182,7 +176,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
                     fix=f"use lowercase letters, digits and '-', at most {MAX_POOL_NAME} characters")
     capacity = s.choice("capacity", Capacity)
     gpu = s.boolean("gpu")
-    efa = s.boolean("efa", False)
+    efa = s.boolean("efa")
     types = _parse_types(s, capacity=capacity, gpu=gpu, efa=efa)
 
     minimum, desired, maximum = _parse_size(s, capacity)
@@ -207,7 +201,7 @@ def _parse_pool(s: Section, network_zones: tuple[str, ...] | None, region: str) 
 
     block_end = _parse_capacity_block_end(s, capacity)
     placement_group = _parse_placement_group(s, capacity, efa=efa)
-    root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50, minimum=MIN_ROOT_VOLUME_GIB, maximum=MAX_ROOT_VOLUME_GIB)
+    root_volume = s.integer("rootVolumeGiB", 200 if gpu else 50)
     labels = _parse_labels(s)
     taints = _parse_taints(s)
     shutdown_grace = _parse_shutdown_grace(s, gpu=gpu)
@@ -358,8 +352,7 @@ def _parse_shutdown_grace(s: Section, *, gpu: bool) -> int:
                     "is set on a CPU pool, whose nodes keep nodeadm's graceful shutdown: it is for the GPU pools' training pods",
                     "remove it")
         return 0
-    return s.integer("shutdownGracePeriodSeconds", DEFAULT_SHUTDOWN_GRACE_S,
-                     minimum=DEFAULT_SHUTDOWN_GRACE_S, maximum=MAX_SHUTDOWN_GRACE_S)
+    return s.integer("shutdownGracePeriodSeconds")
 
 
 def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:
@@ -372,10 +365,10 @@ def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:
     the reserved instances it leaves without a node cost). Capacity blocks keep explicit sizes:
     their instances launch only inside the block's dates. Other pools name all three sizes."""
     size = s.section("size")
-    maximum = size.integer("max", minimum=1)
+    maximum = size.integer("max")
     if capacity == Capacity.RESERVATION:
-        minimum = size.integer("min", maximum, minimum=0)
-        desired = size.integer("desired", maximum, minimum=0)
+        minimum = size.integer("min", maximum)
+        desired = size.integer("desired", maximum)
     elif capacity == Capacity.CAPACITY_BLOCK and size.ok() and not (size.has("min") and size.has("desired")):
         # The reservation pool's defaults do not carry over: say so, not only "required key is missing".
         for name in ("min", "desired"):
@@ -384,11 +377,11 @@ def _parse_size(s: Section, capacity: Capacity | None) -> tuple[int, int, int]:
                              "min and desired default to max: a block's instances launch only inside its dates)",
                              "add it, e.g. size: {min: 0, desired: 0, max: 2}, and raise min and desired for the "
                              "block's dates")
-        minimum = size.integer("min", 0, minimum=0)
-        desired = size.integer("desired", 0, minimum=0)
+        minimum = size.integer("min", 0)  # a placeholder: the missing key is reported above
+        desired = size.integer("desired", 0)
     else:
-        minimum = size.integer("min", minimum=0)
-        desired = size.integer("desired", minimum=0)
+        minimum = size.integer("min")
+        desired = size.integer("desired")
     size.finish()
     if size.ok("min", "desired", "max") and not minimum <= desired <= maximum:
         s.error(size.path, {"min": minimum, "desired": desired, "max": maximum}, "needs min <= desired <= max",
@@ -584,12 +577,12 @@ def _parse_labels(s: Section) -> dict[str, str]:
 
 def _parse_taints(s: Section) -> tuple[Taint, ...]:
     taints = []
-    raw_taints = s.items("taints", [])
+    raw_taints = s.items("taints")
     if len(raw_taints) > MAX_TAINTS:
         s.error(s.key("taints"), raw_taints, f"EKS allows at most {MAX_TAINTS} taints per node group", "remove some")
     for index, raw in enumerate(raw_taints):
         t = Section(s.errors, f"{s.key('taints')}[{index}]", raw)
-        key, value, effect = t.string("key"), t.string("value", "", empty_ok=True), t.choice("effect", TaintEffect)
+        key, value, effect = t.string("key"), t.string("value", empty_ok=True), t.choice("effect", TaintEffect)
         problem = _label_problem(key, value, empty_value=True) if t.ok("key", "value") else None
         if problem:
             t.error(t.path, f"{key}={value}", problem, "use a key like example.com/dedicated and a simple value")

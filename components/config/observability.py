@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from components.config.keys import integer_default_of, minimum_of
 from components.config.network import LOG_RETENTION_DAYS
 from components.config.reader import Section
 
@@ -26,15 +27,9 @@ PROD_MIN_NODE_LOG_RETENTION_DAYS = 365
 # minute: the largest group). CloudWatch keeps the metrics extracted from them for 15 months, so
 # the raw records only serve recent queries; a month covers an incident review.
 PERFORMANCE_LOG_RETENTION_DAYS = 30
-# A pod steps only after its rendezvous, data loading and checkpoint restore, which may take the
-# trainer's whole startup budget (workload/training_job.py STARTUP_BUDGET_SECONDS, 30 min; this
-# package imports nothing above it, tests/test_dashboards.py holds the two equal): "no step for N
-# minutes while pods run" alarms on every start if N is shorter.
-TRAINER_STARTUP_MINUTES = 30
-# A job checkpoints every planned interval (components/observability/training_metrics.py); k times
-# it without a save, while it steps, means saves fail or hang. 3: one missed save is a slow file
-# system or a long eval, two more is a pattern.
-DEFAULT_CHECKPOINT_LATE_FACTOR = 3
+# The trainer's startup budget: noStepMinutes' default and least value (its row says why).
+TRAINER_STARTUP_MINUTES = minimum_of("observability.noStepMinutes")
+DEFAULT_CHECKPOINT_LATE_FACTOR = integer_default_of("observability.checkpointLateFactor")
 
 
 @dataclass(frozen=True)
@@ -71,13 +66,13 @@ def parse_observability(section: Section, *, environment: str) -> ObservabilityC
     if environment == "prod" and not emails and not sms:
         section.error(section.key("alertEmails"), [], "prod alarms must reach someone",
                       "list the on-call e-mail addresses (or alertSms numbers)")
-    idle_percent = section.integer("gpuIdlePercent", 20, minimum=1, maximum=99)
-    idle_minutes = section.integer("gpuIdleMinutes", 30, minimum=5, maximum=1440)
+    idle_percent = section.integer("gpuIdlePercent")
+    idle_minutes = section.integer("gpuIdleMinutes")
     if idle_minutes % 5:
         section.error(section.key("gpuIdleMinutes"), idle_minutes, "alarms evaluate 5-minute periods",
                       "use a multiple of 5")
-    memory_percent = section.integer("gpuMemoryPercent", 95, minimum=50, maximum=100)
-    retention = section.integer("logRetentionDays", 30)
+    memory_percent = section.integer("gpuMemoryPercent")
+    retention = section.integer("logRetentionDays")
     if retention not in LOG_RETENTION_DAYS:
         section.error(section.key("logRetentionDays"), retention, "is not a CloudWatch Logs retention period",
                       "use e.g. 30, 90, 365")
@@ -97,15 +92,15 @@ def parse_observability(section: Section, *, environment: str) -> ObservabilityC
 
 
 def _training_alarm_settings(section: Section) -> tuple[int, int]:
-    no_step = section.integer("noStepMinutes", TRAINER_STARTUP_MINUTES, minimum=TRAINER_STARTUP_MINUTES, maximum=1440)
+    no_step = section.integer("noStepMinutes")
     if no_step % 5:
         section.error(section.key("noStepMinutes"), no_step, "alarms evaluate 5-minute periods", "use a multiple of 5")
-    late_factor = section.integer("checkpointLateFactor", DEFAULT_CHECKPOINT_LATE_FACTOR, minimum=2, maximum=10)
+    late_factor = section.integer("checkpointLateFactor")
     return no_step, late_factor
 
 
 def _addresses(section: Section, name: str, pattern: re.Pattern, what: str, fix: str) -> tuple[str, ...]:
-    values = section.items(name, [])
+    values = section.items(name)
     for index, value in enumerate(values):
         if not isinstance(value, str) or not pattern.fullmatch(value):
             section.error(f"{section.key(name)}[{index}]", value, f"is not {what}", fix)

@@ -233,8 +233,8 @@ def _secure_texts(path: str, value: Any) -> Iterator[tuple[str, str]]:
 
 def parse_allow(root: Section, *, environment: str) -> bool:
     """`placeholders.allow`: a dev stack's explicit choice to deploy with example values."""
-    section = root.section(ALLOW_KEY, {})
-    allow = section.boolean("allow", False)
+    section = root.section(ALLOW_KEY)
+    allow = section.boolean("allow")
     section.finish()
     if allow and environment != "dev":
         section.error(section.key("allow"), allow, f"only a dev stack may deploy example values; {environment} "

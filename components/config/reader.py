@@ -16,13 +16,17 @@ under one rule: a value that failed validation is never used by a later check.
 - A check that combines values runs only when they passed: `section.ok("min", "max")`; an item
   (a pool, a job) whose section `failed` is left out of checks that depend on it, and references
   to it are not judged again.
-- Integers are bounded by the 32-bit range the Kubernetes and AWS APIs store them in, unless a
-  tighter bound is given; free-form values that reach a pod or an API as text must be text
+- A key's default, bounds and closed values are its row's in the key table (components/config/keys.py):
+  a getter reads them from the row of the key it reads, and refuses (`KeyTableError`) a parser that
+  passes them again; a parser passes a default only where the row's is UNSET or Derived (computed).
+- Integers are bounded by the 32-bit range the Kubernetes and AWS APIs store them in, unless the
+  row gives a tighter bound; free-form values that reach a pod or an API as text must be text
   (whole numbers are written in decimal): `true` would arrive as "True".
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import ipaddress
 import json
@@ -34,6 +38,7 @@ from typing import Any, TypeVar
 
 import pulumi
 
+from components.config.keys import REQUIRED, UNSET, Derived, Key, own_row_of, row_of
 from components.config.strict_yaml import escape_control
 
 # Kubernetes (int32 fields such as ttlSecondsAfterFinished) and most AWS APIs (Integer) store
@@ -316,8 +321,45 @@ def report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLo
 
 
 _MISSING = object()
+"""A getter's default when the parser passes none: the row's default, or none (required)."""
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,18}")
 Vocabulary = TypeVar("Vocabulary", bound=StrEnum)
+
+
+class KeyTableError(Exception):
+    """A parser passed a default, bound or closed set that the key's row holds (or should): a bug,
+    never the user's mistake, so it is raised rather than reported."""
+
+
+def _row_default(row: Key | None, given: Any) -> Any:
+    """The default a getter uses: the row's literal one (none where the row says required), or, where
+    the row's is UNSET or Derived (what the parser computes: another key's value, the environment's
+    rule), the parser's."""
+    if row is None or row.default is UNSET or isinstance(row.default, Derived):
+        return given
+    if given is not _MISSING:
+        raise KeyTableError(f"{row.path}: the parser passes a default ({given!r}), but the key table's row says "
+                            f"{row.default!r}: read it from the row (components/config/keys.py) without one")
+    return _MISSING if row.default is REQUIRED else copy.deepcopy(row.default)
+
+
+def _row_bounds(row: Key | None, minimum: int | None, maximum: int | None) -> tuple[int | None, int | None]:
+    if row is None:
+        return minimum, maximum
+    if minimum is not None or maximum is not None:
+        raise KeyTableError(f"{row.path}: the parser passes bounds ({minimum}, {maximum}): they belong in the key's "
+                            "row (components/config/keys.py minimum=, maximum=)")
+    return row.minimum, row.maximum
+
+
+def _row_choices(row: Key | None, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The closed set a string is checked against: the row's. A parser passes one only as its
+    vocabulary (`choice`), which must be the row's."""
+    if row is None:
+        return given
+    if given and given != row.allowed:
+        raise KeyTableError(f"{row.path}: the parser's choices {given} are not the key table's {row.allowed}")
+    return row.allowed
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:
@@ -359,6 +401,11 @@ class Section:
     def key(self, name: str) -> str:
         return f"{self.path}{self.separator}{name}"
 
+    def row(self, name: str) -> Key | None:
+        """The key table's row of `name` in this section (not its map's, for a map's entry); None
+        outside the gpu-training project."""
+        return own_row_of(self.key(name))
+
     def error(self, key: str, value: Any, problem: str, fix: str) -> None:
         if any(is_within(key, unusable) for unusable in self._unusable_keys) or self.errors.refused_value_at(key):
             return  # reported already as missing, of the wrong type or refused by the stack file reader
@@ -379,6 +426,10 @@ class Section:
         """Whether the named keys (and everything inside them) passed: guard checks that combine them."""
         return not self._unusable and not any(self.errors.reported(self.key(name), since=self._first_error)
                                               for name in names)
+
+    def _default(self, name: str, given: Any) -> Any:
+        """The default of `name` in this section: the row's, or the parser's where it computes one (`_row_default`)."""
+        return _row_default(self.row(name), given)
 
     def _get(self, name: str, default: Any) -> Any:
         self._read.add(name)
@@ -404,11 +455,16 @@ class Section:
 
     def optional_string(self, name: str, *, check: Callable[[str], str | None] | None = None,
                         fix: str = "") -> str | None:
-        """A string that may be left out (None then)."""
-        return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, None)
+        """A string that may be left out (None then): a key whose row says UNSET or Derived."""
+        return self.string(name, check=check, fix=fix) if self.has(name) else self._get(name, self._default(name, None))
 
     def string(self, name: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
-               check: Callable[[str], str | None] | None = None, fix: str = "", empty_ok: bool = False) -> str:
+               check: Callable[[str], str | None] | None = None, fix: str = "", empty_ok: bool = False,
+               parser_judges_choices: bool = False) -> str:
+        """`choices`: the row's allowed values (a parser passes only its vocabulary's: `choice`);
+        `parser_judges_choices`: the parser judges them itself, with messages of its own."""
+        choices = () if parser_judges_choices else _row_choices(self.row(name), choices)
+        default = self._default(name, default)
         value = self._get(name, default)
         if value is _MISSING:
             return ""
@@ -438,6 +494,7 @@ class Section:
 
     def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
                 maximum: int | None = None, fix: str = "") -> int:
+        default = self._default(name, default)
         value = self._get(name, default)
         if value is _MISSING:
             return 0
@@ -445,6 +502,7 @@ class Section:
 
     def check_integer(self, key: str, value: Any, *, minimum: int | None = None,
                       maximum: int | None = None, fix: str = "") -> int:
+        minimum, maximum = _row_bounds(row_of(key), minimum, maximum)
         placeholder = minimum if minimum is not None else 0
         # bool is an int subclass in Python; `true` is never a valid count or port.
         if isinstance(value, bool) or not isinstance(value, int):
@@ -465,6 +523,7 @@ class Section:
         return value
 
     def boolean(self, name: str, default: Any = _MISSING) -> bool:
+        default = self._default(name, default)
         value = self._get(name, default)
         if value is _MISSING:
             return False
@@ -488,6 +547,7 @@ class Section:
         return fix or "write a number without quotes"
 
     def items(self, name: str, default: Any = _MISSING) -> list[Any]:
+        default = self._default(name, default)
         value = self._get(name, default)
         if value is _MISSING:
             return []
@@ -497,6 +557,7 @@ class Section:
         return value
 
     def mapping(self, name: str, default: Any = _MISSING) -> dict[str, Any]:
+        default = self._default(name, default)
         value = self._get(name, default)
         if value is _MISSING:
             return {}
@@ -506,6 +567,7 @@ class Section:
         return dict(value)
 
     def section(self, name: str, default: Any = _MISSING, *, null_entries: bool = False) -> Section:
+        default = self._default(name, default)
         value = self._get(name, default)
         return Section(self.errors, self.key(name), value, missing=value is _MISSING, null_entries=null_entries)
 
@@ -526,17 +588,17 @@ class Section:
                       "its destination as written", 'quote it, e.g. "true" or "0.10" (an empty value is "")')
         return None
 
-    def string_map(self, name: str) -> dict[str, str]:
-        """An optional mapping of names to text values (see `text`); rejected entries are left out."""
+    def string_map(self, name: str, default: Any = _MISSING) -> dict[str, str]:
+        """A mapping of names to text values (see `text`); rejected entries are left out."""
         result = {}
-        for entry, value in self.mapping(name, {}).items():
+        for entry, value in self.mapping(name, default).items():
             converted = self.text(f"{self.key(name)}.{entry}", value)
             if converted is not None:
                 result[str(entry)] = converted
         return result
 
-    def string_list(self, name: str, default: list[str]) -> list[str]:
-        """An optional list of text values (see `text`); rejected items are left out."""
+    def string_list(self, name: str, default: Any = _MISSING) -> list[str]:
+        """A list of text values (see `text`); rejected items are left out."""
         result = []
         for index, value in enumerate(self.items(name, default)):
             converted = self.text(f"{self.key(name)}[{index}]", value)

@@ -15,7 +15,6 @@ class RegistryConfig:
 
 
 def parse_registry(section: Section) -> RegistryConfig:
-    keep = section.integer("keepImages", 30, minimum=1, maximum=1000,
-                           fix="keep at least the images running workloads pin, e.g. 30")
+    keep = section.integer("keepImages", fix="keep at least the images running workloads pin, e.g. 30")
     section.finish()
     return RegistryConfig(keep_images=keep)

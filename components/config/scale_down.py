@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.config.keys import integer_default_of
 from components.config.reader import Section
 
-# The Cluster Autoscaler's defaults (FAQ: scale-down-unneeded-time 10m, scale-down-delay-after-add 10m).
-DEFAULT_UNNEEDED_MINUTES = 10
-DEFAULT_DELAY_AFTER_ADD_MINUTES = 10
-MAX_MINUTES = 24 * 60
+# The Cluster Autoscaler's defaults (their source beside the rows).
+DEFAULT_UNNEEDED_MINUTES = integer_default_of("scaleDown.unneededMinutes")
+DEFAULT_DELAY_AFTER_ADD_MINUTES = integer_default_of("scaleDown.delayAfterAddMinutes")
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,13 @@ class ScaleDownConfig:
 
 
 def parse_scale_down(section: Section) -> ScaleDownConfig:
-    fix = f"write whole minutes between 1 and {MAX_MINUTES}"
-    unneeded = section.integer("unneededMinutes", DEFAULT_UNNEEDED_MINUTES, minimum=1, maximum=MAX_MINUTES, fix=fix)
-    delay = section.integer("delayAfterAddMinutes", DEFAULT_DELAY_AFTER_ADD_MINUTES, minimum=1, maximum=MAX_MINUTES,
-                            fix=fix)
+    unneeded = section.integer("unneededMinutes", fix=_fix(section, "unneededMinutes"))
+    delay = section.integer("delayAfterAddMinutes", fix=_fix(section, "delayAfterAddMinutes"))
     section.finish()
     return ScaleDownConfig(unneeded, delay)
+
+
+def _fix(section: Section, name: str) -> str:
+    row = section.row(name)
+    assert row is not None
+    return f"write whole minutes between {row.minimum} and {row.maximum}"

@@ -33,26 +33,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config.fabric import FabricConfig
+from components.config.keys import integer_default_of, maximum_of
 from components.config.network import NetworkConfig
 from components.config.node_pools import NodePoolConfig
 from components.config.reader import ConfigProblem, Section
 from components.config.viewer import ViewerConfig, inbound_cidrs
 from components.facts.file_systems import LUSTRE_PORTS
 
-# Amazon VPC User Guide, "Amazon VPC quotas" (https://docs.aws.amazon.com/vpc/latest/userguide/
-# amazon-vpc-limits.html#vpc-limits-security-groups): inbound or outbound rules per security
-# group, 60 each by default, adjustable; "this quota multiplied by the quota for security groups
-# per network interface cannot exceed 1,000", so no account gets more than 1,000.
-DEFAULT_SECURITY_GROUP_RULES, MAX_SECURITY_GROUP_RULES = 60, 1000
+# AWS's defaults and limits of the quotas (their sources beside the rows in keys.py).
+SECURITY_GROUP_RULES = "serviceQuotas.securityGroupRules"
+DEFAULT_SECURITY_GROUP_RULES = integer_default_of(SECURITY_GROUP_RULES)
+MAX_SECURITY_GROUP_RULES = maximum_of(SECURITY_GROUP_RULES)
 # Same page: "This quota multiplied by the quota for security groups per network interface cannot
 # exceed 1,000. For example, if you increase this quota to 100, we decrease the quota for your
 # number of security groups per network interface to 10."
 MAX_RULES_TIMES_GROUPS_PER_INTERFACE = 1000
-# Amazon EKS User Guide, "View and manage Amazon EKS and Fargate service quotas"
-# (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html): managed node groups per
-# cluster 30, nodes per managed node group 450, both adjustable.
-DEFAULT_NODE_GROUPS_PER_CLUSTER = 30
-DEFAULT_NODES_PER_NODE_GROUP = 450
+DEFAULT_NODE_GROUPS_PER_CLUSTER = integer_default_of("serviceQuotas.managedNodeGroupsPerCluster")
+DEFAULT_NODES_PER_NODE_GROUP = integer_default_of("serviceQuotas.nodesPerManagedNodeGroup")
 # kueue v0.19.2 ClusterQueue CRD (schemas/crds/kueue.x-k8s.io_clusterqueues.yaml,
 # spec.resourceGroups[].flavors maxItems: 64): the API server refuses a longer list.
 MAX_KUEUE_FLAVORS_PER_RESOURCE_GROUP = 64
@@ -90,16 +87,13 @@ class RuleCount:
 
 def parse_service_quotas(section: Section) -> ServiceQuotas:
     quotas = ServiceQuotas(
-        security_group_rules=section.integer("securityGroupRules", DEFAULT_SECURITY_GROUP_RULES,
-                                             minimum=DEFAULT_SECURITY_GROUP_RULES, maximum=MAX_SECURITY_GROUP_RULES,
+        security_group_rules=section.integer("securityGroupRules",
                                              fix="declare the quota AWS granted the account: at least AWS's default "
                                              f"{DEFAULT_SECURITY_GROUP_RULES}, at most {MAX_SECURITY_GROUP_RULES}"),
-        node_groups_per_cluster=section.integer("managedNodeGroupsPerCluster", DEFAULT_NODE_GROUPS_PER_CLUSTER,
-                                                minimum=DEFAULT_NODE_GROUPS_PER_CLUSTER,
+        node_groups_per_cluster=section.integer("managedNodeGroupsPerCluster",
                                                 fix="declare the quota AWS granted: at least AWS's default "
                                                 f"{DEFAULT_NODE_GROUPS_PER_CLUSTER}"),
-        nodes_per_node_group=section.integer("nodesPerManagedNodeGroup", DEFAULT_NODES_PER_NODE_GROUP,
-                                             minimum=DEFAULT_NODES_PER_NODE_GROUP,
+        nodes_per_node_group=section.integer("nodesPerManagedNodeGroup",
                                              fix="declare the quota AWS granted: at least AWS's default "
                                              f"{DEFAULT_NODES_PER_NODE_GROUP}"),
     )

@@ -298,7 +298,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
                                      fix=SECRET_KEYS_FIX.format(project=project))
     root = Section(errors, project, own, separator=":")
     team, implied_env = _team_and_environment(stack, errors)
-    environment = root.string("environment", choices=ENVIRONMENTS)
+    environment = root.string("environment")
     if environment and environment != implied_env:
         root.error(root.key("environment"), environment,
                    f"differs from the stack name '{stack}', which implies '{implied_env}'",
@@ -339,7 +339,7 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     network = parse_network(network_section, region=region, environment=environment)
     load_warnings = _check_distinct_vpc_cidr(network_section, network, project=project, stack=stack,
                                              stacks_dir=sibling_stacks_dir)
-    fabric = parse_fabric(root.section("fabric", {}))
+    fabric = parse_fabric(root.section("fabric"))
     cluster = parse_cluster(root.section("cluster"), environment=environment, today=today)
     raw_pools = root.items("nodePools")
     # Pools are checked against the network's zones only when those passed.
@@ -352,9 +352,9 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     load_warnings = (*load_warnings, *block_warnings, *release_warnings)
     if network_section.ok("vpcCidr", "availabilityZones"):
         check_subnet_ip_budget(root, node_pools, network.subnets)
-    storage = parse_storage(root.section("storage", {}), environment=environment, availability_zones=network_zones or (),
+    storage = parse_storage(root.section("storage"), environment=environment, availability_zones=network_zones or (),
                             region=region)
-    registry = parse_registry(root.section("registry", {}))
+    registry = parse_registry(root.section("registry"))
     secrets = parse_secrets(root.errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     training = _platform_training(root, raw_pools, node_pools, storage, raw_secrets, environment=environment)
     teams = parse_teams(root, pools=node_pools, invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
@@ -363,13 +363,13 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
     storage = place_lustre(root, storage, pools=node_pools, jobs=training.jobs, network_zones=network_zones or ())
     if root.ok("storage", "nodePools", "training.gpuQuota"):
         check_lustre_size(root, storage, training, node_pools)
-    observability = parse_observability(root.section("observability", {}), environment=environment)
-    budget = parse_budget(root.section("budget", {}), environment=environment)
-    scale_down = parse_scale_down(root.section("scaleDown", {}))
+    observability = parse_observability(root.section("observability"), environment=environment)
+    budget = parse_budget(root.section("budget"), environment=environment)
+    scale_down = parse_scale_down(root.section("scaleDown"))
     boundary = parse_permissions_boundary(root, project=project, environment=environment)
     allow_placeholders = parse_allow(root, environment=environment)
     _check_cleanup_image(root, training.cleanup_image, environment=environment, team=False)
-    multikueue = parse_multikueue(root.section("multiKueue", {}), stack=stack, environment=environment,
+    multikueue = parse_multikueue(root.section("multiKueue"), stack=stack, environment=environment,
                                   region_problem=region_problem)
     multikueue = _with_peer_cidrs(root, multikueue, project=project, stack=stack, stacks_dir=sibling_stacks_dir)
     check_region_of_its_own(root, region, project=project, stack=stack, environment=environment,
@@ -384,8 +384,8 @@ def _load_platform(root: Section, raw: Mapping[str, Any], raw_secrets: Any, secr
                    "is on in a MultiKueue stack: the manager reaches each worker's API over the VPC peering, "
                    "which only a private endpoint answers on",
                    "set cluster.endpointPublicAccess: false (reach the API over VPN or peering)")
-    viewer = parse_viewer(root.section("viewer", {}), region=region)
-    quotas = parse_service_quotas(root.section("serviceQuotas", {}))
+    viewer = parse_viewer(root.section("viewer"), region=region)
+    quotas = parse_service_quotas(root.section("serviceQuotas"))
     _check_service_quotas(root, quotas, network, fabric, raw_pools, node_pools, lustre=storage.lustre is not None,
                           viewer=viewer, multikueue=multikueue)
     root.finish()
@@ -471,7 +471,7 @@ def _check_service_quotas(root: Section, quotas: ServiceQuotas, network: Network
 def _platform_training(root: Section, raw_pools: list[Any], node_pools: tuple[NodePoolConfig, ...],
                        storage: StorageConfig, raw_secrets: Any, *, environment: str) -> TrainingConfig:
     """A platform stack's `training`, its jobs judged against the pools and storage that passed."""
-    return parse_training(root.section("training", {}), pools=node_pools, secret_names=declared_names(raw_secrets),
+    return parse_training(root.section("training"), pools=node_pools, secret_names=declared_names(raw_secrets),
                           trainer_image=_trainer_image(root, environment=environment, team=False),
                           trainer_image_cuda=_trainer_image_cuda(root),
                           invalid_pools=_unjudged_pools(root, raw_pools, node_pools),
@@ -522,14 +522,14 @@ def _load_team(root: Section, errors: ErrorLog, raw_secrets: Any, secret_keys: C
 
     secrets = parse_secrets(errors, root.key("secrets"), raw_secrets, secret_keys=secret_keys)
     platform_quota = _team_quota(root, team, environment=environment, platform=platform)
-    training = parse_training(root.section("training", {}), pools=platform.node_pools if platform else (),
+    training = parse_training(root.section("training"), pools=platform.node_pools if platform else (),
                               secret_names=declared_names(raw_secrets),
                               trainer_image=_trainer_image(root, environment=environment, team=True),
                               trainer_image_cuda=_trainer_image_cuda(root),
                               invalid_pools=frozenset() if platform else None,
                               storage=platform.storage if platform else None, team=True,
                               environment=environment, platform_quota=platform_quota)
-    budget = parse_budget(root.section("budget", {}), environment=environment)
+    budget = parse_budget(root.section("budget"), environment=environment)
     boundary = parse_permissions_boundary(root, project=project, environment=environment, team=team)
     if platform is not None:
         _check_cleanup_image(root, training.cleanup_image or platform.training.cleanup_image, environment=environment,

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from components.config.cleanup import CheckpointCleanupConfig, parse_checkpoint_cleanup
+from components.config.keys import BY_PATH
 from components.config.reader import Section
 from components.facts.file_systems import (
     LUSTRE_DEPLOYMENT_TYPES,
@@ -47,15 +48,13 @@ BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 # Reserved by S3 (User Guide, "General purpose bucket naming rules"): CreateBucket refuses them.
 RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
-MAX_RETENTION_DAYS = 3650
-MAX_CHECKPOINT_VERSION_DAYS = 7
 # S3 server access logs say who read or changed which data: audit evidence, a year in prod.
 PROD_MIN_ACCESS_LOG_RETENTION_DAYS = 365
 # Who writes a job's checkpoint (`checkpointWriters`): rank 0 alone (AsyncCheckpointer without
 # `writes`; the default, as nothing is known of a job's own trainer), or every rank its own file (the
 # example trainer, which splits its replicated state: trainer/launcher/replicated.py; DCP).
-RANK0, ALL_RANKS = "rank0", "allRanks"
-CHECKPOINT_WRITERS = (RANK0, ALL_RANKS)
+CHECKPOINT_WRITERS = BY_PATH["training.jobs[].checkpointWriters"].allowed
+RANK0, ALL_RANKS = CHECKPOINT_WRITERS
 LUSTRE = "FSx for Lustre"  # CheckpointStore.name of a job on the file system
 
 
@@ -170,11 +169,11 @@ def bucket_name(project: str, environment: str, purpose: str, account_id: str) -
 
 def parse_storage(section: Section, *, environment: str, availability_zones: tuple[str, ...] = (),
                   region: str = "") -> StorageConfig:
-    checkpoints = section.integer("checkpointRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
-    noncurrent = section.integer("noncurrentVersionRetentionDays", 30, minimum=1, maximum=MAX_RETENTION_DAYS)
+    checkpoints = section.integer("checkpointRetentionDays")
+    noncurrent = section.integer("noncurrentVersionRetentionDays")
     # The launcher prunes on every save, and each region keeps the replicas' old versions too: at
     # one 80 GiB save an hour, 90 days of pruned versions is ~169 TiB per bucket (review 3, D5).
-    checkpoint_versions = section.integer("checkpointVersionRetentionDays", 3, minimum=1, maximum=MAX_CHECKPOINT_VERSION_DAYS,
+    checkpoint_versions = section.integer("checkpointVersionRetentionDays",
                                           fix="a day or two covers a mistaken prune; older checkpoints are kept as "
                                               "current objects for checkpointRetentionDays")
     backups = section.boolean("efsBackups", environment == "prod")
@@ -190,9 +189,8 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
         if datasets_bucket and environment != "prod" and names_prod_data(datasets_bucket):
             section.error(key, datasets_bucket, f"a {environment} stack must never read production data",
                           f"point it at a {environment} copy of the data, or remove it to use this stack's own bucket")
-    cleanup = parse_checkpoint_cleanup(section.section("checkpointCleanup", {}))
-    access_logs = section.integer("accessLogRetentionDays", PROD_MIN_ACCESS_LOG_RETENTION_DAYS if environment == "prod" else 90,
-                                  minimum=1, maximum=MAX_RETENTION_DAYS)
+    cleanup = parse_checkpoint_cleanup(section.section("checkpointCleanup"))
+    access_logs = section.integer("accessLogRetentionDays", PROD_MIN_ACCESS_LOG_RETENTION_DAYS if environment == "prod" else 90)
     if environment == "prod" and access_logs < PROD_MIN_ACCESS_LOG_RETENTION_DAYS:
         section.error(section.key("accessLogRetentionDays"), access_logs,
                       f"S3 access logs are audit evidence: prod keeps them at least {PROD_MIN_ACCESS_LOG_RETENTION_DAYS} days",
@@ -201,7 +199,7 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
     section.ignore("lustre")
     measured = None
     if section.has("checkpointWriteMBps"):
-        measured = float(section.integer("checkpointWriteMBps", minimum=1,
+        measured = float(section.integer("checkpointWriteMBps",
                                          fix="give the MB/s your checkpoints reach here, e.g. 800"))
     section.finish()
     return StorageConfig(
@@ -218,14 +216,14 @@ def parse_storage(section: Section, *, environment: str, availability_zones: tup
 
 
 def _parse_lustre(section: Section, availability_zones: tuple[str, ...], region: str) -> LustreConfig:
-    deployment = section.string("deploymentType", "PERSISTENT_2")
+    deployment = section.string("deploymentType", parser_judges_choices=True)
     if deployment in LUSTRE_REJECTED_DEPLOYMENT_TYPES:
         section.error(section.key("deploymentType"), deployment, LUSTRE_REJECTED_DEPLOYMENT_TYPES[deployment],
                       "use PERSISTENT_2")
     elif deployment and deployment not in LUSTRE_DEPLOYMENT_TYPES:
         section.error(section.key("deploymentType"), deployment, "is not an FSx for Lustre deployment type",
                       "use PERSISTENT_2")
-    capacity = section.integer("storageCapacityGiB", minimum=1)
+    capacity = section.integer("storageCapacityGiB")
     problem = lustre_capacity_problem(capacity) if capacity else None
     if problem:
         section.error(section.key("storageCapacityGiB"), capacity, problem, "choose one of those sizes")
@@ -236,7 +234,7 @@ def _parse_lustre(section: Section, availability_zones: tuple[str, ...], region:
         section.error(section.key("throughputPerTiB"), throughput,
                       f"is not a throughput {deployment or 'PERSISTENT_2'} offers (MB/s per TiB: {choices})",
                       f"use one of {choices}")
-    read_per_gpu = section.integer("readMBpsPerGpu", minimum=1,
+    read_per_gpu = section.integer("readMBpsPerGpu",
                                    fix="give the MB/s one GPU's data loader reads, e.g. 50 (samples/s x bytes per sample)")
     # Left out (""): placed in the zone of the GPU pools that use it, once they are known.
     zone = section.string("availabilityZone", "")

@@ -32,7 +32,7 @@ def parse_members(root: Section, *, region: str, platform_principals: dict[str, 
     """The team's member roles. `platform_principals`: ARN -> the platform key that lists it
     (cluster.adminPrincipals, cluster.readOnlyPrincipals); empty before the contract was read."""
     key = root.key(KEY)
-    values = root.items(KEY, [])
+    values = root.items(KEY)
     partition = arn_partition(region) if region else None
     for index, arn in enumerate(values):
         item = f"{key}[{index}]"

@@ -63,7 +63,7 @@ def parse_teams(root: Section, *, pools: tuple[NodePoolConfig, ...], invalid_poo
     by_name = {pool.name: pool for pool in pools}
     rows: list[TeamQueueConfig] = []
     judged = True
-    for index, raw in enumerate(root.items(TEAMS_KEY, [])):
+    for index, raw in enumerate(root.items(TEAMS_KEY)):
         row_section = Section(root.errors, f"{root.key(TEAMS_KEY)}[{index}]", raw)
         row, row_judged = _parse_row(row_section, by_name, invalid_pools)
         judged = judged and row_judged
@@ -89,7 +89,7 @@ def _parse_row(s: Section, pools: dict[str, NodePoolConfig],
     quota: dict[str, int] = {}
     gpu_pools = gpu_pools_fix([p.name for p in pools.values() if p.gpu], invalid_pools)
     for pool_name in list(quota_section.data):
-        gpus = quota_section.integer(pool_name, minimum=0)
+        gpus = quota_section.integer(pool_name)
         if not quota_section.ok(pool_name):
             continue
         quota[pool_name] = gpus
@@ -101,7 +101,7 @@ def _parse_row(s: Section, pools: dict[str, NodePoolConfig],
         elif gpus > _capacity(pool):
             s.error(quota_section.key(pool_name), gpus, f"exceeds pool {pool_name}'s {_capacity(pool)} GPUs "
                     f"({pool.max_size} nodes x {pool.gpus_per_node})", "lower the quota or raise the pool's size.max")
-    borrowed = s.string_list("gpuQuotaBorrowed", [])
+    borrowed = s.string_list("gpuQuotaBorrowed")
     for pool_name in borrowed:
         if pool_name not in quota:
             s.error(s.key("gpuQuotaBorrowed"), pool_name, "is not a pool of this row's gpuQuota",
@@ -123,7 +123,7 @@ def _parse_borrowing_limit(s: Section, quota: dict[str, int], borrowed: frozense
     limits_section = s.section("gpuBorrowingLimit", {})
     limits: dict[str, int] = {}
     for pool_name in list(limits_section.data):
-        gpus = limits_section.integer(pool_name, minimum=0)
+        gpus = limits_section.integer(pool_name)
         if not limits_section.ok(pool_name):
             continue
         key = limits_section.key(pool_name)

@@ -21,12 +21,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.config.keys import text_default_of
 from components.config.memory_tier import check_memory_tier_fits, parse_memory_checkpoint_seconds
 from components.config.node_pools import DNS_LABEL, SHUTDOWN_GRACE_CRITICAL_PODS_S, NodePoolConfig
 from components.config.reader import Section
 from components.config.secrets import SECRET_NAME, env_var_name
 from components.config.stack_file import REPO_ROOT
-from components.config.storage import ALL_RANKS, CHECKPOINT_WRITERS, LUSTRE, RANK0, StorageConfig
+from components.config.storage import ALL_RANKS, LUSTRE, StorageConfig
 from components.config.strict_yaml import YamlError, path_for_message, read_yaml_file
 from components.config.vocabularies import Capacity
 from components.facts.cuda import DEFAULT_IMAGE_CUDA, cuda_problem, minimum_cuda, parse_cuda
@@ -71,14 +72,12 @@ SPOT_NOTICE_S = 120
 SPOT_DRAIN_MARGIN_S = 20
 SPOT_MAX_GRACE_S = SPOT_NOTICE_S - SPOT_DRAIN_MARGIN_S
 DEFAULT_GRACE_S = 120
-# DataLoader workers per training process (per GPU) that /dev/shm is sized for by default.
-DEFAULT_LOADER_WORKERS_PER_GPU = 4
 # Pod host names are <job>-node-<i>-<j>; keep them well inside a 63-character DNS label.
 MAX_JOB_NAME = 40
 # No arguments: the pod runs the image's own CMD (the reference image's is `-m example_trainer.train`),
 # so a team's image with `CMD ["-m", "my_project.train"]` runs its trainer without restating it.
 DEFAULT_ARGS: tuple[str, ...] = ()
-DEFAULT_HYPERPARAMETERS = "trainer/example_trainer/hparams.yaml"
+DEFAULT_HYPERPARAMETERS = text_default_of("training.jobs[].hyperparameters")
 # The stack files' directory (Pulumi.yaml stackConfigDir): never a job's hyperparameters.
 STACKS_DIR = "stacks"
 # Where a job's grace check sends a job whose store writes too slowly, when no minimum is known.
@@ -212,7 +211,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     known (then borrowing is not judged): a borrowed pool needs at least one of them owning some of it."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
-    quota_section = section.section("gpuQuota", {})
+    quota_section = section.section("gpuQuota")
     quota = _parse_quota(section, quota_section, by_name, unjudged)
     borrowed = _parse_borrowed(section, quota, unjudged)
     quota_key = "training.gpuQuota"
@@ -222,7 +221,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
         check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
 
     jobs = []
-    for index, raw in enumerate(section.items("jobs", [])):
+    for index, raw in enumerate(section.items("jobs")):
         job_section = Section(section.errors, f"{section.key('jobs')}[{index}]", raw)
         job = _parse_job(job_section, by_name, quota, secret_names, trainer_image, unjudged, quota_ok=quota_section.ok,
                          image_advice=image_fix(environment, team=team), trainer_image_cuda=trainer_image_cuda,
@@ -254,7 +253,7 @@ def _parse_quota(section: Section, quota_section: Section, by_name: dict[str, No
     pools = by_name.values()
     for pool_name in list(quota_section.data):
         key = quota_section.key(pool_name)
-        gpus = quota_section.integer(pool_name, minimum=0)
+        gpus = quota_section.integer(pool_name)
         pool = by_name.get(pool_name)
         if unjudged is None or pool_name in unjudged or not quota_section.ok(pool_name):
             continue
@@ -280,7 +279,7 @@ def gpu_pools_fix(gpu_pools: list[str], refused: Collection[str] | None) -> str:
 def _parse_borrowed(section: Section, quota: dict[str, int], unjudged: frozenset[str] | None) -> frozenset[str]:
     """`gpuQuotaBorrowed`: pools of gpuQuota whose quota the queue borrows rather than owns."""
     key = section.key("gpuQuotaBorrowed")
-    names = section.string_list("gpuQuotaBorrowed", [])
+    names = section.string_list("gpuQuotaBorrowed")
     for name in names:
         if name not in quota and unjudged is not None and name not in unjudged:
             section.error(key, name, "is not a pool of training.gpuQuota", "list only pools that gpuQuota gives GPUs")
@@ -317,8 +316,8 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
                     "is not a valid job name",
                     fix=f"use lowercase letters, digits and '-', at most {MAX_JOB_NAME} characters")
     pool_name = s.string("pool")
-    nodes = s.integer("nodes", minimum=1)
-    gpus = s.integer("gpusPerNode", minimum=1)
+    nodes = s.integer("nodes")
+    gpus = s.integer("gpusPerNode")
     pool = pools.get(pool_name)
     if unjudged is None or pool_name in unjudged or not s.ok("pool"):
         pool = None  # reported already; nothing here can be judged against it
@@ -332,10 +331,10 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 
     image, image_cuda = _parse_image(s, pool, trainer_image, trainer_image_cuda, image_advice)
 
-    hyperparameters_file = s.string("hyperparameters", DEFAULT_HYPERPARAMETERS)
+    hyperparameters_file = s.string("hyperparameters")
     hyperparameters = _read_hyperparameters(s, hyperparameters_file)
 
-    secrets = tuple(s.string_list("secrets", []))
+    secrets = tuple(s.string_list("secrets"))
     for secret in secrets:
         if secret not in secret_names and not SECRET_NAME.fullmatch(secret):
             s.error(s.key("secrets"), secret, "is not a secret name (lowercase letters, digits and '-', starting with a letter)",
@@ -361,27 +360,25 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
             s.error(s.key("secrets"), secret, f"arrives as env var {env_var_name(secret)}, which the pod already "
                     "sets (a pod holds each name once)", f"rename the secret, or remove {env_var_name(secret)} from env")
 
-    cpu = s.integer("cpu", None, minimum=1) if s.has("cpu") else None
-    memory = s.integer("memoryGiB", None, minimum=1) if s.has("memoryGiB") else None
+    cpu = s.integer("cpu", None) if s.has("cpu") else None
+    memory = s.integer("memoryGiB", None) if s.has("memoryGiB") else None
     shared_memory = _shared_memory(s, pool, gpus, memory)
     grace = _termination_grace(s, pool)
-    heartbeat = s.integer("heartbeatTimeoutSeconds", 600, minimum=60, maximum=86400)
-    interval = s.integer("checkpointIntervalSeconds", None, minimum=60) if s.has("checkpointIntervalSeconds") else None
+    heartbeat = s.integer("heartbeatTimeoutSeconds")
+    interval = s.integer("checkpointIntervalSeconds", None) if s.has("checkpointIntervalSeconds") else None
     job = JobConfig(
         name=name, pool=pool_name, nodes=nodes, gpus_per_node=gpus, image=image,
         args=args,
         hyperparameters_file=hyperparameters_file, hyperparameters=hyperparameters,
         secrets=secrets, env=env, cpu=cpu, memory_gib=memory, shared_memory_gib=shared_memory,
-        max_restarts=s.integer("maxRestarts", 3, minimum=0, maximum=100),
-        # A spot gang of 4 nodes at one interruption per node-day sees about 4 a day: 20 is days
-        # of spot churn, while a job that evicts itself (e.g. overflowing /tmp) stops after 20.
-        max_disruption_restarts=s.integer("maxDisruptionRestarts", 20, minimum=0, maximum=1000),
+        max_restarts=s.integer("maxRestarts"),
+        max_disruption_restarts=s.integer("maxDisruptionRestarts"),
         termination_grace_period_seconds=grace,
         heartbeat_timeout_seconds=heartbeat,
         checkpoint_interval_seconds=interval,
-        checkpoint_gib=s.integer("checkpointGiB", minimum=1) if s.has("checkpointGiB") else None,
-        checkpoint_writers=s.string("checkpointWriters", RANK0, choices=CHECKPOINT_WRITERS),
-        ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished", minimum=0)
+        checkpoint_gib=s.integer("checkpointGiB") if s.has("checkpointGiB") else None,
+        checkpoint_writers=s.string("checkpointWriters"),
+        ttl_seconds_after_finished=(s.integer("ttlSecondsAfterFinished")
                                     if s.has("ttlSecondsAfterFinished") else None),
         image_cuda=image_cuda,
         memory_checkpoint_seconds=parse_memory_checkpoint_seconds(s, interval),
@@ -395,8 +392,7 @@ def _parse_job(s: Section, pools: dict[str, NodePoolConfig], quota: dict[str, in
 def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
     """`terminationGracePeriodSeconds`: on a spot pool within what the interruption notice leaves."""
     spot = pool is not None and pool.capacity == Capacity.SPOT
-    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S,
-                      minimum=30, maximum=3600)
+    grace = s.integer("terminationGracePeriodSeconds", SPOT_MAX_GRACE_S if spot else DEFAULT_GRACE_S)
     if pool is not None and not spot and grace > pool.pod_shutdown_grace_seconds and s.ok("terminationGracePeriodSeconds"):
         # A spot node's own limit is the interruption notice, below any shutdown grace (checked next).
         s.error(s.key("terminationGracePeriodSeconds"), grace,
@@ -418,14 +414,14 @@ def _termination_grace(s: Section, pool: NodePoolConfig | None) -> int:
 def _shared_memory(s: Section, pool: NodePoolConfig | None, gpus: int, memory_gib: int | None) -> int:
     """`sharedMemoryGiB`, by default sized from the node's training processes and their loader
     workers (facts/node_sizing.shared_memory_gib), within the pod's memory."""
-    workers = s.integer("loaderWorkersPerGpu", DEFAULT_LOADER_WORKERS_PER_GPU, minimum=0, maximum=64)
+    workers = s.integer("loaderWorkersPerGpu")
     if pool is None or not s.ok("gpusPerNode", "memoryGiB", "loaderWorkersPerGpu"):
-        return s.integer("sharedMemoryGiB", 8, minimum=1)  # nothing to size it by; the error is reported
+        return s.integer("sharedMemoryGiB", 8)  # nothing to size it by; the error is reported
     processes = min(gpus, pool.gpus_per_node)
     pod_memory = memory_gib or pod_share(pool.instance_types, gpus=processes, gpus_per_node=pool.gpus_per_node,
                                          efa=pool.efa)[1]
     return s.integer("sharedMemoryGiB", shared_memory_gib(gpus=processes, loader_workers_per_gpu=workers,
-                                                          pod_memory_gib=pod_memory), minimum=1)
+                                                          pod_memory_gib=pod_memory))
 
 
 def _check_exec_string(s: Section, key: str, value: str, prefix: str, what: str) -> None:

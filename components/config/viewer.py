@@ -49,7 +49,7 @@ def inbound_cidrs(monitoring: MonitoringIngress, vpc_cidr: ipaddress.IPv4Network
 
 
 def parse_viewer(section: Section, *, region: str) -> ViewerConfig:
-    internet_facing = section.boolean("internetFacing", False)
+    internet_facing = section.boolean("internetFacing")
     certificate = section.optional_string(
         "certificateArn", check=lambda arn: None if CERTIFICATE_ARN.fullmatch(arn) else "is not an ACM certificate ARN",
         fix="give the ARN of an ACM certificate, like arn:aws:acm:us-east-1:123456789012:certificate/"
