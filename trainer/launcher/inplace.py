@@ -20,6 +20,11 @@ torchrun restarts whatever exit a worker has, so the launcher decides what must 
   rejoins: torchrun would wait for it for its join_timeout, TRAIN_RDZV_WAIT_S + 120 s) ends torchrun
   as a worker failure did before (exit 1): the gang fails within the collective timeout plus this.
 
+With restarts on, a Python training command's workers are forks of torchrun, torch and torch._dynamo
+already imported (launcher.preloaded_workers): a new interpreter and those imports were most of a
+round's time. Nothing above changes with it: the worker hooks, the reports and the exit codes are
+the same (tests/trainer/test_preloaded_workers.py).
+
 Each round's workers resume from the newest committed checkpoint: the launcher chose
 TRAIN_RESUME_FROM before torchrun started, so every worker of a torchrun allowed to restart
 chooses again at its start (`refresh_resume`, from the worker hooks), the same way the launcher did.

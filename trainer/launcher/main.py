@@ -66,13 +66,16 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
+def torchrun_command(c: contract.Contract, command: list[str], *, in_place: bool = False) -> list[str]:
     """The torchrun invocation for a validated contract and training command. Its restart rounds
-    (launcher.inplace) it reads from its own PET_MAX_RESTARTS (0 when unset)."""
+    (launcher.inplace) it reads from its own PET_MAX_RESTARTS (0 when unset). With them on, a Python
+    command's workers are forks of torchrun (launcher.preloaded_workers): a round's new workers
+    skip the interpreter start and torch import, most of a round's time."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
+    runner = "launcher.preloaded_workers" if in_place and python_mode else "torch.distributed.run"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run",
+        sys.executable, "-m", runner,
         "--nnodes", str(c.nnodes),
         "--nproc-per-node", str(c.nproc_per_node),
         "--rdzv-backend", "c10d",
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         c = contract.from_env(os.environ)
         in_place = inplace.from_env(os.environ)
-        cmd = torchrun_command(c, command)
+        cmd = torchrun_command(c, command, in_place=in_place is not None)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)
