@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 from launcher import contract, main, preloaded_workers
@@ -33,6 +34,18 @@ def test_only_a_python_command_of_a_torchrun_with_restarts_is_forked():
 ])
 def test_the_command_torchrun_builds_is_read_back(cmd, args, command):
     assert preloaded_workers.python_command(cmd, args) == command
+
+
+def test_a_torchrun_that_initialised_cuda_starts_its_workers_as_torchrun_does(monkeypatch):
+    import torch
+
+    built = (types.SimpleNamespace(start_method="spawn"), sys.executable, ["-u", "-m", "my.train"])
+    config_from_args = preloaded_workers.preloaded(lambda _args: built)
+    assert config_from_args(None)[1:] == (preloaded_workers.run_command, ["-m", "my.train"])
+    assert built[0].start_method == "fork"
+    built[0].start_method = "spawn"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert config_from_args(None) == built
 
 
 def test_a_failure_log_does_not_import_torch_dynamo():
@@ -109,3 +122,24 @@ def test_a_forked_worker_starts_as_a_new_interpreter_would_and_restarts(tmp_path
         assert r["sigterm_default"] and r["site_reran"]
     assert lines[-1] == {"atexit": True}
     assert "RuntimeError: round 0 fails" in err
+
+
+def test_the_worker_hooks_wrap_a_torch_imported_before_them():
+    """A forked worker has torch.distributed imported already: the hooks wrap init_process_group
+    then, and the copy torch.distributed took of it too (`dist.init_process_group` is what trainers call)."""
+    code = textwrap.dedent("""
+        import json, os, sys
+        import torch.distributed as dist
+        import torch.optim.optimizer as optimizer
+        original, steps_hooks = dist.init_process_group, len(optimizer._global_optimizer_post_hooks)
+        os.environ.update(LOCAL_RANK="0", TRAIN_COLLECTIVE_TIMEOUT_S="10")
+        from launcher import worker_hooks
+        worker_hooks.install()
+        from torch.distributed import distributed_c10d as c10d
+        print(json.dumps({"wrapped": dist.init_process_group is not original,
+                          "same": dist.init_process_group is c10d.init_process_group,
+                          "step_hooks_added": len(optimizer._global_optimizer_post_hooks) - steps_hooks}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(TRAINER_DIR), "PATH": "/usr/bin:/bin"}, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"wrapped": True, "same": True, "step_hooks_added": 3}

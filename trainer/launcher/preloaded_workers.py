@@ -133,7 +133,7 @@ def preloaded(config_from_args: Callable[..., tuple[Any, Any, list[str]]]) -> Ca
     def config_with_forked_workers(args: Any) -> tuple[Any, Any, list[str]]:
         config, cmd, cmd_args = config_from_args(args)
         command = python_command(cmd, cmd_args)
-        if command is None:
+        if command is None or cuda_initialized():
             return config, cmd, cmd_args
         kind, target, rest = command
         config.start_method = "fork"
@@ -167,12 +167,33 @@ class ExceptionInMessage(logging.Filter):
 PRELOAD = ("torch._dynamo",)
 
 
+# torch's documented way to ask "is CUDA usable" without initialising CUDA in a process that will
+# fork (torch.cuda.is_available docs, "PYTORCH_NVML_BASED_CUDA_CHECK": "useful if forked processes
+# fail with a CUDA initialization error"): set while the preloads run, should one of them ask.
+_NVML_CHECK_VAR = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
 def _preload() -> None:
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # the workers then import it themselves, as without this module
-            sys.stderr.write(f"launcher: {name} not preloaded for the workers: {type(e).__name__}: {e}\n")
+    asked = os.environ.get(_NVML_CHECK_VAR)
+    os.environ[_NVML_CHECK_VAR] = "1"
+    try:
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # the workers then import it themselves, as without this module
+                sys.stderr.write(f"launcher: {name} not preloaded for the workers: {type(e).__name__}: {e}\n")
+    finally:
+        if asked is None:
+            del os.environ[_NVML_CHECK_VAR]
+        else:
+            os.environ[_NVML_CHECK_VAR] = asked
+
+
+def cuda_initialized() -> bool:
+    """Whether this process initialised CUDA: a fork of it could not use CUDA (torch refuses, "Cannot
+    re-initialize CUDA in forked subprocess"), so its workers start as torchrun's own then."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
 
 
 # The logger of torchrun's multiprocessing contexts (its module's name: elastic.utils.logging.get_logger).
