@@ -19,7 +19,9 @@ unbuffered stdout and stderr (`-u`); sys.argv and sys.path[0]; the site customis
 that the worker's variables are set (the launcher's worker hooks, launcher.worker_site, and the
 image's own); an uncaught error through sys.excepthook (the worker hooks' report: a config error
 still exits 2 and is never retried); non-daemon threads joined and atexit handlers run, in the
-interpreter's order, before the exit code goes back to torchrun.
+interpreter's order, before the exit code goes back to torchrun (those registered in torchrun
+before the fork are its imported modules' own, which a new interpreter importing them registers
+as well).
 
 Only with in-place restarts on (launcher.main.torchrun_command): what only hardware can show is
 whether a fork of torchrun behaves on a GPU node (torchrun initialises no CUDA before it forks;
