@@ -105,9 +105,9 @@ def tree(pid: int) -> list[int]:
 class Pod:
     def __init__(self, env: dict[str, str], out: Path, started: float):
         self.out, self.started = out, started
-        with open(out, "wb") as stdout:
+        with open(out, "wb") as stdout, open(out.with_suffix(".stderr"), "wb") as stderr:  # kept for a look
             self.proc = subprocess.Popen([sys.executable, "-m", "launcher", "--", "-m", "example_trainer.train"],
-                                         env=env, stdout=stdout, stderr=subprocess.DEVNULL, start_new_session=True)
+                                         env=env, stdout=stdout, stderr=stderr, start_new_session=True)
 
     def events(self) -> list[dict]:
         found = []

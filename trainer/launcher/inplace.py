@@ -20,6 +20,11 @@ torchrun restarts whatever exit a worker has, so the launcher decides what must 
   rejoins: torchrun would wait for it for its join_timeout, TRAIN_RDZV_WAIT_S + 120 s) ends torchrun
   as a worker failure did before (exit 1): the gang fails within the collective timeout plus this.
 
+With restarts on, a Python training command's workers are forks of torchrun, torch and torch._dynamo
+already imported (launcher.preloaded_workers): a new interpreter and those imports were most of a
+round's time. Nothing above changes with it: the worker hooks, the reports and the exit codes are
+the same (tests/trainer/test_preloaded_workers.py).
+
 Each round's workers resume from the newest committed checkpoint: the launcher chose
 TRAIN_RESUME_FROM before torchrun started, so every worker of a torchrun allowed to restart
 chooses again at its start (`refresh_resume`, from the worker hooks), the same way the launcher did.
@@ -36,6 +41,10 @@ from . import contract, progress, resume_choice
 # too, for its watch over the rounds (launcher.supervisor). The wait is the launcher's own.
 RESTARTS_VAR = "PET_MAX_RESTARTS"
 RESTART_WAIT_VAR = "TRAIN_INPLACE_RESTART_WAIT_S"
+# Forked workers (launcher.preloaded_workers) are on with in-place restarts; `false` starts each
+# worker as a new interpreter, as torchrun does: for a trainer or an image whose workers misbehave
+# as forks (a fork of torchrun on a GPU node has not run here: trainer/README.md).
+FORKED_WORKERS_VAR = "TRAIN_FORKED_WORKERS"
 # What this setting was called before it was torchrun's own: refused, so that a manifest written for
 # an older image does not lose its in-place restarts without a word.
 RENAMED_FROM = "TRAIN_INPLACE_RESTARTS"
@@ -71,6 +80,8 @@ class InPlace:
     """torchrun's `--max-restarts`: worker restart rounds per node before the pod fails."""
     restart_wait_s: float
     """How long a round may take to start new workers after one failed before torchrun is ended."""
+    forked_workers: bool = True
+    """Whether a Python command's workers are forks of torchrun (launcher.preloaded_workers)."""
 
 
 def _whole(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None) -> int:
@@ -97,7 +108,10 @@ def from_env(environ: Mapping[str, str]) -> InPlace | None:
                            f"{environ[RENAMED_FROM].strip()!r} instead (trainer/README.md)")
     restarts = _whole(environ, RESTARTS_VAR, 0, 0, None)
     wait = _whole(environ, RESTART_WAIT_VAR, DEFAULT_RESTART_WAIT_S, 1, 3600)
-    return InPlace(restarts, float(wait)) if restarts else None
+    forked = environ.get(FORKED_WORKERS_VAR, "true").strip().lower()
+    if forked not in ("true", "false"):
+        raise InPlaceError(f"{FORKED_WORKERS_VAR} must be true or false, got {forked!r}")
+    return InPlace(restarts, float(wait), forked == "true") if restarts else None
 
 
 def refresh_resume(environ: MutableMapping[str, str]) -> str | None:

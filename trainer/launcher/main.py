@@ -67,16 +67,19 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, command
 
 
-def torchrun_command(c: contract.Contract, command: list[str]) -> list[str]:
+def torchrun_command(c: contract.Contract, command: list[str], *, in_place: bool = False) -> list[str]:
     """The torchrun invocation for a validated contract and training command. The gang's size it
     reads from its own PET_NNODES and PET_NPROC_PER_NODE (the contract's, checked and written back:
     launcher.contract), its restart rounds (launcher.inplace) from PET_MAX_RESTARTS (0 when unset).
-    The rendezvous is the launcher's: c10d, pod 0's endpoint (waited for and told whether it hosts,
+    With them on, a Python command's workers are forks of torchrun (launcher.preloaded_workers): a
+    round's new workers skip the interpreter start and torch import, most of a round's time. The
+    rendezvous is the launcher's: c10d, pod 0's endpoint (waited for and told whether it hosts,
     launcher.gang) and the job id, which is also the run's name."""
     command = startup.training_command(command)
     python_mode = startup.is_python(command)
+    runner = "launcher.preloaded_workers" if in_place and python_mode else "torch.distributed.run"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run",
+        sys.executable, "-m", runner,
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", c.rdzv_endpoint,
         "--rdzv-id", c.job_id,
@@ -300,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         c = contract.from_env(os.environ)
         in_place = inplace.from_env(os.environ)
-        cmd = torchrun_command(c, command)
+        cmd = torchrun_command(c, command, in_place=in_place is not None and in_place.forked_workers)
         fabrics = (fabric.fabric_of(os.environ), fabric.expected_of(os.environ))
         restart_attempt = gang.check_restart_budget(os.environ)
         rdzv_wait_s = gang.rendezvous_wait_seconds(os.environ)

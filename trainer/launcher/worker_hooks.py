@@ -115,6 +115,20 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _hook_imported(hooks: dict[str, Callable[[ModuleType], None]]) -> None:
+    """The hooks of modules imported already, run now and dropped from `hooks`: argparse in any
+    worker; torch's too in a worker forked from torchrun (launcher.preloaded_workers). torch.distributed
+    copied init_process_group from distributed_c10d at its import (`from .distributed_c10d import *`):
+    the copy is replaced too, or `dist.init_process_group` would miss the wrap."""
+    for name in [name for name in hooks if name in sys.modules]:
+        module, hook = sys.modules[name], hooks.pop(name)
+        before = getattr(module, "init_process_group", None)
+        hook(module)
+        package = sys.modules.get(name.rpartition(".")[0])
+        if before is not None and package is not None and getattr(package, "init_process_group", None) is before:
+            package.init_process_group = module.init_process_group  # pyright: ignore[reportAttributeAccessIssue]
+
+
 # Set by the first process that installs the hooks: the worker torchrun started. The processes
 # it starts itself (DataLoader workers, compile workers, helpers) inherit the variable and keep
 # out: their errors and steps are not the worker's.
@@ -134,10 +148,8 @@ def install() -> None:
         "torch.distributed.distributed_c10d": _wrap_init_process_group,
         "transformers.training_args": worker_gang.CHECK.note_training_args,
     }
-    if "argparse" in sys.modules:
-        STARTUP_EXITS.patch_argparse(sys.modules["argparse"])
-    else:
-        hooks["argparse"] = STARTUP_EXITS.patch_argparse
+    hooks["argparse"] = STARTUP_EXITS.patch_argparse
+    _hook_imported(hooks)
     sys.meta_path.insert(0, _AfterImport(hooks))
     try:  # a restart round's workers resume from what the rounds before committed
         inplace.refresh_resume(os.environ)
