@@ -62,10 +62,15 @@ def test_the_team_decrypts_its_own_stacks_data_key_only(vision_prod):
 
 
 def test_the_bootstrap_keys_stay_out_of_the_teams_hands(vision_prod):
-    """The exemption from NoOtherKeys reaches only what the team's statements name: using the keys."""
-    for action in ("kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:TagResource", "kms:Encrypt"):
+    """Only using the keys' data keys, as the team's statements name it; not re-tagging them as the
+    team's own (the tags CreateTeamKeys lets it put on a key), which would make them TeamKeys'."""
+    own_tags = {"aws:RequestTag/team": "vision", "aws:RequestTag/stack": "team-vision-prod"}
+    for action in ("kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:TagResource", "kms:UntagResource",
+                   "kms:Encrypt", "kms:DisableKey", "kms:CreateGrant"):
         for key in (STATE_KEY, SECRETS_KEY):
-            assert as_team(vision_prod, action, key, {**BOOTSTRAP_TAGS, CONTEXT: "team-vision-prod"}) != ALLOW, action
+            for request in ({}, own_tags):
+                assert as_team(vision_prod, action, key,
+                               {**BOOTSTRAP_TAGS, CONTEXT: "team-vision-prod", **request}) != ALLOW, (action, request)
     platform = {"aws:ResourceTag/project": "gpu-training", "aws:ResourceTag/stack": "prod"}
     assert as_team(vision_prod, "kms:Decrypt", PLATFORM_KEY, platform) != ALLOW
 

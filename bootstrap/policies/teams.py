@@ -154,13 +154,13 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
         *_team_iam(config, team, environment, account_id),
         # No other stack's key, whatever an Allow above matches: the platform's, another team's, the
-        # team's own in another environment (each carries its stack; only a key being created has
-        # none). Not the bootstrap's (tagged with the bootstrap's project by its provider), which
-        # the team uses as its statements above say: the state key through S3, the secrets key
-        # for its own stack's data key alone.
-        {"Sid": "NoOtherKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey"],
+        # team's own in another environment, the bootstrap's (each carries its stack; only a key
+        # being created has none). Except using a key's data keys, which only the Allows above grant,
+        # each for one key ARN and one use: the bootstrap's state key through S3, its secrets key for
+        # the team's own stack's data key. An exemption by the bootstrap's tag instead would let the
+        # team re-tag those keys as its own (CreateTeamKeys' kms:TagResource), then own them (TeamKeys).
+        {"Sid": "NoOtherKeys", "Effect": "Deny", "NotAction": ["kms:CreateKey", "kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
-         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack,
-                                           f"aws:ResourceTag/{PROJECT_TAG}": config.project},
+         "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
                        "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
     ]}
