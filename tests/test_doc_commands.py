@@ -64,9 +64,11 @@ class Runnable:
     """2 for a documented error: its shown output must then be what it prints."""
     slow: bool = False
     """Plans prod or several stacks (each half a minute or more on two busy cores): runs only with
-    DOC_COMMANDS=all. The rest run in `make test`; a command that needs an earlier one's output
-    (`make plan STACK=team-nlp-prod` after `scripts/new-team-stack nlp prod`) runs after it, in
-    the page's order."""
+    DOC_COMMANDS=all. The rest run in `make test`."""
+    writes: bool = False
+    """Writes files that later commands of its page read (`make plan STACK=team-nlp-prod` after
+    `scripts/new-team-stack nlp prod`): it has run in a checkout before any later command of its
+    page runs there, whichever pytest-xdist worker runs which command."""
 
 
 RUNNABLE = [
@@ -78,14 +80,14 @@ RUNNABLE = [
     Runnable(r"make (policy-venv|\.venv/\.verify)"),
     Runnable(r"scripts/plan\.py --stack dev --set region", returncode=2),
     Runnable(r"scripts/new-team-stack 'a/\.\./b' dev", returncode=2),
-    Runnable(r"scripts/new-team-stack [a-z]+ (dev|staging|prod)"),
+    Runnable(r"scripts/new-team-stack [a-z]+ (dev|staging|prod)", writes=True),
     Runnable(r"(\.venv/bin/python )?scripts/(plan|cost|policy_config|config_docs|doc_figures)\.py( \S+)*"),
     Runnable(r"scripts/plan-diff origin/main HEAD --stack \w+", slow=True),
     Runnable(r"scripts/[\w-]+ --help"),
     Runnable(r"scripts/gpu-training job submit first-job\.yaml --stack team-[\w-]+ --dry-run( \S+)*"),
     Runnable(r"scripts/gpu-training job submit bad-job\.yaml --stack team-[\w-]+ --dry-run", returncode=2),
     Runnable(r"git add stacks/\S+"),
-    Runnable(r"cat > [\w.-]+ <<'EOF'\n.*\nEOF", ),
+    Runnable(r"cat > [\w.-]+ <<'EOF'\n.*\nEOF", writes=True),
 ]
 
 
@@ -300,14 +302,38 @@ def environment_without_a_venv() -> dict[str, str]:
     return env
 
 
+_WRITERS_RUN: dict[Path, dict[Command, subprocess.CompletedProcess[str]]] = {}
+"""Per checkout, the writing commands that have run in it, with what each printed."""
+
+
+def _earlier_writers(command: Command, checkout: Path) -> list[Command]:
+    """The commands of `command`'s page above it that write what it may read, not yet run in `checkout`."""
+    done = _WRITERS_RUN.setdefault(checkout, {})
+    return [c for c in RUN if c.page == command.page and c.line < command.line and c not in done
+            and getattr(classify(c.text), "writes", False)]
+
+
+def run_in(checkout: Path, command: Command) -> subprocess.CompletedProcess[str]:
+    """`command` run in `checkout`; a writing command once per checkout (its later test judges that run)."""
+    done = _WRITERS_RUN.setdefault(checkout, {})
+    if command in done:
+        return done[command]
+    result = subprocess.run(["bash", "-c", command.text], cwd=checkout, env=environment_without_a_venv(),
+                            capture_output=True, text=True, timeout=600, check=False)
+    if getattr(classify(command.text), "writes", False):
+        done[command] = result
+    return result
+
+
 @pytest.mark.parametrize("command", RUN, ids=[c.text.splitlines()[0][:60] for c in RUN])
 def test_each_offline_command_runs_as_written(command, checkout):
     rule = classify(command.text)
     assert isinstance(rule, Runnable)
     if rule.slow and os.environ.get("DOC_COMMANDS") != "all":
         pytest.skip("plans prod or several stacks: run with DOC_COMMANDS=all")
-    result = subprocess.run(["bash", "-c", command.text], cwd=checkout, env=environment_without_a_venv(),
-                            capture_output=True, text=True, timeout=600, check=False)
+    for earlier in _earlier_writers(command, checkout):
+        run_in(checkout, earlier)  # judged by its own test
+    result = run_in(checkout, command)
     output = result.stdout + result.stderr
     where = f"{command.page}:{command.line}: `{command.text}`"
     assert result.returncode == rule.returncode, f"{where} exited {result.returncode}:\n{output[-3000:]}"

@@ -232,3 +232,25 @@ def test_a_broken_platform_stack_file_is_named_in_a_team_stacks_offline_plan(tmp
     problems = raised.value.problems
     assert problems and all(p.where.startswith("platform stack 'prod' (stacks/Pulumi.prod.yaml)") for p in problems)
     assert not any(p.is_about("gpu-training:nodePools") for p in problems)
+
+
+def test_new_team_stack_gives_the_team_its_deploy_role_in_the_bootstrap(tmp_path):
+    """The platform's row needs the team's deploy role (components/config/bootstrap_registry.py):
+    a new team is written into the checkout's bootstrap registry too, its repository an example value."""
+    import shutil
+
+    from bootstrap.config import load_bootstrap_config
+    from components.config.bootstrap_registry import bootstrap_team_registries
+    from components.config.stack_file import read_stack_file
+
+    (tmp_path / "stacks").mkdir()
+    shutil.copy(ROOT / "stacks" / "Pulumi.staging.yaml", tmp_path / "stacks")
+    shutil.copytree(ROOT / "bootstrap", tmp_path / "bootstrap", ignore=shutil.ignore_patterns("*.py", "__pycache__", "policies"))
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
+                             "--out-dir", str(tmp_path / "stacks")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "0a. wrote team nlp into the bootstrap's teams" in result.stdout and "0b. wrote the team's row" in result.stdout
+    (registry,) = bootstrap_team_registries(tmp_path / "stacks", project=PROJECT)[0]
+    assert "staging" in registry.roles["nlp"] and "vision" in registry.roles
+    config = load_bootstrap_config(read_stack_file(registry.path), project=registry.project, stack="bootstrap")
+    assert "nlp" in [team.name for team in config.teams]

@@ -43,13 +43,16 @@ class BootstrapTeams:
     file: str
     """The file as messages name it (bootstrap/Pulumi.bootstrap.yaml)."""
     roles: Mapping[str, frozenset[str]]
+    path: Path
+    project: str
+    """The bootstrap program's project (its config keys' prefix)."""
 
 
 def bootstrap_dir_of(stacks_dir: Path) -> Path:
     return stacks_dir.parent / BOOTSTRAP_DIR_NAME
 
 
-def _bootstrap_project(bootstrap_dir: Path) -> str | None:
+def bootstrap_project_of(bootstrap_dir: Path) -> str | None:
     try:
         document = yaml.safe_load((bootstrap_dir / "Pulumi.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -79,7 +82,7 @@ def bootstrap_team_registries(stacks_dir: Path, *, project: str) -> tuple[list[B
     stacks, warnings for files skipped). No bootstrap directory says nothing: the checkout keeps
     its bootstrap elsewhere."""
     bootstrap_dir = bootstrap_dir_of(stacks_dir)
-    bootstrap_project = _bootstrap_project(bootstrap_dir)
+    bootstrap_project = bootstrap_project_of(bootstrap_dir)
     if bootstrap_project is None:
         return [], []
     prefix = f"{bootstrap_project}:"
@@ -97,7 +100,7 @@ def bootstrap_team_registries(stacks_dir: Path, *, project: str) -> tuple[list[B
             skipped.append(f"teams not compared with {shown_path(path)}: its environments or teams are not "
                            "mappings of names; plan the bootstrap to see why")
             continue
-        found.append(BootstrapTeams(shown_path(path), roles))
+        found.append(BootstrapTeams(shown_path(path), roles, path, bootstrap_project))
     return found, skipped
 
 
