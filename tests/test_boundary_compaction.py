@@ -85,7 +85,7 @@ def resources(env: str) -> list[str]:
             "instance", "network-interface", "security-group", "snapshot", "image", "volume",
             "vpc-peering-connection", "route-table")),
         f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k", f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:s",
-        f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/p", f"arn:aws:ssm:us-east-1::document/AWS-RunShellScript",
+        f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/p", "arn:aws:ssm:us-east-1::document/AWS-RunShellScript",
         f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/r",
         f"arn:aws:elasticloadbalancing:us-east-1:{ACCOUNT}:loadbalancer/app/a/1",
         "arn:aws:elasticloadbalancing:us-east-1:999999999999:loadbalancer/app/a/1",
