@@ -31,6 +31,7 @@ from components.config.stack import (
     region_problem,
 )
 from components.config.stack_names import TEAM_NAME
+from components.config.storage import bucket_name_problem
 from components.facts.regions import ARN_PARTITION
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
@@ -228,6 +229,13 @@ def _parse_environments(root: Section) -> tuple[EnvironmentCi, ...]:
                         "give every stage a GitHub environment of its own (by default, one named after the stage), "
                         "not ending in -image")
         read_buckets = entry.string_list("readBuckets", [])
+        for index, bucket in enumerate(read_buckets):
+            # A literal name: the boundary writes it into ARN patterns, where `*` or `?` would
+            # reach every bucket it matches (bootstrap/policies/boundary.py relies on it).
+            problem = bucket_name_problem(bucket)
+            if problem is not None:
+                entry.error(f"{entry.key('readBuckets')}[{index}]", bucket, problem,
+                            "write the bucket's exact name, as S3 lists it (no wildcards)")
         sites = _parse_sites(entry, name)
         entry.finish()
         environments.append(EnvironmentCi(name=name, deploy_branch=branch, github_environment=github_environment,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 ALLOW, DENY, IMPLICIT_DENY = "Allow", "Deny", "ImplicitDeny"
@@ -39,6 +40,7 @@ _NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike", "A
             "ArnNotLike": "ArnLike"}
 
 
+@cache  # pure, and a corpus test matches the same few patterns millions of times
 def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
     body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
     return re.compile(f"^{body}$", re.IGNORECASE if ignore_case else 0)

@@ -1059,12 +1059,9 @@ def test_an_environment_left_empty_takes_its_defaults():
                     token(f"repo:{REPO}:environment:dev-image:ref:refs/heads/main")) == ALLOW
 
 
-def test_a_read_bucket_is_readable_under_the_boundary_and_no_more(monkeypatch):
-    """environments.<env>.readBuckets: an existing datasets bucket outside the project's names. (The
-    boundary it renders is past IAM's 6,144 characters, which the bootstrap now refuses:
-    tests/test_bootstrap_policy_sizes.py; judged here with that check off, for what it would allow.)"""
-    from bootstrap.policies import sizes
-    monkeypatch.setattr(sizes, "refuse_oversized_policies", lambda config: None)
+def test_a_read_bucket_is_readable_under_the_boundary_and_no_more():
+    """environments.<env>.readBuckets: an existing datasets bucket outside the project's names (the
+    size check on: the boundary has room for it, tests/test_bootstrap_policy_sizes.py)."""
     plan = plan_bootstrap(environments={"dev": {"readBuckets": ["shared-datasets", "datasets-prod"]}})
     document = boundary(plan, "dev")
     assert evaluate_bounded(INLINE_STAR, document, "s3:GetObject", "arn:aws:s3:::shared-datasets/a/b") == ALLOW

@@ -12,13 +12,14 @@ from stack_configs import ROOT
 from test_bootstrap import plan_bootstrap
 
 from bootstrap.config import load_bootstrap_config
+from bootstrap.policies import sizes
 from bootstrap.policies.sizes import MANAGED_POLICY_CHARACTERS, _environment_documents, iam_size
 from components.config import ConfigError
 from components.config.reader import ConfigProblem
 
 REPO = "example-org/gpu-training"
 # Valid Pulumi project names (up to 100 characters) long enough to pass a quota.
-LONG_PROJECT = "gpu-training-" + "x" * 17
+LONG_PROJECT = "gpu-training-" + "x" * 40
 LONGEST_PROJECT = "p" * 100
 LONGEST_TEAM = "t" * 20  # components/config/stack.py MAX_TEAM_NAME
 
@@ -38,10 +39,19 @@ def test_a_long_project_that_overflows_a_sites_boundary_names_the_sites_value_an
     assert f"shorten stacksProject '{LONG_PROJECT}'" in problem.fix
 
 
-def test_without_sites_the_project_name_is_the_key():
+def test_without_sites_the_longest_project_name_fits():
+    """Pulumi's longest project name (100 characters) leaves a boundary without sites or readBuckets
+    inside the quota since the boundary is rendered compact (bootstrap/policies/compact.py)."""
+    plan = plan_bootstrap(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={})
+    assert all(size <= MANAGED_POLICY_CHARACTERS for size in boundary_sizes(plan).values())
+
+
+def test_without_sites_the_project_name_is_the_key(monkeypatch):
+    """The keying, on a quota made smaller than the longest project's boundary."""
+    monkeypatch.setattr(sizes, "MANAGED_POLICY_CHARACTERS", 5000)
     problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={})
     assert problems and all(p.key == "gpu-training-bootstrap:stacksProject" for p in problems), problems
-    assert all(p.value and p.value.startswith("'ppp") and ("6,144" in p.rule or "10,240" in p.rule) for p in problems)
+    assert all(p.value and p.value.startswith("'ppp") and ("5,000" in p.rule or "10,240" in p.rule) for p in problems)
     assert any(p.rule.startswith("renders policy ") and "-boundary-dev at " in p.rule for p in problems), problems
 
 
@@ -53,12 +63,35 @@ def test_a_team_boundary_over_the_quota_names_the_team():
     assert problem.value == repr(LONGEST_TEAM) and "use a shorter team name" in problem.fix
 
 
-def test_a_read_bucket_that_overflows_the_boundary_names_read_buckets():
-    """Found by this check: the dev boundary has no room for one read bucket (6,395 characters with
-    `shared-datasets`), so `pulumi up` of the bootstrap would fail with LimitExceeded."""
-    problems = refused(environments={"dev": {"readBuckets": ["shared-datasets"]}})
+# The longest bucket names (S3 User Guide, "General purpose bucket naming rules": 3 to 63 characters).
+LONGEST_BUCKETS = [letter * 63 for letter in "abcdefgh"]
+# Room a boundary keeps with three read buckets of the longest names (the shipped boundaries keep
+# tests/test_bootstrap.py BOUNDARY_HEADROOM).
+READ_BUCKETS_MARGIN = 100
+
+
+def boundary_sizes(plan) -> dict[str, int]:
+    return {p["inputs"]["name"]: iam_size(json.loads(p["inputs"]["policy"]))
+            for p in plan.of_type("aws:iam/policy:Policy") if "-boundary-" in p["inputs"]["name"]}
+
+
+def test_every_environment_has_room_for_three_read_buckets_of_the_longest_names():
+    """The size check on: three read buckets of 63 characters each in dev, staging and prod (prod,
+    with two sites, has the longest boundary) fit with READ_BUCKETS_MARGIN to spare."""
+    prod_sites = {"sites": {"usw2": "us-west-2", "use2": "us-east-2"}}  # as bootstrap/Pulumi.bootstrap.yaml
+    plan = plan_bootstrap(environments={env: {"readBuckets": LONGEST_BUCKETS[:3], **(prod_sites if env == "prod" else {})}
+                                        for env in ("dev", "staging", "prod")})
+    sizes = {name: size for name, size in boundary_sizes(plan).items() if "-team-" not in name}
+    assert len(sizes) == 3, sizes
+    assert all(size <= MANAGED_POLICY_CHARACTERS - READ_BUCKETS_MARGIN for size in sizes.values()), sizes
+
+
+def test_a_read_bucket_list_that_overflows_the_boundary_names_read_buckets():
+    """Eight read buckets of 63 characters are past the 6,144 a boundary holds: refused with the key,
+    before `pulumi up` of the bootstrap would fail with LimitExceeded."""
+    problems = refused(environments={"dev": {"readBuckets": LONGEST_BUCKETS}})
     problem = next(p for p in problems if p.key == "gpu-training-bootstrap:environments.dev.readBuckets")
-    assert "gpu-training-boundary-dev at " in problem.rule and problem.value == repr(["shared-datasets"])
+    assert "gpu-training-boundary-dev at " in problem.rule and problem.value and LONGEST_BUCKETS[0][:20] in problem.value
     assert "remove readBuckets" in problem.fix
 
 

@@ -4,10 +4,12 @@ one managed policy of at most 6,144 characters."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Any
 
 from bootstrap.config import BootstrapConfig
 from bootstrap.policies.actions import BOUNDARY_ACTIONS, BOUNDARY_SERVICE_LINKED_ROLES
+from bootstrap.policies.compact import compact_policy, literal_prefix
 from bootstrap.policies.names import environment_sites, in_partition
 from bootstrap.policies.scope import (
     AUTOSCALING_GROUPS,
@@ -91,10 +93,17 @@ def _own_buckets(config: BootstrapConfig, environment: str) -> list[str]:
     return [own, f"{own}/*"]
 
 
+def _read_bucket_names(config: BootstrapConfig, environment: str) -> tuple[str, ...]:
+    return next((env.read_buckets for env in config.environments if env.name == environment), ())
+
+
+def _bucket_arn(config: BootstrapConfig, name: str) -> str:
+    return f"arn:{arn_partition(config.region)}:s3:::{name}"
+
+
 def _read_buckets(config: BootstrapConfig, environment: str) -> list[str]:
-    partition = arn_partition(config.region)
-    names = next((env.read_buckets for env in config.environments if env.name == environment), ())
-    return [arn for name in names for arn in (f"arn:{partition}:s3:::{name}", f"arn:{partition}:s3:::{name}/*")]
+    return [arn for name in _read_bucket_names(config, environment)
+            for arn in (_bucket_arn(config, name), f"{_bucket_arn(config, name)}/*")]
 
 
 def boundary_scoped_resources() -> list[str]:
@@ -170,11 +179,21 @@ def _boundary_project_scope(config: BootstrapConfig, environment: str) -> list[d
 
 
 def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: str, **_: Any) -> dict[str, Any]:
-    """The permissions boundary of every role the environment's stacks create: whatever a role's
-    own policies say, it can take only the actions the stacks' roles take (BOUNDARY_ACTIONS),
-    never on IAM (beyond the service-linked role the cluster policy creates), never on another
-    environment's or project's resources or data, never on the bootstrap, and assume only roles
-    of its own environment."""
+    """The permissions boundary of every role the environment's stacks create (`boundary_as_written`),
+    in the fewest characters that decide every request as it does: a boundary is one managed
+    policy of at most 6,144 characters (IAM User Guide, "IAM and AWS STS quotas"), and each
+    readBuckets entry adds four ARNs of its name to it."""
+    written = boundary_as_written(config, environment, account_id=account_id)
+    exact = _without_unreachable_prod_patterns(config, environment, written)
+    return compact_policy(_merged_by_service(config, environment, exact))
+
+
+def boundary_as_written(config: BootstrapConfig, environment: str, *, account_id: str) -> dict[str, Any]:
+    """The boundary statement by statement, each with its Sid: whatever a role's own policies say,
+    it can take only the actions the stacks' roles take (BOUNDARY_ACTIONS), never on IAM (beyond
+    the service-linked role the cluster policy creates), never on another environment's or
+    project's resources or data, never on the bootstrap, and assume only roles of its own
+    environment. `boundary_policy` renders it shorter, with the same decisions."""
     allowed, partition = boundary_allow_list(), arn_partition(config.region)
     statements: list[dict[str, Any]] = [
         {"Sid": "ActionsOfTheStacksRoles", "Effect": "Allow", "Action": allowed, "Resource": ["*"]},
@@ -202,6 +221,89 @@ def boundary_policy(config: BootstrapConfig, environment: str, *, account_id: st
                            "Resource": prod_bucket_patterns(arn_partition(config.region))})
     return {"Version": "2012-10-17", "Statement": statements}
 
+
+
+def _glob_matches(pattern: str, value: str) -> bool:
+    """A resource pattern against an ARN: `*` any characters, `?` one (IAM User Guide, "IAM JSON
+    policy elements: Resource")."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(body, value, flags=re.DOTALL) is not None
+
+
+def _without_unreachable_prod_patterns(config: BootstrapConfig, environment: str,
+                                       written: dict[str, Any]) -> dict[str, Any]:
+    """DenyProdBuckets, DenyOtherBuckets and ReadOnlyOfReadBuckets of a non-prod boundary with
+    readBuckets, with the same decisions in fewer characters. Every S3 ARN but the environment's
+    own buckets and its read buckets is refused by DenyOtherBuckets already, so DenyProdBuckets
+    decides only on those two:
+    - a read bucket whose name is a prod one (its ARN matches a pattern of DenyProdBuckets; the
+      patterns come in pairs, bucket and `/*`, so its objects match too) is refused every S3
+      action either way: it leaves DenyOtherBuckets' NotResource, which then refuses it (it stays
+      in ReadOnlyOfReadBuckets, whose NotAction refuses other services' actions on it too);
+    - a pattern whose characters before its first wildcard are not compatible with the own
+      buckets' (`arn:aws:s3:::<project>-<env>-`: neither starts the other) matches no own bucket,
+      and after the step above no read bucket nor object of one (a bucket name is literal:
+      config.py checks it), so it is dropped.
+    tests/test_boundary_compaction.py holds both to the decisions of `boundary_as_written`."""
+    statements = {s.get("Sid"): s for s in written["Statement"]}
+    prod = statements.get("DenyProdBuckets")
+    if prod is None:
+        return written
+    prod_named = {arn for name in _read_bucket_names(config, environment)
+                  for arn in (_bucket_arn(config, name), f"{_bucket_arn(config, name)}/*")
+                  if any(_glob_matches(p, _bucket_arn(config, name)) for p in prod["Resource"])}
+    own_prefix = literal_prefix(_own_buckets(config, environment)[0])
+
+    def reaches_own(pattern: str) -> bool:
+        prefix = literal_prefix(pattern)
+        return prefix.startswith(own_prefix) or own_prefix.startswith(prefix)
+
+    kept: list[dict[str, Any]] = []
+    for statement in written["Statement"]:
+        sid = statement.get("Sid")
+        if sid == "DenyOtherBuckets":
+            statement = {**statement, "NotResource": [r for r in statement["NotResource"] if r not in prod_named]}
+        elif sid == "DenyProdBuckets":
+            statement = {**statement, "Resource": [r for r in statement["Resource"] if reaches_own(r)]}
+        kept.append(statement)
+    return {**written, "Statement": kept}
+
+
+# Denies of one service's actions outside the environment's names each, and the unconditional
+# Deny of the never actions: one statement whose NotResource lists every service's names. A
+# request names a resource of its own action's service (or `*`): every resource type an action
+# takes is its service's (Service Authorization Reference, "Resource types defined by ..."; an
+# sts:AssumeRole names an IAM role), and the services' ARN patterns here are disjoint (arn:<p>:eks,
+# :s3, :logs, :iam), so each action meets only its own service's patterns, as before.
+MERGED_BY_SERVICE = ("DenyOtherClusters", "DenyOtherBuckets", "DenyOtherLogGroups", "DenyOtherProjectsRoles",
+                     "DenyNeverActions")
+
+
+def _merged_by_service(config: BootstrapConfig, environment: str, exact: dict[str, Any]) -> dict[str, Any]:
+    """MERGED_BY_SERVICE as one statement, and ReadOnlyOfReadBuckets on `<bucket>*` for each read
+    bucket whose name no own bucket's starts with: its other matches are S3 ARNs DenyOtherBuckets
+    refuses whole already, or another read bucket's whose writes it refuses too.
+    tests/test_boundary_compaction.py holds both to `boundary_as_written` on requests that name a
+    resource of their action's service."""
+    merged: dict[str, Any] = {"Sid": "DenyOutsideTheEnvironmentsNames", "Effect": "Deny", "Action": [],
+                              "NotResource": []}
+    own_prefix = literal_prefix(_own_buckets(config, environment)[0])
+    statements: list[dict[str, Any]] = []
+    for statement in exact["Statement"]:
+        sid = statement.get("Sid")
+        if sid in MERGED_BY_SERVICE:
+            merged["Action"] += statement["Action"]
+            merged["NotResource"] += statement.get("NotResource", [])
+            if not any(s is merged for s in statements):
+                statements.append(merged)
+        elif sid == "ReadOnlyOfReadBuckets":
+            buckets = [r for r in statement["Resource"] if not r.endswith("/*")]
+            shortened = [f"{r}*" if not (r.startswith(own_prefix) or own_prefix.startswith(r)) else r for r in buckets]
+            objects = [f"{r}/*" for r, short in zip(buckets, shortened, strict=True) if short == r]
+            statements.append({**statement, "Resource": [*shortened, *objects]})
+        else:
+            statements.append(statement)
+    return {**exact, "Statement": statements}
 
 # The verbs of a service's reads, and the services that have no action of a verb (Service
 # Authorization Reference; tests/test_iam_grammar.py checks every IAM action a plan names exists):
