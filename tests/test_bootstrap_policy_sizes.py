@@ -18,10 +18,10 @@ from components.config import ConfigError
 from components.config.reader import ConfigProblem
 
 REPO = "example-org/gpu-training"
-# Valid Pulumi project names (up to 100 characters) long enough to pass a quota.
-LONG_PROJECT = "gpu-training-" + "x" * 40
-LONGEST_PROJECT = "p" * 100
-LONGEST_TEAM = "t" * 20  # components/config/stack.py MAX_TEAM_NAME
+# The longest project the bootstrap's names allow (its state log bucket within S3's 63 characters:
+# sizes.name_length_problems), and the longest team name (components/config/stack.py MAX_TEAM_NAME).
+LONGEST_PROJECT = "p" * 32
+LONGEST_TEAM = "t" * 20
 
 
 def refused(**overrides: object) -> list[ConfigProblem]:
@@ -31,36 +31,58 @@ def refused(**overrides: object) -> list[ConfigProblem]:
     return list(raised.value.problems)
 
 
-def test_a_long_project_that_overflows_a_sites_boundary_names_the_sites_value_and_fix():
-    problems = refused(stacksProject=LONG_PROJECT)
+def test_a_sites_boundary_over_the_quota_names_the_sites_value_and_fix(monkeypatch):
+    """On a quota made smaller than prod's boundary, which its two sites make the longest."""
+    monkeypatch.setattr(sizes, "MANAGED_POLICY_CHARACTERS", 5100)
+    problems = refused()
     problem = next(p for p in problems if p.key == "gpu-training-bootstrap:environments.prod.sites")
-    assert f"{LONG_PROJECT}-boundary-prod at " in problem.rule and "6,144" in problem.rule
+    assert "gpu-training-boundary-prod at " in problem.rule and "5,100" in problem.rule
     assert "IAM and AWS STS quotas" in problem.rule and problem.value and "'usw2': 'us-west-2'" in problem.value
-    assert f"shorten stacksProject '{LONG_PROJECT}'" in problem.fix
+    assert "shorten stacksProject 'gpu-training'" in problem.fix
+
+
+@pytest.mark.parametrize(("project", "says"), [
+    ("p" * 33, "pppp-pulumi-state-logs-000000000000 (64 characters)"),
+    ("GPU-training", "S3 holds bucket names of lowercase letters"),
+    ("gpu_training", "S3 holds bucket names of lowercase letters"),
+])
+def test_a_project_name_that_s3_or_iam_would_refuse_in_a_name_is_the_key(project, says):
+    (problem,) = refused(stacksProject=project, environments={"dev": {}}, teams={})
+    assert problem.key == "gpu-training-bootstrap:stacksProject" and says in problem.rule, problem
+    assert "at most 32 characters" in problem.fix
+
+
+def test_a_team_whose_deploy_role_name_iam_would_refuse_names_the_team():
+    (problem,) = refused(stacksProject=LONGEST_PROJECT, environments={"staging": {}},
+                         teams={LONGEST_TEAM: {"repository": REPO}})
+    assert problem.key == f"gpu-training-bootstrap:teams.{LONGEST_TEAM}" and "(69 characters)" in problem.rule, problem
+    assert problem.fix.startswith("use a shorter team name")
 
 
 def test_without_sites_the_longest_project_name_fits():
-    """Pulumi's longest project name (100 characters) leaves a boundary without sites or readBuckets
-    inside the quota since the boundary is rendered compact (bootstrap/policies/compact.py)."""
+    """The longest project name the names allow leaves a boundary without sites or readBuckets
+    inside the quota."""
     plan = plan_bootstrap(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={})
     assert all(size <= MANAGED_POLICY_CHARACTERS for size in boundary_sizes(plan).values())
 
 
 def test_without_sites_the_project_name_is_the_key(monkeypatch):
     """The keying, on a quota made smaller than the longest project's boundary."""
-    monkeypatch.setattr(sizes, "MANAGED_POLICY_CHARACTERS", 5000)
+    monkeypatch.setattr(sizes, "MANAGED_POLICY_CHARACTERS", 4000)
     problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={})
     assert problems and all(p.key == "gpu-training-bootstrap:stacksProject" for p in problems), problems
-    assert all(p.value and p.value.startswith("'ppp") and ("5,000" in p.rule or "10,240" in p.rule) for p in problems)
+    assert all(p.value and p.value.startswith("'ppp") and ("4,000" in p.rule or "10,240" in p.rule) for p in problems)
     assert any(p.rule.startswith("renders policy ") and "-boundary-dev at " in p.rule for p in problems), problems
 
 
-def test_a_team_boundary_over_the_quota_names_the_team():
-    problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}},
-                       teams={LONGEST_TEAM: {"repository": REPO}})
-    problem = next(p for p in problems if p.key == f"gpu-training-bootstrap:teams.{LONGEST_TEAM}")
-    assert problem.rule.startswith("renders team boundary ") and " characters, over the 6,144 " in problem.rule
-    assert problem.value == repr(LONGEST_TEAM) and "use a shorter team name" in problem.fix
+def test_a_team_boundary_over_the_quota_names_the_team(monkeypatch):
+    """On a quota made smaller than a team boundary (the longest names keep it inside the real one)."""
+    monkeypatch.setattr(sizes, "MANAGED_POLICY_CHARACTERS", 4000)
+    team = "t" * 15  # its deploy role's name within IAM's 64 characters
+    problems = refused(stacksProject=LONGEST_PROJECT, environments={"dev": {}}, teams={team: {"repository": REPO}})
+    problem = next(p for p in problems if p.key == f"gpu-training-bootstrap:teams.{team}")
+    assert problem.rule.startswith("renders team boundary ") and " characters, over the 4,000 " in problem.rule
+    assert problem.value == repr(team) and "use a shorter team name" in problem.fix
 
 
 # The longest bucket names (S3 User Guide, "General purpose bucket naming rules": 3 to 63 characters).

@@ -31,8 +31,9 @@ from bootstrap.policies.names import (
     image_role_name,
     preview_role_name,
     state_bucket_name,
+    state_log_bucket_name,
 )
-from bootstrap.policies.teams import team_boundary_policy, team_boundary_policy_name
+from bootstrap.policies.teams import team_boundary_policy, team_boundary_policy_name, team_deploy_role_name
 from bootstrap.policies.trust import IMAGE_BUILD_ENVIRONMENTS
 from components.config.reader import ConfigError, ConfigProblem, shown
 from components.facts.regions import arn_partition
@@ -129,8 +130,43 @@ def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
     return problems
 
 
+ROLE_NAME_CHARACTERS = 64
+"""IAM User Guide, "IAM and AWS STS quotas": role name, 64 characters."""
+BUCKET_NAME_CHARACTERS = 63
+"""S3 User Guide, "General purpose bucket naming rules": 3 to 63 characters; lowercase letters,
+numbers, dots and hyphens."""
+
+
+def name_length_problems(config: BootstrapConfig) -> list[ConfigProblem]:
+    """The bootstrap's role and bucket names that IAM or S3 would refuse, keyed by the name that
+    grows them: `stacksProject` (every name's prefix), or a team's name for its deploy roles."""
+    key, project = f"{config.project}:", config.stacks_project
+    longest_bucket = state_log_bucket_name(project, ACCOUNT_STAND_IN)
+    longest_role = max((f(project, env.name) for env in config.environments
+                        for f in (preview_role_name, deploy_role_name, image_role_name)), key=len, default="")
+    problems = []
+    if len(longest_bucket) > BUCKET_NAME_CHARACTERS or len(longest_role) > ROLE_NAME_CHARACTERS \
+            or project != project.lower() or "_" in project:
+        room = BUCKET_NAME_CHARACTERS - len(longest_bucket) + len(project)
+        problems.append(ConfigProblem(
+            f"{key}stacksProject", f"names the state log bucket {longest_bucket} ({len(longest_bucket)} characters) and "
+            f"the role {longest_role} ({len(longest_role)}); S3 holds bucket names of lowercase letters, digits, dots and "
+            f"'-' up to {BUCKET_NAME_CHARACTERS} characters, IAM role names up to {ROLE_NAME_CHARACTERS}",
+            f"use a project name of lowercase letters, digits and '-', at most {room} characters (rename the main "
+            "Pulumi.yaml's project with it)", shown(project)))
+    for team in config.teams:
+        role = max((team_deploy_role_name(project, team.name, env) for env in team.environments), key=len, default="")
+        if len(role) > ROLE_NAME_CHARACTERS:
+            problems.append(ConfigProblem(
+                f"{key}teams.{team.name}", f"names the deploy role {role} ({len(role)} characters), over the "
+                f"{ROLE_NAME_CHARACTERS} IAM holds in a role name ({QUOTAS_SOURCE})",
+                "use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' teams "
+                "with it), or a shorter stacksProject", shown(team.name)))
+    return problems
+
+
 def refuse_oversized_policies(config: BootstrapConfig) -> None:
-    """Before any resource: a ConfigError naming each document IAM would refuse for its size."""
-    problems = policy_size_problems(config)
+    """Before any resource: a ConfigError naming each name or document IAM or S3 would refuse for its size."""
+    problems = name_length_problems(config) or policy_size_problems(config)
     if problems:
         raise ConfigError(problems)
