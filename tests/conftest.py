@@ -37,8 +37,9 @@ BOOTSTRAP = "bootstrap"
 
 
 def _synthesize(stack: str) -> Plan:
-    project = {"project_dir": Path(__file__).resolve().parent.parent / BOOTSTRAP} if stack == BOOTSTRAP else {}
-    return synthesize(stack, **project)
+    if stack == BOOTSTRAP:
+        return synthesize(stack, project_dir=Path(__file__).resolve().parent.parent / BOOTSTRAP)
+    return synthesize(stack)
 
 
 class _PlanPickler(pickle.Pickler):
