@@ -4,13 +4,16 @@ tests import by name live in modules of their own (stack_configs.py), never here
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from components.config import stack as stack_model
+from components.config.placeholders import PLACEHOLDERS, PlaceholderKind
 from offline.plan import Plan, synthesize
 
 # The suite judges EKS version support as of this day, never the wall clock: the same commit
@@ -33,13 +36,53 @@ _plans: dict[str, Plan] = {}
 BOOTSTRAP = "bootstrap"
 
 
+def _synthesize(stack: str) -> Plan:
+    if stack == BOOTSTRAP:
+        return synthesize(stack, project_dir=Path(__file__).resolve().parent.parent / BOOTSTRAP)
+    return synthesize(stack)
+
+
+class _PlanPickler(pickle.Pickler):
+    """A plan's placeholders hold their kind, whose `matches` is a lambda pickle cannot name: the
+    kind travels as its name and comes back as the same object of PLACEHOLDERS."""
+
+    def persistent_id(self, obj: object) -> str | None:
+        return obj.name if isinstance(obj, PlaceholderKind) else None
+
+
+class _PlanUnpickler(pickle.Unpickler):
+    def persistent_load(self, pid: str) -> PlaceholderKind:
+        return next(kind for kind in PLACEHOLDERS if kind.name == pid)
+
+
+def _plan_shared_by_workers(stack: str, directory: Path) -> Plan:
+    """The first xdist worker to ask plans the stack and leaves it in `directory` (this session's
+    own temporary directory, so never a stale plan); the others wait on the lock and read it
+    (a few ms against 2-5 s of CPU for each plan, once per worker before)."""
+    stored = directory / f"plan-{stack}.pickle"
+    with (directory / f"plan-{stack}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if stored.exists():
+            with stored.open("rb") as file:
+                return _PlanUnpickler(file).load()
+        plan = _synthesize(stack)
+        partial = stored.with_suffix(".partial")
+        with partial.open("wb") as file:
+            _PlanPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(plan)
+        partial.rename(stored)
+        return plan
+
+
 @pytest.fixture(scope="session")
-def plan_of():
-    """plan_of(stack) -> Plan, synthesised once per test session (`bootstrap`: the bootstrap's)."""
+def plan_of(tmp_path_factory: pytest.TempPathFactory, worker_id: str):
+    """plan_of(stack) -> Plan, synthesised once per test session (`bootstrap`: the bootstrap's)
+    and shared by its xdist workers (pytest-xdist's `worker_id` is "master" without them)."""
+    # Each worker's basetemp is <the session's>/popen-gwN: the parent is the whole session's.
+    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else None
+
     def get(stack: str) -> Plan:
         if stack not in _plans:
-            project = {"project_dir": Path(__file__).resolve().parent.parent / BOOTSTRAP} if stack == BOOTSTRAP else {}
-            _plans[stack] = synthesize(stack, **project)
+            _plans[stack] = _plan_shared_by_workers(stack, shared) if shared else _synthesize(stack)
         return _plans[stack]
     return get
 

@@ -4,6 +4,7 @@ pytest puts tests/ on the path; a conftest.py keeps only fixtures and hooks)."""
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,29 @@ DELETE = object()
 
 
 def raw_config(stack: str) -> dict[str, Any]:
-    """The decoded config of a stack file, as `load_stack_config` receives it."""
+    """The decoded config of a stack file, as `load_stack_config` receives it (a copy of its own:
+    a test may change it)."""
+    stamp = _files_stamp(stack)
+    if stamp is None:  # no such file: stack_config says so, as a ConfigError
+        _, config, _ = stack_config(stack)
+        return decode_raw_config(config)
+    return copy.deepcopy(_raw_config_as_filed(stack, stamp))
+
+
+def _files_stamp(stack: str) -> tuple[tuple[int, int], ...] | None:
+    """(mtime, size) of Pulumi.yaml and the stack file: a test that writes either reads it again."""
+    try:
+        return tuple((status.st_mtime_ns, status.st_size)
+                     for status in ((ROOT / "Pulumi.yaml").stat(), (ROOT / "stacks" / f"Pulumi.{stack}.yaml").stat()))
+    except FileNotFoundError:
+        return None
+
+
+# The tables of cases read the same few stack files hundreds of times, and each reading parses
+# them with the strict reader in pure Python (about 0.08 s): once per file as it stands is enough.
+@functools.lru_cache(maxsize=64)
+def _raw_config_as_filed(stack: str, stamp: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+    del stamp  # the cache's key only
     _, config, _ = stack_config(stack)
     return decode_raw_config(config)
 

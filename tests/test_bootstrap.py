@@ -716,25 +716,25 @@ def planned_role_grants(plan: Plan) -> list[tuple[str, str, str, dict[str, str]]
     return grants
 
 
-def own_resource(stack: str, action: str, resource: str) -> str:
+def own_resource(stack: str, region: str, action: str, resource: str) -> str:
     """The request a grant stands for: a grant on `*` is used on the stack's own resources in its
     region (its cluster for EKS, its buckets for S3, its Container Insights log group for CloudWatch
     Logs, its load balancers for ELB, whose every action but the reads takes one); a pattern stands
-    for a name it matches."""
+    for a name it matches. `region` is the stack's (region_of reads its file: once per test, not per grant)."""
     if action.startswith("logs:") and ":mock:" in resource:
         # The offline plan's ARN of a log group the stack makes: the flow logs' group, by its name
         # (components/network/vpc.py), and its streams.
-        group = f"arn:aws:logs:{region_of(stack)}:{ACCOUNT}:log-group:/aws/vpc/{name_prefix(stack)}/flow-logs"
+        group = f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/vpc/{name_prefix(stack)}/flow-logs"
         return group + (":log-stream:x" if resource.endswith(":*") else "")
     if resource != "*":
         # A pattern's region and account are the stack's (S3's ARNs have neither).
         parts = resource.split(":", 5)
         if len(parts) == 6:
-            parts[3] = region_of(stack) if parts[3] == "*" else parts[3]
+            parts[3] = region if parts[3] == "*" else parts[3]
             parts[4] = ACCOUNT if parts[4] == "*" else parts[4]
         return ":".join(parts).replace("*", "x")
     service, name = action.split(":", 1)
-    prefix, region = name_prefix(stack), region_of(stack)
+    prefix = name_prefix(stack)
     if service == "elasticloadbalancing" and not name.startswith("Describe"):
         return f"arn:aws:elasticloadbalancing:{region}:{ACCOUNT}:loadbalancer/app/k8s-viewer/1"
     return {"eks": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{prefix}",
@@ -759,7 +759,7 @@ def test_the_boundary_allows_everything_the_stacks_roles_are_granted(bootstrap, 
     grants = planned_role_grants(plan_of(stack))
     assert grants
     refused = [(name, action, resource) for name, action, resource, condition in grants
-               if evaluate(document, action, own_resource(stack, action, resource), {**context, **condition}) != ALLOW]
+               if evaluate(document, action, own_resource(stack, region, action, resource), {**context, **condition}) != ALLOW]
     assert not refused, f"{stack}: add these to bootstrap/policies/actions.py BOUNDARY_ACTIONS (or scope them): {refused}"
 
 
