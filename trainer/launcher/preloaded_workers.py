@@ -42,6 +42,7 @@ import runpy
 import signal
 import sys
 import threading
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -102,6 +103,39 @@ def _interpreter_exit() -> None:
             stream.flush()
 
 
+def _worker_path(kind: str, target: str) -> str:
+    """The sys.path[0] a new interpreter gives the command: the working directory for `-m`, the
+    script's directory otherwise."""
+    return os.getcwd() if kind == "-m" else os.path.dirname(os.path.abspath(target))
+
+
+def _start_interpreter(kind: str, target: str) -> None:
+    """The site customisation as an interpreter start runs it, then sys.path[0]. An interpreter
+    imports `site` before it puts the script's directory (or, for `-m`, the working directory) on
+    sys.path, so a sitecustomize.py there is not run: torchrun's own sys.path[0] goes first
+    (PYTHONSAFEPATH or -P: there is none), and the worker's comes after."""
+    first = not sys.flags.safe_path
+    if first and sys.path:
+        del sys.path[0]
+    try:
+        _rerun_sitecustomize()
+    finally:
+        if first:
+            sys.path.insert(0, _worker_path(kind, target))
+
+
+def _run_main(kind: str, target: str) -> None:
+    """`python -m TARGET` is runpy._run_module_as_main (Lib/runpy.py, called from Modules/main.c):
+    a module it cannot find is `sys.exit("<python>: No module named ...")` from it, which the
+    worker hooks read as a start-up exit (launcher.worker_exit StartupExits). It runs the module in
+    `__main__`'s namespace: a new, empty one, as a new interpreter's, not torchrun's."""
+    if kind == "-m":
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        runpy._run_module_as_main(target, alter_argv=True)  # pyright: ignore[reportAttributeAccessIssue]  # python -m's own
+    else:
+        runpy.run_path(target, run_name="__main__")
+
+
 def run_command(kind: str, target: str, *args: str) -> None:
     """A worker: `python -u -m TARGET ARGS` (`kind` "-m") or `python -u TARGET ARGS` ("path") run
     in this forked process. A nonzero exit is raised as SystemExit, an error re-raised after
@@ -109,15 +143,11 @@ def run_command(kind: str, target: str, *args: str) -> None:
     _reset_signals()
     _unbuffered_stdio()
     sys.argv = [target, *args]
-    sys.path[0] = os.getcwd() if kind == "-m" else os.path.dirname(os.path.abspath(target))
     code: int | str | None = 0
     error: BaseException | None = None
     try:
-        _rerun_sitecustomize()
-        if kind == "-m":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(target, run_name="__main__")
+        _start_interpreter(kind, target)
+        _run_main(kind, target)
     except SystemExit as e:
         code = e.code
     except BaseException as e:  # as the interpreter: reported by the excepthook, exit 1
