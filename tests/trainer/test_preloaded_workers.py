@@ -86,8 +86,16 @@ def test_the_filter_keeps_a_record_without_an_exception_as_it_is():
 # The worker: what it finds at start, as JSON; round 0 raises (torchrun restarts it), round 1
 # registers an atexit handler and ends with SystemExit(0).
 WORKER = """\
-import atexit, json, os, signal, sys
-facts = {"round": os.environ["TORCHELASTIC_RESTART_COUNT"], "torch_imported": "torch" in sys.modules,
+import atexit, json, os, signal, stat, sys
+def sockets():
+    found = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found += stat.S_ISSOCK(os.fstat(int(name)).st_mode)
+        except OSError:
+            pass
+    return found
+facts = {"sockets": sockets(), "round": os.environ["TORCHELASTIC_RESTART_COUNT"], "torch_imported": "torch" in sys.modules,
          "parent": os.getppid(), "argv": sys.argv, "name": __name__,
          "sigterm_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
          "site_reran": os.environ.get("SITE_RAN_IN") == str(os.getpid()),
@@ -126,6 +134,7 @@ def test_a_forked_worker_starts_as_a_new_interpreter_would_and_restarts(tmp_path
         assert r["argv"] == [str(tmp_path / "train.py"), "--lr", "1"] and r["name"] == "__main__"
         assert r["sigterm_default"] and r["site_reran"] and r["script_dir_site"] is None
         assert r["path0"] == str(tmp_path)
+        assert r["sockets"] == 0  # none of torchrun's: its rendezvous store listens on this host (--standalone)
     assert lines[-1] == {"atexit": True}
     assert "RuntimeError: round 0 fails" in err
 

@@ -40,6 +40,7 @@ import logging
 import os
 import runpy
 import signal
+import stat
 import sys
 import threading
 import types
@@ -69,6 +70,35 @@ def _reset_signals() -> None:
         signum = getattr(signal, name)
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def _release_inherited_sockets() -> int:
+    """torchrun's sockets, each replaced by /dev/null in this fork; how many. A new interpreter
+    started by torchrun has only stdin, stdout and stderr (subprocess's close_fds), and a fork has
+    every descriptor of torchrun: on the host node the rendezvous store's listening socket (its
+    port stays bound while a worker lives, after torchrun is gone) and the stores' connections
+    (a close by torchrun sends no end-of-stream while a worker holds a copy). Not closed: the C++
+    store objects copied into this fork still hold the numbers, and were one of them destroyed
+    here (a garbage collection) it would close whatever file the trainer had opened under that
+    number since; /dev/null under it is harmless. Pipes, event and epoll descriptors stay: the
+    child's end of multiprocessing's pipes (popen_fork's sentinels; the error and return-value
+    queues of torch.multiprocessing.start_processes and elastic's MultiprocessContext) are pipes,
+    and the rest hold nothing outside this process (the stores' event loops)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc (not Linux): left as they are
+        return 0
+    null = os.open(os.devnull, os.O_RDWR)
+    released = 0
+    try:
+        for fd in (int(name) for name in names):
+            with contextlib.suppress(OSError):  # listdir's own descriptor, closed since
+                if fd > 2 and fd != null and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(null, fd, inheritable=False)
+                    released += 1
+    finally:
+        os.close(null)
+    return released
 
 
 def _unbuffered_stdio() -> None:
@@ -141,6 +171,7 @@ def run_command(kind: str, target: str, *args: str) -> None:
     in this forked process. A nonzero exit is raised as SystemExit, an error re-raised after
     sys.excepthook saw it, so torchrun records either as a failure (elastic record, ProcessFailure)."""
     _reset_signals()
+    _release_inherited_sockets()
     _unbuffered_stdio()
     sys.argv = [target, *args]
     code: int | str | None = 0
