@@ -2,8 +2,8 @@
 
 Why: after a worker fails, an in-place round (launcher.inplace) starts new worker processes, and
 a new Python interpreter importing torch is most of what a round costs (bench/recovery_bench.py's
-breakdown: the interpreter and torch import alone took 6 to 13 s of a 13 to 23 s recovery on the
-2-CPU development machine, against a 2 to 3 s round). torchrun already has torch imported, and
+breakdown, docs/testing.md: the interpreter and torch import alone took 7.8 to 12.8 s of a worker's
+9 to 20 s start on the loaded 2-CPU development machine, against a 2 to 3.7 s round). torchrun already has torch imported, and
 starts workers from itself when the entrypoint is a function: its multiprocessing context
 (torch/distributed/elastic/multiprocessing/api.py MultiprocessContext, `--start-method fork`),
 the path its own `--run-path` takes for a script (torch/distributed/run.py run_script_path, torch
@@ -15,17 +15,22 @@ and anything else are torchrun's unchanged.
 
 What a fork must redo that a new interpreter did (`run_command`): torchrun's signal handlers (its
 PContext raises SignalException on SIGTERM, SIGINT, SIGHUP, SIGQUIT) back to Python's defaults;
-unbuffered stdout and stderr (`-u`); sys.argv and sys.path[0]; the site customisations, rerun now
-that the worker's variables are set (the launcher's worker hooks, launcher.worker_site, and the
-image's own); an uncaught error through sys.excepthook (the worker hooks' report: a config error
-still exits 2 and is never retried); non-daemon threads joined and atexit handlers run, in the
-interpreter's order, before the exit code goes back to torchrun (those registered in torchrun
-before the fork are its imported modules' own, which a new interpreter importing them registers
-as well).
+torchrun's sockets released (`_release_inherited_sockets`); unbuffered stdout and stderr (`-u`);
+sys.argv; the site customisations, rerun now that the worker's variables are set (the launcher's
+worker hooks, launcher.worker_site, and the image's own), before sys.path[0] is the worker's; `-m`
+through runpy._run_module_as_main, as `python -m` (a missing module is its start-up exit); an
+uncaught error through sys.excepthook (the worker hooks' report: a config error still exits 2 and
+is never retried); non-daemon threads joined and atexit handlers run, in the interpreter's order,
+before the exit code goes back to torchrun (those registered in torchrun before the fork are its
+imported modules' own, which a new interpreter importing them registers as well).
 
 Only with in-place restarts on (launcher.main.torchrun_command): what only hardware can show is
 whether a fork of torchrun behaves on a GPU node (torchrun initialises no CUDA before it forks;
-the rendezvous' keep-alive thread and, on the host node, its TCPStore server are running).
+the rendezvous' keep-alive thread and, on the host node, its TCPStore server are running). A fork
+keeps torchrun's descriptors other than its sockets: multiprocessing's pipes, which the worker
+needs, and the stores' event loops (epoll, io_uring, eventfd), which hold nothing outside the
+process. Measured in a `--standalone` worker: 26 descriptors beyond stdio, 6 of them sockets
+(now /dev/null), against none beyond stdio in a new interpreter torchrun starts.
 """
 
 from __future__ import annotations
@@ -209,9 +214,10 @@ class ExceptionInMessage(logging.Filter):
     """A record's exception text moved into its message. torchrun logs a failed worker of its
     multiprocessing context with `logger.exception` (elastic/multiprocessing/api.py
     MultiprocessContext._poll), and torch's log formatter imports torch._dynamo to format any
-    record with an exception (torch/_logging/_internal.py TorchLogsFormatter.format): 6 to 8 s
-    under load, measured, in torchrun, between a worker's failure and the restart round. The same
-    text, formatted as logging.Formatter does, without that import."""
+    record with an exception (torch/_logging/_internal.py TorchLogsFormatter.format): seconds
+    between a worker's failure and the restart round, measured in torchrun under load (the figure:
+    docs/testing.md, the in-place recovery). The same text, formatted as logging.Formatter does,
+    without that import."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info:
