@@ -178,3 +178,13 @@ def test_hf_s_own_verdict_counts_even_with_a_process_group(mode, expected):
         assert problem is None
     else:
         assert problem is not None and expected in problem, problem
+
+
+
+@pytest.mark.parametrize("max_restarts", ["0", "2"])  # 2: a fork of torchrun, device_mesh imported before the hooks
+def test_init_device_mesh_gets_the_bounded_collective_timeout(trainer_env, launch, tmp_path, max_restarts):
+    """init_device_mesh calls torch.distributed.device_mesh's own copy of init_process_group."""
+    script = "from torch.distributed.device_mesh import init_device_mesh\ninit_device_mesh('cpu', (1,))\n"
+    run, rc = _run(trainer_env, launch, tmp_path, script, PET_MAX_RESTARTS=max_restarts, TRAIN_COLLECTIVE_TIMEOUT_S="10")
+    assert rc == 0, run.stderr_tail()
+    assert [e["bound_s"] for e in run.of("collective_timeout_bounded")] == [10.0], run.stderr_tail()
