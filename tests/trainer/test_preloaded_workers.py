@@ -178,3 +178,33 @@ def test_a_forked_workers_setting_that_is_not_a_boolean_is_refused():
 
     with pytest.raises(inplace.InPlaceError, match="TRAIN_FORKED_WORKERS must be true or false, got 'no'"):
         inplace.from_env({"PET_MAX_RESTARTS": "2", inplace.FORKED_WORKERS_VAR: "no"})
+
+
+def test_a_fork_keeps_no_socket_of_torchrun_and_its_pipes_work():
+    """A listening socket (the rendezvous store's, on its host) is released: its port is free
+    again once torchrun closes it; a pipe (multiprocessing's, to torchrun) still carries bytes."""
+    code = textwrap.dedent("""
+        import json, os, socket
+        from launcher import preloaded_workers
+        server = socket.create_server(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        to_parent, to_child = os.pipe(), os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            released = preloaded_workers._release_inherited_sockets()
+            os.write(to_parent[1], json.dumps({"released": released}).encode())
+            os._exit(0 if os.read(to_child[0], 1) == b"x" else 1)  # torchrun's turn: it closes the socket
+        facts = json.loads(os.read(to_parent[0], 100))
+        server.close()
+        try:
+            socket.create_server(("127.0.0.1", port)).close()
+            facts["port_free"] = True
+        except OSError:
+            facts["port_free"] = False
+        os.write(to_child[1], b"x")
+        facts["child_rc"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        print(json.dumps(facts))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(TRAINER_DIR), "PATH": "/usr/bin:/bin"}, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"released": 1, "port_free": True, "child_rc": 0}
