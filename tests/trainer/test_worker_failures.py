@@ -76,10 +76,13 @@ def test_a_bad_command_line_flag_exits_2_with_argparse_s_line(trainer_env, launc
         _config_errors(run)
 
 
-def test_a_missing_submodule_exits_2(trainer_env, launch, tmp_path):
+@pytest.mark.parametrize("max_restarts", ["0", "2"])  # 2: the worker is a fork of torchrun (launcher.preloaded_workers)
+def test_a_missing_submodule_exits_2(trainer_env, launch, tmp_path, max_restarts):
     """`-m launcher.no_such_trainer`: its package exists, so only the worker (runpy) can tell."""
-    run = launch(trainer_env(PET_NPROC_PER_NODE="1"), command=["-m", "launcher.no_such_trainer"])
+    run = launch(trainer_env(PET_NPROC_PER_NODE="1", PET_MAX_RESTARTS=max_restarts),
+                 command=["-m", "launcher.no_such_trainer"])
     assert run.wait(120) == 2, run.stderr_tail()
+    assert not run.of("worker_error"), run.of("worker_error")
     assert any("No module named launcher.no_such_trainer" in line for line in _config_errors(run)), _config_errors(run)
 
 
@@ -175,3 +178,13 @@ def test_hf_s_own_verdict_counts_even_with_a_process_group(mode, expected):
         assert problem is None
     else:
         assert problem is not None and expected in problem, problem
+
+
+
+@pytest.mark.parametrize("max_restarts", ["0", "2"])  # 2: a fork of torchrun, device_mesh imported before the hooks
+def test_init_device_mesh_gets_the_bounded_collective_timeout(trainer_env, launch, tmp_path, max_restarts):
+    """init_device_mesh calls torch.distributed.device_mesh's own copy of init_process_group."""
+    script = "from torch.distributed.device_mesh import init_device_mesh\ninit_device_mesh('cpu', (1,))\n"
+    run, rc = _run(trainer_env, launch, tmp_path, script, PET_MAX_RESTARTS=max_restarts, TRAIN_COLLECTIVE_TIMEOUT_S="10")
+    assert rc == 0, run.stderr_tail()
+    assert [e["bound_s"] for e in run.of("collective_timeout_bounded")] == [10.0], run.stderr_tail()

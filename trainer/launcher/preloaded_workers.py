@@ -2,8 +2,8 @@
 
 Why: after a worker fails, an in-place round (launcher.inplace) starts new worker processes, and
 a new Python interpreter importing torch is most of what a round costs (bench/recovery_bench.py's
-breakdown: the interpreter and torch import alone took 6 to 13 s of a 13 to 23 s recovery on the
-2-CPU development machine, against a 2 to 3 s round). torchrun already has torch imported, and
+breakdown, docs/testing.md: the interpreter and torch import alone took 7.8 to 12.8 s of a worker's
+9 to 20 s start on the loaded 2-CPU development machine, against a 2 to 3.7 s round). torchrun already has torch imported, and
 starts workers from itself when the entrypoint is a function: its multiprocessing context
 (torch/distributed/elastic/multiprocessing/api.py MultiprocessContext, `--start-method fork`),
 the path its own `--run-path` takes for a script (torch/distributed/run.py run_script_path, torch
@@ -15,17 +15,22 @@ and anything else are torchrun's unchanged.
 
 What a fork must redo that a new interpreter did (`run_command`): torchrun's signal handlers (its
 PContext raises SignalException on SIGTERM, SIGINT, SIGHUP, SIGQUIT) back to Python's defaults;
-unbuffered stdout and stderr (`-u`); sys.argv and sys.path[0]; the site customisations, rerun now
-that the worker's variables are set (the launcher's worker hooks, launcher.worker_site, and the
-image's own); an uncaught error through sys.excepthook (the worker hooks' report: a config error
-still exits 2 and is never retried); non-daemon threads joined and atexit handlers run, in the
-interpreter's order, before the exit code goes back to torchrun (those registered in torchrun
-before the fork are its imported modules' own, which a new interpreter importing them registers
-as well).
+torchrun's sockets released (`_release_inherited_sockets`); unbuffered stdout and stderr (`-u`);
+sys.argv; the site customisations, rerun now that the worker's variables are set (the launcher's
+worker hooks, launcher.worker_site, and the image's own), before sys.path[0] is the worker's; `-m`
+through runpy._run_module_as_main, as `python -m` (a missing module is its start-up exit); an
+uncaught error through sys.excepthook (the worker hooks' report: a config error still exits 2 and
+is never retried); non-daemon threads joined and atexit handlers run, in the interpreter's order,
+before the exit code goes back to torchrun (those registered in torchrun before the fork are its
+imported modules' own, which a new interpreter importing them registers as well).
 
 Only with in-place restarts on (launcher.main.torchrun_command): what only hardware can show is
 whether a fork of torchrun behaves on a GPU node (torchrun initialises no CUDA before it forks;
-the rendezvous' keep-alive thread and, on the host node, its TCPStore server are running).
+the rendezvous' keep-alive thread and, on the host node, its TCPStore server are running). A fork
+keeps torchrun's descriptors other than its sockets: multiprocessing's pipes, which the worker
+needs, and the stores' event loops (epoll, io_uring, eventfd), which hold nothing outside the
+process. Measured in a `--standalone` worker: 26 descriptors beyond stdio, 6 of them sockets
+(now /dev/null), against none beyond stdio in a new interpreter torchrun starts.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ import logging
 import os
 import runpy
 import signal
+import stat
 import sys
 import threading
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,6 +75,35 @@ def _reset_signals() -> None:
         signum = getattr(signal, name)
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def _release_inherited_sockets() -> int:
+    """torchrun's sockets, each replaced by /dev/null in this fork; how many. A new interpreter
+    started by torchrun has only stdin, stdout and stderr (subprocess's close_fds), and a fork has
+    every descriptor of torchrun: on the host node the rendezvous store's listening socket (its
+    port stays bound while a worker lives, after torchrun is gone) and the stores' connections
+    (a close by torchrun sends no end-of-stream while a worker holds a copy). Not closed: the C++
+    store objects copied into this fork still hold the numbers, and were one of them destroyed
+    here (a garbage collection) it would close whatever file the trainer had opened under that
+    number since; /dev/null under it is harmless. Pipes, event and epoll descriptors stay: the
+    child's end of multiprocessing's pipes (popen_fork's sentinels; the error and return-value
+    queues of torch.multiprocessing.start_processes and elastic's MultiprocessContext) are pipes,
+    and the rest hold nothing outside this process (the stores' event loops)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc (not Linux): left as they are
+        return 0
+    null = os.open(os.devnull, os.O_RDWR)
+    released = 0
+    try:
+        for fd in (int(name) for name in names):
+            with contextlib.suppress(OSError):  # listdir's own descriptor, closed since
+                if fd > 2 and fd != null and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(null, fd, inheritable=False)
+                    released += 1
+    finally:
+        os.close(null)
+    return released
 
 
 def _unbuffered_stdio() -> None:
@@ -102,22 +138,52 @@ def _interpreter_exit() -> None:
             stream.flush()
 
 
+def _worker_path(kind: str, target: str) -> str:
+    """The sys.path[0] a new interpreter gives the command: the working directory for `-m`, the
+    script's directory otherwise."""
+    return os.getcwd() if kind == "-m" else os.path.dirname(os.path.abspath(target))
+
+
+def _start_interpreter(kind: str, target: str) -> None:
+    """The site customisation as an interpreter start runs it, then sys.path[0]. An interpreter
+    imports `site` before it puts the script's directory (or, for `-m`, the working directory) on
+    sys.path, so a sitecustomize.py there is not run: torchrun's own sys.path[0] goes first
+    (PYTHONSAFEPATH or -P: there is none), and the worker's comes after."""
+    first = not sys.flags.safe_path
+    if first and sys.path:
+        del sys.path[0]
+    try:
+        _rerun_sitecustomize()
+    finally:
+        if first:
+            sys.path.insert(0, _worker_path(kind, target))
+
+
+def _run_main(kind: str, target: str) -> None:
+    """`python -m TARGET` is runpy._run_module_as_main (Lib/runpy.py, called from Modules/main.c):
+    a module it cannot find is `sys.exit("<python>: No module named ...")` from it, which the
+    worker hooks read as a start-up exit (launcher.worker_exit StartupExits). It runs the module in
+    `__main__`'s namespace: a new, empty one, as a new interpreter's, not torchrun's."""
+    if kind == "-m":
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        runpy._run_module_as_main(target, alter_argv=True)  # pyright: ignore[reportAttributeAccessIssue]  # python -m's own
+    else:
+        runpy.run_path(target, run_name="__main__")
+
+
 def run_command(kind: str, target: str, *args: str) -> None:
     """A worker: `python -u -m TARGET ARGS` (`kind` "-m") or `python -u TARGET ARGS` ("path") run
     in this forked process. A nonzero exit is raised as SystemExit, an error re-raised after
     sys.excepthook saw it, so torchrun records either as a failure (elastic record, ProcessFailure)."""
     _reset_signals()
+    _release_inherited_sockets()
     _unbuffered_stdio()
     sys.argv = [target, *args]
-    sys.path[0] = os.getcwd() if kind == "-m" else os.path.dirname(os.path.abspath(target))
     code: int | str | None = 0
     error: BaseException | None = None
     try:
-        _rerun_sitecustomize()
-        if kind == "-m":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(target, run_name="__main__")
+        _start_interpreter(kind, target)
+        _run_main(kind, target)
     except SystemExit as e:
         code = e.code
     except BaseException as e:  # as the interpreter: reported by the excepthook, exit 1
@@ -148,9 +214,10 @@ class ExceptionInMessage(logging.Filter):
     """A record's exception text moved into its message. torchrun logs a failed worker of its
     multiprocessing context with `logger.exception` (elastic/multiprocessing/api.py
     MultiprocessContext._poll), and torch's log formatter imports torch._dynamo to format any
-    record with an exception (torch/_logging/_internal.py TorchLogsFormatter.format): 6 to 8 s
-    under load, measured, in torchrun, between a worker's failure and the restart round. The same
-    text, formatted as logging.Formatter does, without that import."""
+    record with an exception (torch/_logging/_internal.py TorchLogsFormatter.format): seconds
+    between a worker's failure and the restart round, measured in torchrun under load (the figure:
+    docs/testing.md, the in-place recovery). The same text, formatted as logging.Formatter does,
+    without that import."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info:

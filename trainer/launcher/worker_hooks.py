@@ -117,16 +117,26 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def _hook_imported(hooks: dict[str, Callable[[ModuleType], None]]) -> None:
     """The hooks of modules imported already, run now and dropped from `hooks`: argparse in any
-    worker; torch's too in a worker forked from torchrun (launcher.preloaded_workers). torch.distributed
-    copied init_process_group from distributed_c10d at its import (`from .distributed_c10d import *`):
-    the copy is replaced too, or `dist.init_process_group` would miss the wrap."""
+    worker; torch's too in a worker forked from torchrun (launcher.preloaded_workers). Modules that
+    took init_process_group by name at their import keep the original: torch.distributed (`from
+    .distributed_c10d import *`), torch.distributed.device_mesh (which init_device_mesh calls), a
+    library's own. Each such copy is replaced too, or a trainer calling through it would miss the wrap."""
     for name in [name for name in hooks if name in sys.modules]:
         module, hook = sys.modules[name], hooks.pop(name)
         before = getattr(module, "init_process_group", None)
         hook(module)
-        package = sys.modules.get(name.rpartition(".")[0])
-        if before is not None and package is not None and getattr(package, "init_process_group", None) is before:
-            package.init_process_group = module.init_process_group  # pyright: ignore[reportAttributeAccessIssue]
+        if before is not None:
+            _rebind(before, module.init_process_group)
+
+
+def _rebind(before: object, after: object) -> None:
+    """Every module's `init_process_group` that is `before`, set to `after`."""
+    for module in list(sys.modules.values()):
+        try:
+            if getattr(module, "init_process_group", None) is before:
+                module.init_process_group = after  # pyright: ignore[reportAttributeAccessIssue]
+        except Exception:  # a lazy module's __getattr__ or a read-only one: not a copy we can replace
+            continue
 
 
 # Set by the first process that installs the hooks: the worker torchrun started. The processes
