@@ -78,9 +78,10 @@ def test_every_cidr_a_stack_plans_is_inside_its_allowed_cidrs(plan_of, stack):
 
 
 def test_the_generator_names_the_packs_policy_and_option():
-    """The pack lives in its own virtualenv (no components/ there): its source names them."""
+    """The pack lives in its own virtualenv (no components/ there): its source names them (a policy's
+    name is its check function's, hyphenated: policy/gpu_training_policy/rules.py policy_name)."""
     network = (ROOT / "policy" / "gpu_training_policy" / "network.py").read_text()
-    assert f'name="{CIDR_POLICY}"' in network and f'"{ALLOWED_CIDRS}": {{' in network
+    assert f"def {CIDR_POLICY.replace('-', '_')}(" in network and f'"{ALLOWED_CIDRS}": {{' in network
     assert f'get("{ALLOWED_CIDRS}")' in network
 
 
