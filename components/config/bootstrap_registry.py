@@ -52,7 +52,7 @@ def bootstrap_dir_of(stacks_dir: Path) -> Path:
     return stacks_dir.parent / BOOTSTRAP_DIR_NAME
 
 
-def bootstrap_project_of(bootstrap_dir: Path) -> str | None:
+def _bootstrap_project(bootstrap_dir: Path) -> str | None:
     try:
         document = yaml.safe_load((bootstrap_dir / "Pulumi.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -82,7 +82,7 @@ def bootstrap_team_registries(stacks_dir: Path, *, project: str) -> tuple[list[B
     stacks, warnings for files skipped). No bootstrap directory says nothing: the checkout keeps
     its bootstrap elsewhere."""
     bootstrap_dir = bootstrap_dir_of(stacks_dir)
-    bootstrap_project = bootstrap_project_of(bootstrap_dir)
+    bootstrap_project = _bootstrap_project(bootstrap_dir)
     if bootstrap_project is None:
         return [], []
     prefix = f"{bootstrap_project}:"
