@@ -76,13 +76,6 @@ class Controller:
     """"always", "gpu" (a GPU pool exists) or "efa" (an EFA pool exists)."""
 
 
-def chart_deployments(label: str, namespace: str, fullname: str, consequences: dict[str, str]) -> tuple[Controller, ...]:
-    """The Deployments one chart renders: `<fullname>` and each `<fullname>-<part>` (labelled
-    `<label> <part>`), with what breaks without each."""
-    return tuple(Controller(f"{label} {part.replace('-', ' ')}".rstrip(), "Deployment", namespace,
-                            f"{fullname}-{part}".rstrip("-"), consequence) for part, consequence in consequences.items())
-
-
 # Rendered names of the pinned charts (release name = chart name, components/common/helm.py):
 # cluster-autoscaler 9.59.0 fullname = <release>-<cloudProvider>-cluster-autoscaler; kueue 0.19.2
 # `<fullname>-controller-manager`; jobset 0.12.0 `<fullname>-controller`; external-secrets 2.9.0
@@ -95,10 +88,11 @@ CONTROLLERS = (
                "no job is admitted: every JobSet stays suspended"),
     Controller("JobSet", "Deployment", "jobset-system", "jobset-controller",
                "JobSets get no Jobs and no pods, and failed gangs are not restarted"),
-    *chart_deployments("External Secrets", "external-secrets", "external-secrets", {
+    *(Controller(f"External Secrets {part.replace('-', ' ')}".rstrip(), "Deployment", "external-secrets",
+                 f"external-secrets-{part}".rstrip("-"), consequence) for part, consequence in {
         "": "secrets never sync: trainer pods fail with CreateContainerConfigError (missing env)",
         "webhook": "SecretStores and ExternalSecrets cannot be created or changed",
-        "cert-controller": "the webhook's certificate is not renewed"}),
+        "cert-controller": "the webhook's certificate is not renewed"}.items()),
     Controller("NVIDIA device plugin", "DaemonSet", "kube-system", "nvidia-device-plugin",
                "GPU not detected: nodes never advertise nvidia.com/gpu", needs="gpu"),
     Controller("EFA device plugin", "DaemonSet", "kube-system", "aws-efa-k8s-device-plugin",
