@@ -87,7 +87,8 @@ def test_a_borrowed_pool_is_adopted_unchanged_too():
 def test_the_team_stack_keeps_its_local_queues_and_namespaces(plan_of):
     """Step 4 of the doc updates the team's LocalQueues and namespaces in place: the same URN (no
     replacement, which would delete the namespace and its jobs), the same cluster, the same object;
-    a LocalQueue's clusterQueue never changes (Kueue refuses the update: it is immutable)."""
+    a LocalQueue's clusterQueue never changes (Kueue's CRD refuses it: "field is immutable",
+    schemas/crds/kueue.x-k8s.io_localqueues.yaml)."""
     today = {r["urn"]: r for r in plan_of(f"team-{TEAM}-{ENVIRONMENT}").resources}
     for old in recorded("shipped", LOCAL_QUEUE) + recorded("shipped", NAMESPACE):
         assert old["urn"] in today, old["urn"]

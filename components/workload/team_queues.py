@@ -49,7 +49,8 @@ def _difference(more: dict[str, int | str], less: dict[str, int | str]) -> dict[
     The team stacks of the release before the registry wrote a worker's borrowingLimits as 0 on
     every resource, memory included (commit e2828460, worker_tenant.capped_cluster_queue_manifest),
     and the platform adopts those very objects: a ClusterQueue is a custom resource, whose
-    int-or-string quantities the API server stores as applied, so "0Gi" would be another value in a
+    int-or-string quantities (schemas/crds/kueue.x-k8s.io_clusterqueues.yaml: borrowingLimit anyOf
+    integer, string) the API server stores as applied, so "0Gi" would be another value in a
     field the team stack's manager owns, a server-side apply conflict (Kubernetes docs,
     "Server-Side Apply", Conflicts; tests/test_team_queue_migration.py)."""
     def amount(value: int | str) -> int:
