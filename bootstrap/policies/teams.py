@@ -162,8 +162,9 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
                                         "eks:policyArn": access_policy_arn(partition, READ_ONLY_POLICY)},
                        "ForAllValues:StringEquals": {"eks:namespaces": [namespace]}}},
         # No condition key names the namespace or service account (CreatePodIdentityAssociation
-        # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's
-        # (iam:PassRole in TeamRolesAndPolicies), the rest is the policy pack's (team-stack-scope).
+        # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's (iam:PassRole
+        # in TeamRolesAndPolicies), and each team role trusts Pod Identity for its own namespace's
+        # service account only (components/identity/policies.py workload_trust_policy).
         {"Sid": "TeamPodIdentities", "Effect": "Allow", "Action": ["eks:CreatePodIdentityAssociation"],
          "Resource": [f"{eks}:cluster/{cluster}*"], "Condition": {"StringEquals": requested}},
         # Not eks:UpdateAccessEntry: it takes new groups and a user name, and no condition key
