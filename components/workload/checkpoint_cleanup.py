@@ -18,7 +18,6 @@ its checkpoints when it starts; only the JobSet knows it is not finished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from components.cluster.pool_scheduling import POOL_LABEL
 from components.common.manifests import checkov_skips, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
+from components.workload.system_pod import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "checkpoint-cleanup"
@@ -134,22 +134,14 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
     }
 
 
-@dataclass(frozen=True)
-class CheckpointCleanupArgs:
-    namespace: str
-    """The training namespace whose checkpoint directories are cleaned."""
+@dataclass(frozen=True, kw_only=True)
+class CheckpointCleanupArgs(SystemPodArgs):
+    """The namespace's checkpoint directories are the ones cleaned; the image's Python runs the script."""
+
     stack: str
     """The stack whose runs' directories (/workspace/checkpoints/<stack>/<job>) are judged."""
-    image: str
-    """The trainer image: its Python runs the script, and it is already pinned and pulled."""
-    system_pool: str
-    """The pool the CronJob's pods run on (no GPU is needed)."""
     cleanup: CheckpointCleanupConfig
     """After how many days a finished job's directory goes, and whether it is only reported (dry run)."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist before the CronJob: the namespace and its checkpoint volume."""
-    checkpoints_sub_path: str | None = None
-    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 
 
 class CheckpointCleanup(pulumi.ComponentResource):

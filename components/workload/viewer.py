@@ -28,7 +28,6 @@ not another load balancer.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +40,7 @@ from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
 from components.network.vpc import public_subnet_name
+from components.workload.system_pod import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "tensorboard"
@@ -181,20 +181,13 @@ def network_policy_spec(exposure: ViewerExposure) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class RunViewerArgs:
-    namespace: str
-    """The namespace whose jobs it shows (and its path on the ALB)."""
-    image: str
-    """The trainer image, pinned by digest (training.cleanupImage)."""
-    system_pool: str
-    """Where it runs: never on a GPU node."""
+@dataclass(frozen=True, kw_only=True)
+class RunViewerArgs(SystemPodArgs):
+    """It shows the namespace's jobs (its path on the ALB is the namespace's); on a platform stack it
+    also waits for the load balancer controller."""
+
     exposure: ViewerExposure
     """The environment's load balancer."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace and its checkpoints volume; on a platform stack also the controller."""
-    checkpoints_sub_path: str | None = None
-    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 
 
 class RunViewer(pulumi.ComponentResource):
