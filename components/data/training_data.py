@@ -62,6 +62,30 @@ def run_id(stack: str, job: str) -> str:
     return f"{stack}/{job}"
 
 
+def pod_security_context(*, fs_group: bool = True) -> dict[str, Any]:
+    """`spec.securityContext` of a pod that runs as the image's user: the training pods, and the
+    system pods that read or clean their checkpoints. `fs_group`: the pod's volumes are made its
+    group's (a pod that only reads them needs no such change)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_GROUP,
+        **({"fsGroup": RUN_AS_GROUP} if fs_group else {}),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    """A container's `securityContext` in such a pod: non-root, read-only root file system, no
+    privilege escalation, every capability dropped."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
 def pod_volumes() -> list[dict[str, Any]]:
     """`spec.volumes` entries of a training pod."""
     return [{"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}

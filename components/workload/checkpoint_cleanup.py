@@ -76,12 +76,7 @@ def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
         ],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": training_data.container_security_context(),
     }
 
 
@@ -93,13 +88,7 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "nodeSelector": {POOL_LABEL: system_pool},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": training_data.RUN_AS_USER,
-            "runAsGroup": training_data.RUN_AS_GROUP,
-            "fsGroup": training_data.RUN_AS_GROUP,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": training_data.pod_security_context(),
         "containers": [cleanup_container(image, cleanup, checkpoints_sub_path, stack=stack)],
         "volumes": [
             {"name": training_data.CHECKPOINTS.name,

@@ -205,12 +205,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
             *([{"name": "scratch", "mountPath": SCRATCH_DIR}] if scratch else []),
             {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True},
         ],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": training_data.container_security_context(),
     }
 
 
@@ -229,11 +224,7 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
         "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": str(t.effect)}
                         for t in node_taints(pool)],
         "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": training_data.RUN_AS_USER,
-            "runAsGroup": training_data.RUN_AS_GROUP,
-            "fsGroup": training_data.RUN_AS_GROUP,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            **training_data.pod_security_context(),
             # Pins NCCL's ephemeral ports to the range the fabric security group opens.
             "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": fabric.nccl_port_range.sysctl_value}],
         },

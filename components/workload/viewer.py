@@ -114,8 +114,7 @@ def container(image: str, namespace: str, checkpoints_sub_path: str | None) -> d
         "readinessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 10},
         "livenessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 30,
                           "failureThreshold": 4},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "privileged": False,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {**training_data.container_security_context(), "privileged": False},
         "volumeMounts": [
             {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
              "readOnly": True, **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
@@ -131,12 +130,8 @@ def deployment_spec(*, image: str, namespace: str, system_pool: str, checkpoints
         "template": {"metadata": {"labels": LABELS}, "spec": {
             "automountServiceAccountToken": False,
             "nodeSelector": {POOL_LABEL: system_pool},
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": training_data.RUN_AS_USER,
-                "runAsGroup": training_data.RUN_AS_GROUP,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            # It only reads the checkpoints: their files keep the group the trainer gave them.
+            "securityContext": training_data.pod_security_context(fs_group=False),
             "containers": [container(image, namespace, checkpoints_sub_path)],
             "volumes": [
                 {"name": training_data.CHECKPOINTS.name,
