@@ -29,7 +29,7 @@ from components.cluster.pool_scheduling import POOL_LABEL
 from components.common.manifests import checkov_skips, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
-from components.workload.system_pod import SystemPodArgs
+from components.workload.namespaced import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "checkpoint-cleanup"

@@ -39,7 +39,7 @@ import pulumi_kubernetes as k8s
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.common.manifests import checkov_skips, job_spec
 from components.data import training_data
-from components.workload.system_pod import SystemPodArgs
+from components.workload.namespaced import SystemPodArgs
 
 NAME = "checkpoint-directory"
 ROOT_MOUNT = "/lustre"

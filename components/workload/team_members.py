@@ -35,6 +35,7 @@ import pulumi_kubernetes as k8s
 
 from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
 from components.common.partition import provider_partition
+from components.workload.namespaced import NamespacedArgs
 
 ROLE = "team-member"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -86,16 +87,15 @@ def entry_name(principal_arn: str) -> str:
     return f"{principal_arn.split(':', 5)[-1].replace('/', '-')}-{digest}"
 
 
-@dataclass(frozen=True)
-class TeamMembersArgs:
-    namespace: str
-    """The team's namespace, `team-<team>`: the only one the members reach."""
+@dataclass(frozen=True, kw_only=True)
+class TeamMembersArgs(NamespacedArgs):
+    """The namespace is the team's, `team-<team>`: the only one the members reach, where the Role
+    and its binding live (so they wait for it)."""
+
     cluster_name: pulumi.Input[str]
     """The platform's cluster (its contract's clusterName)."""
     members: Sequence[str]
     """IAM role ARNs (TeamStackConfig.members)."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace: the Role and its binding live in it."""
 
 
 class TeamMembers(pulumi.ComponentResource):

@@ -15,7 +15,6 @@ node's daemons always keep what they asked for and the trainer may use whatever 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from components.config.vocabularies import Capacity
 from components.data import training_data
 from components.facts.instance_types import INSTANCE_TYPES
 from components.workload.fabric_env import fabric_env
+from components.workload.namespaced import NamespacedArgs
 from components.workload.sizing import PodShape, default_pod_shape, job_mtbf_seconds
 
 REPLICATED_JOB = "node"
@@ -326,8 +326,11 @@ def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: 
     }
 
 
-@dataclass(frozen=True)
-class TrainingJobArgs:
+@dataclass(frozen=True, kw_only=True)
+class TrainingJobArgs(NamespacedArgs):
+    """The namespace is the training namespace the JobSet goes to; the JobSet waits for e.g. the
+    queue, the volumes and the secrets."""
+
     job: JobConfig
     """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
     stack: str
@@ -336,12 +339,8 @@ class TrainingJobArgs:
     """The pool the job's pods run on: its instance type sizes the pods."""
     fabric: FabricConfig
     """The rendezvous port and the NCCL port range the pods use."""
-    namespace: str
-    """The training namespace the JobSet goes to."""
     local_queue: str
     """The Kueue LocalQueue the job is submitted to."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist before the JobSet: e.g. the queue, the volumes and the secrets."""
     checkpoints_sub_path: str | None = None
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 

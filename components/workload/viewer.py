@@ -40,7 +40,7 @@ from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
 from components.network.vpc import public_subnet_name
-from components.workload.system_pod import SystemPodArgs
+from components.workload.namespaced import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "tensorboard"
