@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
+from components.cluster.control_plane import READ_ONLY_POLICY
+from components.common.access_entries import access_entry, access_policy_arn
 from components.common.partition import provider_partition
 from components.workload.namespaced import NamespacedArgs
 
@@ -121,11 +121,6 @@ class TeamMembers(pulumi.ComponentResource):
 
     def _create_entry(self, principal_arn: str, partition: pulumi.Output[str]) -> None:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        name = f"{self._name}-{entry_name(principal_arn)}"
-        entry = aws.eks.AccessEntry(name, cluster_name=args.cluster_name, principal_arn=principal_arn, type="STANDARD",
-                                    kubernetes_groups=[members_group(args.namespace)], opts=child)
-        aws.eks.AccessPolicyAssociation(
-            f"{name}-view", cluster_name=args.cluster_name, principal_arn=principal_arn,
-            policy_arn=partition.apply(lambda p: access_policy_arn(p, READ_ONLY_POLICY)),
-            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="namespace", namespaces=[args.namespace]),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))
+        access_entry(f"{self._name}-{entry_name(principal_arn)}", "view", cluster_name=args.cluster_name,
+                     principal_arn=principal_arn, policy_arn=partition.apply(lambda p: access_policy_arn(p, READ_ONLY_POLICY)),
+                     namespaces=[args.namespace], kubernetes_groups=[members_group(args.namespace)], opts=child)
