@@ -86,6 +86,19 @@ def container_security_context() -> dict[str, Any]:
     }
 
 
+def checkpoints_claim(*, read_only: bool = False) -> dict[str, Any]:
+    """The `spec.volumes` entry of the checkpoints claim in a system pod (the cleanup's, the viewer's)."""
+    return {"name": CHECKPOINTS.name,
+            "persistentVolumeClaim": {"claimName": CHECKPOINTS.claim_name, **({"readOnly": True} if read_only else {})}}
+
+
+def checkpoints_mount(checkpoints_sub_path: str | None, *, read_only: bool = False) -> dict[str, Any]:
+    """Its `volumeMounts` entry: the directory the training pods see (`checkpoints_sub_path`, as in
+    `volume_mounts`), and nothing above it."""
+    return {"name": CHECKPOINTS.name, "mountPath": CHECKPOINTS.mount_path, **({"readOnly": True} if read_only else {}),
+            **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})}
+
+
 def pod_volumes() -> list[dict[str, Any]]:
     """`spec.volumes` entries of a training pod."""
     return [{"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}

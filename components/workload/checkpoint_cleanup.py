@@ -70,9 +70,7 @@ def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_
                 *({"name": k, "value": v} for k, v in env.items())],
         "resources": {"requests": resources, "limits": dict(resources)},
         "volumeMounts": [
-            # The same directory the training pods see, and nothing above it.
-            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
-             **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
+            training_data.checkpoints_mount(checkpoints_sub_path),
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
         ],
@@ -91,8 +89,7 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
         "securityContext": training_data.pod_security_context(),
         "containers": [cleanup_container(image, cleanup, checkpoints_sub_path, stack=stack)],
         "volumes": [
-            {"name": training_data.CHECKPOINTS.name,
-             "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}},
+            training_data.checkpoints_claim(),
             {"name": "script", "configMap": {"name": NAME}},
             {"name": "api-token", "projected": {"sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},

@@ -105,8 +105,7 @@ def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str)
         "nodeSelector": {POOL_LABEL: system_pool},
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [init_container(image, sub_path)],
-        "volumes": [{"name": training_data.CHECKPOINTS.name,
-                     "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}}],
+        "volumes": [training_data.checkpoints_claim()],
     }
     return {
         "apiVersion": "batch/v1",

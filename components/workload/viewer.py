@@ -116,8 +116,7 @@ def container(image: str, namespace: str, checkpoints_sub_path: str | None) -> d
                           "failureThreshold": 4},
         "securityContext": {**training_data.container_security_context(), "privileged": False},
         "volumeMounts": [
-            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
-             "readOnly": True, **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
+            training_data.checkpoints_mount(checkpoints_sub_path, read_only=True),
             {"name": "tmp", "mountPath": TMP},
         ],
     }
@@ -134,8 +133,7 @@ def deployment_spec(*, image: str, namespace: str, system_pool: str, checkpoints
             "securityContext": training_data.pod_security_context(fs_group=False),
             "containers": [container(image, namespace, checkpoints_sub_path)],
             "volumes": [
-                {"name": training_data.CHECKPOINTS.name,
-                 "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name, "readOnly": True}},
+                training_data.checkpoints_claim(read_only=True),
                 {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
             ],
         }},
