@@ -26,7 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import checkov_skips, job_spec
+from components.common.manifests import app_metadata, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
 from components.workload.namespaced import SystemPodArgs
@@ -97,16 +97,11 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             ]}},
         ],
     }
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+    metadata = app_metadata(NAME, namespace, SKIP_REASONS)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {
-            "name": NAME,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": checkov_skips(SKIP_REASONS),
-        },
+        "metadata": metadata,
         "spec": {
             "schedule": SCHEDULE,
             "timeZone": "Etc/UTC",
@@ -114,7 +109,7 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             "startingDeadlineSeconds": RUN_DEADLINE_SECONDS,
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=0,
+            "jobTemplate": {"spec": job_spec(labels=metadata["labels"], pod_spec=pod_spec, backoff_limit=0,
                                              deadline_seconds=RUN_DEADLINE_SECONDS)},
         },
     }
@@ -122,8 +117,6 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointCleanupArgs(SystemPodArgs):
-    """The namespace's checkpoint directories are the ones cleaned; the image's Python runs the script."""
-
     stack: str
     """The stack whose runs' directories (/workspace/checkpoints/<stack>/<job>) are judged."""
     cleanup: CheckpointCleanupConfig

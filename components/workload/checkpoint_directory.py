@@ -37,7 +37,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import checkov_skips, job_spec
+from components.common.manifests import app_metadata, job_spec
 from components.data import training_data
 from components.workload.namespaced import SystemPodArgs
 
@@ -98,7 +98,7 @@ def init_container(image: str, sub_path: str) -> dict[str, Any]:
 
 
 def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str) -> dict[str, Any]:
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+    metadata = app_metadata(NAME, namespace, SKIP_REASONS)
     pod_spec = {
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
@@ -110,20 +110,14 @@ def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": NAME,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": checkov_skips(SKIP_REASONS),
-        },
-        "spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT, deadline_seconds=DEADLINE_SECONDS),
+        "metadata": metadata,
+        "spec": job_spec(labels=metadata["labels"], pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT,
+                         deadline_seconds=DEADLINE_SECONDS),
     }
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointDirectoryArgs(SystemPodArgs):
-    """The namespace's checkpoints volume is the Lustre file system's root; the image's Python runs the script."""
-
     checkpoints_sub_path: str
     """The directory this Job makes, which the training pods mount: required here (Lustre only)."""
 
