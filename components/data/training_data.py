@@ -63,27 +63,16 @@ def run_id(stack: str, job: str) -> str:
 
 
 def pod_security_context(*, fs_group: bool = True) -> dict[str, Any]:
-    """`spec.securityContext` of a pod that runs as the image's user: the training pods, and the
-    system pods that read or clean their checkpoints. `fs_group`: the pod's volumes are made its
-    group's (a pod that only reads them needs no such change)."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
-        "runAsGroup": RUN_AS_GROUP,
-        **({"fsGroup": RUN_AS_GROUP} if fs_group else {}),
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    """`spec.securityContext` of a pod that runs as the image's user (the training pods, the system
+    pods that read or clean their checkpoints); `fs_group`: its volumes are made its group's."""
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_GROUP,
+            **({"fsGroup": RUN_AS_GROUP} if fs_group else {}), "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def container_security_context() -> dict[str, Any]:
-    """A container's `securityContext` in such a pod: non-root, read-only root file system, no
-    privilege escalation, every capability dropped."""
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    """A container's `securityContext` in such a pod."""
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}}
 
 
 def checkpoints_claim(*, read_only: bool = False) -> dict[str, Any]:

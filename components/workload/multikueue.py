@@ -364,8 +364,7 @@ def renewed_filter_pattern() -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class MultiKueueWorkerArgs(NamespacedArgs):
-    """The namespace is the environment's training namespace, where the group's writes are bound;
-    the ClusterRoles and their bindings wait for Kueue and that namespace."""
+    """namespace: the environment's training namespace, where the group's writes are bound; depends_on: Kueue and it."""
 
     cluster_name: pulumi.Input[str]
     """The worker's EKS cluster: the manager's access entry is made there."""

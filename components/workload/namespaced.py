@@ -1,13 +1,6 @@
-"""What the components that put objects in one training namespace are given: the fields they
-share, declared once; each component's Args adds only what is its own.
-
-- `NamespacedArgs`: the namespace, and what must exist before the objects in it. Every such
-  component of the tenant (tenant.py, worker_tenant.py) and of a team stack takes these two.
-- `SystemPodArgs`: the namespace's pods that are not training. The checkpoint cleanup CronJob
-  (checkpoint_cleanup.py), the run viewer (viewer.py) and, on Lustre, the checkpoint directory Job
-  (checkpoint_directory.py) each run the trainer image's Python on the system pool and mount the
-  namespace's `checkpoints` volume; the tenant gives all three the same image, pool and directory.
-"""
+"""The Args fields of the components that put objects in one namespace, declared once. `SystemPodArgs`:
+the namespace's pods that are not training (checkpoint cleanup, run viewer, Lustre's checkpoint
+directory Job), which run the trainer image on the system pool and mount its `checkpoints` volume."""
 
 from __future__ import annotations
 
@@ -17,8 +10,7 @@ from dataclasses import dataclass
 import pulumi
 
 
-# kw_only: the fields of a subclass come after these in __init__ whatever their defaults, and
-# every caller names them.
+# kw_only: a subclass's fields may follow these whatever their defaults; every caller names them.
 @dataclass(frozen=True, kw_only=True)
 class NamespacedArgs:
     namespace: str

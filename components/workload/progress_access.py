@@ -123,8 +123,7 @@ def admission_policy_binding_manifest() -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerProgressRoleArgs(NamespacedArgs):
-    """The namespace is the one whose `trainer` service account may patch its own pod's progress;
-    it waits for the namespace and the service account."""
+    """namespace: whose `trainer` account may patch its own pod's progress; depends_on: it and that account."""
 
 
 class TrainerProgressRole(pulumi.ComponentResource):

@@ -89,8 +89,7 @@ def entry_name(principal_arn: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class TeamMembersArgs(NamespacedArgs):
-    """The namespace is the team's, `team-<team>`: the only one the members reach, where the Role
-    and its binding live (so they wait for it)."""
+    """namespace: the team's `team-<team>`, the only one the members reach, where the Role and its binding live."""
 
     cluster_name: pulumi.Input[str]
     """The platform's cluster (its contract's clusterName)."""

@@ -328,8 +328,7 @@ def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingJobArgs(NamespacedArgs):
-    """The namespace is the training namespace the JobSet goes to; the JobSet waits for e.g. the
-    queue, the volumes and the secrets."""
+    """namespace: where the JobSet goes; depends_on: e.g. the queue, the volumes and the secrets."""
 
     job: JobConfig
     """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
