@@ -189,6 +189,34 @@ def test_training_volumes(stack, plan_of):
     assert claims == {"checkpoints", "datasets"}
 
 
+CHECKPOINTS_MOUNT = {"name": "checkpoints", "mountPath": "/workspace/checkpoints"}
+
+
+@pytest.mark.parametrize(("sub_path", "read_only", "expected"), [
+    (None, False, CHECKPOINTS_MOUNT),
+    ("checkpoints", False, {**CHECKPOINTS_MOUNT, "subPath": "checkpoints"}),
+    ("checkpoints", True, {**CHECKPOINTS_MOUNT, "readOnly": True, "subPath": "checkpoints"}),
+])
+def test_system_pods_see_the_trainers_checkpoint_directory(sub_path, read_only, expected):
+    """The cleanup and the viewer mount the directory the trainer mounts (Lustre's sub-path) and
+    nothing above it; only the viewer's mount and claim are read-only."""
+    assert training_data.checkpoints_mount(sub_path, read_only=read_only) == expected
+    trainer = next(m for m in training_data.volume_mounts(sub_path) if m["name"] == "checkpoints")
+    assert trainer.get("subPath") == expected.get("subPath")
+    claim = training_data.checkpoints_claim(read_only=read_only)["persistentVolumeClaim"]
+    assert claim["claimName"] == "checkpoints" and claim.get("readOnly", False) is read_only
+
+
+@pytest.mark.parametrize("fs_group", [True, False])
+def test_pods_run_as_the_images_user(fs_group):
+    context = training_data.pod_security_context(fs_group=fs_group)
+    assert (context["runAsUser"], context["runAsGroup"]) == (training_data.RUN_AS_USER, training_data.RUN_AS_GROUP)
+    assert context["runAsNonRoot"] is True and context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert context.get("fsGroup") == (training_data.RUN_AS_GROUP if fs_group else None)
+    container = training_data.container_security_context()
+    assert container["capabilities"] == {"drop": ["ALL"]} and not container["allowPrivilegeEscalation"]
+
+
 # --- ECR ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stack", stacks_in_us_east_1(PLATFORM_STACKS))

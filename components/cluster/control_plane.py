@@ -19,6 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common import iam
+from components.common.access_entries import access_entry, access_policy_arn
 from components.common.eks_addons import managed_addon
 from components.common.kms import customer_key
 from components.config import ClusterConfig
@@ -29,11 +30,6 @@ CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager",
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # View excludes Secrets, unlike AmazonEKSAdminViewPolicy.
 READ_ONLY_POLICY = "AmazonEKSViewPolicy"
-
-
-def access_policy_arn(partition: str, name: str) -> str:
-    """An EKS cluster access policy: like a managed IAM policy, AWS's, one per partition."""
-    return f"arn:{partition}:eks::aws:cluster-access-policy/{name}"
 
 
 @dataclass(frozen=True)
@@ -181,21 +177,8 @@ class Cluster(pulumi.ComponentResource):
         grants += [(arn, access_policy_arn(partition, READ_ONLY_POLICY), "view") for arn in config.read_only_principals]
         for arn, policy_arn, level in grants:
             principal = arn.split(":", 5)[-1].replace("/", "-")
-            entry = aws.eks.AccessEntry(
-                f"{self._name}-access-{principal}",
-                cluster_name=self.eks.name,
-                principal_arn=arn,
-                type="STANDARD",
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            aws.eks.AccessPolicyAssociation(
-                f"{self._name}-access-{principal}-{level}",
-                cluster_name=self.eks.name,
-                principal_arn=arn,
-                policy_arn=policy_arn,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
-            )
+            access_entry(f"{self._name}-access-{principal}", level, cluster_name=self.eks.name, principal_arn=arn,
+                         policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self))
 
     def addon(self, addon_name: str, *, opts: pulumi.ResourceOptions | None = None, **extra) -> aws.eks.Addon:
         return managed_addon(f"{self._name}-addon-{addon_name}", cluster_name=self.eks.name, addon_name=addon_name,

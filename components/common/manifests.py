@@ -20,6 +20,13 @@ def checkov_skips(reasons: dict[str, str]) -> dict[str, str]:
 
 
 
+def app_metadata(name: str, namespace: str, skip_reasons: dict[str, str]) -> dict[str, Any]:
+    """`metadata` of app `name`'s object of that name in `namespace`: its labels (Kubernetes docs,
+    "Recommended Labels") and the checkov deviations it accepts."""
+    return {"name": name, "namespace": namespace, "annotations": checkov_skips(skip_reasons),
+            "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gpu-training"}}
+
+
 def job_spec(*, labels: dict[str, str], pod_spec: dict[str, Any], backoff_limit: int, deadline_seconds: int) -> dict[str, Any]:
     """A batch/v1 JobSpec (a Job's, or a CronJob's jobTemplate's): `pod_spec` labelled `labels`,
     retried `backoff_limit` times, stopped after `deadline_seconds` in all."""

@@ -62,6 +62,32 @@ def run_id(stack: str, job: str) -> str:
     return f"{stack}/{job}"
 
 
+def pod_security_context(*, fs_group: bool = True) -> dict[str, Any]:
+    """`spec.securityContext` of a pod that runs as the image's user (the training pods, the system
+    pods that read or clean their checkpoints); `fs_group`: its volumes are made its group's."""
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_GROUP,
+            **({"fsGroup": RUN_AS_GROUP} if fs_group else {}), "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context() -> dict[str, Any]:
+    """A container's `securityContext` in such a pod."""
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}}
+
+
+def checkpoints_claim(*, read_only: bool = False) -> dict[str, Any]:
+    """The `spec.volumes` entry of the checkpoints claim in a system pod (the cleanup's, the viewer's)."""
+    return {"name": CHECKPOINTS.name,
+            "persistentVolumeClaim": {"claimName": CHECKPOINTS.claim_name, **({"readOnly": True} if read_only else {})}}
+
+
+def checkpoints_mount(checkpoints_sub_path: str | None, *, read_only: bool = False) -> dict[str, Any]:
+    """Its `volumeMounts` entry: the directory the training pods see (`checkpoints_sub_path`, as in
+    `volume_mounts`), and nothing above it."""
+    return {"name": CHECKPOINTS.name, "mountPath": CHECKPOINTS.mount_path, **({"readOnly": True} if read_only else {}),
+            **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})}
+
+
 def pod_volumes() -> list[dict[str, Any]]:
     """`spec.volumes` entries of a training pod."""
     return [{"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}

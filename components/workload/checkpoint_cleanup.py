@@ -18,7 +18,6 @@ its checkpoints when it starts; only the JobSet knows it is not finished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import checkov_skips, job_spec
+from components.common.manifests import app_metadata, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
+from components.workload.namespaced import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "checkpoint-cleanup"
@@ -70,18 +70,11 @@ def cleanup_container(image: str, cleanup: CheckpointCleanupConfig, checkpoints_
                 *({"name": k, "value": v} for k, v in env.items())],
         "resources": {"requests": resources, "limits": dict(resources)},
         "volumeMounts": [
-            # The same directory the training pods see, and nothing above it.
-            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
-             **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
+            training_data.checkpoints_mount(checkpoints_sub_path),
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True},
         ],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": training_data.container_security_context(),
     }
 
 
@@ -93,17 +86,10 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "nodeSelector": {POOL_LABEL: system_pool},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": training_data.RUN_AS_USER,
-            "runAsGroup": training_data.RUN_AS_GROUP,
-            "fsGroup": training_data.RUN_AS_GROUP,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": training_data.pod_security_context(),
         "containers": [cleanup_container(image, cleanup, checkpoints_sub_path, stack=stack)],
         "volumes": [
-            {"name": training_data.CHECKPOINTS.name,
-             "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}},
+            training_data.checkpoints_claim(),
             {"name": "script", "configMap": {"name": NAME}},
             {"name": "api-token", "projected": {"sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
@@ -111,16 +97,11 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             ]}},
         ],
     }
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+    metadata = app_metadata(NAME, namespace, SKIP_REASONS)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {
-            "name": NAME,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": checkov_skips(SKIP_REASONS),
-        },
+        "metadata": metadata,
         "spec": {
             "schedule": SCHEDULE,
             "timeZone": "Etc/UTC",
@@ -128,28 +109,18 @@ def cronjob_manifest(*, namespace: str, stack: str, image: str, system_pool: str
             "startingDeadlineSeconds": RUN_DEADLINE_SECONDS,
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=0,
+            "jobTemplate": {"spec": job_spec(labels=metadata["labels"], pod_spec=pod_spec, backoff_limit=0,
                                              deadline_seconds=RUN_DEADLINE_SECONDS)},
         },
     }
 
 
-@dataclass(frozen=True)
-class CheckpointCleanupArgs:
-    namespace: str
-    """The training namespace whose checkpoint directories are cleaned."""
+@dataclass(frozen=True, kw_only=True)
+class CheckpointCleanupArgs(SystemPodArgs):
     stack: str
     """The stack whose runs' directories (/workspace/checkpoints/<stack>/<job>) are judged."""
-    image: str
-    """The trainer image: its Python runs the script, and it is already pinned and pulled."""
-    system_pool: str
-    """The pool the CronJob's pods run on (no GPU is needed)."""
     cleanup: CheckpointCleanupConfig
     """After how many days a finished job's directory goes, and whether it is only reported (dry run)."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist before the CronJob: the namespace and its checkpoint volume."""
-    checkpoints_sub_path: str | None = None
-    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 
 
 class CheckpointCleanup(pulumi.ComponentResource):

@@ -30,7 +30,6 @@ system sets no `rootSquashConfiguration` (FSx API LustreRootSquashConfiguration:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +37,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import checkov_skips, job_spec
+from components.common.manifests import app_metadata, job_spec
 from components.data import training_data
+from components.workload.namespaced import SystemPodArgs
 
 NAME = "checkpoint-directory"
 ROOT_MOUNT = "/lustre"
@@ -98,41 +98,28 @@ def init_container(image: str, sub_path: str) -> dict[str, Any]:
 
 
 def job_manifest(*, namespace: str, image: str, system_pool: str, sub_path: str) -> dict[str, Any]:
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-training"}
+    metadata = app_metadata(NAME, namespace, SKIP_REASONS)
     pod_spec = {
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "nodeSelector": {POOL_LABEL: system_pool},
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [init_container(image, sub_path)],
-        "volumes": [{"name": training_data.CHECKPOINTS.name,
-                     "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name}}],
+        "volumes": [training_data.checkpoints_claim()],
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": NAME,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": checkov_skips(SKIP_REASONS),
-        },
-        "spec": job_spec(labels=labels, pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT, deadline_seconds=DEADLINE_SECONDS),
+        "metadata": metadata,
+        "spec": job_spec(labels=metadata["labels"], pod_spec=pod_spec, backoff_limit=BACKOFF_LIMIT,
+                         deadline_seconds=DEADLINE_SECONDS),
     }
 
 
-@dataclass(frozen=True)
-class CheckpointDirectoryArgs:
-    namespace: str
-    """The training namespace whose checkpoints volume is the Lustre file system's root."""
-    image: str
-    """The trainer image (pinned, already pulled on the nodes): its Python runs the script."""
-    system_pool: str
-    """The pool the Job runs on (no GPU is needed)."""
-    sub_path: str
-    """The directory the training pods mount (StorageMounts.checkpoints_sub_path)."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace and its volumes."""
+@dataclass(frozen=True, kw_only=True)
+class CheckpointDirectoryArgs(SystemPodArgs):
+    checkpoints_sub_path: str
+    """The directory this Job makes, which the training pods mount: required here (Lustre only)."""
 
 
 class CheckpointDirectory(pulumi.ComponentResource):
@@ -141,7 +128,7 @@ class CheckpointDirectory(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointDirectoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:CheckpointDirectory", name, None, opts)
         manifest = job_manifest(namespace=args.namespace, image=args.image, system_pool=args.system_pool,
-                                sub_path=args.sub_path)
+                                sub_path=args.checkpoints_sub_path)
         self.job = k8s.batch.v1.Job(f"{name}-job", metadata=manifest["metadata"], spec=manifest["spec"],
                                     opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
         self.register_outputs({})

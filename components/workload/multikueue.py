@@ -43,6 +43,7 @@ import pulumi_kubernetes as k8s
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
 from components.common.manifests import custom_resource, job_spec
 from components.config.multikueue import MultiKueueConfig, stack_name_prefix
+from components.workload.namespaced import NamespacedArgs
 from components.workload.queues import COVERED_RESOURCES, KUEUE_API
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -361,18 +362,16 @@ def renewed_filter_pattern() -> str:
     return f'{{ $.log_processed.event = "{RENEWED_EVENT}" }}'
 
 
-@dataclass(frozen=True)
-class MultiKueueWorkerArgs:
+@dataclass(frozen=True, kw_only=True)
+class MultiKueueWorkerArgs(NamespacedArgs):
+    """namespace: the environment's training namespace, where the group's writes are bound; depends_on: Kueue and it."""
+
     cluster_name: pulumi.Input[str]
     """The worker's EKS cluster: the manager's access entry is made there."""
     dispatcher_role_arn: pulumi.Input[str]
     """The manager's dispatcher role, let in by the access entry."""
-    namespace: str
-    """The environment's training namespace: the group's writes are bound there."""
     aws_opts: pulumi.ResourceOptions
     """Options of the AWS resources (their provider): the component's own opts are the cluster's."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist before the ClusterRoles and their bindings: Kueue and the training namespace."""
 
 
 class MultiKueueWorker(pulumi.ComponentResource):

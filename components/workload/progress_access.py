@@ -28,7 +28,6 @@ and a MultiKueue worker's copy of each team namespace).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +35,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT
+from components.workload.namespaced import NamespacedArgs
 
 PROGRESS_ANNOTATION = "gpu-training/progress"  # trainer/launcher/status_publisher.py ANNOTATION
 ROLE_NAME = "trainer-progress"
@@ -121,12 +121,9 @@ def admission_policy_binding_manifest() -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class TrainerProgressRoleArgs:
-    namespace: str
-    """The training namespace whose `trainer` service account may patch its own pod's progress."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace (and the service account)."""
+@dataclass(frozen=True, kw_only=True)
+class TrainerProgressRoleArgs(NamespacedArgs):
+    """namespace: whose `trainer` account may patch its own pod's progress; depends_on: it and that account."""
 
 
 class TrainerProgressRole(pulumi.ComponentResource):

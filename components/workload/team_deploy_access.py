@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.cluster.control_plane import access_policy_arn
+from components.common.access_entries import access_policy_arn
 from components.config.teams import TeamQueueConfig
 
 TEAM_DEPLOY_POLICY = "AmazonEKSAdminPolicy"

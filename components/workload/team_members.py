@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
+from components.cluster.control_plane import READ_ONLY_POLICY
+from components.common.access_entries import access_entry, access_policy_arn
 from components.common.partition import provider_partition
+from components.workload.namespaced import NamespacedArgs
 
 ROLE = "team-member"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -86,16 +87,14 @@ def entry_name(principal_arn: str) -> str:
     return f"{principal_arn.split(':', 5)[-1].replace('/', '-')}-{digest}"
 
 
-@dataclass(frozen=True)
-class TeamMembersArgs:
-    namespace: str
-    """The team's namespace, `team-<team>`: the only one the members reach."""
+@dataclass(frozen=True, kw_only=True)
+class TeamMembersArgs(NamespacedArgs):
+    """namespace: the team's `team-<team>`, the only one the members reach, where the Role and its binding live."""
+
     cluster_name: pulumi.Input[str]
     """The platform's cluster (its contract's clusterName)."""
     members: Sequence[str]
     """IAM role ARNs (TeamStackConfig.members)."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace: the Role and its binding live in it."""
 
 
 class TeamMembers(pulumi.ComponentResource):
@@ -121,11 +120,6 @@ class TeamMembers(pulumi.ComponentResource):
 
     def _create_entry(self, principal_arn: str, partition: pulumi.Output[str]) -> None:
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        name = f"{self._name}-{entry_name(principal_arn)}"
-        entry = aws.eks.AccessEntry(name, cluster_name=args.cluster_name, principal_arn=principal_arn, type="STANDARD",
-                                    kubernetes_groups=[members_group(args.namespace)], opts=child)
-        aws.eks.AccessPolicyAssociation(
-            f"{name}-view", cluster_name=args.cluster_name, principal_arn=principal_arn,
-            policy_arn=partition.apply(lambda p: access_policy_arn(p, READ_ONLY_POLICY)),
-            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="namespace", namespaces=[args.namespace]),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))
+        access_entry(f"{self._name}-{entry_name(principal_arn)}", "view", cluster_name=args.cluster_name,
+                     principal_arn=principal_arn, policy_arn=partition.apply(lambda p: access_policy_arn(p, READ_ONLY_POLICY)),
+                     namespaces=[args.namespace], kubernetes_groups=[members_group(args.namespace)], opts=child)

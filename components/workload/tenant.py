@@ -156,7 +156,7 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     directory = [] if volumes.checkpoints_sub_path is None else [CheckpointDirectory(
         f"{args.names.volumes}-checkpoint-directory", CheckpointDirectoryArgs(
             namespace=args.namespace, image=args.cleanup_image, system_pool=args.system_pool,
-            sub_path=volumes.checkpoints_sub_path, depends_on=[training_ns, volumes]), opts)]
+            checkpoints_sub_path=volumes.checkpoints_sub_path, depends_on=[training_ns, volumes]), opts)]
     CheckpointCleanup(names.cleanup, CheckpointCleanupArgs(
         namespace=args.namespace, stack=args.stack, image=args.cleanup_image, system_pool=args.system_pool,
         cleanup=args.checkpoint_cleanup, depends_on=[training_ns, volumes, *directory],

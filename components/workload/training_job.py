@@ -15,7 +15,6 @@ node's daemons always keep what they asked for and the trainer may use whatever 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from components.config.vocabularies import Capacity
 from components.data import training_data
 from components.facts.instance_types import INSTANCE_TYPES
 from components.workload.fabric_env import fabric_env
+from components.workload.namespaced import NamespacedArgs
 from components.workload.sizing import PodShape, default_pod_shape, job_mtbf_seconds
 
 REPLICATED_JOB = "node"
@@ -205,12 +205,7 @@ def trainer_container(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig
             *([{"name": "scratch", "mountPath": SCRATCH_DIR}] if scratch else []),
             {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True},
         ],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": training_data.container_security_context(),
     }
 
 
@@ -229,11 +224,7 @@ def trainer_pod_spec(job: JobConfig, pool: NodePoolConfig, fabric: FabricConfig,
         "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": str(t.effect)}
                         for t in node_taints(pool)],
         "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": training_data.RUN_AS_USER,
-            "runAsGroup": training_data.RUN_AS_GROUP,
-            "fsGroup": training_data.RUN_AS_GROUP,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            **training_data.pod_security_context(),
             # Pins NCCL's ephemeral ports to the range the fabric security group opens.
             "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": fabric.nccl_port_range.sysctl_value}],
         },
@@ -335,8 +326,10 @@ def jobset_manifest(job: JobConfig, *, stack: str, namespace: str, local_queue: 
     }
 
 
-@dataclass(frozen=True)
-class TrainingJobArgs:
+@dataclass(frozen=True, kw_only=True)
+class TrainingJobArgs(NamespacedArgs):
+    """namespace: where the JobSet goes; depends_on: e.g. the queue, the volumes and the secrets."""
+
     job: JobConfig
     """The job: image, nodes, GPUs, hyperparameters, restarts, secrets."""
     stack: str
@@ -345,12 +338,8 @@ class TrainingJobArgs:
     """The pool the job's pods run on: its instance type sizes the pods."""
     fabric: FabricConfig
     """The rendezvous port and the NCCL port range the pods use."""
-    namespace: str
-    """The training namespace the JobSet goes to."""
     local_queue: str
     """The Kueue LocalQueue the job is submitted to."""
-    depends_on: Sequence[pulumi.Resource]
-    """What must exist before the JobSet: e.g. the queue, the volumes and the secrets."""
     checkpoints_sub_path: str | None = None
     """The trainer sees only this directory of the checkpoints volume (StorageMounts.checkpoints_sub_path)."""
 

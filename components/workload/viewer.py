@@ -28,7 +28,6 @@ not another load balancer.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +40,7 @@ from components.config import StackConfig
 from components.config.viewer import VIEWER_PORT, alb_security_group_name, inbound_cidrs
 from components.data import training_data
 from components.network.vpc import public_subnet_name
+from components.workload.namespaced import SystemPodArgs
 from components.workload.training_job import SKIP_REASONS as TRAINING_SKIP_REASONS
 
 NAME = "tensorboard"
@@ -114,11 +114,9 @@ def container(image: str, namespace: str, checkpoints_sub_path: str | None) -> d
         "readinessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 10},
         "livenessProbe": {"httpGet": {"path": f"{prefix}/", "port": VIEWER_PORT}, "periodSeconds": 30,
                           "failureThreshold": 4},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "privileged": False,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {**training_data.container_security_context(), "privileged": False},
         "volumeMounts": [
-            {"name": training_data.CHECKPOINTS.name, "mountPath": training_data.CHECKPOINTS.mount_path,
-             "readOnly": True, **({"subPath": checkpoints_sub_path} if checkpoints_sub_path else {})},
+            training_data.checkpoints_mount(checkpoints_sub_path, read_only=True),
             {"name": "tmp", "mountPath": TMP},
         ],
     }
@@ -131,16 +129,11 @@ def deployment_spec(*, image: str, namespace: str, system_pool: str, checkpoints
         "template": {"metadata": {"labels": LABELS}, "spec": {
             "automountServiceAccountToken": False,
             "nodeSelector": {POOL_LABEL: system_pool},
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": training_data.RUN_AS_USER,
-                "runAsGroup": training_data.RUN_AS_GROUP,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            # It only reads the checkpoints: their files keep the group the trainer gave them.
+            "securityContext": training_data.pod_security_context(fs_group=False),
             "containers": [container(image, namespace, checkpoints_sub_path)],
             "volumes": [
-                {"name": training_data.CHECKPOINTS.name,
-                 "persistentVolumeClaim": {"claimName": training_data.CHECKPOINTS.claim_name, "readOnly": True}},
+                training_data.checkpoints_claim(read_only=True),
                 {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
             ],
         }},
@@ -181,20 +174,13 @@ def network_policy_spec(exposure: ViewerExposure) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class RunViewerArgs:
-    namespace: str
-    """The namespace whose jobs it shows (and its path on the ALB)."""
-    image: str
-    """The trainer image, pinned by digest (training.cleanupImage)."""
-    system_pool: str
-    """Where it runs: never on a GPU node."""
+@dataclass(frozen=True, kw_only=True)
+class RunViewerArgs(SystemPodArgs):
+    """It shows the namespace's jobs (its path on the ALB is the namespace's); on a platform stack it
+    also waits for the load balancer controller."""
+
     exposure: ViewerExposure
     """The environment's load balancer."""
-    depends_on: Sequence[pulumi.Resource]
-    """The namespace and its checkpoints volume; on a platform stack also the controller."""
-    checkpoints_sub_path: str | None = None
-    """As the training jobs' (StorageMounts.checkpoints_sub_path)."""
 
 
 class RunViewer(pulumi.ComponentResource):
