@@ -193,7 +193,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
     tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
     # What `gpu-training job submit` judges an ad-hoc job against (docs/run-your-first-job.md).
-    job_context_config_map("team-job-context", tenant.namespace.namespace.metadata.name, team.job_context,
+    job_context_config_map("team-job-context", tenant.namespace.name, team.job_context,
                            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
     # The team's people: access to its namespace only (workload/team_members.py says why here).
     if config.members:
@@ -225,7 +225,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     outputs = {
         "environment": config.environment,
         "team": config.team,
-        "namespace": tenant.namespace.namespace.metadata.name,
+        "namespace": tenant.namespace.name,
         "trainerRoleArn": trainer_role.arn,
         "artifactsPrefix": f"s3://{platform['artifactsBucket']}/teams/{config.team}/",
         # What scripts/verify needs to check this team's jobs on the platform's cluster.
