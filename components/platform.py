@@ -80,6 +80,7 @@ from components.workload.progress_access import ProgressAdmissionPolicy
 from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFlavorsArgs
 from components.workload.team_deploy_access import team_deploy_access
 from components.workload.team_queues import team_cluster_queues
+from components.workload.team_tenancy import team_tenancies
 from components.workload.tenant import (
     PLATFORM_TENANT,
     TenantSecrets,
@@ -157,6 +158,10 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     team_cluster_queues(config.teams, cohort=config.environment, pools=_gpu_pools(config),
                         manager=config.multikueue is not None and config.multikueue.role == MANAGER,
                         depends_on=[controllers.kueue], opts=cluster.in_cluster)
+    # Each registered team's namespace, its quota and its deployers' RBAC: what its deploy role
+    # may not make (workload/team_tenancy.py).
+    team_tenancies(config.teams, environment=config.environment, pools=_gpu_pools(config),
+                   depends_on=cluster.node_groups, opts=cluster.in_cluster)
     # Each registered team's deploy role, in its namespace only (workload/team_deploy_access.py).
     team_deploy_access(config.teams, project=config.project, environment=config.environment,
                        cluster_name=cluster.cluster.eks.name, account_id=on_aws.account_id,

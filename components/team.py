@@ -42,6 +42,7 @@ from components.config.platform_contract import (
     worker_stack_reference,
     workers_of,
 )
+from components.config.teams import team_queue
 from components.data.file_system import access_point
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
@@ -177,7 +178,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     on_aws = pulumi.ResourceOptions(providers=[provider])
     k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform["kubeconfig"])
     in_cluster = pulumi.ResourceOptions(providers=[provider, k8s_provider])
-    namespace = config.training_namespace
+    namespace = _registered_namespace(config)
 
     # --- AWS side: secrets, the team's part of the file system, roles -------------------------
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
@@ -193,7 +194,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
     tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
     # What `gpu-training job submit` judges an ad-hoc job against (docs/run-your-first-job.md).
-    job_context_config_map("team-job-context", tenant.namespace.namespace.metadata.name, team.job_context,
+    job_context_config_map("team-job-context", tenant.namespace.name, team.job_context,
                            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
     # The team's people: access to its namespace only (workload/team_members.py says why here).
     if config.members:
@@ -225,7 +226,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     outputs = {
         "environment": config.environment,
         "team": config.team,
-        "namespace": tenant.namespace.namespace.metadata.name,
+        "namespace": tenant.namespace.name,
         "trainerRoleArn": trainer_role.arn,
         "artifactsPrefix": f"s3://{platform['artifactsBucket']}/teams/{config.team}/",
         # What scripts/verify needs to check this team's jobs on the platform's cluster.
@@ -240,6 +241,20 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     }
     assert tuple(outputs) == TEAM_OUTPUTS, "TEAM_OUTPUTS names every output, in order"
     return outputs
+
+
+def _registered_namespace(config: TeamStackConfig) -> str:
+    """The team's namespace as its platform's registry of teams names it: the platform made it
+    (workload/team_tenancy.py), and the team stack only puts its objects in it."""
+    row = team_queue(config.judged_platform.teams, config.team)
+    if row is None:  # binding to the contract refuses it first (config/teams.py); kept for a clear error
+        raise ConfigError([ConfigProblem(f"{config.project}:teams of {config.platform_stack}",
+                                         "does not list this team, whose namespace the platform makes",
+                                         "add the team's row to the platform stack's teams and deploy it first",
+                                         value=config.team)],
+                          judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
+    assert row.namespace == config.training_namespace, "one naming of team-<team> (TeamQueueConfig.namespace)"
+    return row.namespace
 
 
 def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[str], trainer_role_arn: pulumi.Input[str],

@@ -69,7 +69,11 @@ def kind_tenancy(team_plan: Path, platform_plan: Path) -> tuple[list[dict[str, A
     queues = [m for m in kept if m["kind"] == "ClusterQueue"]
     flavors = {flavor["name"] for queue in queues for group in queue["spec"]["resourceGroups"] for flavor in group["flavors"]}
     kept += [m for m in planned_manifests(platform_plan) if m["kind"] == "ResourceFlavor" and m["metadata"]["name"] in flavors]
-    namespace = next(m["metadata"]["name"] for m in kept if m["kind"] == "Namespace")
+    # The team's namespace, its ResourceQuota and LimitRange are the platform's too, from its
+    # registry of teams (components/workload/team_tenancy.py).
+    namespace = next(m["metadata"]["namespace"] for m in kept if m["kind"] == "LocalQueue")
+    kept += [m for m in planned_manifests(platform_plan) if m["kind"] in ("Namespace", "ResourceQuota", "LimitRange")
+             and (m["metadata"].get("namespace") or m["metadata"]["name"]) == namespace]
     kept += [*_stand_in_claims(namespace), *_team_member(namespace)]
     order = {kind: index for index, kind in enumerate(KEPT)}
     return sorted(kept, key=lambda m: order.get(m["kind"], len(KEPT))), left_out

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from crd_schemas import CRD_GROUPS, validate_custom_resource
 from plan_queries import kubernetes_minor
-from stack_configs import MANIFEST_STACKS, ROOT
+from stack_configs import MANIFEST_STACKS, PROJECT, ROOT, raw_config
 
 
 def is_custom(manifest: dict) -> bool:
@@ -88,7 +88,12 @@ def test_checkov_passes_on_all_manifests(tmp_path, plan_of):
 def test_every_namespace_we_create_denies_by_default(stack, plan_of):
     """CIS EKS 4.3: a NetworkPolicy in every namespace; ours start from deny-all."""
     manifests = plan_of(stack).manifests()
-    namespaces = {m["metadata"]["name"] for m in manifests if m["kind"] == "Namespace"}
+    # A registered team's namespace is made by its platform and denied by the team stack's own
+    # policies (components/workload/team_tenancy.py): judged here in the team's plan, by its queue.
+    teams = {f"team-{row['name']}" for row in raw_config(stack).get(f"{PROJECT}:teams", [])}
+    namespaces = {m["metadata"]["name"] for m in manifests if m["kind"] == "Namespace"} - teams
+    namespaces |= {m["metadata"]["namespace"] for m in manifests if m["kind"] == "LocalQueue"
+                   and m["metadata"]["namespace"].startswith("team-")}
     denying = {m["metadata"]["namespace"] for m in manifests if m["kind"] == "NetworkPolicy"
                and m["metadata"]["name"] == "default-deny"
                and m["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}

@@ -297,7 +297,8 @@ def test_a_team_sees_the_one_queue_of_its_environment(plan_of):
     (flavor,) = team_queue["spec"]["resourceGroups"][0]["flavors"]
     gpus = next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")
     assert gpus["nominalQuota"] > 0 and gpus["borrowingLimit"] == gpus["lendingLimit"] == 0
-    (namespace,) = [n for n in team.manifests_on(None)
+    # (the team's namespace: the manager's platform stack makes it too, workload/team_tenancy.py)
+    (namespace,) = [n for n in manager.manifests_on(None)
                     if n["kind"] == "Namespace" and n["metadata"]["name"] == queue["metadata"]["namespace"]]
     # (kubernetes.io/metadata.name: the label the API server gives every namespace, its name.)
     by_name = "kubernetes.io/metadata.name"

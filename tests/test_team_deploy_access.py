@@ -28,7 +28,8 @@ def test_each_registered_team_deploy_role_gets_admin_of_its_namespace_only(plan_
     for row in teams:
         suffix = f":role/{PROJECT}-ci-team-{row['name']}-{environment}"
         (arn,) = [a for a in entries if a.endswith(suffix)]
-        assert entries[arn]["type"] == "STANDARD" and not entries[arn].get("kubernetesGroups")
+        # Its one group: the platform binds it in the team's namespace only (tests/test_team_tenancy.py).
+        assert entries[arn]["type"] == "STANDARD" and entries[arn]["kubernetesGroups"] == [f"team-{row['name']}-deployers"]
         (grant,) = [a for a in associations if a["principalArn"] == arn]
         assert grant["policyArn"] == ADMIN_IN_NAMESPACE
         assert grant["accessScope"] == {"type": "namespace", "namespaces": [f"team-{row['name']}"]}

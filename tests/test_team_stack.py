@@ -45,8 +45,9 @@ def test_team_stack_creates_no_shared_infrastructure(plan_of):
 
 def test_team_namespace_queue_and_jobs(plan_of):
     plan = plan_of(STACK)
-    (namespace,) = manifests(plan, "Namespace")
-    assert namespace["metadata"]["name"] == f"team-{TEAM}"
+    # The namespace is the platform's, from its registry of teams (workload/team_tenancy.py).
+    assert not manifests(plan, "Namespace")
+    (namespace,) = [n for n in manifests(plan_of("prod"), "Namespace") if n["metadata"]["name"] == f"team-{TEAM}"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     # Its queue is the platform's, from its registry of teams; the team's LocalQueue points at it.
     assert not manifests(plan, "ClusterQueue")

@@ -65,25 +65,31 @@ def test_each_worker_gets_the_teams_namespace_objects_through_its_own_cluster(pl
     for worker in workers(plan_of(MANAGER)):
         provider = f"{worker}-cluster"
         assert provider in providers and team.other_clusters[provider] == worker
-        for kind in ("Namespace", "ResourceQuota", "LocalQueue", "RoleBinding", "ServiceAccount",
-                     "PersistentVolumeClaim", "SecretStore", "ExternalSecret"):
+        for kind in ("LocalQueue", "RoleBinding", "ServiceAccount", "PersistentVolumeClaim", "SecretStore",
+                     "ExternalSecret"):
             objects = on_cluster(team, worker, kind)
             assert objects, f"no {kind} on {worker}"
-            assert all(m["metadata"].get("namespace", NAMESPACE) == NAMESPACE or kind == "Namespace" for m in objects)
+            assert all(m["metadata"]["namespace"] == NAMESPACE for m in objects)
+        # The namespace and its caps are the worker's platform's, from its registry of teams (team_tenancy.py).
+        for kind in ("Namespace", "ResourceQuota", "LimitRange"):
+            assert not on_cluster(team, worker, kind)
+            assert [m for m in on_cluster(plan_of(worker), None, kind)
+                    if (m["metadata"].get("namespace") or m["metadata"]["name"]) == NAMESPACE], f"no {kind} on {worker}"
         assert not on_cluster(team, worker, "JobSet"), "jobs are submitted on the manager and dispatched"
         assert not on_cluster(team, worker, "ClusterQueue"), "the worker's platform makes the team's ClusterQueue"
         assert not on_cluster(team, worker, "CronJob")
 
 
 def test_the_worker_namespace_is_the_managers_and_its_any_region_queue_selects_it(plan_of):
-    manager, team = plan_of(MANAGER), plan_of(TEAM_STACK)
-    (own,) = on_cluster(team, None, "Namespace")
+    manager = plan_of(MANAGER)
+    # Each cluster's platform makes the team's namespace (team_tenancy.py), alike everywhere.
+    (own,) = [n for n in on_cluster(manager, None, "Namespace") if n["metadata"]["name"] == NAMESPACE]
     (selecting,) = [q for q in on_cluster(manager, None, "ClusterQueue")
                     if q["metadata"]["name"] == team_any_region_queue_name(NAMESPACE)]
     # (kubernetes.io/metadata.name: the label the API server gives every namespace, its name.)
     assert selecting["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
     for worker in workers(manager):
-        (there,) = on_cluster(team, worker, "Namespace")
+        (there,) = [n for n in on_cluster(plan_of(worker), None, "Namespace") if n["metadata"]["name"] == NAMESPACE]
         assert there["metadata"] == own["metadata"]
 
 

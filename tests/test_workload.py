@@ -135,8 +135,10 @@ def test_devices_and_memory_are_exclusive_and_cpu_is_not_capped(stack, plan_of):
 
 def test_quotas_cover_the_largest_gang(stack, plan_of):
     plan = plan_of(stack)
-    (quota,) = manifests(plan, "ResourceQuota")
+    # The job's namespace's (a platform's plan also holds its registered teams': team_tenancy.py).
+    quotas = {q["metadata"]["namespace"]: q for q in manifests(plan, "ResourceQuota")}
     for jobset in jobsets(plan):
+        quota = quotas[jobset["metadata"]["namespace"]]
         gang = int(env_of(jobset)["PET_NNODES"]) * int(trainer(jobset)["resources"]["requests"]["nvidia.com/gpu"])
         assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= gang
         pool = pod_spec(jobset)["nodeSelector"]["gpu-training/pool"]

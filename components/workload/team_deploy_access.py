@@ -3,8 +3,9 @@
 The bootstrap makes a deploy role per team and environment, `<project>-ci-team-<team>-<env>`
 (bootstrap/policies/teams.py, team_deploy_role_name), in the account the environment's stacks
 deploy into. For each row of the platform's registry of teams (`teams`, components/config/teams.py)
-the platform stack gives that role an EKS access entry (type STANDARD, no Kubernetes group) and
-one access policy, AmazonEKSAdminPolicy, scoped to the namespace `team-<team>`.
+the platform stack gives that role an EKS access entry (type STANDARD) whose one Kubernetes group is
+`team-<team>-deployers`, and one access policy, AmazonEKSAdminPolicy, scoped to the namespace
+`team-<team>`.
 
 Why AmazonEKSAdminPolicy and not AmazonEKSEditPolicy: a team stack makes a Role and RoleBinding in
 its namespace (components/workload/team_members.py). The EKS access policies' permissions "are
@@ -14,13 +15,16 @@ namespace, including the ability to create roles and role bindings within the na
 `edit` "does not allow viewing or modifying roles or role bindings" (Kubernetes documentation,
 "Using RBAC Authorization", User-facing roles). `admin` allows no write to the namespace itself or
 its ResourceQuota (same page), which the platform's admission policies also hold
-(workload/tenant_admission.py).
+(workload/tenant_admission.py). Creating a Role or RoleBinding also needs every permission it
+grants held through RBAC, which an access policy is not (aws/containers-roadmap#2682): the group's
+ClusterRole holds those (team_tenancy.py deployer_cluster_role).
 
 What the access policy does not cover (EKS access policies are fixed lists of built-in resources,
 none aggregated): the custom resources a team stack makes (JobSet, LocalQueue, SecretStore,
-ExternalSecret) and its cluster-scoped objects (its Namespace, PersistentVolumes). Those still need
-Kubernetes RBAC bound to a group of this entry, or the platform making them: docs/team-stacks.md,
-"A team's deploy identity".
+ExternalSecret), which the group's RoleBinding in `team-<team>` grants, and the namespace itself,
+its ResourceQuota and LimitRange, which the platform makes (both: team_tenancy.py). Its
+PersistentVolumes (cluster-scoped) are still the team stack's: docs/team-stacks.md, "A team's
+deploy identity".
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import pulumi_aws as aws
 
 from components.common.access_entries import access_policy_arn
 from components.config.teams import TeamQueueConfig
+from components.workload.team_tenancy import team_deployers_group
 
 TEAM_DEPLOY_POLICY = "AmazonEKSAdminPolicy"
 
@@ -59,7 +64,8 @@ def team_deploy_access(rows: Sequence[TeamQueueConfig], *, project: str, environ
         name = team_deploy_entry_name(row.name)
         principal = pulumi.Output.from_input(account_id).apply(
             lambda account, team=row.name: team_deploy_role_arn(partition, account, project, team, environment))
-        entry = aws.eks.AccessEntry(name, cluster_name=cluster_name, principal_arn=principal, type="STANDARD", opts=opts)
+        entry = aws.eks.AccessEntry(name, cluster_name=cluster_name, principal_arn=principal, type="STANDARD",
+                                    kubernetes_groups=[team_deployers_group(row.name)], opts=opts)
         aws.eks.AccessPolicyAssociation(
             f"{name}-admin", cluster_name=cluster_name, principal_arn=principal,
             policy_arn=access_policy_arn(partition, TEAM_DEPLOY_POLICY),

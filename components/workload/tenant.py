@@ -129,7 +129,8 @@ class TrainingTenantArgs:
     viewer_depends_on: Sequence[pulumi.Resource] = ()
     """What the viewer's Ingress waits for besides the namespace (a platform stack's controller)."""
     cluster_queue_made_by_platform: bool = False
-    """A team's: its ClusterQueue is the platform's (its `teams` registry); the tenant makes the LocalQueue only."""
+    """A team's: its ClusterQueue, Namespace, ResourceQuota and LimitRange are the platform's (its `teams`
+    registry: team_queues.py, team_tenancy.py); the tenant makes the LocalQueue and what is inside the namespace."""
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,9 @@ def training_tenant(args: TrainingTenantArgs, opts: pulumi.ResourceOptions) -> T
     quota_pools = [pool for pool in args.gpu_pools if pool.name in args.training.gpu_quota]
     training_ns = TrainingNamespace(names.namespace, TrainingNamespaceArgs(
         name=args.namespace, environment=args.environment, team=args.team, quota=namespace_quota(quota_pools),
-        depends_on=args.namespace_depends_on,
+        depends_on=args.namespace_depends_on, made_by_platform=args.cluster_queue_made_by_platform,
     ), opts)
-    namespace_name = training_ns.namespace.metadata.name  # an output: children wait for the namespace
+    namespace_name = training_ns.name  # an output: children wait for the namespace where the tenant makes it
     volumes = _volumes(args, namespace_name, opts)
     # What mounts the checkpoints waits for its directory (made here on Lustre; by the EFS access point).
     directory = [] if volumes.checkpoints_sub_path is None else [CheckpointDirectory(

@@ -4,7 +4,8 @@ MultiKueue creates a dispatched job's Workload and JobSet on the worker in the s
 on the LocalQueue of the same name as on the manager, which must exist there (kueue v0.19.2
 docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a manager makes, on each worker:
 
-    namespace (the manager's name and labels) -> LocalQueue `any-region` (onto the team's ClusterQueue
+    network policies in the namespace (which, with its quota, the worker's platform stack makes from
+    its registry of teams: team_tenancy.py) -> LocalQueue `any-region` (onto the team's ClusterQueue
     there, which the worker's platform stack makes from its registry of teams)
     -> RoleBinding of the dispatcher's group -> trainer service account
     -> volumes (the worker's own file system and datasets replica) -> secrets sync
@@ -86,9 +87,9 @@ class WorkerTenant(pulumi.ComponentResource):
         quota_pools = [pool for pool in args.gpu_pools if pool.name in args.training.gpu_quota]
         self.namespace = TrainingNamespace(f"{name}-namespace", TrainingNamespaceArgs(
             name=args.namespace, environment=args.environment, team=args.team, quota=namespace_quota(quota_pools),
-            depends_on=[]), child)
+            depends_on=[], made_by_platform=True), child)
         inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
-        namespace_name = self.namespace.namespace.metadata.name  # an output: children wait for the namespace
+        namespace_name = self.namespace.name  # the worker's platform makes the namespace (team_tenancy.py)
         self._create_queues(name, args, inside)
         binding = dispatcher_role_binding(args.namespace)
         k8s.rbac.v1.RoleBinding(f"{name}-dispatcher-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],

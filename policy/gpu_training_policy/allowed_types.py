@@ -115,14 +115,15 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:helm.sh/v3:Release", P, "cluster add-ons (Kueue, JobSet, External Secrets, LB controller, ...)"),
     Allowed("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", P, "the ProvisioningRequest API"),
     Allowed("kubernetes:storage.k8s.io/v1:StorageClass", P, "EFS/Lustre storage classes"),
-    Allowed("kubernetes:core/v1:Namespace", PT, "training namespaces (team stacks: team-<team>)"),
+    Allowed("kubernetes:core/v1:Namespace", P, "training namespaces, each registered team's team-<team> included "
+            "(a team's deploy role may not make one: components/workload/team_tenancy.py)"),
     Allowed("kubernetes:core/v1:ServiceAccount", PT, "the trainer's service account"),
     Allowed("kubernetes:core/v1:ConfigMap", PT, "job configuration (teams: also the job context, the non-secret "
             "config the job command judges ad-hoc jobs against)"),
     Allowed("kubernetes:core/v1:Secret", P, "a MultiKueue manager's kubeconfig Secret per worker, created empty: its "
             "rotation CronJob writes the short-lived token (no-plaintext-secrets refuses data in the plan)"),
-    Allowed("kubernetes:core/v1:LimitRange", PT, "namespace defaults"),
-    Allowed("kubernetes:core/v1:ResourceQuota", PT, "namespace quota"),
+    Allowed("kubernetes:core/v1:LimitRange", P, "namespace defaults (a team's too: the platform's, like its quota)"),
+    Allowed("kubernetes:core/v1:ResourceQuota", P, "namespace quota (a team's too: the platform owns quotas)"),
     Allowed("kubernetes:core/v1:PersistentVolume", PT, "static volumes of the shared file systems (teams: their access point)"),
     Allowed("kubernetes:core/v1:PersistentVolumeClaim", PT, "claims of those volumes"),
     Allowed("kubernetes:networking.k8s.io/v1:NetworkPolicy", PT, "namespace isolation"),
@@ -134,7 +135,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding", P,
             "applies those policies (every namespace, or every team-* namespace)"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", P,
-            "a MultiKueue worker's rights for its manager: writes bound per namespace, cluster-wide reads"),
+            "a MultiKueue worker's rights for its manager: writes bound per namespace, cluster-wide reads; the team "
+            "deployers' custom resources, bound in each team's namespace"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", P, "binds the read role to the manager's group"),
     Allowed("kubernetes:apps/v1:Deployment", PT, "the namespace's run viewer (TensorBoard)"),
     Allowed("kubernetes:core/v1:Service", PT, "the viewer's ClusterIP service (teams: in their namespace)"),

@@ -94,7 +94,8 @@ def sg_change(type_: str, **inputs: Any) -> Callable[[Records], tuple]:
 def volume(spec_source: dict[str, Any], *, depends_on_ap: bool = False, ap_root: str | None = None,
            ap_arn: str | None = None) -> Callable[[Records], tuple]:
     def add(records: Records) -> tuple:
-        namespace = find(records, "kubernetes:core/v1:Namespace", "team-namespace-namespace")
+        # (the namespace is the platform's: the team's objects wait for its namespace component)
+        namespace = find(records, "gpu-training:workload:TrainingNamespace", "team-namespace")
         added: list[dict[str, Any]] = []
         depends = {"metadata": [namespace], "spec": [namespace]}
         if depends_on_ap:
