@@ -21,16 +21,8 @@ from components.config.reader import (
     refuse_plain_keys_set_as_secrets,
     report_keys_named_as_paths,
 )
-from components.config.sibling_stacks import REGIONAL_STACK
-from components.config.stack import (
-    COST_CENTER_FIX,
-    ENVIRONMENTS,
-    MAX_TEAM_NAME,
-    REGION_FIX,
-    cost_center_problem,
-    region_problem,
-)
-from components.config.stack_names import TEAM_NAME
+from components.config.stack import COST_CENTER_FIX, REGION_FIX, cost_center_problem, region_problem
+from components.config.stack_names import ENVIRONMENTS, MAX_TEAM_NAME, REGIONAL_STACK, TEAM_NAME
 from components.config.storage import bucket_name_problem
 from components.facts.regions import ARN_PARTITION
 

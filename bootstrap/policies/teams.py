@@ -29,6 +29,7 @@ from bootstrap.policies.ci_roles import via_s3
 from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_objects, state_metadata
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
 from components.config import permissions_boundary
+from components.config.stack_names import team_name_prefix
 from components.facts.regions import arn_partition
 from components.workload import team_deploy_access as deploy_access
 
@@ -67,11 +68,6 @@ def team_boundary_policy_name(stacks_project: str, team: str, environment: str) 
 
 def team_stack(team: str, environment: str) -> str:
     return f"team-{team}-{environment}"
-
-
-def team_name_prefix(stacks_project: str, team: str, environment: str) -> str:
-    """The team stack's name prefix (components/config/stack.py StackConfig.name_prefix)."""
-    return f"{stacks_project}-{environment}-{team}"
 
 
 def team_subject(team: TeamCi, environment: str) -> str:

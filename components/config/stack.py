@@ -66,7 +66,14 @@ from components.config.sibling_stacks import (
     sibling_vpc_cidrs,
     stack_vpc_cidr,
 )
-from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
+from components.config.stack_names import (
+    ENVIRONMENTS,
+    MAX_TEAM_NAME,
+    REGIONAL_STACK,
+    stack_kind,
+    team_name_prefix,
+    team_namespace,
+)
 from components.config.storage import StorageConfig, parse_storage
 from components.config.team_members import parse_members
 from components.config.teams import TEAMS_KEY, TeamQueueConfig, parse_teams, team_queue
@@ -91,7 +98,6 @@ from components.facts.regions import REGIONS_AS_OF, ZONES
 # provider's default tags land on all of them. The messages say "ASCII letters" (`ml-plätform`).
 # Nor a space last: `ml-platform ` would be a cost center of its own in Cost Explorer.
 COST_CENTER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._:/=+@-]{0,254}[A-Za-z0-9._:/=+@-])?")
-MAX_TEAM_NAME = 20
 REGION_FIX = "use a region name like us-east-1, or add the new region's row to that table"
 COST_CENTER_FIX = ("start with an ASCII letter or digit; then ASCII letters, digits, spaces and . _ : / = + - @, "
                    "no space at the end")
@@ -211,11 +217,11 @@ class TeamStackConfig:
 
     @property
     def name_prefix(self) -> str:
-        return f"{self.project}-{self.environment}-{self.team}"
+        return team_name_prefix(self.project, self.team, self.environment)
 
     @property
     def training_namespace(self) -> str:
-        return f"team-{self.team}"
+        return team_namespace(self.team)
 
     @property
     def warnings(self) -> tuple[str, ...]:
