@@ -44,8 +44,8 @@ from components.config.reader import (
     ErrorLog,
     Section,
     did_you_mean,
+    own_keys,
     refuse_plain_keys_set_as_secrets,
-    report_keys_named_as_paths,
     shown,
 )
 from components.config.registry import RegistryConfig, parse_registry
@@ -291,14 +291,11 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     Raises ConfigError listing every problem found.
     """
     today = today or current_date()
-    errors = ErrorLog(secret_keys or ())
-    errors.take_refused_values(raw)  # the stack file's own problems, first
-    prefix = f"{project}:"
-    own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    errors, own = own_keys(raw, project=project, secret_keys=secret_keys or ())
     # Secret values must never reach Section's generic messages (they print the value): the
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
-    report_keys_named_as_paths(own, prefix, errors)
+    prefix = f"{project}:"
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
@@ -309,8 +306,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
         root.error(root.key("environment"), environment,
                    f"differs from the stack name '{stack}', which implies '{implied_env}'",
                    f"set environment: {implied_env}, or select the stack you meant")
-    region = root.string("region", check=region_problem, fix=REGION_FIX)
-    cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
+    region, cost_center = region_and_cost_center(root)
     # Environment rules follow the stack name: a prod stack gets prod rules even when its
     # `environment` key is wrong (that mismatch is reported above).
     if team:
@@ -616,6 +612,12 @@ def _check_cleanup_image(root: Section, image: str, *, environment: str, team: b
         root.error(root.key("trainerImage"), image or None,
                    "the checkpoint cleanup CronJob runs on the trainer image, which must be pinned by digest",
                    image_fix(environment, team=team))
+
+
+def region_and_cost_center(root: Section) -> tuple[str, str]:
+    """`region` and `costCenter`, read alike by the program's stacks and the bootstrap's."""
+    return (root.string("region", check=region_problem, fix=REGION_FIX),
+            root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX))
 
 
 def region_problem(region: str) -> str | None:
