@@ -23,7 +23,7 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
-from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue
+from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue, stack_name_prefix
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import (
     NodePoolConfig,
@@ -66,14 +66,7 @@ from components.config.sibling_stacks import (
     sibling_vpc_cidrs,
     stack_vpc_cidr,
 )
-from components.config.stack_names import (
-    ENVIRONMENTS,
-    MAX_TEAM_NAME,
-    REGIONAL_STACK,
-    stack_kind,
-    team_name_prefix,
-    team_namespace,
-)
+from components.config.stack_names import ENVIRONMENTS, MAX_TEAM_NAME, stack_kind, team_name_prefix, team_namespace
 from components.config.storage import StorageConfig, parse_storage
 from components.config.team_members import parse_members
 from components.config.teams import TEAMS_KEY, TeamQueueConfig, parse_teams, team_queue
@@ -148,17 +141,10 @@ class StackConfig:
     """`teams`: the environment's teams, whose ClusterQueues this platform stack makes (config/teams.py)."""
 
     @property
-    def site(self) -> str | None:
-        """The further region's label of a regional stack (prod-usw2: usw2); None for the
-        environment's own stack."""
-        match = REGIONAL_STACK.fullmatch(self.stack)
-        return match["site"] if match else None
-
-    @property
     def name_prefix(self) -> str:
         """Prefix of every physical name: two environments, or one environment's stacks in two
         regions (IAM names are global), can never collide."""
-        return f"{self.project}-{self.environment}" + (f"-{self.site}" if self.site else "")
+        return stack_name_prefix(self.project, self.stack)
 
     @property
     def cluster_name(self) -> str:
