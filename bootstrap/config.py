@@ -13,24 +13,9 @@ from typing import Any
 
 from components.config.placeholders import find_placeholders, refuse_or_warn
 from components.config.platform_names import reserved_team_name_problem
-from components.config.reader import (
-    ConfigError,
-    ConfigProblem,
-    ErrorLog,
-    Section,
-    refuse_plain_keys_set_as_secrets,
-    report_keys_named_as_paths,
-)
-from components.config.sibling_stacks import REGIONAL_STACK
-from components.config.stack import (
-    COST_CENTER_FIX,
-    ENVIRONMENTS,
-    MAX_TEAM_NAME,
-    REGION_FIX,
-    cost_center_problem,
-    region_problem,
-)
-from components.config.stack_names import TEAM_NAME
+from components.config.reader import ConfigError, ConfigProblem, Section, own_keys, refuse_plain_keys_set_as_secrets
+from components.config.stack import REGION_FIX, region_and_cost_center, region_problem
+from components.config.stack_names import ENVIRONMENTS, MAX_TEAM_NAME, REGIONAL_STACK, TEAM_NAME
 from components.config.storage import bucket_name_problem
 from components.facts.regions import ARN_PARTITION
 
@@ -298,11 +283,8 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                           secret_keys: Collection[str] = ()) -> BootstrapConfig:
     """Parse fully-qualified config (`project:key` -> decoded value); raise ConfigError listing every
     problem, never showing the value of a key in `secret_keys`."""
-    errors = ErrorLog(secret_keys)
-    errors.take_refused_values(raw)  # the stack file's own problems, first
+    errors, own = own_keys(raw, project=project, secret_keys=secret_keys)
     prefix = f"{project}:"
-    own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
-    report_keys_named_as_paths(own, prefix, errors)
     for key in sorted(raw):
         if not key.startswith(prefix) and key != "pulumi:disable-default-providers":
             errors.append(ConfigProblem(key, "unknown key for the bootstrap", f"remove it, or write it as {prefix}<key>."))
@@ -310,8 +292,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                                      fix="set it without --secret (a `secure:` value: `pulumi config rm`, then "
                                      "`pulumi config set` without --secret): the bootstrap reads no secrets")
     root = Section(errors, project, own, separator=":")
-    region = root.string("region", check=region_problem, fix=REGION_FIX)
-    cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
+    region, cost_center = region_and_cost_center(root)
     stacks_project = root.string("stacksProject",
                                  check=lambda v: None if PULUMI_PROJECT.fullmatch(v) else "is not a Pulumi project name",
                                  fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")

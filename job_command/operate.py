@@ -10,7 +10,7 @@ from typing import Any
 
 from components.cluster.pool_scheduling import POOL_LABEL
 from components.config import ConfigError, ConfigProblem, TeamStackConfig
-from components.config.stack import stack_kind
+from components.config.stack_names import stack_kind, team_namespace
 from components.workload.training_job import SUBMITTED_BY_JOB_COMMAND, SUBMITTED_BY_LABEL, JobObjects
 from job_command.cluster import NODE_INDEX_LABEL
 from job_command.price import node_hourly
@@ -32,7 +32,7 @@ def namespace_of(stack: str) -> str:
     if not team:
         raise ConfigError([ConfigProblem("--stack", f"{stack} is not a team stack",
                                          "name a team stack, team-<team>-<env> (e.g. team-vision-prod)")])
-    return f"team-{team}"
+    return team_namespace(team)
 
 
 def run(args: argparse.Namespace, seams: Seams) -> int:

@@ -19,7 +19,7 @@ from components.config.reader import ConfigProblem
 
 REPO = "example-org/gpu-training"
 # The longest project the bootstrap's names allow (its state log bucket within S3's 63 characters:
-# sizes.name_length_problems), and the longest team name (components/config/stack.py MAX_TEAM_NAME).
+# sizes.name_length_problems), and the longest team name (components/config/stack_names.py MAX_TEAM_NAME).
 LONGEST_PROJECT = "p" * 32
 LONGEST_TEAM = "t" * 20
 

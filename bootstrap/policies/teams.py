@@ -41,6 +41,7 @@ from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_ob
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
 from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
 from components.config import permissions_boundary
+from components.config.stack_names import team_name_prefix, team_namespace
 from components.facts.regions import arn_partition
 from components.observability.budget import budget_name
 from components.observability.dashboards import dashboard_name_of
@@ -89,16 +90,6 @@ def team_boundary_policy_name(stacks_project: str, team: str, environment: str) 
 
 def team_stack(team: str, environment: str) -> str:
     return f"team-{team}-{environment}"
-
-
-def team_name_prefix(stacks_project: str, team: str, environment: str) -> str:
-    """The team stack's name prefix (components/config/stack.py StackConfig.name_prefix)."""
-    return f"{stacks_project}-{environment}-{team}"
-
-
-def team_namespace(team: str) -> str:
-    """The team's namespace (components/config/stack.py StackConfig.training_namespace)."""
-    return f"team-{team}"
 
 
 def team_subject(team: TeamCi, environment: str) -> str:

@@ -71,8 +71,8 @@ class MultiKueueConfig:
 
 
 def stack_name_prefix(project: str, stack: str) -> str:
-    """The name prefix (and cluster name) another platform stack of this checkout has (stack.py's
-    StackConfig.name_prefix, from the name alone)."""
+    """The name prefix (and cluster name) of a platform stack of this checkout, from its name alone
+    (this stack's too: stack.py's StackConfig.name_prefix)."""
     regional = REGIONAL_STACK.fullmatch(stack)
     return f"{project}-{regional['env']}-{regional['site']}" if regional else f"{project}-{stack}"
 

@@ -167,16 +167,20 @@ class Placeholder:
         return f"{self.key}: {self.kind.what}"
 
 
-def _strings(path: str, value: Any) -> Iterator[tuple[str, str]]:
-    """(path, text) of every string inside `value`, paths as `pulumi config set --path` writes them."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
+def _values(path: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """(path, value) of `value` and of every value inside it, paths as `pulumi config set --path` writes them."""
+    yield path, value
+    if isinstance(value, Mapping):
         for name, item in value.items():
-            yield from _strings(f"{path}.{name}", item)
+            yield from _values(f"{path}.{name}", item)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(f"{path}[{index}]", item)
+            yield from _values(f"{path}[{index}]", item)
+
+
+def _strings(path: str, value: Any) -> Iterator[tuple[str, str]]:
+    """(path, text) of every string inside `value`."""
+    return ((inner, text) for inner, text in _values(path, value) if isinstance(text, str))
 
 
 def _within(path: str, key: str) -> bool:
@@ -220,15 +224,9 @@ def placeholder_secrets(stack_values: Mapping[str, Any], *, project: str) -> tup
 
 
 def _secure_texts(path: str, value: Any) -> Iterator[tuple[str, str]]:
-    if isinstance(value, Mapping) and set(value) == {"secure"}:
-        if isinstance(value["secure"], str):
-            yield path, value["secure"]
-    elif isinstance(value, Mapping):
-        for name, item in value.items():
-            yield from _secure_texts(f"{path}.{name}", item)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _secure_texts(f"{path}[{index}]", item)
+    """(path, text) of every `secure:` value inside `value` (a map whose one key is `secure`)."""
+    return ((inner, found["secure"]) for inner, found in _values(path, value)
+            if isinstance(found, Mapping) and set(found) == {"secure"} and isinstance(found["secure"], str))
 
 
 def parse_allow(root: Section, *, environment: str) -> bool:

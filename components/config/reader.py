@@ -320,6 +320,18 @@ def report_keys_named_as_paths(own: dict[str, Any], prefix: str, errors: ErrorLo
             f"into the key's name; remove this key (`pulumi config rm '{key}'`) and set it again with --path"))
 
 
+def own_keys(raw: Mapping[str, Any], *, project: str, secret_keys: Collection[str]) -> tuple[ErrorLog, dict[str, Any]]:
+    """How every stack's load starts (the program's and the bootstrap's): the ErrorLog that hides the
+    values of `secret_keys`, the stack file's own problems first in it; the project's keys without
+    their `project:` prefix, keys named as paths reported and left out."""
+    errors = ErrorLog(secret_keys)
+    errors.take_refused_values(raw)
+    prefix = f"{project}:"
+    own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    report_keys_named_as_paths(own, prefix, errors)
+    return errors, own
+
+
 _MISSING = object()
 """A getter's default when the parser passes none: the row's default, or none (required)."""
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,18}")

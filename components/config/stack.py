@@ -23,7 +23,7 @@ from components.config.fabric import FabricConfig, parse_fabric
 from components.config.keys import PLATFORM_ONLY_KEYS
 from components.config.lustre_sizing import check_lustre_size
 from components.config.lustre_zone import place_lustre
-from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue
+from components.config.multikueue import MANAGER, MultiKueueConfig, api_peer_cidrs, parse_multikueue, stack_name_prefix
 from components.config.network import NetworkConfig, parse_network
 from components.config.node_pools import (
     NodePoolConfig,
@@ -44,8 +44,8 @@ from components.config.reader import (
     ErrorLog,
     Section,
     did_you_mean,
+    own_keys,
     refuse_plain_keys_set_as_secrets,
-    report_keys_named_as_paths,
     shown,
 )
 from components.config.registry import RegistryConfig, parse_registry
@@ -66,7 +66,7 @@ from components.config.sibling_stacks import (
     sibling_vpc_cidrs,
     stack_vpc_cidr,
 )
-from components.config.stack_names import ENVIRONMENTS, REGIONAL_STACK, stack_kind
+from components.config.stack_names import ENVIRONMENTS, MAX_TEAM_NAME, stack_kind, team_name_prefix, team_namespace
 from components.config.storage import StorageConfig, parse_storage
 from components.config.team_members import parse_members
 from components.config.teams import TEAMS_KEY, TeamQueueConfig, parse_teams, team_queue
@@ -91,7 +91,6 @@ from components.facts.regions import REGIONS_AS_OF, ZONES
 # provider's default tags land on all of them. The messages say "ASCII letters" (`ml-plätform`).
 # Nor a space last: `ml-platform ` would be a cost center of its own in Cost Explorer.
 COST_CENTER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._:/=+@-]{0,254}[A-Za-z0-9._:/=+@-])?")
-MAX_TEAM_NAME = 20
 REGION_FIX = "use a region name like us-east-1, or add the new region's row to that table"
 COST_CENTER_FIX = ("start with an ASCII letter or digit; then ASCII letters, digits, spaces and . _ : / = + - @, "
                    "no space at the end")
@@ -142,17 +141,10 @@ class StackConfig:
     """`teams`: the environment's teams, whose ClusterQueues this platform stack makes (config/teams.py)."""
 
     @property
-    def site(self) -> str | None:
-        """The further region's label of a regional stack (prod-usw2: usw2); None for the
-        environment's own stack."""
-        match = REGIONAL_STACK.fullmatch(self.stack)
-        return match["site"] if match else None
-
-    @property
     def name_prefix(self) -> str:
         """Prefix of every physical name: two environments, or one environment's stacks in two
         regions (IAM names are global), can never collide."""
-        return f"{self.project}-{self.environment}" + (f"-{self.site}" if self.site else "")
+        return stack_name_prefix(self.project, self.stack)
 
     @property
     def cluster_name(self) -> str:
@@ -211,11 +203,11 @@ class TeamStackConfig:
 
     @property
     def name_prefix(self) -> str:
-        return f"{self.project}-{self.environment}-{self.team}"
+        return team_name_prefix(self.project, self.team, self.environment)
 
     @property
     def training_namespace(self) -> str:
-        return f"team-{self.team}"
+        return team_namespace(self.team)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -285,14 +277,11 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
     Raises ConfigError listing every problem found.
     """
     today = today or current_date()
-    errors = ErrorLog(secret_keys or ())
-    errors.take_refused_values(raw)  # the stack file's own problems, first
-    prefix = f"{project}:"
-    own = {key[len(prefix):]: value for key, value in raw.items() if key.startswith(prefix)}
+    errors, own = own_keys(raw, project=project, secret_keys=secret_keys or ())
     # Secret values must never reach Section's generic messages (they print the value): the
     # secrets parser reads its key itself.
     raw_secrets = own.pop("secrets", None)
-    report_keys_named_as_paths(own, prefix, errors)
+    prefix = f"{project}:"
     _check_foreign_keys(raw, prefix, errors)
     refuse_plain_keys_set_as_secrets(errors, project=project, readable=SECRET_KEYS, also=FOREIGN_KEYS,
                                      fix=SECRET_KEYS_FIX.format(project=project))
@@ -303,8 +292,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, secre
         root.error(root.key("environment"), environment,
                    f"differs from the stack name '{stack}', which implies '{implied_env}'",
                    f"set environment: {implied_env}, or select the stack you meant")
-    region = root.string("region", check=region_problem, fix=REGION_FIX)
-    cost_center = root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX)
+    region, cost_center = region_and_cost_center(root)
     # Environment rules follow the stack name: a prod stack gets prod rules even when its
     # `environment` key is wrong (that mismatch is reported above).
     if team:
@@ -610,6 +598,12 @@ def _check_cleanup_image(root: Section, image: str, *, environment: str, team: b
         root.error(root.key("trainerImage"), image or None,
                    "the checkpoint cleanup CronJob runs on the trainer image, which must be pinned by digest",
                    image_fix(environment, team=team))
+
+
+def region_and_cost_center(root: Section) -> tuple[str, str]:
+    """`region` and `costCenter`, read alike by the program's stacks and the bootstrap's."""
+    return (root.string("region", check=region_problem, fix=REGION_FIX),
+            root.string("costCenter", check=cost_center_problem, fix=COST_CENTER_FIX))
 
 
 def region_problem(region: str) -> str | None:

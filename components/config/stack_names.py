@@ -10,9 +10,23 @@ import re
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 TEAM_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# A team name becomes part of IAM role names (at most 64 characters: IAM User Guide, "IAM and AWS STS
+# quotas") after the project and environment; tests/test_bootstrap_policy_sizes.py holds a team of this
+# length inside every quota under the shipped project.
+MAX_TEAM_NAME = 20
 TEAM_STACK = re.compile(rf"team-(?P<team>{TEAM_NAME.pattern})-(?P<env>dev|staging|prod)")
 REGIONAL_STACK = re.compile(r"(?P<env>dev|staging|prod)-(?P<site>[a-z][a-z0-9]{1,7})")
 """A platform stack of an environment in a further region: <env>-<site>, e.g. prod-usw2."""
+
+
+def team_namespace(team: str) -> str:
+    """The Kubernetes namespace of a team (its team stack's jobs, its ClusterQueue's name too)."""
+    return f"team-{team}"
+
+
+def team_name_prefix(project: str, team: str, environment: str) -> str:
+    """The team stack's name prefix: its physical names, and the bootstrap's patterns for its roles."""
+    return f"{project}-{environment}-{team}"
 
 
 def stack_kind(stack: str) -> tuple[str | None, str | None]:

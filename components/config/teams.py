@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from components.config.node_pools import NodePoolConfig
 from components.config.platform_names import reserved_team_name_problem
 from components.config.reader import Section
-from components.config.stack_names import TEAM_NAME
+from components.config.stack_names import TEAM_NAME, team_namespace
 from components.config.training import TrainingConfig, gpu_pools_fix, overcommitted_pools
 
 TEAMS_KEY = "teams"
@@ -40,7 +40,7 @@ class TeamQueueConfig:
 
     @property
     def namespace(self) -> str:
-        return f"team-{self.name}"
+        return team_namespace(self.name)
 
     @property
     def owned_gpu_quota(self) -> dict[str, int]:

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
+from components.facts.eks_versions import EKS_CALENDAR
+
 # Data moved from one US Region to another is charged by the Region it leaves, at a rate that
 # depends on the pair; S3 Cross-Region Replication is billed at that rate too. The AWS EC2 pricing
 # page lists it under "Data Transfer OUT From Amazon EC2 To another AWS Region"; the figures here
@@ -158,15 +160,13 @@ GAPS = (
 )
 
 # End of EKS standard support per Kubernetes minor (after it: extended support, 6x the hourly
-# price, unless the cluster's upgrade policy is STANDARD, which makes EKS upgrade it instead).
-# Sources: the calendar in the EKS user guide (docs.aws.amazon.com/eks/latest/userguide/
-# kubernetes-versions.html; 1.33 row "July 29, 2026") and endoflife.date/amazon-eks (its bot reads
-# that AWS table; 1.34-1.36 rows as of 2026-07-08).
+# price, unless the cluster's upgrade policy is STANDARD, which makes EKS upgrade it instead): the
+# offered minors' calendar rows (eks_versions.EKS_CALENDAR, sourced there), and 1.33, no longer
+# offered, from the calendar in the EKS user guide (docs.aws.amazon.com/eks/latest/userguide/
+# kubernetes-versions.html; 1.33 row "July 29, 2026").
 EKS_STANDARD_SUPPORT_END: dict[str, date] = {
     "1.33": date(2026, 7, 29),
-    "1.34": date(2026, 12, 2),
-    "1.35": date(2027, 3, 27),
-    "1.36": date(2027, 8, 2),
+    **{minor: release.end_of_standard_support for minor, release in EKS_CALENDAR.items()},
 }
 
 
