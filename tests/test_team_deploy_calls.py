@@ -93,6 +93,18 @@ def resource_tags(tags: Mapping[str, str]) -> dict[str, Any]:
     return {f"aws:ResourceTag/{k}": v for k, v in tags.items()}
 
 
+def tagged_requests(p: Planned, arn: str, create: tuple[str, ...], read: tuple[str, ...],
+                    change: tuple[str, ...]) -> Iterator[Request]:
+    """A tagged resource's calls: its creation with the plan's tags as request tags, its reads and
+    its later changes with them as the resource's tags."""
+    for action in create:
+        yield Request(action, arn, request_tags(p.tags), "create")
+    for action in read:
+        yield Request(action, arn, resource_tags(p.tags), "read")
+    for action in change:
+        yield Request(action, arn, resource_tags(p.tags), "update/delete")
+
+
 def role_arn(name: str) -> str:
     return f"arn:aws:iam::{ACCOUNT}:role/{name}"
 
@@ -123,12 +135,9 @@ def dashboard_requests(p: Planned) -> Iterator[Request]:
 
 def alarm_requests(p: Planned) -> Iterator[Request]:
     arn = f"arn:aws:cloudwatch:{p.region}:{ACCOUNT}:alarm:{p.inputs['name']}"
-    yield Request("cloudwatch:PutMetricAlarm", arn, request_tags(p.tags), "create/update")
-    yield Request("cloudwatch:TagResource", arn, request_tags(p.tags), "create")
-    for action in ("cloudwatch:DescribeAlarms", "cloudwatch:ListTagsForResource"):
-        yield Request(action, arn, resource_tags(p.tags), "read")
-    for action in ("cloudwatch:UntagResource", "cloudwatch:DeleteAlarms"):
-        yield Request(action, arn, resource_tags(p.tags), "update/delete")
+    yield from tagged_requests(p, arn, ("cloudwatch:PutMetricAlarm", "cloudwatch:TagResource"),
+                               ("cloudwatch:DescribeAlarms", "cloudwatch:ListTagsForResource"),
+                               ("cloudwatch:UntagResource", "cloudwatch:DeleteAlarms"))
 
 
 def access_point_requests(p: Planned) -> Iterator[Request]:
@@ -238,13 +247,10 @@ def secret_arn(p: Planned, name: str) -> str:
 
 
 def secret_requests(p: Planned) -> Iterator[Request]:
-    arn = secret_arn(p, p.inputs["name"])
-    yield Request("secretsmanager:CreateSecret", arn, request_tags(p.tags), "create")
-    yield Request("secretsmanager:TagResource", arn, request_tags(p.tags), "create")
-    for action in ("secretsmanager:DescribeSecret", "secretsmanager:GetResourcePolicy"):
-        yield Request(action, arn, resource_tags(p.tags), "read")
-    for action in ("secretsmanager:UpdateSecret", "secretsmanager:DeleteSecret"):
-        yield Request(action, arn, resource_tags(p.tags), "update/delete")
+    yield from tagged_requests(p, secret_arn(p, p.inputs["name"]),
+                               ("secretsmanager:CreateSecret", "secretsmanager:TagResource"),
+                               ("secretsmanager:DescribeSecret", "secretsmanager:GetResourcePolicy"),
+                               ("secretsmanager:UpdateSecret", "secretsmanager:DeleteSecret"))
 
 
 def secret_version_requests(p: Planned) -> Iterator[Request]:
