@@ -166,8 +166,9 @@ environments:
 # so they run while pip installs .venv's dev and framework packages (torch, transformers: one pip
 # process, mostly disk and network) on the core it leaves idle; pip never changes a runtime package
 # there (the 28 of requirements.txt keep their versions). On 2 cores (2026-12-07) plans took 12 s of
-# CPU and policy-test about 50 s, run one after the other before; on a fresh clone they now end
-# before .venv/.dev does. -O keeps each target's lines together (the pack's tests, pip's warnings).
+# CPU and policy-test 49 s in a fresh clone's make test, both after pytest then; a fresh clone's
+# .venv/.verify and .venv/.dev took 108 s after .venv/.runtime (2026-12-06): room for both.
+# -O keeps each target's lines together (the pack's tests, pip's warnings).
 ## every virtualenv, and the policy pack's tests while pip still installs .venv's (make test's first step)
 environments-and-policy-test:
 	@$(MAKE) --no-print-directory -j4 --output-sync=target $(ENVIRONMENTS) policy-test
