@@ -159,10 +159,15 @@ def test_the_fuzz_example_counts_are_the_fuzz_tests():
     assert match, "tests/test_config_fuzz.py no longer reads its example count this way; update this test"
     nightly, per_file = int(match[1]), int(match[2])
     total = per_file * len(test_config_fuzz.FUZZED)
-    assert f"`make test` ({total} examples)" in (ROOT / "README.md").read_text()
-    assert f"FUZZ_EXAMPLES={nightly}" in (ROOT / "README.md").read_text()
-    assert f"`make test` runs {per_file} examples per stack file ({total} in all)" in \
-        (ROOT / "docs" / "configuration-errors.md").read_text()
+    scenarios = per_file * len(test_config_fuzz.SCENARIO_FUZZED)
+    readme = (ROOT / "README.md").read_text()
+    assert f"`make test` ({total - scenarios} examples) and\n`make test-scenarios` ({scenarios});" in readme
+    assert f"FUZZ_EXAMPLES={nightly}" in readme
+    guide = (ROOT / "docs" / "configuration-errors.md").read_text()
+    assert f"`make test` runs {per_file} examples per stack file ({total - scenarios} in all" in guide
+    *first, last = sorted(test_config_fuzz.SCENARIO_FUZZED)
+    assert f"The {scenarios} of {', '.join(first)} and {last} take" in guide
+    assert f"every one of the {total} runs" in guide
 
 
 # --- benchmark figures --------------------------------------------------------------------------

@@ -227,3 +227,19 @@ def test_make_chromium_installs_the_distributions_package_only_when_missing(tmp_
         assert ("sudo env" in calls) == bool(sudo), calls
     assert "chromium" in re.search(r"^test-scenarios:(.*)$", MAKEFILE, re.MULTILINE)[1].split()
     assert "chromium" not in re.search(r"^pytest:(.*)$", MAKEFILE, re.MULTILINE)[1].split()
+
+
+def test_make_test_runs_the_policy_pack_s_tests_beside_the_installs():
+    """`make test`'s first step is one parallel make of the virtualenvs and policy-test, whose chain
+    (plans, the bytecode) needs only .venv's runtime packages: it runs while pip installs the dev
+    and framework packages, on the core pip leaves idle, not after pytest."""
+    first = re.search(r"^test: (\S+)", MAKEFILE, re.MULTILINE)
+    assert first, "make test names its steps as prerequisites"
+    recipe = re.search(rf"^{re.escape(first[1])}:\n\t(.*)$", MAKEFILE, re.MULTILINE)
+    assert recipe and re.search(r"\s-j\d", recipe[1]), "one parallel make"
+    assert {"$(ENVIRONMENTS)", "policy-test"} <= set(recipe[1].split())
+    chain = subprocess.run(["make", "-n", "-B", "policy-test"], cwd=ROOT, capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    assert "-r requirements.txt" in chain and "policy/tests" in chain
+    assert "requirements-dev.txt" not in chain and "requirements-frameworks.txt" not in chain, \
+        "policy-test would wait for the dev packages"
