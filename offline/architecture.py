@@ -18,17 +18,18 @@ from collections.abc import Iterable, Mapping
 ResourceKey = tuple[str, str]
 Edge = tuple[ResourceKey, ResourceKey]
 
-# The package a component's type token names -> how the diagram groups it. Type tokens are
+# How the diagram groups a component -> the packages its type token may name. Type tokens are
 # `gpu-training:<module>:<Type>` and stay stable (they are part of every URN).
-GROUPS = {
-    "network": "Network", "security": "Network",
-    "cluster": "Cluster and nodes", "compute": "Cluster and nodes",
-    "storage": "Data", "registry": "Data",
-    "identity": "Identity and secrets", "secrets": "Identity and secrets",
-    "workload": "Workload",
-    "observability": "Observability",
-    "data": "Data", "common": "Shared",
+MODULES_OF_GROUP = {
+    "Network": ("network", "security"),
+    "Cluster and nodes": ("cluster", "compute"),
+    "Data": ("storage", "registry", "data"),
+    "Identity and secrets": ("identity", "secrets"),
+    "Workload": ("workload",),
+    "Observability": ("observability",),
+    "Shared": ("common",),
 }
+GROUPS = {module: group for group, modules in MODULES_OF_GROUP.items() for module in modules}
 
 
 def top_level(key: ResourceKey, parents: Mapping[ResourceKey, ResourceKey | None]) -> ResourceKey:

@@ -41,6 +41,16 @@ class Call:
 TAGS = {"tags": "Tags"}
 EC2_TAGS = {"tags": "TagSpecifications[].Tags"}
 
+
+
+def nested(pulumi_prefix: str, api_prefix: str, *members: str, **renamed: str) -> dict[str, str]:
+    """The rows of one nested block: `<pulumi_prefix>.<member>` -> `<api_prefix>.<Member>` for each
+    member the API names the same but capitalised, `<pulumi_prefix>.<key>` -> `<api_prefix>.<value>`
+    for each renamed one."""
+    return {f"{pulumi_prefix}.{member}": f"{api_prefix}.{member[:1].upper()}{member[1:]}" for member in members} | {
+        f"{pulumi_prefix}.{key}": f"{api_prefix}.{value}" for key, value in renamed.items()}
+
+
 # Pulumi type (pulumi-aws 7.x token) -> the operations its inputs reach, for the fields that carry
 # a constraint (names, descriptions, enums, ranges, tags). Fields without one are left out.
 API: dict[str, tuple[Call, ...]] = {
@@ -50,10 +60,8 @@ API: dict[str, tuple[Call, ...]] = {
         "name": "Budget.BudgetName", "budgetType": "Budget.BudgetType", "timeUnit": "Budget.TimeUnit",
         "limitAmount": "Budget.BudgetLimit.Amount", "limitUnit": "Budget.BudgetLimit.Unit",
         "notifications": "NotificationsWithSubscribers",
-        "notifications[].comparisonOperator": "NotificationsWithSubscribers[].Notification.ComparisonOperator",
-        "notifications[].notificationType": "NotificationsWithSubscribers[].Notification.NotificationType",
-        "notifications[].threshold": "NotificationsWithSubscribers[].Notification.Threshold",
-        "notifications[].thresholdType": "NotificationsWithSubscribers[].Notification.ThresholdType"}),),
+        **nested("notifications[]", "NotificationsWithSubscribers[].Notification",
+                 "comparisonOperator", "notificationType", "threshold", "thresholdType")}),),
     "aws:costexplorer/costAllocationTag:CostAllocationTag": (Call("ce", "UpdateCostAllocationTagsStatus", {
         "tagKey": "CostAllocationTagsStatus[].TagKey", "status": "CostAllocationTagsStatus[].Status"}),),
     "aws:cloudwatch/dashboard:Dashboard": (Call("cloudwatch", "PutDashboard", {"dashboardName": "DashboardName"}),),
@@ -62,23 +70,16 @@ API: dict[str, tuple[Call, ...]] = {
         Call("logs", "PutRetentionPolicy", {"retentionInDays": "retentionInDays"})),
     "aws:cloudwatch/logMetricFilter:LogMetricFilter": (Call("logs", "PutMetricFilter", {
         "name": "filterName", "pattern": "filterPattern",
-        "metricTransformation.name": "metricTransformations[].metricName",
-        "metricTransformation.namespace": "metricTransformations[].metricNamespace",
-        "metricTransformation.value": "metricTransformations[].metricValue",
-        "metricTransformation.unit": "metricTransformations[].unit",
-        "metricTransformation.dimensions": "metricTransformations[].dimensions"}),),
+        **nested("metricTransformation", "metricTransformations[]", name="metricName", namespace="metricNamespace",
+                 value="metricValue", unit="unit", dimensions="dimensions")}),),
     "aws:cloudwatch/metricAlarm:MetricAlarm": (Call("cloudwatch", "PutMetricAlarm", {
         "name": "AlarmName", "alarmDescription": "AlarmDescription", "comparisonOperator": "ComparisonOperator",
         "evaluationPeriods": "EvaluationPeriods", "datapointsToAlarm": "DatapointsToAlarm", "period": "Period",
         "metricName": "MetricName", "namespace": "Namespace", "statistic": "Statistic", "dimensions": "Dimensions",
         "treatMissingData": "TreatMissingData", "alarmActions": "AlarmActions", "okActions": "OKActions",
-        "metricQueries": "Metrics", "metricQueries[].id": "Metrics[].Id",
-        "metricQueries[].expression": "Metrics[].Expression", "metricQueries[].label": "Metrics[].Label",
-        "metricQueries[].metric.metricName": "Metrics[].MetricStat.Metric.MetricName",
-        "metricQueries[].metric.namespace": "Metrics[].MetricStat.Metric.Namespace",
-        "metricQueries[].metric.dimensions": "Metrics[].MetricStat.Metric.Dimensions",
-        "metricQueries[].metric.period": "Metrics[].MetricStat.Period",
-        "metricQueries[].metric.stat": "Metrics[].MetricStat.Stat", "tags": "Tags"}),),
+        "metricQueries": "Metrics", **nested("metricQueries[]", "Metrics[]", "id", "expression", "label"),
+        **nested("metricQueries[].metric", "Metrics[].MetricStat.Metric", "metricName", "namespace", "dimensions"),
+        **nested("metricQueries[].metric", "Metrics[].MetricStat", "period", "stat"), "tags": "Tags"}),),
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": (Call("ec2", "CreateTags", {"tags": "Tags"}),),
     "aws:ec2/eip:Eip": (Call("ec2", "AllocateAddress", {"domain": "Domain", **EC2_TAGS}),),
     "aws:ec2/flowLog:FlowLog": (Call("ec2", "CreateFlowLogs", {
@@ -87,10 +88,8 @@ API: dict[str, tuple[Call, ...]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": (Call("ec2", "CreateLaunchTemplate", {
         "description": "VersionDescription",
         "blockDeviceMappings[].ebs.volumeType": "LaunchTemplateData.BlockDeviceMappings[].Ebs.VolumeType",
-        "metadataOptions.httpTokens": "LaunchTemplateData.MetadataOptions.HttpTokens",
-        "metadataOptions.httpEndpoint": "LaunchTemplateData.MetadataOptions.HttpEndpoint",
-        "tagSpecifications[].resourceType": "LaunchTemplateData.TagSpecifications[].ResourceType",
-        "tagSpecifications[].tags": "LaunchTemplateData.TagSpecifications[].Tags", **EC2_TAGS}),),
+        **nested("metadataOptions", "LaunchTemplateData.MetadataOptions", "httpTokens", "httpEndpoint"),
+        **nested("tagSpecifications[]", "LaunchTemplateData.TagSpecifications[]", "resourceType", "tags"), **EC2_TAGS}),),
     "aws:ec2/natGateway:NatGateway": (Call("ec2", "CreateNatGateway", EC2_TAGS),),
     "aws:ec2/placementGroup:PlacementGroup": (Call("ec2", "CreatePlacementGroup", {"strategy": "Strategy", **EC2_TAGS}),),
     "aws:ec2/routeTable:RouteTable": (Call("ec2", "CreateRouteTable", EC2_TAGS),),
@@ -107,9 +106,7 @@ API: dict[str, tuple[Call, ...]] = {
     "aws:efs/accessPoint:AccessPoint": (Call("efs", "CreateAccessPoint", {
         "posixUser.uid": "PosixUser.Uid", "posixUser.gid": "PosixUser.Gid",
         "rootDirectory.path": "RootDirectory.Path",
-        "rootDirectory.creationInfo.ownerUid": "RootDirectory.CreationInfo.OwnerUid",
-        "rootDirectory.creationInfo.ownerGid": "RootDirectory.CreationInfo.OwnerGid",
-        "rootDirectory.creationInfo.permissions": "RootDirectory.CreationInfo.Permissions", **TAGS}),),
+        **nested("rootDirectory.creationInfo", "RootDirectory.CreationInfo", "ownerUid", "ownerGid", "permissions"), **TAGS}),),
     "aws:efs/backupPolicy:BackupPolicy": (Call("efs", "PutBackupPolicy", {"backupPolicy.status": "BackupPolicy.Status"}),),
     "aws:efs/fileSystem:FileSystem": (
         Call("efs", "CreateFileSystem", {"creationToken": "CreationToken", "performanceMode": "PerformanceMode",

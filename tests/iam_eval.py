@@ -11,7 +11,10 @@ Policy variables (`${key}`) in condition values take the request's value of that
 Condition operators not listed here raise, so a test never passes on a condition it ignored.
 A negated operator (StringNotEquals, StringNotLike, ArnNotEquals, ArnNotLike) on a key missing
 from the request is true, as in IAM; `...IfExists` is true when the key is missing; `Null:
-"false"` means "the key is present".
+"false"` means "the key is present". A multivalued key (eks:kubernetesGroups) takes the set
+qualifiers ("IAM JSON policy elements: Condition operators", "Set operators for multivalued
+context keys"): `ForAllValues:` is true when every value of the request matches a value of the
+policy, and so when the request has none; `ForAnyValue:` when one does.
 
 A permissions boundary (IAM User Guide, "Permissions boundaries for IAM entities") caps a
 role's identity policy: a request is allowed only when both allow it and neither denies it
@@ -92,6 +95,15 @@ def _resolve(value: str, context: Mapping[str, Any]) -> str | None:
 
 
 def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, Any]) -> bool:
+    qualifier, _, single = operator.rpartition(":")
+    if qualifier:
+        values = _as_list(context.get(key, []))
+        each = [_condition_holds(single, key, expected, {**context, key: value}) for value in values]
+        if qualifier == "ForAllValues":
+            return all(each)
+        if qualifier == "ForAnyValue":
+            return any(each)
+        raise NotImplementedError(f"set qualifier {qualifier} is not modelled by tests/iam_eval.py")
     resolved = [_resolve(str(v), context) for v in _as_list(expected)]
     if any(v is None for v in resolved):
         return False

@@ -576,6 +576,12 @@ DEV_STATE = f"{BUCKET}/.pulumi/stacks/gpu-training/dev.json"
 VIA_S3 = {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
 LISTS_DEV_STATE = {"s3:prefix": ".pulumi/stacks/gpu-training/dev.json"}
 
+
+def denied(actions: list[str], resources: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
+    """A case each: every action on every resource, without request context, is refused."""
+    return [(action, resource, {}, False) for action in actions for resource in resources]
+
+
 IMAGE_DEV_CASES = [
     # (action, resource, request context, allowed) for the dev image role.
     # `pulumi stack output trainerRepositoryUrl --stack dev`: the layout file, the listing that
@@ -593,34 +599,26 @@ IMAGE_DEV_CASES = [
     ("s3:ListBucket", BUCKET, {}, False),
     ("s3:ListBucket", BUCKET, {"s3:prefix": ".pulumi/stacks/"}, False),
     ("s3:ListBucket", BUCKET, {"s3:prefix": ".pulumi/stacks/gpu-training/prod.json"}, False),
-    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/team-vision-dev.json", {}, False),
-    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/staging.json", {}, False),
-    ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training/prod.json", {}, False),
+    *denied(["s3:GetObject"], [f"{BUCKET}/.pulumi/stacks/gpu-training/{stack}.json"
+                               for stack in ("team-vision-dev", "staging", "prod")]),
     ("s3:GetObject", f"{BUCKET}/.pulumi/stacks/gpu-training-bootstrap/bootstrap.json", {}, False),
     ("s3:GetObject", f"{BUCKET}/.pulumi/history/gpu-training/dev/dev-1.history.json", {}, False),
     # No state write, no lock (a lock would block dev's `pulumi up`).
-    ("s3:PutObject", DEV_STATE, {}, False),
-    ("s3:DeleteObject", DEV_STATE, {}, False),
+    *denied(["s3:PutObject", "s3:DeleteObject"], [DEV_STATE]),
     ("s3:PutObject", f"{BUCKET}/.pulumi/locks/organization/gpu-training/dev/lock.json", {}, False),
     ("s3:PutBucketPolicy", BUCKET, {}, False),
     ("kms:GenerateDataKey", key_arn("state-state-key"), VIA_S3, False),
     ("kms:Decrypt", key_arn("state-state-key"), {}, False),                     # only through S3
     # No config secrets: `stack output` without --show-secrets blinds them instead of decrypting.
-    ("kms:Decrypt", key_arn("state-secrets-dev"), {}, False),
-    ("kms:Decrypt", key_arn("state-secrets-prod"), {}, False),
+    *denied(["kms:Decrypt"], [key_arn("state-secrets-dev"), key_arn("state-secrets-prod")]),
     # No other repository: staging's and prod's registries are in the same account.
     ("ecr:PutImage", f"{ECR}/gpu-training-staging/trainer", {}, False),
-    ("ecr:PutImage", f"{ECR}/gpu-training-prod/trainer", {}, False),
-    ("ecr:InitiateLayerUpload", f"{ECR}/gpu-training-prod/trainer", {}, False),
-    ("ecr:BatchGetImage", f"{ECR}/gpu-training-prod/trainer", {}, False),
+    *denied(["ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:BatchGetImage"], [f"{ECR}/gpu-training-prod/trainer"]),
     ("ecr:PutImage", f"{ECR}/gpu-training-dev/other", {}, False),
     ("ecr:PutImage", f"arn:aws:ecr:eu-west-1:{ACCOUNT}:repository/gpu-training-dev/trainer", {}, False),
     # Nor the repository's settings or its images' lifetimes.
-    ("ecr:BatchDeleteImage", DEV_REPOSITORY, {}, False),
-    ("ecr:DeleteRepository", DEV_REPOSITORY, {}, False),
-    ("ecr:SetRepositoryPolicy", DEV_REPOSITORY, {}, False),
-    ("ecr:PutLifecyclePolicy", DEV_REPOSITORY, {}, False),
-    ("ecr:PutImageTagMutability", DEV_REPOSITORY, {}, False),
+    *denied(["ecr:BatchDeleteImage", "ecr:DeleteRepository", "ecr:SetRepositoryPolicy", "ecr:PutLifecyclePolicy",
+             "ecr:PutImageTagMutability"], [DEV_REPOSITORY]),
     ("ecr:CreateRepository", f"{ECR}/gpu-training-dev/trainer2", {}, False),
     # No IAM, no cluster, no other role.
     ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/x", {"aws:RequestTag/environment": "dev", "iam:PermissionsBoundary": BOUNDARY}, False),

@@ -19,6 +19,7 @@ def deny(action="*", resource="*", **condition) -> dict:
     return {**allow(action, resource, **condition), "Effect": "Deny"}
 
 
+GROUPS = "eks:kubernetesGroups"
 TAG = "aws:ResourceTag/environment"
 
 
@@ -96,6 +97,12 @@ def test_a_statement_with_a_wildcard_service_prefix_is_refused_not_matched():
      {"aws:PrincipalTag/environment": "dev"}, False),
     # Several operators and keys in one block are ANDed.
     ({"StringEquals": {TAG: "dev"}, "Null": {"iam:PermissionsBoundary": "false"}}, {TAG: "dev"}, False),
+    # Set qualifiers on a multivalued key: every value of the request, or any one.
+    ({"ForAllValues:StringEquals": {GROUPS: ["team-a-members"]}}, {GROUPS: ["team-a-members"]}, True),
+    ({"ForAllValues:StringEquals": {GROUPS: ["team-a-members"]}}, {GROUPS: ["team-a-members", "system:masters"]}, False),
+    ({"ForAllValues:StringEquals": {GROUPS: ["team-a-members"]}}, {}, True),          # no values: true
+    ({"ForAnyValue:StringEquals": {GROUPS: ["system:masters"]}}, {GROUPS: ["team-a-members", "system:masters"]}, True),
+    ({"ForAnyValue:StringEquals": {GROUPS: ["system:masters"]}}, {}, False),
 ])
 def test_condition_operators(condition, context, holds):
     document = policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": condition})

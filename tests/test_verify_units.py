@@ -251,6 +251,16 @@ def test_every_stack_exports_what_verify_reads(plan_of, stack):
         assert outputs.pools[job.pool].gpus_per_node >= job.gpus_per_node
 
 
+@pytest.mark.parametrize(("kubeconfig", "expected"), [
+    ({"clusters": []}, {"clusters": []}),
+    ('{"clusters": []}', {"clusters": []}),
+    ("[secret]", None),       # `pulumi stack output` without --show-secrets
+    ("[1, 2]", None), ("not json", None), (None, None), (3, None),
+])
+def test_the_kubeconfig_output_is_read_as_a_mapping_or_its_json_text_only(plan_of, kubeconfig, expected):
+    assert parse_outputs("dev", {**plan_of("dev").outputs, "kubeconfig": kubeconfig}).kubeconfig == expected
+
+
 def test_missing_outputs_are_listed_together():
     with pytest.raises(UsageError, match=r"clusterName: expected str.*nodePools: expected dict.*training: expected dict"):
         parse_outputs("old", {"region": "us-east-1"})

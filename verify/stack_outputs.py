@@ -3,6 +3,7 @@ offline plan writes one to build/<stack>/outputs.json), checked into typed promi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -12,7 +13,6 @@ from typing import Any
 
 from components.config import Taint, TaintEffect
 
-REDACTED = "[secret]"
 PULUMI_TIMEOUT_SECONDS = 120
 
 
@@ -186,12 +186,9 @@ def _text(value: Any) -> str | None:
 
 
 def _kubeconfig(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value != REDACTED:
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
-    return None
+    """The output as a mapping or its JSON text; None for anything else, such as the `[secret]`
+    that `pulumi stack output` prints without --show-secrets."""
+    if isinstance(value, str):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(value)
+    return value if isinstance(value, dict) else None

@@ -15,7 +15,17 @@ another team's data even with the policy pack switched off:
 - its KMS keys, those tagged `team=<team>` and `stack=team-<team>-<env>` (the team stack's provider
   tags every resource with its team and stack: components/common/tags.py), and their aliases
   `alias/<project>-<env>-<team>-*`; no key another stack made (it carries its stack's tag);
-- its alarms, dashboards and budget, `<project>-<env>-<team>-*`.
+- its alarms (`<project>-<env>-<team>-team-<team>-*`), its dashboard and its budget, by their exact
+  names: not a prefix another team's names start with (`vision` is not `vision-x`);
+- on the environment's clusters (the platform's and each MultiKueue worker's): its people's access
+  entries, each STANDARD, for a role of the account that is not one of the project's, in the
+  group `team-<team>-members` only, with the View policy scoped to `team-<team>` only; its Pod
+  Identity associations, each passing only the team's roles; afterwards only the entries and
+  associations tagged with its team and stack.
+
+Not its EFS access points: CreateAccessPoint has no condition key for the access point's root
+directory (Service Authorization Reference, Amazon EFS: only aws:RequestTag and aws:TagKeys), so a
+grant would let the team root one at another team's directory; the platform makes them.
 
 The registry's names cannot overlap (bootstrap/config.py refuses `vision` beside `vision-x`).
 """
@@ -26,11 +36,16 @@ from typing import Any
 
 from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.ci_roles import via_s3
+from bootstrap.policies.compact import compact_policy
 from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_objects, state_metadata
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
+from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
 from components.config import permissions_boundary
 from components.facts.regions import arn_partition
+from components.observability.budget import budget_name
+from components.observability.dashboards import dashboard_name_of
 from components.workload import team_deploy_access as deploy_access
+from components.workload.team_members import members_group
 
 TEAM_TAG = "team"
 """The tag a team stack's provider puts on every resource (components/common/tags.py)."""
@@ -50,6 +65,13 @@ TEAM_IAM_ACTIONS = (
     "iam:PutRolePolicy", "iam:TagPolicy", "iam:TagRole", "iam:UntagPolicy", "iam:UntagRole",
     "iam:UpdateAssumeRolePolicy", "iam:UpdateRole", "iam:UpdateRoleDescription",
 )
+# TEAM_IAM_ACTIONS in fewer characters, for the boundary's 6,144 (sizes.py): on a role or policy of
+# the team's these match those actions and, beside them, only reads (ListEntitiesForPolicy,
+# Simulate*, GetContextKeysFor*) and SetDefaultPolicyVersion of the team's own policies; what else
+# they match takes a user, group, the account or a service-linked role (role/aws-service-role/...),
+# none of which the Resource names (tests/test_team_deploy_calls.py compares both over IAM's actions).
+TEAM_IAM_ACTION_PATTERNS = ("iam:*Role", "iam:*RolePolic*", "iam:*Policy", "iam:*PolicyVersion*",
+                            "iam:ListInstanceProfilesForRole", "iam:UpdateRoleDescription")
 
 
 def team_deploy_role_name(stacks_project: str, team: str, environment: str) -> str:
@@ -72,6 +94,11 @@ def team_stack(team: str, environment: str) -> str:
 def team_name_prefix(stacks_project: str, team: str, environment: str) -> str:
     """The team stack's name prefix (components/config/stack.py StackConfig.name_prefix)."""
     return f"{stacks_project}-{environment}-{team}"
+
+
+def team_namespace(team: str) -> str:
+    """The team's namespace (components/config/stack.py StackConfig.training_namespace)."""
+    return f"team-{team}"
 
 
 def team_subject(team: TeamCi, environment: str) -> str:
@@ -97,13 +124,58 @@ def _team_iam(config: BootstrapConfig, team: str, environment: str, account_id: 
     roles = [f"{iam}:role/{prefix}-*", f"{iam}:role/{project}-{environment}-team-{team}-secrets"]
     bounded = {"iam:PermissionsBoundary": f"{iam}:policy/{team_boundary_policy_name(project, team, environment)}"}
     return [
-        {"Sid": "TeamRolesAndPolicies", "Effect": "Allow", "Action": list(TEAM_IAM_ACTIONS),
+        {"Sid": "TeamRolesAndPolicies", "Effect": "Allow", "Action": list(TEAM_IAM_ACTION_PATTERNS),
          "Resource": [*roles, f"{iam}:policy/{prefix}-*"]},
         {"Sid": "TeamRolesCarryTheTeamBoundary", "Effect": "Deny",
          "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:UpdateAssumeRolePolicy"],
          "Resource": roles, "Condition": {"StringNotEquals": bounded}},
         {"Sid": "NoBoundaryChanges", "Effect": "Deny",
          "Action": ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"], "Resource": ["*"]},
+    ]
+
+
+def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """Its people's access entries on the environment's cluster and its Pod Identity associations
+    on every cluster of the environment, with the condition keys of the Service Authorization
+    Reference, Amazon EKS: a create is judged by its request (aws:RequestTag, eks:*), everything
+    after it by the tags the team stack's provider put on the entry or association
+    (aws:ResourceTag: access-entry and podidentityassociation take it)."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    eks, cluster, stack = f"arn:{partition}:eks:*:{account_id}", cluster_name(project, environment), team_stack(team, environment)
+    namespace = team_namespace(team)
+    requested = {f"aws:RequestTag/{TEAM_TAG}": team, f"aws:RequestTag/{STACK_TAG}": stack}
+    own = {f"aws:ResourceTag/{TEAM_TAG}": team, f"aws:ResourceTag/{STACK_TAG}": stack}
+    return [
+        # A role of the account and not the project's (deploy, node, trainer roles: none is a
+        # person), never a node type, no user name of its own (EKS derives one from the role), no
+        # group but the one only the namespace's RoleBinding names (components/workload/team_members.py).
+        {"Sid": "TeamMembersEntries", "Effect": "Allow", "Action": ["eks:CreateAccessEntry"],
+         "Resource": [f"{eks}:cluster/{cluster}"],
+         "Condition": {"StringEquals": {**requested, "eks:accessEntryType": "STANDARD"},
+                       "ForAllValues:StringEquals": {"eks:kubernetesGroups": [members_group(namespace)]},
+                       "ArnLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/*"},
+                       "ArnNotLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/{project}-*"},
+                       "Null": {"eks:username": "true"}}},
+        {"Sid": "TeamMembersViewTheirNamespace", "Effect": "Allow", "Action": ["eks:AssociateAccessPolicy"],
+         "Resource": [f"{eks}:access-entry/{cluster}/*"],
+         "Condition": {"StringEquals": {**own, "eks:accessScope": "namespace",
+                                        "eks:policyArn": access_policy_arn(partition, READ_ONLY_POLICY)},
+                       "ForAllValues:StringEquals": {"eks:namespaces": [namespace]}}},
+        # No condition key names the namespace or service account (CreatePodIdentityAssociation
+        # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's (iam:PassRole
+        # in TeamRolesAndPolicies), and each team role trusts Pod Identity for its own namespace's
+        # service account only (components/identity/policies.py workload_trust_policy).
+        {"Sid": "TeamPodIdentities", "Effect": "Allow", "Action": ["eks:CreatePodIdentityAssociation"],
+         "Resource": [f"{eks}:cluster/{cluster}*"], "Condition": {"StringEquals": requested}},
+        # Not eks:UpdateAccessEntry: it takes new groups and a user name, and no condition key
+        # judges the request's. The provider updates an entry's groups in place (terraform-provider-aws
+        # internal/service/eks/access_entry.go: kubernetes_groups is not ForceNew), so a change of
+        # the members group's name needs the entries replaced (delete, create), not updated.
+        {"Sid": "TeamEntriesAndAssociations", "Effect": "Allow", "Action": [
+            "eks:DeleteAccessEntry", "eks:DescribeAccessEntry", "eks:DisassociateAccessPolicy",
+            "eks:ListAssociatedAccessPolicies", "eks:*PodIdentityAssociation", "eks:*Tag*"],
+         "Resource": [f"{eks}:access-entry/{cluster}/*", f"{eks}:podidentityassociation/{cluster}*"],
+         "Condition": {"StringEquals": own}},
     ]
 
 
@@ -119,7 +191,8 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
     # resource with its team and stack (components/common/tags.py); a key of the platform or of the
     # team's stack in another environment carries another stack.
     own_key = {f"aws:ResourceTag/{TEAM_TAG}": team, f"aws:ResourceTag/{STACK_TAG}": stack}
-    return {"Version": "2012-10-17", "Statement": [
+    # Without Sids and one-value lists (compact.py: the same decisions), for the 6,144 characters.
+    return compact_policy({"Version": "2012-10-17", "Statement": [
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
         {"Sid": "WriteTeamState", "Effect": "Allow", "Action": ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
          "Resource": [state_metadata(bucket_arn), *stack_objects(bucket_arn, project, team_stack(team, environment))]},
@@ -145,13 +218,19 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"], "Condition": {"StringEquals": own_key}},
         {"Sid": "TeamKeyAliases", "Effect": "Allow", "Action": ["kms:*Alias"],
          "Resource": [f"arn:{partition}:kms:*:{account_id}:alias/{prefix}-*"]},
+        # The provider reads an alias back through ListAliases, which takes no resource (Service
+        # Authorization Reference, AWS KMS): it lists names and key ids only.
+        {"Sid": "ListKeyAliases", "Effect": "Allow", "Action": ["kms:ListAliases"], "Resource": ["*"]},
+        # Exact names, or a prefix ending in the team's namespace: `<prefix>-*` would take team
+        # vision-x's too. Alarms: components/observability/training_metrics.py alarm_name.
         {"Sid": "TeamAlarmsDashboardsBudget", "Effect": "Allow", "Action": ["budgets:*", "cloudwatch:*"], "Resource": [
-            f"arn:{partition}:cloudwatch:*:{account_id}:alarm:{prefix}-*",
-            f"arn:{partition}:cloudwatch::{account_id}:dashboard/{prefix}-*",
-            f"arn:{partition}:budgets::{account_id}:budget/{prefix}-*"]},
+            f"arn:{partition}:cloudwatch:*:{account_id}:alarm:{prefix}-{team_namespace(team)}-*",
+            f"arn:{partition}:cloudwatch::{account_id}:dashboard/{dashboard_name_of(prefix)}",
+            f"arn:{partition}:budgets::{account_id}:budget/{budget_name(prefix)}"]},
         # Reads of the environment's cluster (the Kubernetes provider's endpoint and CA).
         {"Sid": "ReadTheEnvironmentsCluster", "Effect": "Allow", "Action": ["eks:DescribeCluster"],
          "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
+        *_team_cluster_objects(config, team, environment, account_id),
         *_team_iam(config, team, environment, account_id),
         # No other stack's key, whatever an Allow above matches: the platform's, another team's, the
         # team's own in another environment, the bootstrap's (each carries its stack; only a key
@@ -163,4 +242,4 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
                        "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
-    ]}
+    ]})

@@ -44,10 +44,20 @@ def team_cluster_queue_manifest(row: TeamQueueConfig, *, cohort: str, pools: lis
 
 
 def _difference(more: dict[str, int | str], less: dict[str, int | str]) -> dict[str, int | str]:
+    """`more` less `less`, per resource, in `more`'s unit; none at all is written 0, never "0Gi".
+
+    The team stacks of the release before the registry wrote a worker's borrowingLimits as 0 on
+    every resource, memory included (commit e2828460, worker_tenant.capped_cluster_queue_manifest),
+    and the platform adopts those very objects: a ClusterQueue is a custom resource, whose
+    int-or-string quantities (schemas/crds/kueue.x-k8s.io_clusterqueues.yaml: borrowingLimit anyOf
+    integer, string) the API server stores as applied, so "0Gi" would be another value in a
+    field the team stack's manager owns, a server-side apply conflict (Kubernetes docs,
+    "Server-Side Apply", Conflicts; tests/test_team_queue_migration.py)."""
     def amount(value: int | str) -> int:
         return int(str(value).removesuffix("Gi"))
-    return {name: (f"{amount(more[name]) - amount(less[name])}Gi" if isinstance(value, str)
-                   else amount(more[name]) - amount(less[name])) for name, value in more.items()}
+    found = {name: amount(more[name]) - amount(less[name]) for name in more}
+    return {name: (f"{found[name]}Gi" if isinstance(value, str) and found[name] else found[name])
+            for name, value in more.items()}
 
 
 def team_queue_resource_name(team: str) -> str:
