@@ -173,7 +173,7 @@ def test_the_team_deploy_role_may_make_every_object_of_its_plan(plan_of):
             why = refusals(identity, manifest, team_objects, platform.manifests_on(None))
             if why:
                 refused_kinds.setdefault(manifest["kind"], []).append(f"{platform_stack}: {manifest['metadata']['name']}: {why}")
-    assert walked >= 60, f"walked {walked} objects only"
+    assert walked >= 55, f"walked {walked} objects only"
     # Every object, escalation checks included, is the team deploy role's to make: its PersistentVolumes
     # (cluster-scoped) are the platform's (workload/team_volumes.py).
     assert refused_kinds == {}
