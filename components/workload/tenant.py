@@ -211,9 +211,9 @@ def _volumes(args: TrainingTenantArgs, namespace_name: pulumi.Input[str], opts: 
 def team_job_placement(config: TeamStackConfig, job: JobConfig) -> JobPlacement:
     """Where a job of team stack `config` runs, as `training_tenant` places the stack's own jobs
     (TEAM_TENANT, components/team.py): the team's namespace and LocalQueue, the stack as the owner
-    of its checkpoints, and the whole checkpoints volume (a team's is its own EFS access point, so
-    StorageMounts gives no sub path). The job command places an ad-hoc job with it;
-    tests/test_job_command.py checks it renders a stack's job exactly as the plan does."""
+    of its checkpoints, and the whole checkpoints volume (a team's is its own EFS access point, which
+    its platform makes, so StorageMounts gives no sub path). The job command places an ad-hoc job with
+    it; tests/test_job_command.py checks it renders a stack's job exactly as the plan does."""
     platform = config.judged_platform
     pool = next(pool for pool in platform.node_pools if pool.name == job.pool)
     return JobPlacement(stack=config.stack, namespace=config.training_namespace, local_queue=LOCAL_QUEUE, pool=pool,
