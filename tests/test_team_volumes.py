@@ -94,6 +94,22 @@ def test_the_team_stack_makes_the_claims_and_no_volume_or_access_point(plan_of):
 
 
 @pytest.mark.parametrize("site", SITES)
+def test_each_claim_of_the_team_stack_binds_its_platforms_volume(plan_of, site):
+    """A claim binds a volume it names only with the same storage class, and modes the volume offers
+    (Kubernetes documentation, "Persistent Volumes", Binding; Class); the volume's claimRef names it."""
+    team = plan_of(TEAM_STACK)
+    cluster = None if site == "prod" else site
+    claims = [m for m in team.manifests_on(cluster) if m["kind"] == "PersistentVolumeClaim"]
+    assert len(claims) == 2
+    for claim in claims:
+        volume = team_volume(plan_of(site), claim["metadata"]["name"], "vision")
+        assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+        assert claim["spec"]["storageClassName"] == volume["spec"]["storageClassName"]
+        assert set(claim["spec"]["accessModes"]) <= set(volume["spec"]["accessModes"])
+        assert volume["spec"]["claimRef"] == {"namespace": claim["metadata"]["namespace"], "name": claim["metadata"]["name"]}
+
+
+@pytest.mark.parametrize("site", SITES)
 def test_the_platforms_roles_reach_no_teams_access_point(plan_of, site):
     plan = plan_of(site)
     team_arns = {p["arn"] for p in plan.outputs[CONTRACT_OUTPUT]["resources"][TEAM_ACCESS_POINTS].values()}
