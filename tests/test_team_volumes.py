@@ -5,6 +5,7 @@ volumes to the platform"); and the platform's own roles reach no team's access p
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from components.config import ConfigError
 from components.config.platform_contract import CONTRACT_OUTPUT, TEAM_ACCESS_POINTS
 from components.data.file_system import TRAINER_GID, TRAINER_UID
+from offline.plan import synthesize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "team_volumes_before"
 """team-vision-prod's access points and volumes as its own plan made them before the platform did
@@ -119,3 +122,22 @@ def test_the_platforms_roles_reach_no_teams_access_point(plan_of, site):
     assert team_arns and not team_arns & set(resources)
     for policy in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
         assert not [arn for arn in team_arns if arn in policy["inputs"]["policy"]], policy["name"]
+
+
+@pytest.mark.parametrize(("published", "says"), [
+    (None, "is missing or not a map of team -> {id, arn}. Fix: deploy the platform stack from this commit first"),
+    ({}, "has no access point of team vision"),
+])
+def test_a_team_stack_waits_for_a_platform_that_makes_its_volumes(plan_of, published, says):
+    """A platform deployed before it made the team's volumes: the team stack, whose claims would bind
+    nothing, stops before any resource, saying to deploy the platform first."""
+    outputs = copy.deepcopy(plan_of("prod").outputs)
+    resources = outputs[CONTRACT_OUTPUT]["resources"]
+    if published is None:
+        del resources[TEAM_ACCESS_POINTS]
+    else:
+        resources[TEAM_ACCESS_POINTS] = published
+    with pytest.raises(ConfigError) as raised:
+        synthesize(TEAM_STACK, platform_outputs=outputs)
+    (error,) = raised.value.errors
+    assert f"platformContract.resources.{TEAM_ACCESS_POINTS}" in error and says in error, error
