@@ -44,6 +44,7 @@ from components.config.platform_contract import (
     worker_stack_reference,
     workers_of,
 )
+from components.config.teams import team_queue
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
 from components.observability.budget import StackBudget, StackBudgetArgs
@@ -197,7 +198,7 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     on_aws = pulumi.ResourceOptions(providers=[provider])
     k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform["kubeconfig"])
     in_cluster = pulumi.ResourceOptions(providers=[provider, k8s_provider])
-    namespace = config.training_namespace
+    namespace = _registered_namespace(config)
 
     # --- AWS side: secrets, the team's part of the file system, roles -------------------------
     account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
@@ -257,6 +258,20 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
     }
     assert tuple(outputs) == TEAM_OUTPUTS, "TEAM_OUTPUTS names every output, in order"
     return outputs
+
+
+def _registered_namespace(config: TeamStackConfig) -> str:
+    """The team's namespace as its platform's registry of teams names it: the platform made it
+    (workload/team_tenancy.py), and the team stack only puts its objects in it."""
+    row = team_queue(config.judged_platform.teams, config.team)
+    if row is None:  # binding to the contract refuses it first (config/teams.py); kept for a clear error
+        raise ConfigError([ConfigProblem(f"{config.project}:teams of {config.platform_stack}",
+                                         "does not list this team, whose namespace the platform makes",
+                                         "add the team's row to the platform stack's teams and deploy it first",
+                                         value=config.team)],
+                          judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
+    assert row.namespace == config.training_namespace, "one naming of team-<team> (TeamQueueConfig.namespace)"
+    return row.namespace
 
 
 def _team_tenant(team: TeamOnPlatform, trainer_role_arn: pulumi.Input[str], secrets_reader_arn: pulumi.Input[str],

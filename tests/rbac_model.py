@@ -18,7 +18,13 @@ pkg/apis/rbac/v1/evaluation_helpers.go, pkg/registry/rbac/validation/rule.go):
 - Privilege escalation prevention: a Role (or ClusterRole) may be created only by whoever holds
   each of its permissions at the object's scope, and a RoleBinding only by whoever holds each
   permission of the role it references in the binding's namespace, unless it has `escalate` on
-  the role kind (for roles) or `bind` on the referenced role (for bindings).
+  the role kind (for roles) or `bind` on the referenced role (for bindings). What it "holds" is
+  read by the RBAC rule resolver, from RoleBindings and ClusterRoleBindings only (kubernetes
+  pkg/registry/rbac/role/policybased/storage.go, ConfirmNoEscalation with the RBAC ruleResolver),
+  while `escalate` and `bind` are asked of every authorizer. So a permission an EKS access policy
+  grants (EKS's own authorizer, not an RBAC object) lets its holder act, but not grant it:
+  AmazonEKSAdminPolicy in a namespace cannot create a RoleBinding of `view` there
+  (aws/containers-roadmap#2682, "attempting to grant RBAC permissions not currently held").
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class Grant:
     rules: tuple[Rule, ...]
     namespace: str | None
     """The binding's namespace; None: cluster-wide (a ClusterRoleBinding, a cluster-scoped access policy)."""
+    rbac: bool = True
+    """An RBAC binding's (seen by escalation prevention); False: an EKS access policy's (acts only)."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +100,10 @@ def _fragments(rule: Rule) -> Iterable[Request]:
 
 
 def _holds(identity: Identity, fragment: Request, namespace: str | None) -> bool:
-    """Whether `identity` holds `fragment` at `namespace` (None: cluster-wide, by a cluster-wide grant)."""
+    """Whether `identity` holds `fragment` at `namespace` (None: cluster-wide, by a cluster-wide grant),
+    through RBAC: the only grants escalation prevention reads."""
     for grant in identity.grants:
-        if grant.namespace is not None and grant.namespace != namespace:
+        if not grant.rbac or (grant.namespace is not None and grant.namespace != namespace):
             continue
         for rule in grant.rules:
             groups_ok = "*" in rule.api_groups or fragment.api_group in rule.api_groups

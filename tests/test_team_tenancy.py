@@ -109,7 +109,8 @@ def deployer_identity(plan, team: str, environment: str) -> Identity:
     its access entry's groups, its access policy's scope, and the RBAC objects binding those groups."""
     suffix = f":role/{PROJECT}-ci-team-{team}-{environment}"
     (entry,) = [e["inputs"] for e in plan.of_type(ENTRY) if e["inputs"]["principalArn"].endswith(suffix)]
-    grants = [Grant(AMAZON_EKS_ADMIN_POLICY if a["inputs"]["policyArn"] == ADMIN_POLICY else (), namespace)
+    # (an access policy is EKS's authorizer, not an RBAC object: escalation prevention ignores it)
+    grants = [Grant(AMAZON_EKS_ADMIN_POLICY if a["inputs"]["policyArn"] == ADMIN_POLICY else (), namespace, rbac=False)
               for a in plan.of_type(ASSOCIATION) if a["inputs"]["principalArn"] == entry["principalArn"]
               for namespace in a["inputs"]["accessScope"].get("namespaces") or [None]]
     groups = set(entry.get("kubernetesGroups") or [])
@@ -244,6 +245,14 @@ def test_rbac_model_follows_kubernetes_semantics():
     assert not allows(named, Request("create", "", "configmaps", "x", "a"))
     # A `*` asked for in a new Role is covered only by a `*` held.
     assert uncovered(admin_here, [Rule(("",), ("*",), ("get",))], NAMESPACE)
+    # What an EKS access policy grants acts but cannot be granted on: escalation prevention reads
+    # RBAC objects only (aws/containers-roadmap#2682: AmazonEKSAdminPolicy in a namespace, refused a
+    # RoleBinding of `view` there). A lenient model, counting every authorizer's grants, allows it.
+    eks_admin = Identity((Grant(AMAZON_EKS_ADMIN_POLICY, NAMESPACE, rbac=False),))
+    viewish = [Rule(("",), ("pods", "configmaps"), ("get", "list", "watch"))]
+    assert allows(eks_admin, Request("get", "", "pods", NAMESPACE, "p"))
+    assert not may_create_role_binding(eks_admin, viewish, namespace=NAMESPACE, role_kind="ClusterRole", role_name="view")
+    assert not may_create_role(eks_admin, viewish, namespace=NAMESPACE)
     # `bind` on the referenced role lets one bind what one does not hold.
     binder = Identity((Grant((Rule(("rbac.authorization.k8s.io",), ("rolebindings",), ("create",)),
                               Rule(("rbac.authorization.k8s.io",), ("clusterroles",), ("bind",), ("view",))), NAMESPACE),))
@@ -283,3 +292,13 @@ def test_the_platform_adopts_what_the_team_stack_made_unchanged(plan_of, platfor
     (made,) = [m for m in plan_of(platform_stack).manifests_on(None)
                if m["kind"] == kind and (m["metadata"].get("namespace") or m["metadata"]["name"]) == NAMESPACE]
     assert made == before
+
+
+def test_the_deployer_role_adds_no_built_in_power_beyond_amazon_eks_admin_policy():
+    """Its built-in rules are there only so the team may grant them (escalation prevention reads RBAC):
+    each is something AmazonEKSAdminPolicy already lets the team do in its namespace."""
+    admin_here = Identity((Grant(AMAZON_EKS_ADMIN_POLICY, NAMESPACE),))
+    custom_groups = {"jobset.x-k8s.io", "kueue.x-k8s.io", "external-secrets.io"}
+    built_in = [Rule.of(r) for r in deployer_cluster_role()["rules"] if not set(r["apiGroups"]) & custom_groups]
+    assert built_in, "the role holds no built-in rule: the team-member Role could not be created"
+    assert uncovered(admin_here, built_in, NAMESPACE) == []

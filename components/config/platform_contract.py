@@ -201,11 +201,12 @@ def worker_problems(team: TeamStackConfig, worker: WorkerCluster, platform: Stac
             f"{team.project}:region", f"is {platform.region}, the manager lists {worker.region}",
             f"make {team.judged_platform.stack}'s multiKueue.workers[].region the worker's region", where=where))
     # The worker's platform makes the team's ClusterQueue there from its own registry of teams, which
-    # it validated against its pools and summed with its own queue (config/teams.py).
+    # it validated against its pools and summed with its own queue (config/teams.py), and the team's
+    # namespace, quota and limits (workload/team_tenancy.py).
     if team_queue(platform.teams, team.team) is None:
         problems.append(ConfigProblem(
             f"{team.project}:teams", f"lists no team {team.team} on worker stack '{worker.stack}': its platform makes "
-            "the team's ClusterQueue in that region, onto which the team's LocalQueue any-region points",
+            "the team's namespace and ClusterQueue in that region, onto which the team's LocalQueue any-region points",
             f"add {{name: {team.team}, gpuQuota: {{<pool>: <GPUs>}}}} to teams in stacks/Pulumi.{worker.stack}.yaml, "
             f"then {deploy}", where=where))
     return problems

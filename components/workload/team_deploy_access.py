@@ -15,7 +15,9 @@ namespace, including the ability to create roles and role bindings within the na
 `edit` "does not allow viewing or modifying roles or role bindings" (Kubernetes documentation,
 "Using RBAC Authorization", User-facing roles). `admin` allows no write to the namespace itself or
 its ResourceQuota (same page), which the platform's admission policies also hold
-(workload/tenant_admission.py).
+(workload/tenant_admission.py). Creating a Role or RoleBinding also needs every permission it
+grants held through RBAC, which an access policy is not (aws/containers-roadmap#2682): the group's
+ClusterRole holds those (team_tenancy.py deployer_cluster_role).
 
 What the access policy does not cover (EKS access policies are fixed lists of built-in resources,
 none aggregated): the custom resources a team stack makes (JobSet, LocalQueue, SecretStore,

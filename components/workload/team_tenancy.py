@@ -54,13 +54,18 @@ def team_deployers_group(team: str) -> str:
 
 def deployer_cluster_role() -> dict[str, Any]:
     """The custom resources a team stack makes (JobSet, LocalQueue, SecretStore, ExternalSecret), and
-    what the Roles and RoleBindings it makes grant beyond AmazonEKSAdminPolicy: Kubernetes lets a
-    Role, or a RoleBinding of a role, be created only by whoever holds every permission in it
-    (Kubernetes documentation, "Using RBAC Authorization", Privilege escalation prevention). So:
-    the `team-member` Role's JobSet finalizers and Kueue Workloads (team_members.py), and on a
-    MultiKueue worker the `multikueue-manager` ClusterRole's Workloads and statuses, which the team
-    stack binds in its namespace there (multikueue.py worker_cluster_role). No ClusterQueue, no
-    cluster-scoped kind: a RoleBinding grants a ClusterRole's rules inside its namespace only."""
+    every permission the Roles it makes and the roles it binds grant. Kubernetes lets a Role, or a
+    RoleBinding of a role, be created only by whoever holds every permission in it (Kubernetes
+    documentation, "Using RBAC Authorization", Privilege escalation prevention), and reads what one
+    holds from RBAC objects only: AmazonEKSAdminPolicy's rights, granted by EKS's authorizer, do not
+    count, so with it alone a RoleBinding of `view` is refused (aws/containers-roadmap#2682). Hence
+    the built-in rules below, each within AmazonEKSAdminPolicy (nothing the team could not already
+    do in its namespace): the `team-member` Role's (team_members.py), `trainer-progress`'s
+    (progress_access.py), `checkpoint-cleanup`'s, and on a MultiKueue worker the `multikueue-manager`
+    ClusterRole's, which the team stack binds in its namespace there (multikueue.py
+    worker_cluster_role). No ClusterQueue, no cluster-scoped kind: a RoleBinding grants a
+    ClusterRole's rules inside its namespace only. tests/test_team_tenancy.py checks every Role and
+    RoleBinding of the team plan against it."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": DEPLOYER_CLUSTER_ROLE, "labels": {"app.kubernetes.io/part-of": "gpu-training"}},
             "rules": [
@@ -71,6 +76,14 @@ def deployer_cluster_role() -> dict[str, Any]:
                 {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
                 {"apiGroups": ["external-secrets.io"], "resources": ["secretstores", "externalsecrets"],
                  "verbs": MANAGE},
+                # Built-in, within AmazonEKSAdminPolicy: held through RBAC so that they may be granted.
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch", "create"]},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get"]},
+                {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
             ]}
 
 
