@@ -77,7 +77,7 @@ def test_the_volume_is_the_one_the_team_stack_made(plan_of, site, volume):
     """Field for field, but the access point's id in the checkpoints volume's handle (the platform's
     access point, where the team stack's was: the same one, where it is moved by `pulumi state move`)."""
     before = yaml.safe_load((FIXTURES / f"{site}--persistentvolume-{volume}-team-vision.yaml").read_text())
-    made = team_volume(plan_of(site), volume, "vision")
+    made = copy.deepcopy(team_volume(plan_of(site), volume, "vision"))  # the plan is shared by the session's tests
     if volume == "checkpoints":
         file_system, _, point = before["spec"]["csi"].pop("volumeHandle").partition("::")
         assert point.endswith("team-checkpoints-ap-id")
