@@ -38,12 +38,12 @@ from components.config.multikueue import (
     peering_name,
     stack_name_prefix,
 )
-from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION
+from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION, TEAM_ACCESS_POINTS
 from components.config.vocabularies import Capacity
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
 from components.data.lustre import LustreFileSystem, LustreFileSystemArgs
-from components.data.mounts import LustreVolume
+from components.data.mounts import LustreVolume, VolumeSources
 from components.data.registry import TrainerRegistry, TrainerRegistryArgs
 from components.data.replication import (
     CHECKPOINTS_PREFIX,
@@ -81,6 +81,11 @@ from components.workload.queues import LOCAL_QUEUE, ResourceFlavors, ResourceFla
 from components.workload.team_deploy_access import team_deploy_access
 from components.workload.team_queues import team_cluster_queues
 from components.workload.team_tenancy import team_tenancies
+from components.workload.team_volumes import (
+    TeamVolumesArgs,
+    access_point_outputs,
+    team_volumes,
+)
 from components.workload.tenant import (
     PLATFORM_TENANT,
     TenantSecrets,
@@ -162,13 +167,19 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
     # may not make (workload/team_tenancy.py).
     team_tenancies(config.teams, environment=config.environment, pools=_gpu_pools(config),
                    depends_on=cluster.node_groups, opts=cluster.in_cluster)
+    # Each registered team's checkpoints access point and PersistentVolumes: what its deploy role may
+    # not make either (workload/team_volumes.py); its team stack makes the claims.
+    team_access_points = team_volumes(config.teams, TeamVolumesArgs(
+        file_system_id=data.checkpoints.file_system.id, datasets_bucket=data.buckets.datasets_bucket,
+        region=config.region, name_prefix=config.name_prefix, volumes_depend_on=[tenant.volumes]), cluster.in_cluster)
     # Each registered team's deploy role, in its namespace only (workload/team_deploy_access.py).
     team_deploy_access(config.teams, project=config.project, environment=config.environment,
                        cluster_name=cluster.cluster.eks.name, account_id=on_aws.account_id,
                        partition=arn_partition(config.region), opts=on_aws.opts)
-    outputs = _outputs(config, network, cluster, data, roles, observability)
-    return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config,
-                                         "resources": {name: outputs[name] for name in CONTRACT_RESOURCES}}}
+    outputs = {**_outputs(config, network, cluster, data, roles, observability),
+               TEAM_ACCESS_POINTS: access_point_outputs(team_access_points)}
+    return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config, "resources": {
+        name: outputs[name] for name in (*CONTRACT_RESOURCES, TEAM_ACCESS_POINTS)}}}
 
 
 def _on_aws(config: StackConfig, provider: aws.Provider) -> OnAws:
@@ -501,9 +512,9 @@ def _training_tenant(config: StackConfig, cluster: ClusterStage, data: DataStage
         system_pool=config.system_pool.name,
         checkpoint_cleanup=config.storage.checkpoint_cleanup,
         storage=TenantStorage(
-            file_system_id=data.checkpoints.file_system.id,
-            checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
-            datasets_bucket=data.buckets.datasets_bucket,
+            sources=VolumeSources(file_system_id=data.checkpoints.file_system.id,
+                                  checkpoint_access_point_id=data.checkpoints.access_points[TRAINING_WORKLOAD].id,
+                                  datasets_bucket=data.buckets.datasets_bucket),
             lustre=LustreVolume(file_system_id=data.lustre.file_system.id, dns_name=data.lustre.file_system.dns_name,
                                 mount_name=data.lustre.file_system.mount_name) if data.lustre else None,
             efs_csi_role_arn=roles.efs_csi.arn,

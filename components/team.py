@@ -6,9 +6,10 @@ the resources teams attach to). The team's config is judged again against that c
 any resource is made; it creates no VPC, cluster, node pool or bucket:
 
 namespace `team-<team>` (same guard rails as the environment's) -> LocalQueue onto the ClusterQueue
-`team-<team>` the platform made from its registry of teams -> the team's trainer role (its own artifacts prefix, its own EFS
-access point, its own secrets) -> secrets in Secrets Manager, synced by a store that assumes a
-reader role for this team only -> volumes -> jobs.
+`team-<team>` the platform made from its registry of teams -> the team's trainer role (its own artifacts
+prefix, its own secrets) -> secrets in Secrets Manager, synced by a store that assumes a reader role
+for this team only -> volume claims (the platform made the volumes and the team's EFS access point:
+workload/team_volumes.py) -> jobs.
 
 Where the platform is a MultiKueue manager, the team's jobs may be dispatched to the manager's
 workers; so the stack also reads each worker's contract (a StackReference of its own) and makes
@@ -36,6 +37,7 @@ from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import (
     CONTRACT_OUTPUT,
     JUDGED_AGAINST_DEPLOYED_PLATFORM,
+    PlatformContract,
     platform_of_contract,
     read_contract,
     worker_problems,
@@ -43,7 +45,6 @@ from components.config.platform_contract import (
     workers_of,
 )
 from components.config.teams import team_queue
-from components.data.file_system import access_point
 from components.identity import policies
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT, role_policy, workload_role
 from components.observability.budget import StackBudget, StackBudgetArgs
@@ -146,6 +147,9 @@ def _on_workers(team: TeamOnPlatform, workers: tuple[WorkerCluster, ...], values
             problems += error.problems
             continue
         problems += worker_problems(config, worker, platform)
+        problems += _access_point_problems(contract, config, where=f"worker stack '{worker.stack}'",
+                                           deploy=f"deploy {worker.stack} from this commit first (pulumi up --stack "
+                                                  f"{worker.stack}), then this team stack")
         found.append(WorkerPlatform(worker, platform, contract.resources))
     if problems:
         raise ConfigError(problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
@@ -162,6 +166,11 @@ def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfi
         raise ConfigError(error.problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM) from None
     if not isinstance(bound, TeamStackConfig) or bound.platform is None:
         raise ConfigError([ConfigProblem(f"stack '{config.stack}'", "is not a team stack")])
+    problems = _access_point_problems(contract, bound, where=f"platform stack {config.platform_stack}",
+                                      deploy=f"deploy {bound.environment} from this commit first (pulumi up --stack "
+                                             f"{bound.environment}), then this team stack")
+    if problems:
+        raise ConfigError(problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
     for warning in bound.warnings:
         pulumi.log.warn(warning)
     # The contract's config as published (text), which read_contract accepted: the platform as deployed.
@@ -169,6 +178,17 @@ def _on_platform(config: TeamStackConfig, value: Any, bind: Callable[[StackConfi
                                    team_secret_keys=engine.secret_keys, project=bound.project,
                                    stack_jobs=[job.name for job in bound.training.jobs])
     return TeamOnPlatform(bound, contract.resources, job_context)
+
+
+def _access_point_problems(contract: PlatformContract, config: TeamStackConfig, *, where: str,
+                           deploy: str) -> list[ConfigProblem]:
+    """The platform makes the team's checkpoints access point and volumes (workload/team_volumes.py),
+    which this stack's claims bind to: one deployed before it did would leave them unbound."""
+    try:
+        contract.access_point_of(config.team, where=where, deploy=deploy)
+    except ConfigError as error:
+        return list(error.problems)
+    return []
 
 
 def _build(team: TeamOnPlatform) -> dict[str, Any]:
@@ -186,13 +206,10 @@ def _build(team: TeamOnPlatform) -> dict[str, Any]:
         config=config.secrets, project=config.project, environment=config.environment,
         name_prefix=config.name_prefix, account_id=account_id, team=config.team,
     ), on_aws)
-    checkpoint_access_point = access_point(
-        "team-checkpoints-ap", file_system_id=platform["checkpointFileSystemId"],
-        workload=namespace, name_prefix=config.name_prefix, opts=on_aws)
     trainer_role, secrets_reader = _team_roles(team, secrets, account_id, on_aws)
 
     # --- in the cluster: namespace, queue, identity, volumes, secrets, jobs --------------------
-    tenant = _team_tenant(team, checkpoint_access_point.id, trainer_role.arn, secrets_reader.arn, in_cluster)
+    tenant = _team_tenant(team, trainer_role.arn, secrets_reader.arn, in_cluster)
     # What `gpu-training job submit` judges an ad-hoc job against (docs/run-your-first-job.md).
     job_context_config_map("team-job-context", tenant.namespace.name, team.job_context,
                            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[tenant.namespace])))
@@ -257,8 +274,8 @@ def _registered_namespace(config: TeamStackConfig) -> str:
     return row.namespace
 
 
-def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[str], trainer_role_arn: pulumi.Input[str],
-                 secrets_reader_arn: pulumi.Input[str], in_cluster: pulumi.ResourceOptions) -> TrainingTenant:
+def _team_tenant(team: TeamOnPlatform, trainer_role_arn: pulumi.Input[str], secrets_reader_arn: pulumi.Input[str],
+                 in_cluster: pulumi.ResourceOptions) -> TrainingTenant:
     """The team's namespace on the platform's cluster: its queue, identity, volumes, secrets and jobs,
     on the platform's pools, fabric and file system."""
     config, platform_config, platform = team.config, team.config.judged_platform, team.resources
@@ -278,9 +295,8 @@ def _team_tenant(team: TeamOnPlatform, checkpoint_access_point_id: pulumi.Input[
         cleanup_image=config.training.cleanup_image or platform_config.training.cleanup_image,
         system_pool=platform_config.system_pool.name,
         checkpoint_cleanup=platform_config.storage.checkpoint_cleanup,
-        storage=TenantStorage(file_system_id=platform["checkpointFileSystemId"],
-                              checkpoint_access_point_id=checkpoint_access_point_id,
-                              datasets_bucket=platform["datasetsBucket"]),
+        # The claims only: the platform made the volumes, on the team's access point (team_volumes.py).
+        storage=TenantStorage(sources=None),
         secrets=TenantSecrets(remote_keys={n: secret_name(config.project, config.environment, n, config.team)
                                            for n in config.secrets.names},
                               assume_role_arn=secrets_reader_arn),
@@ -351,18 +367,13 @@ def _any_region_queue(team: TeamOnPlatform, tenant: TrainingTenant, in_cluster: 
 def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader: aws.iam.Role,
                     trainer_role: aws.iam.Role, account_id: pulumi.Output[str],
                     on_aws: pulumi.ResourceOptions) -> WorkerTenant:
-    """The team's tenancy on one worker: its access point on the worker's file system, the trainer
-    role's access to the worker's buckets, and the namespace's objects (its store assumes the team's
-    one secrets reader, which trusts the worker's External Secrets role), all through the worker's
-    own providers (IAM is global: the stack's)."""
+    """The team's tenancy on one worker: the trainer role's access to the worker's buckets, and the
+    namespace's objects (its store assumes the team's one secrets reader, which trusts the worker's
+    External Secrets role), all through the worker's own providers (IAM is global: the stack's)."""
     config, platform, stack = team.config, worker.config, worker.worker.stack
     resources = worker.resources
     worker_aws = aws_provider(config, region=platform.region, resource_name=f"aws-{stack}")
     worker_cluster = k8s.Provider(worker_cluster_provider_name(stack), kubeconfig=resources["kubeconfig"])
-    on_worker_aws = pulumi.ResourceOptions(providers=[worker_aws])
-    checkpoint_access_point = access_point(
-        f"{stack}-team-checkpoints-ap", file_system_id=resources["checkpointFileSystemId"],
-        workload=config.training_namespace, name_prefix=config.name_prefix, opts=on_worker_aws)
     # The trainer's pods there read the worker's datasets replica and write the team's prefix of its
     # artifacts bucket, with the worker's data key; its secrets come synced, not read by the pods.
     aws.iam.RolePolicy(f"team-trainer-{stack}-access", role=trainer_role.id,
@@ -378,8 +389,7 @@ def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader
         region=platform.region, cluster_name=resources["clusterName"],
         kubernetes_version=platform.cluster.kubernetes_version,
         gpu_pools=[pool for pool in platform.node_pools if pool.gpu], training=config.training,
-        file_system_id=resources["checkpointFileSystemId"], checkpoint_access_point_id=checkpoint_access_point.id,
-        datasets_bucket=resources["datasetsBucket"], secrets_region=config.region,
+        secrets_region=config.region,
         remote_keys={n: secret_name(config.project, config.environment, n, config.team) for n in config.secrets.names},
         secrets_reader_arn=secrets_reader.arn, trainer_role_arn=trainer_role.arn,
     ), pulumi.ResourceOptions(providers=[worker_aws, worker_cluster]))

@@ -13,6 +13,7 @@ from plan_queries import waits_for
 from pod_security import violations
 from stack_configs import MANIFEST_STACKS
 
+from components.config.stack_names import stack_kind
 from components.data import training_data
 from components.workload import checkpoint_directory
 
@@ -56,7 +57,11 @@ def test_every_tenant_gets_its_checkpoint_directory_owned_by_the_pods_user(stack
         assert jobs == [], "on EFS the access point makes the directory: no Job"
         # The tenant's access point: the directory EFS creates on first mount, and the user every
         # operation through it runs as, are the training pods' own.
-        points = [r["inputs"] for r in plan.of_type("aws:efs/accessPoint:AccessPoint")]
+        # A team's access point is its platform's (workload/team_volumes.py).
+        team, environment = stack_kind(stack)
+        owner = plan_of(environment) if team and environment else plan
+        points = [r["inputs"] for r in owner.of_type("aws:efs/accessPoint:AccessPoint")
+                  if not team or r["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{team}"]
         assert points
         for point in points:
             assert (point["posixUser"]["uid"], point["posixUser"]["gid"]) == trainer

@@ -9,13 +9,16 @@ from components.config.platform_contract import (
     CONTRACT_RESOURCES,
     CONTRACT_VERSION,
     SECRET_NOT_PUBLISHED,
+    TEAM_ACCESS_POINTS,
+    PublishedAccessPoint,
     platform_of_contract,
     published_config,
     read_contract,
 )
 
 REFERENCE = "organization/gpu-training/prod"
-RESOURCES = {name: f"{name}-value" for name in CONTRACT_RESOURCES}
+POINT = {"id": "fsap-0123456789abcdef0", "arn": "arn:aws:elasticfilesystem:us-east-1:123456789012:access-point/fsap-0123456789abcdef0"}
+RESOURCES = {**{name: f"{name}-value" for name in CONTRACT_RESOURCES}, TEAM_ACCESS_POINTS: {"vision": POINT}}
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,8 @@ def test_a_contract_reads_back_as_the_engine_passed_the_config():
                               "config": {"gpu-training:region": "us-east-1", "gpu-training:fabric": '{"rendezvousPorts": [29400]}'}},
                              reference=REFERENCE, project="gpu-training")
     assert contract.config == {"gpu-training:region": "us-east-1", "gpu-training:fabric": {"rendezvousPorts": [29400]}}
-    assert contract.resources == RESOURCES
+    assert contract.resources == {name: RESOURCES[name] for name in CONTRACT_RESOURCES}
+    assert contract.team_access_points == {"vision": PublishedAccessPoint(**POINT)}
 
 
 @pytest.mark.parametrize(
@@ -63,6 +67,12 @@ def test_a_contract_reads_back_as_the_engine_passed_the_config():
         ({"version": 1.0, "resources": RESOURCES}, "output platformContract.config: is missing or not a map"),
         ({"version": 1, "config": {}, "resources": {**RESOURCES, "kubeconfig": None}},
          "output platformContract.resources.kubeconfig: is missing"),
+        # A platform deployed before it made its teams' access points and volumes (team stacks wait for it).
+        ({"version": 1, "config": {}, "resources": {k: v for k, v in RESOURCES.items() if k != TEAM_ACCESS_POINTS}},
+         "output platformContract.resources.teamCheckpointAccessPoints: is missing or not a map of team -> {id, arn}. "
+         "Fix: deploy the platform stack from this commit first"),
+        ({"version": 1, "config": {}, "resources": {**RESOURCES, TEAM_ACCESS_POINTS: {"vision": {"id": POINT["id"]}}}},
+         "output platformContract.resources.teamCheckpointAccessPoints: is missing or not a map"),
     ],
 )
 def test_a_contract_that_cannot_be_read_says_what_to_deploy(value, says):
@@ -84,3 +94,13 @@ def test_a_deployed_platform_this_checkout_cannot_read_names_its_source_and_both
     assert not any(p.is_about("gpu-training:nodePool") for p in problems), "about the platform, not the team's keys"
     assert all("deploy the platform stack from this commit (pulumi up --stack prod), or update this checkout" in p.fix
                for p in problems), [p.fix for p in problems]
+
+
+def test_a_team_the_platform_made_no_access_point_for_is_told_to_deploy_the_platform_first():
+    contract = read_contract({"version": 1, "config": {}, "resources": RESOURCES}, reference=REFERENCE, project="gpu-training")
+    assert contract.access_point_of("vision", where="w", deploy="d") == PublishedAccessPoint(**POINT)
+    with pytest.raises(ConfigError) as raised:
+        contract.access_point_of("audio", where="platform stack prod", deploy="deploy prod first")
+    (problem,) = raised.value.problems
+    assert problem.key == f"output platformContract.resources.{TEAM_ACCESS_POINTS}"
+    assert "team audio" in problem.rule and problem.fix == "deploy prod first" and problem.where == "platform stack prod"

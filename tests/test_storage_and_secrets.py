@@ -129,7 +129,8 @@ def test_efs_for_checkpoints(stack, plan_of):
     assert all(t["inputs"]["securityGroups"] == ["security-groups-efs-id"] and t["inputs"]["fileSystemId"] == fs_id
                for t in targets)
 
-    (access_point,) = plan.of_type("aws:efs/accessPoint:AccessPoint")
+    # The environment's training workload's; each registered team's is tests/test_team_volumes.py's.
+    (access_point,) = [p for p in plan.of_type("aws:efs/accessPoint:AccessPoint") if p["name"] == "checkpoints-efs-ap-training"]
     assert access_point["inputs"]["posixUser"] == {"uid": 1000, "gid": 1000}
     root = access_point["inputs"]["rootDirectory"]
     assert root["path"] == "/workloads/training"

@@ -287,7 +287,7 @@ NOT_THE_TEAMS = {
     "aws:efs/accessPoint:AccessPoint":
         "CreateAccessPoint has no condition key for RootDirectory.Path (Service Authorization Reference, Amazon EFS: "
         "aws:RequestTag and aws:TagKeys only): a team allowed one could root it at another team's directory. The "
-        "platform makes each team's access point and publishes it in the contract (not built yet: docs/team-stacks.md)",
+        "platform makes each team's access point and publishes it in the contract (components/workload/team_volumes.py)",
 }
 """Types the team deploy role may not make, and why: the platform's to make for the team."""
 
@@ -376,13 +376,21 @@ def test_alarms_dashboards_and_budget_are_the_teams_by_exact_name_not_by_prefix(
     assert allowed == [], "\n".join(allowed)
 
 
-def test_the_team_deploy_role_makes_no_efs_access_point(team_plan, as_team):
-    """NOT_THE_TEAMS: not on the platform's file system, whatever its tags."""
-    pairs = requests(team_plan, types=lambda t: t in NOT_THE_TEAMS)
-    assert pairs and all(as_team(r) != ALLOW for _, r in pairs), [str(r) for _, r in pairs if as_team(r) == ALLOW]
+@pytest.mark.parametrize("platform_stack", ["prod", "prod-usw2", "prod-use2"])
+def test_the_team_deploy_role_makes_no_efs_access_point(plan_of, team_plan, as_team, platform_stack):
+    """NOT_THE_TEAMS: not on the platform's file system, whatever its tags: the platform's access
+    point of the team, asked for with every tag the team stack's provider sends."""
+    team_tags = _default_tags(team_plan.resources)["aws"]
+    platform = plan_of(platform_stack)
+    region = next(r["inputs"]["region"] for r in platform.resources if r["type"] == "pulumi:providers:aws")
+    points = [r for r in platform.of_type("aws:efs/accessPoint:AccessPoint")
+              if r["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{TEAM}"]
+    assert len(points) == 1, points
+    asked = [r for p in points for r in CALLS["aws:efs/accessPoint:AccessPoint"](
+        Planned(p, region, {**team_tags, **p["inputs"]["tags"]}, platform))]
+    assert asked and all(as_team(r) != ALLOW for r in asked), [str(r) for r in asked if as_team(r) == ALLOW]
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_THE_TEAMS["aws:efs/accessPoint:AccessPoint"])
 def test_the_team_plan_makes_nothing_its_deploy_role_may_not(team_plan):
     assert [r["name"] for r in team_plan.resources if r["type"] in NOT_THE_TEAMS] == []
 

@@ -64,8 +64,12 @@ def test_team_namespace_queue_and_jobs(plan_of):
     assert pod["securityContext"]["sysctls"][0]["value"] == platform.fabric.nccl_port_range.sysctl_value
     (claim,) = [c for c in manifests(plan, "PersistentVolumeClaim") if c["metadata"]["name"] == "checkpoints"]
     assert claim["metadata"]["namespace"] == f"team-{TEAM}"
-    (access_point,) = [a for a in plan.of_type("aws:efs/accessPoint:AccessPoint") if a["provider"] == "aws"]
-    assert access_point["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{TEAM}"
+    # Its volume and access point are the platform's (workload/team_volumes.py): the claim names it.
+    assert claim["spec"]["volumeName"] == f"checkpoints-team-{TEAM}"
+    assert not manifests(plan, "PersistentVolume") and not plan.of_type("aws:efs/accessPoint:AccessPoint")
+    (access_point,) = [a for a in plan_of("prod").of_type("aws:efs/accessPoint:AccessPoint")
+                       if a["inputs"]["rootDirectory"]["path"] == f"/workloads/team-{TEAM}"]
+    assert access_point["name"] == f"team-{TEAM}-checkpoints-ap"
 
 
 def test_team_identity_reaches_only_the_teams_data(plan_of):

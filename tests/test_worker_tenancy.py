@@ -158,13 +158,16 @@ def test_identity_volumes_and_secrets_on_a_worker_are_the_workers(plan_of):
         assert association["provider"] == f"aws-{worker}"
         assert association["inputs"]["clusterName"] == deployed["clusterName"]
         assert association["inputs"]["namespace"] == NAMESPACE
-        (access_point,) = records(team, "aws:efs/accessPoint:AccessPoint", f"{worker}-team-checkpoints-ap")
-        assert access_point["provider"] == f"aws-{worker}"
-        assert access_point["inputs"]["fileSystemId"] == deployed["checkpointFileSystemId"]
-        (volume,) = [v for v in on_cluster(team, worker, "PersistentVolume") if v["metadata"]["name"].startswith("checkpoints")]
-        assert volume["spec"]["csi"]["volumeHandle"].startswith(deployed["checkpointFileSystemId"] + "::")
-        (datasets,) = [v for v in on_cluster(team, worker, "PersistentVolume") if v["metadata"]["name"].startswith("datasets")]
-        assert datasets["spec"]["csi"]["volumeAttributes"]["bucketName"] == deployed["datasetsBucket"]
+        # The team's claims there bind the volumes the worker's platform made on its own file system,
+        # through the team's access point it publishes, and on its datasets replica (team_volumes.py).
+        assert not on_cluster(team, worker, "PersistentVolume") and not team.of_type("aws:efs/accessPoint:AccessPoint")
+        claims = {c["metadata"]["name"]: c["spec"]["volumeName"] for c in on_cluster(team, worker, "PersistentVolumeClaim")}
+        assert claims == {"checkpoints": f"checkpoints-{NAMESPACE}", "datasets": f"datasets-{NAMESPACE}"}
+        volumes = {v["metadata"]["name"]: v for v in plan_of(worker).manifests_on(None) if v["kind"] == "PersistentVolume"}
+        point = deployed["teamCheckpointAccessPoints"][NAMESPACE.removeprefix("team-")]
+        assert volumes[f"checkpoints-{NAMESPACE}"]["spec"]["csi"]["volumeHandle"] == \
+            f"{deployed['checkpointFileSystemId']}::{point['id']}"
+        assert volumes[f"datasets-{NAMESPACE}"]["spec"]["csi"]["volumeAttributes"]["bucketName"] == deployed["datasetsBucket"]
         # The trainer role: trusted in the worker's cluster too, reading the worker's buckets there.
         (trainer,) = records(team, "aws:iam/role:Role", "team-trainer")
         clusters = json.loads(trainer["inputs"]["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"][

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -44,6 +44,19 @@ CONTRACT_RESOURCES = ("clusterName", "kubeconfig", "datasetsBucket", "artifactsB
                       "dataKeyArn", "secretsSyncRoleArn", "alertTopicArn")
 """The platform's resources a team stack attaches to (the kubeconfig holds no credential: it runs
 `aws eks get-token` as whoever deploys)."""
+TEAM_ACCESS_POINTS = "teamCheckpointAccessPoints"
+"""The platform's resource of each team of its registry: the EFS access point of its checkpoints
+(team -> {"id", "arn"}), which the platform makes with the team's PersistentVolumes
+(workload/team_volumes.py). A team stack reads its own: a platform that does not publish it was
+deployed before it made them, and the team stack, which no longer makes its volumes, waits for it."""
+
+
+@dataclass(frozen=True)
+class PublishedAccessPoint:
+    """A team's checkpoints access point, as its platform publishes it."""
+
+    id: str
+    arn: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,18 @@ class PlatformContract:
     """Fully-qualified config of the platform stack, decoded as `load_stack_config` reads it."""
     resources: dict[str, str]
     """CONTRACT_RESOURCES -> the deployed resource's name, id or ARN."""
+    team_access_points: dict[str, PublishedAccessPoint] = field(default_factory=dict)
+    """TEAM_ACCESS_POINTS: team -> its checkpoints access point on the platform's file system."""
+
+    def access_point_of(self, team: str, *, where: str, deploy: str) -> PublishedAccessPoint:
+        """Team `team`'s access point, or a ConfigError that says to deploy the platform first."""
+        point = self.team_access_points.get(team)
+        if point is None:
+            raise ConfigError([ConfigProblem(
+                f"output {CONTRACT_OUTPUT}.resources.{TEAM_ACCESS_POINTS}",
+                f"has no access point of team {team}: the platform makes the team's checkpoints access point and "
+                "volumes from its registry of teams", deploy, where=where)])
+        return point
 
 
 def published_config(engine_config: Mapping[str, str], secret_keys: Collection[str], *, project: str) -> dict[str, str]:
@@ -103,11 +128,27 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
     if isinstance(resources, Mapping):
         problems += [problem("is missing", key=f"{CONTRACT_OUTPUT}.resources.{name}") for name in CONTRACT_RESOURCES
                      if not isinstance(resources.get(name), str)]
+        if _access_points(resources.get(TEAM_ACCESS_POINTS)) is None:
+            problems.append(problem("is missing or not a map of team -> {id, arn}",
+                                    key=f"{CONTRACT_OUTPUT}.resources.{TEAM_ACCESS_POINTS}"))
     if problems:
         raise ConfigError(problems)
     assert isinstance(config, Mapping) and isinstance(resources, Mapping)
     return PlatformContract(config=decode_raw_config(config),
-                            resources={name: str(resources[name]) for name in CONTRACT_RESOURCES})
+                            resources={name: str(resources[name]) for name in CONTRACT_RESOURCES},
+                            team_access_points=_access_points(resources[TEAM_ACCESS_POINTS]) or {})
+
+
+def _access_points(value: Any) -> dict[str, PublishedAccessPoint] | None:
+    """TEAM_ACCESS_POINTS as published, or None where it is not a map of team -> {id, arn} (text)."""
+    if not isinstance(value, Mapping):
+        return None
+    points = {}
+    for team, point in value.items():
+        if not isinstance(point, Mapping) or not all(isinstance(point.get(part), str) for part in ("id", "arn")):
+            return None
+        points[str(team)] = PublishedAccessPoint(id=point["id"], arn=point["arn"])
+    return points
 
 
 def platform_of_contract(contract: PlatformContract, *, project: str, environment: str,

@@ -8,6 +8,8 @@ no right to create or delete access points, a PVC deletion can never take checkp
 (reclaim Retain, no `deleteAccessPointRootDir`), and the reviewed plan shows exactly which
 directory each workload gets. The StorageClass `efs-static` exists so the PV/PVC pair reads as
 EFS and nothing else binds it; it has no provisioning parameters.
+A team's namespace has only its claims from its team stack: its volumes, cluster-scoped, and its
+access point are the platform's (workload/team_volumes.py), which a team's deploy role may not make.
 
 With FSx for Lustre (`storage.lustre`, the environment's training namespace only) both volumes
 come from the Lustre file system instead, through the FSx CSI driver, statically too. The
@@ -75,6 +77,99 @@ class LustreVolume:
 
 
 @dataclass(frozen=True)
+class VolumeSources:
+    """What a namespace's EFS checkpoints and S3 datasets volumes mount."""
+
+    file_system_id: pulumi.Input[str]
+    """The EFS file system of the checkpoint volume."""
+    checkpoint_access_point_id: pulumi.Input[str]
+    """The EFS access point the checkpoint volume mounts (the workload's own directory)."""
+    datasets_bucket: pulumi.Input[str]
+    """The S3 bucket the datasets volume mounts, read-only."""
+
+
+@dataclass(frozen=True)
+class StaticVolume:
+    """One statically provisioned volume: its PersistentVolume's spec, less the claim it is reserved for."""
+
+    volume: training_data.TrainingVolume
+    storage_class: pulumi.Input[str]
+    access_mode: str
+    csi: k8s.core.v1.CSIPersistentVolumeSourceArgs | None
+    """None: only its claim is made here (its sources are another stack's, which made the volume)."""
+    mount_options: list[str] | None = None
+
+
+def volume_name(volume: training_data.TrainingVolume, namespace: pulumi.Input[str]) -> pulumi.Output[str]:
+    """The PersistentVolume of `volume` for `namespace` (cluster-scoped, so the namespace is in its name)."""
+    return pulumi.Output.concat(volume.claim_name, "-", namespace)
+
+
+def efs_checkpoints(sources: VolumeSources | None, storage_class: pulumi.Input[str] = EFS_STORAGE_CLASS) -> StaticVolume:
+    return StaticVolume(
+        training_data.CHECKPOINTS,
+        storage_class=storage_class,
+        access_mode="ReadWriteMany",
+        csi=None if sources is None else k8s.core.v1.CSIPersistentVolumeSourceArgs(
+            driver=EFS_CSI_DRIVER,
+            volume_handle=pulumi.Output.concat(sources.file_system_id, "::", sources.checkpoint_access_point_id),
+            volume_attributes={"encryptInTransit": "true"},  # TLS, as the file system policy demands
+        ),
+    )
+
+
+def s3_datasets(sources: VolumeSources | None, *, namespace: pulumi.Input[str], region: str) -> StaticVolume:
+    return StaticVolume(
+        training_data.DATASETS,
+        storage_class="",  # Mountpoint supports static provisioning only
+        access_mode="ReadOnlyMany",
+        mount_options=[
+            "read-only",
+            # Nodes allow IMDS to the node only (hop limit 1): Mountpoint pods cannot look the
+            # region up there, so it is given.
+            f"region {region}",
+            f"uid={TRAINER_UID}",
+            f"gid={TRAINER_GID}",
+            "allow-other",
+        ],
+        csi=None if sources is None else k8s.core.v1.CSIPersistentVolumeSourceArgs(
+            driver=S3_CSI_DRIVER,
+            volume_handle=pulumi.Output.concat("s3-datasets-", namespace),  # unique per volume
+            volume_attributes={
+                "bucketName": sources.datasets_bucket,
+                "authenticationSource": "pod",
+                "stsRegion": region,
+            },
+        ),
+    )
+
+
+def _labels(volume: training_data.TrainingVolume) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": "gpu-training", "gpu-training/volume": volume.name}
+
+
+def persistent_volume(resource_name: str, static: StaticVolume, *, namespace: pulumi.Input[str],
+                      opts: pulumi.ResourceOptions) -> k8s.core.v1.PersistentVolume:
+    """The volume, reserved (claimRef) for its one claim in `namespace`."""
+    assert static.csi is not None, "a volume needs its sources"
+    return k8s.core.v1.PersistentVolume(
+        resource_name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name(static.volume, namespace), labels=_labels(static.volume)),
+        spec=k8s.core.v1.PersistentVolumeSpecArgs(
+            capacity={"storage": NOMINAL_CAPACITY},
+            access_modes=[static.access_mode],
+            persistent_volume_reclaim_policy="Retain",
+            storage_class_name=static.storage_class,
+            mount_options=static.mount_options,
+            # Reserved for exactly one claim: no other PVC can bind this volume.
+            claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=namespace, name=static.volume.claim_name),
+            csi=static.csi,
+        ),
+        opts=opts,
+    )
+
+
+@dataclass(frozen=True)
 class StorageMountsArgs:
     cluster_name: pulumi.Input[str]
     """The cluster the CSI drivers and their Pod Identity associations belong to."""
@@ -84,12 +179,9 @@ class StorageMountsArgs:
     """The datasets bucket's region, given to Mountpoint: its pods cannot look it up (IMDS hop limit 1)."""
     kubernetes_version: str
     """Picks the add-on builds pinned in eks_versions.ADDON_VERSIONS."""
-    file_system_id: pulumi.Input[str]
-    """The EFS file system of the checkpoint volume."""
-    checkpoint_access_point_id: pulumi.Input[str]
-    """The EFS access point the checkpoint volume mounts (the training workload's directory)."""
-    datasets_bucket: pulumi.Input[str]
-    """The S3 bucket the datasets volume mounts, read-only."""
+    sources: VolumeSources | None
+    """What the namespace's PersistentVolumes mount. None (team stacks): its platform made them from
+    its registry of teams (workload/team_volumes.py), and only the claims are made here."""
     efs_csi_role_arn: pulumi.Input[str] | None = None
     """Given (platform stacks): install the CSI drivers and the storage class. Team stacks leave it
     out and only add their namespace's volumes."""
@@ -138,33 +230,21 @@ class StorageMounts(pulumi.ComponentResource):
             # Static volumes only: the driver makes no FSx API call, so it gets no role.
             self._addon(FSX_CSI_ADDON)
 
-    def _static_pair(self, volume: training_data.TrainingVolume, *, pv_name: pulumi.Input[str],
-                     storage_class: pulumi.Input[str], access_mode: str, csi: k8s.core.v1.CSIPersistentVolumeSourceArgs,
-                     mount_options: list[str] | None = None) -> None:
+    def _static_pair(self, static: StaticVolume) -> None:
+        """The volume (unless another stack made it: no `csi`) and its claim."""
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        labels = {"app.kubernetes.io/part-of": "gpu-training", "gpu-training/volume": volume.name}
-        pv = k8s.core.v1.PersistentVolume(
-            f"{self._name}-{volume.name}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
-            spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                capacity={"storage": NOMINAL_CAPACITY},
-                access_modes=[access_mode],
-                persistent_volume_reclaim_policy="Retain",
-                storage_class_name=storage_class,
-                mount_options=mount_options,
-                # Reserved for exactly one claim: no other PVC can bind this volume.
-                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=args.namespace, name=volume.claim_name),
-                csi=csi,
-            ),
-            opts=child,
-        )
+        resource_name = f"{self._name}-{static.volume.name}"
+        name = volume_name(static.volume, args.namespace)
+        if static.csi is not None:
+            name = persistent_volume(resource_name, static, namespace=args.namespace, opts=child).metadata.name
         k8s.core.v1.PersistentVolumeClaim(
-            f"{self._name}-{volume.name}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume.claim_name, namespace=args.namespace, labels=labels),
+            resource_name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=static.volume.claim_name, namespace=args.namespace,
+                                                labels=_labels(static.volume)),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-                access_modes=[access_mode],
-                storage_class_name=storage_class,
-                volume_name=pv.metadata.name,
+                access_modes=[static.access_mode],
+                storage_class_name=static.storage_class,
+                volume_name=name,
                 resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": NOMINAL_CAPACITY}),
             ),
             opts=child,
@@ -184,56 +264,20 @@ class StorageMounts(pulumi.ComponentResource):
         ).metadata.name
 
     def _create_checkpoint_volume(self, storage_class: pulumi.Input[str]) -> None:
-        args = self._args
-        self._static_pair(
-            training_data.CHECKPOINTS,
-            pv_name=pulumi.Output.concat(training_data.CHECKPOINTS.claim_name, "-", args.namespace),
-            storage_class=storage_class,
-            access_mode="ReadWriteMany",
-            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                driver=EFS_CSI_DRIVER,
-                volume_handle=pulumi.Output.concat(args.file_system_id, "::", args.checkpoint_access_point_id),
-                volume_attributes={"encryptInTransit": "true"},  # TLS, as the file system policy demands
-            ),
-        )
+        self._static_pair(efs_checkpoints(self._args.sources, storage_class))
 
     def _create_datasets_volume(self) -> None:
         args = self._args
-        self._static_pair(
-            training_data.DATASETS,
-            pv_name=pulumi.Output.concat(training_data.DATASETS.claim_name, "-", args.namespace),
-            storage_class="",  # Mountpoint supports static provisioning only
-            access_mode="ReadOnlyMany",
-            mount_options=[
-                "read-only",
-                # Nodes allow IMDS to the node only (hop limit 1): Mountpoint pods cannot look the
-                # region up there, so it is given.
-                f"region {args.region}",
-                f"uid={TRAINER_UID}",
-                f"gid={TRAINER_GID}",
-                "allow-other",
-            ],
-            csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                driver=S3_CSI_DRIVER,
-                volume_handle=pulumi.Output.concat("s3-datasets-", args.namespace),  # unique per volume
-                volume_attributes={
-                    "bucketName": args.datasets_bucket,
-                    "authenticationSource": "pod",
-                    "stsRegion": args.region,
-                },
-            ),
-        )
+        self._static_pair(s3_datasets(args.sources, namespace=args.namespace, region=args.region))
 
     def _create_lustre_volumes(self, lustre: LustreVolume) -> None:
-        args = self._args
         for volume, mount_name, mount_options in (
             (training_data.CHECKPOINTS, lustre.mount_name, LUSTRE_MOUNT_OPTIONS),
             (training_data.DATASETS, pulumi.Output.concat(lustre.mount_name, DATASETS_PATH),
              LUSTRE_READ_ONLY_MOUNT_OPTIONS),
         ):
-            self._static_pair(
+            self._static_pair(StaticVolume(
                 volume,
-                pv_name=pulumi.Output.concat(volume.claim_name, "-", args.namespace),
                 storage_class="",  # static only: nothing provisions or binds it but its claim
                 access_mode="ReadWriteMany",  # the only multi-node mode the FSx driver supports (above)
                 mount_options=mount_options,
@@ -243,4 +287,4 @@ class StorageMounts(pulumi.ComponentResource):
                     volume_handle=pulumi.Output.concat(lustre.file_system_id, "::", volume.name),
                     volume_attributes={"dnsname": lustre.dns_name, "mountname": mount_name},
                 ),
-            )
+            ))

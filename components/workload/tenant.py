@@ -24,7 +24,7 @@ from components.config import FabricConfig, NodePoolConfig
 from components.config.cleanup import CheckpointCleanupConfig
 from components.config.stack import TeamStackConfig
 from components.config.training import JobConfig, TrainingConfig
-from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs
+from components.data.mounts import LustreVolume, StorageMounts, StorageMountsArgs, VolumeSources
 from components.identity.workload_roles import TrainerServiceAccount, TrainerServiceAccountArgs
 from components.secrets.sync import SecretsSync, SecretsSyncArgs
 from components.workload.checkpoint_cleanup import CheckpointCleanup, CheckpointCleanupArgs
@@ -60,12 +60,10 @@ TEAM_TENANT = TenantNames(namespace="team-namespace", queue="team-queue", identi
 class TenantStorage:
     """Where the tenant's checkpoints and datasets live."""
 
-    file_system_id: pulumi.Input[str]
-    """The environment's EFS file system."""
-    checkpoint_access_point_id: pulumi.Input[str]
-    """The tenant's own EFS access point: its root directory is the tenant's checkpoint directory."""
-    datasets_bucket: pulumi.Input[str]
-    """The environment's datasets bucket, mounted read-only."""
+    sources: VolumeSources | None
+    """The environment's EFS file system, the tenant's own access point (its root directory is the
+    tenant's checkpoint directory) and datasets bucket (read-only). None (a team's): the platform
+    made the namespace's volumes from its registry of teams (team_volumes.py); the tenant makes the claims."""
     lustre: LustreVolume | None = None
     """storage.lustre of a platform stack: checkpoints and datasets on FSx for Lustre instead."""
     efs_csi_role_arn: pulumi.Input[str] | None = None
@@ -203,9 +201,7 @@ def _volumes(args: TrainingTenantArgs, namespace_name: pulumi.Input[str], opts: 
         region=args.region,
         kubernetes_version=args.kubernetes_version,
         efs_csi_role_arn=storage.efs_csi_role_arn,
-        file_system_id=storage.file_system_id,
-        checkpoint_access_point_id=storage.checkpoint_access_point_id,
-        datasets_bucket=storage.datasets_bucket,
+        sources=storage.sources,
         # The add-ons a platform stack installs wait for nodes to run on.
         addons_depend_on=args.namespace_depends_on,
         lustre=storage.lustre,
@@ -215,9 +211,9 @@ def _volumes(args: TrainingTenantArgs, namespace_name: pulumi.Input[str], opts: 
 def team_job_placement(config: TeamStackConfig, job: JobConfig) -> JobPlacement:
     """Where a job of team stack `config` runs, as `training_tenant` places the stack's own jobs
     (TEAM_TENANT, components/team.py): the team's namespace and LocalQueue, the stack as the owner
-    of its checkpoints, and the whole checkpoints volume (a team's is its own EFS access point, so
-    StorageMounts gives no sub path). The job command places an ad-hoc job with it;
-    tests/test_job_command.py checks it renders a stack's job exactly as the plan does."""
+    of its checkpoints, and the whole checkpoints volume (a team's is its own EFS access point, which
+    its platform makes, so StorageMounts gives no sub path). The job command places an ad-hoc job with
+    it; tests/test_job_command.py checks it renders a stack's job exactly as the plan does."""
     platform = config.judged_platform
     pool = next(pool for pool in platform.node_pools if pool.name == job.pool)
     return JobPlacement(stack=config.stack, namespace=config.training_namespace, local_queue=LOCAL_QUEUE, pool=pool,

@@ -8,7 +8,7 @@ docs/tasks/manage/setup_multikueue.md). So a team stack whose platform is a mana
     its registry of teams: team_tenancy.py) -> LocalQueue `any-region` (onto the team's ClusterQueue
     there, which the worker's platform stack makes from its registry of teams)
     -> RoleBinding of the dispatcher's group -> trainer service account
-    -> volumes (the worker's own file system and datasets replica) -> secrets sync
+    -> volume claims (of the volumes the worker's platform stack makes: team_volumes.py) -> secrets sync
     -> the jobs' hyperparameters ConfigMaps (what a job's pods mount besides the volumes)
 
 and no jobs: jobs are submitted on the manager and dispatched. The launcher sees the same
@@ -60,12 +60,6 @@ class WorkerTenantArgs:
     """The worker's GPU pools: the queue's flavors (made by the worker's platform stack)."""
     training: TrainingConfig
     """The team's gpuQuota (the cap in this region) and its jobs (their hyperparameters; the jobs stay on the manager)."""
-    file_system_id: pulumi.Input[str]
-    """The worker's EFS file system."""
-    checkpoint_access_point_id: pulumi.Input[str]
-    """The team's access point on it."""
-    datasets_bucket: pulumi.Input[str]
-    """The worker's datasets bucket (the manager's, replicated)."""
     secrets_region: str
     """Where the team's secrets are (the manager's region): the worker's External Secrets reads them there."""
     remote_keys: dict[str, str]
@@ -101,8 +95,10 @@ class WorkerTenant(pulumi.ComponentResource):
             namespace=args.namespace, depends_on=[self.namespace]), inside)
         StorageMounts(f"{name}-storage-mounts", StorageMountsArgs(
             cluster_name=args.cluster_name, namespace=namespace_name, region=args.region,
-            kubernetes_version=args.kubernetes_version, file_system_id=args.file_system_id,
-            checkpoint_access_point_id=args.checkpoint_access_point_id, datasets_bucket=args.datasets_bucket), inside)
+            kubernetes_version=args.kubernetes_version,
+            # The claims only: the worker's platform made the volumes, on the team's access point to the
+            # worker's file system and on its datasets replica (team_volumes.py).
+            sources=None), inside)
         SecretsSync(f"{name}-secrets-sync", SecretsSyncArgs(
             cluster_name=args.cluster_name, region=args.secrets_region, namespace=namespace_name,
             remote_keys=args.remote_keys, assume_role_arn=args.secrets_reader_arn, depends_on=[self.namespace]), inside)

@@ -86,7 +86,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("aws:efs/mountTarget:MountTarget", P, "its mount targets"),
     Allowed("aws:efs/fileSystemPolicy:FileSystemPolicy", P, "its TLS-only policy"),
     Allowed("aws:efs/backupPolicy:BackupPolicy", P, "its backups"),
-    Allowed("aws:efs/accessPoint:AccessPoint", PT, "a tenant's checkpoint directory (teams: their own)"),
+    Allowed("aws:efs/accessPoint:AccessPoint", P, "a tenant's checkpoint directory, each registered team's included "
+            "(a team's deploy role may not make one: components/workload/team_volumes.py)"),
     Allowed("aws:fsx/lustreFileSystem:LustreFileSystem", P, "the Lustre scratch file system"),
     Allowed("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", P, "links Lustre to the datasets bucket"),
     Allowed("aws:ecr/repository:Repository", P, "the trainer image registry"),
@@ -124,8 +125,9 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
             "rotation CronJob writes the short-lived token (no-plaintext-secrets refuses data in the plan)"),
     Allowed("kubernetes:core/v1:LimitRange", P, "namespace defaults (a team's too: the platform's, like its quota)"),
     Allowed("kubernetes:core/v1:ResourceQuota", P, "namespace quota (a team's too: the platform owns quotas)"),
-    Allowed("kubernetes:core/v1:PersistentVolume", PT, "static volumes of the shared file systems (teams: their access point)"),
-    Allowed("kubernetes:core/v1:PersistentVolumeClaim", PT, "claims of those volumes"),
+    Allowed("kubernetes:core/v1:PersistentVolume", P, "static volumes of the shared file systems, each registered "
+            "team's included (cluster-scoped: components/workload/team_volumes.py)"),
+    Allowed("kubernetes:core/v1:PersistentVolumeClaim", PT, "claims of those volumes (teams: of their platform's)"),
     Allowed("kubernetes:networking.k8s.io/v1:NetworkPolicy", PT, "namespace isolation"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:Role", PT, "namespace roles"),
     Allowed("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", PT, "namespace role bindings"),

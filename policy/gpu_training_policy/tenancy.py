@@ -3,8 +3,9 @@ secret stores that assume the team's own reader role, a viewer Ingress that rout
 team's path `/team-<team>` of the environment's shared ALB, Services reached only in the cluster.
 
 A team's names (components/team.py, components/workload/tenant.py): its namespace `team-<team>`,
-its checkpoint directory `/workloads/team-<team>` (an EFS access point its stack creates,
-components/data/file_system.py), its roles `<project>-<env>-team-<team>-*`. These are stack
+its checkpoint directory `/workloads/team-<team>` (an EFS access point its platform now makes,
+components/workload/team_volumes.py; `allowed-resource-types` refuses one, or a PersistentVolume, in a
+team stack, and these rules stay the second check of either), its roles `<project>-<env>-team-<team>-*`. These are stack
 policies: "created by this stack" is a property dependency, known in every preview, where the
 access point's id and the role's ARN are not yet.
 """

@@ -465,15 +465,16 @@ def test_positive_control_the_real_plans_pass_the_whole_pack(stack):
     assert base_refusals(stack) == set()
 
 
-def test_positive_control_the_planned_team_objects_are_checked():
-    """The team plan's own volume, store and trust pass because they are the team's, not because
-    the rules skip them: pointing the same records elsewhere fails."""
+@pytest.mark.parametrize(("type_", "name"), [(PV, "team-vision-checkpoints-volume"),
+                                             (ACCESS_POINT, "team-vision-checkpoints-ap")])
+def test_a_team_stack_may_not_make_what_its_platform_makes_for_it(type_, name):
+    """A team's access point and volumes are its platform's (components/workload/team_volumes.py):
+    the very one the platform plans for team vision, in team vision's own plan, is refused."""
     records = plan_records(TEAM)
-    pv = find(records, PV, "team-storage-mounts-checkpoints")
-    stolen = json.loads(json.dumps(pv))
-    stolen["propertyDependencies"]["spec"] = []
-    assert ("team-references-own", pv["urn"]) in mandatory(evaluate(with_changes(records, drop=(pv["urn"],), add=(stolen,)),
-                                                                    POLICIES))
+    assert not [r for r in records if r["type"] in (PV, ACCESS_POINT)]
+    planned = find(plan_records("prod"), type_, name)
+    copied = on(TEAM, type_, name, planned["inputs"], k8s=type_ == PV)
+    assert ("allowed-resource-types", copied["urn"]) in mandatory(evaluate(with_changes(records, add=(copied,)), POLICIES))
 
 
 def test_positive_control_a_team_dashboard_and_its_viewer_pass():
