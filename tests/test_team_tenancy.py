@@ -27,6 +27,7 @@ from rbac_model import (
 )
 from stack_configs import PROJECT, raw_config
 
+from components.workload.multikueue import WORKER_GROUP
 from components.workload.team_tenancy import (
     DEPLOYER_CLUSTER_ROLE,
     deployer_cluster_role,
@@ -299,6 +300,22 @@ def test_the_deployer_role_adds_no_built_in_power_beyond_amazon_eks_admin_policy
     each is something AmazonEKSAdminPolicy already lets the team do in its namespace."""
     admin_here = Identity((Grant(AMAZON_EKS_ADMIN_POLICY, NAMESPACE),))
     custom_groups = {"jobset.x-k8s.io", "kueue.x-k8s.io", "external-secrets.io"}
-    built_in = [Rule.of(r) for r in deployer_cluster_role()["rules"] if not set(r["apiGroups"]) & custom_groups]
+    built_in = [Rule.of(r) for r in deployer_cluster_role()["rules"]
+                if not set(r["apiGroups"]) & custom_groups and r["verbs"] != ["bind"]]
     assert built_in, "the role holds no built-in rule: the team-member Role could not be created"
     assert uncovered(admin_here, built_in, NAMESPACE) == []
+
+
+def test_the_deployer_role_writes_no_status_and_binds_only_the_dispatcher_role():
+    """A Workload's status is Kueue's admission record: a team that wrote it would admit its own
+    work past its queue. The one `bind` lets the team stack bind MultiKueue's dispatcher role on a
+    worker; the platform's admission policy holds that binding to the dispatcher's group
+    (tests/test_tenant_admission.py)."""
+    rules = deployer_cluster_role()["rules"]
+    writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
+    assert not [r for r in rules if any("/status" in res for res in r["resources"]) and set(r["verbs"]) & writes]
+    workloads = [r for r in rules if "workloads" in r["resources"]]
+    assert workloads and all(set(r["verbs"]) & writes <= {"patch"} for r in workloads)  # patch: `active: false` (stop)
+    assert [r for r in rules if "bind" in r["verbs"] or "escalate" in r["verbs"]] == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+         "resourceNames": [WORKER_GROUP]}]

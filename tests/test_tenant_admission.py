@@ -20,11 +20,14 @@ from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError
 from test_team_stack import STACK
 
+from components.workload.multikueue import WORKER_GROUP
+
 POLICY, BINDING = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
 NAMESPACE = "team-vision"
 RESOURCES = {"Ingress": ("networking.k8s.io", "ingresses"), "Service": ("", "services"),
              "NetworkPolicy": ("networking.k8s.io", "networkpolicies"), "Job": ("batch", "jobs"),
-             "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs"), "ConfigMap": ("", "configmaps")}
+             "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs"), "ConfigMap": ("", "configmaps"),
+             "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings")}
 DEPLOYER = "arn:aws:sts::111122223333:assumed-role/gpu-training-ci-deploy-prod/run"  # whoever applies the stack
 _compiled: dict[str, Any] = {}
 
@@ -72,7 +75,7 @@ def policies(plan_of) -> list[dict[str, Any]]:
              if m["kind"] == POLICY and m["metadata"]["name"].startswith("gpu-training-team-")]  # not the trainer's progress (test_progress_access.py)
     assert {p["metadata"]["name"] for p in found} == {
         "gpu-training-team-ingress", "gpu-training-team-service", "gpu-training-team-network-policy",
-        "gpu-training-team-queue-name", "gpu-training-team-job-context"}
+        "gpu-training-team-queue-name", "gpu-training-team-job-context", "gpu-training-team-dispatcher-binding"}
     return found
 
 
@@ -291,6 +294,7 @@ def test_the_teams_objects_on_each_multikueue_worker_are_admitted_there(worker, 
     objects = [m for m in plan_of(STACK).manifests_on(worker)
                if m["kind"] in RESOURCES and m["metadata"].get("namespace") == NAMESPACE]
     assert policies and objects
+    assert any(m["kind"] == "RoleBinding" and m["roleRef"]["name"] == WORKER_GROUP for m in objects)
     for manifest in objects:
         assert refusals(policies, manifest) == [], manifest["metadata"]["name"]
 
@@ -305,3 +309,34 @@ def test_only_the_team_stack_writes_the_job_context(policies, team_objects):
     assert refusals(policies, context) == []  # the deploy identity
     hyperparameters = {**context, "metadata": {**context["metadata"], "name": "vision-adhoc-hyperparameters"}}
     assert refusals(policies, hyperparameters, user="vision-member", groups=member) == []
+
+
+def dispatcher_binding(*subjects: dict[str, str], role: str = WORKER_GROUP) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "mine", "namespace": NAMESPACE},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": list(subjects)}
+
+
+GROUP = "rbac.authorization.k8s.io"
+
+
+@pytest.mark.parametrize("subjects", [
+    [{"kind": "Group", "apiGroup": GROUP, "name": "team-vision-deployers"}],
+    [{"kind": "ServiceAccount", "name": "trainer", "namespace": NAMESPACE}],
+    [{"kind": "Group", "apiGroup": GROUP, "name": WORKER_GROUP}, {"kind": "User", "apiGroup": GROUP, "name": "me"}],
+    [],
+], ids=["its deployers", "its trainer", "the dispatcher and one more", "no subject"])
+def test_the_dispatcher_role_is_bound_to_the_dispatcher_alone(policies, subjects):
+    """The team's deploy role may bind MultiKueue's dispatcher role (team_tenancy.py), whose rules
+    write Workloads' status (Kueue's admission record): bound to the team's own subjects it would
+    let the team admit its own work past its queue."""
+    messages = refusals(policies, dispatcher_binding(*subjects))
+    assert any("MultiKueue's dispatcher" in m for m in messages), messages
+
+
+def test_other_bindings_are_not_the_dispatcher_policys_to_judge(policies):
+    """Controls: the dispatcher's own binding, and a binding of another role to the team's subjects."""
+    assert refusals(policies, dispatcher_binding({"kind": "Group", "apiGroup": GROUP, "name": WORKER_GROUP})) == []
+    assert refusals(policies, dispatcher_binding({"kind": "Group", "apiGroup": GROUP, "name": "team-vision-deployers"},
+                                                 role="view")) == []

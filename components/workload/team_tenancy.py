@@ -35,6 +35,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import NodePoolConfig
 from components.config.teams import TeamQueueConfig
+from components.workload.multikueue import WORKER_GROUP
 from components.workload.namespace import namespace_quota_and_limits, training_namespace
 from components.workload.sizing import namespace_quota
 
@@ -61,19 +62,22 @@ def deployer_cluster_role() -> dict[str, Any]:
     count, so with it alone a RoleBinding of `view` is refused (aws/containers-roadmap#2682). Hence
     the built-in rules below, each within AmazonEKSAdminPolicy (nothing the team could not already
     do in its namespace): the `team-member` Role's (team_members.py), `trainer-progress`'s
-    (progress_access.py), `checkpoint-cleanup`'s, and on a MultiKueue worker the `multikueue-manager`
-    ClusterRole's, which the team stack binds in its namespace there (multikueue.py
-    worker_cluster_role). No ClusterQueue, no cluster-scoped kind: a RoleBinding grants a
-    ClusterRole's rules inside its namespace only. tests/test_team_tenancy.py checks every Role and
-    RoleBinding of the team plan against it."""
+    (progress_access.py) and `checkpoint-cleanup`'s. On a MultiKueue worker the team stack binds
+    the `multikueue-manager` ClusterRole in its namespace (multikueue.py worker_cluster_role) through
+    `bind` on that one role, not by holding its rules: those write Kueue Workloads and their status,
+    and a Workload's `status.admission` is Kueue's record of a quota reservation, so a team that
+    could write it could admit its own work past its queue (Kubernetes documentation, "Using RBAC
+    Authorization": a user may create a binding to a role it holds `bind` on). No write of any
+    status, no ClusterQueue, no cluster-scoped kind: a RoleBinding grants a ClusterRole's rules
+    inside its namespace only. tests/test_team_tenancy.py checks every Role and RoleBinding of the
+    team plan against it."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": DEPLOYER_CLUSTER_ROLE, "labels": {"app.kubernetes.io/part-of": "gpu-training"}},
             "rules": [
                 {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": MANAGE},
                 {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/finalizers"], "verbs": ["update"]},
-                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": MANAGE},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": MANAGE},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch", "patch"]},
                 {"apiGroups": ["external-secrets.io"], "resources": ["secretstores", "externalsecrets"],
                  "verbs": MANAGE},
                 # Built-in, within AmazonEKSAdminPolicy: held through RBAC so that they may be granted.
@@ -82,8 +86,8 @@ def deployer_cluster_role() -> dict[str, Any]:
                 {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]},
                 {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch", "create"]},
-                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get"]},
-                {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+                 "resourceNames": [WORKER_GROUP]},
             ]}
 
 

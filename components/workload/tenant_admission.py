@@ -17,6 +17,8 @@ bindings), so that a team's people, or a team stack deployed without the pack, c
 - Job, JobSet, CronJob (issue #41 item 2): a queue name, so Kueue admits it within the team's
   quota (a CronJob only where it asks for GPUs); the JobSet and CronJob controllers' own Jobs
   are exempt, their parents having been judged.
+- RoleBinding of MultiKueue's dispatcher role: to the dispatcher's group only (the team's deploy
+  role may bind that role, and through it anyone could write Workloads' admission).
 - NetworkPolicy: every rule names its peers (a rule without `from`/`to` is every peer); a
   namespace selector names the namespace itself (or, for egress, the cluster DNS in kube-system);
   an ingress ipBlock is one of the load balancer's subnets, which hold no pod
@@ -40,7 +42,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.job_context import JOB_CONTEXT_CONFIG_MAP
-from components.workload.multikueue import QUEUE_LABEL
+from components.workload.multikueue import QUEUE_LABEL, WORKER_GROUP
 from components.workload.team_members import members_group
 from components.workload.viewer import ViewerExposure, ingress_annotations
 
@@ -219,6 +221,16 @@ NOT_A_MEMBER = ("!has(request.userInfo.groups) || "
                 f"!request.userInfo.groups.exists(g, g == request.namespace + {_literal(members_group(''))})")
 
 
+# The team's deploy role may bind MultiKueue's dispatcher role (`bind` on that ClusterRole alone:
+# team_tenancy.py), which writes Kueue Workloads and their status, so that its team stack can let
+# the manager dispatch into the namespace (worker_tenant.py). Bound to anyone else, the role would
+# let that subject write a Workload's `status.admission`, Kueue's record of a quota reservation, and
+# admit work past the team's queue: a binding of it names the dispatcher's group and no one else.
+BINDS_THE_DISPATCHER_ROLE = f"object.roleRef.kind == 'ClusterRole' && object.roleRef.name == {_literal(WORKER_GROUP)}"
+ONLY_THE_DISPATCHER = (f"has(object.subjects) && size(object.subjects) > 0 && object.subjects.all(s, s.kind == 'Group' "
+                       f"&& s.name == {_literal(WORKER_GROUP)})")
+
+
 def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
     return (
         Guarded("gpu-training-team-ingress", (("networking.k8s.io", "ingresses"),), ingress_validations(exposure)),
@@ -231,6 +243,10 @@ def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
                 [{"expression": NOT_A_MEMBER, "message": f"{JOB_CONTEXT_CONFIG_MAP} is written by the team stack's "
                                                           "deploys only, never by a team member"}],
                 conditions=(IS_JOB_CONTEXT,)),
+        Guarded("gpu-training-team-dispatcher-binding", (("rbac.authorization.k8s.io", "rolebindings"),),
+                [{"expression": ONLY_THE_DISPATCHER, "message": f"binds {WORKER_GROUP} to a subject other than "
+                                                                f"the group {WORKER_GROUP}, MultiKueue's dispatcher"}],
+                conditions=(BINDS_THE_DISPATCHER_ROLE,)),
     )
 
 
