@@ -27,7 +27,7 @@ NAMESPACE = "team-vision"
 RESOURCES = {"Ingress": ("networking.k8s.io", "ingresses"), "Service": ("", "services"),
              "NetworkPolicy": ("networking.k8s.io", "networkpolicies"), "Job": ("batch", "jobs"),
              "JobSet": ("jobset.x-k8s.io", "jobsets"), "CronJob": ("batch", "cronjobs"), "ConfigMap": ("", "configmaps"),
-             "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings")}
+             "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"), "Pod": ("", "pods")}
 DEPLOYER = "arn:aws:sts::111122223333:assumed-role/gpu-training-ci-deploy-prod/run"  # whoever applies the stack
 _compiled: dict[str, Any] = {}
 
@@ -75,7 +75,7 @@ def policies(plan_of) -> list[dict[str, Any]]:
              if m["kind"] == POLICY and m["metadata"]["name"].startswith("gpu-training-team-")]  # not the trainer's progress (test_progress_access.py)
     assert {p["metadata"]["name"] for p in found} == {
         "gpu-training-team-ingress", "gpu-training-team-service", "gpu-training-team-network-policy",
-        "gpu-training-team-queue-name", "gpu-training-team-job-context", "gpu-training-team-dispatcher-binding"}
+        "gpu-training-team-queue-name", "gpu-training-team-job-context", "gpu-training-team-dispatcher-binding", "gpu-training-team-volumes"}
     return found
 
 
@@ -96,7 +96,7 @@ def test_every_policy_is_bound_to_deny(plan_of, policies):
 
 
 def test_the_team_plans_own_objects_are_admitted(policies, team_objects):
-    assert {k.split("/")[0] for k in team_objects} == set(RESOURCES) - {"Job"}
+    assert {k.split("/")[0] for k in team_objects} == set(RESOURCES) - {"Job", "Pod"}
     for name, manifest in team_objects.items():
         assert refusals(policies, manifest) == [], name
 
@@ -340,3 +340,36 @@ def test_other_bindings_are_not_the_dispatcher_policys_to_judge(policies):
     assert refusals(policies, dispatcher_binding({"kind": "Group", "apiGroup": GROUP, "name": WORKER_GROUP})) == []
     assert refusals(policies, dispatcher_binding({"kind": "Group", "apiGroup": GROUP, "name": "team-vision-deployers"},
                                                  role="view")) == []
+
+
+def pods_of_the_team_plan(plan_of) -> list[dict[str, Any]]:
+    """Each pod the team plan's JobSets, Deployments and CronJobs would make, as a Pod in its namespace."""
+    pods = []
+    for m in plan_of(STACK).manifests_on(None):
+        if m["metadata"].get("namespace") != NAMESPACE:
+            continue
+        templates = ([job["template"]["spec"]["template"] for job in m["spec"]["replicatedJobs"]] if m["kind"] == "JobSet"
+                     else [m["spec"]["template"]] if m["kind"] == "Deployment"
+                     else [m["spec"]["jobTemplate"]["spec"]["template"]] if m["kind"] == "CronJob" else [])
+        pods += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE},
+                  "spec": t["spec"]} for t in templates]
+    return pods
+
+
+def test_the_team_plans_pods_are_admitted(plan_of, policies):
+    pods = pods_of_the_team_plan(plan_of)
+    assert len(pods) >= 3 and any(v.get("persistentVolumeClaim") for p in pods for v in p["spec"].get("volumes", []))
+    for pod in pods:
+        assert refusals(policies, pod) == []
+
+
+@pytest.mark.parametrize("volume", [
+    {"name": "root", "nfs": {"server": "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com", "path": "/"}},
+    {"name": "root", "csi": {"driver": "efs.csi.aws.com", "volumeAttributes": {"fileSystemId": "fs-0123456789abcdef0"}}},
+], ids=["nfs", "inline EFS CSI"])
+def test_a_pod_may_not_mount_the_file_system_past_its_access_point(plan_of, policies, volume):
+    """Every team's directory is owned by the trainer's user: mounted at the root, one team's pod
+    would read another's checkpoints."""
+    pod = copy.deepcopy(pods_of_the_team_plan(plan_of)[0])
+    pod["spec"]["volumes"] = [*pod["spec"].get("volumes", []), volume]
+    assert any("mounts a file system directly" in m for m in refusals(policies, pod))

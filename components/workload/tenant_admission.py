@@ -17,6 +17,8 @@ bindings), so that a team's people, or a team stack deployed without the pack, c
 - Job, JobSet, CronJob (issue #41 item 2): a queue name, so Kueue admits it within the team's
   quota (a CronJob only where it asks for GPUs); the JobSet and CronJob controllers' own Jobs
   are exempt, their parents having been judged.
+- Pod: no `nfs` volume and no inline EFS CSI volume: a team mounts the shared file system only
+  through the platform's PersistentVolume on its access point (its own directory).
 - RoleBinding of MultiKueue's dispatcher role: to the dispatcher's group only (the team's deploy
   role may bind that role, and through it anyone could write Workloads' admission).
 - NetworkPolicy: every rule names its peers (a rule without `from`/`to` is every peer); a
@@ -231,6 +233,16 @@ ONLY_THE_DISPATCHER = (f"has(object.subjects) && size(object.subjects) > 0 && ob
                        f"&& s.name == {_literal(WORKER_GROUP)})")
 
 
+# Every team's checkpoints directory on the platform's EFS is owned by the trainer's user (team_volumes.py),
+# and the file system lets any TLS client mount it (components/identity/policies.py file_system_policy), so
+# what keeps a team in its own directory is that it mounts EFS only through its access point, a
+# PersistentVolume the platform makes. A pod's own `nfs` volume, or an inline CSI volume of the EFS driver,
+# would mount the file system's root past it; baseline Pod Security admits both (Kubernetes documentation,
+# "Pod Security Standards": baseline forbids hostPath only).
+NO_DIRECT_FILE_SYSTEM = ("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.nfs) && "
+                         "!(has(v.csi) && v.csi.driver == 'efs.csi.aws.com'))")
+
+
 def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
     return (
         Guarded("gpu-training-team-ingress", (("networking.k8s.io", "ingresses"),), ingress_validations(exposure)),
@@ -243,6 +255,9 @@ def guarded(exposure: ViewerExposure) -> tuple[Guarded, ...]:
                 [{"expression": NOT_A_MEMBER, "message": f"{JOB_CONTEXT_CONFIG_MAP} is written by the team stack's "
                                                           "deploys only, never by a team member"}],
                 conditions=(IS_JOB_CONTEXT,)),
+        Guarded("gpu-training-team-volumes", (("", "pods"),),
+                [{"expression": NO_DIRECT_FILE_SYSTEM, "message": "mounts a file system directly (an `nfs` volume, "
+                  "or the EFS CSI driver inline): mount your checkpoints through the claim the platform's volume binds"}]),
         Guarded("gpu-training-team-dispatcher-binding", (("rbac.authorization.k8s.io", "rolebindings"),),
                 [{"expression": ONLY_THE_DISPATCHER, "message": f"binds {WORKER_GROUP} to a subject other than "
                                                                 f"the group {WORKER_GROUP}, MultiKueue's dispatcher"}],
