@@ -293,6 +293,24 @@ def test_a_team_state_the_up_deletes_nothing_of_passes(deploy_root, resources):
     assert [re.search(r"--stack (\S+)", line)[1] for line in updates] == ["dev", "team-new-dev"]  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("kind", "step"), [
+    ("kubernetes:core/v1:PersistentVolume", "\"Moving a team's volumes to the platform\", step 2"),
+    ("aws:efs/accessPoint:AccessPoint", "\"Moving a team's volumes to the platform\", step 1"),
+    ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "\"Moving a team's ClusterQueue to the platform\", step 2"),
+])
+def test_the_guard_names_the_step_that_lets_go_of_each_type(tmp_path, capsys, kind, step):
+    from offline.team_state_guard import main
+
+    state = tmp_path / "state.json"
+    state.write_text(_team_state({"urn": f"urn:pulumi:team-new-dev::gpu-training::{kind}::x", "type": kind},
+                                 {**NAMESPACE, "retainOnDelete": True}))
+    assert main(["team-new-dev", str(state)]) == 2
+    error = capsys.readouterr().err
+    assert step in error and NAMESPACE["urn"] not in error
+    assert main(["team-new-dev", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the exported state of team stack team-new-dev" in capsys.readouterr().err
+
+
 # --- new-team-stack and docs/team-stacks.md: stack init first, with the KMS provider ---------
 
 def test_new_team_stack_prints_stack_init_with_the_environments_kms_key_first(tmp_path):
