@@ -57,8 +57,8 @@ def deploy_root(tmp_path) -> Path:
     (root / "stacks" / "Pulumi.team-new-dev.yaml").write_text(CREATED.format(env="dev") + "config:\n" + region)
     log = tmp_path / "calls.log"
     executable(root / ".venv" / "bin" / "python", f"""#!/bin/bash
-case "$1" in */_roll_gate.py) shift; exec {shlex.quote(sys.executable)} \
-    {shlex.quote(str(ROOT / "scripts" / "_roll_gate.py"))} "$@" ;; esac
+case "$1" in */_roll_gate.py | */_team_state_guard.py) script=${{1##*/}}; shift
+    exec {shlex.quote(sys.executable)} {shlex.quote(str(ROOT / "scripts"))}/"$script" "$@" ;; esac
 while [ "$#" -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done
 echo "policy_config $out" >> {shlex.quote(str(log))}
 echo '{{}}' > "$out"
@@ -68,6 +68,8 @@ echo "pulumi $*" >> {shlex.quote(str(log))}
 case "$*" in
     "preview "*--json*) cat "${{FAKE_PREVIEW_JSON:-/dev/null}}"; exit 0 ;;
     "stack output kubeconfig "*) echo "apiVersion: v1"; exit 0 ;;
+    "stack export "*) cat "${{FAKE_TEAM_STATE:-/dev/null}}"; [ -n "${{FAKE_TEAM_STATE:-}}" ] \
+        || echo '{{"version": 3, "deployment": {{"resources": []}}}}'; exit 0 ;;
 esac
 while [ "$#" -gt 0 ]; do [ "$1" = --policy-pack-config ] && config=$2; shift; done
 [ -f "$config" ] || {{ echo "no policy config at $config" >&2; exit 3; }}
@@ -246,6 +248,68 @@ def test_previews_and_dry_runs_never_ask_the_cluster(deploy_root, gang_running):
         result = deploy(deploy_root, *args, **gang_running)
         assert result.returncode == 0, result.stderr
     assert not [line for line in calls(deploy_root) if line.startswith("kubectl ") or "--json" in line]
+
+# --- deploy-environment's team-state guard (offline/team_state_guard.py) -----------------------
+
+TEAM_URN = "urn:pulumi:team-new-dev::gpu-training::gpu-training:workload:TrainingNamespace$"
+
+
+def _team_state(*resources: dict[str, object]) -> str:
+    """`pulumi stack export` of team-new-dev holding these resources (apitype.UntypedDeployment)."""
+    return json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": list(resources)}})
+
+
+NAMESPACE = {"urn": TEAM_URN + "kubernetes:core/v1:Namespace::team-namespace-namespace",
+             "type": "kubernetes:core/v1:Namespace", "custom": True}
+LOCAL_QUEUE = {"urn": TEAM_URN + "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue::team-queue",
+               "type": "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "custom": True}
+
+
+@pytest.mark.parametrize("operation", [[], ["--preview"]], ids=["up", "preview"])
+def test_a_team_state_holding_a_plain_namespace_is_refused_before_any_update(deploy_root, operation):
+    state = deploy_root.parent / "state.json"
+    state.write_text(_team_state(NAMESPACE, LOCAL_QUEUE))
+    result = deploy(deploy_root, *operation, "dev", FAKE_TEAM_STATE=str(state))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "team stack team-new-dev" in result.stderr and NAMESPACE["urn"] in result.stderr
+    assert LOCAL_QUEUE["urn"] not in result.stderr, "only what the up would delete is named"
+    assert "\"Moving a team's namespace to the platform\", step 1" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pulumi stack export --cwd" in "\n".join(calls(deploy_root))
+    assert not [line for line in calls(deploy_root) if "--policy-pack " in line], "no stack is updated or previewed"
+
+
+@pytest.mark.parametrize("resources", [
+    [{**NAMESPACE, "retainOnDelete": True}, LOCAL_QUEUE],   # step 1 done: the up drops it from the state
+    [LOCAL_QUEUE],                                           # a team stack that never held one
+    [],                                                      # a stack never deployed
+], ids=["retained", "no-released-type", "empty"])
+def test_a_team_state_the_up_deletes_nothing_of_passes(deploy_root, resources):
+    state = deploy_root.parent / "state.json"
+    state.write_text(_team_state(*resources))
+    result = deploy(deploy_root, "dev", FAKE_TEAM_STATE=str(state))
+    assert result.returncode == 0, result.stderr
+    updates = [line for line in calls(deploy_root) if line.startswith("pulumi up ")]
+    assert [re.search(r"--stack (\S+)", line)[1] for line in updates] == ["dev", "team-new-dev"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("kind", "step"), [
+    ("kubernetes:core/v1:PersistentVolume", "\"Moving a team's volumes to the platform\", step 2"),
+    ("aws:efs/accessPoint:AccessPoint", "\"Moving a team's volumes to the platform\", step 1"),
+    ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "\"Moving a team's ClusterQueue to the platform\", step 2"),
+])
+def test_the_guard_names_the_step_that_lets_go_of_each_type(tmp_path, capsys, kind, step):
+    from offline.team_state_guard import main
+
+    state = tmp_path / "state.json"
+    state.write_text(_team_state({"urn": f"urn:pulumi:team-new-dev::gpu-training::{kind}::x", "type": kind},
+                                 {**NAMESPACE, "retainOnDelete": True}))
+    assert main(["team-new-dev", str(state)]) == 2
+    error = capsys.readouterr().err
+    assert step in error and NAMESPACE["urn"] not in error
+    assert main(["team-new-dev", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the exported state of team stack team-new-dev" in capsys.readouterr().err
+
 
 # --- new-team-stack and docs/team-stacks.md: stack init first, with the KMS provider ---------
 

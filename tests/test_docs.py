@@ -103,3 +103,36 @@ def test_the_review_table_names_only_tests_and_files_that_exist():
     assert not tests - defined, f"tests the table names that do not exist: {sorted(tests - defined)}"
     missing = sorted(p for p in paths if not (ROOT / p).exists() and not (ROOT / "tests" / p).exists())
     assert not missing, f"files the table names that do not exist: {missing}"
+
+
+# --- docs/team-stacks.md: the team moves and the team-member Role say what the code does ---------
+
+TEAM_STACKS = ROOT / "docs" / "team-stacks.md"
+
+
+def _section(page: Path, heading: str) -> str:
+    return page.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_team_member_paragraph_lists_the_verbs_the_role_grants():
+    """The Role's verbs for JobSets, ConfigMaps and PodDisruptionBudgets, as the doc's parentheses."""
+    from components.workload.team_members import member_rules
+
+    text = " ".join(_section(TEAM_STACKS, "A team's people").split())
+    verbs = {resource: rule["verbs"] for rule in member_rules() for resource in rule["resources"]}
+    assert f"JobSets ({', '.join(verbs['jobsets'])};" in text
+    assert verbs["configmaps"] == verbs["poddisruptionbudgets"]
+    assert f"PodDisruptionBudgets ({', '.join(verbs['configmaps'])};" in text
+    assert "patch" not in verbs["jobsets"] and "update" not in verbs["configmaps"]
+
+
+def test_each_team_move_names_the_guard_and_strips_the_old_field_manager():
+    from offline.team_state_guard import RELEASED_TYPES
+
+    moves = sorted({re.match(r'"([^"]+)"', step)[1] for step in RELEASED_TYPES.values()})  # type: ignore[index]
+    assert len(moves) == 3
+    for heading in moves:   # the guard's refusal names these sections: they exist, and say what it does
+        section = _section(TEAM_STACKS, heading)
+        assert "team-state guard" in section, heading
+        assert "(#the-team-stacks-field-manager-after-a-move)" in section, heading
+    assert "## The team stack's field manager after a move" in TEAM_STACKS.read_text()
