@@ -157,8 +157,9 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
                        "Null": {"eks:namespaces": "false"}}},
         # No condition key names the namespace or service account (CreatePodIdentityAssociation
         # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's (iam:PassRole
-        # in TeamRolesAndPolicies), and each team role trusts Pod Identity for its own namespace's
-        # service account only (components/identity/policies.py workload_trust_policy).
+        # in TeamRolesAndPolicies). Its trust, which the team may rewrite (no condition key of
+        # UpdateAssumeRolePolicy shows the document), decides whose pods get it; an association
+        # in another namespace squats that service account (docs/security.md, the tenant boundary).
         {"Sid": "TeamPodIdentities", "Effect": "Allow", "Action": ["eks:CreatePodIdentityAssociation"],
          "Resource": [f"{eks}:cluster/{cluster}*"], "Condition": {"StringEquals": requested}},
         # Its tags are who owns it, so no tag call may set or remove `team` or `stack` (aws:TagKeys
