@@ -1,3 +1,4 @@
+# Over 600 lines: the composition root wires every component of a platform stack once, in order; split, the order would be hidden.
 """Composition root of a platform stack (dev, staging, prod): wires the domains in one direction.
 
     network -> cluster and node pools -> data -> identity -> cluster services -> workload

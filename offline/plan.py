@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Over 600 lines: the mock runtime (mocks, recording monitor), the plan files it writes and its CLI, around one Plan.
 """Offline plan: run the real program under Pulumi's mock runtime and write what it would create.
 
 No Pulumi CLI, no provider plugins, no network, no credentials. Usage:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Over 600 lines: one command's pipeline: plan two trees, diff them per resource, render the diff.
 """Offline plan diff: what a change does to every stack, without credentials.
 
     scripts/plan-diff BASE_REF [HEAD_REF] [--stack NAME ...] [--all] [--keep-plans DIR]

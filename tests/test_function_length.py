@@ -1,6 +1,7 @@
 """Functions stay short enough to read in one screen: none in the program, its offline plan, its
 scripts, the go-live checks, the benches, the policy pack or the trainer image is longer than
-MAX_LINES (a long one is split into named steps)."""
+MAX_LINES (a long one is split into named steps); a module longer than MAX_MODULE_LINES says why in
+its first lines."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 80
+MAX_MODULE_LINES = 600
+LONG_MODULE_REASON = "# Over 600 lines: "
 CHECKED = ("components", "offline", "scripts", "bootstrap", "verify", "bench", "policy/gpu_training_policy", "trainer")
 
 
@@ -43,3 +46,11 @@ def test_no_function_is_longer_than_the_limit():
     found = [f"{path.relative_to(ROOT)}: {name} ({lines} lines)" for path in python_files()
              for name, lines in long_functions(path.read_text())]
     assert not found, f"split these into named steps of at most {MAX_LINES} lines:\n" + "\n".join(found)
+
+
+def test_a_module_over_the_limit_says_why_at_its_top():
+    found = [f"{path.relative_to(ROOT)} ({len(lines)} lines)" for path in python_files()
+             if len(lines := path.read_text().splitlines()) > MAX_MODULE_LINES
+             and not any(line.startswith(LONG_MODULE_REASON) for line in lines[:2])]
+    assert not found, (f"split these, or give the reason in a first line `{LONG_MODULE_REASON}<why>.` "
+                       "(after a #! line):\n" + "\n".join(found))

@@ -1,3 +1,4 @@
+# Over 600 lines: the Section reader and its typed getters, one per value type, sharing the key-row lookup and problem log.
 """Reading raw stack configuration while collecting every error at once.
 
 Each `Section` wraps one mapping of the stack file. Each problem is a `ConfigProblem` record

@@ -1,3 +1,4 @@
+# Over 600 lines: the stack's config objects and the checks across sections, which need all of them at once.
 """The whole stack configuration, parsed once into frozen objects before any resource exists.
 
 `load_stack_config` is the only reader of raw config. Everything downstream receives these

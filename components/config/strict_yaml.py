@@ -1,3 +1,4 @@
+# Over 600 lines: one reader: the loader, each ambiguous scalar's rule and fix text, and the error lines they make.
 """One strict reader for the YAML people write: stack files and hyperparameters files.
 
 YAML is generous in ways that bite configuration. `costCenter: 2024-01-01` is a date to PyYAML

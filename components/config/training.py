@@ -1,3 +1,4 @@
+# Over 600 lines: the training section: the quota and each job field's parser, each with its key, value and fix.
 """The `training` section: the queue's GPU quota per pool and the jobs the stack runs.
 
     gpu-training:training:

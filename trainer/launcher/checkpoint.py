@@ -1,3 +1,4 @@
+# Over 600 lines: the checkpoint layout's writer, pruner, background committer and reader, sharing its atomic writes and digests.
 """Atomic, verifiable checkpoints shared by the launcher and any trainer.
 
 Layout under TRAIN_CHECKPOINT_DIR (a shared file system for multi-node jobs)::

@@ -1,3 +1,4 @@
+# Over 600 lines: one file format (checkpoint format 3), its encoder and decoder kept together so they cannot drift.
 """One rank's checkpoint file: a safetensors file, written from a host-memory snapshot in one pass
 and read back into private memory in one pass. Loading it never runs code from the file.
 
