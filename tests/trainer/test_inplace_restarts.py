@@ -20,7 +20,7 @@ import sys
 import time
 
 import pytest
-from launcher import inplace, main, supervisor
+from launcher import checkpoint, inplace, main, supervisor
 from launcher import outcome as outcome_table
 from test_bring_your_own_trainer import COLLECTIVE_TIMEOUT_S, STEPS, gang_of, newest_complete
 from trainer_testlib import descendants, requires_torch
@@ -42,6 +42,14 @@ def _crash_worker(pod) -> None:
         time.sleep(0.05)
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
+
+
+def _committed_a_checkpoint(job, timeout: float = 120) -> None:
+    """Wait until the gang has committed a complete checkpoint."""
+    deadline = time.monotonic() + timeout
+    while checkpoint.latest_complete(str(job.tmp / "checkpoints")) is None:
+        assert time.monotonic() < deadline, "no complete checkpoint within the timeout"
+        time.sleep(0.2)
 
 
 def _stepped_after_restart(job, timeout: float = 120) -> int:
@@ -253,6 +261,7 @@ def test_crashes_past_the_budget_fall_back_to_a_recreate(gang_of):
     job.at_step(5)
     _crash_worker(job.pods[1])
     _stepped_after_restart(job)
+    _committed_a_checkpoint(job)  # what the recreate resumes from (a fast round may not have saved one yet)
     _crash_worker(job.pods[1])
     failed = time.monotonic()
     rcs = job.wait(inplace.DEFAULT_RESTART_WAIT_S + 60)
