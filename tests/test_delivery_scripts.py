@@ -18,6 +18,7 @@ import yaml
 from stack_configs import ROOT
 
 from bootstrap import policies
+from components.config import permissions_boundary
 from components.config.platform_contract import JUDGED_AGAINST_DEPLOYED_PLATFORM
 
 DEPLOY = ROOT / "scripts" / "deploy-environment"
@@ -309,6 +310,75 @@ def test_the_guard_names_the_step_that_lets_go_of_each_type(tmp_path, capsys, ki
     assert step in error and NAMESPACE["urn"] not in error
     assert main(["team-new-dev", str(tmp_path / "missing.json")]) == 2
     assert "cannot read the exported state of team stack team-new-dev" in capsys.readouterr().err
+
+
+# --- deploy-environment and the team's own deploy role (.github/workflows/team-stack.yml) ------
+
+def _team_boundary(team: str = "new", environment: str = "dev") -> str:
+    """The line a team stack file sets its team boundary with (components/config/permissions_boundary.py)."""
+    name = permissions_boundary.team_boundary_name("gpu-training", environment, team)
+    return f"  gpu-training:iamPermissionsBoundary: arn:aws:iam::111122223333:policy/{name}  # its own\n"
+
+
+def _set_team_stack(root: Path, boundary: str) -> None:
+    (root / "stacks" / "Pulumi.team-new-dev.yaml").write_text(
+        CREATED.format(env="dev") + "config:\n  gpu-training:region: us-east-1\n" + boundary)
+
+
+def _stacks_called(root: Path) -> list[str]:
+    return [re.search(r"--stack (\S+)", line)[1] for line in calls(root)  # type: ignore[index]
+            if line.startswith("pulumi ") and ("--policy-pack " in line or line.startswith("pulumi stack export "))]
+
+
+@pytest.mark.parametrize("operation", [[], ["--preview"]], ids=["up", "preview"])
+def test_the_environments_deploy_leaves_a_team_stack_with_its_team_boundary_to_the_team(deploy_root, operation):
+    _set_team_stack(deploy_root, _team_boundary())
+    result = deploy(deploy_root, *operation, "dev")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _stacks_called(deploy_root) == ["dev"], "neither the team's state nor its stack is touched"
+    skipped = [line for line in result.stdout.splitlines() if "team-new-dev" in line]
+    assert len(skipped) == 1 and ".github/workflows/team-stack.yml" in skipped[0], result.stdout
+
+
+@pytest.mark.parametrize("boundary", [
+    "",                                                                              # the platform's, by default
+    "  gpu-training:iamPermissionsBoundary: arn:aws:iam::111122223333:policy/gpu-training-boundary-dev\n",
+    _team_boundary("newer"),                                                         # not its own team's
+    _team_boundary("new", "prod"),                                                   # another environment's
+    "  # gpu-training:iamPermissionsBoundary: arn:aws:iam::111122223333:policy/gpu-training-boundary-dev-team-new\n",
+], ids=["unset", "platform", "other-team", "other-environment", "commented-out"])
+def test_the_environments_deploy_keeps_a_team_stack_without_its_team_boundary(deploy_root, boundary):
+    _set_team_stack(deploy_root, boundary)
+    result = deploy(deploy_root, "dev")
+    assert result.returncode == 0, result.stderr
+    assert _stacks_called(deploy_root) == ["team-new-dev", "dev", "team-new-dev"]  # guard, then both ups
+    assert "skipping" not in result.stdout
+
+
+@pytest.mark.parametrize("operation", [[], ["--preview"]], ids=["up", "preview"])
+def test_the_team_workflow_deploys_its_stack_alone_guarded_and_judged_by_the_pack(deploy_root, operation):
+    _set_team_stack(deploy_root, _team_boundary())
+    result = deploy(deploy_root, *operation, "--stack", "team-new-dev")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _stacks_called(deploy_root) == ["team-new-dev", "team-new-dev"]  # the state guard, then the stack
+    (run,) = [line for line in calls(deploy_root) if "--policy-pack " in line]
+    assert run.startswith(f"pulumi {'preview' if operation else 'up'} ") and "--policy-pack-config" in run
+
+
+@pytest.mark.parametrize(("args", "boundary", "says"), [
+    (["--stack", "team-new-dev"], "", "does not set gpu-training:iamPermissionsBoundary to its team boundary"),
+    (["--stack", "team-new-dev"], _team_boundary("newer"), "policy/gpu-training-boundary-dev-team-new "),
+    (["--stack", "team-gone-dev"], _team_boundary(), "no stacks/Pulumi.team-gone-dev.yaml"),
+    (["--stack", "dev"], _team_boundary(), "--stack must name a team stack"),
+    (["--stack", "team-new-qa"], _team_boundary(), "--stack must name a team stack"),
+    (["--stack", "team-new-dev", "dev"], _team_boundary(), "no ENVIRONMENT"),
+    (["--stack"], _team_boundary(), "--stack takes one team stack"),
+])
+def test_the_team_workflow_refuses_a_stack_its_role_cannot_deploy(deploy_root, args, boundary, says):
+    _set_team_stack(deploy_root, boundary)
+    result = deploy(deploy_root, *args)
+    assert result.returncode == 2 and says in result.stderr, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and calls(deploy_root) == []
 
 
 # --- new-team-stack and docs/team-stacks.md: stack init first, with the KMS provider ---------
