@@ -17,7 +17,8 @@ import yaml
 from stack_configs import ROOT
 
 from bootstrap import policies
-from bootstrap.config import EnvironmentCi
+from bootstrap.config import EnvironmentCi, TeamCi
+from bootstrap.policies import teams
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 SAME_REPOSITORY = "github.event.pull_request.head.repo.full_name == github.repository"
@@ -45,8 +46,8 @@ def diff_step(jobs: dict[str, Any]) -> str:
     return next(s for s in steps(jobs["plan-diff"]) if s.get("id") == "diff")["run"]
 
 
-def test_the_three_workflows_exist():
-    assert set(all_workflows()) == {"pull-request.yml", "main.yml", "deploy.yml"}
+def test_the_four_workflows_exist():
+    assert set(all_workflows()) == {"pull-request.yml", "main.yml", "deploy.yml", "team-stack.yml"}
 
 
 def test_every_action_is_pinned_by_commit_with_its_tag_beside_it():
@@ -326,7 +327,7 @@ CLUSTER_COMMAND = re.compile(r"\b(scripts/deploy-environment|pulumi (up|preview|
 # previews and deploys never share runners: a pull request job waiting on a deploy runner could
 # take the next deploy's machine (docs/delivery.md, "CI runners").
 RUNNER_LABEL = re.compile(r"^gpu-training-(?P<environment>[a-z]+|\$\{\{ inputs\.environment \}\})-(?P<use>pull-request|deploy)$")
-RUNNER_USE = {"pull-request.yml": "pull-request", "deploy.yml": "deploy"}
+RUNNER_USE = {"pull-request.yml": "pull-request", "deploy.yml": "deploy", "team-stack.yml": "deploy"}
 
 
 def touches_cluster(job: dict[str, Any]) -> bool:
@@ -389,7 +390,8 @@ def test_cluster_jobs_run_inside_their_environments_vpc_and_nothing_else_does():
         assert runner_problems(document, name) == [], name
     cluster_jobs = {(name, job_name) for name, document in all_workflows().items()
                     for job_name, job in document["jobs"].items() if "uses" not in job and touches_cluster(job)}
-    assert cluster_jobs == {("pull-request.yml", "preview"), ("deploy.yml", "preview"), ("deploy.yml", "up")}
+    assert cluster_jobs == {("pull-request.yml", "preview"), ("deploy.yml", "preview"), ("deploy.yml", "up"),
+                            ("team-stack.yml", "stack")}
 
 
 RUNNER_TOOLS = re.compile(r"^need (\S+) ", re.MULTILINE)
@@ -508,6 +510,40 @@ def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
     role = policies.deploy_role_name("gpu-training", "${{ inputs.environment }}")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     assert "scripts/deploy-environment" in steps(up)[-1]["run"]
+
+
+def rendered(text: str, **values: str) -> str:
+    """`text` with each `${{ inputs.<name> }}` replaced by values[<name>] (dashes as underscores)."""
+    return re.sub(r"\$\{\{ inputs\.([\w-]+) \}\}", lambda m: values[m[1].replace("-", "_")], text)
+
+
+@pytest.mark.parametrize(("team", "environment"), [("vision", "prod"), ("audio-x", "dev")])
+def test_a_team_stack_deploys_with_the_role_and_environment_the_bootstrap_trusts(team, environment):
+    """team-stack.yml, called by the team's repository, assumes the role the bootstrap names for the
+    team and stage (teams.team_deploy_role_name), in the GitHub environment whose OIDC subject
+    (repo:<the caller>:environment:<env>) that role's trust admits (teams.team_subject)."""
+    document = workflow("team-stack.yml")
+    assert set(triggers(document)) == {"workflow_call"}
+    assert {name for name, spec in triggers(document)["workflow_call"]["inputs"].items() if spec["required"]} == {
+        "team", "environment", "platform-ref"}
+    job = document["jobs"]["stack"]
+    values = {"team": team, "environment": environment}
+    credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
+    role = rendered(credentials["with"]["role-to-assume"], **values)
+    assert role == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{teams.team_deploy_role_name('gpu-training', team, environment)}"
+    # GitHub's subject for a job in an environment is the calling repository's with that environment.
+    caller = TeamCi(name=team, repository=f"example-org/{team}", environments=(environment,))
+    subject = f"repo:{caller.repository}:environment:{rendered(job['environment'], **values)}"
+    trust = teams.team_trust_policy("arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com",
+                                    caller, environment)
+    assert trust["Statement"][0]["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"] == subject
+    assert rendered(steps(job)[-1]["env"]["STACK"], **values) == teams.team_stack(team, environment)
+    assert "scripts/deploy-environment" in steps(job)[-1]["run"] and "--stack" in steps(job)[-1]["run"]
+    # The program and the pack are the platform's at the pinned commit, not the caller's.
+    platform = steps(job)[0]
+    assert platform["with"]["ref"] == "${{ inputs.platform-ref }}" and platform["with"]["repository"]
+    assert rendered(job["runs-on"]["group"], **values) == f"gpu-training-{environment}-deploy"
+    assert "inputs.environment" in job["if"] and all(f'"{env}"' in job["if"] for env in ("dev", "staging", "prod"))
 
 
 def test_an_older_commit_is_never_deployed_over_a_newer_one():
