@@ -18,7 +18,8 @@ another team's data even with the policy pack switched off:
 - its alarms (`<project>-<env>-<team>-team-<team>-*`), its dashboard and its budget, by their exact
   names: not a prefix another team's names start with (`vision` is not `vision-x`);
 - on the environment's clusters (the platform's and each MultiKueue worker's): its people's access
-  entries, each STANDARD, for a role of the account that is not one of the project's, in the
+  entries, each STANDARD, for a role of the account that is not one of the project's and (the
+  deploy role's own policy, team_members_policy) is one of the registry's members of the team, in the
   group `team-<team>-members` only, with the View policy scoped to `team-<team>` only; its Pod
   Identity associations, each passing only the team's roles; afterwards only the entries and
   associations tagged with its team and stack.
@@ -293,8 +294,8 @@ def team_members_policy(config: BootstrapConfig, team: TeamCi, environment: str,
         create["Condition"] = {"ArnNotEquals": {"eks:principalArn": list(team.members)}}
     return compact_policy({"Version": "2012-10-17", "Statement": [
         create,
-        # By the entry's ARN, which names its principal: no condition key needed (a missing one
-        # would pass ArnNotEquals, failing closed, but also refuse the team's own entries).
+        # By the entry's ARN, which names its role: whether EKS sends eks:principalArn with these
+        # calls (the access-entry resource type lists it) decides nothing here.
         {"Sid": "EntryChangesOnlyForTheTeamsMembers", "Effect": "Deny", "Action": list(ENTRY_CHANGES),
          "NotResource": [*(member_entry_arn(partition, account_id, cluster, member) for member in team.members),
                          f"arn:{partition}:eks:*:{account_id}:podidentityassociation/*"]},
