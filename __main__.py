@@ -3,7 +3,7 @@
 import pulumi
 
 from components.config import TeamStackConfig, decode_raw_config, load_stack_config, read_secret_keys
-from components.config.bootstrap_registry import refuse_teams_without_roles
+from components.config.bootstrap_registry import refuse_members_not_in_bootstrap, refuse_teams_without_roles
 from components.config.placeholders import deploys_for_real, find_placeholders, refuse_or_warn
 from components.config.platform_contract import published_config
 from components.config.stack import StackConfig, read_engine_config
@@ -31,6 +31,10 @@ if isinstance(config, StackConfig):
     # Each team of its registry has a deploy role in the bootstrap's (components/config/bootstrap_registry.py).
     for warning in refuse_teams_without_roles(config.teams, project=config.project,
                                               environment=stack_kind(config.stack)[1] or config.environment):
+        pulumi.log.warn(warning)
+else:
+    # Each member is one the team's deploy role may give an access entry (the bootstrap's registry).
+    for warning in refuse_members_not_in_bootstrap(config.members, project=config.project, team=config.team):
         pulumi.log.warn(warning)
 # A real `pulumi up`/`preview` refuses the stack files' example values (a dev stack may allow them,
 # with a warning); the offline plan, under mocks, lists them itself (offline/plan.py).

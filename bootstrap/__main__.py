@@ -15,7 +15,7 @@ import pulumi_aws as aws  # noqa: E402
 from bootstrap import policies  # noqa: E402
 from bootstrap.billing import CostAllocationTags  # noqa: E402
 from bootstrap.ci_identity import CiIdentity, CiIdentityArgs  # noqa: E402
-from bootstrap.config import load_bootstrap_config, refuse_placeholders  # noqa: E402
+from bootstrap.config import load_bootstrap_config, refuse_members_of_other_accounts, refuse_placeholders  # noqa: E402
 from bootstrap.policies.deploy import peering_gaps  # noqa: E402
 from bootstrap.policies.sizes import refuse_oversized_policies  # noqa: E402
 from bootstrap.state import StateBackend, StateBackendArgs  # noqa: E402
@@ -34,6 +34,11 @@ provider = aws.Provider("aws", region=config.region, default_tags=aws.ProviderDe
     "project": config.project, "stack": config.stack, "cost-center": config.cost_center, "managed-by": "pulumi"}))
 on_aws = pulumi.ResourceOptions(provider=provider)
 account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(provider=provider)).account_id
+if deploys_for_real() and any(team.members for team in config.teams):
+    # The account, before any resource: a plain invoke returns its value (the offline plan's
+    # mocked account is not the stack file's example one, and placeholders are listed there instead).
+    refuse_members_of_other_accounts(
+        config, aws.get_caller_identity(opts=pulumi.InvokeOptions(provider=provider)).account_id)
 
 state = StateBackend("state", StateBackendArgs(config=config, account_id=account_id), opts=on_aws)
 identity = CiIdentity("ci", CiIdentityArgs(config=config, account_id=account_id, state=state), opts=on_aws)

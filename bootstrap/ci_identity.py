@@ -123,6 +123,14 @@ class CiIdentity(pulumi.ComponentResource):
             max_session_duration=DEPLOY_SESSION_SECONDS, permissions_boundary=boundary.arn,
             tags={"ci-environment": environment, "ci-team": team.name}, opts=pulumi.ResourceOptions(parent=self))
         aws.iam.RolePolicy(resource_name, role=role.id, policy=document, opts=pulumi.ResourceOptions(parent=self))
+        # Access entries for the team's registered members only: a Deny of the role's own, beside
+        # the boundary (teams.team_members_policy says why not in it). Its name is the policy's
+        # within the role (IAM: PutRolePolicy's PolicyName); both inline policies together stay
+        # within the role's 10,240 characters (bootstrap/policies/sizes.py).
+        members = self._args.account_id.apply(lambda account_id: json.dumps(
+            teams.team_members_policy(config, team, environment, account_id=account_id), sort_keys=True))
+        aws.iam.RolePolicy(f"{resource_name}-members", role=role.id, name=teams.TEAM_MEMBERS_POLICY_NAME,
+                           policy=members, opts=pulumi.ResourceOptions(parent=self))
         return role
 
     def _role(self, resource_name: str, role_name: str, operator: str, subjects: list[str], environment: str,

@@ -13,11 +13,12 @@ from typing import Any
 
 from components.config.placeholders import find_placeholders, refuse_or_warn
 from components.config.platform_names import reserved_team_name_problem
-from components.config.reader import ConfigError, ConfigProblem, Section, own_keys, refuse_plain_keys_set_as_secrets
+from components.config.reader import ConfigError, ConfigProblem, Section, own_keys, refuse_plain_keys_set_as_secrets, shown
 from components.config.stack import REGION_FIX, region_and_cost_center, region_problem
 from components.config.stack_names import ENVIRONMENTS, MAX_TEAM_NAME, REGIONAL_STACK, TEAM_NAME
 from components.config.storage import bucket_name_problem
-from components.facts.regions import ARN_PARTITION
+from components.config.team_members import ROLE_ARN
+from components.facts.regions import ARN_PARTITION, arn_partition
 
 # GitHub's own limits: owners (users and organisations) are 1-39 alphanumerics or single
 # hyphens, repository names 1-100 of [A-Za-z0-9._-].
@@ -107,6 +108,9 @@ class TeamCi:
     deploy_branch: str = "main"
     """The team repository's protected branch; its deploy jobs run in the GitHub environment
     named after the stage (dev, staging, prod) of the team's repository."""
+    members: tuple[str, ...] = ()
+    """The IAM roles (ARNs, as IAM shows them) the team's deploy role may give EKS access entries:
+    its team stacks' `members` are among them (bootstrap/policies/teams.py team_members_policy)."""
 
 
 @dataclass(frozen=True)
@@ -238,9 +242,83 @@ def _name_overlap(team: str, earlier: list[TeamCi]) -> str | None:
     return None
 
 
-def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...]) -> tuple[TeamCi, ...]:
-    """`teams: {vision: {repository: OWNER/REPO}}`: the registry of teams. Each gets a deploy role
-    per environment (`environments`, by default every configured one)."""
+MEMBERS_FIX = ("write the role's ARN as IAM shows it (aws iam get-role --role-name NAME --query Role.Arn), "
+               "e.g. arn:aws:iam::111122223333:role/vision-researchers")
+
+
+def _role_name(arn: str) -> str:
+    """The role's name, its path aside, case folded: IAM keeps one role per name in an account,
+    whatever its path, and names are not distinguished by case (IAM User Guide, "IAM identifiers":
+    "role names are not distinguished by case")."""
+    return arn.rsplit("/", 1)[1].casefold()
+
+
+def _account(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+def _member_problem(arn: str, *, partition: str, project: str) -> tuple[str, str] | None:
+    """(why `arn` cannot be a member, the fix), or None. The team deploy role's policy writes each member
+    verbatim into an ARN condition and an access entry's ARN, where `*`, `?` and `${...}` would
+    match other roles (IAM User Guide, "IAM JSON policy elements: Condition operators": ARN
+    operators take wildcards, ArnEquals too): ROLE_ARN admits none of them."""
+    match = ROLE_ARN.fullmatch(arn)
+    if match is None:
+        return "is not an IAM role ARN (arn:<partition>:iam::<account>:role/[<path>/]<name>, no wildcards)", MEMBERS_FIX
+    if match["partition"] != partition:
+        return f"is in the partition {match['partition']}, but the bootstrap's region is in {partition}", MEMBERS_FIX
+    # Case folded: `GPU-Training-ci-deploy-prod` names the deploy role too.
+    if any(part.casefold().startswith(f"{project}-".casefold()) for part in (arn.split(":role/", 1)[1], _role_name(arn))):
+        return (f"is one of the project's roles ({project}-*: deploy, node and trainer roles), not people's",
+                "remove it: list the roles the team's people assume")
+    return None
+
+
+@dataclass(frozen=True)
+class _MemberRules:
+    """What each member is judged against: the bootstrap's partition and project, and the account
+    of its OIDC provider when the config names one."""
+    partition: str
+    project: str
+    provider_account: str | None
+
+
+def _parse_members(entry: Section, rules: _MemberRules, earlier: list[TeamCi]) -> tuple[str, ...]:
+    """`teams.<team>.members`: the roles the team's deploy role may give access entries. Each a
+    role of one account (the bootstrap's: every member and the OIDC provider name the same), not
+    the project's, listed once, and under one team only: EKS holds one access entry per principal
+    and cluster, so two teams listing one role would both expect its entry."""
+    members = entry.string_list("members", [])
+    seen: dict[str, str] = {}
+    others = {_role_name(arn): team.name for team in earlier for arn in team.members}
+    accounts = {_account(arn) for team in earlier for arn in team.members}
+    if rules.provider_account:
+        accounts.add(rules.provider_account)
+    for index, arn in enumerate(members):
+        key = f"{entry.key('members')}[{index}]"
+        problem = _member_problem(arn, partition=rules.partition, project=rules.project)
+        name = _role_name(arn) if problem is None else ""
+        if problem is None and name in seen:
+            problem = (f"names the role of {seen[name]} again (IAM role names are not case-sensitive, nor is a "
+                       "path part of one)", "list each role once")
+        if problem is None and name in others:
+            problem = (f"is also team {others[name]}'s member: EKS holds one access entry per role and cluster, "
+                       "so one team's entry would refuse the other's", "list each role under one team only")
+        if problem is None and accounts and _account(arn) not in accounts:
+            problem = (f"is in account {_account(arn)}, but the other members (and github.oidcProviderArn, if set) are in "
+                       f"{', '.join(sorted(accounts))}: a team deploy role gives access entries to its own account's "
+                       "roles only", f"use a role of the bootstrap's account; {MEMBERS_FIX}")
+        if problem is not None:
+            entry.error(key, arn, *problem)
+            continue
+        seen[name] = arn
+        accounts.add(_account(arn))
+    return tuple(members)
+
+
+def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: _MemberRules) -> tuple[TeamCi, ...]:
+    """`teams: {vision: {repository: OWNER/REPO, members: [ROLE-ARN]}}`: the registry of teams.
+    Each gets a deploy role per environment (`environments`, by default every configured one)."""
     section = root.section("teams", {})
     configured = [env.name for env in environments]
     teams: list[TeamCi] = []
@@ -263,6 +341,7 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...]) -> tupl
         branch = entry.string("deployBranch", "main",
                               check=lambda v: None if BRANCH.fullmatch(v) else "is not a plain branch name",
                               fix="name one branch, without wildcards or colons, e.g. main")
+        members = _parse_members(entry, rules, teams)
         entry.finish()
         sites = {site for environment in environments for site, _ in environment.sites}
         reserved = reserved_team_name_problem(name, sites=sites)
@@ -274,7 +353,7 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...]) -> tupl
             section.error(section.key(name), name, overlap, "rename one team so that neither name starts with the other's "
                           "followed by a dash")
         teams.append(TeamCi(name=name, repository=repository, environments=tuple(e for e in team_envs if e in configured),
-                            deploy_branch=branch))
+                            deploy_branch=branch, members=members))
     section.finish()
     return tuple(teams)
 
@@ -298,7 +377,10 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                                  fix="use the `name:` of the main Pulumi.yaml, e.g. gpu-training")
     github = _parse_github(root.section("github"))
     environments = _parse_environments(root)
-    teams = _parse_teams(root, environments)
+    provider = github.oidc_provider_arn
+    teams = _parse_teams(root, environments, _MemberRules(
+        partition=arn_partition(region) if region_problem(region) is None else "aws", project=stacks_project,
+        provider_account=_account(provider) if provider else None))
     state = root.section("state", {})
     retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
     log_retention = state.integer("accessLogRetentionDays", 365, minimum=1, maximum=3650)
@@ -314,6 +396,20 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
                            stacks_project=stacks_project, github=github, environments=environments,
                            state_version_retention_days=retention, state_access_log_retention_days=log_retention,
                            activate_cost_allocation_tags=activate_tags, teams=teams)
+
+
+def refuse_members_of_other_accounts(config: BootstrapConfig, account_id: str) -> None:
+    """Before a real `pulumi up`/`preview` of the bootstrap, once the caller's account is known: a
+    ConfigError for each team member of another account. The config alone cannot tell (it holds
+    the account only in github.oidcProviderArn, if at all), and the team boundary gives access
+    entries to the deploy role's own account's roles only, so such a member's entry would be
+    refused at the team stack's `pulumi up`, after its other resources."""
+    problems = [ConfigProblem(f"{config.project}:teams.{team.name}.members[{index}]",
+                              f"is a role of account {_account(arn)}, but the bootstrap deploys to account {account_id}",
+                              f"use a role of account {account_id}; {MEMBERS_FIX}", shown(arn))
+                for team in config.teams for index, arn in enumerate(team.members) if _account(arn) != account_id]
+    if problems:
+        raise ConfigError(problems)
 
 
 def refuse_placeholders(raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Collection[str] = ()) -> None:

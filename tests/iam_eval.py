@@ -6,7 +6,8 @@ Guide, "IAM JSON policy elements: Action"): `*` alone is every action; otherwise
 `<service prefix>:<action name>`, the prefix literal (IAM refuses a wildcard in it:
 MalformedPolicyDocument, so `*:TagResource` raises here rather than match), and both compared
 without regard to case, the name with `*` and `?`. Resources and string conditions match with
-`*` and `?` (`*` also spans `/` and `:`).
+`*` and `?` (`*` also spans `/` and `:`); ARN conditions, ArnEquals as ArnLike, component by
+component (`arn_match`).
 Policy variables (`${key}`) in condition values take the request's value of that key.
 Condition operators not listed here raise, so a test never passes on a condition it ignored.
 A negated operator (StringNotEquals, StringNotLike, ArnNotEquals, ArnNotLike) on a key missing
@@ -32,10 +33,10 @@ ALLOW, DENY, IMPLICIT_DENY = "Allow", "Deny", "ImplicitDeny"
 
 _POSITIVE = {
     "StringEquals": lambda actual, wanted: actual == wanted,
-    "ArnEquals": lambda actual, wanted: actual == wanted,
+    "ArnEquals": lambda actual, wanted: arn_match(wanted, actual),
     "Bool": lambda actual, wanted: actual.lower() == wanted.lower(),
     "StringLike": lambda actual, wanted: glob_match(wanted, actual),
-    "ArnLike": lambda actual, wanted: glob_match(wanted, actual),
+    "ArnLike": lambda actual, wanted: arn_match(wanted, actual),
     "NumericLessThan": lambda actual, wanted: float(actual) < float(wanted),
 }
 # Negated operators: true when no value of the request matches any value of the policy.
@@ -51,6 +52,16 @@ def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
 
 def glob_match(glob: str, value: str, *, ignore_case: bool = False) -> bool:
     return bool(_pattern(glob, ignore_case=ignore_case).match(value))
+
+
+def arn_match(pattern: str, arn: str) -> bool:
+    """ArnEquals and ArnLike alike (IAM User Guide, "IAM JSON policy elements: Condition operators",
+    ARN condition operators: one row for both, "Case-sensitive matching of the ARN. Each of the six
+    colon-delimited components of the ARN is checked separately and each can include multi-character
+    match wildcards (*) or single-character match wildcards (?)"): ArnEquals takes wildcards too, and
+    a `*` stays within its component (the sixth, the resource, keeps its own colons)."""
+    wanted, actual = pattern.split(":", 5), arn.split(":", 5)
+    return len(wanted) == len(actual) and all(glob_match(w, a) for w, a in zip(wanted, actual, strict=True))
 
 
 class MalformedPolicyError(ValueError):

@@ -129,7 +129,10 @@ def test_github_oidc_provider_for_the_aws_audience(bootstrap):
 
 def test_an_existing_oidc_provider_is_reused_not_created():
     existing = f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com"
-    plan = plan_bootstrap(github={"repository": REPO, "oidcProviderArn": existing})
+    # The stack file's member is of its example account, not this provider's (refused: members and
+    # the provider are the bootstrap's one account, tests/test_team_deploy_roles.py).
+    plan = plan_bootstrap(github={"repository": REPO, "oidcProviderArn": existing},
+                          teams={"vision": {"repository": "example-org/vision-training"}})
     assert not plan.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
     trust, _ = role(plan, "gpu-training-ci-preview-dev")
     assert trust["Statement"][0]["Principal"] == {"Federated": existing}

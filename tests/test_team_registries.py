@@ -13,13 +13,19 @@ import yaml
 from stack_configs import PLATFORM_STACKS, PROJECT, ROOT, TEAM_STACKS, environment_of, raw_config
 
 from components.config import ConfigError, load_stack_config
-from components.config.bootstrap_registry import bootstrap_team_registries, refuse_teams_without_roles
+from components.config.bootstrap_registry import (
+    bootstrap_team_registries,
+    refuse_members_not_in_bootstrap,
+    refuse_teams_without_roles,
+)
 from components.config.stack import StackConfig
 from components.config.stack_names import stack_kind
 from offline.plan import synthesize
 
 BOOTSTRAP_FILE = ROOT / "bootstrap" / "Pulumi.bootstrap.yaml"
 TEAMS = "gpu-training-bootstrap:teams"
+MEMBER = "arn:aws:iam::111122223333:role/vision-researchers"
+VISION = {"repository": "example-org/vision-training"}
 
 
 def platform_rows(stack: str) -> list[str]:
@@ -55,6 +61,16 @@ def test_the_checkouts_bootstrap_registry_is_read():
     registries, skipped = bootstrap_team_registries(ROOT / "stacks", project=PROJECT)
     assert not skipped and [r.file for r in registries] == ["bootstrap/Pulumi.bootstrap.yaml"]
     assert registries[0].roles == {"vision": frozenset({"dev", "staging", "prod"})}
+    assert registries[0].members == {"vision": frozenset({MEMBER})}
+
+
+@pytest.mark.parametrize("stack", TEAM_STACKS)
+def test_every_team_stacks_members_are_its_teams_members_in_the_bootstrap(stack):
+    """The team deploy role gives access entries to the bootstrap's members of the team only."""
+    team, _ = stack_kind(stack)
+    (registry,), _ = bootstrap_team_registries(ROOT / "stacks", project=PROJECT)
+    members = raw_config(stack).get(f"{PROJECT}:members", [])
+    assert team and members and set(members) <= registry.members.get(team, frozenset()), stack
 
 
 @pytest.mark.parametrize("stack", PLATFORM_STACKS)
@@ -117,3 +133,39 @@ def test_the_platform_program_refuses_before_any_resource():
 def test_without_a_bootstrap_directory_nothing_is_compared(tmp_path):
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     assert problems("prod", tmp_path / "stacks") == []
+
+
+# --- a team stack's members against the bootstrap's -----------------------------------------------
+
+@pytest.mark.parametrize(("teams", "why"), [
+    ({"vision": VISION}, "the team lists no members"),
+    ({"vision": {**VISION, "members": ["arn:aws:iam::111122223333:role/vision-interns"]}}, "other members only"),
+    ({"vision": {**VISION, "members": ["arn:aws:iam::111122223333:role/Vision-Researchers"]}},
+     "the member in another case: IAM compares the ARN as written"),
+    ({"vision": VISION, "nlp": {"repository": "example-org/nlp", "members": [MEMBER]}}, "another team's member"),
+])
+def test_a_team_member_the_bootstrap_does_not_list_is_refused_with_key_value_and_fix(tmp_path, teams, why):
+    stacks_dir = checkout_with_bootstrap_teams(tmp_path, teams)
+    with pytest.raises(ConfigError) as raised:
+        refuse_members_not_in_bootstrap([MEMBER], project=PROJECT, team="vision", stacks_dir=stacks_dir)
+    (problem,) = raised.value.problems
+    assert problem.key == f"{PROJECT}:members[0]" and problem.value == repr(MEMBER), why
+    assert "add it to teams.vision.members in " in problem.fix and "bootstrap/Pulumi.bootstrap.yaml" in problem.fix, why
+    assert "`pulumi up` the bootstrap" in problem.fix, why
+
+
+def test_a_listed_member_and_no_members_pass(tmp_path):
+    stacks_dir = checkout_with_bootstrap_teams(tmp_path, {"vision": {**VISION, "members": [MEMBER]}})
+    assert refuse_members_not_in_bootstrap([MEMBER], project=PROJECT, team="vision", stacks_dir=stacks_dir) == []
+    stacks_dir = checkout_with_bootstrap_teams(tmp_path / "none", {"vision": VISION})
+    assert refuse_members_not_in_bootstrap([], project=PROJECT, team="vision", stacks_dir=stacks_dir) == []
+
+
+def test_the_team_program_refuses_an_unregistered_member_before_any_resource():
+    """Wired into the program (__main__.py): a member the checkout's bootstrap does not list."""
+    extra = "arn:aws:iam::111122223333:role/vision-interns"
+    members = [*raw_config("team-vision-prod")[f"{PROJECT}:members"], extra]
+    with pytest.raises(ConfigError) as raised:
+        synthesize("team-vision-prod", overrides={"members": members})
+    (problem,) = raised.value.problems
+    assert problem.key == f"{PROJECT}:members[1]" and problem.value == repr(extra)

@@ -259,3 +259,6 @@ def test_new_team_stack_gives_the_team_its_deploy_role_in_the_bootstrap(tmp_path
     assert "staging" in registry.roles["nlp"] and "vision" in registry.roles
     config = load_bootstrap_config(read_stack_file(registry.path), project=registry.project, stack="bootstrap")
     assert "nlp" in [team.name for team in config.teams]
+    # No members: its deploy role gives no access entries until the operator lists its people's roles.
+    assert next(team for team in config.teams if team.name == "nlp").members == ()
+    assert "nlp: {repository: example-org/nlp-training, members: []}" in registry.path.read_text()

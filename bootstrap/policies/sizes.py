@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from bootstrap.config import BootstrapConfig
+from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.boundary import boundary_policy
 from bootstrap.policies.ci_roles import image_policy, preview_policy
 from bootstrap.policies.deploy import deploy_guard_policy, deploy_policy, deploy_scope_policy
@@ -33,7 +33,12 @@ from bootstrap.policies.names import (
     state_bucket_name,
     state_log_bucket_name,
 )
-from bootstrap.policies.teams import team_boundary_policy, team_boundary_policy_name, team_deploy_role_name
+from bootstrap.policies.teams import (
+    team_boundary_policy,
+    team_boundary_policy_name,
+    team_deploy_role_name,
+    team_members_policy,
+)
 from bootstrap.policies.trust import IMAGE_BUILD_ENVIRONMENTS
 from components.config.reader import ConfigError, ConfigProblem, shown
 from components.facts.regions import arn_partition
@@ -94,7 +99,7 @@ def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
     """Every bootstrap document the config would render past its IAM quota, keyed by the names that
     grow it: a team's boundary by the team, an environment's documents by its readBuckets when it
     has some, else its sites (each adds its cluster's names), else by `stacksProject`."""
-    key, arns, problems = f"{config.project}:", _stand_in_arns(config), []
+    key, problems = f"{config.project}:", []
     project_fix = (f"shorten stacksProject '{config.stacks_project}' (it is every name's prefix: rename the main "
                    "Pulumi.yaml's project with it)")
     for env in config.environments:
@@ -115,18 +120,47 @@ def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
             else:
                 problems.append(ConfigProblem(f"{key}stacksProject", rule, project_fix, shown(config.stacks_project)))
     for team in config.teams:
-        for environment in team.environments:
-            size = iam_size(team_boundary_policy(
-                config, team.name, environment, account_id=arns["account_id"], bucket_arn=arns["bucket_arn"],
-                state_key_arn=arns["state_key_arn"], secrets_key_arn=arns["secrets_key_arns"][environment]))
-            if size > MANAGED_POLICY_CHARACTERS:
-                problems.append(ConfigProblem(
-                    f"{key}teams.{team.name}",
-                    f"renders team boundary {team_boundary_policy_name(config.stacks_project, team.name, environment)} "
-                    f"at {size} characters, over the {MANAGED_POLICY_CHARACTERS:,} IAM holds in a managed policy "
-                    f"({QUOTAS_SOURCE})",
-                    f"use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' "
-                    f"teams with it), or {project_fix}", shown(team.name)))
+        problems += _team_problems(config, team, project_fix)
+    return problems
+
+
+def team_role_inline_documents(config: BootstrapConfig, team: TeamCi, environment: str) -> tuple[dict[str, Any], ...]:
+    """A team deploy role's inline policies, with ARNs of their real length: its boundary's copy,
+    which is also its permissions boundary, and team_members_policy (bootstrap/ci_identity.py)."""
+    arns = _stand_in_arns(config)
+    return (team_boundary_policy(config, team.name, environment, account_id=arns["account_id"],
+                                 bucket_arn=arns["bucket_arn"], state_key_arn=arns["state_key_arn"],
+                                 secrets_key_arn=arns["secrets_key_arns"][environment]),
+            team_members_policy(config, team, environment, account_id=arns["account_id"]))
+
+
+def _team_problems(config: BootstrapConfig, team: TeamCi, project_fix: str) -> list[ConfigProblem]:
+    """A team's boundary past a managed policy's quota (keyed by the team), and its deploy role's
+    inline policies together (the boundary's copy and team_members_policy, bootstrap/ci_identity.py
+    _team_role) past a role's (keyed by its members, which grow the second)."""
+    key, problems = f"{config.project}:teams.{team.name}", []
+    for environment in team.environments:
+        boundary_document, members_document = team_role_inline_documents(config, team, environment)
+        boundary = iam_size(boundary_document)
+        name = team_boundary_policy_name(config.stacks_project, team.name, environment)
+        if boundary > MANAGED_POLICY_CHARACTERS:
+            problems.append(ConfigProblem(
+                key, f"renders team boundary {name} at {boundary} characters, over the {MANAGED_POLICY_CHARACTERS:,} "
+                f"IAM holds in a managed policy ({QUOTAS_SOURCE})",
+                f"use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' "
+                f"teams with it), or {project_fix}", shown(team.name)))
+            continue
+        inline = boundary + iam_size(members_document)
+        if inline > ROLE_INLINE_CHARACTERS:
+            problems.append(ConfigProblem(
+                f"{key}.members", f"renders the inline policies of "
+                f"{team_deploy_role_name(config.stacks_project, team.name, environment)} at {inline} characters "
+                f"together, over the {ROLE_INLINE_CHARACTERS:,} IAM holds in a role ({QUOTAS_SOURCE}); each of its "
+                f"{len(team.members)} members adds its ARN and its access entries' ARN",
+                "list fewer roles: one role the team's people share (an IAM Identity Center permission set of the "
+                "team, say) rather than one per person",
+                shown(list(team.members))))
+            break  # one problem for the key: every environment has the same members
     return problems
 
 

@@ -18,7 +18,8 @@ another team's data even with the policy pack switched off:
 - its alarms (`<project>-<env>-<team>-team-<team>-*`), its dashboard and its budget, by their exact
   names: not a prefix another team's names start with (`vision` is not `vision-x`);
 - on the environment's clusters (the platform's and each MultiKueue worker's): its people's access
-  entries, each STANDARD, for a role of the account that is not one of the project's, in the
+  entries, each STANDARD, for a role of the account that is not one of the project's and (the
+  deploy role's own policy, team_members_policy) is one of the registry's members of the team, in the
   group `team-<team>-members` only, with the View policy scoped to `team-<team>` only; its Pod
   Identity associations, each passing only the team's roles; afterwards only the entries and
   associations tagged with its team and stack.
@@ -245,4 +246,57 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
          "Resource": [f"arn:{partition}:kms:*:{account_id}:key/*"],
          "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": stack},
                        "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
+    ]})
+
+
+TEAM_MEMBERS_POLICY_NAME = "access-entries-for-members-only"
+"""The name of the team deploy role's inline policy of team_members_policy."""
+
+# The calls on an access entry that would change whose it is or what it grants (the boundary's
+# TeamMembersViewTheirNamespace and TeamEntriesAndAssociations); TagResource and UntagResource act
+# on Pod Identity associations too, which TEAM_MEMBERS_POLICY leaves to the boundary.
+ENTRY_CHANGES = ("eks:AssociateAccessPolicy", "eks:DeleteAccessEntry", "eks:DisassociateAccessPolicy",
+                 "eks:TagResource", "eks:UntagResource")
+
+
+def member_entry_arn(partition: str, account_id: str, cluster: str, member: str) -> str:
+    """Every access entry of `member` on `cluster`: access-entry/<cluster>/<identity type>/<its
+    account>/<its name>/<uuid> (Service Authorization Reference, Amazon EKS, resource type
+    access-entry). The name without the role's path, which is not part of a role's name (IAM User
+    Guide, "IAM identifiers"): an IAM Identity Center role, role/aws-reserved/sso.amazonaws.com/
+    <region>/AWSReservedSSO_<set>_<suffix> (IAM Identity Center User Guide, "Referencing permission
+    sets"), is AWSReservedSSO_<set>_<suffix> here."""
+    member_account, name = member.split(":")[4], member.rsplit("/", 1)[1]
+    return f"arn:{partition}:eks:*:{account_id}:access-entry/{cluster}/role/{member_account}/{name}/*"
+
+
+def team_members_policy(config: BootstrapConfig, team: TeamCi, environment: str, *, account_id: str) -> dict[str, Any]:
+    """The team deploy role's second inline policy: access entries for the registry's members of
+    the team only (bootstrap/config.py `teams.<team>.members`), none without members. Not in the
+    team boundary: that is at its managed policy's 6,144 characters and every role the team makes
+    carries it; a Deny in the role's own policy holds whatever its boundary allows, and the team
+    cannot change its deploy role (the boundary's names are <project>-<env>-<team>-*; the role is
+    <project>-ci-team-*).
+
+    eks:principalArn is CreateAccessEntry's key (Service Authorization Reference, Amazon EKS) and
+    holds the request's principalArn as written. ArnNotEquals compares it case-sensitively (IAM
+    User Guide, "IAM JSON policy elements: Condition operators", ARN operators) with each member as
+    the registry writes it: an ARN spelt otherwise (another case, another path) is refused even when
+    IAM would resolve it to a member, never the reverse. Each member is a literal ARN, without `*`,
+    `?` or `${` (bootstrap/config.py ROLE_ARN), since ArnEquals takes wildcards as ArnLike does.
+    The boundary's ArnNotLike on <project>-* is case-sensitive, but IAM role names are not:
+    `GPU-Training-ci-deploy-prod` names the deploy role. Only a member's ARN passes here."""
+    partition = arn_partition(config.region)
+    cluster = cluster_name(config.stacks_project, environment)
+    create: dict[str, Any] = {"Sid": "AccessEntriesOnlyForTheTeamsMembers", "Effect": "Deny",
+                              "Action": ["eks:CreateAccessEntry"], "Resource": ["*"]}
+    if team.members:
+        create["Condition"] = {"ArnNotEquals": {"eks:principalArn": list(team.members)}}
+    return compact_policy({"Version": "2012-10-17", "Statement": [
+        create,
+        # By the entry's ARN, which names its role: whether EKS sends eks:principalArn with these
+        # calls (the access-entry resource type lists it) decides nothing here.
+        {"Sid": "EntryChangesOnlyForTheTeamsMembers", "Effect": "Deny", "Action": list(ENTRY_CHANGES),
+         "NotResource": [*(member_entry_arn(partition, account_id, cluster, member) for member in team.members),
+                         f"arn:{partition}:eks:*:{account_id}:podidentityassociation/*"]},
     ]})

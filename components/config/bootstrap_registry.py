@@ -12,6 +12,10 @@ Which disagreement is an error:
   would name a role that does not exist, which EKS refuses at `pulumi up` ("The specified
   principalArn is invalid: invalid principal", as terraform-aws-modules/terraform-aws-eks#2969
   reports it), after the stack's other resources were made. An error, before any resource.
+- a team stack's `members` role the bootstrap does not list under the team (`teams.<team>.members`):
+  the team deploy role may give access entries to those roles only (bootstrap/policies/teams.py
+  team_members_policy), so IAM would refuse that entry at `pulumi up`, after the stack's other
+  resources. An error, before any resource (`refuse_members_not_in_bootstrap`).
 - a bootstrap role without a platform row: not an error. The onboarding order makes the role
   first (the platform's access entry needs it), then the row; a role no team stack deploys with
   yet grants nothing in the cluster. tests/test_team_registries.py holds this checkout's files to
@@ -21,7 +25,7 @@ Which disagreement is an error:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,8 @@ class BootstrapTeams:
     path: Path
     project: str
     """The bootstrap program's project (its config keys' prefix)."""
+    members: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """team -> the roles its deploy role may give access entries (`teams.<team>.members`)."""
 
 
 def bootstrap_dir_of(stacks_dir: Path) -> Path:
@@ -59,6 +65,13 @@ def _bootstrap_project(bootstrap_dir: Path) -> str | None:
         return None
     name = document.get("name") if isinstance(document, Mapping) else None
     return name if isinstance(name, str) else None
+
+
+def _members(config: Mapping[str, Any], prefix: str) -> dict[str, frozenset[str]]:
+    """team -> its `members` as written (strings only: the bootstrap's own plan judges the rest)."""
+    teams = config.get(f"{prefix}teams") or {}
+    return {team: frozenset(m for m in (entry.get("members") or []) if isinstance(m, str))
+            for team, entry in teams.items() if isinstance(entry, Mapping) and isinstance(entry.get("members") or [], list)}
 
 
 def _roles(config: Mapping[str, Any], prefix: str) -> dict[str, frozenset[str]] | None:
@@ -100,7 +113,7 @@ def bootstrap_team_registries(stacks_dir: Path, *, project: str) -> tuple[list[B
             skipped.append(f"teams not compared with {shown_path(path)}: its environments or teams are not "
                            "mappings of names; plan the bootstrap to see why")
             continue
-        found.append(BootstrapTeams(shown_path(path), roles, path, bootstrap_project))
+        found.append(BootstrapTeams(shown_path(path), roles, path, bootstrap_project, _members(config, prefix)))
     return found, skipped
 
 
@@ -134,6 +147,29 @@ def refuse_teams_without_roles(teams: Sequence[TeamQueueConfig], *, project: str
     judges a platform with a team's row before the operator adds the team to the bootstrap.)"""
     problems, skipped = team_role_problems(teams, project=project, environment=environment,
                                            stacks_dir=stacks_dir or CHECKOUT_STACKS_DIR)
+    if problems:
+        raise ConfigError(problems)
+    return skipped
+
+
+def refuse_members_not_in_bootstrap(members: Sequence[str], *, project: str, team: str,
+                                    stacks_dir: Path | None = None) -> list[str]:
+    """Before any resource of a team stack: ConfigError for each of its `members` that no bootstrap
+    registry of the checkout lists under the team; else the warnings for bootstrap files skipped.
+    Compared as written: IAM compares the ARN so (team_members_policy)."""
+    registries, skipped = bootstrap_team_registries(stacks_dir or CHECKOUT_STACKS_DIR, project=project) \
+        if members else ([], [])
+    if not registries:
+        return skipped
+    files = " and ".join(registry.file for registry in registries)
+    listed = frozenset().union(*(registry.members.get(team, frozenset()) for registry in registries))
+    problems = [
+        ConfigProblem(f"{project}:members[{index}]",
+                      f"is not among team {team}'s members in the bootstrap's teams ({files}): the team's deploy role "
+                      "may give access entries to those roles only, so IAM would refuse this one",
+                      f"add it to teams.{team}.members in {files} and `pulumi up` the bootstrap before this stack, "
+                      "or remove it here", shown(arn))
+        for index, arn in enumerate(members) if arn not in listed]
     if problems:
         raise ConfigError(problems)
     return skipped

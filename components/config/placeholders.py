@@ -119,7 +119,7 @@ PLACEHOLDERS: tuple[PlaceholderKind, ...] = (
     PlaceholderKind(
         "aws-example-account", "an account id AWS documentation uses (111122223333, 123456789012, ...)", (
             "iamPermissionsBoundary", "cluster.adminPrincipals[]", "cluster.readOnlyPrincipals[]", "members[]", "trainerImage",
-            "bootstrap:github.oidcProviderArn"),
+            "bootstrap:github.oidcProviderArn", "bootstrap:teams.*.members[]"),
         "AWS reserves it for examples: no role, policy or registry of yours is in it",
         "put your account's id (aws sts get-caller-identity --query Account) in its place",
         lambda text: bool(_EXAMPLE_ACCOUNT.search(text))),
