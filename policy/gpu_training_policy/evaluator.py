@@ -59,7 +59,10 @@ _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda actual, wanted: actual == wanted,
     "StringEqualsIgnoreCase": lambda actual, wanted: actual.lower() == wanted.lower(),
     "StringLike": lambda actual, wanted: glob_match(wanted, actual),
-    "ArnEquals": lambda actual, wanted: actual == wanted,
+    # IAM's ArnEquals takes `*` and `?` as ArnLike does (IAM User Guide, "IAM JSON policy elements:
+    # Condition operators", ARN condition operators): read as equality, an Allow whose ArnEquals
+    # names `arn:aws:iam::*:role/*` would seem to hold for no principal but the literal one.
+    "ArnEquals": lambda actual, wanted: glob_match(wanted, actual),
     "ArnLike": lambda actual, wanted: glob_match(wanted, actual),
 }
 _NEGATED = {"StringNotEquals": "StringEquals", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",

@@ -205,6 +205,9 @@ def test_the_team_plan_itself_passes():
     ([allow("s3:GetObject", "*"), {"Effect": "Deny", "Action": "s3:*", "Resource": "*",
                                    "Condition": {"StringEquals": {"aws:SourceVpce": "vpce-1"}}}],
      "s3:GetObject", "arn:aws:s3:::b/k", {}, ALLOW),
+    # ArnEquals takes wildcards as ArnLike does: this Allow holds for every role of the account.
+    ([allow("s3:GetObject", "*", ArnEquals={"aws:PrincipalArn": "arn:aws:iam::1:role/*"})],
+     "s3:GetObject", "arn:aws:s3:::b/k", {"aws:PrincipalArn": "arn:aws:iam::1:role/nlp"}, ALLOW),
 ])
 def test_the_evaluator(statements, action, arn, context, outcome):
     assert evaluate({"Statement": statements}, action, arn, context) == outcome
