@@ -12,9 +12,5 @@ model = torch.nn.Linear(8, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=hp["lr"])
 model, optimizer = accelerator.prepare(model, optimizer)
 for step in Run(accelerator).steps(hp["steps"]):  # platform
-    x, y = common.batch(step, accelerator.process_index)
-    loss = ((model(x) - y) ** 2).mean()
-    optimizer.zero_grad()
-    accelerator.backward(loss)
-    optimizer.step()
-    common.report(step + 1, loss.item(), hp["step_delay_s"])
+    common.regression_step(model, optimizer, step, accelerator.process_index, hp["step_delay_s"],
+                           backward=accelerator.backward)

@@ -26,3 +26,15 @@ def report(step: int, loss: float, delay_s: float) -> None:
     if os.environ.get("RANK", "0") == "0":
         print(json.dumps({"event": "test_loss", "step": step, "loss": round(loss, 6)}), flush=True)
     time.sleep(delay_s)
+
+
+def regression_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, rank: int, delay_s: float,
+                    backward=torch.Tensor.backward) -> None:
+    """One SGD step of the loop trainers' linear regression on `batch(step, rank)`, then its loss line
+    (`backward`: where the framework wraps it, e.g. Accelerate's `accelerator.backward`)."""
+    x, y = batch(step, rank)
+    loss = ((model(x) - y) ** 2).mean()
+    optimizer.zero_grad()
+    backward(loss)
+    optimizer.step()
+    report(step + 1, loss.item(), delay_s)

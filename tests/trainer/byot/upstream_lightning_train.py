@@ -8,6 +8,7 @@ import common
 import lightning as L  # noqa: N812  # as Lightning's own docs write it
 import torch
 from launcher.integrations.lightning import fit, trainer_kwargs  # platform
+from tiny_lightning import Regression
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -23,30 +24,16 @@ class Samples(Dataset):
         return x[0], y[0]
 
 
-class LightningRegression(L.LightningModule):
-    def __init__(self, lr, step_delay_s):
-        super().__init__()
-        self.layer = torch.nn.Linear(8, 1)
-        self.lr, self.step_delay_s = lr, step_delay_s
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.layer(x), y)
-        common.report(self.global_step + 1, loss.item(), self.step_delay_s)
-        return loss
-
+class LightningRegression(Regression):
     def validation_step(self, batch, batch_idx):
         x, y = batch
         self.log("val_loss", torch.nn.functional.mse_loss(self.layer(x), y), sync_dist=True)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
 def main(args):
     train_dataloader = DataLoader(Samples(64), batch_size=4)
     val_dataloader = DataLoader(Samples(16, offset=10_000), batch_size=4)
-    model = LightningRegression(args.lr, args.step_delay_s)
+    model = LightningRegression(args.lr, report_delay_s=args.step_delay_s)
     trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, **trainer_kwargs())  # platform
     fit(trainer, model, train_dataloader, val_dataloader)  # platform
