@@ -11,7 +11,9 @@ value: a `*`. NotAction and NotResource match everything but what they name.
 Conditions: the pack asks whether *some* request outside a team's tenancy is allowed, so a
 condition on a key the question fixes (`context`) is evaluated, and one on any other key is taken
 as the request's choice: an Allow's condition may hold, a Deny's may not (a Deny on a condition the
-requester controls protects nothing). Operators it does not know count the same way.
+requester controls protects nothing). Operators it does not know count the same way. ARN
+operators match component by component, as IAM does (`arn_match`), not with the Resource
+element's wider reading: under an ArnNotLike, wider would grant less.
 
 The project's tests judge the real documents with tests/iam_eval.py; the pack cannot import tests/
 (its own environment), hence this module, kept to what the pack asks.
@@ -55,15 +57,24 @@ def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
+def arn_match(pattern: str, arn: str) -> bool:
+    """IAM's ArnEquals and ArnLike alike (IAM User Guide, "IAM JSON policy elements: Condition
+    operators", ARN condition operators: "Each of the six colon-delimited components of the ARN is
+    checked separately and each can include multi-character match wildcards (*) or single-character
+    match wildcards (?)"). A `*` spanning colons would make an ArnNotLike hold for fewer ARNs than
+    IAM's, so an Allow behind it would seem to grant less than it does."""
+    wanted, actual = pattern.split(":", 5), arn.split(":", 5)
+    return len(wanted) == len(actual) and all(glob_match(w, a) for w, a in zip(wanted, actual, strict=True))
+
+
 _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda actual, wanted: actual == wanted,
     "StringEqualsIgnoreCase": lambda actual, wanted: actual.lower() == wanted.lower(),
     "StringLike": lambda actual, wanted: glob_match(wanted, actual),
-    # IAM's ArnEquals takes `*` and `?` as ArnLike does (IAM User Guide, "IAM JSON policy elements:
-    # Condition operators", ARN condition operators): read as equality, an Allow whose ArnEquals
-    # names `arn:aws:iam::*:role/*` would seem to hold for no principal but the literal one.
-    "ArnEquals": lambda actual, wanted: glob_match(wanted, actual),
-    "ArnLike": lambda actual, wanted: glob_match(wanted, actual),
+    # ArnEquals takes `*` and `?` as ArnLike does: read as equality, an Allow whose ArnEquals names
+    # `arn:aws:iam::*:role/*` would seem to hold for no principal but the literal one.
+    "ArnEquals": lambda actual, wanted: arn_match(wanted, actual),
+    "ArnLike": lambda actual, wanted: arn_match(wanted, actual),
 }
 _NEGATED = {"StringNotEquals": "StringEquals", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
             "StringNotLike": "StringLike", "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike"}
