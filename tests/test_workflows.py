@@ -403,7 +403,8 @@ def test_cluster_jobs_check_their_runners_tools_before_using_them():
         for job_name, job in document["jobs"].items():
             if "uses" in job or not touches_cluster(job):
                 continue
-            uses = [s.get("uses", "") or s.get("run", "") for s in steps(job)]
+            # team-stack.yml's platform-on-main (git alone) runs before any script of platform-ref.
+            uses = [s.get("uses", "") or s.get("run", "") for s in steps(job) if s.get("id") != "platform-on-main"]
             if uses[0].startswith("actions/download-artifact@"):
                 # The pull request's preview: the base branch's check, shipped with its pack, runs
                 # once the artifact's digest is checked, before setup-python and before any code of
@@ -546,6 +547,162 @@ def test_a_team_stack_deploys_with_the_role_and_environment_the_bootstrap_trusts
     assert "inputs.environment" in job["if"] and all(f'"{env}"' in job["if"] for env in ("dev", "staging", "prod"))
 
 
+
+def conjuncts(condition: str) -> set[str]:
+    """The terms of an `a && b && c` condition, or a failure when it is anything else (an `||` or a `!`)."""
+    assert "||" not in condition and "!" not in condition.replace("!=", ""), condition
+    return {" ".join(term.split()) for term in condition.split("&&")}
+
+
+def team_event_step() -> dict[str, Any]:
+    (step,) = steps(workflow("team-stack.yml")["jobs"]["event"])
+    return step
+
+
+def team_event(tmp_path: Path, event: str, ref: str = "refs/heads/main", deploy_branch: str = "main",
+               environment: str = "prod") -> tuple[subprocess.CompletedProcess[str], str]:
+    """The event job's step as GitHub would run it for `event` on `ref`: its result and its outputs."""
+    output = tmp_path / "github-output"
+    output.write_text("")
+    result = run_step(team_event_step()["run"], tmp_path, {
+        "EVENT": event, "REF": ref, "DEPLOY_BRANCH": deploy_branch, "ENVIRONMENT": environment,
+        "STACK": f"team-vision-{environment}", "GITHUB_OUTPUT": str(output)}, "#!/bin/sh\nexit 1\n")
+    return result, output.read_text()
+
+
+def test_a_team_stack_is_updated_only_by_a_push_to_the_deploy_branch():
+    """pull_request_target, workflow_dispatch, schedule, merge_group and issue_comment run on the
+    default branch: they would pass the environment's branch rule and the tip check. The job that
+    holds the deploy role runs for a push to the deploy branch only, checked where GitHub decides
+    whether the job runs at all (before the environment's rules and any runner)."""
+    document = workflow("team-stack.yml")
+    inputs = triggers(document)["workflow_call"]["inputs"]
+    assert inputs["deploy-branch"] == {"description": inputs["deploy-branch"]["description"], "required": False,
+                                       "type": "string", "default": "main"}
+    jobs = document["jobs"]
+    assert set(jobs) == {"event", "stack"}
+    assert jobs["stack"]["needs"] == "event"
+    assert conjuncts(jobs["stack"]["if"]) == {
+        "needs.event.outputs.deploy == 'true'", "github.event_name == 'push'",
+        "github.ref == format('refs/heads/{0}', inputs.deploy-branch)",
+        """contains(fromJSON('["dev", "staging", "prod"]'), inputs.environment)"""}
+    # The event job decides with no token, no environment and no runner of the environment.
+    event = jobs["event"]
+    assert event["permissions"] == {} and event["runs-on"] == "ubuntu-24.04" and "environment" not in event
+    assert event["outputs"] == {"deploy": "${{ steps.event.outputs.deploy }}"}
+    assert team_event_step()["id"] == "event"
+    assert team_event_step()["env"] == {
+        "EVENT": "${{ github.event_name }}", "REF": "${{ github.ref }}", "DEPLOY_BRANCH": "${{ inputs.deploy-branch }}",
+        "ENVIRONMENT": "${{ inputs.environment }}", "STACK": "team-${{ inputs.team }}-${{ inputs.environment }}"}
+
+
+@pytest.mark.parametrize(("event", "ref", "deploy_branch"), [
+    ("push", "refs/heads/main", "main"),
+    ("push", "refs/heads/release", "release"),
+])
+def test_the_team_event_job_lets_a_push_to_the_deploy_branch_deploy(tmp_path, event, ref, deploy_branch):
+    result, outputs = team_event(tmp_path, event, ref, deploy_branch)
+    assert result.returncode == 0 and outputs == "deploy=true\n", result.stdout
+
+
+@pytest.mark.parametrize("event", ["pull_request_target", "workflow_dispatch", "schedule", "merge_group",
+                                   "issue_comment", "workflow_run", "release"])
+def test_the_team_event_job_fails_every_other_event_naming_it(tmp_path, event):
+    result, outputs = team_event(tmp_path, event)
+    assert result.returncode == 1 and outputs == "", result.stdout
+    assert f"::error title=team-stack: event {event} refused::" in result.stdout
+    assert f"remove {event} from the calling workflow's on:" in result.stdout
+
+
+@pytest.mark.parametrize(("ref", "environment", "says"), [
+    ("refs/heads/feature", "prod", "this push is to refs/heads/feature; team-vision-prod is updated on pushes to main only"),
+    ("refs/tags/v1", "prod", "this push is to refs/tags/v1"),
+    ("refs/heads/main", "qa", "the input environment is 'qa'; it must be dev, staging or prod"),
+])
+def test_the_team_event_job_fails_a_push_it_must_not_deploy(tmp_path, ref, environment, says):
+    result, outputs = team_event(tmp_path, "push", ref, environment=environment)
+    assert result.returncode == 1 and outputs == "" and says in result.stdout, result.stdout
+
+
+def test_a_team_pull_request_gets_a_notice_and_no_credentials(tmp_path):
+    """No read-only team preview role exists; previewing with the deploy role would need the
+    environment's branch rule to admit every branch, and so hand the write role to every branch."""
+    result, outputs = team_event(tmp_path, "pull_request", "refs/pull/7/merge")
+    assert result.returncode == 0 and outputs == "deploy=false\n", result.stdout
+    assert "::notice title=team-stack: no preview of team-vision-prod::" in result.stdout
+    assert "read-only team preview role, which is not built yet" in result.stdout
+    assert "make plan STACK=team-vision-prod" in result.stdout and "policy/check_plans.py build/team-vision-prod" in result.stdout
+    stack = workflow("team-stack.yml")["jobs"]["stack"]
+    text = yaml.safe_dump(stack)
+    assert "pull_request" not in text and "--preview" not in text, "nothing of the deploy job previews"
+    assert steps(stack)[-1]["run"] == 'scripts/deploy-environment --stack "$STACK"'
+    assert steps(stack)[-1]["if"] == "steps.tip.outputs.current == 'true'"
+    tip = next(s for s in steps(stack) if s.get("id") == "tip")
+    assert "if" not in tip, "every run of the deploy job is a push: the tip check always runs"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main",
+                           *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def platform_clone(tmp_path) -> tuple[Path, dict[str, str]]:
+    """A clone of a platform repository as the checkout leaves it (all branches' history): main with
+    two commits, a branch with one of its own; the commits by name."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "--quiet")
+    commits = {}
+    for name in ("old", "main"):
+        git(origin, "commit", "--quiet", "--allow-empty", "-m", name)
+        commits[name] = git(origin, "rev-parse", "HEAD")
+    git(origin, "checkout", "--quiet", "-b", "unmerged")
+    git(origin, "commit", "--quiet", "--allow-empty", "-m", "unmerged")
+    commits["unmerged"] = git(origin, "rev-parse", "HEAD")
+    git(tmp_path, "clone", "--quiet", "--no-checkout", str(origin), "clone")
+    return tmp_path / "clone", commits
+
+
+def platform_on_main(clone: Path, commit: str) -> subprocess.CompletedProcess[str]:
+    step = next(s for s in steps(workflow("team-stack.yml")["jobs"]["stack"]) if s.get("id") == "platform-on-main")
+    git(clone, "checkout", "--quiet", "--detach", commit)
+    return run_step(step["run"], clone, {"PLATFORM_REF": commit}, "#!/bin/sh\nexit 1\n")
+
+
+@pytest.mark.parametrize(("commit", "deploys"), [("main", True), ("old", True), ("unmerged", False)])
+def test_a_team_stack_deploys_only_with_a_platform_ref_on_the_platforms_main(platform_clone, commit, deploys):
+    """platform-ref is the caller's choice: a commit outside the platform's main (a branch, a fork's
+    commit GitHub serves through the fork network) would run its own program and policy pack on
+    the deploy runners. An older commit of main still passes (docs/team-stacks.md says so)."""
+    clone, commits = platform_clone
+    result = platform_on_main(clone, commits[commit])
+    assert (result.returncode == 0) == deploys, result.stdout + result.stderr
+    if not deploys:
+        assert result.returncode == 1 and "::error title=team-stack: platform-ref not on main::" in result.stdout
+        assert f"platform-ref {commits[commit]} is {commits[commit]}, which is not on" in result.stdout
+
+
+def test_a_platform_ref_whose_ancestry_cannot_be_read_is_refused(platform_clone):
+    clone, commits = platform_clone
+    git(clone, "update-ref", "-d", "refs/remotes/origin/main")  # a checkout without main's history
+    result = platform_on_main(clone, commits["main"])
+    assert result.returncode == 1 and "::error title=team-stack: platform-ref unchecked::" in result.stdout
+    assert "not deploying" in result.stdout
+
+
+def test_the_platform_checkout_has_mains_history_and_an_optional_token_and_is_checked_first():
+    document = workflow("team-stack.yml")
+    secret = triggers(document)["workflow_call"]["secrets"]["platform-token"]
+    assert secret["required"] is False
+    job = document["jobs"]["stack"]
+    checkout, check = steps(job)[:2]
+    assert checkout["with"] == {"repository": "example-org/gpu-training", "ref": "${{ inputs.platform-ref }}",
+                                "token": "${{ secrets.platform-token || github.token }}", "fetch-depth": 0,
+                                "persist-credentials": False}
+    assert check["id"] == "platform-on-main", "before any script of platform-ref runs"
+    assert "refs/remotes/origin/main" in check["run"]
+
 def test_an_older_commit_is_never_deployed_over_a_newer_one():
     """The deploy-<env> group keeps one pending job and a newer one replaces it, and runs reach it
     in any order: `pulumi up` runs only while the run's commit is the branch's tip, and a
@@ -684,8 +841,10 @@ def test_jobs_holding_a_write_token_install_nothing_unhashed():
                 for line in run.splitlines():
                     if INSTALLS.search(line):
                         assert "pip install" in line and "--require-hashes" in line, f"{name}/{job_name}: {line}"
+    # team-stack.yml's job: the caller's optional platform-token (meant to read the platform's
+    # repository only, but the caller's to scope), for the checkout; it installs from hashed locks.
     assert holders == {("pull-request.yml", "comment"), ("pull-request.yml", "preview-comment"),
-                       ("main.yml", "pin-image")}
+                       ("main.yml", "pin-image"), ("team-stack.yml", "stack")}
 
 
 def test_pin_image_runs_with_the_standard_library_only(tmp_path):
