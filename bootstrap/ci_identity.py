@@ -102,7 +102,9 @@ class CiIdentity(pulumi.ComponentResource):
 
     def _team_role(self, team: TeamCi, environment: str) -> aws.iam.Role:
         """The team's deploy role in `environment`: its team boundary is both its policy and its
-        permissions boundary, and every role its stacks create must carry it too."""
+        permissions boundary, and every role its stacks create must carry it too. Its one inline
+        policy, the boundary's copy, holds whom the team gives access entries (its registry
+        members): a second one would not bind the roles the team creates."""
         config, state, project = self._args.config, self._args.state, self._args.config.stacks_project
         resource_name = f"{self._name}-team-{team.name}-{environment}"
         document = pulumi.Output.all(self._args.account_id, self._state_bucket_arn(), state.state_key.arn,
@@ -123,14 +125,6 @@ class CiIdentity(pulumi.ComponentResource):
             max_session_duration=DEPLOY_SESSION_SECONDS, permissions_boundary=boundary.arn,
             tags={"ci-environment": environment, "ci-team": team.name}, opts=pulumi.ResourceOptions(parent=self))
         aws.iam.RolePolicy(resource_name, role=role.id, policy=document, opts=pulumi.ResourceOptions(parent=self))
-        # Access entries for the team's registered members only: a Deny of the role's own, beside
-        # the boundary (teams.team_members_policy says why not in it). Its name is the policy's
-        # within the role (IAM: PutRolePolicy's PolicyName); both inline policies together stay
-        # within the role's 10,240 characters (bootstrap/policies/sizes.py).
-        members = self._args.account_id.apply(lambda account_id: json.dumps(
-            teams.team_members_policy(config, team, environment, account_id=account_id), sort_keys=True))
-        aws.iam.RolePolicy(f"{resource_name}-members", role=role.id, name=teams.TEAM_MEMBERS_POLICY_NAME,
-                           policy=members, opts=pulumi.ResourceOptions(parent=self))
         return role
 
     def _role(self, resource_name: str, role_name: str, operator: str, subjects: list[str], environment: str,

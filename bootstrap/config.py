@@ -110,7 +110,8 @@ class TeamCi:
     named after the stage (dev, staging, prod) of the team's repository."""
     members: tuple[str, ...] = ()
     """The IAM roles (ARNs, as IAM shows them) the team's deploy role may give EKS access entries:
-    its team stacks' `members` are among them (bootstrap/policies/teams.py team_members_policy)."""
+    its team stacks' `members` are among them (the team boundary's TeamMembersEntries,
+    bootstrap/policies/teams.py _members_entries)."""
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,23 @@ def _parse_members(entry: Section, rules: _MemberRules, earlier: list[TeamCi]) -
     return tuple(members)
 
 
-def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: _MemberRules) -> tuple[TeamCi, ...]:
+def _repository_clash(repository: str, platform_repository: str, earlier: list[TeamCi]) -> str | None:
+    """How a team's repository would let another's deploy jobs assume its roles: its deploy roles
+    trust repo:<repository>:environment:<stage> (teams.py team_subject), so two teams of one
+    repository trust the same jobs, and `team: nlp` in vision's workflow would deploy as nlp; the
+    platform's repository already deploys the platform. GitHub's owner and repository names are not
+    case-sensitive (one repository, however a claim spells it), so compared case folded."""
+    if repository.casefold() == platform_repository.casefold():
+        return "is the platform's own repository (github.repository): its deploy jobs would assume the team's role"
+    for other in earlier:
+        if repository.casefold() == other.repository.casefold():
+            return (f"is team {other.name}'s repository too: either team's deploy jobs would assume the other's "
+                    "role (the same trust subject)")
+    return None
+
+
+def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: _MemberRules,
+                 platform_repository: str) -> tuple[TeamCi, ...]:
     """`teams: {vision: {repository: OWNER/REPO, members: [ROLE-ARN]}}`: the registry of teams.
     Each gets a deploy role per environment (`environments`, by default every configured one)."""
     section = root.section("teams", {})
@@ -333,6 +350,10 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: 
         repository = entry.string("repository",
                                   check=lambda v: None if GITHUB_REPOSITORY.fullmatch(v) else "is not OWNER/REPO",
                                   fix="write the team's repository as it appears in its URL, e.g. example-org/vision")
+        clash = _repository_clash(repository, platform_repository, teams) if repository else None
+        if clash:
+            entry.error(entry.key("repository"), repository, clash,
+                        "give each team a repository of its own, not the platform's")
         team_envs = entry.string_list("environments", configured)
         for env in team_envs:
             if env not in configured:
@@ -380,7 +401,7 @@ def load_bootstrap_config(raw: Mapping[str, Any], *, project: str, stack: str,
     provider = github.oidc_provider_arn
     teams = _parse_teams(root, environments, _MemberRules(
         partition=arn_partition(region) if region_problem(region) is None else "aws", project=stacks_project,
-        provider_account=_account(provider) if provider else None))
+        provider_account=_account(provider) if provider else None), github.repository)
     state = root.section("state", {})
     retention = state.integer("versionRetentionDays", 90, minimum=1, maximum=3650)
     log_retention = state.integer("accessLogRetentionDays", 365, minimum=1, maximum=3650)

@@ -17,7 +17,8 @@ from bootstrap.policies.sizes import MANAGED_POLICY_CHARACTERS, _environment_doc
 from components.config import ConfigError
 from components.config.reader import ConfigProblem
 
-REPO = "example-org/gpu-training"
+REPO = "example-org/vision-training"
+"""The team's repository: not the platform's (bootstrap/config.py refuses that)."""
 # The longest project the bootstrap's names allow (its state log bucket within S3's 63 characters:
 # sizes.name_length_problems), and the longest team name (components/config/stack_names.py MAX_TEAM_NAME).
 LONGEST_PROJECT = "p" * 32
@@ -143,25 +144,46 @@ def identity_center_role(index: int) -> str:
             f"AWSReservedSSO_VisionResearchers{index:03d}_1234567890abcdef")
 
 
-def test_a_team_deploy_roles_inline_policies_over_the_quota_name_the_members():
-    """The boundary's copy and the members' Deny are one role's inline policies: 10,240 together."""
-    members = [identity_center_role(i) for i in range(30)]
-    problems = refused(teams={"vision": {"repository": REPO, "members": members}})
-    (problem,) = [p for p in problems if p.key == "gpu-training-bootstrap:teams.vision.members"]
-    assert "inline policies of gpu-training-ci-team-vision-" in problem.rule and "10,240" in problem.rule
-    assert "list fewer roles" in problem.fix and problem.value and "Researchers029_1234567890abcdef" in problem.value
+def typical_member(index: int) -> str:
+    """A role of one person, as a team would list it (51 characters)."""
+    return f"arn:aws:iam::111122223333:role/vision-researcher-{index:02d}"
+
+
+def vision_with(members: list[str]) -> dict[str, object]:
+    return {"vision": {"repository": REPO, "members": members}}
+
+
+def test_a_team_boundary_its_members_overflow_names_the_members():
+    """The members are in the team boundary (TeamMembersEntries): past its 6,144 because of them,
+    the key is `teams.<team>.members`, with what they add and what fits."""
+    members = [identity_center_role(i) for i in range(8)]
+    problems = refused(teams=vision_with(members))
+    (problem,) = [p for p in problems if p.key.startswith("gpu-training-bootstrap:teams.vision")]
+    assert problem.key == "gpu-training-bootstrap:teams.vision.members", problem
+    assert "team boundary gpu-training-boundary-" in problem.rule and "6,144" in problem.rule
+    assert "its 8 members add " in problem.rule and " fit" in problem.rule
+    assert "list fewer roles" in problem.fix and problem.value and "Researchers007_1234567890abcdef" in problem.value
+
+
+TYPICAL_MEMBERS_THAT_FIT = 9
+"""With the example config (project gpu-training, team vision; staging's boundary the longest) and
+100 characters to spare for a statement yet to come: nine members of one person's role each."""
+
+
+def test_the_example_team_has_room_for_nine_typical_members_and_a_statement_more():
+    plan = plan_bootstrap(teams=vision_with([typical_member(i) for i in range(TYPICAL_MEMBERS_THAT_FIT)]))
+    sizes_ = {n: s for n, s in boundary_sizes(plan).items() if "-team-vision" in n}
+    assert len(sizes_) == 3 and all(s <= MANAGED_POLICY_CHARACTERS - 100 for s in sizes_.values()), sizes_
 
 
 def test_the_members_check_counts_no_fewer_characters_than_the_plan_renders():
-    members = [identity_center_role(i) for i in range(10)]
-    plan = plan_bootstrap(teams={"vision": {"repository": REPO, "members": members}})
+    members = [identity_center_role(i) for i in range(3)]
+    plan = plan_bootstrap(teams=vision_with(members))
     raw = yaml.safe_load((ROOT / "bootstrap" / "Pulumi.bootstrap.yaml").read_text())["config"]
-    raw["gpu-training-bootstrap:teams"] = {"vision": {"repository": REPO, "members": members}}
+    raw["gpu-training-bootstrap:teams"] = vision_with(members)
     config = load_bootstrap_config(raw, project="gpu-training-bootstrap", stack="bootstrap")
+    planned = boundary_sizes(plan)
     for environment in ("dev", "staging", "prod"):
-        (role,) = [r for r in plan.of_type("aws:iam/role:Role")
-                   if r["inputs"]["name"] == f"gpu-training-ci-team-vision-{environment}"]
-        planned = sum(iam_size(json.loads(r["inputs"]["policy"])) for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")
-                      if r["name"].startswith(role["name"]))
-        checked = sum(iam_size(d) for d in sizes.team_role_inline_documents(config, config.teams[0], environment))
-        assert checked >= planned > 0, (environment, checked, planned)
+        name = f"gpu-training-boundary-{environment}-team-vision"
+        checked = sizes.team_boundary_size(config, config.teams[0], environment)
+        assert checked >= planned[name] > 0, (environment, checked, planned[name])

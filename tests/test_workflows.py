@@ -532,12 +532,17 @@ def test_a_team_stack_deploys_with_the_role_and_environment_the_bootstrap_trusts
     credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
     role = rendered(credentials["with"]["role-to-assume"], **values)
     assert role == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{teams.team_deploy_role_name('gpu-training', team, environment)}"
-    # GitHub's subject for a job in an environment is the calling repository's with that environment.
+    # The subject the role's trust admits, read from its document as the bootstrap renders it
+    # (bootstrap/ci_identity.py: json.dumps), against the job's: GitHub's subject for a job in an
+    # environment is the calling repository's with that environment (docs.github.com, "OpenID
+    # Connect reference"), so the trust must name the caller and the environment the job runs in.
     caller = TeamCi(name=team, repository=f"example-org/{team}", environments=(environment,))
-    subject = f"repo:{caller.repository}:environment:{rendered(job['environment'], **values)}"
-    trust = teams.team_trust_policy("arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com",
-                                    caller, environment)
-    assert trust["Statement"][0]["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"] == subject
+    trust = json.loads(json.dumps(teams.team_trust_policy(
+        "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com", caller, environment)))
+    admitted = trust["Statement"][0]["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"]
+    claim = re.fullmatch(r"repo:(?P<repository>[^:]+):environment:(?P<environment>[^:]+)", admitted)
+    assert claim, admitted
+    assert (claim["repository"], claim["environment"]) == (caller.repository, rendered(job["environment"], **values))
     assert rendered(steps(job)[-1]["env"]["STACK"], **values) == teams.team_stack(team, environment)
     assert "scripts/deploy-environment" in steps(job)[-1]["run"] and "--stack" in steps(job)[-1]["run"]
     # The program and the pack are the platform's at the pinned commit, not the caller's.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from bootstrap.config import BootstrapConfig, TeamCi
@@ -37,7 +38,6 @@ from bootstrap.policies.teams import (
     team_boundary_policy,
     team_boundary_policy_name,
     team_deploy_role_name,
-    team_members_policy,
 )
 from bootstrap.policies.trust import IMAGE_BUILD_ENVIRONMENTS
 from components.config.reader import ConfigError, ConfigProblem, shown
@@ -124,44 +124,44 @@ def policy_size_problems(config: BootstrapConfig) -> list[ConfigProblem]:
     return problems
 
 
-def team_role_inline_documents(config: BootstrapConfig, team: TeamCi, environment: str) -> tuple[dict[str, Any], ...]:
-    """A team deploy role's inline policies, with ARNs of their real length: its boundary's copy,
-    which is also its permissions boundary, and team_members_policy (bootstrap/ci_identity.py)."""
+def team_boundary_size(config: BootstrapConfig, team: TeamCi, environment: str) -> int:
+    """A team boundary's size, with ARNs of their real length. The team deploy role's one inline
+    policy is the boundary's copy (bootstrap/ci_identity.py _team_role), so within the 6,144 of a
+    managed policy it is within the 10,240 of a role's inline policies too."""
     arns = _stand_in_arns(config)
-    return (team_boundary_policy(config, team.name, environment, account_id=arns["account_id"],
-                                 bucket_arn=arns["bucket_arn"], state_key_arn=arns["state_key_arn"],
-                                 secrets_key_arn=arns["secrets_key_arns"][environment]),
-            team_members_policy(config, team, environment, account_id=arns["account_id"]))
+    return iam_size(team_boundary_policy(config, team.name, environment, account_id=arns["account_id"],
+                                         bucket_arn=arns["bucket_arn"], state_key_arn=arns["state_key_arn"],
+                                         secrets_key_arn=arns["secrets_key_arns"][environment]))
+
+
+def _without_members(config: BootstrapConfig, team: TeamCi) -> BootstrapConfig:
+    return replace(config, teams=tuple(replace(row, members=()) if row.name == team.name else row for row in config.teams))
 
 
 def _team_problems(config: BootstrapConfig, team: TeamCi, project_fix: str) -> list[ConfigProblem]:
-    """A team's boundary past a managed policy's quota (keyed by the team), and its deploy role's
-    inline policies together (the boundary's copy and team_members_policy, bootstrap/ci_identity.py
-    _team_role) past a role's (keyed by its members, which grow the second)."""
-    key, problems = f"{config.project}:teams.{team.name}", []
+    """A team boundary past a managed policy's quota: keyed by its members when the boundary fits
+    without them (each adds its ARN to TeamMembersEntries, bootstrap/policies/teams.py), else by
+    the team's name, which every one of its names holds."""
+    key = f"{config.project}:teams.{team.name}"
     for environment in team.environments:
-        boundary_document, members_document = team_role_inline_documents(config, team, environment)
-        boundary = iam_size(boundary_document)
-        name = team_boundary_policy_name(config.stacks_project, team.name, environment)
-        if boundary > MANAGED_POLICY_CHARACTERS:
-            problems.append(ConfigProblem(
-                key, f"renders team boundary {name} at {boundary} characters, over the {MANAGED_POLICY_CHARACTERS:,} "
-                f"IAM holds in a managed policy ({QUOTAS_SOURCE})",
-                f"use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' "
-                f"teams with it), or {project_fix}", shown(team.name)))
+        size = team_boundary_size(config, team, environment)
+        if size <= MANAGED_POLICY_CHARACTERS:
             continue
-        inline = boundary + iam_size(members_document)
-        if inline > ROLE_INLINE_CHARACTERS:
-            problems.append(ConfigProblem(
-                f"{key}.members", f"renders the inline policies of "
-                f"{team_deploy_role_name(config.stacks_project, team.name, environment)} at {inline} characters "
-                f"together, over the {ROLE_INLINE_CHARACTERS:,} IAM holds in a role ({QUOTAS_SOURCE}); each of its "
-                f"{len(team.members)} members adds its ARN and its access entries' ARN",
-                "list fewer roles: one role the team's people share (an IAM Identity Center permission set of the "
-                "team, say) rather than one per person",
-                shown(list(team.members))))
-            break  # one problem for the key: every environment has the same members
-    return problems
+        name = team_boundary_policy_name(config.stacks_project, team.name, environment)
+        rule = f"renders team boundary {name} at {size} characters, over the {MANAGED_POLICY_CHARACTERS:,} IAM holds in " \
+               f"a managed policy ({QUOTAS_SOURCE})"
+        bare = team_boundary_size(_without_members(config, team), team, environment)
+        if team.members and bare <= MANAGED_POLICY_CHARACTERS:
+            return [ConfigProblem(
+                f"{key}.members", f"{rule}; its {len(team.members)} members add {size - bare} characters, "
+                f"{MANAGED_POLICY_CHARACTERS - bare} fit",
+                "list fewer roles or roles of shorter names and paths: one role the team's people share (an IAM "
+                "Identity Center permission set of the team, say) rather than one per person",
+                shown(list(team.members)))]
+        return [ConfigProblem(
+            key, rule, f"use a shorter team name (its stacks team-<team>-<env> and its row in the platform stacks' "
+            f"teams with it), or {project_fix}", shown(team.name))]
+    return []
 
 
 ROLE_NAME_CHARACTERS = 64

@@ -18,11 +18,12 @@ another team's data even with the policy pack switched off:
 - its alarms (`<project>-<env>-<team>-team-<team>-*`), its dashboard and its budget, by their exact
   names: not a prefix another team's names start with (`vision` is not `vision-x`);
 - on the environment's clusters (the platform's and each MultiKueue worker's): its people's access
-  entries, each STANDARD, for a role of the account that is not one of the project's and (the
-  deploy role's own policy, team_members_policy) is one of the registry's members of the team, in the
-  group `team-<team>-members` only, with the View policy scoped to `team-<team>` only; its Pod
-  Identity associations, each passing only the team's roles; afterwards only the entries and
-  associations tagged with its team and stack.
+  entries, each STANDARD, for one of the registry's members of the team only (`teams.<team>.members`,
+  ArnEquals: _members_entries), none without members, in the group `team-<team>-members` only, with
+  the View policy scoped to `team-<team>` only; its Pod Identity associations, each passing only
+  the team's roles; afterwards only the entries and associations tagged with its team and stack
+  (deleting one is how a member taken out of the registry is removed: docs/team-stacks.md). Being
+  in the boundary, this holds for every role the team creates, whatever that role's own policy.
 
 Not its EFS access points: CreateAccessPoint has no condition key for the access point's root
 directory (Service Authorization Reference, Amazon EFS: only aws:RequestTag and aws:TagKeys), so a
@@ -126,27 +127,42 @@ def _team_iam(config: BootstrapConfig, team: str, environment: str, account_id: 
     ]
 
 
-def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, account_id: str) -> list[dict[str, Any]]:
-    """Its people's access entries on the environment's cluster and its Pod Identity associations
-    on every cluster of the environment, with the condition keys of the Service Authorization
-    Reference, Amazon EKS: a create is judged by its request (aws:RequestTag, eks:*), everything
-    after it by the tags the team stack's provider put on the entry or association
-    (aws:ResourceTag: access-entry and podidentityassociation take it)."""
+def team_members(config: BootstrapConfig, team: str) -> tuple[str, ...]:
+    """The registry's members of `team` (bootstrap/config.py `teams.<team>.members`), as written."""
+    return next((row.members for row in config.teams if row.name == team), ())
+
+
+def _members_entries(config: BootstrapConfig, team: str, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """Access entries for the registry's members of the team and no other role, and the View
+    association of those entries; none of either for a team without members.
+
+    In the boundary, so it holds for every role the team creates as well as its deploy role: a role
+    `<project>-<env>-<team>-*` carries this boundary whatever its own policy (`eks:*`, say) and its
+    trust (TeamRolesCarryTheTeamBoundary). eks:principalArn is CreateAccessEntry's key (Service
+    Authorization Reference, Amazon EKS) and holds the request's principalArn as written. ArnEquals
+    compares it per ARN component, case-sensitively (IAM User Guide, "IAM JSON policy elements:
+    Condition operators", ARN operators), with each member as the registry writes it: an ARN spelt
+    otherwise (another case, another path) is refused even when IAM would resolve it to a member,
+    never the reverse; a role of the project's in another case (`GPU-Training-ci-deploy-prod`, the
+    same role to IAM, whose role names are not case-sensitive) is no member (bootstrap/config.py
+    refuses the project's roles, case folded). ArnEquals takes wildcards as ArnLike does, so each
+    member is a literal ARN, without `*`, `?` or `${` (bootstrap/config.py ROLE_ARN)."""
+    members = team_members(config, team)
+    if not members:
+        return []
     project, partition = config.stacks_project, arn_partition(config.region)
     eks, cluster, stack = f"arn:{partition}:eks:*:{account_id}", cluster_name(project, environment), team_stack(team, environment)
     namespace = team_namespace(team)
     requested = {f"aws:RequestTag/{TEAM_TAG}": team, f"aws:RequestTag/{STACK_TAG}": stack}
     own = {f"aws:ResourceTag/{TEAM_TAG}": team, f"aws:ResourceTag/{STACK_TAG}": stack}
     return [
-        # A role of the account and not the project's (deploy, node, trainer roles: none is a
-        # person), never a node type, no user name of its own (EKS derives one from the role), no
+        # A member, never a node type, no user name of its own (EKS derives one from the role), no
         # group but the one only the namespace's RoleBinding names (components/workload/team_members.py).
         {"Sid": "TeamMembersEntries", "Effect": "Allow", "Action": ["eks:CreateAccessEntry"],
          "Resource": [f"{eks}:cluster/{cluster}"],
          "Condition": {"StringEquals": {**requested, "eks:accessEntryType": "STANDARD"},
                        "ForAllValues:StringEquals": {"eks:kubernetesGroups": [members_group(namespace)]},
-                       "ArnLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/*"},
-                       "ArnNotLike": {"eks:principalArn": f"arn:{partition}:iam::{account_id}:role/{project}-*"},
+                       "ArnEquals": {"eks:principalArn": list(members)},
                        # ForAllValues holds on a key the request lacks (IAM User Guide, "Set
                        # operators for multivalued context keys"): the group must be there.
                        "Null": {"eks:username": "true", "eks:kubernetesGroups": "false"}}},
@@ -156,6 +172,21 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
                                         "eks:policyArn": access_policy_arn(partition, READ_ONLY_POLICY)},
                        "ForAllValues:StringEquals": {"eks:namespaces": [namespace]},
                        "Null": {"eks:namespaces": "false"}}},
+    ]
+
+
+def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, account_id: str) -> list[dict[str, Any]]:
+    """Its members' access entries on the environment's cluster (_members_entries) and its Pod
+    Identity associations on every cluster of the environment, with the condition keys of the
+    Service Authorization Reference, Amazon EKS: a create is judged by its request (aws:RequestTag,
+    eks:*), everything after it by the tags the team stack's provider put on the entry or
+    association (aws:ResourceTag: access-entry and podidentityassociation take it)."""
+    project, partition = config.stacks_project, arn_partition(config.region)
+    eks, cluster, stack = f"arn:{partition}:eks:*:{account_id}", cluster_name(project, environment), team_stack(team, environment)
+    requested = {f"aws:RequestTag/{TEAM_TAG}": team, f"aws:RequestTag/{STACK_TAG}": stack}
+    own = {f"aws:ResourceTag/{TEAM_TAG}": team, f"aws:ResourceTag/{STACK_TAG}": stack}
+    return [
+        *_members_entries(config, team, environment, account_id),
         # No condition key names the namespace or service account (CreatePodIdentityAssociation
         # takes aws:RequestTag and aws:TagKeys only): the role it passes is the team's (iam:PassRole
         # in TeamRolesAndPolicies). Its trust, which the team may rewrite (no condition key of
@@ -171,6 +202,8 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
         # send no aws:TagKeys, which ForAllValues passes (IAM User Guide, "Set operators for
         # multivalued context keys"); an untag always names its keys (EKS API Reference,
         # UntagResource: tagKeys is required).
+        # Its own entries whoever's role they are for: a member taken out of the registry keeps
+        # its entry until the team stack deletes it (docs/team-stacks.md, the removal order).
         # Not eks:UpdateAccessEntry: it takes new groups and a user name, and no condition key
         # judges the request's. The provider updates an entry's groups in place (terraform-provider-aws
         # internal/service/eks/access_entry.go: kubernetes_groups is not ForceNew), so a change of
@@ -248,55 +281,3 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
                        "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"}}},
     ]})
 
-
-TEAM_MEMBERS_POLICY_NAME = "access-entries-for-members-only"
-"""The name of the team deploy role's inline policy of team_members_policy."""
-
-# The calls on an access entry that would change whose it is or what it grants (the boundary's
-# TeamMembersViewTheirNamespace and TeamEntriesAndAssociations); TagResource and UntagResource act
-# on Pod Identity associations too, which TEAM_MEMBERS_POLICY leaves to the boundary.
-ENTRY_CHANGES = ("eks:AssociateAccessPolicy", "eks:DeleteAccessEntry", "eks:DisassociateAccessPolicy",
-                 "eks:TagResource", "eks:UntagResource")
-
-
-def member_entry_arn(partition: str, account_id: str, cluster: str, member: str) -> str:
-    """Every access entry of `member` on `cluster`: access-entry/<cluster>/<identity type>/<its
-    account>/<its name>/<uuid> (Service Authorization Reference, Amazon EKS, resource type
-    access-entry). The name without the role's path, which is not part of a role's name (IAM User
-    Guide, "IAM identifiers"): an IAM Identity Center role, role/aws-reserved/sso.amazonaws.com/
-    <region>/AWSReservedSSO_<set>_<suffix> (IAM Identity Center User Guide, "Referencing permission
-    sets"), is AWSReservedSSO_<set>_<suffix> here."""
-    member_account, name = member.split(":")[4], member.rsplit("/", 1)[1]
-    return f"arn:{partition}:eks:*:{account_id}:access-entry/{cluster}/role/{member_account}/{name}/*"
-
-
-def team_members_policy(config: BootstrapConfig, team: TeamCi, environment: str, *, account_id: str) -> dict[str, Any]:
-    """The team deploy role's second inline policy: access entries for the registry's members of
-    the team only (bootstrap/config.py `teams.<team>.members`), none without members. Not in the
-    team boundary: that is at its managed policy's 6,144 characters and every role the team makes
-    carries it; a Deny in the role's own policy holds whatever its boundary allows, and the team
-    cannot change its deploy role (the boundary's names are <project>-<env>-<team>-*; the role is
-    <project>-ci-team-*).
-
-    eks:principalArn is CreateAccessEntry's key (Service Authorization Reference, Amazon EKS) and
-    holds the request's principalArn as written. ArnNotEquals compares it case-sensitively (IAM
-    User Guide, "IAM JSON policy elements: Condition operators", ARN operators) with each member as
-    the registry writes it: an ARN spelt otherwise (another case, another path) is refused even when
-    IAM would resolve it to a member, never the reverse. Each member is a literal ARN, without `*`,
-    `?` or `${` (bootstrap/config.py ROLE_ARN), since ArnEquals takes wildcards as ArnLike does.
-    The boundary's ArnNotLike on <project>-* is case-sensitive, but IAM role names are not:
-    `GPU-Training-ci-deploy-prod` names the deploy role. Only a member's ARN passes here."""
-    partition = arn_partition(config.region)
-    cluster = cluster_name(config.stacks_project, environment)
-    create: dict[str, Any] = {"Sid": "AccessEntriesOnlyForTheTeamsMembers", "Effect": "Deny",
-                              "Action": ["eks:CreateAccessEntry"], "Resource": ["*"]}
-    if team.members:
-        create["Condition"] = {"ArnNotEquals": {"eks:principalArn": list(team.members)}}
-    return compact_policy({"Version": "2012-10-17", "Statement": [
-        create,
-        # By the entry's ARN, which names its role: whether EKS sends eks:principalArn with these
-        # calls (the access-entry resource type lists it) decides nothing here.
-        {"Sid": "EntryChangesOnlyForTheTeamsMembers", "Effect": "Deny", "Action": list(ENTRY_CHANGES),
-         "NotResource": [*(member_entry_arn(partition, account_id, cluster, member) for member in team.members),
-                         f"arn:{partition}:eks:*:{account_id}:podidentityassociation/*"]},
-    ]})

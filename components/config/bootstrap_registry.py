@@ -13,9 +13,9 @@ Which disagreement is an error:
   principalArn is invalid: invalid principal", as terraform-aws-modules/terraform-aws-eks#2969
   reports it), after the stack's other resources were made. An error, before any resource.
 - a team stack's `members` role the bootstrap does not list under the team (`teams.<team>.members`):
-  the team deploy role may give access entries to those roles only (bootstrap/policies/teams.py
-  team_members_policy), so IAM would refuse that entry at `pulumi up`, after the stack's other
-  resources. An error, before any resource (`refuse_members_not_in_bootstrap`).
+  the team deploy role may give access entries to those roles only (the team boundary's
+  TeamMembersEntries, bootstrap/policies/teams.py), so IAM would refuse that entry at `pulumi up`,
+  after the stack's other resources. An error, before any resource (`refuse_members_not_in_bootstrap`).
 - a bootstrap role without a platform row: not an error. The onboarding order makes the role
   first (the platform's access entry needs it), then the row; a role no team stack deploys with
   yet grants nothing in the cluster. tests/test_team_registries.py holds this checkout's files to
@@ -156,7 +156,7 @@ def refuse_members_not_in_bootstrap(members: Sequence[str], *, project: str, tea
                                     stacks_dir: Path | None = None) -> list[str]:
     """Before any resource of a team stack: ConfigError for each of its `members` that no bootstrap
     registry of the checkout lists under the team; else the warnings for bootstrap files skipped.
-    Compared as written: IAM compares the ARN so (team_members_policy)."""
+    Compared as written: IAM compares the ARN so (the team boundary's ArnEquals)."""
     registries, skipped = bootstrap_team_registries(stacks_dir or CHECKOUT_STACKS_DIR, project=project) \
         if members else ([], [])
     if not registries:
