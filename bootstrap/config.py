@@ -105,9 +105,6 @@ class TeamCi:
     """OWNER/REPO whose workflows deploy the team's stacks (GitHub's `sub` claim, default format)."""
     environments: tuple[str, ...]
     """The environments the team has stacks in: one team deploy role each."""
-    deploy_branch: str = "main"
-    """The team repository's protected branch; its deploy jobs run in the GitHub environment
-    named after the stage (dev, staging, prod) of the team's repository."""
     members: tuple[str, ...] = ()
     """The IAM roles (ARNs, as IAM shows them) the team's deploy role may give EKS access entries:
     its team stacks' `members` are among them (the team boundary's TeamMembersEntries,
@@ -359,9 +356,8 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: 
             if env not in configured:
                 entry.error(entry.key("environments"), env, "is not an environment of this bootstrap",
                             f"use one of {', '.join(configured)}")
-        branch = entry.string("deployBranch", "main",
-                              check=lambda v: None if BRANCH.fullmatch(v) else "is not a plain branch name",
-                              fix="name one branch, without wildcards or colons, e.g. main")
+        # No deploy branch of its own: the trust admits the team repository's GitHub environment of
+        # the stage (teams.py team_subject), whose deployment-branch rule is the branch control.
         members = _parse_members(entry, rules, teams)
         entry.finish()
         sites = {site for environment in environments for site, _ in environment.sites}
@@ -374,7 +370,7 @@ def _parse_teams(root: Section, environments: tuple[EnvironmentCi, ...], rules: 
             section.error(section.key(name), name, overlap, "rename one team so that neither name starts with the other's "
                           "followed by a dash")
         teams.append(TeamCi(name=name, repository=repository, environments=tuple(e for e in team_envs if e in configured),
-                            deploy_branch=branch, members=members))
+                            members=members))
     section.finish()
     return tuple(teams)
 

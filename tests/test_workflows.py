@@ -623,6 +623,10 @@ def test_the_team_event_job_fails_every_other_event_naming_it(tmp_path, event):
     ("refs/heads/feature", "prod", "this push is to refs/heads/feature; team-vision-prod is updated on pushes to main only"),
     ("refs/tags/v1", "prod", "this push is to refs/tags/v1"),
     ("refs/heads/main", "qa", "the input environment is 'qa'; it must be dev, staging or prod"),
+    # The stack job's own `if:` compares without regard to case (GitHub's `==` and contains()), so
+    # this job's case-sensitive checks are the gate: Main is another branch, PROD no stage.
+    ("refs/heads/Main", "prod", "this push is to refs/heads/Main"),
+    ("refs/heads/main", "PROD", "the input environment is 'PROD'"),
 ])
 def test_the_team_event_job_fails_a_push_it_must_not_deploy(tmp_path, ref, environment, says):
     result, outputs = team_event(tmp_path, "push", ref, environment=environment)

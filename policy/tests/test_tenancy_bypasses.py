@@ -208,9 +208,12 @@ def test_the_team_plan_itself_passes():
     # ArnEquals takes wildcards as ArnLike does: this Allow holds for every role of the account.
     ([allow("s3:GetObject", "*", ArnEquals={"aws:PrincipalArn": "arn:aws:iam::1:role/*"})],
      "s3:GetObject", "arn:aws:s3:::b/k", {"aws:PrincipalArn": "arn:aws:iam::1:role/nlp"}, ALLOW),
-    # Each ARN component is matched on its own: `arn:aws:iam::*` has five components and matches
-    # no role's ARN (a `*` does not span the colons), so this ArnNotLike holds and the Allow grants.
-    ([allow("s3:GetObject", "*", ArnNotLike={"aws:PrincipalArn": "arn:aws:iam::*"})],
+    # Each ARN component is matched on its own: the account's `*` does not take `1:log-group`, so
+    # the resource `/a:b` is not `log-group:/a:b`, this ArnNotLike holds and the Allow grants.
+    ([allow("s3:GetObject", "*", ArnNotLike={"aws:SourceArn": "arn:aws:logs:r:*:/a:b"})],
+     "s3:GetObject", "arn:aws:s3:::b/k", {"aws:SourceArn": "arn:aws:logs:r:1:log-group:/a:b"}, ALLOW),
+    # A pattern of fewer than six components has no documented reading: an Allow's may hold.
+    ([allow("s3:GetObject", "*", ArnLike={"aws:PrincipalArn": "*"})],
      "s3:GetObject", "arn:aws:s3:::b/k", {"aws:PrincipalArn": "arn:aws:iam::1:role/nlp"}, ALLOW),
 ])
 def test_the_evaluator(statements, action, arn, context, outcome):
