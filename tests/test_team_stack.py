@@ -176,8 +176,9 @@ def test_team_jobs_are_judged_against_the_deployed_platform_not_the_stack_file(p
 @pytest.mark.parametrize(
     ("version", "says"),
     [
-        (None, "output platformContract: is missing (the platform was deployed before team stacks read a contract). "
-               "Fix: deploy the platform stack from this commit first (pulumi up --stack prod)"),
+        (None, "SSM parameter /gpu-training/prod/platform-contract: does not exist in us-east-1 (the platform was "
+               "deployed before it published its contract there, or not at all). Fix: deploy the platform stack from "
+               "this commit first (pulumi up --stack prod)"),
         (0, "output platformContract: version 0, this program reads version 1. Fix: deploy the platform stack"),
         (2, "output platformContract: version 2, this program reads version 1: the platform was deployed from a newer "
             "commit. Fix: update this checkout"),
