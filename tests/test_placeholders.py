@@ -235,7 +235,7 @@ def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_rea
 
 
 def synthesize_offline_outputs():
-    """prod's outputs, and its MultiKueue workers' (which the team stack's StackReferences read), as
+    """prod's outputs, and its MultiKueue workers' (whose contract parameters the team stack reads), as
     the deployed platforms give them: planned outside the real-deploy mode, whose placeholder refusal
     is the platform stacks' own to test. The workers' are cached for the team's synthesis that follows."""
     from offline.plan import platform_plan_outputs, worker_stacks

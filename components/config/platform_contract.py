@@ -6,11 +6,11 @@ deployed platform's contract, never the platform's stack file in the team's chec
 describe a platform that does not exist. The platform publishes it twice, with one value: as its
 `platformContract` output, and as an SSM parameter (CONTRACT_PARAMETER), which is what a team
 stack reads. Not through a StackReference: the DIY backend opens the referenced stack's secrets
-manager to read any output (pulumi/pulumi pkg/backend/diy/backend.go GetStackOutputs ->
-stack.DeserializeStackOutputs), which for awskms decrypts the stack's data key at once, so a team
-deploy role could read its platform only if its boundary let it decrypt every secret of the
-platform's state (open issue pulumi/pulumi#21436; the catch of pulumi/pulumi#19533 covers per-value
-decryption only). The parameter needs `ssm:GetParameter` on one name, which carries no secret.
+manager to read any output (pulumi/pulumi: the DIY backend's GetStackOutputs ->
+pkg/resource/stack/deployment.go DeserializeStackOutputs), which for awskms decrypts the stack's
+data key at once, so a team deploy role could read its platform only if its boundary let it
+decrypt every secret of the platform's state (pulumi/pulumi#11109; #21436 open, its fix #21461
+closed unmerged; the catch of pulumi/pulumi#19533 covers per-value decryption only). The parameter needs `ssm:GetParameter` on one name, which carries no secret.
 
 The contract carries the platform stack's own configuration as the engine handed it to the
 platform program (every value as text, secrets by name only), which the team's checkout parses
