@@ -4,13 +4,14 @@ A team stack runs its jobs on the pools, fabric, cluster and storage of a platfo
 was deployed, perhaps from another commit. So it reads those facts from one place only: the
 deployed platform's contract, never the platform's stack file in the team's checkout, which may
 describe a platform that does not exist. The platform publishes it twice, with one value: as its
-`platformContract` output, and as an SSM parameter (CONTRACT_PARAMETER), which is what a team
-stack reads. Not through a StackReference: the DIY backend opens the referenced stack's secrets
+`platformContract` output, and as an SSM parameter (contract_parameter_name), which is what a
+team stack reads. Not through a StackReference: the DIY backend opens the referenced stack's secrets
 manager to read any output (pulumi/pulumi: the DIY backend's GetStackOutputs ->
 pkg/resource/stack/deployment.go DeserializeStackOutputs), which for awskms decrypts the stack's
 data key at once, so a team deploy role could read its platform only if its boundary let it
 decrypt every secret of the platform's state (pulumi/pulumi#11109; #21436 open, its fix #21461
-closed unmerged; the catch of pulumi/pulumi#19533 covers per-value decryption only). The parameter needs `ssm:GetParameter` on one name, which carries no secret.
+closed unmerged; the catch of pulumi/pulumi#19533 covers per-value decryption only). The
+parameter needs `ssm:GetParameter` on one name, which carries no secret.
 
 The contract carries the platform stack's own configuration as the engine handed it to the
 platform program (every value as text, secrets by name only), which the team's checkout parses
@@ -19,7 +20,7 @@ was built with; and the resources the team stack attaches to (cluster, buckets, 
 keys, roles, alert topic). It is versioned:
 a reader accepts only the version it was written for, and says which side to deploy.
 
-The offline plan feeds a team stack the contract its platform stack's own plan exports.
+The offline plan answers a team stack's read with the contract its platform stack's own plan exports.
 """
 
 from __future__ import annotations
