@@ -82,3 +82,23 @@ def test_an_unknown_parameter_fails_the_offline_plan_loudly(plan_of):
         mocks._contract_parameter("/gpu-training/staging/platform-contract", "us-east-1")
     with pytest.raises(NotImplementedError, match="is in us-east-1, read in us-west-2"):
         mocks._contract_parameter("/gpu-training/prod/platform-contract", "us-west-2")
+
+
+def test_a_contract_that_holds_a_secret_is_refused_before_the_parameter_exists(monkeypatch):
+    """Team stacks read the parameter in plain text: a secret that reached the contract (here the
+    cluster's name, made secret) stops the platform's run instead of being published."""
+    import pulumi
+
+    import components.platform as platform_module
+
+    real = platform_module._outputs
+
+    def with_a_secret(*args, **kwargs):
+        outputs = real(*args, **kwargs)
+        return {**outputs, "clusterName": pulumi.Output.secret(outputs["clusterName"])}
+
+    monkeypatch.setattr(platform_module, "_outputs", with_a_secret)
+    with pytest.raises(ConfigError) as raised:
+        synthesize("dev")
+    (error,) = raised.value.errors
+    assert error.startswith("platform stack 'dev': output platformContract: holds a secret"), error

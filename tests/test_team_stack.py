@@ -212,6 +212,8 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path, monkeypatch):
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota == rows[0]["gpuQuota"]
     # The platform's own trainer image, pinned by digest: the checkpoint cleanup's image (issue 45).
     assert config.training.trainer_image == config.judged_platform.training.trainer_image
+    # Its team boundary, beside the platform's: the team's repository deploys it with its team role.
+    assert config.iam_permissions_boundary == "arn:aws:iam::111122223333:policy/gpu-training-boundary-staging-team-nlp"
     plan = synthesize("team-nlp-staging", path, platform_outputs=platform.outputs)
     assert plan.manifests() and not [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",
