@@ -74,9 +74,11 @@ from components.workload.verify_outputs import fabric_outputs, pool_outputs, tra
 from components.workload.viewer import exposure_of
 from components.workload.worker_tenant import WorkerTenant, WorkerTenantArgs, worker_cluster_provider_name
 
-PARAMETER_NOT_FOUND = "ParameterNotFound"
-"""The error code SSM's GetParameter answers for a name that does not exist (AWS Systems Manager
-API Reference, GetParameter, Errors), which the invoke's error carries."""
+PARAMETER_NOT_FOUND = ("ParameterNotFound", "couldn't find resource")
+"""How the invoke's error says the parameter does not exist: SSM's error code for GetParameter (AWS
+Systems Manager API Reference, GetParameter, Errors), or terraform-provider-aws's not-found wording
+(internal/tfresource NotFoundError), should the provider replace the code with it. Not checked
+against a real account: the offline plan answers with the code."""
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
                 "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training", "dashboardUrl")
 """The stack's outputs; named up front, because the engine takes a stack's outputs when the
@@ -151,7 +153,7 @@ def published_contract(project: str, reference: str, *, region: str, provider: a
         try:
             parameter = await read.future()
         except Exception as error:  # the invoke's own error, as the engine words it
-            if PARAMETER_NOT_FOUND in str(error):
+            if any(wording in str(error) for wording in PARAMETER_NOT_FOUND):
                 raise missing_contract_parameter(name, region=region, reference=reference) from None
             raise
         if parameter is None:  # an unknown read: only where the provider itself is unknown

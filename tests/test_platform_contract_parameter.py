@@ -59,12 +59,13 @@ def test_the_team_stack_reads_each_contract_in_its_stacks_region(monkeypatch, pl
     assert len({region for _, region in reads}) == 3
 
 
-def test_a_platform_without_its_parameter_is_a_config_error_naming_the_fix(monkeypatch, plan_of):
+@pytest.mark.parametrize("wording", ["ParameterNotFound: ", "couldn't find resource"])
+def test_a_platform_without_its_parameter_is_a_config_error_naming_the_fix(monkeypatch, plan_of, wording):
     """GetParameter answers ParameterNotFound (a platform deployed before it published there): the
     team stack says to deploy the platform first, not the invoke's traceback."""
     def not_found(self, args):
         if args.token == GET_PARAMETER and args.args["name"].endswith("/prod-usw2/platform-contract"):
-            return {}, [("name", f"reading SSM Parameter ({args.args['name']}): ParameterNotFound: ")]
+            return {}, [("name", f"reading SSM Parameter ({args.args['name']}): {wording}")]
         return real(self, args)
 
     real = plan_module._Mocks.call
