@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -39,7 +40,15 @@ from components.config.multikueue import (
     peering_name,
     stack_name_prefix,
 )
-from components.config.platform_contract import CONTRACT_OUTPUT, CONTRACT_RESOURCES, CONTRACT_VERSION, TEAM_ACCESS_POINTS
+from components.config.platform_contract import (
+    CONTRACT_OUTPUT,
+    CONTRACT_PARAMETER_TIER,
+    CONTRACT_RESOURCES,
+    CONTRACT_VERSION,
+    TEAM_ACCESS_POINTS,
+    contract_parameter_name,
+    contract_parameter_value,
+)
 from components.config.vocabularies import Capacity
 from components.data.buckets import DataBuckets, DataBucketsArgs
 from components.data.file_system import CheckpointFileSystem, CheckpointFileSystemArgs
@@ -179,8 +188,38 @@ def build_platform(config: StackConfig, contract_config: dict[str, str]) -> dict
                        partition=arn_partition(config.region), opts=on_aws.opts)
     outputs = {**_outputs(config, network, cluster, data, roles, observability),
                TEAM_ACCESS_POINTS: access_point_outputs(team_access_points)}
-    return {**outputs, CONTRACT_OUTPUT: {"version": CONTRACT_VERSION, "config": contract_config, "resources": {
-        name: outputs[name] for name in (*CONTRACT_RESOURCES, TEAM_ACCESS_POINTS)}}}
+    contract = {"version": CONTRACT_VERSION, "config": contract_config, "resources": {
+        name: outputs[name] for name in (*CONTRACT_RESOURCES, TEAM_ACCESS_POINTS)}}
+    _publish_contract(config, on_aws, contract)
+    return {**outputs, CONTRACT_OUTPUT: contract}
+
+
+def _publish_contract(config: StackConfig, on_aws: OnAws, contract: dict[str, Any]) -> aws.ssm.Parameter:
+    """The contract as an SSM parameter in the stack's region: what team stacks read, with their
+    own deploy role, instead of this stack's state (config/platform_contract.py says why). It
+    carries no secret: one that reached it is refused, before the parameter exists."""
+    whole = pulumi.Output.from_input(contract)
+    secret = pulumi.Output.from_input(whole.is_secret())
+
+    def value(published: Any, is_secret: bool) -> str:
+        if is_secret:
+            raise ConfigError([ConfigProblem(f"output {CONTRACT_OUTPUT}", "holds a secret, which team stacks would read "
+                                             "from its SSM parameter", "publish that value by name only "
+                                             "(components/config/platform_contract.py published_config)",
+                                             where=f"platform stack '{config.stack}'")])
+        return contract_parameter_value(published, stack=config.stack)
+
+    return aws.ssm.Parameter(
+        "platform-contract",
+        name=contract_parameter_name(config.project, config.stack),
+        description=f"The platform contract of {config.stack}, which its team stacks read (docs/team-stacks.md)",
+        type="String",
+        tier=CONTRACT_PARAMETER_TIER,
+        # Not `value`, which the provider always marks secret: the contract holds none, and reviews
+        # (the offline plan, `pulumi preview --diff`) should see what teams read.
+        insecure_value=pulumi.Output.all(whole, secret).apply(lambda args: value(*args)),
+        opts=on_aws.opts,
+    )
 
 
 def _on_aws(config: StackConfig, provider: aws.Provider) -> OnAws:

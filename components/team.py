@@ -1,8 +1,10 @@
 """Composition root of a team stack (team-<team>-<env>): team-scoped things only.
 
-It reads its environment's deployed platform stack through a StackReference, and of it only the
-versioned platform contract (components/config/platform_contract.py: the platform's config and
-the resources teams attach to). The team's config is judged again against that contract before
+It reads of its environment's deployed platform stack only the versioned platform contract
+(components/config/platform_contract.py: the platform's config and the resources teams attach
+to), from the SSM parameter the platform publishes it in: not through a StackReference, which on
+a DIY backend decrypts the platform state's data key (open issue pulumi/pulumi#21436), a right no
+team deploy role holds. The team's config is judged again against that contract before
 any resource is made; it creates no VPC, cluster, node pool or bucket:
 
 namespace `team-<team>` (same guard rails as the environment's) -> LocalQueue onto the ClusterQueue
@@ -12,13 +14,14 @@ for this team only -> volume claims (the platform made the volumes and the team'
 workload/team_volumes.py) -> jobs.
 
 Where the platform is a MultiKueue manager, the team's jobs may be dispatched to the manager's
-workers; so the stack also reads each worker's contract (a StackReference of its own) and makes
+workers; so the stack also reads each worker's contract (its parameter, in the worker's region) and makes
 the team's tenancy there (workload/worker_tenant.py: namespace, queues, identity, volumes,
 secrets; no jobs), with that worker's AWS and Kubernetes providers.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import date
@@ -35,9 +38,10 @@ from components.config import ConfigError, ConfigProblem, StackConfig, TeamStack
 from components.config.job_context import job_context_data
 from components.config.multikueue import WorkerCluster
 from components.config.platform_contract import (
-    CONTRACT_OUTPUT,
     JUDGED_AGAINST_DEPLOYED_PLATFORM,
     PlatformContract,
+    contract_parameter_name,
+    missing_contract_parameter,
     platform_of_contract,
     read_contract,
     worker_problems,
@@ -70,6 +74,11 @@ from components.workload.verify_outputs import fabric_outputs, pool_outputs, tra
 from components.workload.viewer import exposure_of
 from components.workload.worker_tenant import WorkerTenant, WorkerTenantArgs, worker_cluster_provider_name
 
+PARAMETER_NOT_FOUND = ("ParameterNotFound", "couldn't find resource")
+"""How the invoke's error says the parameter does not exist: SSM's error code for GetParameter (AWS
+Systems Manager API Reference, GetParameter, Errors), or terraform-provider-aws's not-found wording
+(internal/tfresource NotFoundError), should the provider replace the code with it. Not checked
+against a real account: the offline plan answers with the code."""
 TEAM_OUTPUTS = ("environment", "team", "namespace", "trainerRoleArn", "artifactsPrefix", "region", "clusterName",
                 "kubeconfig", "nodePools", "ncclPortRange", "rendezvousPorts", "training", "dashboardUrl")
 """The stack's outputs; named up front, because the engine takes a stack's outputs when the
@@ -86,6 +95,8 @@ class WorkerPlatform:
     """The worker platform stack's config, as deployed."""
     resources: dict[str, str]
     """Its resources the team's tenancy attaches to (cluster, file system, buckets, roles)."""
+    provider: aws.Provider
+    """The AWS provider of the worker's region: its contract was read with it, the team's tenancy there uses it."""
 
 
 @dataclass(frozen=True)
@@ -114,31 +125,65 @@ class TeamEngineConfig:
 def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackConfig | TeamStackConfig],
                engine: TeamEngineConfig, today: date | None = None) -> dict[str, pulumi.Input]:
     """`bind(platform)` loads this team stack's config again, judged against that platform."""
-    reference = pulumi.StackReference("platform", stack_name=config.platform_stack)
+    provider = aws_provider(config)
     # Every resource is made once the contract is read and the config passed against it: a
     # contract of the wrong version, or a job on a pool the deployed platform lacks, stops the
-    # run before anything exists. StackReference outputs are known in previews too, so the
-    # preview shows these resources as `pulumi up` creates them.
-    built = reference.get_output(CONTRACT_OUTPUT).apply(
-        lambda contract: _with_workers(_on_platform(config, contract, bind, engine, today), today))
+    # run before anything exists. The parameter is read in previews too, so the preview shows
+    # these resources as `pulumi up` creates them.
+    built = published_contract(config.project, config.platform_stack, region=config.region, provider=provider).apply(
+        lambda contract: _with_workers(_on_platform(config, contract, bind, engine, today), provider, today))
     return {name: built.apply(lambda outputs, name=name: outputs[name]) for name in TEAM_OUTPUTS}
 
 
-def _with_workers(team: TeamOnPlatform, today: date | None) -> pulumi.Output[dict[str, Any]]:
-    """The team's resources once every worker's contract (a StackReference each) was read and the
-    team judged against it too: a worker deployed from another commit, or one without the team's
-    quota pools, stops the run before anything exists."""
-    workers = workers_of(team.config.judged_platform)
-    references = [pulumi.StackReference(f"worker-{w.stack}", stack_name=worker_stack_reference(team.config.project, w.stack))
-                  for w in workers]
-    contracts = pulumi.Output.all(*[reference.get_output(CONTRACT_OUTPUT) for reference in references])
-    return contracts.apply(lambda values: _build(replace(team, workers=_on_workers(team, workers, values, today))))
+def published_contract(project: str, reference: str, *, region: str, provider: aws.Provider) -> pulumi.Output[Any]:
+    """The contract platform stack `reference` (organization/<project>/<stack>) published in its SSM
+    parameter (JSON decoded; the text as it is where it is not JSON, which read_contract refuses),
+    read with `provider` (its region's).
+
+    Not its `platformContract` output through a StackReference: reading any output of a DIY-backend
+    stack decrypts that stack's data key, which no team deploy role may do (config/platform_contract.py).
+    Its `insecure_value`: the contract holds no secret (the platform refuses one:
+    platform._publish_contract), and `value` comes back marked secret, which would make every output
+    built from it secret. A parameter not there yet is a ConfigError naming the fix, not the invoke's
+    traceback: an Output's failure cannot be caught, so the read is awaited here."""
+    name = contract_parameter_name(project, reference.rsplit("/", 1)[-1])
+    read = aws.ssm.get_parameter_output(name=name, opts=pulumi.InvokeOutputOptions(provider=provider))
+
+    async def value() -> Any:
+        try:
+            parameter = await read.future()
+        except Exception as error:  # the invoke's own error, as the engine words it
+            if any(wording in str(error) for wording in PARAMETER_NOT_FOUND):
+                raise missing_contract_parameter(name, region=region, reference=reference) from None
+            raise
+        if parameter is None:  # an unknown read: only where the provider itself is unknown
+            raise missing_contract_parameter(name, region=region, reference=reference)
+        try:
+            return json.loads(parameter.insecure_value)
+        except ValueError:
+            return parameter.insecure_value
+
+    return pulumi.Output.from_input(value())
+
+
+def _with_workers(team: TeamOnPlatform, provider: aws.Provider, today: date | None) -> pulumi.Output[dict[str, Any]]:
+    """The team's resources once every worker's contract (its parameter, read in its own region with
+    the provider the team's tenancy there uses) was read and the team judged against it too: a worker
+    deployed from another commit, or one without the team's quota pools, stops the run before anything exists."""
+    config = team.config
+    workers = workers_of(config.judged_platform)
+    providers = [aws_provider(config, region=w.region, resource_name=f"aws-{w.stack}") for w in workers]
+    contracts = pulumi.Output.all(*[published_contract(config.project, worker_stack_reference(config.project, w.stack),
+                                                       region=w.region, provider=p)
+                                    for w, p in zip(workers, providers, strict=True)])
+    return contracts.apply(lambda values: _build(
+        replace(team, workers=_on_workers(team, workers, values, providers, today)), provider))
 
 
 def _on_workers(team: TeamOnPlatform, workers: tuple[WorkerCluster, ...], values: list[Any],
-                today: date | None) -> tuple[WorkerPlatform, ...]:
+                providers: list[aws.Provider], today: date | None) -> tuple[WorkerPlatform, ...]:
     config, found, problems = team.config, [], []
-    for worker, value in zip(workers, values, strict=True):
+    for worker, value, provider in zip(workers, values, providers, strict=True):
         try:
             contract = read_contract(value, reference=worker_stack_reference(config.project, worker.stack),
                                      project=config.project)
@@ -150,7 +195,7 @@ def _on_workers(team: TeamOnPlatform, workers: tuple[WorkerCluster, ...], values
         problems += _access_point_problems(contract, config, where=f"worker stack '{worker.stack}'",
                                            deploy=f"deploy {worker.stack} from this commit first (pulumi up --stack "
                                                   f"{worker.stack}), then this team stack")
-        found.append(WorkerPlatform(worker, platform, contract.resources))
+        found.append(WorkerPlatform(worker, platform, contract.resources, provider))
     if problems:
         raise ConfigError(problems, judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
     return tuple(found)
@@ -191,10 +236,9 @@ def _access_point_problems(contract: PlatformContract, config: TeamStackConfig, 
     return []
 
 
-def _build(team: TeamOnPlatform) -> dict[str, Any]:
+def _build(team: TeamOnPlatform, provider: aws.Provider) -> dict[str, Any]:
     config, platform_config, platform = team.config, team.config.judged_platform, team.resources
     apply_permissions_boundary(config.iam_permissions_boundary)
-    provider = aws_provider(config)
     on_aws = pulumi.ResourceOptions(providers=[provider])
     k8s_provider = k8s.Provider("platform-cluster", kubeconfig=platform["kubeconfig"])
     in_cluster = pulumi.ResourceOptions(providers=[provider, k8s_provider])
@@ -372,7 +416,7 @@ def _team_on_worker(team: TeamOnPlatform, worker: WorkerPlatform, secrets_reader
     External Secrets role), all through the worker's own providers (IAM is global: the stack's)."""
     config, platform, stack = team.config, worker.config, worker.worker.stack
     resources = worker.resources
-    worker_aws = aws_provider(config, region=platform.region, resource_name=f"aws-{stack}")
+    worker_aws = worker.provider
     worker_cluster = k8s.Provider(worker_cluster_provider_name(stack), kubeconfig=resources["kubeconfig"])
     # The trainer's pods there read the worker's datasets replica and write the team's prefix of its
     # artifacts bucket, with the worker's data key; its secrets come synced, not read by the pods.

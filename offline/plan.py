@@ -66,9 +66,9 @@ from components.config.multikueue import MANAGER, stack_name_prefix  # noqa: E40
 from components.config.placeholders import Placeholder, find_placeholders, offline_report, placeholder_secrets  # noqa: E402
 from components.config.platform_contract import (  # noqa: E402
     CONTRACT_OUTPUT,
+    contract_parameter_name,
     platform_of_contract,
     read_contract,
-    worker_stack_reference,
 )
 from components.config.stack import platform_stack_errors, stack_kind  # noqa: E402
 from components.config.stack_file import STACK_NAME, project_file, read_stack_file, stack_config  # noqa: E402
@@ -221,6 +221,9 @@ def _availability_zone(region: str, zone_id: str) -> dict:
 # Every invoke the programs make, answered as AWS would (region, invoke arguments -> result).
 # The CI preview role must be allowed what each one calls: tests/test_bootstrap.py checks every
 # token here against bootstrap/policies/actions.py PROGRAM_INVOKES.
+GET_PARAMETER = "aws:ssm/getParameter:getParameter"
+"""A team stack reads its platform's contract (and each worker's) with it: answered by _Mocks from
+the platforms' plans, never from INVOKE_ANSWERS."""
 INVOKE_ANSWERS: dict[str, Callable[[str, dict[str, Any]], dict]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda region, args: {
         "accountId": MOCK_ACCOUNT_ID, "arn": f"arn:{arn_partition(region)}:iam::{MOCK_ACCOUNT_ID}:user/offline-plan",
@@ -294,8 +297,10 @@ class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, region: str, stack_outputs: dict[str, dict[str, Any]] | None = None):
         self.region = region
         self.stack_outputs = stack_outputs or {}
-        """StackReference name (organization/<project>/<stack>) -> what it reads: the outputs of
-        that stack's own offline plan."""
+        """Contract parameter name (/<project>/<stack>/platform-contract) -> the outputs of that
+        platform stack's own offline plan, whose `platformContract` the parameter holds."""
+        self.provider_regions: dict[str, str] = {}
+        """Each explicit AWS provider's region, by resource name: a parameter is read in its stack's region."""
         self.inputs: dict[ResourceKey, dict[str, Any]] = {}
         """Each resource's inputs as the mock monitor deserialised them, until the recording
         monitor takes them: one deserialisation per resource, not two. The mock monitor drops
@@ -308,21 +313,42 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("arn", f"arn:{arn_partition(self.region)}:mock:{self.region}:{MOCK_ACCOUNT_ID}:{kind}/{args.name}")
         state.setdefault("name", args.name)
         state.update(_computed_state(args.typ, args.name, args.inputs))
-        if args.typ == "pulumi:pulumi:StackReference":
-            state["outputs"] = self._referenced_outputs(str(args.inputs.get("name")))
+        if args.typ == "pulumi:providers:aws":
+            self.provider_regions[args.name] = str(args.inputs.get("region") or self.region)
         if args.typ == "aws:ecr/repository:Repository":  # scripts/build-image reads this as trainerRepositoryUrl
             state["repositoryUrl"] = f"{MOCK_ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{args.inputs['name']}"
         return f"{args.name}-id", state
 
-    def _referenced_outputs(self, name: str) -> dict[str, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
+        if args.token == GET_PARAMETER:
+            return self._contract_parameter(str(args.args.get("name")), self._call_region(args))
+        return self._invoke_result(args), []  # (outputs, no check failures)
+
+    def _call_region(self, args: pulumi.runtime.MockCallArgs) -> str:
+        """The region of the provider an invoke went through (a reference `<urn>::<id>`; the URN ends in its name)."""
+        if not args.provider:
+            return self.region
+        return self.provider_regions[args.provider.split("::")[-2]]
+
+    def _contract_parameter(self, name: str, region: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """A platform contract's parameter, as the platform's plan publishes it (platform._publish_contract),
+        and no failure; SSM's ParameterNotFound where those outputs have no contract (a platform deployed
+        before it published one). One the plan does not know, or one read in another region than its
+        stack's, fails loudly."""
         if name not in self.stack_outputs:
-            raise NotImplementedError(f"offline plan has no outputs for the StackReference {name} (it plans "
+            raise NotImplementedError(f"offline plan has no SSM parameter {name} (it plans "
                                       f"{', '.join(sorted(self.stack_outputs)) or 'none'}): add its stack to "
                                       "referenced_stack_outputs in offline/plan.py")
-        return self.stack_outputs[name]
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
-        return self._invoke_result(args), []  # (outputs, no check failures)
+        outputs = self.stack_outputs[name]
+        if outputs.get("region") != region:
+            raise NotImplementedError(f"SSM parameter {name} is in {outputs.get('region')}, read in {region}: "
+                                      "GetParameter would not find it there")
+        if outputs.get(CONTRACT_OUTPUT) is None:
+            return {}, [("name", f"reading SSM Parameter ({name}): ParameterNotFound: ")]
+        value = json.dumps(outputs[CONTRACT_OUTPUT], sort_keys=True, separators=(",", ":"))
+        return {"name": name, "id": name, "type": "String", "version": 1, "withDecryption": True,
+                "arn": f"arn:{arn_partition(region)}:ssm:{region}:{MOCK_ACCOUNT_ID}:parameter{name}",
+                "value": value, "insecureValue": value}, []
 
     def _invoke_result(self, args: pulumi.runtime.MockCallArgs) -> dict:
         answer = INVOKE_ANSWERS.get(args.token)
@@ -404,7 +430,7 @@ def synthesize(stack: str, stack_file: Path | None = None, *, overrides: dict[st
     """Run <project_dir>/__main__.py for `stack` under mocks. Raises ConfigError on invalid configuration.
 
     `today` (None: $PLAN_TODAY if set, else the current date) is the day the EKS support
-    calendar is read for. A team stack's StackReference of its platform reads `platform_outputs`,
+    calendar is read for. A team stack's read of its platform's contract reads `platform_outputs`,
     by default the outputs of its platform stack's own plan (so both read one contract, as
     deployed); those of a manager's workers read each worker's own plan."""
     if today is None and os.environ.get(TODAY_VARIABLE):
@@ -521,11 +547,11 @@ def planned_config(stack: str, *, raw: dict[str, Any] | None = None, project_dir
 
 def referenced_stack_outputs(project: str, environment: str, platform_outputs: dict[str, Any], project_dir: Path,
                              today: date | None) -> dict[str, dict[str, Any]]:
-    """What each StackReference of a team stack reads, by reference name: its platform's outputs, and
-    where that platform is a MultiKueue manager, each worker's own plan outputs (made before the
-    team's program runs: one mock engine at a time)."""
-    return {f"organization/{project}/{environment}": platform_outputs,
-            **{worker_stack_reference(project, worker): platform_plan_outputs(worker, project_dir, today)
+    """Whose contract a team stack reads, by the name of the SSM parameter it reads it from: its
+    platform's outputs, and where that platform is a MultiKueue manager, each worker's own plan
+    outputs (made before the team's program runs: one mock engine at a time)."""
+    return {contract_parameter_name(project, environment): platform_outputs,
+            **{contract_parameter_name(project, worker): platform_plan_outputs(worker, project_dir, today)
                for worker in worker_stacks(platform_outputs)}}
 
 
@@ -537,7 +563,7 @@ def worker_stacks(platform_outputs: dict[str, Any]) -> list[str]:
 
 def platform_plan_outputs(environment: str, project_dir: Path, today: date | None) -> dict[str, Any]:
     """The outputs of a platform stack's offline plan (an environment's, or a worker's such as
-    prod-usw2): what its team stacks' StackReferences read (a copy: the plan is made once per
+    prod-usw2): whose contract its team stacks read (a copy: the plan is made once per
     process). Its problems name the platform's stack file."""
     try:
         made = _PLATFORM_OUTPUTS_MADE.get((environment, project_dir, today))

@@ -14,7 +14,7 @@ from bootstrap import policies
 from bootstrap.config import load_bootstrap_config
 from components.config import ConfigError
 from components.observability.budget import COST_ALLOCATION_TAG_KEYS
-from offline.plan import INVOKE_ANSWERS, Plan, synthesize
+from offline.plan import GET_PARAMETER, INVOKE_ANSWERS, Plan, synthesize
 
 BOOTSTRAP = ROOT / "bootstrap"
 REPO = "example-org/gpu-training"
@@ -239,7 +239,34 @@ def test_preview_role_reads_only_its_environments_state(bootstrap):
 def test_the_invokes_the_program_makes_are_the_ones_the_roles_are_written_for():
     """One list, bootstrap/policies/actions.py PROGRAM_INVOKES: every invoke the offline plan answers (and
     so every invoke the program makes: an unknown one fails the plan) is in it."""
-    assert set(INVOKE_ANSWERS) == set(policies.PROGRAM_INVOKES)
+    assert set(INVOKE_ANSWERS) | {GET_PARAMETER} == set(policies.PROGRAM_INVOKES)
+
+
+def contract_parameter(stack: str, region: str | None = None) -> str:
+    return f"arn:aws:ssm:{region or region_of(stack)}:{ACCOUNT}:parameter/gpu-training/{stack}/platform-contract"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENT_STACKS)
+def test_deploy_role_publishes_and_preview_role_reads_only_its_environments_contracts(bootstrap, env):
+    """The platform's contract parameter (components/platform.py _publish_contract) by its name in its
+    stack's region; GetParameter is the program's one invoke not granted on `*` (PROGRAM_INVOKES)."""
+    assert policies.PROGRAM_INVOKES[GET_PARAMETER] == ()
+    _, deploy = role(bootstrap, f"gpu-training-ci-deploy-{env}")
+    _, preview = role(bootstrap, f"gpu-training-ci-preview-{env}")
+    region = {"aws:RequestedRegion": "us-east-1"}
+    for stack in PLATFORM_STACKS:
+        own = environment_of(stack) == env
+        arn = contract_parameter(stack)
+        for action in ("ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter", "ssm:AddTagsToResource"):
+            assert (evaluate(deploy, action, arn, {"aws:RequestedRegion": region_of(stack)}) == ALLOW) == own, (action, arn)
+        assert (evaluate(preview, "ssm:GetParameter", arn, region) == ALLOW) == own, arn
+        assert evaluate(preview, "ssm:PutParameter", arn, region) != ALLOW
+    # Not another parameter, nor the whole service (SendCommand reaches instances).
+    other = f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/gpu-training/{env}/token"
+    for document in (deploy, preview):
+        assert evaluate(document, "ssm:GetParameter", other, region) != ALLOW
+        assert evaluate(document, "ssm:SendCommand", f"arn:aws:ssm:us-east-1:{ACCOUNT}:document/AWS-RunShellScript",
+                        region) != ALLOW
 
 
 @pytest.mark.parametrize("env", ENVIRONMENT_STACKS)

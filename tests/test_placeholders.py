@@ -226,7 +226,8 @@ def test_a_real_deploy_refuses_every_example_value_before_any_resource(for_real)
 def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_real):
     with pytest.raises(ConfigError) as team:
         synthesize("team-vision-prod", platform_outputs=synthesize_offline_outputs())
-    assert {p.key for p in team.value.problems} == {"gpu-training:trainerImage", "gpu-training:members[0]"}
+    assert {p.key for p in team.value.problems} == {"gpu-training:trainerImage", "gpu-training:members[0]",
+                                                    "gpu-training:iamPermissionsBoundary"}
     with pytest.raises(ConfigError) as bootstrap:
         synthesize("bootstrap", project_dir=BOOTSTRAP)
     assert [p.key for p in bootstrap.value.problems] == [
@@ -235,7 +236,7 @@ def test_a_real_deploy_of_a_team_stack_and_of_the_bootstrap_refuses_them(for_rea
 
 
 def synthesize_offline_outputs():
-    """prod's outputs, and its MultiKueue workers' (which the team stack's StackReferences read), as
+    """prod's outputs, and its MultiKueue workers' (whose contract parameters the team stack reads), as
     the deployed platforms give them: planned outside the real-deploy mode, whose placeholder refusal
     is the platform stacks' own to test. The workers' are cached for the team's synthesis that follows."""
     from offline.plan import platform_plan_outputs, worker_stacks

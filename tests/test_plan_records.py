@@ -74,7 +74,7 @@ def test_a_plan_walks_the_stack_only_for_the_root_stack(monkeypatch):
     plan = synthesize("team-vision-prod")
     assert len(plan.resources) > 10
     # The root stacks, which the mock runtime registers before the program runs: the team's, and its
-    # platform's and each MultiKueue worker's when the plans its StackReferences read are not cached yet.
+    # platform's and each MultiKueue worker's when the plans whose contracts it reads are not cached yet.
     assert len(walks) <= 2 + len(plan.other_clusters)
 
 

@@ -34,6 +34,7 @@ from stack_configs import ROOT
 
 from bootstrap.policies import teams
 from components.config.permissions_boundary import team_boundary_arn
+from components.config.platform_contract import contract_parameter_name
 from offline.plan import Plan, synthesize
 
 ACCOUNT = "123456789012"
@@ -110,10 +111,12 @@ def role_arn(name: str) -> str:
     return f"arn:aws:iam::{ACCOUNT}:role/{name}"
 
 
-TEAM_BOUNDARY = team_boundary_arn(f"arn:aws:iam::{ACCOUNT}:policy/{PROJECT}-boundary-{ENVIRONMENT}",
-                                  project=PROJECT, environment=ENVIRONMENT, team=TEAM)
-"""What a role of the team stack carries once its `iamPermissionsBoundary` names the team's
-(docs/team-stacks.md, moving a team stack, step 4); the plan holds the platform's until then."""
+PLATFORM_BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/{PROJECT}-boundary-{ENVIRONMENT}"
+TEAM_BOUNDARY = team_boundary_arn(PLATFORM_BOUNDARY, project=PROJECT, environment=ENVIRONMENT, team=TEAM)
+"""What a role of the team stack carries since its `iamPermissionsBoundary` names the team's
+(stacks/Pulumi.team-vision-prod.yaml; docs/team-stacks.md, moving a team stack). The requests
+take the plan's (planned_boundary): with the stack file's line reverted, they carry the platform's
+and the deploy role refuses them."""
 
 
 # --- the requests of each type ---------------------------------------------------------------
@@ -209,8 +212,13 @@ def pod_identity_requests(p: Planned) -> Iterator[Request]:
     yield from tag_changes(association, p.tags)
 
 
+def planned_boundary(role: Mapping[str, Any]) -> str:
+    """The boundary a planned role carries: the stack file's iamPermissionsBoundary, in this account."""
+    return in_account(role["inputs"]["permissionsBoundary"])
+
+
 def role_requests(p: Planned) -> Iterator[Request]:
-    arn, bounded = role_arn(p.inputs["name"]), {"iam:PermissionsBoundary": TEAM_BOUNDARY}
+    arn, bounded = role_arn(p.inputs["name"]), {"iam:PermissionsBoundary": planned_boundary(p.record)}
     yield Request("iam:CreateRole", arn, {**bounded, **request_tags(p.tags)}, "create")
     yield Request("iam:TagRole", arn, request_tags(p.tags), "create")
     for action in ("iam:GetRole", "iam:ListRolePolicies", "iam:ListAttachedRolePolicies"):
@@ -223,10 +231,11 @@ def role_requests(p: Planned) -> Iterator[Request]:
 
 
 def role_policy_requests(p: Planned) -> Iterator[Request]:
-    arn = role_arn(p.depends_on("role")["inputs"]["name"])
-    yield Request("iam:PutRolePolicy", arn, {"iam:PermissionsBoundary": TEAM_BOUNDARY}, "create/update")
+    role = p.depends_on("role")
+    arn, bounded = role_arn(role["inputs"]["name"]), {"iam:PermissionsBoundary": planned_boundary(role)}
+    yield Request("iam:PutRolePolicy", arn, bounded, "create/update")
     yield Request("iam:GetRolePolicy", arn, {}, "read")
-    yield Request("iam:DeleteRolePolicy", arn, {"iam:PermissionsBoundary": TEAM_BOUNDARY}, "delete")
+    yield Request("iam:DeleteRolePolicy", arn, bounded, "delete")
 
 
 def key_arn(region: str) -> str:
@@ -422,14 +431,35 @@ def test_the_team_plan_makes_nothing_its_deploy_role_may_not(team_plan):
     assert [r["name"] for r in team_plan.resources if r["type"] in NOT_THE_TEAMS] == []
 
 
-def test_a_role_of_the_team_stack_with_the_platforms_boundary_is_refused(team_plan, as_team):
-    """As the plan stands (iamPermissionsBoundary unset, the platform's taken): the team stack must
-    name its team boundary before its deploy role can make its roles (docs/team-stacks.md)."""
-    (role,) = [r for r in team_plan.of_type("aws:iam/role:Role") if r["name"] == "team-trainer"]
-    planned_boundary = in_account(role["inputs"]["permissionsBoundary"])
-    assert planned_boundary != TEAM_BOUNDARY
-    request = Request("iam:CreateRole", role_arn(role["inputs"]["name"]), {"iam:PermissionsBoundary": planned_boundary})
+def test_the_team_stacks_roles_carry_the_team_boundary_and_the_platforms_is_refused(team_plan, as_team):
+    """The stack file names the team boundary, so every role the plan makes carries it; one with
+    the platform's (the stack file without that line) the team deploy role may not make."""
+    roles = team_plan.of_type("aws:iam/role:Role")
+    assert roles and {planned_boundary(r) for r in roles} == {TEAM_BOUNDARY}
+    (role,) = [r for r in roles if r["name"] == "team-trainer"]
+    request = Request("iam:CreateRole", role_arn(role["inputs"]["name"]), {"iam:PermissionsBoundary": PLATFORM_BOUNDARY})
     assert as_team(request) != ALLOW
+
+
+def contract_reads(plan_of) -> list[Request]:
+    """What the team program reads of its platforms before any resource (components/team.py
+    published_contract): each contract's SSM parameter, in its stack's region (the platform's, and
+    each MultiKueue worker's). Invokes are not in a plan: derived from the platforms' plans."""
+    stacks = [ENVIRONMENT, *plan_of(ENVIRONMENT).outputs["multiKueue"]["workers"]]
+    return [Request("ssm:GetParameter", f"arn:aws:ssm:{plan_of(stack).outputs['region']}:{ACCOUNT}:parameter"
+                    f"{contract_parameter_name(PROJECT, stack)}", {}, "read") for stack in stacks]
+
+
+def test_the_team_deploy_role_reads_its_platforms_contracts_and_no_other_environments(plan_of, as_team):
+    reads = contract_reads(plan_of)
+    assert len({r.resource.split(":")[3] for r in reads}) == 3, "prod and its two workers, each in its region"
+    assert [str(r) for r in reads if as_team(r) != ALLOW] == []
+    others = [replace(r, resource=r.resource.replace(f"/{ENVIRONMENT}", f"/{other}"))
+              for r in reads for other in ("staging", "dev")]
+    others += [replace(r, resource=r.resource.replace(f"/{PROJECT}/", f"/{PROJECT}-x/")) for r in reads]
+    others += [replace(r, resource=r.resource.replace("platform-contract", "token")) for r in reads]
+    others += [replace(r, action="ssm:PutParameter") for r in reads]
+    assert [str(r) for r in others if as_team(r) == ALLOW] == []
 
 
 EKS = f"arn:aws:eks:us-east-1:{ACCOUNT}"

@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 import pytest
-from iam_eval import ALLOW, DENY, evaluate, evaluate_bounded
+from iam_eval import ALLOW, DENY, evaluate, evaluate_bounded, glob_match
 
 from bootstrap.config import load_bootstrap_config, refuse_members_of_other_accounts
 from bootstrap.policies import teams
+from bootstrap.policies.names import stack_objects
 from components.config import ConfigError
 from offline.plan import Plan
 
@@ -269,3 +270,18 @@ def test_the_team_deploy_role_may_create_every_role_of_the_team_stack(bootstrap,
     for name in names:
         assert as_vision_prod(bootstrap, "iam:CreateRole", f"{IAM}:role/{name}",
                               {"iam:PermissionsBoundary": TEAM_BOUNDARY}) == ALLOW, name
+
+
+STATE = f"arn:aws:s3:::gpu-training-bootstrap-state-{ACCOUNT}"
+
+
+def test_the_team_state_pattern_writes_what_pulumi_up_writes_for_its_stack_and_no_other():
+    """teams.team_state_objects stands for names.py stack_objects in the boundary (its 6,144): every
+    object `pulumi up` writes for team-vision-prod, and none of another stack's."""
+    def written(stack: str) -> list[str]:  # one object under each of stack_objects' patterns
+        return [arn.replace("*", "x") for arn in stack_objects(STATE, "gpu-training", stack)]
+
+    compact = teams.team_state_objects(STATE, "gpu-training", "team-vision-prod")
+    assert all(any(glob_match(p, obj) for p in compact) for obj in written("team-vision-prod"))
+    for other in ("team-vision-staging", "team-vision-x-prod", "team-audio-prod", "prod", "prod-usw2"):
+        assert not any(glob_match(p, obj) for p in compact for obj in written(other)), other

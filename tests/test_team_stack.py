@@ -176,8 +176,9 @@ def test_team_jobs_are_judged_against_the_deployed_platform_not_the_stack_file(p
 @pytest.mark.parametrize(
     ("version", "says"),
     [
-        (None, "output platformContract: is missing (the platform was deployed before team stacks read a contract). "
-               "Fix: deploy the platform stack from this commit first (pulumi up --stack prod)"),
+        (None, "SSM parameter /gpu-training/prod/platform-contract: does not exist in us-east-1 (the platform was "
+               "deployed before it published its contract there, or not at all). Fix: deploy the platform stack from "
+               "this commit first (pulumi up --stack prod)"),
         (0, "output platformContract: version 0, this program reads version 1. Fix: deploy the platform stack"),
         (2, "output platformContract: version 2, this program reads version 1: the platform was deployed from a newer "
             "commit. Fix: update this checkout"),
@@ -211,6 +212,8 @@ def test_new_team_stack_writes_a_stack_that_plans(tmp_path, monkeypatch):
     assert isinstance(config, TeamStackConfig) and config.training.gpu_quota == rows[0]["gpuQuota"]
     # The platform's own trainer image, pinned by digest: the checkpoint cleanup's image (issue 45).
     assert config.training.trainer_image == config.judged_platform.training.trainer_image
+    # Its team boundary, beside the platform's: the team's repository deploys it with its team role.
+    assert config.iam_permissions_boundary == "arn:aws:iam::111122223333:policy/gpu-training-boundary-staging-team-nlp"
     plan = synthesize("team-nlp-staging", path, platform_outputs=platform.outputs)
     assert plan.manifests() and not [m for m in plan.manifests() if m["kind"] == "ClusterQueue"]
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "new-team-stack"), "nlp", "staging",

@@ -291,9 +291,9 @@ def test_a_worker_contract_of_another_version_stops_the_team_before_any_resource
 
     def newer_worker(*args, **kwargs):
         outputs = real(*args, **kwargs)
-        worker = json.loads(json.dumps(outputs[f"organization/{PROJECT}/prod-usw2"]))
+        worker = json.loads(json.dumps(outputs[f"/{PROJECT}/prod-usw2/platform-contract"]))
         worker[CONTRACT_OUTPUT]["version"] = 2
-        return {**outputs, f"organization/{PROJECT}/prod-usw2": worker}
+        return {**outputs, f"/{PROJECT}/prod-usw2/platform-contract": worker}
 
     monkeypatch.setattr(plan_module, "referenced_stack_outputs", newer_worker)
     with pytest.raises(ConfigError) as raised:

@@ -316,7 +316,9 @@ def test_previews_never_refresh():
     script = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
                             capture_output=True, text=True, check=True).stdout
     # prod, prod-use2, prod-usw2, team-vision-prod
-    assert script.count("pulumi preview ") == 4 and "--refresh" not in script and "--yes" not in script
+    # prod's three platform stacks; team-vision-prod sets its team boundary: its repository previews it.
+    assert script.count("pulumi preview ") == 3 and "--refresh" not in script and "--yes" not in script
+    assert "skipping team-vision-prod: it sets its team boundary" in script
 
 
 # --- runners: a job that talks to a cluster runs inside that environment's VPC -----------------
@@ -1033,9 +1035,15 @@ def test_deploy_environment_updates_the_platform_stacks_before_their_team_stacks
                             text=True, check=True)
     updates = [line for line in result.stdout.splitlines() if line.startswith("+ pulumi ")]
     stacks = [re.search(r"--stack (\S+)", line)[1] for line in updates]  # type: ignore[index]
-    # the MultiKueue manager, then its workers in the other regions (docs/multi-region.md), then the teams
-    assert stacks == ["prod", "prod-use2", "prod-usw2", "team-vision-prod"]
+    # the MultiKueue manager, then its workers in the other regions (docs/multi-region.md), then the
+    # teams deployed with the environment's role: none, team-vision-prod sets its team boundary
+    assert stacks == ["prod", "prod-use2", "prod-usw2"]
+    assert "skipping team-vision-prod: it sets its team boundary" in result.stderr + result.stdout
     assert all("--policy-pack" in line and "--yes" in line for line in updates)
+    team = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--stack", "team-vision-prod"],
+                          capture_output=True, text=True, check=True)
+    assert [re.search(r"--stack (\S+)", line)[1] for line in team.stdout.splitlines()  # type: ignore[index]
+            if line.startswith("+ pulumi ")] == ["team-vision-prod"]
     dev = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "dev"], capture_output=True,
                          text=True, check=True)
     assert "team-vision-prod" not in dev.stdout

@@ -26,6 +26,9 @@ MANAGED_SERVICES = {
     "aws:iam/": "iam",
     # A global service (its API is in us-east-1 whatever the stack's region): scoped by name below.
     "aws:budgets/": "budgets",
+    # The platform's contract parameter only (deploy.py ManagePlatformContracts, by name): not the
+    # whole service, whose SendCommand reaches instances.
+    "aws:ssm/parameter:": "ssm",
 }
 GLOBAL_SERVICES = ("budgets",)
 # THE BOUNDARY'S ACTIONS: every action a role of the stacks is granted, by who grants it, and no
@@ -202,6 +205,9 @@ PROGRAM_INVOKES: dict[str, tuple[str, ...]] = {
     # in the worker's Region, a worker the active connection from its manager.
     "aws:ec2/getVpcs:getVpcs": ("ec2:DescribeVpcs",),
     "aws:ec2/getVpcPeeringConnections:getVpcPeeringConnections": ("ec2:DescribeVpcPeeringConnections",),
+    # A team stack reads its platforms' contracts (components/team.py): ssm:GetParameter, granted on
+    # the environment's contract parameters only (deploy.py ReadPlatformContracts), not on `*`.
+    "aws:ssm/getParameter:getParameter": (),
 }
 # What scripts/build-image asks of the environment's trainer repository: `aws ecr describe-images`
 # (is the commit's tag there already?), the layer checks and uploads and the manifest upload of

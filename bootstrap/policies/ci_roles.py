@@ -7,12 +7,14 @@ from typing import Any
 from bootstrap.config import BootstrapConfig
 from bootstrap.policies.actions import IMAGE_PUSH_ACTIONS, PROGRAM_INVOKES
 from bootstrap.policies.names import (
+    environment_ci,
     environment_stacks,
     stack_checkpoint_prefix,
     stack_checkpoints,
     state_metadata,
     trainer_repository_name,
 )
+from components.config.platform_contract import contract_parameter_name
 from components.facts.regions import arn_partition
 
 
@@ -24,6 +26,15 @@ def program_invokes_statement() -> dict[str, Any]:
     """The reads the program's invokes make (PROGRAM_INVOKES): preview and deploy both run it."""
     actions = sorted({action for actions in PROGRAM_INVOKES.values() for action in actions})
     return {"Sid": "RunProgramInvokes", "Effect": "Allow", "Action": actions, "Resource": ["*"]}
+
+
+def contract_parameters(config: BootstrapConfig, environment: str, account_id: str) -> list[str]:
+    """The SSM parameter each platform stack of the environment publishes its contract in, in its
+    region (components/platform.py _publish_contract): what its team stacks read."""
+    partition, ci = arn_partition(config.region), environment_ci(config, environment)
+    regions = [config.region, *(region for _, region in ci.sites)]
+    return [f"arn:{partition}:ssm:{region}:{account_id}:parameter{contract_parameter_name(config.stacks_project, stack)}"
+            for stack, region in zip(ci.platform_stacks, regions, strict=True)]
 
 
 def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str, state_key_arn: str,
@@ -39,6 +50,9 @@ def preview_policy(config: BootstrapConfig, environment: str, *, bucket_arn: str
          "Condition": via_s3(config.region)},
         {"Sid": "DecryptStackSecrets", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [secrets_key_arn]},
         program_invokes_statement(),
+        # A team stack's preview reads its platforms' contracts (components/team.py published_contract).
+        {"Sid": "ReadPlatformContracts", "Effect": "Allow", "Action": ["ssm:GetParameter"],
+         "Resource": contract_parameters(config, environment, state_key_arn.split(":")[4])},
     ]}
 
 

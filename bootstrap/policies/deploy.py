@@ -15,7 +15,7 @@ from bootstrap.policies.actions import (
     ROLE_ACTIONS,
     SERVICE_LINKED_ROLES,
 )
-from bootstrap.policies.ci_roles import program_invokes_statement, via_s3
+from bootstrap.policies.ci_roles import contract_parameters, program_invokes_statement, via_s3
 from bootstrap.policies.names import (
     boundary_policy_arn,
     boundary_policy_name,
@@ -31,6 +31,7 @@ from bootstrap.policies.names import (
 from bootstrap.policies.scope import (
     AUTOSCALING_GROUPS,
     CLUSTER_ACCESS_ACTIONS,
+    CONTRACT_PARAMETER_ACTIONS,
     ENVIRONMENT_TAG,
     NAME_SCOPED_READS,
     NAME_SCOPED_SERVICES,
@@ -77,7 +78,7 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
     project, region, partition = config.stacks_project, config.region, arn_partition(config.region)
     role_arns = f"arn:{partition}:iam::{account_id}:role/*"
     own_objects = [arn for stack in environment_stacks(config, environment) for arn in stack_objects(bucket_arn, project, stack)]
-    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", *GLOBAL_SERVICES, *NAME_SCOPED_SERVICES})
+    services = sorted(set(MANAGED_SERVICES.values()) - {"iam", "s3", "ssm", *GLOBAL_SERVICES, *NAME_SCOPED_SERVICES})
     own_tag = {f"aws:ResourceTag/{ENVIRONMENT_TAG}": environment}
     bounded = {"iam:PermissionsBoundary": boundary_policy_arn(project, environment, account_id, partition)}
     attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
@@ -101,6 +102,10 @@ def deploy_policy(config: BootstrapConfig, environment: str, *, account_id: str,
                 f"arn:{partition}:cloudwatch:{site_region}:{account_id}:alarm:{site}-*",
                 # Dashboards are global (no region in their ARN): the stacks' and their teams'.
                 f"arn:{partition}:cloudwatch::{account_id}:dashboard/{site}-*")]},
+        # Each platform stack's contract, in its region, by its name (components/platform.py
+        # _publish_contract); its team stacks read it (the preview role too: ci_roles.py).
+        {"Sid": "ManagePlatformContracts", "Effect": "Allow", "Action": list(CONTRACT_PARAMETER_ACTIONS),
+         "Resource": contract_parameters(config, environment, account_id)},
         # The environment's budgets (named <project>-<environment>[-<team>]-monthly).
         {"Sid": "ManageEnvironmentBudgets", "Effect": "Allow", "Action": ["budgets:*"],
          "Resource": [f"arn:{partition}:budgets::{account_id}:budget/{project}-{environment}-*"]},

@@ -78,7 +78,12 @@ NAME_SCOPED_SERVICES = ("logs", "cloudwatch")
 # The reads the provider makes of those services on no particular resource: it finds a log group
 # by DescribeLogGroups with a name prefix and an alarm by DescribeAlarms with its name
 # (terraform-provider-aws internal/service/logs/group.go, internal/service/cloudwatch/metric_alarm.go).
-NAME_SCOPED_READS = ("cloudwatch:DescribeAlarms", "logs:DescribeLogGroups")
+NAME_SCOPED_READS = ("cloudwatch:DescribeAlarms", "logs:DescribeLogGroups", "ssm:DescribeParameters")
+# What the provider calls for the platform's contract parameter (terraform-provider-aws
+# internal/service/ssm/parameter.go: PutParameter with its tags, GetParameter and DescribeParameters
+# to read it back, ListTagsForResource, Add/RemoveTagsFromResource, DeleteParameter), on its name only.
+CONTRACT_PARAMETER_ACTIONS = ("ssm:AddTagsToResource", "ssm:DeleteParameter", "ssm:GetParameter",
+                              "ssm:ListTagsForResource", "ssm:PutParameter", "ssm:RemoveTagsFromResource")
 # Never, on any resource, the project's own included: sharing a snapshot or an image with another
 # account (ModifySnapshotAttribute/ModifyImageAttribute add createVolumePermission/launchPermission).
 # The stacks do none of this.
@@ -150,6 +155,7 @@ TAGGING_ACTIONS = (
         "budgets", "cloudwatch", "ecr", "eks", "elasticfilesystem", "fsx", "kms", "logs", "s3", "secretsmanager", "sns")),
     "logs:*TagLogGroup", "iam:Tag*", "iam:Untag*", "s3:Put*Tagging", "s3:Delete*Tagging", "s3:ReplicateTags",
     "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
+    "ssm:AddTagsToResource", "ssm:RemoveTagsFromResource",
 )
 
 

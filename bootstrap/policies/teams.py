@@ -17,6 +17,7 @@ another team's data even with the policy pack switched off:
   `alias/<project>-<env>-<team>-*`; no key another stack made (it carries its stack's tag);
 - its alarms (`<project>-<env>-<team>-team-<team>-*`), its dashboard and its budget, by their exact
   names: not a prefix another team's names start with (`vision` is not `vision-x`);
+- the contracts its environment's platform stacks publish (SSM parameters, read only);
 - on the environment's clusters (the platform's and each MultiKueue worker's): its people's access
   entries, each STANDARD, for one of the registry's members of the team only (`teams.<team>.members`,
   ArnEquals: _members_entries), none without members, in the group `team-<team>-members` only, with
@@ -39,10 +40,11 @@ from typing import Any
 from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.ci_roles import via_s3
 from bootstrap.policies.compact import compact_policy
-from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_objects, state_metadata
+from bootstrap.policies.names import SECRETS_CONTEXT_KEY, cluster_name, stack_checkpoints, state_metadata
 from bootstrap.policies.trust import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST
 from components.cluster.control_plane import READ_ONLY_POLICY, access_policy_arn
 from components.config import permissions_boundary
+from components.config.platform_contract import contract_parameter_name
 from components.config.stack_names import team_name_prefix, team_namespace
 from components.facts.regions import arn_partition
 from components.observability.budget import budget_name
@@ -216,6 +218,13 @@ def _team_cluster_objects(config: BootstrapConfig, team: str, environment: str, 
     ]
 
 
+def team_state_objects(bucket_arn: str, project: str, stack: str) -> list[str]:
+    """names.py stack_objects in fewer characters, for the boundary's 6,144: its state file, and one
+    pattern for its history, backups, journal and lock (`.pulumi/<kind>/[organization/]<project>/<stack>/*`),
+    which matches no other stack's object (tests/test_team_deploy_roles.py compares both)."""
+    return [*stack_checkpoints(bucket_arn, project, stack), f"{bucket_arn}/.pulumi/*/{project}/{stack}/*"]
+
+
 def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *, account_id: str, bucket_arn: str,
                          state_key_arn: str, secrets_key_arn: str) -> dict[str, Any]:
     """The team deploy role's policy and permissions boundary, and the boundary of every role the
@@ -232,7 +241,7 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
     return compact_policy({"Version": "2012-10-17", "Statement": [
         {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
         {"Sid": "WriteTeamState", "Effect": "Allow", "Action": ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
-         "Resource": [state_metadata(bucket_arn), *stack_objects(bucket_arn, project, team_stack(team, environment))]},
+         "Resource": [state_metadata(bucket_arn), *team_state_objects(bucket_arn, project, stack)]},
         {"Sid": "UseStateKeyThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": [state_key_arn], "Condition": via_s3(config.region)},
         # Only its own stack's data key: a team stack's secrets provider names the stack as its
@@ -264,9 +273,14 @@ def team_boundary_policy(config: BootstrapConfig, team: str, environment: str, *
             f"arn:{partition}:cloudwatch:*:{account_id}:alarm:{prefix}-{team_namespace(team)}-*",
             f"arn:{partition}:cloudwatch::{account_id}:dashboard/{dashboard_name_of(prefix)}",
             f"arn:{partition}:budgets::{account_id}:budget/{budget_name(prefix)}"]},
-        # Reads of the environment's cluster (the Kubernetes provider's endpoint and CA).
-        {"Sid": "ReadTheEnvironmentsCluster", "Effect": "Allow", "Action": ["eks:DescribeCluster"],
-         "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*"]},
+        # Reads of the environment's clusters (the Kubernetes provider's endpoint and CA) and of its
+        # platform stacks' contracts (components/team.py published_contract): `<env>*` is the
+        # environment's stacks, `prod` and `prod-<region>` (stack_names.py: no environment's name
+        # starts with another's). One statement for both, for the 6,144: each action names no
+        # resource of the other's service.
+        {"Sid": "ReadTheEnvironmentsPlatform", "Effect": "Allow", "Action": ["eks:DescribeCluster", "ssm:GetParameter"],
+         "Resource": [f"arn:{partition}:eks:*:{account_id}:cluster/{cluster_name(project, environment)}*",
+                      f"arn:{partition}:ssm:*:{account_id}:parameter{contract_parameter_name(project, f'{environment}*')}"]},
         *_team_cluster_objects(config, team, environment, account_id),
         *_team_iam(config, team, environment, account_id),
         # No other stack's key, whatever an Allow above matches: the platform's, another team's, the

@@ -378,7 +378,8 @@ KEYS: tuple[Key, ...] = (
     Key("placeholders.allow", BOOLEAN, "true (dev stacks only): `pulumi up` and `pulumi preview` deploy them with a "
         "warning instead of refusing them; the offline plan always lists them.", default=False),
 
-    Key("platformStack", STRING, "The StackReference of the environment's platform stack.",
+    Key("platformStack", STRING, "The environment's platform stack, whose contract the team stack reads (its SSM "
+        "parameter /<project>/<stack>/platform-contract).",
         default=Derived("`organization/gpu-training/<environment>`, the DIY-backend form"), stacks=frozenset({TEAM})),
     Key("members", LIST, "IAM role ARNs of the team's people: each gets an EKS access entry with rights in the team's "
         "namespace only (view, and submitting JobSets: components/workload/team_members.py); in the stack's "

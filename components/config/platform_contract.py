@@ -2,8 +2,16 @@
 
 A team stack runs its jobs on the pools, fabric, cluster and storage of a platform stack that
 was deployed, perhaps from another commit. So it reads those facts from one place only: the
-deployed platform's `platformContract` output (through its StackReference), never the platform's
-stack file in the team's checkout, which may describe a platform that does not exist.
+deployed platform's contract, never the platform's stack file in the team's checkout, which may
+describe a platform that does not exist. The platform publishes it twice, with one value: as its
+`platformContract` output, and as an SSM parameter (contract_parameter_name), which is what a
+team stack reads. Not through a StackReference: the DIY backend opens the referenced stack's secrets
+manager to read any output (pulumi/pulumi: the DIY backend's GetStackOutputs ->
+pkg/resource/stack/deployment.go DeserializeStackOutputs), which for awskms decrypts the stack's
+data key at once, so a team deploy role could read its platform only if its boundary let it
+decrypt every secret of the platform's state (pulumi/pulumi#11109; #21436 open, its fix #21461
+closed unmerged; the catch of pulumi/pulumi#19533 covers per-value decryption only). The
+parameter needs `ssm:GetParameter` on one name, which carries no secret.
 
 The contract carries the platform stack's own configuration as the engine handed it to the
 platform program (every value as text, secrets by name only), which the team's checkout parses
@@ -12,7 +20,7 @@ was built with; and the resources the team stack attaches to (cluster, buckets, 
 keys, roles, alert topic). It is versioned:
 a reader accepts only the version it was written for, and says which side to deploy.
 
-The offline plan feeds a team stack the contract its platform stack's own plan exports.
+The offline plan answers a team stack's read with the contract its platform stack's own plan exports.
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ CONTRACT_OUTPUT = "platformContract"
 JUDGED_AGAINST_DEPLOYED_PLATFORM = "the deployed platform stack (its platformContract)"
 """How a team stack's report names the problems found once its platform's contract was read:
 scripts/deploy-environment defers such a team preview until the platform's own `up` has run."""
+CONTRACT_PARAMETER_TIER = "Advanced"
+"""A Standard parameter holds 4 KB, an Advanced one 8 KB (AWS Systems Manager User Guide, "Managing
+parameter tiers"); today's contracts are 3.9 to 5.0 KB (tests/test_platform_contract_parameter.py)."""
+CONTRACT_PARAMETER_MAX_BYTES = 8192
+"""The most an Advanced parameter's value holds (ibid.)."""
 CONTRACT_VERSION = 1
 """Raise it when a reader of the previous version would misread the contract (a key renamed,
 a meaning changed); adding a resource is not such a change."""
@@ -101,6 +114,34 @@ def _top_key(path: str) -> str:
     return namespace + colon + re.split(r"[.\[]", rest, maxsplit=1)[0]
 
 
+def contract_parameter_name(project: str, stack: str) -> str:
+    """The SSM parameter the platform stack `stack` publishes its contract in, in its own region."""
+    return f"/{project}/{stack}/platform-contract"
+
+
+def contract_parameter_value(contract: Mapping[str, Any], *, stack: str) -> str:
+    """The parameter's value: the `platformContract` output as JSON, or a ConfigError where it
+    would not fit an Advanced parameter."""
+    value = json.dumps(contract, sort_keys=True, separators=(",", ":"))
+    size = len(value.encode())
+    if size > CONTRACT_PARAMETER_MAX_BYTES:
+        raise ConfigError([ConfigProblem(
+            f"output {CONTRACT_OUTPUT}", f"is {size} bytes as JSON, more than the {CONTRACT_PARAMETER_MAX_BYTES} an "
+            f"{CONTRACT_PARAMETER_TIER} SSM parameter holds", "publish fewer of the platform's config keys or resources "
+            "in the contract (components/config/platform_contract.py)", where=f"platform stack '{stack}'")])
+    return value
+
+
+def missing_contract_parameter(name: str, *, region: str, reference: str) -> ConfigError:
+    """What a team stack says where the platform stack `reference` (or a worker) has not published
+    its contract yet: worded as read_contract's problems, which the same deploy fixes."""
+    stack = reference.rsplit("/", 1)[-1]
+    return ConfigError([ConfigProblem(
+        f"SSM parameter {name}", f"does not exist in {region} (the platform was deployed before it published its "
+        "contract there, or not at all)", f"deploy the platform stack from this commit first (pulumi up --stack {stack}), "
+        "then this team stack", where=f"platform stack {reference}")], judged_against=JUDGED_AGAINST_DEPLOYED_PLATFORM)
+
+
 def read_contract(value: Any, *, reference: str, project: str) -> PlatformContract:
     """The contract read from the platform stack `reference`, or a ConfigError that says what to deploy."""
     where = f"platform stack {reference}"
@@ -112,7 +153,7 @@ def read_contract(value: Any, *, reference: str, project: str) -> PlatformContra
 
     if value is None:
         raise ConfigError([problem("is missing (the platform was deployed before team stacks read a contract)")])
-    # A StackReference hands numbers over as floats (protobuf); any other version is not ours.
+    # A StackReference handed numbers over as floats (protobuf), JSON as ints; any other version is not ours.
     raw_version = value.get("version") if isinstance(value, Mapping) else None
     if isinstance(raw_version, bool) or not isinstance(raw_version, int | float) or not float(raw_version).is_integer():
         raise ConfigError([problem("is not a platform contract", f"check platformStack names a {project} platform stack")])

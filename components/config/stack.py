@@ -180,7 +180,8 @@ class TeamStackConfig:
     region: str
     cost_center: str
     platform_stack: str
-    """StackReference name of the platform stack, e.g. organization/gpu-training/prod."""
+    """The platform stack, e.g. organization/gpu-training/prod: its last part names the contract
+    parameter the team stack reads (platform_contract.contract_parameter_name)."""
     platform: StackConfig | None
     """The deployed platform stack's config, from its contract (platform_contract.py): the pools
     and fabric the jobs were validated against. None before the contract was read."""

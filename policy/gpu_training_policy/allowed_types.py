@@ -32,7 +32,8 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("pulumi:providers:aws", PTB, "the stack's AWS provider, which carries the region and the cost tags"),
     Allowed("pulumi:providers:kubernetes", PT, "the stack's cluster provider (kubeconfig of the environment's cluster)"),
     Allowed("pulumi:pulumi:Stack", PTB, "the engine's root resource (not in any plan: the mock engine registers none)"),
-    Allowed("pulumi:pulumi:StackReference", T, "a team reads its platform's outputs (not in any plan: a read)"),
+    Allowed("pulumi:pulumi:StackReference", T, "another stack's outputs (not in any plan: a read; a team stack of "
+            "this program reads its platform's contract parameter instead, and its team role could not read one)"),
     Allowed("gpu-training:bootstrap:*", B, "the bootstrap's components (they create nothing; children checked)"),
     Allowed("gpu-training:cluster:*", P, "the cluster's components (children checked one by one)"),
     Allowed("gpu-training:common:*", P, "shared components such as the logs key (children checked)"),
@@ -101,6 +102,7 @@ ALLOWED_TYPES: tuple[Allowed, ...] = (
     Allowed("aws:kms/key:Key", PTB, "customer managed keys (team stacks: their secrets key)"),
     Allowed("aws:kms/alias:Alias", PTB, "key aliases"),
     Allowed("aws:secretsmanager/secret:Secret", PT, "training secrets (team stacks: under their path)"),
+    Allowed("aws:ssm/parameter:Parameter", P, "the platform's contract, which its team stacks read (components/platform.py)"),
     Allowed("aws:secretsmanager/secretVersion:SecretVersion", PT, "their values, set as Pulumi secrets"),
     # --- observability and cost
     Allowed("aws:cloudwatch/logGroup:LogGroup", P, "control-plane, flow and container logs"),
