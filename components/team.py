@@ -21,7 +21,6 @@ secrets; no jobs), with that worker's AWS and Kubernetes providers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import date
@@ -41,6 +40,7 @@ from components.config.platform_contract import (
     JUDGED_AGAINST_DEPLOYED_PLATFORM,
     PlatformContract,
     contract_parameter_name,
+    decoded_contract_parameter,
     missing_contract_parameter,
     platform_of_contract,
     read_contract,
@@ -137,7 +137,7 @@ def build_team(config: TeamStackConfig, *, bind: Callable[[StackConfig], StackCo
 
 def published_contract(project: str, reference: str, *, region: str, provider: aws.Provider) -> pulumi.Output[Any]:
     """The contract platform stack `reference` (organization/<project>/<stack>) published in its SSM
-    parameter (JSON decoded; the text as it is where it is not JSON, which read_contract refuses),
+    parameter (decoded; the text as it is where it is not a contract, which read_contract refuses),
     read with `provider` (its region's).
 
     Not its `platformContract` output through a StackReference: reading any output of a DIY-backend
@@ -158,10 +158,7 @@ def published_contract(project: str, reference: str, *, region: str, provider: a
             raise
         if parameter is None:  # an unknown read: only where the provider itself is unknown
             raise missing_contract_parameter(name, region=region, reference=reference)
-        try:
-            return json.loads(parameter.insecure_value)
-        except ValueError:
-            return parameter.insecure_value
+        return decoded_contract_parameter(parameter.insecure_value)
 
     return pulumi.Output.from_input(value())
 

@@ -67,6 +67,7 @@ from components.config.placeholders import Placeholder, find_placeholders, offli
 from components.config.platform_contract import (  # noqa: E402
     CONTRACT_OUTPUT,
     contract_parameter_name,
+    contract_parameter_value,
     platform_of_contract,
     read_contract,
 )
@@ -345,7 +346,7 @@ class _Mocks(pulumi.runtime.Mocks):
                                       "GetParameter would not find it there")
         if outputs.get(CONTRACT_OUTPUT) is None:
             return {}, [("name", f"reading SSM Parameter ({name}): ParameterNotFound: ")]
-        value = json.dumps(outputs[CONTRACT_OUTPUT], sort_keys=True, separators=(",", ":"))
+        value = contract_parameter_value(outputs[CONTRACT_OUTPUT], stack=name.split("/")[-2])
         return {"name": name, "id": name, "type": "String", "version": 1, "withDecryption": True,
                 "arn": f"arn:{arn_partition(region)}:ssm:{region}:{MOCK_ACCOUNT_ID}:parameter{name}",
                 "value": value, "insecureValue": value}, []

@@ -25,6 +25,8 @@ The offline plan answers a team stack's read with the contract its platform stac
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -44,9 +46,17 @@ JUDGED_AGAINST_DEPLOYED_PLATFORM = "the deployed platform stack (its platformCon
 scripts/deploy-environment defers such a team preview until the platform's own `up` has run."""
 CONTRACT_PARAMETER_TIER = "Advanced"
 """A Standard parameter holds 4 KB, an Advanced one 8 KB (AWS Systems Manager User Guide, "Managing
-parameter tiers"); today's contracts are 3.9 to 5.0 KB (tests/test_platform_contract_parameter.py)."""
+parameter tiers")."""
 CONTRACT_PARAMETER_MAX_BYTES = 8192
 """The most an Advanced parameter's value holds (ibid.)."""
+CONTRACT_ENCODING = "gzip+base64:"
+"""How the parameter holds a contract whose JSON would not fit it. Plain, a real contract outgrows
+8 KB at about ten teams: the offline plans' contracts are 3.9 to 5.0 KB, a real cluster's kubeconfig
+adds about 1.5 KB of certificate authority, and each registered team about 200 bytes (its registry
+row and its access point). Compressed, the repeated keys and ARNs shrink: fifty teams fit with a
+fifth of the parameter to spare (tests/test_platform_contract_parameter.py). A contract that fits
+stays plain JSON, which previews diff key by key; `aws ssm get-parameter --name <name> --query
+Parameter.Value --output text | cut -d: -f2 | base64 -d | gunzip` reads a compressed one."""
 CONTRACT_VERSION = 1
 """Raise it when a reader of the previous version would misread the contract (a key renamed,
 a meaning changed); adding a resource is not such a change."""
@@ -120,9 +130,12 @@ def contract_parameter_name(project: str, stack: str) -> str:
 
 
 def contract_parameter_value(contract: Mapping[str, Any], *, stack: str) -> str:
-    """The parameter's value: the `platformContract` output as JSON, or a ConfigError where it
-    would not fit an Advanced parameter."""
+    """The parameter's value: the `platformContract` output as JSON, compressed where it would not
+    fit (CONTRACT_ENCODING; gzip without a timestamp, so an unchanged contract is an unchanged
+    value), or a ConfigError where even that would not fit an Advanced parameter."""
     value = json.dumps(contract, sort_keys=True, separators=(",", ":"))
+    if len(value.encode()) > CONTRACT_PARAMETER_MAX_BYTES:
+        value = CONTRACT_ENCODING + base64.b64encode(gzip.compress(value.encode(), mtime=0)).decode()
     size = len(value.encode())
     if size > CONTRACT_PARAMETER_MAX_BYTES:
         raise ConfigError([ConfigProblem(
@@ -130,6 +143,17 @@ def contract_parameter_value(contract: Mapping[str, Any], *, stack: str) -> str:
             f"{CONTRACT_PARAMETER_TIER} SSM parameter holds", "publish fewer of the platform's config keys or resources "
             "in the contract (components/config/platform_contract.py)", where=f"platform stack '{stack}'")])
     return value
+
+
+def decoded_contract_parameter(value: str) -> Any:
+    """The contract a parameter holds (plain JSON, or contract_parameter_value's compressed form),
+    or the text as it is where it is neither, which read_contract then refuses naming the fix."""
+    try:
+        if value.startswith(CONTRACT_ENCODING):
+            return json.loads(gzip.decompress(base64.b64decode(value.removeprefix(CONTRACT_ENCODING), validate=True)))
+        return json.loads(value)
+    except (ValueError, OSError, EOFError):  # binascii.Error and JSONDecodeError are ValueErrors
+        return value
 
 
 def missing_contract_parameter(name: str, *, region: str, reference: str) -> ConfigError:
