@@ -25,7 +25,7 @@ BOTOCORE_VERSION = "1.44.18"
 SERVICES = {"autoscaling": "2011-01-01", "budgets": "2016-10-20", "ce": "2017-10-25", "cloudwatch": "2010-08-01",
             "ec2": "2016-11-15", "ecr": "2015-09-21", "efs": "2015-02-01", "eks": "2017-11-01",
             "fsx": "2018-03-01", "iam": "2010-05-08", "kms": "2014-11-01", "logs": "2014-03-28",
-            "s3": "2006-03-01", "secretsmanager": "2017-10-17", "sns": "2010-03-31"}
+            "s3": "2006-03-01", "secretsmanager": "2017-10-17", "sns": "2010-03-31", "ssm": "2014-11-06"}
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,8 @@ API: dict[str, tuple[Call, ...]] = {
     "aws:secretsmanager/secret:Secret": (
         Call("secretsmanager", "CreateSecret", {"name": "Name", "description": "Description", **TAGS}),),
     "aws:sns/topic:Topic": (Call("sns", "CreateTopic", {"tags": "Tags"}),),
+    "aws:ssm/parameter:Parameter": (Call("ssm", "PutParameter", {
+        "name": "Name", "description": "Description", "type": "Type", "tier": "Tier", **TAGS}),),
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (Call("ec2", "AuthorizeSecurityGroupEgress", {
         "description": "IpPermissions[].IpRanges[].Description", **EC2_TAGS}),),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (Call("ec2", "AuthorizeSecurityGroupIngress", {
@@ -329,6 +331,15 @@ PROSE: dict[str, tuple[Prose, ...]] = {
               'hyphen followed by six characters"', "secretsmanager CreateSecret Name"),
         Prose("recoveryWindowInDays", _between(7, 30), '"The number of days from 7 to 30"',
               "secretsmanager DeleteSecret RecoveryWindowInDays")),
+    "aws:ssm/parameter:Parameter": (Prose(
+        "name", lambda v: _pattern(r"/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,14}")(v)
+        and not regex.match(r"/?(aws|ssm)", v, flags=regex.IGNORECASE),
+        '"A parameter name can\'t be prefixed with "aws" or "ssm" (case-insensitive)", "only the following symbols and '
+        'letters: a-zA-Z0-9_.-", "limited to a maximum depth of fifteen levels"', "ssm PutParameter Name"),
+        # The value's size is its tier's (AWS Systems Manager User Guide, "Managing parameter tiers":
+        # Standard 4 KB, Advanced 8 KB), which the model does not carry.
+        Prose("insecureValue", lambda v: len(v.encode()) <= 8192, '"Advanced parameters: 8 KB"',
+              "AWS Systems Manager User Guide, Managing parameter tiers"),),
     "aws:sns/topic:Topic": (Prose("name", _pattern(r"[A-Za-z0-9_-]{1,256}"), '"only uppercase and lowercase ASCII letters, '
                                   'numbers, underscores, and hyphens, ... between 1 and 256 characters"', "sns CreateTopic Name"),),
     "aws:sns/topicSubscription:TopicSubscription": (Prose(

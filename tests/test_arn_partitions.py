@@ -41,7 +41,10 @@ def test_a_gov_cloud_stack_names_only_gov_cloud_arns():
 def test_a_gov_cloud_bootstrap_names_only_gov_cloud_arns():
     from offline.plan import synthesize
 
-    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap", overrides={"region": GOV_REGION})
+    # Its team's member as IAM writes a GovCloud role's ARN: the registry refuses another partition's.
+    members = ["arn:aws-us-gov:iam::111122223333:role/vision-researchers"]
+    plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap", overrides={
+        "region": GOV_REGION, "teams": {"vision": {"repository": "example-org/vision-training", "members": members}}})
     inputs = json.dumps([record["inputs"] for record in plan.resources])
     partitions = set(re.findall(r"\barn:([a-z-]*):", inputs))
     assert partitions == {"aws-us-gov"}, "ARNs of another partition: " + ", ".join(

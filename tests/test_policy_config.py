@@ -95,9 +95,11 @@ def test_the_command_writes_the_file_and_rejects_an_unknown_stack(tmp_path, caps
 
 
 def test_every_credentialed_preview_and_up_gets_the_stacks_policy_configuration(tmp_path):
-    result = subprocess.run([str(ROOT / "scripts" / "deploy-environment"), "--dry-run", "--preview", "prod"],
-                            capture_output=True, text=True, check=True)
-    lines = result.stdout.splitlines()
+    # team-vision-prod sets its team boundary: the environment's run skips it, and the team's
+    # repository runs it alone (.github/workflows/team-stack.yml: deploy-environment --stack).
+    lines = [line for command in (["--preview", "prod"], ["--stack", "team-vision-prod"]) for line in subprocess.run(
+        [str(ROOT / "scripts" / "deploy-environment"), "--dry-run", *command],
+        capture_output=True, text=True, check=True).stdout.splitlines()]
     for stack in ("prod", "team-vision-prod"):
         written = next(i for i, line in enumerate(lines) if f"scripts/policy_config.py {stack} --output " in line)
         config = lines[written].rsplit("--output ", 1)[1]
