@@ -74,6 +74,8 @@ from components.workload.verify_outputs import fabric_outputs, pool_outputs, tra
 from components.workload.viewer import exposure_of
 from components.workload.worker_tenant import WorkerTenant, WorkerTenantArgs, worker_cluster_provider_name
 
+GET_PARAMETER = "aws:ssm/getParameter:getParameter"
+"""The invoke behind aws.ssm.get_parameter (pulumi-aws): its result's `insecureValue` is the value."""
 PARAMETER_NOT_FOUND = ("ParameterNotFound", "couldn't find resource")
 """How the invoke's error says the parameter does not exist: SSM's error code for GetParameter (AWS
 Systems Manager API Reference, GetParameter, Errors), or terraform-provider-aws's not-found wording
@@ -145,20 +147,21 @@ def published_contract(project: str, reference: str, *, region: str, provider: a
     Its `insecure_value`: the contract holds no secret (the platform refuses one:
     platform._publish_contract), and `value` comes back marked secret, which would make every output
     built from it secret. A parameter not there yet is a ConfigError naming the fix, not the invoke's
-    traceback: an Output's failure cannot be caught, so the read is awaited here."""
+    traceback. Awaited as a plain invoke, not `aws.ssm.get_parameter_output`: the engine keeps a
+    failed Output to raise again when the program ends, so its error would race this one."""
     name = contract_parameter_name(project, reference.rsplit("/", 1)[-1])
-    read = aws.ssm.get_parameter_output(name=name, opts=pulumi.InvokeOutputOptions(provider=provider))
 
     async def value() -> Any:
         try:
-            parameter = await read.future()
+            parameter = await pulumi.runtime.invoke_async(GET_PARAMETER, {"name": name},
+                                                          pulumi.InvokeOptions(provider=provider))
         except Exception as error:  # the invoke's own error, as the engine words it
             if any(wording in str(error) for wording in PARAMETER_NOT_FOUND):
                 raise missing_contract_parameter(name, region=region, reference=reference) from None
             raise
-        if parameter is None:  # an unknown read: only where the provider itself is unknown
+        if not parameter:  # an unknown read: only where the provider itself is unknown
             raise missing_contract_parameter(name, region=region, reference=reference)
-        return decoded_contract_parameter(parameter.insecure_value)
+        return decoded_contract_parameter(str(parameter.get("insecureValue", "")))
 
     return pulumi.Output.from_input(value())
 
