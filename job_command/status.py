@@ -29,8 +29,6 @@ from components.workload.queues import GANG_PROVISIONING
 from verify.progress_log import CHECKPOINT_SAVED, STEP, TRAINER_START, Event, current_run, parse_events
 
 LAUNCHER_START = "launcher_start"
-STOPPED_EVENT = "stopped"
-COMPLETE_EVENT = "training_complete"
 # kueue v0.19.2 apis/kueue/v1beta2/workload_types.go: condition types and the Evicted reason of a stop.
 QUOTA_RESERVED, ADMITTED, EVICTED = "QuotaReserved", "Admitted", "Evicted"
 # CheckState values (same file): Ready passes; Pending, Retry and Rejected hold the gang.

@@ -53,12 +53,11 @@ DEFAULTS: dict[str, str] = {
 # The stack's grace check (components/facts/file_systems.py, STOP_MARGIN_S there) must cover it.
 STOP_MARGIN_S = 5.0
 
-# Optional variables without a default (unset or empty means "not given").
-# TRAIN_TERMINATION_GRACE_S is the pod's terminationGracePeriodSeconds: the kubelet's SIGKILL comes
-# this long after its SIGTERM, and the launcher ends by STOP_MARGIN_S before it (launcher.supervisor).
+# TRAIN_TERMINATION_GRACE_S (optional: unset or empty means "not given") is the pod's
+# terminationGracePeriodSeconds: the kubelet's SIGKILL comes this long after its SIGTERM, and the
+# launcher ends by STOP_MARGIN_S before it (launcher.supervisor).
 # Unset, the launcher leaves working workers to the kubelet and bounds only torchrun's exit barrier
 # after a stop, by Kubernetes' default grace (UNSTATED_GRACE_S).
-OPTIONAL = ("TRAIN_CHECKPOINT_INTERVAL_S", "TRAIN_CHECKPOINT_EVERY_STEPS", "TRAIN_TERMINATION_GRACE_S")
 UNSTATED_GRACE_S = 30.0
 
 # Set by the launcher for the trainer, never read from the workload.

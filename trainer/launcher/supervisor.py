@@ -272,10 +272,6 @@ class Supervisor:
     def received(self) -> int | None:
         return self.stop_request.signum
 
-    @property
-    def torchrun_killed(self) -> bool:
-        return self.end is not TorchrunEnd.EXITED
-
     def stop(self) -> None:
         """Stop the workers as on SIGTERM (from another thread, e.g. the fabric check)."""
         self.stop_request.request(signal.SIGTERM)
