@@ -68,12 +68,12 @@ class CiIdentity(pulumi.ComponentResource):
             previewed_by = "pull requests and " if env.name in policies.PULL_REQUEST_PREVIEW_ENVIRONMENTS else ""
             # StringLike: the pull request subject is a pattern; the branch subject holds no wildcard.
             self.preview_roles[env.name] = self._role(
-                f"{name}-preview-{env.name}", policies.preview_role_name(config.stacks_project, env.name),
+                f"{name}-preview-{env.name}", policies.ci_role_name(config.stacks_project, "preview", env.name),
                 "StringLike", policies.preview_subjects(config.github, env), env.name, PREVIEW_SESSION_SECONDS,
                 self._preview_policy(env.name),
                 f"pulumi preview of the {env.name} stacks from {previewed_by}{env.deploy_branch} of {config.github.repository}")
             self.deploy_roles[env.name] = self._role(
-                f"{name}-deploy-{env.name}", policies.deploy_role_name(config.stacks_project, env.name),
+                f"{name}-deploy-{env.name}", policies.ci_role_name(config.stacks_project, "deploy", env.name),
                 "StringEquals", [policies.deploy_subject(config.github, env)], env.name, DEPLOY_SESSION_SECONDS,
                 self._deploy_policy(env.name),
                 f"pulumi up of the {env.name} stacks from {env.deploy_branch} through environment {env.github_environment}")
@@ -82,7 +82,7 @@ class CiIdentity(pulumi.ComponentResource):
                 # A GitHub environment of its own (<env>-image, main only): with the deploy job's
                 # environment, the image job's token could assume the deploy role as well.
                 self.image_roles[env.name] = self._role(
-                    f"{name}-image-{env.name}", policies.image_role_name(config.stacks_project, env.name),
+                    f"{name}-image-{env.name}", policies.ci_role_name(config.stacks_project, "image", env.name),
                     "StringEquals", [policies.image_subject(config.github, env)], env.name, IMAGE_SESSION_SECONDS,
                     self._environment_document(policies.image_policy, env.name),
                     f"push of the trainer image to the {env.name} registry from {env.deploy_branch} "

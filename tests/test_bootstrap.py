@@ -591,10 +591,10 @@ def test_platform_stacks_give_the_ci_roles_cluster_access(env):
     cluster = raw_config(env)["gpu-training:cluster"]
     admin_roles = {arn.rsplit("/", 1)[-1] for arn in cluster["adminPrincipals"]}
     readers = {arn.rsplit("/", 1)[-1] for arn in cluster["readOnlyPrincipals"]}
-    assert policies.deploy_role_name("gpu-training", env) in admin_roles
-    assert policies.preview_role_name("gpu-training", env) in readers
+    assert policies.ci_role_name("gpu-training", "deploy", env) in admin_roles
+    assert policies.ci_role_name("gpu-training", "preview", env) in readers
     # The image job pushes to ECR and needs nothing of the cluster.
-    assert policies.image_role_name("gpu-training", env) not in admin_roles | readers
+    assert policies.ci_role_name("gpu-training", "image", env) not in admin_roles | readers
 
 
 # --- the trainer image role: push to dev's registry, read the output that names it -------------

@@ -149,7 +149,7 @@ def test_the_trainer_image_role_grants_nothing_broad():
     """The bootstrap's role for main.yml's image job (GitHub-hosted, third-party build steps) is held
     to the stacks' rule: its one `*` is ECR's login token, which authorizes on no resource."""
     plan = synthesize("bootstrap", project_dir=ROOT / "bootstrap")
-    name = bootstrap_policies.image_role_name("gpu-training", "dev")
+    name = bootstrap_policies.ci_role_name("gpu-training", "image", "dev")
     record = next(r for r in plan.of_type("aws:iam/role:Role") if r["inputs"]["name"] == name)
     inline = next(r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r["name"] == record["name"])
     statements = as_list(json.loads(inline["inputs"]["policy"])["Statement"])

@@ -132,7 +132,7 @@ def test_pull_requests_preview_dev_stacks_only_with_devs_preview_role_and_the_po
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.plan-diff.outputs.dev-stacks) }}"
     assert "${{ matrix.stack }}" in job["concurrency"]["group"]
     credentials = next(s for s in steps(job) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
-    role = policies.preview_role_name("gpu-training", "dev")
+    role = policies.ci_role_name("gpu-training", "preview", "dev")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     command = " ".join(preview_command(job).replace("\\\n", " ").split())
     assert 'pulumi preview --stack "$STACK" --diff --non-interactive' in command
@@ -510,7 +510,7 @@ def test_deploys_go_dev_then_staging_then_prod_each_behind_its_environment():
     assert up["environment"] == "${{ inputs.environment }}" and up["needs"] == "preview"
     assert up["concurrency"] == {"group": "deploy-${{ inputs.environment }}", "cancel-in-progress": False}
     credentials = next(s for s in steps(up) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
-    role = policies.deploy_role_name("gpu-training", "${{ inputs.environment }}")
+    role = policies.ci_role_name("gpu-training", "deploy", "${{ inputs.environment }}")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     assert "scripts/deploy-environment" in steps(up)[-1]["run"]
 
@@ -783,7 +783,7 @@ def test_each_environment_is_previewed_from_main_before_its_approval_and_its_up(
     preview = workflow("deploy.yml")["jobs"]["preview"]
     assert "environment" not in preview
     credentials = next(s for s in steps(preview) if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
-    role = policies.preview_role_name("gpu-training", "${{ inputs.environment }}")
+    role = policies.ci_role_name("gpu-training", "preview", "${{ inputs.environment }}")
     assert credentials["with"]["role-to-assume"] == f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{role}"
     assert re.search(r"scripts/deploy-environment --preview \S+", steps(preview)[-1]["run"])
     assert triggers(workflow("main.yml")) == {"push": {"branches": ["main"]}}
@@ -932,7 +932,7 @@ def assumed_roles() -> list[tuple[str, str, str]]:
 def test_the_image_job_pushes_with_devs_image_role_and_no_other_job_assumes_it():
     """The image job runs third-party build steps on a GitHub-hosted runner: it gets the role that
     reads dev's stack output and pushes to dev's trainer repository, not dev's deploy role."""
-    image_role = policies.image_role_name("gpu-training", "dev")
+    image_role = policies.ci_role_name("gpu-training", "image", "dev")
     image = workflow("main.yml")["jobs"]["image"]
     assert [(name, job, arn) for name, job, arn in assumed_roles() if (name, job) == ("main.yml", "image")] == [
         ("main.yml", "image", f"arn:aws:iam::${{{{ vars.AWS_ACCOUNT_ID }}}}:role/{image_role}")]

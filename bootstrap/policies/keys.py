@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bootstrap.config import BootstrapConfig
-from bootstrap.policies.names import ci_role_pattern, deploy_role_name, preview_role_name
+from bootstrap.policies.names import ci_role_name, ci_role_pattern
 from bootstrap.policies.scope import PROJECT_TAG
 from bootstrap.policies.teams import team_deploy_role_name
 from components.facts.regions import arn_partition
@@ -41,7 +41,7 @@ def secrets_key_policy(config: BootstrapConfig, environment: str, account_id: st
     decrypt the stacks' config secrets). People who set config secrets stay with IAM: they carry no project tag."""
     project, partition = config.stacks_project, arn_partition(config.region)
     roles = f"arn:{partition}:iam::{account_id}:role"
-    users = [f"{roles}/{preview_role_name(project, environment)}", f"{roles}/{deploy_role_name(project, environment)}",
+    users = [*(f"{roles}/{ci_role_name(project, job, environment)}" for job in ("preview", "deploy")),
              # Each team's deploy role of the environment: its team stack's config secrets.
              *(f"{roles}/{team_deploy_role_name(project, team.name, environment)}" for team in config.teams
                if environment in team.environments)]

@@ -3,6 +3,8 @@ layout, the environment's sites and stacks. Stable: they become ARNs the workflo
 
 from __future__ import annotations
 
+from typing import Literal
+
 from bootstrap.config import BootstrapConfig, EnvironmentCi
 from components.facts.regions import arn_partition
 
@@ -23,16 +25,11 @@ def cluster_name(stacks_project: str, environment: str) -> str:
 
 # --- names (stable: they become ARNs the workflows and stack files name) -----------------------
 
-def preview_role_name(stacks_project: str, environment: str) -> str:
-    return f"{stacks_project}-ci-preview-{environment}"
+CiJob = Literal["preview", "deploy", "image"]
 
 
-def deploy_role_name(stacks_project: str, environment: str) -> str:
-    return f"{stacks_project}-ci-deploy-{environment}"
-
-
-def image_role_name(stacks_project: str, environment: str) -> str:
-    return f"{stacks_project}-ci-image-{environment}"
+def ci_role_name(stacks_project: str, job: CiJob, environment: str) -> str:
+    return f"{stacks_project}-ci-{job}-{environment}"
 
 
 def trainer_repository_name(stacks_project: str, environment: str) -> str:
@@ -48,12 +45,12 @@ def ci_role_pattern(stacks_project: str) -> str:
 
 def deploy_scope_policy_name(stacks_project: str, environment: str) -> str:
     """The managed policy that keeps the deploy role to the project (`deploy_scope_policy`)."""
-    return f"{deploy_role_name(stacks_project, environment)}-project-scope"
+    return f"{ci_role_name(stacks_project, 'deploy', environment)}-project-scope"
 
 
 def deploy_guard_policy_name(stacks_project: str, environment: str) -> str:
     """The managed policy of what the deploy role never does (`deploy_guard_policy`)."""
-    return f"{deploy_role_name(stacks_project, environment)}-guard"
+    return f"{ci_role_name(stacks_project, 'deploy', environment)}-guard"
 
 
 def boundary_policy_name(stacks_project: str, environment: str) -> str:

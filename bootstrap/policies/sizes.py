@@ -18,19 +18,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, get_args
 
 from bootstrap.config import BootstrapConfig, TeamCi
 from bootstrap.policies.boundary import boundary_policy
 from bootstrap.policies.ci_roles import image_policy, preview_policy
 from bootstrap.policies.deploy import deploy_guard_policy, deploy_policy, deploy_scope_policy
 from bootstrap.policies.names import (
+    CiJob,
     boundary_policy_name,
+    ci_role_name,
     deploy_guard_policy_name,
-    deploy_role_name,
     deploy_scope_policy_name,
-    image_role_name,
-    preview_role_name,
     state_bucket_name,
     state_log_bucket_name,
 )
@@ -85,13 +84,13 @@ def _environment_documents(config: BootstrapConfig, environment: str) -> Iterato
     for what, document in managed:
         yield what, iam_size(document(config, environment, **arns)), MANAGED_POLICY_CHARACTERS
     # Each CI role holds one inline policy (bootstrap/ci_identity.py CiIdentity._role).
-    yield (f"inline policy of {deploy_role_name(project, environment)}",
+    yield (f"inline policy of {ci_role_name(project, 'deploy', environment)}",
            iam_size(deploy_policy(config, environment, **arns)), ROLE_INLINE_CHARACTERS)
     preview = preview_policy(config, environment, bucket_arn=arns["bucket_arn"], state_key_arn=arns["state_key_arn"],
                              secrets_key_arn=arns["secrets_key_arns"][environment])
-    yield f"inline policy of {preview_role_name(project, environment)}", iam_size(preview), ROLE_INLINE_CHARACTERS
+    yield f"inline policy of {ci_role_name(project, 'preview', environment)}", iam_size(preview), ROLE_INLINE_CHARACTERS
     if environment in IMAGE_BUILD_ENVIRONMENTS:
-        yield (f"inline policy of {image_role_name(project, environment)}",
+        yield (f"inline policy of {ci_role_name(project, 'image', environment)}",
                iam_size(image_policy(config, environment, **arns)), ROLE_INLINE_CHARACTERS)
 
 
@@ -176,8 +175,8 @@ def name_length_problems(config: BootstrapConfig) -> list[ConfigProblem]:
     grows them: `stacksProject` (every name's prefix), or a team's name for its deploy roles."""
     key, project = f"{config.project}:", config.stacks_project
     longest_bucket = state_log_bucket_name(project, ACCOUNT_STAND_IN)
-    longest_role = max((f(project, env.name) for env in config.environments
-                        for f in (preview_role_name, deploy_role_name, image_role_name)), key=len, default="")
+    longest_role = max((ci_role_name(project, job, env.name) for env in config.environments
+                        for job in get_args(CiJob)), key=len, default="")
     problems = []
     if len(longest_bucket) > BUCKET_NAME_CHARACTERS or len(longest_role) > ROLE_NAME_CHARACTERS \
             or project != project.lower() or "_" in project:

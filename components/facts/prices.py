@@ -10,12 +10,12 @@ as "not priced" and leaves it out of every total (see each table's `gaps` and `G
 To update: change the figure, its `source` and `as_of`, then `REVIEWED_ON`; run
 `make cost STACK=prod` and `.venv/bin/python -m pytest tests/test_cost_model.py`, which then
 fails on every line item the change moves: update the hand-computed figures there, so the review
-shows each changed dollar amount. us-east-1 EC2 on-demand prices come from the AWS Pricing API as
-mirrored by the Karpenter AWS provider (a generated file, refreshed by its bot): copy the rows of
-the instance types in components/facts/instance_types.py from the newest
-`pkg/providers/pricing/zz_generated.pricing_aws.go`. That file holds us-east-1 only; other
-regions' EC2 prices come from SkyPilot's catalog of the AWS Price List
-(skypilot-org/skypilot-catalog `catalogs/v8/aws/vms.csv`, column Price, the rows of the region).
+shows each changed dollar amount. EC2 on-demand prices are one table with a column per region.
+The us-east-1 column comes from the AWS Pricing API as mirrored by the Karpenter AWS provider (a
+generated file, refreshed by its bot): copy the rows of the instance types in
+components/facts/instance_types.py from the newest `pkg/providers/pricing/zz_generated.pricing_aws.go`.
+That file holds us-east-1 only; other regions' columns come from SkyPilot's catalog of the AWS Price
+List (skypilot-org/skypilot-catalog `catalogs/v8/aws/vms.csv`, column Price, the rows of the region).
 """
 
 from __future__ import annotations
@@ -57,42 +57,54 @@ INTER_REGION_TRANSFER: dict[str, Price] = {
 }
 
 
-# --- us-east-1 (US East, N. Virginia): the figures of US_EAST_1 below ---------------------------------
+# --- EC2 on-demand instances: a column per region ---------------------------------------------------
 
-# --- EC2 instances ------------------------------------------------------------------------------
-
+# The us-east-1 column (US_EAST_1):
 EC2_ON_DEMAND_SOURCE = ("aws/karpenter-provider-aws pkg/providers/pricing/zz_generated.pricing_aws.go "
                         "(AWS Pricing API data, us-east-1), commit 6fc13b52; same figures at commit 031e72b6 "
                         "(data of 2026-01-19)")
 EC2_ON_DEMAND_AS_OF = "2026-07-20"
-# $/instance-hour, Linux, on-demand. p5e.48xlarge has no on-demand price (AWS sells it only as
-# capacity blocks): it is deliberately absent.
-EC2_ON_DEMAND_HOURLY: dict[str, float] = {
-    "p4d.24xlarge": 21.957642,
-    "p4de.24xlarge": 27.447050,
-    "p5.48xlarge": 55.040000,
-    "p5en.48xlarge": 63.296000,
-    "p6-b200.48xlarge": 113.932800,
-    "g5.xlarge": 1.006000,
-    "g5.2xlarge": 1.212000,
-    "g5.12xlarge": 5.672000,
-    "g5.48xlarge": 16.288000,
-    "g6.xlarge": 0.804800,
-    "g6.2xlarge": 0.977600,
-    "g6.12xlarge": 4.601600,
-    "g6.48xlarge": 13.350400,
-    "g6e.xlarge": 1.861000,
-    "g6e.2xlarge": 2.242080,
-    "g6e.12xlarge": 10.492640,
-    "g6e.24xlarge": 15.065590,
-    "g6e.48xlarge": 30.131180,
-    "m6i.large": 0.096000,
-    "m6i.xlarge": 0.192000,
-    "m6i.2xlarge": 0.384000,
-    "m7i.xlarge": 0.201600,
-    "m7i.2xlarge": 0.403200,
-    "c6i.2xlarge": 0.340000,
+# The us-west-2 column (US_WEST_2), read for us-west-2 itself, not the us-east-1 figure carried over:
+# skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv at commit 00148f2a (SkyPilot's bot fetches the
+# AWS Price List; column Price, rows Region=us-west-2). The file carries no date; its us-east-1 rows
+# for every type below equal the Karpenter figures of 2026-07-20 of the us-east-1 column, and it
+# already lists p6-b300.48xlarge. p5e.48xlarge has an empty Price there too (capacity blocks only).
+US_WEST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-west-2), "
+                        "commit 00148f2a")
+SKYPILOT_CATALOG_AS_OF = "undated file; its us-east-1 rows equal Karpenter's 2026-07-20 data"
+# $/instance-hour, Linux, on-demand: (us-east-1, us-west-2). p5e.48xlarge has no on-demand price (AWS
+# sells it only as capacity blocks): it is deliberately absent.
+EC2_ON_DEMAND_HOURLY: dict[str, tuple[float, float]] = {
+    "p4d.24xlarge": (21.957642, 21.95764),
+    "p4de.24xlarge": (27.447050, 27.44705),
+    "p5.48xlarge": (55.040000, 55.04),
+    "p5en.48xlarge": (63.296000, 63.296),
+    "p6-b200.48xlarge": (113.932800, 113.9328),
+    "g5.xlarge": (1.006000, 1.006),
+    "g5.2xlarge": (1.212000, 1.212),
+    "g5.12xlarge": (5.672000, 5.672),
+    "g5.48xlarge": (16.288000, 16.288),
+    "g6.xlarge": (0.804800, 0.8048),
+    "g6.2xlarge": (0.977600, 0.9776),
+    "g6.12xlarge": (4.601600, 4.6016),
+    "g6.48xlarge": (13.350400, 13.3504),
+    "g6e.xlarge": (1.861000, 1.861),
+    "g6e.2xlarge": (2.242080, 2.24208),
+    "g6e.12xlarge": (10.492640, 10.49264),
+    "g6e.24xlarge": (15.065590, 15.06559),
+    "g6e.48xlarge": (30.131180, 30.13118),
+    "m6i.large": (0.096000, 0.096),
+    "m6i.xlarge": (0.192000, 0.192),
+    "m6i.2xlarge": (0.384000, 0.384),
+    "m7i.xlarge": (0.201600, 0.2016),
+    "m7i.2xlarge": (0.403200, 0.4032),
+    "c6i.2xlarge": (0.340000, 0.34),
 }
+
+
+# --- us-east-1 (US East, N. Virginia): the figures of US_EAST_1 below ---------------------------------
+
+# --- EC2 instances ------------------------------------------------------------------------------
 
 # Spot: AWS bills the current spot price, and without a maximum price (EKS managed node groups set
 # none) never more than the on-demand price ("If you leave this field empty, the default value is
@@ -234,7 +246,7 @@ class RegionPrices:
 
 US_EAST_1 = RegionPrices(
     region="us-east-1",
-    ec2_on_demand_hourly=EC2_ON_DEMAND_HOURLY,
+    ec2_on_demand_hourly={instance_type: east for instance_type, (east, _) in EC2_ON_DEMAND_HOURLY.items()},
     ec2_on_demand_source=EC2_ON_DEMAND_SOURCE,
     ec2_on_demand_as_of=EC2_ON_DEMAND_AS_OF,
     capacity_block_hourly=CAPACITY_BLOCK_HOURLY,
@@ -261,40 +273,6 @@ US_EAST_1 = RegionPrices(
 # Each figure below was read for us-west-2 itself; none is the us-east-1 figure carried over. Where
 # two regions show the same figure, a us-west-2 source says so.
 
-# skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv at commit 00148f2a (SkyPilot's bot fetches the
-# AWS Price List; column Price, rows Region=us-west-2). The file carries no date; its us-east-1 rows
-# for every type below equal the Karpenter figures of 2026-07-20 in EC2_ON_DEMAND_HOURLY, and it
-# already lists p6-b300.48xlarge. p5e.48xlarge has an empty Price there too (capacity blocks only).
-US_WEST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (AWS Price List, Region us-west-2), "
-                        "commit 00148f2a")
-SKYPILOT_CATALOG_AS_OF = "undated file; its us-east-1 rows equal Karpenter's 2026-07-20 data"
-US_WEST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
-    "p4d.24xlarge": 21.95764,
-    "p4de.24xlarge": 27.44705,
-    "p5.48xlarge": 55.04,
-    "p5en.48xlarge": 63.296,
-    "p6-b200.48xlarge": 113.9328,
-    "g5.xlarge": 1.006,
-    "g5.2xlarge": 1.212,
-    "g5.12xlarge": 5.672,
-    "g5.48xlarge": 16.288,
-    "g6.xlarge": 0.8048,
-    "g6.2xlarge": 0.9776,
-    "g6.12xlarge": 4.6016,
-    "g6.48xlarge": 13.3504,
-    "g6e.xlarge": 1.861,
-    "g6e.2xlarge": 2.24208,
-    "g6e.12xlarge": 10.49264,
-    "g6e.24xlarge": 15.06559,
-    "g6e.48xlarge": 30.13118,
-    "m6i.large": 0.096,
-    "m6i.xlarge": 0.192,
-    "m6i.2xlarge": 0.384,
-    "m7i.xlarge": 0.2016,
-    "m7i.2xlarge": 0.4032,
-    "c6i.2xlarge": 0.34,
-}
-
 # A public EKS lab cost guide ("Keep the practice below your $20 allowance"): "Rates below use US West
 # (Oregon), us-west-2, checked against AWS's public regional price lists on October 4, 2026", read from
 # the Price List offer files .../offers/v1.0/aws/{AmazonEKS,AmazonEC2,AmazonVPC}/current/us-west-2/.
@@ -305,7 +283,7 @@ _OREGON_PRICE_LISTS_AS_OF = "2026-10-04"
 _OREGON_HYPERPOD_GUIDE = "public HyperPod comparison guide, 'Pricing (us-west-2, on-demand)', AWS Pricing API"
 US_WEST_2 = RegionPrices(
     region="us-west-2",
-    ec2_on_demand_hourly=US_WEST_2_EC2_ON_DEMAND_HOURLY,
+    ec2_on_demand_hourly={instance_type: west for instance_type, (_, west) in EC2_ON_DEMAND_HOURLY.items()},
     ec2_on_demand_source=US_WEST_2_EC2_SOURCE,
     ec2_on_demand_as_of=SKYPILOT_CATALOG_AS_OF,
     # The capacity-block page copy (see CAPACITY_BLOCK_HOURLY) lists p5.48xlarge for US East only.
@@ -369,7 +347,7 @@ US_EAST_2_EC2_SOURCE = ("skypilot-org/skypilot-catalog catalogs/v8/aws/vms.csv (
                         "commit 00148f2a")
 # Row for row the catalog's us-west-2 prices, which it lists equal for every type both regions have.
 US_EAST_2_EC2_ON_DEMAND_HOURLY: dict[str, float] = {
-    instance_type: price for instance_type, price in US_WEST_2_EC2_ON_DEMAND_HOURLY.items() if instance_type != "p4de.24xlarge"}
+    instance_type: west for instance_type, (_, west) in EC2_ON_DEMAND_HOURLY.items() if instance_type != "p4de.24xlarge"}
 # A public project's cost notes: "Every rate below was read from the AWS Price List API on
 # 2026-08-11 against us-east-2 (Ohio)" (NAT gateway "$0.045/h ... + $0.045/GB processed", public
 # IPv4 "$0.005/h", CloudWatch Logs ingestion "$0.50 / GB ... USE2-DataProcessing-Bytes").
