@@ -1,6 +1,7 @@
 """The import graph of components/ follows the data flow: no cycles, no import upwards; and no
-other package of the project (verify/, the trainer image's launcher and example trainer) has an
-import cycle either.
+other package of the product (the bootstrap, the offline plan, the go-live checks, the job command,
+the policy pack, the benches, the trainer image's launcher and example trainer) has an import cycle
+either.
 
 The order is the one components/__init__.py documents; a package may import itself and the
 packages to its left. Imports inside functions count too (they hide cycles, not remove them).
@@ -25,7 +26,9 @@ LEVEL = {"facts": 0, "config": 1, "common": 2, "network": 3, "identity": 3, "clu
 
 # Every other package of the project whose import graph must be free of cycles: (its directory, the
 # directory its modules are named from).
-OTHER_PACKAGES = (("verify", ROOT), ("job_command", ROOT), ("launcher", ROOT / "trainer"), ("example_trainer", ROOT / "trainer"))
+OTHER_PACKAGES = (("bootstrap", ROOT), ("offline", ROOT), ("verify", ROOT), ("job_command", ROOT), ("bench", ROOT),
+                  ("gpu_training_policy", ROOT / "policy"), ("launcher", ROOT / "trainer"),
+                  ("example_trainer", ROOT / "trainer"))
 
 
 def module_name(path: Path, root: Path | None = None) -> str:
@@ -117,6 +120,13 @@ def test_there_is_no_import_cycle():
 @pytest.mark.parametrize(("package", "root"), OTHER_PACKAGES)
 def test_no_other_package_has_an_import_cycle(package, root):
     fail_on_a_cycle(import_graph(package, root))
+
+
+def test_every_package_of_the_product_has_its_cycle_check():
+    """A new package (a folder with __init__.py) is added to OTHER_PACKAGES, or this fails."""
+    packages = {(folder.name, root) for root in (ROOT, ROOT / "trainer", ROOT / "policy")
+                for folder in root.iterdir() if (folder / "__init__.py").exists()}
+    assert packages <= {("components", ROOT), *OTHER_PACKAGES}
 
 
 def _plant(root: Path, files: dict[str, str]) -> None:
