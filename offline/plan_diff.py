@@ -393,9 +393,9 @@ def finish_plans(running: list[_Running]) -> TreePlans:
     return plans
 
 
-def plan_tree(tree: Path, build: Path, stacks: list[str], only: Collection[str] | None = None) -> TreePlans:
+def plan_tree(tree: Path, build: Path, stacks: list[str]) -> TreePlans:
     """Plan the tree's stacks (see start_plans) and wait for them."""
-    return finish_plans(start_plans(tree, build, stacks, only))
+    return finish_plans(start_plans(tree, build, stacks))
 
 
 # --- what to replan -----------------------------------------------------------------------------

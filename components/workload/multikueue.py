@@ -260,12 +260,12 @@ def api_script_pod(*, account: str, container: str, image: str, script_dir: str,
     }
 
 
-def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image: str = ROTATION_IMAGE) -> list[dict[str, Any]]:
+def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]]) -> list[dict[str, Any]]:
     """ServiceAccount, Role (only the workers' Secrets, by name), RoleBinding, ConfigMap, CronJob.
     `workers`: {name, cluster, region, dnsSuffix} each (the token script's WORKERS)."""
     meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
     secrets = [kubeconfig_secret_name(w["name"]) for w in workers]
-    pod = api_script_pod(account=ROTATION, container="rotate", image=image, script_dir=SCRIPT_DIR,
+    pod = api_script_pod(account=ROTATION, container="rotate", image=ROTATION_IMAGE, script_dir=SCRIPT_DIR,
                          script="rotate.py", env={"WORKERS": json.dumps(workers)}, system_pool=system_pool)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
