@@ -41,7 +41,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
-from components.common.manifests import custom_resource, job_spec
+from components.common.manifests import built_in_object, custom_resource, job_spec
 from components.config.multikueue import MultiKueueConfig, stack_name_prefix
 from components.workload.namespaced import NamespacedArgs
 from components.workload.queues import COVERED_RESOURCES, KUEUE_API
@@ -337,18 +337,13 @@ class MultiKueueManager(pulumi.ComponentResource):
 
         # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only the
         # CronJob waits for it; the ServiceAccount, Role, RoleBinding and ConfigMap do not read it.
-        account, role_manifest, binding, script, _ = manifests("")
         cronjob_spec = pulumi.Output.from_input(args.dns_suffix).apply(lambda suffix: manifests(suffix)[-1]["spec"])
         for secret in kubeconfig_secrets([w.stack for w in args.config.workers]):
-            k8s.core.v1.Secret(f"{name}-{secret['metadata']['name']}", metadata=secret["metadata"], type=secret["type"],
-                               # The CronJob writes the token: a `pulumi up` must never take it away.
-                               opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(
-                                   ignore_changes=["data", "stringData"])))
-        k8s.core.v1.ServiceAccount(f"{name}-account", metadata=account["metadata"], opts=in_cluster)
-        k8s.rbac.v1.Role(f"{name}-role", metadata=role_manifest["metadata"], rules=role_manifest["rules"], opts=in_cluster)
-        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"], opts=in_cluster)
-        k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
+            # The CronJob writes the token: a `pulumi up` must never take it away.
+            built_in_object(f"{name}-{secret['metadata']['name']}", secret, pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
+        for suffix, manifest in zip(("account", "role", "role-binding", "script"), manifests("")[:4], strict=True):
+            built_in_object(f"{name}-{suffix}", manifest, in_cluster)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata={"name": ROTATION, "namespace": KUEUE_NAMESPACE},
                              spec=cronjob_spec, opts=in_cluster)
         for manifest in manager_manifests(args.config, cohort=args.cohort, training_namespace=args.training_namespace):
@@ -384,18 +379,12 @@ class MultiKueueWorker(pulumi.ComponentResource):
                             principal_arn=args.dispatcher_role_arn, kubernetes_groups=[WORKER_GROUP], type="STANDARD",
                             opts=pulumi.ResourceOptions.merge(args.aws_opts, pulumi.ResourceOptions(parent=self)))
         in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
-        role, read = worker_cluster_role(), worker_read_cluster_role()
-        k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", metadata=role["metadata"], rules=role["rules"], opts=in_cluster)
-        k8s.rbac.v1.ClusterRole(f"{name}-read-cluster-role", metadata=read["metadata"], rules=read["rules"],
-                                opts=in_cluster)
         # (The ClusterRoleBinding `multikueue-cluster-role-binding` of the writes is gone on purpose:
         # its deletion is the change, no alias.)
-        binding, read_binding = worker_bindings(args.namespace)
-        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"], opts=in_cluster)
-        k8s.rbac.v1.ClusterRoleBinding(f"{name}-read-cluster-role-binding", metadata=read_binding["metadata"],
-                                       role_ref=read_binding["roleRef"], subjects=read_binding["subjects"],
-                                       opts=in_cluster)
+        for suffix, manifest in zip(("cluster-role", "read-cluster-role", "role-binding", "read-cluster-role-binding"),
+                                    [worker_cluster_role(), worker_read_cluster_role(), *worker_bindings(args.namespace)],
+                                    strict=True):
+            built_in_object(f"{name}-{suffix}", manifest, in_cluster)
         self.register_outputs({})
 
 
