@@ -88,10 +88,6 @@ TOKEN_ALARM_PERIOD_SECONDS = 900
 CPU_PER_GPU, MEMORY_GIB_PER_GPU, EFA_PER_GPU = 24, 256, 4
 
 
-def worker_cluster_name(project: str, stack: str) -> str:
-    return stack_name_prefix(project, stack)
-
-
 def manager_manifests(config: MultiKueueConfig, *, cohort: str, training_namespace: str) -> list[dict]:
     """The manager's Kueue objects, in creation order."""
     workers = [{"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w.stack},
@@ -323,7 +319,7 @@ class MultiKueueManager(pulumi.ComponentResource):
         role = aws.iam.Role(f"{name}-dispatcher", name=args.dispatcher_role_name, assume_role_policy=args.trust_policy,
                             description="MultiKueue: mints short-lived EKS tokens for the worker clusters",
                             tags={"workload": ROTATION}, opts=aws_child)
-        clusters = [(worker_cluster_name(args.project, w.stack), w.region) for w in args.config.workers]
+        clusters = [(stack_name_prefix(args.project, w.stack), w.region) for w in args.config.workers]
         aws.iam.RolePolicy(f"{name}-dispatcher-access", role=role.id, opts=aws_child, policy=args.account_id.apply(
             lambda account: dispatcher_policy(partition=args.partition, account_id=account, clusters=clusters)))
         aws.eks.PodIdentityAssociation(f"{name}-dispatcher-pod-identity", cluster_name=args.cluster_name,
