@@ -80,11 +80,11 @@ def path_scope(path: str) -> tuple[str, str]:
     return EVERY_STACK, "a file no rule of offline/affected_stacks.py knows (so every stack is replanned)"
 
 
-def stack_file(label: str, main_stack_dir: str = MAIN_STACK_DIR) -> str:
+def stack_file(label: str) -> str:
     """The stack file of a plan-diff stack label (`dev`, `bootstrap/bootstrap`)."""
     if label.startswith(BOOTSTRAP_PREFIX):
         return f"{BOOTSTRAP_DIR}/Pulumi.{label.removeprefix(BOOTSTRAP_PREFIX)}.yaml"
-    return f"{main_stack_dir}/Pulumi.{label}.yaml"
+    return f"{MAIN_STACK_DIR}/Pulumi.{label}.yaml"
 
 
 def platform_of(label: str) -> str | None:
@@ -128,15 +128,15 @@ def _is_platform(label: str) -> bool:
     return team is None and environment is not None
 
 
-def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts, main_stack_dir: str) -> dict[str, str]:
+def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts) -> dict[str, str]:
     """Stack label -> why `path` changes its plan, before a team follows its platform."""
-    files = {stack_file(label, main_stack_dir): label for label in labels}
+    files = {stack_file(label): label for label in labels}
     if posixpath.normpath(path) in facts.hyperparameter_files:
         return {label: f"`{path}` (a hyperparameters file jobs read) changed"
                 for label in labels if not label.startswith(BOOTSTRAP_PREFIX)}
-    if path in files or fnmatch.fnmatchcase(path, f"{main_stack_dir}/Pulumi.*.yaml"):
+    if path in files or fnmatch.fnmatchcase(path, f"{MAIN_STACK_DIR}/Pulumi.*.yaml"):
         reasons = {files[path]: f"`{path}` (its stack file) changed"} if path in files else {}
-        environment = path.removeprefix(f"{main_stack_dir}/Pulumi.").removesuffix(".yaml")
+        environment = path.removeprefix(f"{MAIN_STACK_DIR}/Pulumi.").removesuffix(".yaml")
         if environment in facts.vpc_cidr_changed:
             reasons |= {label: f"`{path}`'s network.vpcCidr (which every platform stack checks its own against) changed"
                         for label in labels if _is_platform(label) and label not in reasons}
@@ -150,15 +150,15 @@ def _direct_reasons(path: str, labels: list[str], facts: ChangeFacts, main_stack
     return {label: f"`{path}` ({what}) changed" for label in labels if _in_scope(label, scope)}
 
 
-def affected_stacks(changed_paths: Iterable[str], labels: Collection[str], facts: ChangeFacts = ChangeFacts(),
-                    *, main_stack_dir: str = MAIN_STACK_DIR) -> dict[str, list[str]]:
+def affected_stacks(changed_paths: Iterable[str], labels: Collection[str],
+                    facts: ChangeFacts = ChangeFacts()) -> dict[str, list[str]]:
     """Stack label -> why it must be replanned, for every stack of `labels` whose plan the change to
     `changed_paths` (repository-relative, both sides of a rename) can alter. The others' head plan is
     their base plan. A team stack follows its platform: it plans the platform's stack in-process."""
     ordered = sorted(labels)
     reasons: dict[str, list[str]] = {}
     for path in sorted(set(changed_paths)):
-        for label, why in _direct_reasons(path, ordered, facts, main_stack_dir).items():
+        for label, why in _direct_reasons(path, ordered, facts).items():
             reasons.setdefault(label, []).append(why)
     for label in ordered:
         replanned = [platform for platform in platforms_read_by(label, ordered) if platform in reasons]

@@ -364,9 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.prices:
         print(price_table())
         return 0
+    usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb, lustre_cross_az_gb=args.lustre_cross_az_gb)
     if args.environment:
-        usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb,
-                      lustre_cross_az_gb=args.lustre_cross_az_gb)
         try:
             print(environment_costs(args.environment, on=args.on, usage=usage, dataset_gb=args.dataset_gb,
                                     checkpoint_interval_s=args.checkpoint_interval_s))
@@ -379,7 +378,6 @@ def main(argv: list[str] | None = None) -> int:
     project_dir = args.project.resolve()
     if not (project_dir / "Pulumi.yaml").is_file():
         parser.error(f"--project {path_for_message(args.project)}: no Pulumi.yaml there")
-    usage = Usage(nat_gb=args.nat_gb, log_gb=args.log_gb, efs_gb=args.efs_gb, lustre_cross_az_gb=args.lustre_cross_az_gb)
     try:
         # The bootstrap's config is its own (bootstrap/config.py), read when its program runs below.
         config = load_config(args.stack) if project_dir == ROOT else None

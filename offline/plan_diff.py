@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import os
 import posixpath
@@ -267,17 +266,12 @@ def diff_stack(base: StackPlan, head: StackPlan) -> ResourceDiff:
 CostFigures = dict[str, float]
 
 
-def load_cost_model() -> Callable[[list[dict[str, Any]]], CostFigures] | None:
-    """The stack cost model of this checkout (components/facts/cost_model.py), or None while it does not exist.
+def load_cost_model() -> Callable[[list[dict[str, Any]]], CostFigures]:
+    """The stack cost model of this checkout (components/facts/cost_model.py).
 
     Both refs are priced with this one model, so the delta shows what the change does to the
     stack, not a price table update."""
-    try:
-        model = importlib.import_module("components.facts.cost_model")
-    except ModuleNotFoundError as missing:
-        if missing.name in ("components.facts.cost_model", "components.facts", "components"):
-            return None
-        raise
+    from components.facts import cost_model as model
 
     def figures(resources: list[dict[str, Any]]) -> CostFigures:
         cost = model.plan_cost(resources)
@@ -399,9 +393,9 @@ def finish_plans(running: list[_Running]) -> TreePlans:
     return plans
 
 
-def plan_tree(tree: Path, build: Path, stacks: list[str], only: Collection[str] | None = None) -> TreePlans:
+def plan_tree(tree: Path, build: Path, stacks: list[str]) -> TreePlans:
     """Plan the tree's stacks (see start_plans) and wait for them."""
-    return finish_plans(start_plans(tree, build, stacks, only))
+    return finish_plans(start_plans(tree, build, stacks))
 
 
 # --- what to replan -----------------------------------------------------------------------------
@@ -620,7 +614,7 @@ class Report:
 
 
 def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePlans,
-                 cost_of: Callable[[list[dict[str, Any]]], CostFigures] | None, selection: Selection | None = None) -> Report:
+                 cost_of: Callable[[list[dict[str, Any]]], CostFigures], selection: Selection | None = None) -> Report:
     """The comment. `selection`: the stacks reused (no plan at either ref: unchanged by construction)
     and why the others were replanned, said after the diff; the diff itself reads as a full replan's."""
     lines = [f"## Offline plan diff: {base_label} → {head_label}", ""]
@@ -647,7 +641,7 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
         changed.append(stack)
         costs = None
         unpriced = ""
-        if cost_of is not None and not stack.startswith(f"{BOOTSTRAP_DIR}/"):
+        if not stack.startswith(f"{BOOTSTRAP_DIR}/"):
             try:
                 costs = (cost_of(list(old.resources.values())), cost_of(list(new.resources.values())))
             except ValueError as error:  # prices.UnpricedRegionError: the stack's region has no price table
@@ -659,8 +653,6 @@ def build_report(base_label: str, head_label: str, base: TreePlans, head: TreePl
         lines.append(f"no changes in the {len(unchanged)} stacks' offline plans.")
     elif unchanged:
         lines.append(f"No changes: {', '.join(f'`{s}`' for s in unchanged)}.")
-    if changed and cost_of is None:
-        lines += ["", "_Cost delta: the stack cost model is not in this checkout yet._"]
     if selection is not None:
         lines += ["", *selection_lines(selection)]
     return Report(markdown="\n".join(lines).rstrip() + "\n",

@@ -162,7 +162,6 @@ BOUNDARY_ACTIONS: dict[str, tuple[str, ...]] = {
 ATTACHABLE_MANAGED_POLICIES = (
     "AmazonEC2ContainerRegistryPullOnly", "AmazonEKSClusterPolicy", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
     "AmazonSSMManagedInstanceCore", "CloudWatchAgentServerPolicy")
-MANAGED_POLICY_ACTIONS = {name: BOUNDARY_ACTIONS[name] for name in ATTACHABLE_MANAGED_POLICIES}
 # The service-linked role AmazonEKSClusterPolicy lets the cluster role create (its
 # AmazonEKSClusterPolicySLRCreate statement).
 BOUNDARY_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com",)

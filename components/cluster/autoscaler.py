@@ -24,6 +24,7 @@ from components.config.scale_down import ScaleDownConfig
 from components.facts.eks_versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from components.facts.iam_actions import CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS
 from components.facts.regions import arn_partition
+from components.identity.workload_roles import pod_identity_role
 
 # One chart for every minor; the image tag per minor comes from facts/eks_versions.py (no chart
 # packages CA 1.36, and the chart's image tag is a value). 9.57.0 and later grant the autoscaler
@@ -87,27 +88,11 @@ def autoscaler_policy(cluster_name: str, region: str, account_id: str) -> str:
 class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:cluster:ClusterAutoscaler", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
-            f"{name}-role",
-            assume_role_policy=pulumi.Output.from_input(args.account_id).apply(iam.pod_identity_trust_policy),
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-policy",
-            role=role.id,
+        _, association = pod_identity_role(
+            name, account_id=args.account_id, cluster_name=args.cluster.name, namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT, opts=pulumi.ResourceOptions(parent=self),
             policy=pulumi.Output.from_input(args.account_id).apply(
-                lambda account: autoscaler_policy(args.cluster_name, args.region, account)),
-            opts=child,
-        )
-        association = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity",
-            cluster_name=args.cluster.name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            opts=child,
-        )
+                lambda account: autoscaler_policy(args.cluster_name, args.region, account)))
         helm_release(
             f"{name}-release",
             chart="cluster-autoscaler",

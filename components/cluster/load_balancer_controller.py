@@ -25,9 +25,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common import iam
 from components.common.helm import helm_release
 from components.facts.regions import arn_partition
+from components.identity.workload_roles import pod_identity_role
 
 # Chart 3.5.0 is app v3.5.0 (helm/aws-load-balancer-controller/Chart.yaml at tag v3.5.0, commit
 # 11eb202c97e4ae2ee45e0658c4cde9a4b59f33d4, 2026-08-03; the chart eks-charts publishes is that one).
@@ -83,19 +83,14 @@ class LoadBalancerControllerArgs:
 class LoadBalancerController(pulumi.ComponentResource):
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:cluster:LoadBalancerController", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        self.role = aws.iam.Role(
-            f"{name}-role", assume_role_policy=pulumi.Output.from_input(args.account_id).apply(iam.pod_identity_trust_policy),
-            opts=child)
         # checkov CKV_AWS_290/CKV_AWS_355 (writes and restrictable actions on "*"), deliberately:
         # the policy is the controller's published one, verbatim (its own tag conditions scope the
         # writes to what it created); the environment's permissions boundary caps it to the
         # project's resources (bootstrap/policies/boundary.py, tests/test_checkov_plans.py JUSTIFIED).
-        aws.iam.RolePolicy(f"{name}-policy", role=self.role.id,
-                           policy=json.dumps(documented_policy(arn_partition(args.region))), opts=child)
-        association = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity", cluster_name=args.cluster.name, namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT, role_arn=self.role.arn, opts=child)
+        self.role, association = pod_identity_role(
+            name, account_id=args.account_id, policy=json.dumps(documented_policy(arn_partition(args.region))),
+            cluster_name=args.cluster.name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
+            opts=pulumi.ResourceOptions(parent=self))
         self.release = helm_release(
             f"{name}-release", chart=CHART, version=CHART_VERSION, repo=CHART_REPO, namespace=NAMESPACE,
             values=controller_values(args.cluster_name, args.region, args.vpc_id, args.system_pool),

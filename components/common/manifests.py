@@ -1,7 +1,9 @@
-"""Kubernetes objects created from their manifests (plain dicts): custom resources and CRDs."""
+"""Kubernetes objects created from their manifests (plain dicts): built-in kinds, custom resources and CRDs."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -35,6 +37,25 @@ def job_spec(*, labels: dict[str, str], pod_spec: dict[str, Any], backoff_limit:
         "activeDeadlineSeconds": deadline_seconds,
         "template": {"metadata": {"labels": labels}, "spec": pod_spec},
     }
+
+# The typed resource of each built-in kind the components make from a manifest.
+BUILT_IN_KINDS: dict[str, Callable[..., pulumi.CustomResource]] = {
+    "ServiceAccount": k8s.core.v1.ServiceAccount, "ConfigMap": k8s.core.v1.ConfigMap, "Secret": k8s.core.v1.Secret,
+    "Role": k8s.rbac.v1.Role, "RoleBinding": k8s.rbac.v1.RoleBinding, "ClusterRole": k8s.rbac.v1.ClusterRole,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding, "Job": k8s.batch.v1.Job, "CronJob": k8s.batch.v1.CronJob,
+    "PodDisruptionBudget": k8s.policy.v1.PodDisruptionBudget,
+    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+}
+
+
+def built_in_object(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The object of a built-in kind that `manifest` describes, as its typed resource: each field
+    after apiVersion and kind is the argument of its name in snake case (roleRef -> role_ref)."""
+    fields = {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value for key, value in manifest.items()
+              if key not in ("apiVersion", "kind")}
+    return BUILT_IN_KINDS[manifest["kind"]](resource_name, **fields, opts=opts)
+
 
 def custom_resource(resource_name: str, manifest: dict[str, Any],
                     opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:

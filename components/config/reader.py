@@ -601,10 +601,10 @@ class Section:
                       "its destination as written", 'quote it, e.g. "true" or "0.10" (an empty value is "")')
         return None
 
-    def string_map(self, name: str, default: Any = _MISSING) -> dict[str, str]:
+    def string_map(self, name: str) -> dict[str, str]:
         """A mapping of names to text values (see `text`); rejected entries are left out."""
         result = {}
-        for entry, value in self.mapping(name, default).items():
+        for entry, value in self.mapping(name).items():
             converted = self.text(f"{self.key(name)}.{entry}", value)
             if converted is not None:
                 result[str(entry)] = converted

@@ -46,11 +46,6 @@ class TeamQueueConfig:
     def owned_gpu_quota(self) -> dict[str, int]:
         return {pool: gpus for pool, gpus in self.gpu_quota.items() if pool not in self.borrowed_pools}
 
-    def as_training(self, jobs: TrainingConfig) -> TrainingConfig:
-        """The team stack's training section with this quota: what its jobs are judged against."""
-        return TrainingConfig(gpu_quota=dict(self.gpu_quota), jobs=jobs.jobs, trainer_image=jobs.trainer_image,
-                              borrowed_pools=self.borrowed_pools)
-
 
 def team_queue(teams: Collection[TeamQueueConfig], team: str) -> TeamQueueConfig | None:
     return next((row for row in teams if row.name == team), None)

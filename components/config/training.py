@@ -196,8 +196,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
                    trainer_image_cuda: str | None = DEFAULT_IMAGE_CUDA,
                    storage: StorageConfig | None = None, team: bool = False,
                    environment: str = "dev",
-                   platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None,
-                   cohort_lenders: Collection[tuple[str, Mapping[str, int]]] | None = None) -> TrainingConfig:
+                   platform_quota: tuple[Mapping[str, int], frozenset[str], str] | None = None) -> TrainingConfig:
     """`pools` passed validation; references to `invalid_pools` (reported already) are not judged,
     nor any pool reference when `invalid_pools` is None (the pools could not be read at all).
     `trainer_image` is the stack's default image ("" for none), None when it failed validation;
@@ -207,9 +206,7 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     None when it failed validation (not judged then). In a prod stack every job must state it.
     `platform_quota` (a team stack judged against its platform): (quota, borrowed pools, where it is
     set) of the team's row of the platform's `teams`, which the platform validated; the team's own
-    section sets none (config/teams.py).
-    `cohort_lenders`: every other queue of the cohort, (name, pool -> owned GPUs), None when not
-    known (then borrowing is not judged): a borrowed pool needs at least one of them owning some of it."""
+    section sets none (config/teams.py)."""
     by_name = {p.name: p for p in pools}
     unjudged = None if invalid_pools is None else frozenset(invalid_pools)
     quota_section = section.section("gpuQuota")
@@ -218,8 +215,6 @@ def parse_training(section: Section, *, pools: tuple[NodePoolConfig, ...], secre
     quota_key = "training.gpuQuota"
     if platform_quota is not None:
         quota, borrowed, quota_key = dict(platform_quota[0]), platform_quota[1], platform_quota[2]
-    if cohort_lenders is not None and unjudged is not None and section.ok("gpuQuotaBorrowed"):
-        check_borrowed_has_a_lender(section, borrowed, cohort_lenders)
 
     jobs = []
     for index, raw in enumerate(section.items("jobs")):

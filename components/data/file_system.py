@@ -83,7 +83,6 @@ class CheckpointFileSystem(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:data:CheckpointFileSystem", name, None,
                          renamed_from("gpu-training:storage:CheckpointFileSystem", opts))
-        self._args = args
         child = pulumi.ResourceOptions(parent=self)
         self.key = customer_key(f"{name}-key", alias=f"{args.name_prefix}-checkpoints-efs",
                                 description=f"{args.name_prefix}: EFS checkpoints", account_id=args.account_id,
@@ -114,10 +113,8 @@ class CheckpointFileSystem(pulumi.ComponentResource):
                                 security_groups=[args.security_group_id], opts=child)
             for zone, subnet_id in args.private_subnet_ids.items()
         ]
-        self.access_points = {workload: self._access_point(name, workload) for workload in args.workloads}
+        self.access_points = {workload: access_point(f"{name}-ap-{workload}", file_system_id=self.file_system.id,
+                                                     workload=workload, name_prefix=args.name_prefix, opts=child)
+                              for workload in args.workloads}
 
         self.register_outputs({"fileSystemId": self.file_system.id})
-
-    def _access_point(self, name: str, workload: str) -> aws.efs.AccessPoint:
-        return access_point(f"{name}-ap-{workload}", file_system_id=self.file_system.id, workload=workload,
-                            name_prefix=self._args.name_prefix, opts=pulumi.ResourceOptions(parent=self))

@@ -211,8 +211,8 @@ class StorageMounts(pulumi.ComponentResource):
         if args.lustre is not None:
             self._create_lustre_volumes(args.lustre)
         else:
-            self._create_checkpoint_volume(efs_storage_class)
-            self._create_datasets_volume()
+            self._static_pair(efs_checkpoints(args.sources, efs_storage_class))
+            self._static_pair(s3_datasets(args.sources, namespace=args.namespace, region=args.region))
         self.register_outputs({})
 
     def _addon(self, addon_name: str, **extra) -> aws.eks.Addon:
@@ -262,13 +262,6 @@ class StorageMounts(pulumi.ComponentResource):
             volume_binding_mode="Immediate",
             opts=pulumi.ResourceOptions(parent=self),
         ).metadata.name
-
-    def _create_checkpoint_volume(self, storage_class: pulumi.Input[str]) -> None:
-        self._static_pair(efs_checkpoints(self._args.sources, storage_class))
-
-    def _create_datasets_volume(self) -> None:
-        args = self._args
-        self._static_pair(s3_datasets(args.sources, namespace=args.namespace, region=args.region))
 
     def _create_lustre_volumes(self, lustre: LustreVolume) -> None:
         for volume, mount_name, mount_options in (

@@ -478,11 +478,11 @@ GB_PER_GIB = 2**30 / 10**9
 ASSUMED_CHECKPOINT_INTERVAL_S = 3600
 
 
-def checkpoint_transfer_gb(checkpoint_gib: float, interval_seconds: float, hours: float = HOURS_PER_MONTH) -> float:
-    """GB one job's checkpoints send to EACH other region in `hours` of running: every save's
+def checkpoint_transfer_gb(checkpoint_gib: float, interval_seconds: float) -> float:
+    """GB one job's checkpoints send to EACH other region in a month of running: every save's
     files cross once (S3 replication copies each new object version; a pruned one sends only its
     delete marker), so size x saves. One 80 GiB save an hour: 85.9 GB x 730 = 62,700 GB a month."""
-    return checkpoint_gib * GB_PER_GIB * hours * 3600 / interval_seconds
+    return checkpoint_gib * GB_PER_GIB * HOURS_PER_MONTH * 3600 / interval_seconds
 
 
 def checkpoint_replica_gb(checkpoint_gib: float, interval_seconds: float, *, keep: int, version_days: int) -> float:

@@ -24,6 +24,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.common.iam import pod_identity_trust_policy
 from components.facts.regions import arn_partition
 from components.identity import policies
 
@@ -131,6 +132,19 @@ def workload_role(resource_name: str, *, trust: pulumi.Input[str], environment: 
 def role_policy(resource_name: str, role: aws.iam.Role, document: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
     """The role's own inline policy, `<resource_name>-access`."""
     aws.iam.RolePolicy(f"{resource_name}-access", role=role.id, policy=document, opts=opts)
+
+
+def pod_identity_role(name: str, *, account_id: pulumi.Input[str], policy: pulumi.Input[str], cluster_name: pulumi.Input[str],
+                      namespace: str, service_account: str,
+                      opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation]:
+    """A cluster add-on's role (`<name>-role`, trusted by EKS Pod Identity), its inline policy
+    (`<name>-policy`) and its association with `namespace`/`service_account` (`<name>-pod-identity`)."""
+    role = aws.iam.Role(f"{name}-role", assume_role_policy=pulumi.Output.from_input(account_id).apply(
+        pod_identity_trust_policy), opts=opts)
+    aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy, opts=opts)
+    association = aws.eks.PodIdentityAssociation(f"{name}-pod-identity", cluster_name=cluster_name, namespace=namespace,
+                                                 service_account=service_account, role_arn=role.arn, opts=opts)
+    return role, association
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,9 @@ class Panel:
 
 
 def metric_panel(title: str, region: str, metrics: list[list[Any]], *, stat: str = "Average", width: int = HALF,
-                 y_label: str = "", stacked: bool = False) -> Panel:
+                 y_label: str = "") -> Panel:
     properties: dict[str, Any] = {"title": title, "region": region, "metrics": metrics, "view": "timeSeries",
-                                  "stacked": stacked, "stat": stat, "period": PERIOD}
+                                  "stacked": False, "stat": stat, "period": PERIOD}
     if y_label:
         properties["yAxis"] = {"left": {"label": y_label, "showUnits": False}}
     return Panel(title, "metric", properties, width)
@@ -87,8 +87,8 @@ def hidden(namespace: str, metric: str, dims: dict[str, str], stat: str, query_i
     return [namespace, metric, *pairs, {"stat": stat, "id": query_id, "visible": False}]
 
 
-def text_panel(title: str, markdown: str, height: int = 3) -> Panel:
-    return Panel(title, "text", {"markdown": markdown}, WIDE, height)
+def text_panel(title: str, markdown: str) -> Panel:
+    return Panel(title, "text", {"markdown": markdown}, WIDE, 3)
 
 
 def layout(panels: Sequence[Panel]) -> list[dict[str, Any]]:

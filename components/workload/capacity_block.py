@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components.common.manifests import job_spec
+from components.common.manifests import built_in_object, job_spec
 from components.config import NodePoolConfig
 from components.workload.controllers import PODS_READY_TIMEOUT_SECONDS
 from components.workload.multikueue import KUEUE_NAMESPACE, ROTATION_IMAGE, api_script_pod
@@ -119,17 +118,5 @@ def hold_manifests(pools: Sequence[NodePoolConfig], *, system_pool: str) -> list
 def create_capacity_block_hold(name: str, pools: Sequence[NodePoolConfig], *, system_pool: str,
                                opts: pulumi.ResourceOptions) -> None:
     for manifest in hold_manifests(pools, system_pool=system_pool):
-        kind, meta = manifest["kind"], manifest["metadata"]
-        resource = f"{name}-{kind.lower()}-{meta['name']}"
-        if kind == "ServiceAccount":
-            k8s.core.v1.ServiceAccount(resource, metadata=meta, opts=opts)
-        elif kind == "ClusterRole":
-            k8s.rbac.v1.ClusterRole(resource, metadata=meta, rules=manifest["rules"], opts=opts)
-        elif kind == "ClusterRoleBinding":
-            k8s.rbac.v1.ClusterRoleBinding(resource, metadata=meta, role_ref=manifest["roleRef"],
-                                           subjects=manifest["subjects"], opts=opts)
-        elif kind == "ConfigMap":
-            k8s.core.v1.ConfigMap(resource, metadata=meta, data=manifest["data"], opts=opts)
-        else:
-            k8s.batch.v1.CronJob(resource, metadata=meta, spec=manifest["spec"], opts=opts)
+        built_in_object(f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}", manifest, opts)
 

@@ -26,7 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import app_metadata, job_spec
+from components.common.manifests import app_metadata, built_in_object, job_spec
 from components.config.cleanup import CheckpointCleanupConfig
 from components.data import training_data
 from components.workload.namespaced import SystemPodArgs
@@ -142,6 +142,5 @@ class CheckpointCleanup(pulumi.ComponentResource):
         manifest = cronjob_manifest(namespace=args.namespace, stack=args.stack, image=args.image,
                                     system_pool=args.system_pool,
                                     cleanup=args.cleanup, checkpoints_sub_path=args.checkpoints_sub_path)
-        k8s.batch.v1.CronJob(f"{name}-cronjob", metadata=manifest["metadata"], spec=manifest["spec"],
-                             opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role, script]))
+        built_in_object(f"{name}-cronjob", manifest, pulumi.ResourceOptions(parent=self, depends_on=[account, role, script]))
         self.register_outputs({})

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import POOL_LABEL
-from components.common.manifests import app_metadata, job_spec
+from components.common.manifests import app_metadata, built_in_object, job_spec
 from components.data import training_data
 from components.workload.namespaced import SystemPodArgs
 
@@ -123,12 +122,9 @@ class CheckpointDirectoryArgs(SystemPodArgs):
 
 
 class CheckpointDirectory(pulumi.ComponentResource):
-    job: k8s.batch.v1.Job
-
     def __init__(self, name: str, args: CheckpointDirectoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:CheckpointDirectory", name, None, opts)
         manifest = job_manifest(namespace=args.namespace, image=args.image, system_pool=args.system_pool,
                                 sub_path=args.checkpoints_sub_path)
-        self.job = k8s.batch.v1.Job(f"{name}-job", metadata=manifest["metadata"], spec=manifest["spec"],
-                                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
+        built_in_object(f"{name}-job", manifest, pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
         self.register_outputs({})

@@ -41,7 +41,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import EFA_RESOURCE, GPU_RESOURCE, POOL_LABEL
-from components.common.manifests import custom_resource, job_spec
+from components.common.manifests import built_in_object, custom_resource, job_spec
 from components.config.multikueue import MultiKueueConfig, stack_name_prefix
 from components.workload.namespaced import NamespacedArgs
 from components.workload.queues import COVERED_RESOURCES, KUEUE_API
@@ -86,10 +86,6 @@ TOKEN_ALARM_PERIOD_SECONDS = 900
 # The manager's ceilings per GPU for what a GPU pod brings along: a p5.48xlarge's 192 vCPUs, 2 TiB
 # and 32 EFA devices over 8 GPUs (components/facts/instances.py). The workers' own quotas decide.
 CPU_PER_GPU, MEMORY_GIB_PER_GPU, EFA_PER_GPU = 24, 256, 4
-
-
-def worker_cluster_name(project: str, stack: str) -> str:
-    return stack_name_prefix(project, stack)
 
 
 def manager_manifests(config: MultiKueueConfig, *, cohort: str, training_namespace: str) -> list[dict]:
@@ -260,12 +256,12 @@ def api_script_pod(*, account: str, container: str, image: str, script_dir: str,
     }
 
 
-def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]], image: str = ROTATION_IMAGE) -> list[dict[str, Any]]:
+def rotation_manifests(*, system_pool: str, workers: list[dict[str, str]]) -> list[dict[str, Any]]:
     """ServiceAccount, Role (only the workers' Secrets, by name), RoleBinding, ConfigMap, CronJob.
     `workers`: {name, cluster, region, dnsSuffix} each (the token script's WORKERS)."""
     meta = {"name": ROTATION, "namespace": KUEUE_NAMESPACE}
     secrets = [kubeconfig_secret_name(w["name"]) for w in workers]
-    pod = api_script_pod(account=ROTATION, container="rotate", image=image, script_dir=SCRIPT_DIR,
+    pod = api_script_pod(account=ROTATION, container="rotate", image=ROTATION_IMAGE, script_dir=SCRIPT_DIR,
                          script="rotate.py", env={"WORKERS": json.dumps(workers)}, system_pool=system_pool)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
@@ -323,7 +319,7 @@ class MultiKueueManager(pulumi.ComponentResource):
         role = aws.iam.Role(f"{name}-dispatcher", name=args.dispatcher_role_name, assume_role_policy=args.trust_policy,
                             description="MultiKueue: mints short-lived EKS tokens for the worker clusters",
                             tags={"workload": ROTATION}, opts=aws_child)
-        clusters = [(worker_cluster_name(args.project, w.stack), w.region) for w in args.config.workers]
+        clusters = [(stack_name_prefix(args.project, w.stack), w.region) for w in args.config.workers]
         aws.iam.RolePolicy(f"{name}-dispatcher-access", role=role.id, opts=aws_child, policy=args.account_id.apply(
             lambda account: dispatcher_policy(partition=args.partition, account_id=account, clusters=clusters)))
         aws.eks.PodIdentityAssociation(f"{name}-dispatcher-pod-identity", cluster_name=args.cluster_name,
@@ -337,18 +333,13 @@ class MultiKueueManager(pulumi.ComponentResource):
 
         # The CronJob's WORKERS carry the partition's DNS suffix (amazonaws.com.cn in China): only the
         # CronJob waits for it; the ServiceAccount, Role, RoleBinding and ConfigMap do not read it.
-        account, role_manifest, binding, script, _ = manifests("")
         cronjob_spec = pulumi.Output.from_input(args.dns_suffix).apply(lambda suffix: manifests(suffix)[-1]["spec"])
         for secret in kubeconfig_secrets([w.stack for w in args.config.workers]):
-            k8s.core.v1.Secret(f"{name}-{secret['metadata']['name']}", metadata=secret["metadata"], type=secret["type"],
-                               # The CronJob writes the token: a `pulumi up` must never take it away.
-                               opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(
-                                   ignore_changes=["data", "stringData"])))
-        k8s.core.v1.ServiceAccount(f"{name}-account", metadata=account["metadata"], opts=in_cluster)
-        k8s.rbac.v1.Role(f"{name}-role", metadata=role_manifest["metadata"], rules=role_manifest["rules"], opts=in_cluster)
-        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"], opts=in_cluster)
-        k8s.core.v1.ConfigMap(f"{name}-script", metadata=script["metadata"], data=script["data"], opts=in_cluster)
+            # The CronJob writes the token: a `pulumi up` must never take it away.
+            built_in_object(f"{name}-{secret['metadata']['name']}", secret, pulumi.ResourceOptions.merge(
+                in_cluster, pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
+        for suffix, manifest in zip(("account", "role", "role-binding", "script"), manifests("")[:4], strict=True):
+            built_in_object(f"{name}-{suffix}", manifest, in_cluster)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata={"name": ROTATION, "namespace": KUEUE_NAMESPACE},
                              spec=cronjob_spec, opts=in_cluster)
         for manifest in manager_manifests(args.config, cohort=args.cohort, training_namespace=args.training_namespace):
@@ -384,18 +375,12 @@ class MultiKueueWorker(pulumi.ComponentResource):
                             principal_arn=args.dispatcher_role_arn, kubernetes_groups=[WORKER_GROUP], type="STANDARD",
                             opts=pulumi.ResourceOptions.merge(args.aws_opts, pulumi.ResourceOptions(parent=self)))
         in_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
-        role, read = worker_cluster_role(), worker_read_cluster_role()
-        k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", metadata=role["metadata"], rules=role["rules"], opts=in_cluster)
-        k8s.rbac.v1.ClusterRole(f"{name}-read-cluster-role", metadata=read["metadata"], rules=read["rules"],
-                                opts=in_cluster)
         # (The ClusterRoleBinding `multikueue-cluster-role-binding` of the writes is gone on purpose:
         # its deletion is the change, no alias.)
-        binding, read_binding = worker_bindings(args.namespace)
-        k8s.rbac.v1.RoleBinding(f"{name}-role-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"], opts=in_cluster)
-        k8s.rbac.v1.ClusterRoleBinding(f"{name}-read-cluster-role-binding", metadata=read_binding["metadata"],
-                                       role_ref=read_binding["roleRef"], subjects=read_binding["subjects"],
-                                       opts=in_cluster)
+        for suffix, manifest in zip(("cluster-role", "read-cluster-role", "role-binding", "read-cluster-role-binding"),
+                                    [worker_cluster_role(), worker_read_cluster_role(), *worker_bindings(args.namespace)],
+                                    strict=True):
+            built_in_object(f"{name}-{suffix}", manifest, in_cluster)
         self.register_outputs({})
 
 

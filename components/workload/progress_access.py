@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.common.manifests import built_in_object
 from components.identity.workload_roles import TRAINER_SERVICE_ACCOUNT
 from components.workload.namespaced import NamespacedArgs
 
@@ -132,12 +132,9 @@ class TrainerProgressRole(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainerProgressRoleArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:TrainerProgressRole", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
-        role = role_manifest(args.namespace)
-        created = k8s.rbac.v1.Role(f"{name}-role", metadata=role["metadata"], rules=role["rules"], opts=child)
-        binding = role_binding_manifest(args.namespace)
-        k8s.rbac.v1.RoleBinding(f"{name}-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"],
-                                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, created]))
+        created = built_in_object(f"{name}-role", role_manifest(args.namespace), child)
+        built_in_object(f"{name}-binding", role_binding_manifest(args.namespace),
+                        pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, created]))
         self.register_outputs({})
 
 
@@ -146,11 +143,7 @@ class ProgressAdmissionPolicy(pulumi.ComponentResource):
 
     def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-training:workload:ProgressAdmissionPolicy", name, None, opts)
-        policy = admission_policy_manifest()
-        created = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-policy", metadata=policy["metadata"], spec=policy["spec"], opts=pulumi.ResourceOptions(parent=self))
-        binding = admission_policy_binding_manifest()
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[created]))
+        created = built_in_object(f"{name}-policy", admission_policy_manifest(), pulumi.ResourceOptions(parent=self))
+        built_in_object(f"{name}-binding", admission_policy_binding_manifest(),
+                        pulumi.ResourceOptions(parent=self, depends_on=[created]))
         self.register_outputs({})

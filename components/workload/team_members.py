@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.cluster.control_plane import READ_ONLY_POLICY
 from components.common.access_entries import access_entry, access_policy_arn
+from components.common.manifests import built_in_object
 from components.common.partition import provider_partition
 from components.workload.namespaced import NamespacedArgs
 
@@ -112,11 +112,9 @@ class TeamMembers(pulumi.ComponentResource):
     def _create_role(self) -> None:
         args = self._args
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
-        role, binding = role_manifest(args.namespace), role_binding_manifest(args.namespace)
-        created = k8s.rbac.v1.Role(f"{self._name}-role", metadata=role["metadata"], rules=role["rules"], opts=child)
-        k8s.rbac.v1.RoleBinding(f"{self._name}-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"],
-                                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])))
+        created = built_in_object(f"{self._name}-role", role_manifest(args.namespace), child)
+        built_in_object(f"{self._name}-binding", role_binding_manifest(args.namespace),
+                        pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])))
 
     def _create_entry(self, principal_arn: str, partition: pulumi.Output[str]) -> None:
         args, child = self._args, pulumi.ResourceOptions(parent=self)

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.common.manifests import built_in_object
 from components.config import NodePoolConfig
 from components.config.teams import TeamQueueConfig
 from components.workload.multikueue import WORKER_GROUP
@@ -111,9 +111,7 @@ def team_tenancies(rows: Sequence[TeamQueueConfig], *, environment: str, pools: 
     `pools`: the cluster's GPU pools (a row's quota names some of them: the namespace's cap)."""
     if not rows:
         return
-    role = deployer_cluster_role()
-    cluster_role = k8s.rbac.v1.ClusterRole("team-deployer-cluster-role", metadata=role["metadata"],
-                                           rules=role["rules"], opts=opts)
+    cluster_role = built_in_object("team-deployer-cluster-role", deployer_cluster_role(), opts)
     for row in rows:
         name = team_namespace_resource_name(row.name)
         made = training_namespace(name, row.namespace, environment=environment, team=row.name,
@@ -122,8 +120,5 @@ def team_tenancies(rows: Sequence[TeamQueueConfig], *, environment: str, pools: 
         inside = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[made]))
         quota_pools = [pool for pool in pools if pool.name in row.gpu_quota]
         namespace_quota_and_limits(name, row.namespace, namespace_quota(quota_pools), inside)
-        binding = deployer_role_binding(row.name, row.namespace)
-        k8s.rbac.v1.RoleBinding(f"team-{row.name}-deployer-binding", metadata=binding["metadata"],
-                                role_ref=binding["roleRef"], subjects=binding["subjects"],
-                                opts=pulumi.ResourceOptions.merge(inside, pulumi.ResourceOptions(
-                                    depends_on=[made, cluster_role])))
+        built_in_object(f"team-{row.name}-deployer-binding", deployer_role_binding(row.name, row.namespace),
+                        pulumi.ResourceOptions.merge(inside, pulumi.ResourceOptions(depends_on=[made, cluster_role])))

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.common.manifests import built_in_object
 from components.config.job_context import JOB_CONTEXT_CONFIG_MAP
 from components.workload.multikueue import QUEUE_LABEL, WORKER_GROUP
 from components.workload.team_members import members_group
@@ -303,12 +303,8 @@ class TenantAdmission(pulumi.ComponentResource):
         super().__init__("gpu-training:workload:TenantAdmission", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         for kind in guarded(args.exposure):
-            policy = policy_manifest(kind)
             resource = kind.resources[0][1]
-            created = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                f"{name}-{resource}", metadata=policy["metadata"], spec=policy["spec"], opts=child)
-            binding = binding_manifest(kind)
-            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-{resource}-binding", metadata=binding["metadata"], spec=binding["spec"],
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])))
+            created = built_in_object(f"{name}-{resource}", policy_manifest(kind), child)
+            built_in_object(f"{name}-{resource}-binding", binding_manifest(kind),
+                            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])))
         self.register_outputs({})

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.cluster.pool_scheduling import (
     EFA_RESOURCE,
@@ -27,7 +26,7 @@ from components.cluster.pool_scheduling import (
     POOL_LABEL,
     node_taints,
 )
-from components.common.manifests import checkov_skips, custom_resource
+from components.common.manifests import built_in_object, checkov_skips, custom_resource
 from components.config import FabricConfig, NodePoolConfig, memory_tier
 from components.config.training import JobConfig
 from components.config.vocabularies import Capacity
@@ -431,13 +430,8 @@ class TrainingJob(pulumi.ComponentResource):
         objects = job_objects(args.job, JobPlacement(
             stack=args.stack, namespace=args.namespace, local_queue=args.local_queue, pool=args.pool,
             fabric=args.fabric, checkpoints_sub_path=args.checkpoints_sub_path))
-        hyperparameters = objects.hyperparameters
-        config_map = k8s.core.v1.ConfigMap(
-            f"{name}-hyperparameters",
-            metadata=hyperparameters["metadata"],
-            data=hyperparameters["data"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
-        )
+        config_map = built_in_object(f"{name}-hyperparameters", objects.hyperparameters,
+                                     pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         custom_resource(
             f"{name}-jobset",
             objects.jobset,
@@ -450,8 +444,7 @@ class TrainingJob(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
-        budget = objects.disruption_budget
-        if budget is not None:
-            k8s.policy.v1.PodDisruptionBudget(f"{name}-disruption-budget", metadata=budget["metadata"], spec=budget["spec"],
-                                              opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        if objects.disruption_budget is not None:
+            built_in_object(f"{name}-disruption-budget", objects.disruption_budget,
+                            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({})

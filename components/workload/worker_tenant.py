@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components.common.manifests import custom_resource
+from components.common.manifests import built_in_object, custom_resource
 from components.config import NodePoolConfig
 from components.config.training import TrainingConfig
 from components.data.mounts import StorageMounts, StorageMountsArgs
@@ -85,9 +84,7 @@ class WorkerTenant(pulumi.ComponentResource):
         inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
         namespace_name = self.namespace.name  # the worker's platform makes the namespace (team_tenancy.py)
         self._create_queues(name, args, inside)
-        binding = dispatcher_role_binding(args.namespace)
-        k8s.rbac.v1.RoleBinding(f"{name}-dispatcher-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-                                subjects=binding["subjects"], opts=inside)
+        built_in_object(f"{name}-dispatcher-binding", dispatcher_role_binding(args.namespace), inside)
         TrainerServiceAccount(f"{name}-trainer-identity", TrainerServiceAccountArgs(
             cluster_name=args.cluster_name, namespace=namespace_name, role_arn=args.trainer_role_arn), inside)
         # A dispatched job's pods run here: they keep their progress on themselves here too.
@@ -104,9 +101,7 @@ class WorkerTenant(pulumi.ComponentResource):
             remote_keys=args.remote_keys, assume_role_arn=args.secrets_reader_arn, depends_on=[self.namespace]), inside)
         # MultiKueue copies the job, not what it mounts: the jobs' hyperparameters are here too.
         for job in args.training.jobs:
-            config_map = hyperparameters_config_map(job, args.namespace)
-            k8s.core.v1.ConfigMap(f"{name}-job-{job.name}-hyperparameters", metadata=config_map["metadata"],
-                                  data=config_map["data"], opts=inside)
+            built_in_object(f"{name}-job-{job.name}-hyperparameters", hyperparameters_config_map(job, args.namespace), inside)
         self.register_outputs({})
 
     @staticmethod

@@ -57,12 +57,10 @@ def resource_rule(severity: Severity, enforcement: EnforcementLevel = Enforcemen
     return declare
 
 
-def stack_rule(severity: Severity, enforcement: EnforcementLevel = EnforcementLevel.MANDATORY,
-               config_schema: PolicyConfigSchema | None = None
+def stack_rule(severity: Severity, enforcement: EnforcementLevel = EnforcementLevel.MANDATORY
                ) -> Callable[[StackCheck], StackValidationPolicy]:
     """A check of the whole stack at once as a policy (mandatory unless told otherwise)."""
     def declare(check: StackCheck) -> StackValidationPolicy:
         return StackValidationPolicy(name=policy_name(check), description=policy_description(check),
-                                     enforcement_level=enforcement, severity=severity, validate=check,
-                                     config_schema=config_schema)
+                                     enforcement_level=enforcement, severity=severity, validate=check)
     return declare

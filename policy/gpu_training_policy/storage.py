@@ -28,7 +28,7 @@ from pulumi_policy import (
 )
 
 from gpu_training_policy.resources import Report, as_list, describe, get, is_set, json_document, known, statements, truthy
-from gpu_training_policy.rules import resource_rule, stack_rule
+from gpu_training_policy.rules import resource_rule
 
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 ENCRYPTION_TYPES = ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
@@ -202,13 +202,9 @@ def logging_problem(bucket: BucketSettings) -> str | None:
     return "has no server access logging. Add an aws.s3.BucketLogging into the environment's access log bucket."
 
 
-@stack_rule(Severity.MEDIUM)
-def bucket_access_logging(args: StackValidationArgs, report: Report) -> None:
-    """S3 buckets log their requests (server access logging), except the bucket that receives the logs."""
-    for bucket in buckets_of(list(args.resources)):
-        problem = logging_problem(bucket)
-        if problem:
-            report(f"{bucket.what} {problem}", bucket.bucket.urn)
+bucket_access_logging = _bucket_policy(
+    logging_problem, "bucket-access-logging",
+    "S3 buckets log their requests (server access logging), except the bucket that receives the logs.", Severity.MEDIUM)
 
 
 # Mandatory since the bootstrap's state bucket logs too (issue #28 item 6): every plan passes it.
