@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 80
 MAX_MODULE_LINES = 600
 LONG_MODULE_REASON = "# Over 600 lines: "
-# Folders that hold no product code: the tests (tests/, policy/tests/), virtualenvs (.venv, policy/venv),
-# plans and caches. A new package is checked without being named here.
-NOT_PRODUCT = frozenset({"tests", "venv", "build", "node_modules", "__pycache__"})
+# Folders that hold no product code, from the root: the tests, the policy pack's virtualenv, the plans
+# (dot folders such as .venv and caches are skipped everywhere). A new package is checked without being
+# named here.
+NOT_PRODUCT = frozenset({"tests", "build", "policy/tests", "policy/venv"})
 
 
 def long_functions(source: str, max_lines: int = MAX_LINES) -> list[tuple[str, int]]:
@@ -42,7 +43,9 @@ def python_files() -> list[Path]:
     """Every product module, and the scripts without a suffix that run on Python."""
     modules = []
     for folder, subfolders, files in os.walk(ROOT):
-        subfolders[:] = sorted(d for d in subfolders if d not in NOT_PRODUCT and not d.startswith("."))
+        here = Path(folder).relative_to(ROOT)
+        subfolders[:] = sorted(d for d in subfolders if (here / d).as_posix() not in NOT_PRODUCT
+                               and not d.startswith(".") and d != "__pycache__")
         modules += [Path(folder) / name for name in sorted(files) if name.endswith(".py")]
     commands = [path for path in sorted((ROOT / "scripts").iterdir())
                 if path.is_file() and not path.suffix and path.read_text().startswith("#!/usr/bin/env python")]

@@ -338,7 +338,8 @@ class MultiKueueManager(pulumi.ComponentResource):
             # The CronJob writes the token: a `pulumi up` must never take it away.
             built_in_object(f"{name}-{secret['metadata']['name']}", secret, pulumi.ResourceOptions.merge(
                 in_cluster, pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
-        for suffix, manifest in zip(("account", "role", "role-binding", "script"), manifests("")[:4], strict=True):
+        *before_the_cronjob, _ = manifests("")
+        for suffix, manifest in zip(("account", "role", "role-binding", "script"), before_the_cronjob, strict=True):
             built_in_object(f"{name}-{suffix}", manifest, in_cluster)
         k8s.batch.v1.CronJob(f"{name}-cronjob", metadata={"name": ROTATION, "namespace": KUEUE_NAMESPACE},
                              spec=cronjob_spec, opts=in_cluster)
