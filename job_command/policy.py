@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,6 @@ class PolicyVerdict:
     refused: bool
     report: str
     """check_plans.py's lines: every violation with its level, policy and resource."""
-
-
-PolicyCheck = Callable[[str, dict[str, Any]], PolicyVerdict]
-"""(team stack, the job file's mapping) -> the verdict; the CLI takes one, tests pass a fake."""
 
 
 def plan_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT) -> list[dict[str, Any]]:
