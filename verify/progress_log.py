@@ -144,7 +144,6 @@ class Cadence:
     worst_gap: float
     """The longest stretch without a completed checkpoint, the open one up to now included."""
     saves: int
-    open_gap: float
 
     @property
     def late(self) -> bool:
@@ -165,7 +164,7 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
         marks = [int(start.fields.get("start_step") or 0)] + [int(e.fields.get("step") or 0) for e in saves]
         latest = max(steps, default=marks[-1])
         gaps = [b - a for a, b in itertools.pairwise(marks)] + [latest - marks[-1]]
-        return Cadence("steps", float(every_steps), float(max(gaps)), len(saves), float(gaps[-1]))
+        return Cadence("steps", float(every_steps), float(max(gaps)), len(saves))
     interval = start.fields.get("checkpoint_interval_s")
     if not isinstance(interval, int | float) or interval <= 0 or start.ts is None:
         return None
@@ -177,4 +176,4 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
     ratios = [(b - a) / p for a, b, p in zip(marks, ends, periods, strict=True)]
     worst = max(range(len(ratios)), key=lambda i: ratios[i])
     # Reported in the period of the worst gap, so `late` compares like with like.
-    return Cadence("s", periods[worst], ends[worst] - marks[worst], len(saves), until - marks[-1])
+    return Cadence("s", periods[worst], ends[worst] - marks[worst], len(saves))
