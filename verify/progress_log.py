@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -125,13 +126,7 @@ def loss_trend(values: list[float]) -> Trend:
     ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(values).values() if t > 1)
     variance = (n * (n - 1) * (2 * n + 5) - ties) / 18
     z = 0.0 if s == 0 or variance <= 0 else (s - math.copysign(1, s)) / math.sqrt(variance)
-    return Trend(n, z, _median(values[: max(1, n // 10)]), _median(values[-max(1, n // 10):]))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return Trend(n, z, statistics.median(values[: max(1, n // 10)]), statistics.median(values[-max(1, n // 10):]))
 
 
 @dataclass(frozen=True)
