@@ -84,14 +84,9 @@ def stack_with_job(stack: str, job: dict[str, Any], *, team_config: dict[str, An
 
 
 def load_team_job(stack: str, job_file: Path, *, context: JobContext | None = None) -> TeamJob:
-    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs, against the
-    deployed `context` (None: the checkout's offline plan); ConfigError listing every problem (the
-    file's keys named as `<file>: <key>`) otherwise."""
-    team, _ = stack_kind(stack)
-    if not team:
-        raise ConfigError([ConfigProblem("--stack", f"{stack} is not a team stack",
-                                         "name a team stack, team-<team>-<env> (e.g. team-vision-prod): ad-hoc jobs "
-                                         "run in a team's namespace and queue")])
+    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs (operate.namespace_of
+    refused any other stack first), against the deployed `context` (None: the checkout's offline plan);
+    ConfigError listing every problem (the file's keys named as `<file>: <key>`) otherwise."""
     job = read_job_file(job_file)
     combined = stack_with_job(stack, job, team_config=context.team if context else None)
     shown = path_for_message(job_file)
