@@ -178,8 +178,8 @@ def check_gpu_devices(ctx: Context) -> CheckResult:
     gpu_nodes = [n for n in ctx.kube.nodes() if n.get("metadata", {}).get("labels", {}).get(POOL_LABEL) in pools]
     if not gpu_nodes:
         return skipped("cluster.gpu-devices", "no GPU node is up (GPU pools scale from zero): nothing to check yet")
-    running = _ready_pods_by_node(ctx.kube, NVIDIA_PLUGIN_PODS)
-    efa_running = _ready_pods_by_node(ctx.kube, EFA_PLUGIN_PODS) if any(p.efa_per_node for p in pools.values()) else {}
+    running = ready_pods_by_node(ctx.kube, NVIDIA_PLUGIN_PODS)
+    efa_running = ready_pods_by_node(ctx.kube, EFA_PLUGIN_PODS) if any(p.efa_per_node for p in pools.values()) else {}
     problems: list[tuple[str, Diagnosis]] = []
     for node in gpu_nodes:
         node_name = name(node)
@@ -237,7 +237,7 @@ def _device_problems(node_name: str, pool_name: str, kind: _DeviceKind, *, adver
     return []
 
 
-def _ready_pods_by_node(kube: Kube, selector: str) -> set[str]:
+def ready_pods_by_node(kube: Kube, selector: str) -> set[str]:
     return {p.get("spec", {}).get("nodeName", "") for p in kube.pods("kube-system", label_selector=selector)
             if p.get("status", {}).get("phase") == "Running" and condition(p, "Ready").get("status") == "True"}
 

@@ -17,7 +17,7 @@ from components.cluster.pool_scheduling import POOL_LABEL
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 from components.facts.node_sizing import EFA_HUGEPAGES_MIB, kubelet_max_pods, node_headroom
 from verify import progress_log
-from verify.checks import Context, JobState, condition, container_started, name, quantity_mib
+from verify.checks import Context, JobState, container_started, name, quantity_mib, ready_pods_by_node
 from verify.report import CheckResult, Diagnosis, failed, passed, skipped
 from verify.stack_outputs import PoolPromise
 
@@ -133,8 +133,7 @@ def check_lustre_client(ctx: Context) -> CheckResult:
     nodes = _gpu_nodes(ctx)
     if not nodes:
         return skipped(check, "no GPU node is up (GPU pools scale from zero): nothing to check yet")
-    ready = {p.get("spec", {}).get("nodeName", "") for p in ctx.kube.pods("kube-system", label_selector=FSX_NODE_PODS)
-             if p.get("status", {}).get("phase") == "Running" and condition(p, "Ready").get("status") == "True"}
+    ready = ready_pods_by_node(ctx.kube, FSX_NODE_PODS)
     missing = [(f"{name(n)} (pool {p.name}): no Ready {FSX_NODE_DAEMONSET} pod", Diagnosis(
         "no Lustre client on the node: pods that mount the checkpoints or datasets stay ContainerCreating "
         "(FailedMount); the CSI node pod loads the Lustre kernel module, which must match the node's kernel",
