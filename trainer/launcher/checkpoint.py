@@ -288,12 +288,9 @@ def latest_complete(root: str) -> CheckpointInfo | None:
 
 
 def _remove_checkpoint(path: str) -> None:
-    marker = os.path.join(path, MARKER)
-    try:
-        os.unlink(marker)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(path, MARKER))
         fsync_dir(path)
-    except FileNotFoundError:
-        pass
     shutil.rmtree(path, ignore_errors=True)
 
 
