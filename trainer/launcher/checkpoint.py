@@ -266,13 +266,8 @@ def list_checkpoints(root: str) -> list[CheckpointInfo]:
         names = os.listdir(root)
     except FileNotFoundError:
         return []
-    out = []
-    for name in names:
-        if parse_step(name) is None or not os.path.isdir(os.path.join(root, name)):
-            continue
-        out.append(inspect(os.path.join(root, name)))
-    out.sort(key=lambda c: c.step, reverse=True)
-    return out
+    paths = [os.path.join(root, name) for name in names if parse_step(name) is not None]
+    return sorted((inspect(p) for p in paths if os.path.isdir(p)), key=lambda c: c.step, reverse=True)
 
 
 def complete_checkpoints(root: str) -> list[CheckpointInfo]:
