@@ -65,13 +65,11 @@ def started_at(pid: int) -> float | None:
 
 def _set_parent_death_signal() -> None:
     """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
-    try:
+    with contextlib.suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
