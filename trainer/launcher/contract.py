@@ -153,7 +153,7 @@ class Contract:
 
     def to_env(self) -> dict[str, str]:
         """The resolved contract as environment variables (defaults filled in)."""
-        env = {
+        return {
             # torchrun reads these two itself (launcher.main.torchrun_command passes no flag for them)
             NNODES_VAR: str(self.nnodes),
             NPROC_PER_NODE_VAR: str(self.nproc_per_node),
@@ -176,7 +176,6 @@ class Contract:
                 "" if self.checkpoint_every_steps is None else str(self.checkpoint_every_steps)
             ),
         }
-        return env
 
 
 def _fmt_num(value: float) -> str:
