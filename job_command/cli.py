@@ -106,17 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     for action in (submit, status, logs, stop, actions.choices["list"]):
         action.add_argument("--stack", default=os.environ.get(STACK_VARIABLE), metavar="team-<team>-<env>",
                             help=f"the team stack (default ${STACK_VARIABLE})")
-        if action is not submit:
-            _cluster_flags(action)
-    _cluster_flags(submit)
+        action.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default $KUBECONFIG or ~/.kube/config)")
+        action.add_argument("--context", help="its context (default: the current one)")
     completion = commands.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=["bash"])
     return parser
-
-
-def _cluster_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default $KUBECONFIG or ~/.kube/config)")
-    parser.add_argument("--context", help="its context (default: the current one)")
 
 
 def main(argv: list[str] | None = None, seams: Seams | None = None) -> int:

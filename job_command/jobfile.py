@@ -25,7 +25,7 @@ from components.config.stack import decode_raw_config, load_stack_config, stack_
 from components.config.stack_file import project_file, stack_config
 from components.config.strict_yaml import MAX_FILE_BYTES, YamlError, path_for_message, read_yaml_file
 from components.config.training import JobConfig
-from offline.plan import ROOT, planned_config
+from offline.plan import planned_config
 
 # What parse_training reports when two jobs share a name (key `<project>:training.jobs`).
 SAME_NAME_RULE = "names two jobs the same"
@@ -69,12 +69,11 @@ class StackWithJob:
         return self.raw[f"{self.project}:training"]
 
 
-def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT,
-                   team_config: dict[str, Any] | None = None) -> StackWithJob:
+def stack_with_job(stack: str, job: dict[str, Any], *, team_config: dict[str, Any] | None = None) -> StackWithJob:
     """`team_config`: the team stack's decoded config as deployed (a job context's); None: its stack file's."""
-    project = project_file(project_dir)["name"]
+    project = project_file()["name"]
     if team_config is None:
-        _, engine_config, _ = stack_config(stack, project_dir=project_dir)
+        _, engine_config, _ = stack_config(stack)
         team_config = decode_raw_config(engine_config)
     raw = dict(team_config)
     training = copy.deepcopy(raw.get(f"{project}:training") or {})
@@ -84,24 +83,18 @@ def stack_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT,
     return StackWithJob(project, raw, len(stack_jobs), stack_jobs)
 
 
-def load_team_job(stack: str, job_file: Path, *, context: JobContext | None = None,
-                  project_dir: Path = ROOT) -> TeamJob:
-    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs, against the
-    deployed `context` (None: the checkout's offline plan); ConfigError listing every problem (the
-    file's keys named as `<file>: <key>`) otherwise."""
-    team, _ = stack_kind(stack)
-    if not team:
-        raise ConfigError([ConfigProblem("--stack", f"{stack} is not a team stack",
-                                         "name a team stack, team-<team>-<env> (e.g. team-vision-prod): ad-hoc jobs "
-                                         "run in a team's namespace and queue")])
+def load_team_job(stack: str, job_file: Path, *, context: JobContext | None = None) -> TeamJob:
+    """The job of `job_file` judged as an entry of team stack `stack`'s training.jobs (operate.namespace_of
+    refused any other stack first), against the deployed `context` (None: the checkout's offline plan);
+    ConfigError listing every problem (the file's keys named as `<file>: <key>`) otherwise."""
     job = read_job_file(job_file)
-    combined = stack_with_job(stack, job, project_dir=project_dir, team_config=context.team if context else None)
+    combined = stack_with_job(stack, job, team_config=context.team if context else None)
     shown = path_for_message(job_file)
     stack_jobs = context.stack_jobs if context else [entry.get("name") for entry in combined.stack_jobs
                                                       if isinstance(entry, dict)]
     collision = _collision(job, stack_jobs, stack, shown)
     try:
-        config = planned_config(stack, raw=combined.raw, project_dir=project_dir) if context is None \
+        config = planned_config(stack, raw=combined.raw) if context is None \
             else _judged_live(stack, combined, context)
     except ConfigError as error:
         job_key = f"{combined.project}:training.jobs[{combined.index}]"

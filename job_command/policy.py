@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,10 @@ class PolicyVerdict:
     """check_plans.py's lines: every violation with its level, policy and resource."""
 
 
-PolicyCheck = Callable[[str, dict[str, Any]], PolicyVerdict]
-"""(team stack, the job file's mapping) -> the verdict; the CLI takes one, tests pass a fake."""
-
-
-def plan_with_job(stack: str, job: dict[str, Any], *, project_dir: Path = ROOT) -> list[dict[str, Any]]:
+def plan_with_job(stack: str, job: dict[str, Any]) -> list[dict[str, Any]]:
     """The team stack's plan records (resources.json) with `job` added to its training.jobs."""
-    combined = stack_with_job(stack, job, project_dir=project_dir)
-    return synthesize(stack, overrides={f"{combined.project}:training": combined.training},
-                      project_dir=project_dir).resources
+    combined = stack_with_job(stack, job)
+    return synthesize(stack, overrides={f"{combined.project}:training": combined.training}).resources
 
 
 def pack_verdict(stack: str, job: dict[str, Any]) -> PolicyVerdict:

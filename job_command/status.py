@@ -89,10 +89,7 @@ def parse_time(text: str | None) -> float | None:
 
 
 def _condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
-    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition
-    return None
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _true(obj: dict[str, Any] | None, kind: str) -> bool:
@@ -105,9 +102,8 @@ def classify(jobset: dict[str, Any] | None, workload: dict[str, Any] | None) -> 
     if jobset is None:
         return JobState.NOT_FOUND, ()
     for kind, state in (("Completed", JobState.FINISHED), ("Failed", JobState.FAILED)):
-        condition = _condition(jobset, kind)
-        if condition is not None and condition.get("status") == "True":
-            return state, tuple(filter(None, [_said(condition)]))
+        if _true(jobset, kind):
+            return state, tuple(filter(None, [_said(_condition(jobset, kind))]))
     if workload is not None and (workload.get("spec") or {}).get("active") is False:
         evicted = _condition(workload, EVICTED)
         return JobState.STOPPED, tuple(filter(None, [_said(evicted) if evicted else "stopped (spec.active: false)"]))
@@ -128,9 +124,8 @@ def _said(condition: dict[str, Any] | None) -> str:
 def _waiting_reasons(workload: dict[str, Any]) -> tuple[str, ...]:
     """Quota first (no check starts before it), then each admission check that has not passed."""
     reasons = []
-    evicted = _condition(workload, EVICTED)
-    if evicted is not None and evicted.get("status") == "True":
-        reasons.append(f"evicted, requeued: {_said(evicted)}")
+    if _true(workload, EVICTED):
+        reasons.append(f"evicted, requeued: {_said(_condition(workload, EVICTED))}")
     if not _true(workload, QUOTA_RESERVED):
         # Kueue runs the admission checks only once quota is reserved (concepts/admission_check).
         reasons.append(f"quota: {_said(_condition(workload, QUOTA_RESERVED)) or 'not evaluated yet'}")

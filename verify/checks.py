@@ -173,17 +173,22 @@ def _not_ready(node: dict[str, Any]) -> str:
             + (f": {message})" if message else ")"))
 
 
-def check_gpu_devices(ctx: Context) -> CheckResult:
+def gpu_nodes(ctx: Context) -> list[tuple[dict[str, Any], PoolPromise]]:
     pools = {p.name: p for p in ctx.outputs.pools.values() if p.gpu}
-    gpu_nodes = [n for n in ctx.kube.nodes() if n.get("metadata", {}).get("labels", {}).get(POOL_LABEL) in pools]
-    if not gpu_nodes:
+    return [(n, pools[pool]) for n in ctx.kube.nodes()
+            if (pool := n.get("metadata", {}).get("labels", {}).get(POOL_LABEL)) in pools]
+
+
+def check_gpu_devices(ctx: Context) -> CheckResult:
+    nodes = gpu_nodes(ctx)
+    if not nodes:
         return skipped("cluster.gpu-devices", "no GPU node is up (GPU pools scale from zero): nothing to check yet")
-    running = _ready_pods_by_node(ctx.kube, NVIDIA_PLUGIN_PODS)
-    efa_running = _ready_pods_by_node(ctx.kube, EFA_PLUGIN_PODS) if any(p.efa_per_node for p in pools.values()) else {}
+    running = ready_pods_by_node(ctx.kube, NVIDIA_PLUGIN_PODS)
+    efa_pools = any(p.gpu and p.efa_per_node for p in ctx.outputs.pools.values())
+    efa_running = ready_pods_by_node(ctx.kube, EFA_PLUGIN_PODS) if efa_pools else {}
     problems: list[tuple[str, Diagnosis]] = []
-    for node in gpu_nodes:
+    for node, pool in nodes:
         node_name = name(node)
-        pool = pools[node["metadata"]["labels"][POOL_LABEL]]
         allocatable = node.get("status", {}).get("allocatable", {})
         gpus = int(allocatable.get(GPU_RESOURCE, "0"))
         problems += _device_problems(node_name, pool.name, GPU_DEVICE, advertised=gpus,
@@ -194,10 +199,10 @@ def check_gpu_devices(ctx: Context) -> CheckResult:
         problems += _device_problems(node_name, pool.name, EFA_DEVICE, advertised=efa,
                                      promised=pool.efa_per_node, plugin_running=node_name in efa_running)
     if problems:
-        return failed("cluster.gpu-devices", f"{len(problems)} problem(s) on {len(gpu_nodes)} GPU nodes",
+        return failed("cluster.gpu-devices", f"{len(problems)} problem(s) on {len(nodes)} GPU nodes",
                       problems[0][1], *[text for text, _ in problems])
-    return passed("cluster.gpu-devices", f"{len(gpu_nodes)} GPU nodes advertise the GPUs (and EFA) their pools promise",
-                  gpu_nodes=len(gpu_nodes))
+    return passed("cluster.gpu-devices", f"{len(nodes)} GPU nodes advertise the GPUs (and EFA) their pools promise",
+                  gpu_nodes=len(nodes))
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,7 @@ def _device_problems(node_name: str, pool_name: str, kind: _DeviceKind, *, adver
     return []
 
 
-def _ready_pods_by_node(kube: Kube, selector: str) -> set[str]:
+def ready_pods_by_node(kube: Kube, selector: str) -> set[str]:
     return {p.get("spec", {}).get("nodeName", "") for p in kube.pods("kube-system", label_selector=selector)
             if p.get("status", {}).get("phase") == "Running" and condition(p, "Ready").get("status") == "True"}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from components.config.node_pools import DNS_LABEL
@@ -173,12 +174,17 @@ def _runner_check(outputs: StackOutputs, *, now: float, ec2: Any) -> CheckResult
     from components.config.stack_file import project_file
     from verify import ci_runners
 
-    def make_ec2():
+    return ci_runners.check_runner_tags(outputs, str(project_file()["name"]), ec2 or _aws_client("ec2", outputs.region),
+                                        now)
+
+
+def _aws_client(service: str, region: str) -> Callable[[], Any]:
+    """Makes the boto3 client when a check first needs it (boto3 is imported only then)."""
+    def make() -> Any:
         import boto3
 
-        return boto3.client("ec2", region_name=outputs.region)
-
-    return ci_runners.check_runner_tags(outputs, str(project_file()["name"]), ec2 or make_ec2, now)
+        return boto3.client(service, region_name=region)
+    return make
 
 
 def _multikueue_checks(cluster: Any, outputs: StackOutputs, now: float) -> list[CheckResult]:
@@ -223,26 +229,16 @@ def _quota_check(stack: str, outputs: StackOutputs, service_quotas: Any) -> Chec
             f"make plan STACK={stack}"))
     if not isinstance(config, StackConfig):
         return skipped(ec2_quotas.CHECK, "a team stack launches no nodes of its own")
-
-    def make_client():
-        import boto3
-
-        return boto3.client("service-quotas", region_name=outputs.region)
-
-    return ec2_quotas.check_quotas(config.node_pools, lambda: ec2_quotas.applied_quotas((service_quotas or make_client)()),
-                                   outputs.region)
+    make_client = service_quotas or _aws_client("service-quotas", outputs.region)
+    return ec2_quotas.check_quotas(config.node_pools, lambda: ec2_quotas.applied_quotas(make_client()), outputs.region)
 
 
 def _run(args: argparse.Namespace, outputs: StackOutputs, cluster: Any, *, now: float, cloudwatch: Any,
          ec2: Any, service_quotas: Any = None) -> list[CheckResult]:
     from verify import checks, suites
 
-    def make_cloudwatch():
-        import boto3
-
-        return boto3.client("cloudwatch", region_name=outputs.region)
-
-    ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster, cloudwatch=cloudwatch or make_cloudwatch,
+    ctx = checks.Context(stack=args.stack, outputs=outputs, kube=cluster,
+                         cloudwatch=cloudwatch or _aws_client("cloudwatch", outputs.region),
                          now=now, gpu_threshold=args.gpu_threshold, gpu_window_minutes=args.gpu_window)
     results = [*suites.cluster_checks(ctx), _runner_check(outputs, now=now, ec2=ec2),
                _quota_check(args.stack, outputs, service_quotas)]

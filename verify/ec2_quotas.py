@@ -21,7 +21,6 @@ is reported, never guessed.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,13 +45,11 @@ SPOT = {"P5": ("All P5 Spot Instance Requests", "All P Spot Instance Requests"),
 
 def instance_class(instance_type: str) -> str:
     """The quota class of a type: P5 (p5, p5e, p5en), P (other p), G (g and vt), else standard."""
-    family = re.match(r"[a-z]+\d*", instance_type)
-    name = family.group(0) if family else instance_type
-    if name.startswith("p5"):
+    if instance_type.startswith("p5"):
         return "P5"
-    if name.startswith("p"):
+    if instance_type.startswith("p"):
         return "P"
-    if name.startswith(("g", "vt")):
+    if instance_type.startswith(("g", "vt")):
         return "G"
     return "standard"
 

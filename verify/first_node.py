@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.cluster.pool_scheduling import POOL_LABEL
 from components.facts.instance_types import INSTANCE_TYPES, InstanceType
 from components.facts.node_sizing import EFA_HUGEPAGES_MIB, kubelet_max_pods, node_headroom
 from verify import progress_log
-from verify.checks import Context, JobState, condition, container_started, name, quantity_mib
+from verify.checks import Context, JobState, container_started, gpu_nodes, name, quantity_mib, ready_pods_by_node
 from verify.report import CheckResult, Diagnosis, failed, passed, skipped
 from verify.stack_outputs import PoolPromise
 
@@ -31,12 +30,6 @@ FSX_NODE_PODS = "app=fsx-csi-node"
 # The launcher's events carrying the fabric self-check's counts (trainer/launcher/main.py).
 FABRIC_EVENTS = ("fabric_status", "fabric_check")
 TRAINER_UID = 1000  # the image's user (trainer/Dockerfile), the pods' runAsUser
-
-
-def _gpu_nodes(ctx: Context) -> list[tuple[dict[str, Any], PoolPromise]]:
-    pools = {p.name: p for p in ctx.outputs.pools.values() if p.gpu}
-    return [(n, pools[pool]) for n in ctx.kube.nodes()
-            if (pool := n.get("metadata", {}).get("labels", {}).get(POOL_LABEL)) in pools]
 
 
 def _instance(node: dict[str, Any], pool: PoolPromise) -> InstanceType:
@@ -53,7 +46,7 @@ def check_hugepages(ctx: Context) -> CheckResult:
     """EFA nodes: the huge pages the AMI reserves fit in what the sizing held back, and the node's
     allocatable memory holds the whole-node training pod plus the DaemonSets."""
     check = "cluster.hugepages"
-    nodes = [(n, p) for n, p in _gpu_nodes(ctx) if p.efa_per_node]
+    nodes = [(n, p) for n, p in gpu_nodes(ctx) if p.efa_per_node]
     if not nodes:
         return skipped(check, "no EFA node is up (GPU pools scale from zero): nothing to check yet")
     problems: list[tuple[str, Diagnosis]] = []
@@ -96,7 +89,7 @@ def check_pod_ips(ctx: Context) -> CheckResult:
     """GPU nodes: the kubelet's maxPods is the one the subnet budget was computed with, and the
     node has pod IPs left."""
     check = "cluster.pod-ips"
-    nodes = _gpu_nodes(ctx)
+    nodes = gpu_nodes(ctx)
     if not nodes:
         return skipped(check, "no GPU node is up (GPU pools scale from zero): nothing to check yet")
     problems: list[tuple[str, Diagnosis]] = []
@@ -130,11 +123,10 @@ def check_lustre_client(ctx: Context) -> CheckResult:
     check = "cluster.lustre-client"
     if ctx.kube.daemonset("kube-system", FSX_NODE_DAEMONSET) is None:
         return skipped(check, "the stack installs no FSx for Lustre CSI driver (no storage.lustre)")
-    nodes = _gpu_nodes(ctx)
+    nodes = gpu_nodes(ctx)
     if not nodes:
         return skipped(check, "no GPU node is up (GPU pools scale from zero): nothing to check yet")
-    ready = {p.get("spec", {}).get("nodeName", "") for p in ctx.kube.pods("kube-system", label_selector=FSX_NODE_PODS)
-             if p.get("status", {}).get("phase") == "Running" and condition(p, "Ready").get("status") == "True"}
+    ready = ready_pods_by_node(ctx.kube, FSX_NODE_PODS)
     missing = [(f"{name(n)} (pool {p.name}): no Ready {FSX_NODE_DAEMONSET} pod", Diagnosis(
         "no Lustre client on the node: pods that mount the checkpoints or datasets stay ContainerCreating "
         "(FailedMount); the CSI node pod loads the Lustre kernel module, which must match the node's kernel",

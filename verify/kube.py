@@ -31,9 +31,8 @@ class Kube:
     def nodes(self) -> list[dict[str, Any]]:
         return self._json(self.core.list_node)["items"]
 
-    def pods(self, namespace: str, label_selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
-        return self._json(self.core.list_namespaced_pod, namespace, label_selector=label_selector,
-                          field_selector=field_selector)["items"]
+    def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        return self._json(self.core.list_namespaced_pod, namespace, label_selector=label_selector)["items"]
 
     def pods_on_node(self, node: str) -> list[dict[str, Any]]:
         """Every namespace's pods on one node (the pod IP budget counts them all)."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.cluster.pool_scheduling import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from verify.checks import condition
 from verify.report import CheckResult, Diagnosis, failed, passed
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -31,27 +32,23 @@ MANAGED_BY = "kueue.x-k8s.io/multikueue"
 PROBE_TIMEOUT_S = 1800
 
 
-def _active(obj: dict[str, Any]) -> dict[str, Any]:
-    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == "Active"), {})
-
-
 def check_workers(clusters: list[dict[str, Any]], check: dict[str, Any] | None) -> CheckResult:
     """`clusters`: the manager's MultiKueueClusters; `check`: its MultiKueue AdmissionCheck."""
     if not clusters:
         return failed("multikueue.workers", "no MultiKueueCluster on this cluster", Diagnosis(
             "the stack is not a MultiKueue manager, or its objects were not created",
             "kubectl get multikueueclusters,multikueueconfigs,admissionchecks"))
-    down = [(c["metadata"]["name"], _active(c)) for c in clusters if _active(c).get("status") != "True"]
+    down = [(c["metadata"]["name"], condition(c, "Active")) for c in clusters if condition(c, "Active").get("status") != "True"]
     if down:
-        worker, condition = down[0]
+        worker, active = down[0]
         return failed("multikueue.workers", f"{len(down)} of {len(clusters)} workers not connected", Diagnosis(
-            f"{worker}: {condition.get('reason', 'no Active condition')} {condition.get('message', '')}".strip()
+            f"{worker}: {active.get('reason', 'no Active condition')} {active.get('message', '')}".strip()
             + ": the kubeconfig Secret is missing or expired (the rotation CronJob), the access entry is missing, "
             "or the worker's API endpoint is unreachable from the manager's VPC",
             f"kubectl -n kueue-system logs job/$(kubectl -n kueue-system get jobs -o name | tail -1 | cut -d/ -f2); "
             f"kubectl get multikueuecluster {worker} -o yaml"),
             *[f"{name}: {c.get('reason', '?')} {c.get('message', '')}".strip() for name, c in down])
-    if check is None or _active(check).get("status") != "True":
+    if check is None or condition(check, "Active").get("status") != "True":
         return failed("multikueue.workers", "the MultiKueue AdmissionCheck is not Active", Diagnosis(
             "the check names a MultiKueueConfig that lists no connected worker",
             f"kubectl get admissioncheck {ADMISSION_CHECK} -o yaml"))

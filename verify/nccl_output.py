@@ -46,16 +46,12 @@ class NcclResult:
         return sum(r.wrong for r in self.rows) + (self.out_of_bounds or 0)
 
 
-def _strip(line: str) -> str:
-    return PREFIX.sub("", line.rstrip("\n"), count=1)
-
-
 def parse(text: str) -> NcclResult:
     columns: list[str] | None = None
     rows: dict[int, Row] = {}
     avg = oob = None
     for raw in text.splitlines():
-        line = _strip(raw)
+        line = PREFIX.sub("", raw, count=1)
         tokens = line.lstrip("#").split()
         if line.lstrip().startswith("#") and tokens[:5] == ["size", "count", "type", "redop", "root"]:
             columns = tokens

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -125,13 +126,7 @@ def loss_trend(values: list[float]) -> Trend:
     ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(values).values() if t > 1)
     variance = (n * (n - 1) * (2 * n + 5) - ties) / 18
     z = 0.0 if s == 0 or variance <= 0 else (s - math.copysign(1, s)) / math.sqrt(variance)
-    return Trend(n, z, _median(values[: max(1, n // 10)]), _median(values[-max(1, n // 10):]))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return Trend(n, z, statistics.median(values[: max(1, n // 10)]), statistics.median(values[-max(1, n // 10):]))
 
 
 @dataclass(frozen=True)
@@ -144,7 +139,6 @@ class Cadence:
     worst_gap: float
     """The longest stretch without a completed checkpoint, the open one up to now included."""
     saves: int
-    open_gap: float
 
     @property
     def late(self) -> bool:
@@ -165,7 +159,7 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
         marks = [int(start.fields.get("start_step") or 0)] + [int(e.fields.get("step") or 0) for e in saves]
         latest = max(steps, default=marks[-1])
         gaps = [b - a for a, b in itertools.pairwise(marks)] + [latest - marks[-1]]
-        return Cadence("steps", float(every_steps), float(max(gaps)), len(saves), float(gaps[-1]))
+        return Cadence("steps", float(every_steps), float(max(gaps)), len(saves))
     interval = start.fields.get("checkpoint_interval_s")
     if not isinstance(interval, int | float) or interval <= 0 or start.ts is None:
         return None
@@ -177,4 +171,4 @@ def checkpoint_cadence(run: list[Event], now: float) -> Cadence | None:
     ratios = [(b - a) / p for a, b, p in zip(marks, ends, periods, strict=True)]
     worst = max(range(len(ratios)), key=lambda i: ratios[i])
     # Reported in the period of the worst gap, so `late` compares like with like.
-    return Cadence("s", periods[worst], ends[worst] - marks[worst], len(saves), until - marks[-1])
+    return Cadence("s", periods[worst], ends[worst] - marks[worst], len(saves))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.cluster.pool_scheduling import GPU_RESOURCE, POOL_LABEL
 from components.config import Taint, TaintEffect
 
 PULUMI_TIMEOUT_SECONDS = 120
@@ -65,11 +66,6 @@ class StackOutputs:
     probe_pool: str = ""
     """The GPU pool the MultiKueue probe asks a worker for ("" before the program exported it: no GPU then)."""
     """The image the MultiKueue probe runs (the trainer image; present on every worker's nodes' registry path)."""
-
-
-# The pool label every training pod selects (components/cluster/pool_scheduling.py POOL_LABEL) and
-# the GPU resource it asks for: what a JobSet's own spec says of its shape.
-POOL_LABEL, GPU_RESOURCE = "gpu-training/pool", "nvidia.com/gpu"
 
 
 def promise_of_jobset(jobset: dict[str, Any]) -> JobPromise | None:

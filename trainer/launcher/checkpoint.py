@@ -144,22 +144,21 @@ def _tmp_name(path: str) -> str:
 class _HashingWriter:
     """File-like wrapper counting and hashing what is written through it."""
 
-    def __init__(self, f, hashing: bool):
+    def __init__(self, f):
         self._f = f
-        self._h = hashlib.sha256() if hashing else None
+        self._h = hashlib.sha256()
         self.nbytes = 0
 
     def write(self, data) -> int:
-        if self._h is not None:
-            self._h.update(data)
+        self._h.update(data)
         self.nbytes += len(data)
         return self._f.write(data)
 
     def flush(self) -> None:
         self._f.flush()
 
-    def hexdigest(self) -> str | None:
-        return self._h.hexdigest() if self._h is not None else None
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
 
 
 def atomic_write_fd(path: str, fill: Callable[[int], dict]) -> dict:
@@ -181,13 +180,13 @@ def atomic_write_fd(path: str, fill: Callable[[int], dict]) -> dict:
     return info
 
 
-def atomic_write(path: str, write: Callable[[BinaryIO], object], hashing: bool = True) -> dict:
+def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> dict:
     """Write via `write(fileobj)` to a temp file in the same directory, fsync,
     rename over `path`, fsync the directory. Returns {"bytes", "sha256"}."""
 
     def fill(fd: int) -> dict:
         with open(fd, "wb", closefd=False) as f:
-            w = _HashingWriter(f, hashing)
+            w = _HashingWriter(f)
             write(cast(BinaryIO, w))  # a file-like object: write() and flush()
             f.flush()
             os.fsync(fd)
@@ -267,13 +266,8 @@ def list_checkpoints(root: str) -> list[CheckpointInfo]:
         names = os.listdir(root)
     except FileNotFoundError:
         return []
-    out = []
-    for name in names:
-        if parse_step(name) is None or not os.path.isdir(os.path.join(root, name)):
-            continue
-        out.append(inspect(os.path.join(root, name)))
-    out.sort(key=lambda c: c.step, reverse=True)
-    return out
+    paths = [os.path.join(root, name) for name in names if parse_step(name) is not None]
+    return sorted((inspect(p) for p in paths if os.path.isdir(p)), key=lambda c: c.step, reverse=True)
 
 
 def complete_checkpoints(root: str) -> list[CheckpointInfo]:
@@ -289,12 +283,9 @@ def latest_complete(root: str) -> CheckpointInfo | None:
 
 
 def _remove_checkpoint(path: str) -> None:
-    marker = os.path.join(path, MARKER)
-    try:
-        os.unlink(marker)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(path, MARKER))
         fsync_dir(path)
-    except FileNotFoundError:
-        pass
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -8,6 +8,7 @@ invalid variable, each naming the variable.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -145,16 +146,14 @@ class Contract:
     @property
     def rdzv_endpoint(self) -> str:
         host = self.rdzv_host
-        try:
+        with contextlib.suppress(ValueError):  # a host name
             if ipaddress.ip_address(host).version == 6:
                 host = f"[{host}]"
-        except ValueError:
-            pass
         return f"{host}:{self.rdzv_port}"
 
     def to_env(self) -> dict[str, str]:
         """The resolved contract as environment variables (defaults filled in)."""
-        env = {
+        return {
             # torchrun reads these two itself (launcher.main.torchrun_command passes no flag for them)
             NNODES_VAR: str(self.nnodes),
             NPROC_PER_NODE_VAR: str(self.nproc_per_node),
@@ -177,7 +176,6 @@ class Contract:
                 "" if self.checkpoint_every_steps is None else str(self.checkpoint_every_steps)
             ),
         }
-        return env
 
 
 def _fmt_num(value: float) -> str:
@@ -248,11 +246,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Contract:
     host = _get(env, "TRAIN_RDZV_HOST")
     host_ok = bool(_HOSTNAME_RE.fullmatch(host))
     if not host_ok:
-        try:
+        with contextlib.suppress(ValueError):
             ipaddress.ip_address(host)
             host_ok = True
-        except ValueError:
-            pass
     if not host_ok:
         errors.append(f"TRAIN_RDZV_HOST must be a host name or IP address, got {host!r}")
     port = _int(env, "TRAIN_RDZV_PORT", errors, lo=1024, hi=65535)

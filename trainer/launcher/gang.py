@@ -25,6 +25,7 @@ PET_RDZV_CONF, so its other keys are passed along.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import time
@@ -87,11 +88,9 @@ def hosts_rendezvous(rdzv_host: str, hostname: str) -> bool | None:
     None for an IP address or localhost, where torch decides correctly without DNS."""
     if rdzv_host == "localhost":
         return None
-    try:
+    with contextlib.suppress(ValueError):  # a host name
         ipaddress.ip_address(rdzv_host)
         return None
-    except ValueError:
-        pass
     return rdzv_host.split(".", 1)[0].lower() == hostname.split(".", 1)[0].lower()
 
 

@@ -63,8 +63,7 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
         else:
             break
         i += 1
-    command = argv[i:]
-    return opts, command
+    return opts, argv[i:]
 
 
 def torchrun_command(c: contract.Contract, command: list[str], *, in_place: bool = False) -> list[str]:

@@ -56,25 +56,20 @@ def children_of(pid: int, *, running: bool = False) -> list[int]:
 def started_at(pid: int) -> float | None:
     """When pid started, in wall-clock seconds (to a clock tick, 10 ms): /proc/<pid>/stat's field 22
     counts clock ticks since boot (proc(5)), the time CLOCK_BOOTTIME counts too."""
-    fields = stat_fields(pid)
     try:
-        ticks = int(fields[19]) if fields is not None else None
+        ticks = int((stat_fields(pid) or [])[19])
     except (ValueError, IndexError):
-        return None
-    if ticks is None:
         return None
     return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def _set_parent_death_signal() -> None:
     """In the torchrun child: get SIGTERM if the launcher dies (Linux only)."""
-    try:
+    with contextlib.suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def route_output(pipe: IO[bytes] | None, stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
