@@ -13,11 +13,14 @@ import os
 import subprocess
 
 import kubernetes_validate
+import pulumi
 import pytest
 import yaml
 from crd_schemas import CRD_GROUPS, validate_custom_resource
 from plan_queries import kubernetes_minor
 from stack_configs import MANIFEST_STACKS, PROJECT, ROOT, raw_config
+
+from components.common.manifests import built_in_object
 
 
 def is_custom(manifest: dict) -> bool:
@@ -98,3 +101,9 @@ def test_every_namespace_we_create_denies_by_default(stack, plan_of):
                and m["metadata"]["name"] == "default-deny"
                and m["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
     assert namespaces and namespaces <= denying, namespaces - denying
+
+
+def test_a_built_in_kind_without_its_typed_resource_stops_the_plan_naming_the_table():
+    """CONTRIBUTING.md, "Add a Kubernetes object": the error says where the kind goes."""
+    with pytest.raises(KeyError, match=r"Deployment: add its typed resource to BUILT_IN_KINDS"):
+        built_in_object("x", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}}, pulumi.ResourceOptions())

@@ -54,7 +54,10 @@ def built_in_object(resource_name: str, manifest: dict[str, Any], opts: pulumi.R
     after apiVersion and kind is the argument of its name in snake case (roleRef -> role_ref)."""
     fields = {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value for key, value in manifest.items()
               if key not in ("apiVersion", "kind")}
-    return BUILT_IN_KINDS[manifest["kind"]](resource_name, **fields, opts=opts)
+    kind = manifest["kind"]
+    if kind not in BUILT_IN_KINDS:
+        raise KeyError(f"{kind}: add its typed resource to BUILT_IN_KINDS (components/common/manifests.py)")
+    return BUILT_IN_KINDS[kind](resource_name, **fields, opts=opts)
 
 
 def custom_resource(resource_name: str, manifest: dict[str, Any],
