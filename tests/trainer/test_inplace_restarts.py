@@ -224,6 +224,58 @@ def test_a_round_after_a_stop_signal_is_ended_and_a_plain_failure_is_restarted(m
     assert outcome_table.exit_code(outcome, 1) == 1
 
 
+def test_a_round_seen_only_after_the_stop_signal_but_started_before_it_stops_on_its_own(monkeypatch, tmp_path):
+    """The signal reached the new round's workers (forwarded to torchrun's children as they were):
+    killing them would lose their stop save and end the pod as not stopped."""
+    import signal as signals
+
+    running = [[11]]
+    sup, watch, now, ends = _supervisor(monkeypatch, tmp_path, running)
+    forwarded = []
+    monkeypatch.setattr(supervisor.os, "kill", lambda pid, signum: forwarded.append(pid))
+    sup.stop_request.on_signal = sup._forward
+    _look(sup, watch, now, 0.0)
+    running[0] = [21, 22]  # the next round, started between two looks
+    sup.stop_request.request(signals.SIGTERM)
+    assert forwarded == [21, 22]
+    _look(sup, watch, now, 0.5)
+    assert (watch.rounds, ends) == (1, [])  # seen now, and left to save and stop
+    (tmp_path / "stopped").write_text("{}")
+    running[0] = []
+    _look(sup, watch, now, 1.0)
+    assert ends == [(supervisor.TorchrunEnd.NOT_RESTARTED, [])]  # the stop is the pod's end: 143
+
+
+@pytest.mark.parametrize("restart_count, written, reported", [
+    ("0", ["config-error"], None),  # the first round: the launcher's own files are checked by it
+    ("1", [], None),
+    ("1", ["config-error"], "a config error"),
+    ("2", ["stopped"], "a stop with the gang"),
+    ("1", ["stopped", "config-error"], "a config error"),
+])
+def test_a_restart_rounds_worker_sees_what_an_earlier_round_reported(tmp_path, restart_count, written, reported):
+    env = {"TORCHELASTIC_RESTART_COUNT": restart_count, "TRAIN_CONFIG_ERROR_FILE": str(tmp_path / "config-error"),
+           "TRAIN_STOPPED_FILE": str(tmp_path / "stopped")}
+    for name in written:
+        (tmp_path / name).write_text("{}")
+    assert inplace.reported_before(env) == reported
+
+
+def test_a_restart_round_after_a_config_error_does_not_run_the_trainer(tmp_path):
+    """torchrun may start the next round before the launcher's next look: that round's workers end
+    at their start, so the trainer neither reports the error again nor trains."""
+    (tmp_path / "config-error").write_text("TypeError: bad lr\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": main.worker_site.python_path(main.worker_site.PACKAGE_PARENT),
+           "LOCAL_RANK": "0", "RANK": "0", "TRAIN_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
+           "TORCHELASTIC_RESTART_COUNT": "1", "TRAIN_CONFIG_ERROR_FILE": str(tmp_path / "config-error")}
+    run = subprocess.run([sys.executable, "-c", "print('trained')"], env=env, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout) == (1, ""), run.stderr
+    assert run.stderr == "launcher: restart round 1 not run: an earlier round reported a config error\n"
+    env["TORCHELASTIC_RESTART_COUNT"] = "0"  # the first round runs whatever files there are
+    assert subprocess.run([sys.executable, "-c", "print('trained')"], env=env, capture_output=True, text=True,
+                          timeout=60).stdout == "trained\n"
+
+
 def test_a_crashed_worker_restarts_the_gang_in_place(gang_of, measurements):
     whole = gang_of("whole", "plain", {"steps": STEPS})
     whole.start()
@@ -289,7 +341,8 @@ def test_a_config_error_exits_2_and_is_not_retried_in_place(gang_of):
     assert job.wait(90) == [2]
     pod = job.pods[0]
     # torchrun may start a round before the launcher reads the worker's error file (a race the
-    # machine's load decides); that round is ended at once, so the error is reported once, never twice.
+    # machine's load decides: a forked round fails again within 0.5 s); that round's worker ends at
+    # its start (launcher.inplace.reported_before), so the error is reported once, never twice.
     assert len(pod.of("worker_error")) == 1, pod.stderr_tail()
 
 

@@ -290,7 +290,7 @@ def test_the_example_trainer_recovers_a_crash_in_place_from_its_memory_copy(trai
     assert resumed.get("tier") == "memory" and resumed["path"].startswith(str(memory)), resumed
     assert 0 <= crashed_at - resumed["step"] <= gap + 1, (crashed_at, resumed, gap)  # + the step in flight
     assert checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"]) is None  # nothing durable yet: memory won
-    run.wait_for(lambda ev: last_step(ev) >= resumed["step"] + 3, 60, "steps after the resume")
+    run.wait_for(lambda ev: last_step(ev[ev.index(resumed):]) >= resumed["step"] + 3, 60, "steps after the resume")
     os.kill(run.proc.pid, signal.SIGTERM)
     assert run.wait(timeout=120) == 143, run.stderr_tail()
     stopped = checkpoint.latest_complete(env["TRAIN_CHECKPOINT_DIR"])

@@ -15,6 +15,9 @@ torchrun restarts whatever exit a worker has, so the launcher decides what must 
 - a config error (TRAIN_CONFIG_ERROR_FILE) or a stop with the gang (TRAIN_STOPPED_FILE): torchrun
   is ended as soon as the workers are gone, before or after a new round started; the pod exits 2 or
   143 as before;
+- a round's workers that start after such a report do not run the trainer (`reported_before`,
+  from the worker hooks): a round that torchrun started before the launcher's next look (0.5 s
+  apart, a forked round takes less) would otherwise report the error again or train after the stop;
 - after a stop signal, a new round is ended at once (nothing trains after a stop);
 - a round that does not start within `restart_wait_s` of the failure (a frozen or lost peer never
   rejoins: torchrun would wait for it for its join_timeout, TRAIN_RDZV_WAIT_S + 120 s) ends torchrun
@@ -32,6 +35,7 @@ chooses again at its start (`refresh_resume`, from the worker hooks), the same w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
@@ -112,6 +116,19 @@ def from_env(environ: Mapping[str, str]) -> InPlace | None:
     if forked not in ("true", "false"):
         raise InPlaceError(f"{FORKED_WORKERS_VAR} must be true or false, got {forked!r}")
     return InPlace(restarts, float(wait), forked == "true") if restarts else None
+
+
+def reported_before(environ: Mapping[str, str]) -> str | None:
+    """In a worker of a restart round: what an earlier round of this torchrun reported that ends the
+    run (a config error, a stop with the gang), or None. Each is written before its worker exits,
+    and torchrun starts a round only once every worker of the last one is gone, so a report there
+    at a round's start is an earlier round's."""
+    if environ.get("TORCHELASTIC_RESTART_COUNT", "0") in ("", "0"):
+        return None
+    for what, var in (("a config error", contract.CONFIG_ERROR_VAR), ("a stop with the gang", contract.STOPPED_VAR)):
+        if environ.get(var) and os.path.exists(environ[var]):
+            return what
+    return None
 
 
 def refresh_resume(environ: MutableMapping[str, str]) -> str | None:

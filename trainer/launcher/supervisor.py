@@ -261,6 +261,9 @@ class Supervisor:
         """The pod's grace period; None when the workload does not state it (contract.UNSTATED_GRACE_S)."""
         self.end = TorchrunEnd.EXITED
         self._said_gone = False
+        self._signalled: set[int] = set()
+        """Every process a stop signal was forwarded to: a round whose workers all got it started
+        before the signal, whenever the watch first saw it."""
         stop_request.on_signal = self._forward
 
     @property
@@ -279,6 +282,7 @@ class Supervisor:
         # them 30 s after passing the signal on, which may be too short to
         # flush a checkpoint. torchrun exits by itself once they are gone.
         targets = children_of(proc.pid) or [proc.pid]
+        self._signalled.update(targets)
         for pid in targets:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
@@ -328,12 +332,14 @@ class Supervisor:
         """In-place restarts: log each new round; end torchrun (True) rather than let it restart
         workers that reported a config error or a stop with the gang, or start a round after a
         stop signal. The stop file is written before the worker exits: only once none runs, or a
-        new round started anyway, is it this round's end."""
+        new round started anyway, is it this round's end. A round first seen after the signal may
+        have started before it (the looks are 0.5 s apart, more under load): its workers got the
+        signal and are stopping, so it is left to end as any stopping round does."""
         if watch.rounds > self._rounds_seen:
             self._rounds_seen, self._said_gone = watch.rounds, False
             progress.log("workers_restarted", round=watch.rounds, gap_s=None if watch.round_gap_s is None
                          else round(watch.round_gap_s, 3), pids=watch.running)
-            if self.received is not None:
+            if self.received is not None and not self._signalled.issuperset(watch.running):
                 progress.log("torchrun_killed", reason="a new round of workers after a stop signal")
                 self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
                 return True

@@ -139,6 +139,19 @@ def _rebind(before: object, after: object) -> None:
             continue
 
 
+def _not_after_a_report() -> None:
+    """A restart round's worker ends before the trainer runs when an earlier round reported a
+    config error or a stop (launcher.inplace.reported_before): exit 1, a failed round, which the
+    launcher ends torchrun on; its report decides the pod's exit code, as without restarts."""
+    reported = inplace.reported_before(os.environ)
+    if reported is None:
+        return
+    sys.stderr.write(f"launcher: restart round {os.environ.get('TORCHELASTIC_RESTART_COUNT')} not run: "
+                     f"an earlier round reported {reported}\n")
+    sys.stderr.flush()
+    os._exit(1)  # nothing of the trainer ran: nothing to clean up, and the interpreter is still starting
+
+
 # Set by the first process that installs the hooks: the worker torchrun started. The processes
 # it starts itself (DataLoader workers, compile workers, helpers) inherit the variable and keep
 # out: their errors and steps are not the worker's.
@@ -150,6 +163,7 @@ def install() -> None:
     if owner and owner != str(os.getpid()):
         return
     os.environ[WORKER_PID_VAR] = str(os.getpid())
+    _not_after_a_report()
     sys.excepthook = excepthook(sys.excepthook)
     sys.exit = STARTUP_EXITS.wrap_exit(sys.exit)
     atexit.register(STARTUP_EXITS.report)
