@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launcher import checkpoint
+from launcher import checkpoint, contract
 from trainer_testlib import TRAINER_DIR, last_step, requires_torch
 
 pytestmark = requires_torch
@@ -164,8 +164,8 @@ def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch,
     # Damage: newest truncated, second newest corrupted in place (same size),
     # and a newer marker-less directory as left by a crash mid-save.
     complete = checkpoint.complete_checkpoints(ckdir)
-    assert len(complete) == 3
-    newest, second, third = complete
+    assert len(complete) >= 3  # TRAIN_CHECKPOINT_KEEP, or one more when the kill came before the prune
+    newest, second, third = complete[:3]
     shard = os.path.join(newest.path, checkpoint.shard_name(0))
     with open(shard, "r+b") as f:
         f.truncate(os.path.getsize(shard) // 2)
@@ -176,7 +176,7 @@ def test_sigkill_resume_and_corrupt_checkpoints_are_skipped(trainer_env, launch,
         f.write(b"\xff" * 64)
     assert os.path.getsize(shard2) == size2
     partial = os.path.join(ckdir, checkpoint.step_dir_name(newest.step + every))
-    os.makedirs(partial)
+    os.makedirs(partial, exist_ok=True)  # the kill may have come during that save
     with open(os.path.join(partial, checkpoint.shard_name(0)), "wb") as f:
         f.write(b"partial")
 
@@ -206,7 +206,8 @@ def test_sigterm_saves_a_checkpoint_before_exit(trainer_env, launch, measurement
     rc = run.wait(timeout=30)
     exit_s = time.monotonic() - t0
     assert rc == 143, run.stderr_tail()
-    assert exit_s < 10, f"took {exit_s:.1f}s to exit after SIGTERM"
+    # The launcher's own bound without a stated grace period (the kubelet's SIGKILL comes at 30 s).
+    assert exit_s < contract.UNSTATED_GRACE_S - contract.STOP_MARGIN_S, f"took {exit_s:.1f}s to exit after SIGTERM"
 
     events = run.events()
     final = last_step(events)

@@ -187,25 +187,30 @@ class WorkerWatch:
     def _note_round(self, running: list[int], now: float) -> None:
         """torchrun stops every local worker before a restart round (SimpleElasticAgent._restart_workers),
         so a round's workers share no process with the last look's; a set that only grew is one
-        round starting. The failed file was the last round's: cleared for the new one."""
+        round starting. The failed file was the last round's: cleared for the new one, unless the new
+        round's own worker wrote it, failing before this look (0.5 s apart, more under load): that
+        failure must still end a torchrun that starts no further round."""
         if self._had_workers and set(running).isdisjoint(self.running):
             self.rounds += 1
             self.round_gap_s = None if self._empty_since is None else now - self._empty_since
-            with contextlib.suppress(OSError):
-                os.unlink(self.failed_file)
+            if not _written_by_this_round(self.failed_file, running, if_unknown=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.failed_file)
         self.running, self._empty_since = running, None
 
 
-def _written_by_this_round(path: str, running: list[int]) -> bool:
+def _written_by_this_round(path: str, running: list[int], if_unknown: bool = True) -> bool:
     """A report file written after the running workers started is theirs; one written before is an
     earlier round's, whose workers exited and torchrun restarted between two looks (0.5 s apart, more
-    under load): that round must not train on. Unknown start times: theirs (the workers end anyway)."""
+    under load): that round must not train on. Unknown start times or no file: `if_unknown` (for a
+    report, theirs: the workers end anyway; for the failed file, not: a stale one kept would end a
+    healthy round's torchrun waiting in its exit barrier)."""
     try:
         written = os.path.getmtime(path)
     except OSError:
-        return True
+        return if_unknown
     starts = [start for start in map(started_at, running) if start is not None]
-    return not starts or written >= min(starts) - START_TIME_ERROR_S
+    return if_unknown if not starts else written >= min(starts) - START_TIME_ERROR_S
 
 
 # started_at's error: one clock tick (USER_HZ, 100 on Linux) and the read of two clocks.
