@@ -137,14 +137,53 @@ def test_the_newest_verified_copy_wins_memory_or_shared(tmp_path):
 
     shared, memory = tmp_path / "shared", tmp_path / "memory"
     checkpoint.save(str(shared), 8, {"step": 8, "w": torch.zeros(4)})
+    _copies(memory, [3, 6, 12])
+    tier = memory_tier.MemoryTier(str(memory), 1.0)
+    assert [c.step for c in checkpoint.list_checkpoints(str(memory))] == [12, 6]  # two copies at rest
+    chosen = memory_tier.choose(tier, str(shared), Gathered([12]), local_rank=0)
+    assert chosen is not None and chosen.path == str(memory / checkpoint.step_dir_name(12))
+    assert memory_tier.choose(tier, str(shared), Gathered([]), local_rank=0) is None  # a node without it
+    checkpoint.save(str(shared), 16, {"step": 16, "w": torch.zeros(4)})
+    assert memory_tier.choose(tier, str(shared), Gathered([]), local_rank=0) is None  # the shared one is newer
+
+
+def test_a_node_that_failed_while_writing_a_copy_resumes_the_gang_from_the_one_before(tmp_path):
+    """This node finished its copy of step 12; the peer's node died while writing its own, so it holds
+    6 and a step-12 directory without its marker. Both hold 6: the gang resumes from it, not from the
+    shared copy of step 2 (a choice by each node's newest copy alone would find no common step)."""
+    import torch
+
+    shared, memory = tmp_path / "shared", tmp_path / "memory"
+    checkpoint.save(str(shared), 2, {"step": 2, "w": torch.zeros(4)})
     _copies(memory, [6, 12])
     tier = memory_tier.MemoryTier(str(memory), 1.0)
-    assert sorted(c.step for c in checkpoint.list_checkpoints(str(memory))) == [12]  # one copy at rest
-    chosen = memory_tier.choose(tier, str(shared), Gathered(12), local_rank=0)
-    assert chosen is not None and chosen.path == str(memory / checkpoint.step_dir_name(12))
-    assert memory_tier.choose(tier, str(shared), Gathered(-1), local_rank=0) is None  # a node without it
-    checkpoint.save(str(shared), 16, {"step": 16, "w": torch.zeros(4)})
-    assert memory_tier.choose(tier, str(shared), Gathered(-1), local_rank=0) is None  # the shared one is newer
+    chosen = memory_tier.choose(tier, str(shared), Gathered([6]), local_rank=0)
+    assert chosen is not None and chosen.step == 6
+    assert memory_tier.newest_common([[12, 6], [6], [12, 6]]) == [6]
+    assert memory_tier.newest_common([[12, 6], [12, 6]]) == [12, 6]
+    assert memory_tier.newest_common([[12], [6]]) == []
+
+
+def test_the_older_copy_goes_before_the_next_is_written(tmp_path, monkeypatch):
+    """The tier never holds more than COPIES_WRITTEN copies, the one being written included: what the
+    platform sizes the pod's memory volume for."""
+    import torch
+
+    memory = tmp_path / "memory"
+    held: list[int] = []
+    write = checkpoint.atomic_write_fd
+
+    def counting(path, writer):
+        held.append(len(checkpoint.list_checkpoints(str(memory))))
+        return write(path, writer)
+
+    monkeypatch.setattr(checkpoint, "atomic_write_fd", counting)
+    copies = memory_tier.MemoryCopies(memory_tier.MemoryTier(str(memory), 1.0), writes=True)
+    for step in (3, 6, 9, 12):
+        copies.save(step, {"step": step, "w": torch.full((64,), float(step))})
+    copies.close()
+    assert max(held) == memory_tier.COPIES_WRITTEN, held  # each write: its file, then its marker
+    assert [c.step for c in checkpoint.complete_checkpoints(str(memory))] == [12, 9]
 
 
 def test_a_corrupted_memory_copy_is_rejected_and_the_shared_one_chosen(tmp_path):
@@ -160,13 +199,27 @@ def test_a_corrupted_memory_copy_is_rejected_and_the_shared_one_chosen(tmp_path)
     data.write_bytes(bytes(raw))
     tier = memory_tier.MemoryTier(str(memory), 1.0)
     skipped: list[str] = []
-    peer_looked_only = memory_tier.choose(tier, str(shared), Gathered(12), local_rank=1)
+    peer_looked_only = memory_tier.choose(tier, str(shared), Gathered([12]), local_rank=1)
     assert peer_looked_only is not None  # a peer on the node does not hash: its local rank 0 does
-    assert memory_tier.choose(tier, str(shared), Gathered(12), local_rank=0,
+    assert memory_tier.choose(tier, str(shared), Gathered([12]), local_rank=0,
                               on_skip=lambda path, e: skipped.append(f"{path}: {e}")) is None
     assert skipped and "mismatch" in skipped[0]
     assert (copy / checkpoint.REJECTED_MARKER).exists() and not (copy / checkpoint.MARKER).exists()
-    assert memory_tier.choose(tier, str(shared), Gathered(-1), local_rank=1) is None  # rejected for every rank
+    assert memory_tier.choose(tier, str(shared), Gathered([]), local_rank=1) is None  # rejected for every rank
+
+
+def test_a_corrupted_newest_copy_falls_back_to_the_one_before(tmp_path):
+    import torch
+
+    shared, memory = tmp_path / "shared", tmp_path / "memory"
+    checkpoint.save(str(shared), 2, {"step": 2, "w": torch.zeros(4)})
+    _copies(memory, [6, 12])
+    data = memory / checkpoint.step_dir_name(12) / checkpoint.shard_name(0)
+    raw = bytearray(data.read_bytes())
+    raw[-3] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    chosen = memory_tier.choose(memory_tier.MemoryTier(str(memory), 1.0), str(shared), Gathered([12, 6]), local_rank=0)
+    assert chosen is not None and chosen.step == 6
 
 
 def test_a_resume_from_the_shared_copy_forgets_newer_memory_copies(tmp_path):
@@ -255,19 +308,24 @@ def test_a_corrupted_memory_copy_is_skipped_for_the_shared_one_in_place(gang_of)
     job.at_step(5)
     frozen, in_memory = _freeze_with_memory_ahead(job)
     durable = newest_complete(job.tmp / "checkpoints").step
-    copy = job.memory_dir(0) / checkpoint.step_dir_name(in_memory)
-    data = copy / checkpoint.shard_name(0)
-    raw = bytearray(data.read_bytes())
-    raw[-3] ^= 0xFF
-    data.write_bytes(bytes(raw))
+    # Every copy pod 0 holds past the durable step (the newest, and the one before it when it is newer
+    # than the durable one too), so that no memory copy is left to fall back to.
+    corrupted = [job.memory_dir(0) / checkpoint.step_dir_name(c.step)
+                 for c in checkpoint.complete_checkpoints(str(job.memory_dir(0))) if c.step > durable]
+    assert corrupted[0].name == checkpoint.step_dir_name(in_memory)
+    for copy in corrupted:
+        data = copy / checkpoint.shard_name(0)
+        raw = bytearray(data.read_bytes())
+        raw[-3] ^= 0xFF
+        data.write_bytes(bytes(raw))
     _crash_pod1_resume_pod0(job, frozen)
     _stepped_after_restart(job)
     assert job.wait() == [0, 0]
     resumed = [e for p in job.pods for e in p.of("checkpoint_resumed")]
     assert resumed[0].get("tier") != "memory" and resumed[0]["step"] == durable, resumed
     skipped = [e for p in job.pods for e in p.of("checkpoint_skipped") if e.get("tier") == "memory"]
-    assert skipped and skipped[0]["path"] == str(copy), skipped
-    assert not copy.exists()  # rejected, then forgotten: the run resumed from an older step
+    assert [e["path"] for e in skipped] == [str(copy) for copy in corrupted], skipped  # both pods hold the same steps
+    assert not any(copy.exists() for copy in corrupted)  # rejected, then forgotten: the run resumed from an older step
 
 
 def test_the_example_trainer_recovers_a_crash_in_place_from_its_memory_copy(trainer_env, launch, tmp_path):

@@ -566,12 +566,16 @@ class AsyncCheckpointer(BackgroundCommits):
     """
 
     def __init__(self, root: str, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,
-                 collective: Collective = SOLO, keep: int = 3):
+                 collective: Collective = SOLO, keep: int = 3, keep_while_writing: int | None = None):
         from . import state_file
 
         super().__init__(root, rank=rank, world_size=world_size, collective=collective, keep=keep)
         self.writes = rank == 0 if writes is None else writes
         self._stager = state_file.Stager()
+        self.keep_while_writing = keep_while_writing
+        """With it, rank 0 prunes to this many complete checkpoints before each write (on the writer's
+        thread), so the root never holds more than `keep`, the one being written included: the memory
+        tier's bound on its emptyDir (launcher.memory_tier)."""
 
     def prepare(self, state: Any) -> None:
         """Stage for `state` before the first save (call it before step 1, with a state whose
@@ -605,10 +609,17 @@ class AsyncCheckpointer(BackgroundCommits):
             name = shard_name(self.rank)
             written[name] = atomic_write_fd(os.path.join(path, name), lambda fd: state_file.write_snapshot(fd, snapshot))
 
-        self._step(step, "preparing the directory", (lambda: self._prepare(path)) if self.rank == 0 else None)
+        self._step(step, "preparing the directory", (lambda: self._make_room(path)) if self.rank == 0 else None)
         self._step(step, "writing a rank's file", write_file if snapshot is not None else None)
         self._commit(path, step, written, meta)
         return path, sum(m["bytes"] for m in written.values())
+
+
+    def _make_room(self, path: str) -> None:
+        if self.keep_while_writing is not None:
+            self._join_pruner()  # the last commit's prune, which keeps `keep`
+            prune(self.root, self.keep_while_writing)
+        self._prepare(path)
 
 
 def save(root: str, step: int, state: Any, *, rank: int = 0, world_size: int = 1, writes: bool | None = None,

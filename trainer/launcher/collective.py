@@ -23,10 +23,12 @@ from .checkpoint import SOLO, Collective
 
 class ProcessGroupCollective:
     """`agree` and `all_gather` over `process_group` (None: the default group). Outside a
-    distributed run (no process group initialised) they are those of a single process."""
+    distributed run (no process group initialised) they are those of a single process. `device`:
+    where `agree`'s flag lives, the rank's GPU for a NCCL group (gloo's is the CPU)."""
 
-    def __init__(self, process_group: dist.ProcessGroup | None):
+    def __init__(self, process_group: dist.ProcessGroup | None, device: torch.device | None = None):
         self.process_group = process_group
+        self.device = device
 
     def _alone(self) -> bool:
         return self.process_group is None and not dist.is_initialized()
@@ -34,7 +36,7 @@ class ProcessGroupCollective:
     def agree(self, ok: bool) -> bool:
         if self._alone():
             return ok
-        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=self.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.process_group)
         return bool(flag.item())
 

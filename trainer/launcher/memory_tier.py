@@ -10,8 +10,8 @@ workers restart, the pod stays) and vanish with a recreated pod, when the shared
 What: each node's local rank 0 writes the whole state of the loop (replicated DDP state: every node
 holds all of it) as a checkpoint of one writer in the launcher's format and protocol
 (checkpoint.AsyncCheckpointer: only the copy to host memory stops the loop; the file is written,
-hashed, renamed and its COMPLETE marker, naming TRAIN_RUN_ID, written on a thread of its own). One
-copy stays at rest (`KEEP`), two while the next is written.
+hashed, renamed and its COMPLETE marker, naming TRAIN_RUN_ID, written on a thread of its own). Two
+copies stay at rest (`KEEP`): the newest and the one before it, which goes before the next is written.
 
 When: rank 0's clock decides, agreed with the stop and durable flags at the step boundary
 (worker.Worker.boundary), so every node saves the same steps. A durable save that is due wins; a
@@ -22,11 +22,13 @@ resumed from memory, the durable schedule goes on from the newest durable checkp
 (`anchor`), not from the restart: the memory copy the run resumed from is never the only copy for
 longer than one durable interval either.
 
-Resume (`choose`): the newest memory copy that is newer than the newest complete durable one and
-matches its digest, when every rank's node has verified the same step (gathered): each node's
-copies are its own, and a rank that loaded another step than its peers would train a different
-model. A copy that fails its digest is rejected (its marker renamed, as on the shared file system)
-and the run resumes from the shared copy, verified as today. When the run resumes from the shared
+Resume (`choose`): the newest step that every rank's node holds a memory copy of (gathered), newer
+than the newest complete durable one, once the nodes' local ranks 0 verified it against its digest
+(agreed): each node's copies are its own, and a rank that loaded another step than its peers would
+train a different model. A node that failed while writing a copy holds only the one before it,
+which the nodes that finished theirs still hold too (`KEEP`): the gang resumes from that one. A copy
+that fails its digest is rejected (its marker renamed, as on the shared file system) and the next
+common step is tried; with none left the run resumes from the shared copy, verified as today. When the run resumes from the shared
 copy, memory copies newer than it (a line the run leaves) are removed (`forget_newer`).
 
 Only the plain integration and the launcher's own format use it (integrations.plain): the other
@@ -48,10 +50,13 @@ from .schedule import CheckpointSchedule
 
 DIR_VAR = "TRAIN_MEMORY_CHECKPOINT_DIR"
 INTERVAL_VAR = "TRAIN_MEMORY_CHECKPOINT_INTERVAL_S"
-KEEP = 1
-"""Copies at rest; the next one is written beside it before the prune (checkpoint.py's protocol), so
-the tier holds at most KEEP + 1 copies: what the platform sizes its emptyDir for (COPIES_WRITTEN)."""
-COPIES_WRITTEN = KEEP + 1
+KEEP = 2
+"""Copies at rest: the newest and the one before it. A node that fails while writing the next copy
+loses that one only; the one before is on every node, so the gang still resumes from memory."""
+COPIES_WRITTEN = KEEP
+"""The most the tier holds: the older copy goes before the next is written (checkpoint.AsyncCheckpointer
+`keep_while_writing`), so the one being written takes its place. What the platform sizes its
+emptyDir for (components/config/memory_tier.py MEMORY_TIER_COPIES)."""
 
 
 class MemoryTierError(ValueError):
@@ -119,39 +124,37 @@ def _verify(info: CheckpointInfo) -> None:
         checkpoint.verify_file(os.path.join(info.path, name), meta)
 
 
-def newest_verified(root: str, newer_than: int, *, verify: bool,
-                    on_skip: Callable[[str, Exception], None] | None = None) -> CheckpointInfo | None:
-    """The newest complete copy of this run under `root` of a step above `newer_than` whose files
-    match their digests (`verify`: the node's local rank 0; its peers only look); one that does not
-    is rejected."""
-    for info in checkpoint.list_checkpoints(root):
-        if info.step <= newer_than:
-            break
-        if not info.complete:
-            continue
-        try:
-            if verify:
-                _verify(info)
-        except CheckpointCorruptError as e:
-            if isinstance(e, CheckpointDigestError):
-                checkpoint.reject(info.path)
-            if on_skip is not None:
-                on_skip(info.path, e)
-            continue
-        return info
-    return None
+def _verified(info: CheckpointInfo, on_skip: Callable[[str, Exception], None] | None) -> bool:
+    """Whether the copy's files match their digests; one that does not is rejected."""
+    try:
+        _verify(info)
+    except CheckpointCorruptError as e:
+        if isinstance(e, CheckpointDigestError):
+            checkpoint.reject(info.path)
+        if on_skip is not None:
+            on_skip(info.path, e)
+        return False
+    return True
+
+
+def newest_common(held: list[list[int]]) -> list[int]:
+    """The steps every rank holds a copy of, newest first."""
+    return sorted(set.intersection(*map(set, held)), reverse=True) if held else []
 
 
 def choose(tier: MemoryTier, checkpoint_dir: str, collective: checkpoint.Collective, *, local_rank: int,
            on_skip: Callable[[str, Exception], None] | None = None) -> CheckpointInfo | None:
     """The memory copy every rank resumes from (every rank calls it, same answer), or None: then the
-    shared one, chosen as without the tier."""
+    shared one, chosen as without the tier. Only the node's local rank 0 hashes its copies; its
+    peers only look, and agree on what it found."""
     durable = checkpoint.latest_complete(checkpoint_dir)
-    mine = newest_verified(tier.root, durable.step if durable else -1, verify=local_rank == 0, on_skip=on_skip)
-    steps = collective.all_gather(mine.step if mine is not None else -1)
-    if mine is None or any(step != mine.step for step in steps):
-        return None
-    return mine
+    newer_than = durable.step if durable is not None else -1
+    mine = [info for info in checkpoint.list_checkpoints(tier.root) if info.complete and info.step > newer_than]
+    for step in newest_common(collective.all_gather([info.step for info in mine])):
+        info = next(info for info in mine if info.step == step)
+        if collective.agree(local_rank != 0 or _verified(info, on_skip)):
+            return info
+    return None
 
 
 def forget_newer(tier: MemoryTier, step: int) -> None:
@@ -166,7 +169,8 @@ class MemoryCopies:
 
     def __init__(self, tier: MemoryTier, *, writes: bool):
         self.tier = tier
-        self._checkpointer = checkpoint.AsyncCheckpointer(tier.root, keep=KEEP) if writes else None
+        self._checkpointer = checkpoint.AsyncCheckpointer(tier.root, keep=KEEP, keep_while_writing=KEEP - 1) \
+            if writes else None
 
     def prepare(self, state: Any) -> None:
         if self._checkpointer is not None:
