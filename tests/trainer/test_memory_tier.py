@@ -1,8 +1,9 @@
 """The memory checkpoint tier (launcher.memory_tier): its settings, its schedule beside the durable one
 (a memory copy is never the only copy for longer than one durable interval, also across an in-place
-restart), the resume choice (newest verified copy wins; a corrupted memory copy is skipped for the
-shared one), and, on the 2-node localhost gang of the plain integration, a crash recovered in place
-from the memory copies."""
+restart), the write bound (two copies at rest, never more with the one being written), the resume
+choice (the newest copy every node holds and verified wins; a node that crashed mid-write shares the
+one before; a corrupted copy is skipped for the next, then the shared one), and, on the 2-node
+localhost gang of the plain integration, a crash recovered in place from the memory copies."""
 
 from __future__ import annotations
 
@@ -234,21 +235,21 @@ def test_a_resume_from_the_shared_copy_forgets_newer_memory_copies(tmp_path):
 MEMORY_INTERVAL_S = "0.25"
 
 
-def _memory_ahead(job) -> int | None:
-    """The step of the memory copy every pod holds, when it is newer than the newest durable one and
-    no save has begun since (a step directory without its marker, in either tier)."""
+def _memory_ahead(job, copies: int = 1) -> int | None:
+    """The step of the newest memory copy every pod holds, when every pod holds the same newest
+    `copies` and they are newer than the newest durable one, and no save has begun since (a step
+    directory without its marker, in either tier)."""
     tiers = [checkpoint.list_checkpoints(str(d)) for d in (job.tmp / "checkpoints", *map(job.memory_dir, (0, 1)))]
-    durable, *copies = [next((c for c in listed if c.complete), None) for listed in tiers]
-    steps = {c.step for c in copies if c is not None}
-    if None in copies or len(steps) != 1:
+    durable, *held = [[c.step for c in listed if c.complete] for listed in tiers]
+    newest = {tuple(steps[:copies]) for steps in held}
+    if len(newest) != 1 or len(steps := newest.pop()) < copies:
         return None
-    step = steps.pop()
-    if any(not c.complete and c.step > step for listed in tiers for c in listed):
+    if any(not c.complete and c.step > steps[0] for listed in tiers for c in listed):
         return None
-    return step if durable is None or step > durable.step else None
+    return steps[0] if not durable or steps[-1] > durable[0] else None
 
 
-def _freeze_with_memory_ahead(job) -> tuple[list[int], int]:
+def _freeze_with_memory_ahead(job, copies: int = 1) -> tuple[list[int], int]:
     """Both pods' workers stopped (SIGSTOP: no save lands meanwhile) at a moment when both hold the same
     memory copy, newer than the newest durable checkpoint, and no newer save is under way: one the
     writer thread had begun would land on the pod that resumes and not on the crashed one, and the
@@ -256,14 +257,14 @@ def _freeze_with_memory_ahead(job) -> tuple[list[int], int]:
     deadline = time.monotonic() + 120
     while True:
         assert time.monotonic() < deadline, "\n".join(p.stderr_tail(15) for p in job.pods)
-        if _memory_ahead(job) is None:
+        if _memory_ahead(job, copies) is None:
             time.sleep(0.02)
             continue
         pids = [w for pod in job.pods for w in _workers(pod)]
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
         time.sleep(0.3)  # the launchers route the lines the workers wrote before the stop
-        step = _memory_ahead(job)
+        step = _memory_ahead(job, copies)
         snapshots = [e["step"] for p in job.pods for e in p.of("checkpoint_in_memory") + p.of("checkpoint_saved")]
         if step is not None and max(snapshots, default=0) <= step:  # none taken for a write not begun yet
             return pids, step
@@ -299,6 +300,24 @@ def test_a_crash_recovers_in_place_from_the_memory_copy(gang_of):
     assert max(final) == STEPS
     for step, loss in final.items():
         assert loss == pytest.approx(baseline[step], rel=1e-5, abs=1e-6), f"step {step}"
+
+
+def test_a_copy_one_node_did_not_finish_falls_back_to_the_one_before_in_place(gang_of):
+    """Pod 1 dies while writing its newest copy (its marker never written), pod 0 finished the same
+    step: both still hold the copy before it, and the gang resumes from that one, not from the start."""
+    job = gang_of("unfinished", "plain", {"steps": STEPS, "step_delay_s": 0.1}, PET_MAX_RESTARTS="2",
+                  TRAIN_CHECKPOINT_EVERY_STEPS="1000", TRAIN_MEMORY_CHECKPOINT_INTERVAL_S=MEMORY_INTERVAL_S)
+    job.start()
+    job.at_step(3)
+    frozen, newest = _freeze_with_memory_ahead(job, copies=2)
+    before = checkpoint.complete_checkpoints(str(job.memory_dir(1)))[1].step
+    (job.memory_dir(1) / checkpoint.step_dir_name(newest) / checkpoint.MARKER).unlink()
+    _crash_pod1_resume_pod0(job, frozen)
+    _stepped_after_restart(job)
+    assert job.wait() == [0, 0]
+    resumed = [e for p in job.pods for e in p.of("checkpoint_resumed")]
+    assert resumed[0]["tier"] == "memory" and resumed[0]["step"] == before < newest, resumed
+    assert max(job.losses()) == STEPS
 
 
 def test_a_corrupted_memory_copy_is_skipped_for_the_shared_one_in_place(gang_of):
