@@ -17,8 +17,9 @@ from components.config.keys import minimum_of
 from components.config.reader import Section
 
 MEMORY_TIER_COPIES = 2
-"""Copies the tier's emptyDir holds at most: the one at rest and the next being written
-(trainer/launcher/memory_tier.py COPIES_WRITTEN; tests/trainer/test_memory_tier.py keeps them equal)."""
+"""Copies the tier's emptyDir holds at most: two at rest, and while the next is written the newer of
+them and that one (the older goes first; trainer/launcher/memory_tier.py COPIES_WRITTEN;
+tests/test_memory_tier_config.py keeps them equal)."""
 MEMORY_TIER_HOST_BUFFERS = 1
 """The writer's staging buffer in the trainer's own memory (checkpoint.AsyncCheckpointer: the copy of
 the state that the background thread writes from)."""

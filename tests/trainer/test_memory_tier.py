@@ -209,6 +209,39 @@ def test_a_corrupted_memory_copy_is_rejected_and_the_shared_one_chosen(tmp_path)
     assert memory_tier.choose(tier, str(shared), Gathered([]), local_rank=1) is None  # rejected for every rank
 
 
+class PeerRejectsFirst(Gathered):
+    """A peer node's local rank 0 finds the first step it is asked about corrupted."""
+
+    def __init__(self, *others: object):
+        super().__init__(*others)
+        self.asked = 0
+
+    def agree(self, ok: bool) -> bool:
+        self.asked += 1
+        return ok and self.asked > 1
+
+
+def test_a_copy_a_peer_node_rejects_moves_every_rank_to_the_next_common_step(tmp_path, monkeypatch):
+    import torch
+
+    shared, memory = tmp_path / "shared", tmp_path / "memory"
+    checkpoint.save(str(shared), 2, {"step": 2, "w": torch.zeros(4)})
+    _copies(memory, [6, 12])
+    tier = memory_tier.MemoryTier(str(memory), 1.0)
+    peer = PeerRejectsFirst([12, 6])
+    chosen = memory_tier.choose(tier, str(shared), peer, local_rank=1)
+    assert (chosen.step if chosen else None, peer.asked) == (6, 2)  # one agreement per step tried, on every rank
+
+    def unreadable(path, meta):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(checkpoint, "verify_file", unreadable)
+    skipped: list[str] = []
+    assert memory_tier.choose(tier, str(shared), Gathered([12, 6]), local_rank=0,
+                              on_skip=lambda path, e: skipped.append(path)) is None  # skipped, not raised
+    assert len(skipped) == 2 and (memory / checkpoint.step_dir_name(12) / checkpoint.MARKER).exists()  # not rejected
+
+
 def test_a_corrupted_newest_copy_falls_back_to_the_one_before(tmp_path):
     import torch
 

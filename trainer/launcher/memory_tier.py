@@ -125,10 +125,12 @@ def _verify(info: CheckpointInfo) -> None:
 
 
 def _verified(info: CheckpointInfo, on_skip: Callable[[str, Exception], None] | None) -> bool:
-    """Whether the copy's files match their digests; one that does not is rejected."""
+    """Whether the copy's files match their digests; one that does not is rejected. A read error
+    (a file gone since the listing, EIO) only skips it: raised, it would leave the peers waiting in
+    the next collective until the process group's timeout."""
     try:
         _verify(info)
-    except CheckpointCorruptError as e:
+    except (CheckpointCorruptError, OSError) as e:
         if isinstance(e, CheckpointDigestError):
             checkpoint.reject(info.path)
         if on_skip is not None:
