@@ -574,8 +574,8 @@ class AsyncCheckpointer(BackgroundCommits):
         self._stager = state_file.Stager()
         self.keep_while_writing = keep_while_writing
         """With it, rank 0 prunes to this many complete checkpoints before each write (on the writer's
-        thread), so the root never holds more than `keep`, the one being written included: the memory
-        tier's bound on its emptyDir (launcher.memory_tier)."""
+        thread), so the root holds at most one more, the one being written: the memory tier's bound on
+        its emptyDir (launcher.memory_tier keeps `keep` - 1 while writing)."""
 
     def prepare(self, state: Any) -> None:
         """Stage for `state` before the first save (call it before step 1, with a state whose
@@ -613,7 +613,6 @@ class AsyncCheckpointer(BackgroundCommits):
         self._step(step, "writing a rank's file", write_file if snapshot is not None else None)
         self._commit(path, step, written, meta)
         return path, sum(m["bytes"] for m in written.values())
-
 
     def _make_room(self, path: str) -> None:
         if self.keep_while_writing is not None:

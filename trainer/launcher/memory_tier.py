@@ -28,8 +28,9 @@ than the newest complete durable one, once the nodes' local ranks 0 verified it 
 train a different model. A node that failed while writing a copy holds only the one before it,
 which the nodes that finished theirs still hold too (`KEEP`): the gang resumes from that one. A copy
 that fails its digest is rejected (its marker renamed, as on the shared file system) and the next
-common step is tried; with none left the run resumes from the shared copy, verified as today. When the run resumes from the shared
-copy, memory copies newer than it (a line the run leaves) are removed (`forget_newer`).
+common step is tried; with none left the run resumes from the shared copy, verified as today. When
+the run resumes from the shared copy, memory copies newer than it (a line the run leaves) are
+removed (`forget_newer`).
 
 Only the plain integration and the launcher's own format use it (integrations.plain): the other
 frameworks write their own files, and a sharded state (FSDP, DCP) is not whole on one node.
