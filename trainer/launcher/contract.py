@@ -83,6 +83,10 @@ STOPPED_VAR = "TRAIN_STOPPED_FILE"
 # their own, which would complete the Job mid-run.
 FINISHED_VAR = "TRAIN_FINISHED_FILE"
 
+# The reports after which no in-place restart round may run (launcher.inplace, launcher.supervisor),
+# each named as the launcher says it, with the variable that holds its file.
+RUN_ENDING_REPORTS = (("a config error", CONFIG_ERROR_VAR), ("a stop with the gang", STOPPED_VAR))
+
 
 def config_error_file(heartbeat_file: str) -> str:
     """Where the trainer reports a config error: next to the heartbeat, on the pod's own disk."""

@@ -125,7 +125,7 @@ def reported_before(environ: Mapping[str, str]) -> str | None:
     at a round's start is an earlier round's."""
     if environ.get("TORCHELASTIC_RESTART_COUNT", "0") in ("", "0"):
         return None
-    for what, var in (("a config error", contract.CONFIG_ERROR_VAR), ("a stop with the gang", contract.STOPPED_VAR)):
+    for what, var in contract.RUN_ENDING_REPORTS:
         if environ.get(var) and os.path.exists(environ[var]):
             return what
     return None

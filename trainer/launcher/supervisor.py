@@ -348,8 +348,7 @@ class Supervisor:
                 progress.log("torchrun_killed", reason="a new round of workers after a stop signal")
                 self._kill(TorchrunEnd.NOT_RESTARTED, watch.running)
                 return True
-        reported = [(what, self.env[var]) for what, var in (("a stop with the gang", contract.STOPPED_VAR),
-                                                            ("a config error", contract.CONFIG_ERROR_VAR))
+        reported = [(what, self.env[var]) for what, var in contract.RUN_ENDING_REPORTS
                     if self.env.get(var) and os.path.exists(self.env[var])]
         if not reported:
             return False
